@@ -1,0 +1,132 @@
+"""The `llm_step` activity: one chat-completions call over the run's transcript.
+
+The openai client never retries (`max_retries=0`): Temporal owns retries. HTTP 408, 409,
+429 and 5xx, timeouts and dropped connections are retryable (honouring `retry-after`);
+any other 4xx is the request's fault and fails the step for good.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any, NoReturn
+
+import openai
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from activities.store import Store, to_openai
+from reactive_temporal.config import ModelPrice
+from reactive_temporal.contracts import (
+    LLM_STEP,
+    LlmStepInput,
+    LlmStepResult,
+    Message,
+    SeqMessage,
+    ToolCall,
+    Usage,
+)
+from reactive_temporal.pricing import cost_of
+from reactive_temporal.tools import ToolRegistry
+
+RETRYABLE_STATUS = {408, 409, 429}
+MAX_RETRY_DELAY_SECONDS = 120.0
+
+
+def retry_delay(headers: Any) -> timedelta | None:
+    """The server's requested wait, from `retry-after-ms` or `retry-after` (seconds)."""
+    if headers is None:
+        return None
+    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+        value = headers.get(name)
+        if value is None:
+            continue
+        try:
+            seconds = float(value) * scale
+        except ValueError:
+            continue  # an HTTP date: let the retry policy's backoff decide
+        return timedelta(seconds=min(max(seconds, 0.0), MAX_RETRY_DELAY_SECONDS))
+    return None
+
+
+def raise_for_status(err: openai.APIStatusError) -> NoReturn:
+    status = err.status_code
+    retryable = status in RETRYABLE_STATUS or status >= 500
+    should = err.response.headers.get("x-should-retry") if err.response is not None else None
+    if should in ("true", "false"):
+        retryable = should == "true"
+    detail = err.message if isinstance(err.message, str) else str(err)
+    raise ApplicationError(
+        f"LLM endpoint answered HTTP {status}: {detail[:500]}",
+        type="LlmHttpError" if retryable else "LlmRequestRejected",
+        non_retryable=not retryable,
+        next_retry_delay=retry_delay(err.response.headers if err.response is not None else None),
+    ) from err
+
+
+class LlmActivities:
+    def __init__(
+        self,
+        store: Store,
+        client: openai.AsyncOpenAI,
+        registry: ToolRegistry,
+        prices: dict[str, ModelPrice] | None = None,
+    ) -> None:
+        self.store = store
+        self.client = client
+        self.registry = registry
+        self.prices = prices or {}
+
+    @activity.defn(name=LLM_STEP)
+    async def llm_step(self, input: LlmStepInput) -> LlmStepResult:
+        transcript = await self.store.load_messages(input.run_id, before_seq=input.seq)
+        request: dict[str, Any] = {
+            "model": input.model,
+            "messages": [to_openai(m) for m in transcript],
+        }
+        tools = self.registry.schemas(input.tool_names)
+        if tools:
+            request["tools"] = tools
+        if input.temperature is not None:
+            request["temperature"] = input.temperature
+        info = activity.info()
+        timeout = info.start_to_close_timeout or timedelta(seconds=120)
+        try:
+            response = await self.client.chat.completions.create(
+                **request, timeout=max(timeout.total_seconds() - 1, 1)
+            )
+        except openai.APIStatusError as err:
+            raise_for_status(err)
+        except (openai.APIConnectionError, openai.APITimeoutError) as err:
+            raise ApplicationError(
+                f"LLM endpoint unreachable: {err}", type="LlmConnectionError"
+            ) from err
+
+        if not response.choices:
+            raise ApplicationError("LLM answered with no choices", type="LlmEmptyResponse")
+        choice = response.choices[0]
+        calls = [
+            ToolCall(id=c.id, name=c.function.name, arguments=c.function.arguments or "{}")
+            for c in (choice.message.tool_calls or [])
+            if getattr(c, "function", None) is not None
+        ]
+        content = choice.message.content
+        await self.store.put_messages(
+            input.run_id,
+            [
+                SeqMessage(
+                    seq=input.seq,
+                    message=Message(role="assistant", content=content, tool_calls=calls),
+                )
+            ],
+        )
+        usage = Usage(
+            prompt_tokens=response.usage.prompt_tokens if response.usage else 0,
+            completion_tokens=response.usage.completion_tokens if response.usage else 0,
+        )
+        return LlmStepResult(
+            content=content,
+            tool_calls=calls,
+            finish_reason=choice.finish_reason,
+            usage=usage,
+            cost=cost_of(input.model, usage.prompt_tokens, usage.completion_tokens, self.prices),
+        )

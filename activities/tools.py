@@ -1,0 +1,86 @@
+"""The `run_tool` activity: one tool call, turned into an observation either way.
+
+A tool that raises, times out, or gets arguments that do not fit its signature produces an
+error observation (`[Tool error: …]`) the model sees next turn; the activity itself only
+fails when the transcript cannot be written, which Temporal retries.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from typing import Any
+
+from temporalio import activity
+
+from activities.store import Store
+from reactive_temporal.contracts import RUN_TOOL, Message, RunToolInput, SeqMessage, ToolResult
+from reactive_temporal.tools import ToolArgumentsError, ToolRegistry
+
+OBSERVATION_MAX_CHARS = 16_000
+
+
+def render_observation(value: Any) -> str:
+    """What the model reads back: text as is, anything else as JSON."""
+    if isinstance(value, str):
+        text = value
+    else:
+        try:
+            text = json.dumps(value, ensure_ascii=False, default=str)
+        except (TypeError, ValueError):
+            text = str(value)
+    if len(text) > OBSERVATION_MAX_CHARS:
+        text = (
+            text[:OBSERVATION_MAX_CHARS]
+            + f"\n… [truncated {len(text) - OBSERVATION_MAX_CHARS} characters]"
+        )
+    return text
+
+
+class ToolActivities:
+    def __init__(self, store: Store, registry: ToolRegistry) -> None:
+        self.store = store
+        self.registry = registry
+
+    @activity.defn(name=RUN_TOOL)
+    async def run_tool(self, input: RunToolInput) -> ToolResult:
+        call = input.call
+        started = time.monotonic()
+        success, content = await self._execute(call.name, call.arguments)
+        await self.store.put_messages(
+            input.run_id,
+            [
+                SeqMessage(
+                    seq=input.seq,
+                    message=Message(
+                        role="tool", content=content, tool_call_id=call.id, name=call.name
+                    ),
+                )
+            ],
+        )
+        return ToolResult(
+            call_id=call.id,
+            name=call.name,
+            success=success,
+            content=content,
+            duration_ms=int((time.monotonic() - started) * 1000),
+        )
+
+    async def _execute(self, name: str, arguments: str) -> tuple[bool, str]:
+        tool = self.registry.get(name)
+        if tool is None:
+            available = ", ".join(self.registry.names) or "none"
+            return False, f"[Tool error: unknown tool {name!r}. Available tools: {available}]"
+        try:
+            kwargs = tool.parse_arguments(arguments)
+        except ToolArgumentsError as err:
+            return False, f"[Tool error: invalid arguments for {name}: {err}]"
+        try:
+            value = await asyncio.wait_for(tool(**kwargs), timeout=tool.timeout_seconds)
+        except TimeoutError:
+            return False, f"[Tool error: {name} timed out after {tool.timeout_seconds:g}s]"
+        except Exception as err:  # any tool failure is the model's to read, not the run's to die of
+            activity.logger.info("tool %s raised %s", name, type(err).__name__)
+            return False, f"[Tool error: {name} failed: {type(err).__name__}: {err}]"
+        return True, render_observation(value)

@@ -1,0 +1,72 @@
+"""Activities that start and extend a run's transcript in Postgres."""
+
+from __future__ import annotations
+
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from activities.store import Store
+from reactive_temporal.contracts import (
+    PREPARE_RUN,
+    RECORD_MESSAGES,
+    Message,
+    PrepareRunInput,
+    PrepareRunResult,
+    RecordMessagesInput,
+    SeqMessage,
+)
+from reactive_temporal.tools import ToolRegistry
+
+REACT_INSTRUCTIONS = (
+    "Work step by step. Use the tools available to you whenever they help, and call them "
+    "rather than guessing their results. When the task is complete, call the final-answer "
+    "tool with the deliverable itself in 'output'. If the final-answer tool is not offered "
+    "and you need no more tools, reply with a line starting with 'FINAL ANSWER:' followed by "
+    "the answer."
+)
+
+
+def system_prompt(agent_id: str, custom: str | None) -> str:
+    intro = (
+        custom.strip()
+        if custom and custom.strip()
+        else (
+            f"You are {agent_id}, an AI agent that completes tasks carefully "
+            "and reports what it did."
+        )
+    )
+    return f"{intro}\n\n{REACT_INSTRUCTIONS}"
+
+
+class TranscriptActivities:
+    def __init__(self, store: Store, registry: ToolRegistry) -> None:
+        self.store = store
+        self.registry = registry
+
+    @activity.defn(name=PREPARE_RUN)
+    async def prepare_run(self, input: PrepareRunInput) -> PrepareRunResult:
+        """Resolve the agent's tools and seed the transcript with the system prompt and task."""
+        agent = input.agent
+        wanted = self.registry.names if agent.tools is None else agent.tools
+        unknown = [t for t in [*wanted, *agent.required_tools] if self.registry.get(t) is None]
+        if unknown:
+            raise ApplicationError(
+                f"agent {agent.agent_id!r} names tools this worker does not have: "
+                f"{', '.join(sorted(set(unknown)))}. "
+                f"Worker tools: {', '.join(self.registry.names)}",
+                type="UnknownToolError",
+                non_retryable=True,
+            )
+        names = list(dict.fromkeys([*wanted, *agent.required_tools]))
+        seed = [
+            Message(role="system", content=system_prompt(agent.agent_id, agent.system_prompt)),
+            Message(role="user", content=input.task),
+        ]
+        await self.store.put_messages(
+            input.run_id, [SeqMessage(seq=i, message=m) for i, m in enumerate(seed)]
+        )
+        return PrepareRunResult(tool_names=names, next_seq=len(seed))
+
+    @activity.defn(name=RECORD_MESSAGES)
+    async def record_messages(self, input: RecordMessagesInput) -> None:
+        await self.store.put_messages(input.run_id, input.messages)

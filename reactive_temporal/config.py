@@ -1,0 +1,95 @@
+"""Configuration from the environment (and a `.env` file), validated once at start-up."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from pydantic import AliasChoices, BaseModel, Field, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+DEFAULT_TASK_QUEUE = "reactive-temporal"
+DEFAULT_MODEL = "gpt-4o-mini"
+_HOST_PORT = re.compile(r"^[A-Za-z0-9_.\-\[\]:]+:\d{1,5}$")
+
+
+class ModelPrice(BaseModel):
+    """US dollars per million tokens."""
+
+    input_per_mtok: float = Field(ge=0)
+    output_per_mtok: float = Field(ge=0)
+
+
+class Settings(BaseSettings):
+    """Everything the worker, the starter and the Python API read from the environment.
+
+    Unset server addresses mean "use the embedded stack": a Temporal dev server and an
+    embedded Postgres under `data_dir`, started on demand.
+    """
+
+    model_config = SettingsConfigDict(env_file=".env", extra="ignore", populate_by_name=True)
+
+    temporal_address: str | None = None
+    temporal_namespace: str = "default"
+    temporal_task_queue: str = DEFAULT_TASK_QUEUE
+    database_url: str | None = None
+    openai_base_url: str | None = None
+    openai_api_key: str | None = None
+    agent_model: str = DEFAULT_MODEL
+    data_dir: Path = Field(
+        default=Path(".reactive-temporal"),
+        validation_alias=AliasChoices("REACTIVE_TEMPORAL_DATA_DIR", "data_dir"),
+    )
+    workspace_dir: Path | None = Field(
+        default=None,
+        validation_alias=AliasChoices("REACTIVE_TEMPORAL_WORKSPACE", "workspace_dir"),
+    )
+    """Where file_read / file_write may work; defaults to `<data_dir>/workspace`."""
+    model_prices: dict[str, ModelPrice] = Field(
+        default_factory=dict,
+        validation_alias=AliasChoices("AGENT_MODEL_PRICES", "model_prices"),
+    )
+    """Extra or overriding prices, e.g. AGENT_MODEL_PRICES='{"my-model": {"input_per_mtok": 0.1,
+    "output_per_mtok": 0.4}}'."""
+
+    @field_validator("temporal_address")
+    @classmethod
+    def _host_port(cls, value: str | None) -> str | None:
+        if value is None or value.strip() == "":
+            return None
+        if not _HOST_PORT.match(value.strip()):
+            raise ValueError(
+                f"TEMPORAL_ADDRESS={value!r} is not host:port (for example localhost:7233)"
+            )
+        return value.strip()
+
+    @field_validator("database_url")
+    @classmethod
+    def _postgres_url(cls, value: str | None) -> str | None:
+        if value is None or value.strip() == "":
+            return None
+        if not value.startswith(("postgresql://", "postgres://")) and "=" not in value:
+            raise ValueError(
+                f"DATABASE_URL={value!r} is not a PostgreSQL URL "
+                "(for example postgresql://user@localhost:5432/db)"
+            )
+        return value.strip()
+
+    @field_validator("openai_base_url", "openai_api_key")
+    @classmethod
+    def _blank_is_unset(cls, value: str | None) -> str | None:
+        return value.strip() if value and value.strip() else None
+
+    @property
+    def uses_offline_model(self) -> bool:
+        """No endpoint and no key configured: the demo runs on the offline scripted model."""
+        return self.openai_base_url is None and self.openai_api_key is None
+
+    @property
+    def workspace(self) -> Path:
+        return (self.workspace_dir or self.data_dir / "workspace").resolve()
+
+
+def load_settings(**overrides: object) -> Settings:
+    """Settings from the environment, with explicit overrides (None values are ignored)."""
+    return Settings(**{k: v for k, v in overrides.items() if v is not None})  # type: ignore[arg-type]

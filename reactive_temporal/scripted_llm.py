@@ -1,0 +1,290 @@
+"""An OpenAI-compatible chat-completions server that answers from scripts, offline.
+
+Tests and the offline demo talk to it over real HTTP, so the openai client, its error
+handling and Temporal's retries all run exactly as they would against a real endpoint.
+
+    with ScriptedLLM() as llm:
+        llm.script("m1", [Reply(tool_calls=[call("calculator", expression="2+2")]),
+                          HttpError(429, headers={"retry-after": "1"}),
+                          Reply(content="FINAL ANSWER: 4")])
+        # point OPENAI_BASE_URL at llm.base_url and use model "m1"
+
+A model name with no script gets the demo responder: a small rule-based agent that does
+arithmetic with the calculator and finishes with final-answer, enough to show a real loop.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+import uuid
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass
+class ScriptedCall:
+    name: str
+    arguments: dict[str, Any] | str = field(default_factory=dict)
+
+
+def call(name: str, raw_arguments: str | None = None, **arguments: Any) -> ScriptedCall:
+    """A tool call for a Reply; `raw_arguments` sends exactly that text (e.g. broken JSON)."""
+    return ScriptedCall(name, raw_arguments if raw_arguments is not None else arguments)
+
+
+@dataclass
+class Reply:
+    content: str | None = None
+    tool_calls: list[ScriptedCall] = field(default_factory=list)
+    delay: float = 0.0
+    """Seconds to wait before answering (a slow model, or one slower than a timeout)."""
+    usage: tuple[int, int] | None = None
+    """(prompt, completion) tokens; estimated from the text when None."""
+
+
+@dataclass
+class HttpError:
+    status: int
+    message: str = "scripted error"
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Drop:
+    """Close the connection without answering."""
+
+
+Step = Reply | HttpError | Drop
+Responder = Callable[[dict[str, Any]], Step]
+
+
+class Script:
+    """Steps answered in order; `repeat_last` keeps answering with the final step."""
+
+    def __init__(self, steps: Iterable[Step], *, repeat_last: bool = False) -> None:
+        self.steps = list(steps)
+        self.repeat_last = repeat_last
+        self.position = 0
+        self.lock = threading.Lock()
+
+    def __call__(self, request: dict[str, Any]) -> Step:
+        with self.lock:
+            if self.position >= len(self.steps):
+                if self.repeat_last and self.steps:
+                    return self.steps[-1]
+                return HttpError(500, f"script exhausted after {len(self.steps)} steps")
+            step = self.steps[self.position]
+            self.position += 1
+            return step
+
+
+def _estimate_tokens(text: str) -> int:
+    return max(1, len(text) // 4)
+
+
+def completion_body(model: str, reply: Reply, request: dict[str, Any]) -> dict[str, Any]:
+    tool_calls = [
+        {
+            "id": f"call_{uuid.uuid4().hex[:12]}",
+            "type": "function",
+            "function": {
+                "name": c.name,
+                "arguments": c.arguments
+                if isinstance(c.arguments, str)
+                else json.dumps(c.arguments),
+            },
+        }
+        for c in reply.tool_calls
+    ]
+    message: dict[str, Any] = {"role": "assistant", "content": reply.content}
+    if tool_calls:
+        message["tool_calls"] = tool_calls
+    prompt, completion = reply.usage or (
+        _estimate_tokens(json.dumps(request.get("messages", []))),
+        _estimate_tokens((reply.content or "") + json.dumps(message.get("tool_calls", []))),
+    )
+    return {
+        "id": f"chatcmpl-{uuid.uuid4().hex[:12]}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "message": message,
+                "finish_reason": "tool_calls" if tool_calls else "stop",
+            }
+        ],
+        "usage": {
+            "prompt_tokens": prompt,
+            "completion_tokens": completion,
+            "total_tokens": prompt + completion,
+        },
+    }
+
+
+class ScriptedLLM:
+    """The server. Thread-based, so it serves while the test's event loop runs."""
+
+    def __init__(
+        self, host: str = "127.0.0.1", port: int = 0, default: Responder | None = None
+    ) -> None:
+        self.scripts: dict[str, Responder] = {}
+        self.requests: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        self.default = default or demo_responder
+        self._server = ThreadingHTTPServer((host, port), _handler_for(self))
+        self._server.daemon_threads = True
+        self._thread: threading.Thread | None = None
+
+    @property
+    def base_url(self) -> str:
+        port = self._server.server_address[1]
+        return f"http://127.0.0.1:{port}/v1"
+
+    def script(
+        self, model: str, steps: Iterable[Step] | Responder, *, repeat_last: bool = False
+    ) -> str:
+        """Answer requests for `model` from these steps (or this function); returns `model`."""
+        self.scripts[model] = steps if callable(steps) else Script(steps, repeat_last=repeat_last)
+        return model
+
+    def respond(self, request: dict[str, Any]) -> Step:
+        model = str(request.get("model", ""))
+        self.requests[model].append(request)
+        return self.scripts.get(model, self.default)(request)
+
+    def start(self) -> ScriptedLLM:
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, name="scripted-llm", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def __enter__(self) -> ScriptedLLM:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def _handler_for(llm: ScriptedLLM) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(
+            self, format: str, *args: Any
+        ) -> None:  # quiet: tests read their own output
+            pass
+
+        def do_POST(self) -> None:
+            length = int(self.headers.get("content-length") or 0)
+            try:
+                request = json.loads(self.rfile.read(length) or b"{}")
+            except ValueError:
+                self._send(
+                    400,
+                    {
+                        "error": {
+                            "message": "request body is not JSON",
+                            "type": "invalid_request_error",
+                        }
+                    },
+                )
+                return
+            if not self.path.rstrip("/").endswith("/chat/completions"):
+                self._send(
+                    404, {"error": {"message": f"no route {self.path}", "type": "not_found"}}
+                )
+                return
+            step = llm.respond(request)
+            if isinstance(step, Drop):
+                self.close_connection = True
+                self.connection.shutdown(2)
+                return
+            if isinstance(step, HttpError):
+                body = {"error": {"message": step.message, "type": "scripted", "code": step.status}}
+                self._send(step.status, body, step.headers)
+                return
+            if step.delay:
+                time.sleep(step.delay)
+            self._send(200, completion_body(str(request.get("model", "")), step, request))
+
+        def _send(
+            self, status: int, body: dict[str, Any], headers: dict[str, str] | None = None
+        ) -> None:
+            data = json.dumps(body).encode()
+            try:
+                self.send_response(status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                for k, v in (headers or {}).items():
+                    self.send_header(k, v)
+                self.end_headers()
+                self.wfile.write(data)
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the client gave up (a timeout test): nothing to answer
+
+    return Handler
+
+
+# -- the offline demo model --------------------------------------------------------------
+
+_EXPRESSION = re.compile(r"[-+(]*\d[\d\s.+\-*/^%()]*[\d)]")
+OFFLINE_NOTE = (
+    "(offline model) I only know arithmetic and the time. Point OPENAI_BASE_URL / "
+    "OPENAI_API_KEY at a real model for anything else."
+)
+
+
+def _find_expression(task: str) -> str | None:
+    candidates = [m.group(0).strip() for m in _EXPRESSION.finditer(task)]
+    with_operator = [c for c in candidates if re.search(r"\d\s*[-+*/^%]\s*[\d(]", c)]
+    return max(with_operator, key=len) if with_operator else None
+
+
+def demo_responder(request: dict[str, Any]) -> Step:
+    """A tiny deterministic agent: calculator or current_time, then final-answer."""
+    messages = request.get("messages", [])
+    offered = {t["function"]["name"] for t in request.get("tools", [])}
+    task = next((m.get("content") or "" for m in messages if m.get("role") == "user"), "")
+    observations = [m.get("content") or "" for m in messages if m.get("role") == "tool"]
+    expression = _find_expression(task)
+    wants_time = re.search(r"\b(time|date|today)\b", task, re.I) is not None
+
+    if not observations:
+        if expression and "calculator" in offered:
+            return Reply(
+                content=f"I'll compute {expression} with the calculator.",
+                tool_calls=[call("calculator", expression=expression)],
+            )
+        if wants_time and "current_time" in offered:
+            return Reply(content="I'll check the clock.", tool_calls=[call("current_time")])
+        return Reply(content=f"FINAL ANSWER: {OFFLINE_NOTE}")
+
+    result = observations[-1]
+    answer = f"{expression} = {result}" if expression else f"It is now {result}."
+    if "final-answer" in offered:
+        return Reply(
+            content="I have the result; submitting it.",
+            tool_calls=[
+                call(
+                    "final-answer",
+                    output=answer,
+                    format="text",
+                    summary=f"Used the {'calculator' if expression else 'current_time'} tool "
+                    "and reported its result.",
+                    confidence="high",
+                )
+            ],
+        )
+    return Reply(content=f"FINAL ANSWER: {answer}")

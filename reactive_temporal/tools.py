@@ -1,0 +1,203 @@
+"""Tools: typed async Python functions the agent can call.
+
+`@tool` reads a function's signature once and builds a pydantic model from it; that model
+gives the JSON schema the model sees and validates the arguments the model sends back, so
+a bad call becomes an observation naming the bad field, never a crashed run.
+
+    @tool
+    async def lookup_order(order_id: Annotated[str, Field(description="e.g. A-123")]) -> dict:
+        \"\"\"Look up an order by id.\"\"\"
+
+Tools run inside the worker, each call an activity. `worker.py --tools my_pkg.my_tools`
+loads every `@tool` in a module.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import json
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, get_type_hints, overload
+
+from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+
+from reactive_temporal.contracts import FINAL_ANSWER_TOOL, OUTPUT_FORMATS
+
+ToolFunction = Callable[..., Awaitable[Any]]
+
+
+class ToolArgumentsError(ValueError):
+    """The model's arguments do not fit the tool's signature."""
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    description: str
+    function: ToolFunction
+    arguments: type[BaseModel]
+    timeout_seconds: float = 60.0
+
+    def schema(self) -> dict[str, Any]:
+        """The chat-completions `tools[]` entry."""
+        parameters = self.arguments.model_json_schema()
+        parameters.pop("title", None)
+        for prop in parameters.get("properties", {}).values():
+            prop.pop("title", None)
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": parameters,
+            },
+        }
+
+    def parse_arguments(self, raw: str) -> dict[str, Any]:
+        """Validated keyword arguments, or ToolArgumentsError naming what is wrong."""
+        try:
+            data = json.loads(raw or "{}")
+        except ValueError as err:
+            raise ToolArgumentsError(f"arguments are not valid JSON ({err})") from err
+        if not isinstance(data, dict):
+            raise ToolArgumentsError("arguments must be a JSON object")
+        try:
+            model = self.arguments.model_validate(data)
+        except ValidationError as err:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg']}"
+                for e in err.errors()
+            )
+            raise ToolArgumentsError(problems) from err
+        return {name: getattr(model, name) for name in type(model).model_fields}
+
+    async def __call__(self, **kwargs: Any) -> Any:
+        return await self.function(**kwargs)
+
+
+@overload
+def tool(function: ToolFunction, /) -> Tool: ...
+@overload
+def tool(
+    *, name: str | None = None, description: str | None = None, timeout_seconds: float = 60.0
+) -> Callable[[ToolFunction], Tool]: ...
+
+
+def tool(
+    function: ToolFunction | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    timeout_seconds: float = 60.0,
+) -> Tool | Callable[[ToolFunction], Tool]:
+    """Turn a typed async function into a Tool (usable bare or with options)."""
+
+    def build(fn: ToolFunction) -> Tool:
+        if not inspect.iscoroutinefunction(fn):
+            raise TypeError(f"@tool needs an async function; {fn.__qualname__} is not async")
+        tool_name = name or fn.__name__
+        if tool_name == FINAL_ANSWER_TOOL:
+            raise ValueError(f"{FINAL_ANSWER_TOOL!r} is reserved for the loop's meta-tool")
+        hints = get_type_hints(fn, include_extras=True)
+        fields: dict[str, Any] = {}
+        for param in inspect.signature(fn).parameters.values():
+            if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+                raise TypeError(
+                    f"tool {tool_name!r}: *args/**kwargs cannot be described to a model"
+                )
+            if param.name not in hints:
+                raise TypeError(f"tool {tool_name!r}: parameter {param.name!r} needs a type hint")
+            default = ... if param.default is inspect.Parameter.empty else param.default
+            fields[param.name] = (hints[param.name], default)
+        arguments = create_model(  # type: ignore[call-overload]
+            f"{tool_name}_arguments", __config__=ConfigDict(extra="forbid"), **fields
+        )
+        doc = inspect.getdoc(fn) or ""
+        return Tool(
+            name=tool_name,
+            description=description or doc or f"The {tool_name} tool.",
+            function=fn,
+            arguments=arguments,
+            timeout_seconds=timeout_seconds,
+        )
+
+    return build(function) if function is not None else build
+
+
+FINAL_ANSWER_SCHEMA: dict[str, Any] = {
+    "type": "function",
+    "function": {
+        "name": FINAL_ANSWER_TOOL,
+        "description": (
+            "Submit the final answer and terminate the task. Call this when ALL required steps "
+            "are complete. Provide the actual deliverable in 'output', its format in 'format', "
+            "and a brief summary of what you did in 'summary'. Do not write 'FINAL ANSWER:' in "
+            "text when this tool can be called. The output must contain the deliverable itself "
+            "(the complete code, or the prose), not a file path or a reference to it."
+        ),
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "output": {"type": "string", "description": "The actual deliverable."},
+                "format": {
+                    "type": "string",
+                    "description": "Format of output: "
+                    + ", ".join(f"'{f}'" for f in OUTPUT_FORMATS),
+                },
+                "summary": {
+                    "type": "string",
+                    "description": "Brief self-report of what was accomplished (2-3 sentences)",
+                },
+                "confidence": {"type": "string", "description": "'high', 'medium', or 'low'"},
+            },
+            "required": ["output", "format", "summary"],
+        },
+    },
+}
+
+
+class ToolRegistry:
+    """The tools one worker can run, by name."""
+
+    def __init__(self, tools: Iterable[Tool] = ()) -> None:
+        self._tools: dict[str, Tool] = {}
+        for t in tools:
+            self.add(t)
+
+    def add(self, t: Tool) -> None:
+        if t.name in self._tools and self._tools[t.name] is not t:
+            raise ValueError(f"two tools are named {t.name!r}; tool names must be unique")
+        self._tools[t.name] = t
+
+    def get(self, name: str) -> Tool | None:
+        return self._tools.get(name)
+
+    @property
+    def names(self) -> list[str]:
+        return list(self._tools)
+
+    def schemas(self, names: Iterable[str]) -> list[dict[str, Any]]:
+        """Schemas for these names in order; `final-answer` is the meta-tool's schema."""
+        out = []
+        for n in names:
+            if n == FINAL_ANSWER_TOOL:
+                out.append(FINAL_ANSWER_SCHEMA)
+            elif (t := self._tools.get(n)) is not None:
+                out.append(t.schema())
+        return out
+
+    def load_module(self, module_name: str) -> list[str]:
+        """Import a module and register every Tool it defines; returns their names."""
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as err:
+            raise ValueError(f"cannot import tools module {module_name!r}: {err}") from err
+        found = [v for v in vars(module).values() if isinstance(v, Tool)]
+        if not found:
+            raise ValueError(f"tools module {module_name!r} defines no @tool functions")
+        for t in found:
+            self.add(t)
+        return [t.name for t in found]

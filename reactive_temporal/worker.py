@@ -1,0 +1,81 @@
+"""Assemble a Temporal worker: every workflow, every activity, built-in and user tools."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import openai
+from temporalio.client import Client
+from temporalio.worker import Worker
+
+from activities.llm import LlmActivities
+from activities.store import Store
+from activities.tools import ToolActivities
+from activities.transcript import TranscriptActivities
+from reactive_temporal.builtin_tools import builtin_tools
+from reactive_temporal.config import Settings
+from reactive_temporal.tools import ToolRegistry
+from workflows.agent_run import AgentRunWorkflow
+
+WORKFLOWS = [AgentRunWorkflow]
+OFFLINE_API_KEY = "offline"
+
+
+def build_registry(settings: Settings, tool_modules: Sequence[str] = ()) -> ToolRegistry:
+    registry = ToolRegistry(builtin_tools(settings.workspace))
+    for module in tool_modules:
+        registry.load_module(module)
+    return registry
+
+
+def llm_client(settings: Settings, base_url: str | None = None) -> openai.AsyncOpenAI:
+    """The OpenAI-compatible client; `max_retries=0` because Temporal owns retries."""
+    return openai.AsyncOpenAI(
+        base_url=base_url or settings.openai_base_url,
+        api_key=settings.openai_api_key or OFFLINE_API_KEY,
+        max_retries=0,
+    )
+
+
+@dataclass
+class AgentWorker:
+    """A worker and what it owns; `close()` releases the Postgres pool."""
+
+    worker: Worker
+    store: Store
+    registry: ToolRegistry
+
+    async def close(self) -> None:
+        await self.store.close()
+
+
+async def create_worker(
+    client: Client,
+    settings: Settings,
+    *,
+    database_url: str,
+    llm_base_url: str | None = None,
+    tool_modules: Sequence[str] = (),
+    task_queue: str | None = None,
+    max_cached_workflows: int | None = None,
+) -> AgentWorker:
+    registry = build_registry(settings, tool_modules)
+    store = await Store.open(database_url)
+    llm = LlmActivities(store, llm_client(settings, llm_base_url), registry, settings.model_prices)
+    tools = ToolActivities(store, registry)
+    transcript = TranscriptActivities(store, registry)
+    extra = {} if max_cached_workflows is None else {"max_cached_workflows": max_cached_workflows}
+    worker = Worker(
+        client,
+        task_queue=task_queue or settings.temporal_task_queue,
+        workflows=WORKFLOWS,
+        activities=[
+            llm.llm_step,
+            tools.run_tool,
+            transcript.prepare_run,
+            transcript.record_messages,
+        ],
+        **extra,  # type: ignore[arg-type]
+    )
+    return AgentWorker(worker=worker, store=store, registry=registry)

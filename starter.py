@@ -1,0 +1,263 @@
+"""The reactive-temporal CLI: start runs, watch them, run the embedded stack.
+
+python starter.py run "What is (17 * 23) + 4?"     # a durable run, with live progress
+python starter.py run "…" --json                   # one JSON object (the AgentResult)
+python starter.py dev                              # embedded stack + worker + Web UI
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sys
+from collections.abc import Awaitable, Callable
+from typing import Annotated, Any
+
+import typer
+from pydantic import ValidationError
+from rich.console import Console
+from rich.live import Live
+from rich.panel import Panel
+from rich.text import Text
+from temporalio.client import WorkflowHandle
+
+from reactive_temporal.agent import (
+    Agent,
+    AgentBuilder,
+    AgentRunError,
+    describe_validation_error,
+)
+from reactive_temporal.config import Settings, load_settings
+from reactive_temporal.contracts import AgentResult, RunProgress
+from reactive_temporal.runtime import open_runtime
+from reactive_temporal.stack import EmbeddedStack, StackError, read_published_stack
+from reactive_temporal.worker import create_worker
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
+out = Console()
+err = Console(stderr=True)
+
+OFFLINE_NOTICE = (
+    "Running on the [bold]offline scripted model[/] (no OPENAI_BASE_URL or OPENAI_API_KEY set): "
+    "it does arithmetic and tells the time, nothing more.\n"
+    "For a real model: [cyan]export OPENAI_API_KEY=sk-…[/] (OpenAI) or "
+    "[cyan]export OPENAI_BASE_URL=http://localhost:11434/v1 AGENT_MODEL=llama3.1[/] (Ollama)."
+)
+
+
+class CliError(Exception):
+    """A failure to report in one line, with an exit status."""
+
+    def __init__(self, message: str, code: int = 2) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def _finish(code: int) -> None:
+    """Flush and leave without interpreter teardown (temporalio sdk-python issue #300)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def _main(coro: Callable[[], Awaitable[int]], *, as_json: bool = False) -> None:
+    try:
+        code: int = asyncio.run(coro())  # type: ignore[arg-type]
+    except CliError as e:
+        code = e.code
+        if as_json:
+            print(json.dumps({"error": str(e)}))
+        err.print(f"[red]error:[/] {e}", highlight=False)
+    except KeyboardInterrupt:
+        code = 130
+    _finish(code)
+
+
+def _settings() -> Settings:
+    try:
+        return load_settings()
+    except ValidationError as e:
+        raise CliError(f"invalid configuration: {describe_validation_error(e)}") from e
+
+
+@app.command()
+def run(
+    task: Annotated[str, typer.Argument(help="What the agent should do.")],
+    agent: Annotated[str, typer.Option(help="Agent name (its runs, memory and chat).")] = "agent",
+    model: Annotated[str | None, typer.Option(help="Model name; default AGENT_MODEL.")] = None,
+    max_iterations: Annotated[int, typer.Option(min=1, max=500)] = 10,
+    required_tool: Annotated[
+        list[str] | None, typer.Option(help="A tool the agent must call before finishing.")
+    ] = None,
+    no_memory: Annotated[
+        bool, typer.Option("--no-memory", help="No debrief for this run.")
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the AgentResult as JSON.")] = False,
+) -> None:
+    """Run TASK durably, with live progress; exit 0 only when the run succeeded."""
+
+    async def main() -> int:
+        settings = _settings()
+        builder = (
+            AgentBuilder(settings=settings)
+            .with_name(agent)
+            .with_provider("openai", model=model)
+            .with_reasoning(max_iterations=max_iterations, required_tools=required_tool)
+        )
+        if no_memory:
+            builder.without_memory()
+        try:
+            config = builder.config()
+            starting = (
+                settings.temporal_address is None
+                and read_published_stack(settings.data_dir.resolve()) is None
+            )
+            if starting and not as_json:
+                err.print("[dim]starting the embedded stack (Temporal dev server, Postgres)…[/]")
+            runtime = await open_runtime(settings)
+        except (ValueError, StackError) as e:
+            raise CliError(str(e)) from e
+        try:
+            if runtime.offline_model and not as_json:
+                err.print(Panel(OFFLINE_NOTICE, border_style="yellow"))
+            handle = await Agent(config, runtime).start(task)
+            if not as_json:
+                err.print(f"[dim]run {handle.id} on task queue {runtime.task_queue}[/]")
+            result = await _watch(handle, show=not as_json)
+        except ValueError as e:
+            raise CliError(str(e)) from e
+        except AgentRunError as e:
+            raise CliError(str(e), code=1) from e
+        finally:
+            await runtime.close()
+        if as_json:
+            print(result.model_dump_json())
+        else:
+            _print_result(result)
+        return 0 if result.success else 1
+
+    _main(main, as_json=as_json)
+
+
+async def _watch(handle: WorkflowHandle[Any, AgentResult], *, show: bool) -> AgentResult:
+    """Await the run's result, showing its live progress (from the `progress` query)."""
+    result = asyncio.ensure_future(Agent.result(handle))
+    if not show:
+        return await result
+    last_line = ""
+    live = Live(console=err, transient=True, refresh_per_second=8) if err.is_terminal else None
+    if live:
+        live.start()
+    try:
+        while not result.done():
+            try:
+                progress = await handle.query("progress", result_type=RunProgress)
+                line = _progress_line(progress)
+            except Exception:  # the first workflow task may not have run yet
+                line = "waiting for a worker…"
+            if live:
+                live.update(Text.from_markup(f"[cyan]⟳[/] {line}"))
+            elif line != last_line:
+                err.print(f"  {line}", highlight=False)
+            last_line = line
+            await asyncio.wait({result}, timeout=0.25)
+    finally:
+        if live:
+            live.stop()
+    return await result
+
+
+def _progress_line(p: RunProgress) -> str:
+    tool = f" · tool {p.current_tool}" if p.current_tool else ""
+    return f"iteration {p.iteration + 1}/{p.max_iterations}{tool} · {p.tokens:,} tokens"
+
+
+def _print_result(result: AgentResult) -> None:
+    style = "green" if result.success else "red"
+    title = f"{'✓' if result.success else '✗'} {result.terminated_by} · {result.format}"
+    out.print(
+        Panel(result.output or "(no output)", title=title, border_style=style, title_align="left")
+    )
+    m = result.metadata
+    out.print(
+        f"[dim]run {result.run_id} · {m.iterations} iterations · {m.steps_count} steps · "
+        f"{m.tokens_used:,} tokens · ${m.cost:.4f} · {m.duration_ms / 1000:.1f}s[/]"
+    )
+    if result.error:
+        out.print(f"[red]error:[/] {result.error}", highlight=False)
+
+
+@app.command()
+def dev(
+    port: Annotated[int, typer.Option(help="Temporal frontend port.")] = 7233,
+    ui_port: Annotated[int, typer.Option(help="Temporal Web UI port.")] = 8233,
+    tools: Annotated[list[str] | None, typer.Option(help="Module with @tool functions.")] = None,
+) -> None:
+    """Run the embedded stack (Temporal + Web UI, Postgres) and a worker until Ctrl-C."""
+
+    async def main() -> int:
+        settings = _settings()
+        published = read_published_stack(settings.data_dir.resolve())
+        if published is not None:
+            raise CliError(
+                f"a dev stack is already running (pid {published.pid}); Web UI {published.web_ui}"
+            )
+        try:
+            stack = await EmbeddedStack(settings).start(ui=True, port=port, ui_port=ui_port)
+        except StackError as e:
+            raise CliError(str(e)) from e
+        try:
+            assert stack.client is not None
+            agent_worker = await create_worker(
+                stack.client,
+                settings,
+                database_url=stack.database_url,
+                llm_base_url=stack.llm_base_url,
+                tool_modules=tools or [],
+            )
+        except BaseException:
+            await stack.stop()
+            raise
+        stack.publish()
+        postgres = (
+            f"embedded, {settings.data_dir / 'postgres'}"
+            if settings.database_url is None
+            else "DATABASE_URL"
+        )
+        out.print(
+            Panel.fit(
+                f"Temporal      {stack.temporal_address} · {settings.temporal_namespace}\n"
+                f"Web UI        [bold cyan]{stack.web_ui or 'external server'}[/]\n"
+                f"Postgres      {postgres}\n"
+                f"Task queue    {settings.temporal_task_queue}\n"
+                f"Tools         {', '.join(agent_worker.registry.names)}\n\n"
+                'Start runs from another terminal: python starter.py run "What is (17 * 23) + 4?"\n'
+                "Ctrl-C stops everything.",
+                title="reactive-temporal dev",
+                border_style="cyan",
+            )
+        )
+        if stack.offline_model:
+            out.print(Panel(OFFLINE_NOTICE, border_style="yellow"))
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        worker_task = asyncio.create_task(agent_worker.worker.run())
+        await asyncio.wait(
+            {worker_task, asyncio.ensure_future(stop.wait())}, return_when="FIRST_COMPLETED"
+        )
+        out.print("[dim]stopping worker, Temporal and Postgres…[/]")
+        await agent_worker.worker.shutdown()
+        await agent_worker.close()
+        await stack.stop()
+        out.print("stopped.")
+        return 0
+
+    _main(main)
+
+
+if __name__ == "__main__":
+    app()

@@ -1,0 +1,108 @@
+"""Run a reactive-temporal worker: every workflow and activity, built-in and user tools.
+
+    python worker.py                          # against `starter.py dev`, or TEMPORAL_ADDRESS
+    python worker.py --tools my_pkg.my_tools  # also load the @tool functions of a module
+
+Several workers may serve one task queue; Temporal spreads runs across them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+import sys
+
+from pydantic import ValidationError
+
+from reactive_temporal.agent import describe_validation_error
+from reactive_temporal.config import load_settings
+from reactive_temporal.scripted_llm import ScriptedLLM
+from reactive_temporal.stack import StackError, connect, read_published_stack
+from reactive_temporal.worker import create_worker
+
+
+async def main(tool_modules: list[str]) -> int:
+    try:
+        settings = load_settings()
+    except ValidationError as err:
+        print(f"error: invalid configuration: {describe_validation_error(err)}", file=sys.stderr)
+        return 2
+    published = read_published_stack(settings.data_dir.resolve())
+    address = settings.temporal_address or (published.temporal_address if published else None)
+    database_url = settings.database_url or (published.database_url if published else None)
+    if address is None or database_url is None:
+        missing = "TEMPORAL_ADDRESS" if address is None else "DATABASE_URL"
+        print(
+            f"error: no {missing} and no `python starter.py dev` running here: set {missing}, "
+            "or start the dev stack first",
+            file=sys.stderr,
+        )
+        return 2
+    task_queue = settings.temporal_task_queue
+    if published is not None and settings.temporal_address is None:
+        task_queue = published.task_queue
+    llm_base_url = settings.openai_base_url
+    offline: ScriptedLLM | None = None
+    if settings.uses_offline_model:
+        if published is not None and published.llm_base_url:
+            llm_base_url = published.llm_base_url
+        else:
+            offline = ScriptedLLM().start()
+            llm_base_url = offline.base_url
+        print(
+            "note: no OPENAI_BASE_URL or OPENAI_API_KEY: "
+            "serving runs with the offline scripted model"
+        )
+    try:
+        client = await connect(address, settings.temporal_namespace)
+        agent_worker = await create_worker(
+            client,
+            settings,
+            database_url=database_url,
+            llm_base_url=llm_base_url,
+            tool_modules=tool_modules,
+            task_queue=task_queue,
+        )
+    except (StackError, ValueError, RuntimeError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    print(
+        f"worker on {address}, task queue {task_queue!r}, "
+        f"tools: {', '.join(agent_worker.registry.names)}",
+        flush=True,
+    )
+    run = asyncio.create_task(agent_worker.worker.run())
+    await asyncio.wait({run, asyncio.create_task(stop.wait())}, return_when=asyncio.FIRST_COMPLETED)
+    await agent_worker.worker.shutdown()
+    await agent_worker.close()
+    if offline is not None:
+        offline.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--tools",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="import MODULE and register its @tool functions (repeatable)",
+    )
+    args = parser.parse_args()
+    logging.basicConfig(
+        level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    code = asyncio.run(main(args.tools))
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

@@ -1,0 +1,97 @@
+"""What a model turn means for the loop: act, finish, or nudge and go on.
+
+Pure functions over the model's reply, so the run loop stays a loop and each ending is
+unit-tested in milliseconds (reference §1.5, §1.6).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from dataclasses import dataclass, field
+
+from reactive_temporal.contracts import TerminatedBy, ToolCall
+from workflows.final_answer import (
+    detect_completion_gaps,
+    extract_final_answer,
+    has_final_answer_marker,
+)
+
+EMPTY_REPLY_NUDGE = (
+    "[harness] Your last reply was empty. Continue the task: call a tool, or give the final "
+    "answer (the final-answer tool when it is offered, else a line starting with FINAL ANSWER:)."
+)
+
+
+@dataclass(frozen=True)
+class Finish:
+    """The loop ends here."""
+
+    terminated_by: TerminatedBy
+    output: str
+
+
+@dataclass(frozen=True)
+class Nudge:
+    """No tools, no answer: tell the model what is missing and take another turn."""
+
+    note: str
+    is_error: bool = False
+    gap_check_rejected: bool = False
+
+
+@dataclass(frozen=True)
+class Act:
+    """Run these tool calls; finish afterwards with `final_text` when the turn also gave one."""
+
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    final_text: str | None = None
+
+
+TurnDecision = Finish | Nudge | Act
+
+
+def decide_turn(
+    content: str | None,
+    tool_calls: list[ToolCall],
+    *,
+    task: str,
+    tools_used: Collection[str],
+    available_tools: Collection[str],
+    gap_check_done: bool,
+) -> TurnDecision:
+    text = (content or "").strip()
+    marker = has_final_answer_marker(text)
+    if tool_calls:
+        return Act(tool_calls, extract_final_answer(text) if marker else None)
+    if marker:
+        answer = extract_final_answer(text)
+        gaps = [] if gap_check_done else detect_completion_gaps(task, tools_used, available_tools)
+        if gaps:
+            listed = "\n".join(f"  • {g}" for g in gaps)
+            return Nudge(
+                f"[completion-guard] Not done yet — missing steps:\n{listed}\n"
+                "Complete these actions before giving the final answer.",
+                is_error=True,
+                gap_check_rejected=True,
+            )
+        if answer:
+            return Finish("final_answer", answer)
+    if text:
+        return Finish("end_turn", text)
+    return Nudge(EMPTY_REPLY_NUDGE)
+
+
+def is_success(terminated_by: TerminatedBy, output: str) -> bool:
+    """A run succeeded when the agent finished on its own with a non-empty answer."""
+    return terminated_by in ("final_answer_tool", "final_answer", "end_turn") and bool(
+        output.strip()
+    )
+
+
+def goal_achieved(terminated_by: TerminatedBy | None) -> bool | None:
+    """The reference's `deriveGoalAchieved`: None when the ending says nothing either way."""
+    if terminated_by in ("final_answer_tool", "final_answer"):
+        return True
+    if terminated_by in ("max_iterations", "llm_error"):
+        return False
+    return None
