@@ -27,6 +27,7 @@ from reactive_temporal.agent import (
     Agent,
     AgentBuilder,
     AgentRunError,
+    build_run_input,
     describe_validation_error,
 )
 from reactive_temporal.config import Settings, load_settings
@@ -35,7 +36,9 @@ from reactive_temporal.runtime import open_runtime
 from reactive_temporal.stack import EmbeddedStack, StackError, read_published_stack
 from reactive_temporal.worker import create_worker
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
+app = typer.Typer(
+    add_completion=False, no_args_is_help=True, help=__doc__, pretty_exceptions_show_locals=False
+)
 out = Console()
 err = Console(stderr=True)
 
@@ -110,6 +113,7 @@ def run(
             builder.without_memory()
         try:
             config = builder.config()
+            build_run_input(config, task)  # refuse bad input before starting anything
             starting = (
                 settings.temporal_address is None
                 and read_published_stack(settings.data_dir.resolve()) is None

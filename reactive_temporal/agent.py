@@ -45,6 +45,26 @@ def root_cause(err: BaseException) -> str:
     return str(cause) or type(cause).__name__
 
 
+def build_run_input(
+    config: AgentConfig,
+    task: str,
+    *,
+    max_iterations: int | None = None,
+    required_tools: list[str] | None = None,
+) -> AgentRunInput:
+    """The validated input of a run; ValueError naming the bad field otherwise."""
+    updates: dict[str, object] = {}
+    if max_iterations is not None:
+        updates["max_iterations"] = max_iterations
+    if required_tools:
+        updates["required_tools"] = required_tools
+    try:
+        agent = AgentConfig.model_validate({**config.model_dump(), **updates})
+        return AgentRunInput(task=task, agent=agent)
+    except ValidationError as err:
+        raise ValueError(f"invalid run: {describe_validation_error(err)}") from err
+
+
 class ReactiveAgents:
     @staticmethod
     def create() -> AgentBuilder:
@@ -144,25 +164,6 @@ class Agent:
     def name(self) -> str:
         return self.config.agent_id
 
-    def run_input(
-        self,
-        task: str,
-        *,
-        max_iterations: int | None = None,
-        required_tools: list[str] | None = None,
-    ) -> AgentRunInput:
-        """The validated input of a run; ValueError naming the bad field otherwise."""
-        updates: dict[str, object] = {}
-        if max_iterations is not None:
-            updates["max_iterations"] = max_iterations
-        if required_tools:
-            updates["required_tools"] = required_tools
-        try:
-            config = AgentConfig.model_validate({**self.config.model_dump(), **updates})
-            return AgentRunInput(task=task, agent=config)
-        except ValidationError as err:
-            raise ValueError(f"invalid run: {describe_validation_error(err)}") from err
-
     async def start(
         self,
         task: str,
@@ -171,8 +172,8 @@ class Agent:
         required_tools: list[str] | None = None,
     ) -> WorkflowHandle[object, AgentResult]:
         """Start a run and return its handle (poll `progress`, await `result()`)."""
-        run_input = self.run_input(
-            task, max_iterations=max_iterations, required_tools=required_tools
+        run_input = build_run_input(
+            self.config, task, max_iterations=max_iterations, required_tools=required_tools
         )
         return await self.runtime.client.start_workflow(
             WORKFLOW_NAME,

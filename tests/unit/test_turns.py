@@ -1,0 +1,59 @@
+"""How a model turn maps to the loop's next move and to terminated_by."""
+
+from __future__ import annotations
+
+import pytest
+
+from reactive_temporal.contracts import ToolCall
+from workflows.turns import Act, Finish, Nudge, decide_turn, goal_achieved, is_success
+
+CALC = ToolCall(id="c1", name="calculator", arguments='{"expression": "1+1"}')
+
+
+def decide(content, calls=(), **kw):
+    defaults = dict(task="t", tools_used=[], available_tools=["calculator"], gap_check_done=False)
+    return decide_turn(content, list(calls), **{**defaults, **kw})
+
+
+def test_final_answer_text_finishes_with_the_extracted_answer():
+    assert decide("FINAL ANSWER: The answer is 42.") == Finish("final_answer", "The answer is 42.")
+
+
+def test_plain_text_is_end_turn():
+    assert decide("Paris.") == Finish("end_turn", "Paris.")
+
+
+def test_empty_reply_nudges_instead_of_ending():
+    decision = decide("   ")
+    assert isinstance(decision, Nudge) and not decision.is_error
+
+
+def test_tool_calls_act():
+    assert decide("thinking", [CALC]) == Act([CALC], None)
+
+
+def test_tool_calls_with_final_answer_text_finish_after_acting():
+    assert decide("FINAL ANSWER: 2", [CALC]) == Act([CALC], "2")
+
+
+def test_final_answer_text_with_a_gap_is_guarded_once():
+    kw = dict(task="Write to a file the result", available_tools=["file_write"])
+    guarded = decide("FINAL ANSWER: 2", **kw)
+    assert isinstance(guarded, Nudge) and guarded.is_error and guarded.gap_check_rejected
+    assert decide("FINAL ANSWER: 2", gap_check_done=True, **kw) == Finish("final_answer", "2")
+
+
+@pytest.mark.parametrize(
+    ("terminated_by", "output", "success", "goal"),
+    [
+        ("final_answer_tool", "x", True, True),
+        ("final_answer", "x", True, True),
+        ("end_turn", "x", True, None),
+        ("max_iterations", "x", False, False),
+        ("llm_error", "", False, False),
+        ("final_answer", "  ", False, True),
+    ],
+)
+def test_success_and_goal_by_ending(terminated_by, output, success, goal):
+    assert is_success(terminated_by, output) is success
+    assert goal_achieved(terminated_by) is goal

@@ -1,0 +1,59 @@
+"""A fresh worker on a fresh task queue for each workflow test."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+import pytest
+from temporalio.client import Client, WorkflowHandle
+
+from activities.store import Store
+from reactive_temporal.agent import Agent
+from reactive_temporal.config import Settings
+from reactive_temporal.contracts import AgentConfig, AgentResult
+from reactive_temporal.runtime import Runtime
+from reactive_temporal.worker import AgentWorker, create_worker
+
+pytestmark = pytest.mark.workflow
+
+
+@dataclass
+class Harness:
+    client: Client
+    task_queue: str
+    store: Store
+    worker: AgentWorker
+
+    def agent(self, model: str, **config: object) -> Agent:
+        agent_config = AgentConfig.model_validate(
+            {"agent_id": config.pop("agent_id", "test-agent"), "model": model, **config}
+        )
+        return Agent(agent_config, Runtime(self.client, self.task_queue, offline_model=False))
+
+    async def run(self, model: str, task: str, **config: object) -> AgentResult:
+        return await self.agent(model, **config).run(task)
+
+    async def start(self, model: str, task: str, **config: object) -> WorkflowHandle:
+        return await self.agent(model, **config).start(task)
+
+
+@pytest.fixture
+async def harness(client: Client, settings: Settings) -> AsyncIterator[Harness]:
+    task_queue = f"test-{uuid.uuid4().hex[:10]}"
+    agent_worker = await create_worker(
+        client,
+        settings,
+        database_url=settings.database_url or "",
+        task_queue=task_queue,
+        max_cached_workflows=0,  # every workflow task replays history: nondeterminism shows
+    )
+    task = asyncio.create_task(agent_worker.worker.run())
+    try:
+        yield Harness(client, task_queue, agent_worker.store, agent_worker)
+    finally:
+        await agent_worker.worker.shutdown()
+        await task
+        await agent_worker.close()

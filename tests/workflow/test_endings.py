@@ -1,0 +1,252 @@
+"""Every way a run ends, on a real dev server and Postgres, with scripted models over HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from reactive_temporal.agent import AgentRunError
+from reactive_temporal.contracts import FinalAnswerCapture, RunProgress
+from reactive_temporal.scripted_llm import Drop, HttpError, Reply, ScriptedLLM, call
+from tests.conftest import wait_for
+from tests.workflow.conftest import Harness
+
+pytestmark = pytest.mark.workflow
+
+
+def offered_tools(request: dict) -> list[str]:
+    return [t["function"]["name"] for t in request.get("tools", [])]
+
+
+def final_answer(output: str, fmt: str = "text", **extra: str):
+    return call("final-answer", output=output, format=fmt, summary="Done.", **extra)
+
+
+async def test_final_answer_tool_after_a_tool_call(harness: Harness, llm: ScriptedLLM, model_name):
+    llm.script(
+        model_name,
+        [
+            Reply("Let me compute.", [call("calculator", expression="(17 * 23) + 4")]),
+            Reply("Submitting.", [final_answer("395", confidence="high")]),
+        ],
+    )
+    result = await harness.run(model_name, "What is (17 * 23) + 4?")
+
+    assert result.terminated_by == "final_answer_tool"
+    assert result.output == "395"
+    assert result.success is True
+    assert result.final_answer is not None and result.final_answer.confidence == "high"
+    assert result.metadata.iterations == 2
+    assert result.metadata.steps_count == 3  # two LLM steps and one tool call
+    assert result.metadata.tokens_used > 0
+    first, second = llm.requests[model_name]
+    assert "final-answer" not in offered_tools(first)  # hidden at iteration 0
+    assert "final-answer" in offered_tools(second)  # shown once a tool ran
+    tool_message = second["messages"][-1]
+    assert tool_message["role"] == "tool" and tool_message["content"] == "395"
+    transcript = await harness.store.load_messages(result.run_id)
+    roles = [m.role for m in transcript]
+    assert roles == ["system", "user", "assistant", "tool", "assistant", "tool"]
+    assert (transcript[-1].content or "").startswith("✓ final-answer accepted")
+
+
+async def test_final_answer_text(harness: Harness, llm: ScriptedLLM, model_name):
+    llm.script(model_name, [Reply("FINAL ANSWER: The answer is 42.")])
+    result = await harness.run(model_name, "What is six times seven?")
+    assert (result.terminated_by, result.output) == ("final_answer", "The answer is 42.")
+    assert result.metadata.iterations == 1 and result.success
+
+
+async def test_end_turn(harness: Harness, llm: ScriptedLLM, model_name):
+    llm.script(model_name, [Reply("Paris is the capital of France.")])
+    result = await harness.run(model_name, "Capital of France?")
+    assert result.terminated_by == "end_turn"
+    assert result.output == "Paris is the capital of France."
+    assert result.success and result.metadata.iterations == 1
+
+
+async def test_max_iterations(harness: Harness, llm: ScriptedLLM, model_name):
+    llm.script(
+        model_name,
+        [Reply("Still working.", [call("calculator", expression="1+1")])],
+        repeat_last=True,
+    )
+    result = await harness.run(model_name, "Loop forever", max_iterations=3)
+    assert result.terminated_by == "max_iterations"
+    assert result.success is False
+    assert result.metadata.iterations == 3
+    assert result.output == "Still working."  # the last thought stands in for an answer
+    assert len(llm.requests[model_name]) == 3
+
+
+async def test_llm_error_on_http_400_is_not_retried(harness: Harness, llm, model_name):
+    llm.script(model_name, [HttpError(400, "unsupported parameter: tools")])
+    result = await harness.run(model_name, "Anything")
+    assert result.terminated_by == "llm_error"
+    assert result.success is False
+    assert result.error is not None and "HTTP 400" in result.error and "unsupported" in result.error
+    assert len(llm.requests[model_name]) == 1
+
+
+async def test_survives_two_429s_and_a_500(harness: Harness, llm: ScriptedLLM, model_name):
+    llm.script(
+        model_name,
+        [
+            HttpError(429, "slow down", headers={"retry-after": "1"}),
+            HttpError(429, "slow down", headers={"retry-after": "1"}),
+            HttpError(500, "upstream exploded"),
+            Reply("FINAL ANSWER: recovered"),
+        ],
+    )
+    started = time.monotonic()
+    result = await harness.run(model_name, "Be resilient")
+    assert (result.terminated_by, result.output, result.success) == (
+        "final_answer",
+        "recovered",
+        True,
+    )
+    assert len(llm.requests[model_name]) == 4
+    assert time.monotonic() - started >= 2.0  # both retry-after waits were honoured
+
+
+async def test_dropped_connection_is_retried(harness: Harness, llm: ScriptedLLM, model_name):
+    llm.script(model_name, [Drop(), Reply("FINAL ANSWER: ok")])
+    result = await harness.run(model_name, "Survive a dropped connection")
+    assert result.output == "ok" and len(llm.requests[model_name]) == 2
+
+
+async def test_retries_exhausted_is_llm_error(harness: Harness, llm: ScriptedLLM, model_name):
+    llm.script(model_name, [HttpError(503, "down")], repeat_last=True)
+    result = await harness.run(model_name, "Endpoint down", llm_max_attempts=2)
+    assert result.terminated_by == "llm_error" and "503" in (result.error or "")
+    assert len(llm.requests[model_name]) == 2
+
+
+async def test_rejected_final_answer_then_accepted(harness: Harness, llm, model_name):
+    llm.script(
+        model_name,
+        [
+            Reply(None, [call("calculator", expression="2*21")]),
+            Reply(None, [final_answer("{not json", "json")]),
+            Reply(None, [final_answer('{"answer": 42}', "json")]),
+        ],
+    )
+    result = await harness.run(model_name, "Answer in JSON")
+    assert result.terminated_by == "final_answer_tool"
+    assert result.format == "json"  # the declared format reaches the result (upstream: "text")
+    assert result.output == '{"answer": 42}'
+    rejection = llm.requests[model_name][2]["messages"][-1]
+    assert rejection["role"] == "tool" and "invalid JSON" in rejection["content"]
+
+
+async def test_required_tool_gates_the_final_answer(harness: Harness, llm, model_name):
+    llm.script(
+        model_name,
+        [
+            Reply(None, [call("calculator", expression="1+1")]),
+            Reply(None, [final_answer("2")]),
+            Reply(None, [call("current_time")]),
+            Reply(None, [final_answer("2, and the time")]),
+        ],
+    )
+    result = await harness.run(
+        model_name, "Add, and check the time", required_tools=["current_time"]
+    )
+    requests = llm.requests[model_name]
+    assert "final-answer" not in offered_tools(requests[1])  # required tool not yet called
+    rejection = requests[2]["messages"][-1]["content"]
+    assert "Still need to call: current_time" in rejection
+    assert result.terminated_by == "final_answer_tool" and result.output == "2, and the time"
+
+
+async def test_tool_failures_become_observations(harness: Harness, llm, model_name):
+    llm.script(
+        model_name,
+        [
+            Reply(
+                None,
+                [
+                    call("no_such_tool", x=1),
+                    call("calculator", raw_arguments="{not json"),
+                    call("calculator", expression="1/0"),
+                    call("file_read", path="../../etc/passwd"),
+                ],
+            ),
+            Reply("FINAL ANSWER: handled"),
+        ],
+    )
+    result = await harness.run(model_name, "Break things")
+    assert result.success and result.output == "handled"
+    observations = [
+        m["content"] for m in llm.requests[model_name][1]["messages"] if m["role"] == "tool"
+    ]
+    assert len(observations) == 4
+    assert "unknown tool 'no_such_tool'" in observations[0]
+    assert "invalid arguments for calculator" in observations[1]
+    assert "division by zero" in observations[2]
+    assert "outside the workspace" in observations[3]
+
+
+async def test_parallel_tool_calls_keep_their_order(harness: Harness, llm, model_name):
+    calls = [call("calculator", expression=f"{i}*10") for i in range(6)]
+    llm.script(model_name, [Reply(None, calls), Reply("FINAL ANSWER: listed")])
+    result = await harness.run(model_name, "Six sums", max_parallel_tools=3)
+    observations = [
+        m["content"] for m in llm.requests[model_name][1]["messages"] if m["role"] == "tool"
+    ]
+    assert observations == [str(i * 10) for i in range(6)]
+    assert result.metadata.steps_count == 8
+
+
+async def test_operator_signal_ends_a_run_in_flight(harness: Harness, llm, model_name):
+    llm.script(model_name, [Reply("thinking slowly", delay=30)])
+    handle = await harness.start(model_name, "A slow task")
+
+    async def llm_called() -> bool:
+        return len(llm.requests[model_name]) >= 1
+
+    await wait_for(llm_called)
+    started = time.monotonic()
+    await handle.signal(
+        "final_answer", FinalAnswerCapture(output="stopped by operator", format="text")
+    )
+    result = await handle.result()
+    assert time.monotonic() - started < 10  # the slow LLM call was cancelled, not awaited
+    assert result.terminated_by == "final_answer_tool"
+    assert result.output == "stopped by operator"
+
+
+async def test_progress_query_reports_the_live_iteration(harness: Harness, llm, model_name):
+    llm.script(
+        model_name,
+        [
+            Reply(None, [call("calculator", expression="3+4")]),
+            Reply("FINAL ANSWER: 7", delay=2),
+        ],
+    )
+    handle = await harness.start(model_name, "Slow second step")
+
+    async def at_second_iteration() -> bool:
+        progress = await handle.query("progress", result_type=RunProgress)
+        return progress.iteration == 1
+
+    await wait_for(at_second_iteration)
+    progress = await handle.query("progress", result_type=RunProgress)
+    assert progress.status == "running" and progress.tools_called == ["calculator"]
+    assert progress.tokens > 0 and progress.last_observation == "7"
+    assert (await handle.result()).output == "7"
+
+
+async def test_unknown_agent_tool_fails_the_run_with_a_clear_error(harness: Harness, model_name):
+    with pytest.raises(AgentRunError, match="does not have: teleport"):
+        await harness.run(model_name, "Go", tools=["calculator", "teleport"])
+
+
+async def test_concurrent_runs_do_not_mix_transcripts(harness: Harness, llm: ScriptedLLM):
+    models = []
+    for i in range(4):
+        models.append(llm.script(f"concurrent-{i}-{time.time_ns()}", [Reply(f"FINAL ANSWER: {i}")]))
+    results = await asyncio.gather(*(harness.run(m, f"task {i}") for i, m in enumerate(models)))
+    assert [r.output for r in results] == ["0", "1", "2", "3"]
