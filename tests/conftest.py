@@ -80,9 +80,9 @@ def settings(tmp_root: Path, database_url: str, llm: ScriptedLLM) -> Settings:
     )
 
 
-async def wait_for(predicate, timeout: float = 10.0, interval: float = 0.05) -> None:
-    """Poll until `predicate()` is true (sync or async), failing after `timeout` seconds."""
-    deadline = asyncio.get_running_loop().time() + timeout
+async def wait_for(predicate, seconds: float = 10.0, interval: float = 0.05) -> None:
+    """Poll until `predicate()` is true (sync or async), failing after `seconds`."""
+    deadline = asyncio.get_running_loop().time() + seconds
     while True:
         value = predicate()
         if asyncio.iscoroutine(value):
@@ -90,5 +90,5 @@ async def wait_for(predicate, timeout: float = 10.0, interval: float = 0.05) -> 
         if value:
             return
         if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"condition not met within {timeout}s")
+            raise AssertionError(f"condition not met within {seconds}s")
         await asyncio.sleep(interval)

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-import httpx
 import openai
+
+try:  # openai 3 speaks httpx2; older releases httpx
+    import httpx2 as httpx
+except ImportError:  # pragma: no cover
+    import httpx  # type: ignore[no-redef]
 import pytest
 from temporalio.exceptions import ApplicationError
 

@@ -59,8 +59,8 @@ def test_arguments_are_validated_and_errors_name_the_field():
 def test_decorator_refuses_what_a_model_cannot_call():
     with pytest.raises(TypeError, match="async"):
 
-        @tool
-        def sync_tool(x: int) -> int:  # type: ignore[arg-type]
+        @tool  # type: ignore[arg-type]
+        def sync_tool(x: int) -> int:
             return x
 
     with pytest.raises(TypeError, match="type hint"):

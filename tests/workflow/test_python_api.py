@@ -1,0 +1,62 @@
+"""The Python API as a user writes it, on the embedded default (nothing configured)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from reactive_temporal import ReactiveAgents, Settings
+from reactive_temporal.scripted_llm import Reply, ScriptedLLM
+from tests.workflow.conftest import Harness
+
+pytestmark = pytest.mark.workflow
+
+
+async def test_builder_run_dispose_on_the_embedded_stack(tmp_path: Path):
+    settings = Settings(data_dir=tmp_path / "data", _env_file=None)  # type: ignore[call-arg]
+    settings.temporal_address = settings.database_url = None
+    settings.openai_base_url = settings.openai_api_key = None
+    agent = await (
+        ReactiveAgents.create()
+        .with_name("api-agent")
+        .with_provider("openai", model="gpt-4o-mini")
+        .with_reasoning(max_iterations=5)
+        .with_memory()
+        .with_tools()
+        .with_settings(settings)
+        .build()
+    )
+    try:
+        assert agent.runtime.offline_model is True
+        result = await agent.run("What is 12 * 12?")
+    finally:
+        await agent.dispose()
+    assert result.success and result.output == "12 * 12 = 144"
+    assert result.terminated_by == "final_answer_tool" and result.agent_id == "api-agent"
+    assert result.metadata.cost > 0  # gpt-4o-mini is in the price table
+
+
+def test_builder_refuses_bad_configuration():
+    with pytest.raises(ValueError, match="unknown provider 'anthropic'"):
+        ReactiveAgents.create().with_provider("anthropic")
+    with pytest.raises(ValueError, match="max_iterations"):
+        ReactiveAgents.create().with_reasoning(max_iterations=0).config()
+    with pytest.raises(ValueError, match="agent_id"):
+        ReactiveAgents.create().with_name("").config()
+
+
+async def test_run_refuses_empty_and_oversized_tasks(harness: Harness, model_name: str):
+    agent = harness.agent(model_name)
+    with pytest.raises(ValueError, match="task"):
+        await agent.run("")
+    with pytest.raises(ValueError, match="task"):
+        await agent.run("x" * 100_001)
+
+
+async def test_hung_llm_call_times_out_and_is_retried(
+    harness: Harness, llm: ScriptedLLM, model_name
+):
+    llm.script(model_name, [Reply("too late", delay=6), Reply("FINAL ANSWER: on time")])
+    result = await harness.run(model_name, "Be quick", llm_timeout_seconds=2)
+    assert result.output == "on time" and len(llm.requests[model_name]) == 2
