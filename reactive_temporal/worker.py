@@ -45,8 +45,10 @@ class AgentWorker:
     worker: Worker
     store: Store
     registry: ToolRegistry
+    llm: openai.AsyncOpenAI
 
     async def close(self) -> None:
+        await self.llm.close()
         await self.store.close()
 
 
@@ -62,7 +64,8 @@ async def create_worker(
 ) -> AgentWorker:
     registry = build_registry(settings, tool_modules)
     store = await Store.open(database_url)
-    llm = LlmActivities(store, llm_client(settings, llm_base_url), registry, settings.model_prices)
+    client_for_llm = llm_client(settings, llm_base_url)
+    llm = LlmActivities(store, client_for_llm, registry, settings.model_prices)
     tools = ToolActivities(store, registry)
     transcript = TranscriptActivities(store, registry)
     extra = {} if max_cached_workflows is None else {"max_cached_workflows": max_cached_workflows}
@@ -78,4 +81,4 @@ async def create_worker(
         ],
         **extra,  # type: ignore[arg-type]
     )
-    return AgentWorker(worker=worker, store=store, registry=registry)
+    return AgentWorker(worker=worker, store=store, registry=registry, llm=client_for_llm)
