@@ -19,6 +19,7 @@ import typer
 from pydantic import ValidationError
 from rich.console import Console
 from rich.live import Live
+from rich.markdown import Markdown
 from rich.panel import Panel
 from rich.text import Text
 from temporalio.client import WorkflowHandle
@@ -27,8 +28,10 @@ from reactive_temporal.agent import (
     Agent,
     AgentBuilder,
     AgentRunError,
+    RunResult,
     build_run_input,
     describe_validation_error,
+    load_debrief,
 )
 from reactive_temporal.config import Settings, load_settings
 from reactive_temporal.contracts import AgentResult, RunProgress
@@ -97,6 +100,9 @@ def run(
     no_memory: Annotated[
         bool, typer.Option("--no-memory", help="No debrief for this run.")
     ] = False,
+    audit_rationale: Annotated[
+        bool, typer.Option("--audit-rationale", help="Ask for a rationale per tool call.")
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the AgentResult as JSON.")] = False,
 ) -> None:
     """Run TASK durably, with live progress; exit 0 only when the run succeeded."""
@@ -107,7 +113,11 @@ def run(
             AgentBuilder(settings=settings)
             .with_name(agent)
             .with_provider("openai", model=model)
-            .with_reasoning(max_iterations=max_iterations, required_tools=required_tool)
+            .with_reasoning(
+                max_iterations=max_iterations,
+                required_tools=required_tool,
+                audit_rationale=audit_rationale,
+            )
         )
         if no_memory:
             builder.without_memory()
@@ -126,28 +136,38 @@ def run(
         try:
             if runtime.offline_model and not as_json:
                 err.print(Panel(OFFLINE_NOTICE, border_style="yellow"))
-            handle = await Agent(config, runtime).start(task)
+            agent_ = Agent(config, runtime)
+            handle = await agent_.start(task)
             if not as_json:
                 err.print(f"[dim]run {handle.id} on task queue {runtime.task_queue}[/]")
-            result = await _watch(handle, show=not as_json)
+            result = await _watch(agent_, handle, show=not as_json)
+            if as_json:
+                print(result.model_dump_json())
+            else:
+                _print_result(result)
+            if result.debrief is not None and runtime.worker is not None:
+                # This process hosts the only worker: finish the rich debrief before leaving.
+                if not as_json:
+                    err.print("[dim]writing the rich debrief…[/]")
+                rich = await result.debrief_rich()
+                if rich is not None and rich.synthesized and not as_json:
+                    out.print(Markdown(rich.markdown))
         except ValueError as e:
             raise CliError(str(e)) from e
         except AgentRunError as e:
             raise CliError(str(e), code=1) from e
         finally:
             await runtime.close()
-        if as_json:
-            print(result.model_dump_json())
-        else:
-            _print_result(result)
         return 0 if result.success else 1
 
     _main(main, as_json=as_json)
 
 
-async def _watch(handle: WorkflowHandle[Any, AgentResult], *, show: bool) -> AgentResult:
+async def _watch(
+    agent: Agent, handle: WorkflowHandle[Any, AgentResult], *, show: bool
+) -> RunResult:
     """Await the run's result, showing its live progress (from the `progress` query)."""
-    result = asyncio.ensure_future(Agent.result(handle))
+    result = asyncio.ensure_future(agent.result(handle))
     if not show:
         return await result
     last_line = ""
@@ -191,6 +211,43 @@ def _print_result(result: AgentResult) -> None:
     )
     if result.error:
         out.print(f"[red]error:[/] {result.error}", highlight=False)
+    if result.debrief is not None:
+        out.print(Markdown(result.debrief.markdown))
+
+
+@app.command()
+def debrief(
+    run_id: Annotated[str, typer.Argument(help="The run's id (printed by `run`).")],
+    rich: Annotated[bool, typer.Option("--rich", help="Wait for the synthesized debrief.")] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the AgentDebrief as JSON.")
+    ] = False,
+) -> None:
+    """Show a run's debrief: the best one available now, or with --rich the synthesized one."""
+
+    async def main() -> int:
+        settings = _settings()
+        try:
+            runtime = await open_runtime(settings)
+        except StackError as e:
+            raise CliError(str(e)) from e
+        try:
+            found = await load_debrief(runtime.client, run_id, wait_for_rich=rich)
+        except ValueError as e:
+            raise CliError(str(e), code=1) from e
+        finally:
+            await runtime.close()
+        if found is None:
+            raise CliError(f"run {run_id!r} has no debrief (it ran with --no-memory)", code=1)
+        if as_json:
+            print(found.model_dump_json())
+        else:
+            kind = "synthesized" if found.synthesized else "deterministic"
+            err.print(f"[dim]{kind} debrief of {run_id}[/]")
+            out.print(Markdown(found.markdown))
+        return 0
+
+    _main(main, as_json=as_json)
 
 
 @app.command()

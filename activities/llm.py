@@ -7,6 +7,9 @@ any other 4xx is the request's fault and fails the step for good.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
 from datetime import timedelta
 from typing import Any, NoReturn
 
@@ -26,6 +29,7 @@ from reactive_temporal.contracts import (
     Usage,
 )
 from reactive_temporal.pricing import cost_of
+from reactive_temporal.rationale import parse_rationale_blocks, strip_rationale_blocks
 from reactive_temporal.tools import ToolRegistry
 
 RETRYABLE_STATUS = {408, 409, 429}
@@ -63,6 +67,33 @@ def raise_for_status(err: openai.APIStatusError) -> NoReturn:
     ) from err
 
 
+@contextlib.asynccontextmanager
+async def heartbeating() -> AsyncIterator[None]:
+    """Heartbeat while a long call is awaited, so a dead worker is noticed in seconds.
+
+    Without it Temporal only retries an LLM call lost with its worker when the call's whole
+    start-to-close timeout has passed.
+    """
+    timeout = activity.info().heartbeat_timeout
+    if not timeout:
+        yield
+        return
+    interval = max(timeout.total_seconds() / 3, 0.2)
+
+    async def beat() -> None:
+        while True:
+            activity.heartbeat()
+            await asyncio.sleep(interval)
+
+    task = asyncio.create_task(beat())
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
 class LlmActivities:
     def __init__(
         self,
@@ -91,9 +122,10 @@ class LlmActivities:
         info = activity.info()
         timeout = info.start_to_close_timeout or timedelta(seconds=120)
         try:
-            response = await self.client.chat.completions.create(
-                **request, timeout=max(timeout.total_seconds() - 1, 1)
-            )
+            async with heartbeating():
+                response = await self.client.chat.completions.create(
+                    **request, timeout=max(timeout.total_seconds() - 1, 1)
+                )
         except openai.APIStatusError as err:
             raise_for_status(err)
         except (openai.APIConnectionError, openai.APITimeoutError) as err:
@@ -110,6 +142,10 @@ class LlmActivities:
             if getattr(c, "function", None) is not None
         ]
         content = choice.message.content
+        rationale = {}
+        if input.audit_rationale:
+            rationale = parse_rationale_blocks(content)
+            content = strip_rationale_blocks(content) or None
         await self.store.put_messages(
             input.run_id,
             [
@@ -129,4 +165,5 @@ class LlmActivities:
             finish_reason=choice.finish_reason,
             usage=usage,
             cost=cost_of(input.model, usage.prompt_tokens, usage.completion_tokens, self.prices),
+            rationale=rationale,
         )

@@ -7,6 +7,7 @@ a crash or a timeout: a retried step overwrites its own row instead of adding on
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import Any
 
 from psycopg import AsyncConnection
@@ -14,7 +15,7 @@ from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
-from reactive_temporal.contracts import Message, SeqMessage, ToolCall
+from reactive_temporal.contracts import AgentDebrief, DebriefInput, Message, SeqMessage, ToolCall
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +34,40 @@ MIGRATIONS: list[tuple[int, str]] = [
             created_at   TIMESTAMPTZ NOT NULL DEFAULT now(),
             PRIMARY KEY (run_id, seq)
         )
+        """,
+    ),
+    (
+        2,
+        """
+        CREATE TABLE IF NOT EXISTS agent_debriefs (
+            run_id           TEXT        PRIMARY KEY,
+            agent_id         TEXT        NOT NULL,
+            created_at       TIMESTAMPTZ NOT NULL DEFAULT now(),
+            updated_at       TIMESTAMPTZ NOT NULL DEFAULT now(),
+            task_prompt      TEXT        NOT NULL,
+            terminated_by    TEXT        NOT NULL,
+            output           TEXT        NOT NULL,
+            output_format    TEXT        NOT NULL,
+            outcome          TEXT        NOT NULL,
+            synthesized      BOOLEAN     NOT NULL,
+            debrief_json     JSONB       NOT NULL,
+            debrief_markdown TEXT        NOT NULL,
+            tokens_used      INTEGER,
+            duration_ms      INTEGER,
+            iterations       INTEGER
+        );
+        CREATE INDEX IF NOT EXISTS idx_debriefs_agent_created
+            ON agent_debriefs (agent_id, created_at DESC);
+        CREATE TABLE IF NOT EXISTS agent_lessons (
+            run_id     TEXT        NOT NULL,
+            position   INTEGER     NOT NULL,
+            agent_id   TEXT        NOT NULL,
+            lesson     TEXT        NOT NULL,
+            created_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+            PRIMARY KEY (run_id, position)
+        );
+        CREATE INDEX IF NOT EXISTS idx_lessons_agent_created
+            ON agent_lessons (agent_id, created_at DESC);
         """,
     ),
 ]
@@ -140,6 +175,92 @@ class Store:
             )
             row = await cur.fetchone()
         return int(row[0]) if row else 0
+
+
+@dataclass(frozen=True)
+class StoredDebrief:
+    run_id: str
+    agent_id: str
+    debrief: AgentDebrief
+    age_hours: float
+
+
+class DebriefStore:
+    """The `agent_debriefs` rows (one per run) and the `agent_lessons` experience store."""
+
+    def __init__(self, store: Store) -> None:
+        self.pool = store.pool
+
+    async def save(self, input: DebriefInput, debrief: AgentDebrief) -> None:
+        """Upsert the run's debrief and replace its lessons, in one transaction."""
+        m = debrief.metrics
+        async with self.pool.connection() as conn, conn.transaction():
+            await conn.execute(
+                "INSERT INTO agent_debriefs (run_id, agent_id, task_prompt, terminated_by, output,"
+                " output_format, outcome, synthesized, debrief_json, debrief_markdown, tokens_used,"
+                " duration_ms, iterations)"
+                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+                " ON CONFLICT (run_id) DO UPDATE SET updated_at = now(),"
+                " outcome = EXCLUDED.outcome, synthesized = EXCLUDED.synthesized,"
+                " debrief_json = EXCLUDED.debrief_json,"
+                " debrief_markdown = EXCLUDED.debrief_markdown",
+                (
+                    input.run_id, input.agent_id, input.task, input.terminated_by,
+                    input.final_output or "", input.output_format, debrief.outcome,
+                    debrief.synthesized, Jsonb(debrief.model_dump(mode="json")), debrief.markdown,
+                    m.tokens, m.duration_ms, m.iterations,
+                ),
+            )  # fmt: skip
+            await conn.execute("DELETE FROM agent_lessons WHERE run_id = %s", (input.run_id,))
+            async with conn.cursor() as cur:
+                await cur.executemany(
+                    "INSERT INTO agent_lessons (run_id, position, agent_id, lesson)"
+                    " VALUES (%s, %s, %s, %s)",
+                    [
+                        (input.run_id, i, input.agent_id, lesson)
+                        for i, lesson in enumerate(debrief.lessons_learned)
+                    ],
+                )
+
+    async def get(self, run_id: str) -> StoredDebrief | None:
+        rows = await self._select("WHERE run_id = %s", (run_id,))
+        return rows[0] if rows else None
+
+    async def latest(self, agent_id: str, max_age_hours: float) -> StoredDebrief | None:
+        rows = await self._select(
+            "WHERE agent_id = %s AND created_at > now() - make_interval(secs => %s)"
+            " ORDER BY created_at DESC LIMIT 1",
+            (agent_id, max_age_hours * 3600),
+        )
+        return rows[0] if rows else None
+
+    async def recent_lessons(self, agent_id: str, limit: int) -> list[str]:
+        async with self.pool.connection() as conn:
+            cur = await conn.execute(
+                "SELECT lesson FROM agent_lessons WHERE agent_id = %s"
+                " ORDER BY created_at DESC, position LIMIT %s",
+                (agent_id, limit * 3),
+            )
+            lessons = [row[0] for row in await cur.fetchall()]
+        return list(dict.fromkeys(lessons))[:limit]
+
+    async def _select(self, where: str, params: tuple[object, ...]) -> list[StoredDebrief]:
+        query = (
+            "SELECT run_id, agent_id, debrief_json,"
+            " extract(epoch FROM now() - created_at) / 3600 AS age_hours FROM agent_debriefs "
+        )
+        async with self.pool.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
+            await cur.execute(query + where, params)  # type: ignore[arg-type]
+            rows = await cur.fetchall()
+        return [
+            StoredDebrief(
+                run_id=r["run_id"],
+                agent_id=r["agent_id"],
+                debrief=AgentDebrief.model_validate(r["debrief_json"]),
+                age_hours=float(r["age_hours"]),
+            )
+            for r in rows
+        ]
 
 
 def to_openai(message: Message) -> dict[str, Any]:

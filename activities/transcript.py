@@ -5,7 +5,7 @@ from __future__ import annotations
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.store import Store
+from activities.store import DebriefStore, Store, StoredDebrief
 from reactive_temporal.contracts import (
     PREPARE_RUN,
     RECORD_MESSAGES,
@@ -15,6 +15,7 @@ from reactive_temporal.contracts import (
     RecordMessagesInput,
     SeqMessage,
 )
+from reactive_temporal.rationale import AUDIT_INSTRUCTIONS
 from reactive_temporal.tools import ToolRegistry
 
 REACT_INSTRUCTIONS = (
@@ -24,6 +25,30 @@ REACT_INSTRUCTIONS = (
     "and you need no more tools, reply with a line starting with 'FINAL ANSWER:' followed by "
     "the answer."
 )
+
+
+PRIOR_RUN_MAX_AGE_HOURS = 72
+PRIOR_RUN_MAX_CHARS = 2_000
+PRIOR_LESSONS = 5
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def prior_run_block(last: StoredDebrief, lessons: list[str]) -> str:
+    """What the agent should remember of its last run (the reference's "Prior Session")."""
+    d = last.debrief
+    lines = [
+        "--- Prior Session ---",
+        f"Last run ({round(last.age_hours)}h ago): {d.outcome}",
+        _clip(d.summary, 600),
+    ]
+    if lessons:
+        lines.append("Lessons: " + "; ".join(_clip(lesson, 200) for lesson in lessons))
+    if d.errors_encountered:
+        lines.append("Prior errors: " + "; ".join(_clip(e, 200) for e in d.errors_encountered[:5]))
+    return _clip("\n".join(lines), PRIOR_RUN_MAX_CHARS)
 
 
 def system_prompt(agent_id: str, custom: str | None) -> str:
@@ -39,8 +64,9 @@ def system_prompt(agent_id: str, custom: str | None) -> str:
 
 
 class TranscriptActivities:
-    def __init__(self, store: Store, registry: ToolRegistry) -> None:
+    def __init__(self, store: Store, debriefs: DebriefStore, registry: ToolRegistry) -> None:
         self.store = store
+        self.debriefs = debriefs
         self.registry = registry
 
     @activity.defn(name=PREPARE_RUN)
@@ -58,8 +84,16 @@ class TranscriptActivities:
                 non_retryable=True,
             )
         names = list(dict.fromkeys([*wanted, *agent.required_tools]))
+        prompt = system_prompt(agent.agent_id, agent.system_prompt)
+        if agent.audit_rationale:
+            prompt += "\n\n" + AUDIT_INSTRUCTIONS
+        if agent.memory:
+            last = await self.debriefs.latest(agent.agent_id, PRIOR_RUN_MAX_AGE_HOURS)
+            if last is not None and last.run_id != input.run_id:
+                lessons = await self.debriefs.recent_lessons(agent.agent_id, PRIOR_LESSONS)
+                prompt += "\n\n" + prior_run_block(last, lessons)
         seed = [
-            Message(role="system", content=system_prompt(agent.agent_id, agent.system_prompt)),
+            Message(role="system", content=prompt),
             Message(role="user", content=input.task),
         ]
         await self.store.put_messages(

@@ -12,16 +12,32 @@ dev` running, `build()` starts the embedded stack and a worker inside this proce
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import uuid
 from dataclasses import dataclass, field
 from typing import Self
 
-from pydantic import ValidationError
-from temporalio.client import WorkflowFailureError, WorkflowHandle
+from pydantic import PrivateAttr, ValidationError
+from temporalio.client import (
+    Client,
+    WorkflowExecutionStatus,
+    WorkflowFailureError,
+    WorkflowHandle,
+)
+from temporalio.service import RPCError, RPCStatusCode
 
 from reactive_temporal.config import Settings, load_settings
-from reactive_temporal.contracts import AgentConfig, AgentResult, AgentRunInput
+from reactive_temporal.contracts import (
+    AgentConfig,
+    AgentDebrief,
+    AgentResult,
+    AgentRunInput,
+    debrief_workflow_id,
+)
 from reactive_temporal.runtime import Runtime, open_runtime
+
+log = logging.getLogger("reactive_temporal")
 
 WORKFLOW_NAME = "AgentRunWorkflow"
 SUPPORTED_PROVIDERS = ("openai",)
@@ -30,6 +46,30 @@ SUPPORTED_PROVIDERS = ("openai",)
 
 class AgentRunError(RuntimeError):
     """A run could not produce a result (as opposed to a result with success=False)."""
+
+
+class RunResult(AgentResult):
+    """An AgentResult that can also fetch the run's rich debrief."""
+
+    _client: Client | None = PrivateAttr(default=None)
+
+    async def debrief_rich(self) -> AgentDebrief | None:
+        """Await the LLM-synthesized debrief; the instant one when synthesis was skipped or
+        failed; None when the run had no debrief (memory off)."""
+        if self.debrief is None or self._client is None:
+            return None
+        return await fetch_rich_debrief(self._client, self.run_id, fallback=self.debrief)
+
+
+async def fetch_rich_debrief(
+    client: Client, run_id: str, *, fallback: AgentDebrief | None = None
+) -> AgentDebrief | None:
+    handle = client.get_workflow_handle(debrief_workflow_id(run_id), result_type=AgentDebrief)
+    try:
+        return await handle.result()
+    except Exception as err:  # the child failed or is gone: the instant debrief stands
+        log.warning("rich debrief of %s unavailable (%s); using the instant one", run_id, err)
+        return fallback
 
 
 def describe_validation_error(err: ValidationError) -> str:
@@ -65,6 +105,35 @@ def build_run_input(
         raise ValueError(f"invalid run: {describe_validation_error(err)}") from err
 
 
+async def load_debrief(client: Client, run_id: str, *, wait_for_rich: bool) -> AgentDebrief | None:
+    """A run's debrief: the finished rich one, else (or with `wait_for_rich`, after waiting)
+    the run's instant one. None when the run had memory off; ValueError for an unknown run."""
+    run = client.get_workflow_handle(run_id, result_type=AgentResult)
+    try:
+        await run.describe()
+    except RPCError as err:
+        if err.status == RPCStatusCode.NOT_FOUND:
+            raise ValueError(f"no run with id {run_id!r}") from err
+        raise
+    try:
+        result = await run.result()
+    except WorkflowFailureError as err:
+        raise ValueError(
+            f"run {run_id!r} failed before it could be debriefed: {root_cause(err)}"
+        ) from err
+    if result.debrief is None:
+        return None
+    child = client.get_workflow_handle(debrief_workflow_id(run_id), result_type=AgentDebrief)
+    if not wait_for_rich:
+        try:
+            status = (await child.describe()).status
+        except RPCError:
+            return result.debrief
+        if status != WorkflowExecutionStatus.COMPLETED:
+            return result.debrief
+    return await fetch_rich_debrief(client, run_id, fallback=result.debrief)
+
+
 class ReactiveAgents:
     @staticmethod
     def create() -> AgentBuilder:
@@ -80,6 +149,8 @@ class AgentBuilder:
     required_tools: list[str] = field(default_factory=list)
     tools: list[str] | None = None
     memory: bool = True
+    audit_rationale: bool = False
+    debrief_model: str | None = None
     tool_modules: list[str] = field(default_factory=list)
     settings: Settings | None = None
 
@@ -101,10 +172,21 @@ class AgentBuilder:
         return self
 
     def with_reasoning(
-        self, *, max_iterations: int = 10, required_tools: list[str] | None = None
+        self,
+        *,
+        max_iterations: int = 10,
+        required_tools: list[str] | None = None,
+        audit_rationale: bool = False,
     ) -> Self:
+        """Loop settings; `audit_rationale` asks for a rationale per tool call (costs tokens)."""
         self.max_iterations = max_iterations
         self.required_tools = list(required_tools or [])
+        self.audit_rationale = audit_rationale
+        return self
+
+    def with_debrief_model(self, model: str) -> Self:
+        """A (cheaper) model for the rich debrief; default the run's model."""
+        self.debrief_model = model
         return self
 
     def with_memory(self) -> Self:
@@ -142,6 +224,8 @@ class AgentBuilder:
                 required_tools=self.required_tools,
                 tools=self.tools,
                 memory=self.memory,
+                audit_rationale=self.audit_rationale,
+                debrief_model=self.debrief_model,
             )
         except ValidationError as err:
             raise ValueError(
@@ -155,10 +239,14 @@ class AgentBuilder:
         return Agent(config, runtime)
 
 
+DISPOSE_DEBRIEF_TIMEOUT_SECONDS = 60.0
+
+
 class Agent:
     def __init__(self, config: AgentConfig, runtime: Runtime) -> None:
         self.config = config
         self.runtime = runtime
+        self._pending_debriefs: set[str] = set()
 
     @property
     def name(self) -> str:
@@ -192,18 +280,56 @@ class Agent:
         *,
         max_iterations: int | None = None,
         required_tools: list[str] | None = None,
-    ) -> AgentResult:
+    ) -> RunResult:
         handle = await self.start(
             task, max_iterations=max_iterations, required_tools=required_tools
         )
-        return await self.result(handle)
+        result = await self.result(handle)
+        if result.debrief is not None:
+            self._pending_debriefs.add(result.run_id)
+        return result
 
-    @staticmethod
-    async def result(handle: WorkflowHandle[object, AgentResult]) -> AgentResult:
+    async def result(self, handle: WorkflowHandle[object, AgentResult]) -> RunResult:
         try:
-            return await handle.result()
+            plain = await handle.result()
         except WorkflowFailureError as err:
             raise AgentRunError(f"run {handle.id} failed: {root_cause(err)}") from err
+        result = RunResult.model_validate(plain.model_dump())
+        result._client = self.runtime.client
+        return result
 
-    async def dispose(self) -> None:
+    async def wait_for_debriefs(
+        self, seconds: float = DISPOSE_DEBRIEF_TIMEOUT_SECONDS
+    ) -> list[str]:
+        """Wait for this agent's rich debriefs still in flight; returns the run ids that did
+        not finish in time (they finish later, durably, on any worker)."""
+        pending = sorted(self._pending_debriefs)
+        self._pending_debriefs.clear()
+        if not pending:
+            return []
+        client = self.runtime.client
+        waits = {
+            run_id: asyncio.ensure_future(
+                client.get_workflow_handle(debrief_workflow_id(run_id)).result()
+            )
+            for run_id in pending
+        }
+        await asyncio.wait(waits.values(), timeout=seconds)
+        late = [run_id for run_id, w in waits.items() if not w.done()]
+        for w in waits.values():
+            if not w.done():
+                w.cancel()
+            elif w.exception() is not None:
+                log.warning("a rich debrief failed: %s", w.exception())
+        if late:
+            log.warning(
+                "%d rich debrief(s) still running after %.0fs (%s); they complete on the "
+                "next worker that runs",
+                len(late), seconds, ", ".join(late),
+            )  # fmt: skip
+        return late
+
+    async def dispose(self, debrief_wait_seconds: float = DISPOSE_DEBRIEF_TIMEOUT_SECONDS) -> None:
+        """Wait (bounded) for this agent's rich debriefs, then release what `build()` started."""
+        await self.wait_for_debriefs(debrief_wait_seconds)
         await self.runtime.close()

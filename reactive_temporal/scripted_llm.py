@@ -252,9 +252,34 @@ def _find_expression(task: str) -> str | None:
     return max(with_operator, key=len) if with_operator else None
 
 
+def _demo_debrief(messages: list[dict[str, Any]]) -> Reply:
+    """Answer a debrief synthesis request with the JSON it asks for."""
+    prompt = next((m.get("content") or "" for m in messages if m.get("role") == "user"), "")
+    task = prompt.split("\n", 1)[0].removeprefix("Task: ").strip()
+    output = prompt.split("what the user received as the task answer):\n", 1)[-1]
+    output = output.split("\n\nTerminated by:", 1)[0].strip()
+    tools = re.findall(r"^- ([\w/.-]+): (\d+) call", prompt, re.MULTILINE)
+    used = ", ".join(f"{name} ({calls}x)" for name, calls in tools) or "no tools"
+    return Reply(
+        json.dumps(
+            {
+                "summary": f'The agent worked on "{task[:120]}" using {used} and answered: '
+                f"{output[:200]}",
+                "key_findings": [f"Answer: {output[:200]}"],
+                "errors_encountered": [],
+                "lessons_learned": [f"For tasks like this, {used} gets the answer directly."],
+                "caveats": "Written by the offline scripted model, not a real LLM.",
+            }
+        )
+    )
+
+
 def demo_responder(request: dict[str, Any]) -> Step:
     """A tiny deterministic agent: calculator or current_time, then final-answer."""
     messages = request.get("messages", [])
+    system = next((m.get("content") or "" for m in messages if m.get("role") == "system"), "")
+    if system.startswith("You are summarizing an AI agent's completed task"):
+        return _demo_debrief(messages)
     offered = {t["function"]["name"] for t in request.get("tools", [])}
     task = next((m.get("content") or "" for m in messages if m.get("role") == "user"), "")
     observations = [m.get("content") or "" for m in messages if m.get("role") == "tool"]

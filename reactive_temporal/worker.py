@@ -9,16 +9,18 @@ import openai
 from temporalio.client import Client
 from temporalio.worker import Worker
 
+from activities.debrief import DebriefActivities
 from activities.llm import LlmActivities
-from activities.store import Store
+from activities.store import DebriefStore, Store
 from activities.tools import ToolActivities
 from activities.transcript import TranscriptActivities
 from reactive_temporal.builtin_tools import builtin_tools
 from reactive_temporal.config import Settings
 from reactive_temporal.tools import ToolRegistry
 from workflows.agent_run import AgentRunWorkflow
+from workflows.debrief import DebriefWorkflow
 
-WORKFLOWS = [AgentRunWorkflow]
+WORKFLOWS = [AgentRunWorkflow, DebriefWorkflow]
 OFFLINE_API_KEY = "offline"
 
 
@@ -67,7 +69,9 @@ async def create_worker(
     client_for_llm = llm_client(settings, llm_base_url)
     llm = LlmActivities(store, client_for_llm, registry, settings.model_prices)
     tools = ToolActivities(store, registry)
-    transcript = TranscriptActivities(store, registry)
+    debriefs = DebriefStore(store)
+    transcript = TranscriptActivities(store, debriefs, registry)
+    debrief = DebriefActivities(debriefs, client_for_llm, settings.model_prices)
     extra = {} if max_cached_workflows is None else {"max_cached_workflows": max_cached_workflows}
     worker = Worker(
         client,
@@ -78,6 +82,8 @@ async def create_worker(
             tools.run_tool,
             transcript.prepare_run,
             transcript.record_messages,
+            debrief.synthesize_debrief,
+            debrief.persist_debrief,
         ],
         **extra,  # type: ignore[arg-type]
     )

@@ -21,7 +21,8 @@ from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import ActivityError, ApplicationError, WorkflowAlreadyStartedError
+from temporalio.workflow import ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
     from reactive_temporal.contracts import (
@@ -30,14 +31,17 @@ with workflow.unsafe.imports_passed_through():
         PREPARE_RUN,
         RECORD_MESSAGES,
         RUN_TOOL,
+        AgentDebrief,
         AgentResult,
         AgentRunInput,
+        DebriefWorkflowInput,
         FinalAnswerCapture,
         LlmStepInput,
         LlmStepResult,
         Message,
         PrepareRunInput,
         PrepareRunResult,
+        RationaleEntry,
         RecordMessagesInput,
         RunMetadata,
         RunProgress,
@@ -45,8 +49,12 @@ with workflow.unsafe.imports_passed_through():
         SeqMessage,
         TerminatedBy,
         ToolCall,
+        ToolCallRecord,
         ToolResult,
+        debrief_workflow_id,
     )
+    from workflows.debrief import DebriefWorkflow
+    from workflows.debrief_rules import build_fallback, collect_debrief_input, is_trivial
     from workflows.final_answer import (
         has_tool_work,
         judge_final_answer,
@@ -76,6 +84,8 @@ class AgentRunWorkflow:
         self.seq = 0
         self.tool_names: list[str] = []
         self.tools_used: list[str] = []
+        self.tool_calls: list[ToolCallRecord] = []
+        self.rationale: list[RationaleEntry] = []
         self.has_errors = False
         self.gap_check_done = False
         self.steps = 0
@@ -115,6 +125,11 @@ class AgentRunWorkflow:
             self.cost += step.cost
             if step.content and step.content.strip():
                 self.last_text = step.content.strip()
+            self.rationale += [
+                RationaleEntry(iteration=self.iteration + 1, tool_name=call.name, rationale=why)
+                for position, call in enumerate(step.tool_calls, start=1)
+                if (why := step.rationale.get(position)) is not None
+            ]
 
             decision = decide_turn(
                 step.content,
@@ -143,7 +158,7 @@ class AgentRunWorkflow:
             terminated_by, output = "llm_error", self.last_text
         self.current_tool = None
         self._publish_details(terminated_by)
-        return AgentResult(
+        result = AgentResult(
             output=output,
             success=is_success(terminated_by, output),
             run_id=self.run_id,
@@ -162,6 +177,33 @@ class AgentRunWorkflow:
                 iterations=self.iteration,
             ),
         )
+        if self.agent.memory:
+            result.debrief = await self._start_debrief(result)
+        return result
+
+    async def _start_debrief(self, result: AgentResult) -> AgentDebrief:
+        """The instant debrief now; the rich one in an abandoned child, not awaited."""
+        debrief_input = collect_debrief_input(
+            result, self.input.task, self.tool_calls, self.rationale
+        )
+        fallback = build_fallback(debrief_input)
+        try:
+            await workflow.start_child_workflow(
+                DebriefWorkflow.run,
+                DebriefWorkflowInput(
+                    input=debrief_input,
+                    fallback=fallback,
+                    synthesize=not is_trivial(debrief_input),
+                    model=self.agent.debrief_model or self.agent.model,
+                    llm_timeout_seconds=self.agent.llm_timeout_seconds,
+                ),
+                id=debrief_workflow_id(self.run_id),
+                parent_close_policy=ParentClosePolicy.ABANDON,
+                static_summary=f"debrief of {self.run_id}",
+            )
+        except WorkflowAlreadyStartedError:
+            workflow.logger.info("debrief of %s already started (a reset run)", self.run_id)
+        return fallback
 
     @workflow.signal
     def final_answer(self, answer: FinalAnswerCapture) -> None:
@@ -212,6 +254,7 @@ class AgentRunWorkflow:
                 model=self.agent.model,
                 tool_names=self._visible_tools(),
                 temperature=self.agent.temperature,
+                audit_rationale=self.agent.audit_rationale,
             ),
             result_type=LlmStepResult,
             start_to_close_timeout=timedelta(seconds=self.agent.llm_timeout_seconds),
@@ -249,6 +292,15 @@ class AgentRunWorkflow:
             *(self._call_tool(seq, call, limit) for seq, call in regular)
         )
         for result in results:
+            self.tool_calls.append(
+                ToolCallRecord(
+                    name=result.name,
+                    success=result.success,
+                    duration_ms=result.duration_ms,
+                    iteration=self.iteration + 1,
+                    error=None if result.success else result.content,
+                )
+            )
             if result.name in self.tool_names and result.name not in self.tools_used:
                 self.tools_used.append(result.name)
             self.has_errors = self.has_errors or not result.success

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from reactive_temporal.scripted_llm import HttpError, ScriptedLLM
+from reactive_temporal.scripted_llm import HttpError, Reply, ScriptedLLM, call
 
 pytestmark = pytest.mark.e2e
 
@@ -152,3 +152,37 @@ def test_embedded_default_with_nothing_configured(tmp_path: Path):
     again = starter("run", "What is 2 + 2?", "--json", env=env, cwd=tmp_path, timeout=180)
     assert again.returncode == 0, again.stderr
     assert json.loads(again.stdout)["output"] == "2 + 2 = 4"
+
+
+def test_debrief_command(worker_env: dict[str, str], llm: ScriptedLLM, tmp_path: Path):
+    model = llm.script(
+        f"e2e-debrief-{uuid.uuid4().hex[:6]}",
+        [
+            Reply(None, [call("calculator", expression="3*3")]),
+            Reply(None, [call("final-answer", output="Nine. " * 30, format="text", summary="s")]),
+            # the synthesis uses the run's model: its next answer is the debrief's JSON
+            Reply(json.dumps({"summary": "Rich summary.", "key_findings": ["9"]})),
+        ],
+    )
+    env = {**worker_env}
+    proc = starter("run", "3*3, at length", "--json", "--model", model, env=env, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    run = json.loads(proc.stdout)
+    assert run["debrief"]["outcome"] == "success" and run["debrief"]["synthesized"] is False
+    assert "## Summary" in run["debrief"]["markdown"]
+
+    rich = starter("debrief", run["run_id"], "--rich", "--json", env=env, cwd=tmp_path, timeout=120)
+    assert rich.returncode == 0, rich.stderr
+    assert json.loads(rich.stdout)["summary"] == "Rich summary."
+
+    human = starter("debrief", run["run_id"], env=env, cwd=tmp_path)  # now the rich one is done
+    assert human.returncode == 0 and "Rich summary." in human.stdout
+    assert "synthesized debrief" in human.stderr
+
+    unknown = starter("debrief", "run-nope-123", env=env, cwd=tmp_path)
+    assert unknown.returncode == 1 and "no run with id 'run-nope-123'" in unknown.stderr
+
+    no_memory = starter("run", "What is 1+1?", "--no-memory", "--json", env=env, cwd=tmp_path)
+    assert json.loads(no_memory.stdout)["debrief"] is None
+    missing = starter("debrief", json.loads(no_memory.stdout)["run_id"], env=env, cwd=tmp_path)
+    assert missing.returncode == 1 and "has no debrief" in missing.stderr

@@ -1,0 +1,85 @@
+"""Decision rationale in audit mode: `<rationale call="N">{"why": …}</rationale>` blocks.
+
+The model writes one block per tool call in the same reply (no extra LLM call). They are
+parsed leniently, matched to the calls by position, and stripped from the transcript so
+they never re-enter the context or the answer (reference §6).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from reactive_temporal.contracts import RationaleDetail
+
+WHY_MAX_CHARS = 280
+_BLOCK = re.compile(
+    r"<rationale(?:\s+call\s*=\s*[\"']?(\d+)[\"']?)?\s*>([\s\S]*?)</rationale>", re.IGNORECASE
+)
+_ORPHAN_TAG = re.compile(r"</?rationale(?:\s+call\s*=\s*[\"']?\d+[\"']?)?\s*>", re.IGNORECASE)
+_FENCE = re.compile(r"^\s*```(?:json)?\s*|\s*```\s*$", re.IGNORECASE)
+
+AUDIT_INSTRUCTIONS = """## Decision Rationale (MANDATORY — every tool call)
+Before each tool call, write one block in your reply text, in the order of the calls:
+<rationale call="1">{"why": "why this call, specific to it", "confidence": 0.9}</rationale>
+- `call` is the 1-based position of the tool call within this turn.
+- `why` is required, at most 280 characters; `confidence` is optional, between 0 and 1.
+- The rationale is for post-hoc review only: it is not passed to the tool.
+- No tool calls means no blocks."""
+
+
+def _lenient_json(body: str) -> Any:
+    text = _FENCE.sub("", body.strip())
+    try:
+        return json.loads(text)
+    except ValueError:
+        start, end = text.find("{"), text.rfind("}")
+        if start == -1 or end <= start:
+            return None
+        try:
+            return json.loads(text[start : end + 1])
+        except ValueError:
+            return None
+
+
+def extract_rationale(value: Any) -> RationaleDetail | None:
+    """A rationale from parsed JSON, or None when it has no usable `why`."""
+    if not isinstance(value, dict):
+        return None
+    why = value.get("why")
+    if not isinstance(why, str) or not why.strip():
+        return None
+    refs = value.get("refs")
+    confidence = value.get("confidence")
+    return RationaleDetail(
+        why=why.strip()[:WHY_MAX_CHARS],
+        refs=refs if isinstance(refs, list) and all(isinstance(r, str) for r in refs) else None,
+        confidence=float(confidence)
+        if isinstance(confidence, int | float)
+        and not isinstance(confidence, bool)
+        and 0 <= confidence <= 1
+        else None,
+    )
+
+
+def parse_rationale_blocks(text: str | None) -> dict[int, RationaleDetail]:
+    """Blocks by 1-based call position; malformed ones are skipped, never raised."""
+    found: dict[int, RationaleDetail] = {}
+    for sequence, match in enumerate(_BLOCK.finditer(text or ""), start=1):
+        rationale = extract_rationale(_lenient_json(match.group(2)))
+        if rationale is None:
+            continue
+        key = int(match.group(1)) if match.group(1) else sequence
+        while key in found:
+            key += 1
+        found[key] = rationale
+    return found
+
+
+def strip_rationale_blocks(text: str | None) -> str:
+    """The text without rationale blocks or stray rationale tags."""
+    if not text:
+        return ""
+    stripped = _ORPHAN_TAG.sub("", _BLOCK.sub("", text))
+    return re.sub(r"\n{3,}", "\n\n", stripped).strip()

@@ -1,0 +1,107 @@
+"""A worker SIGKILLed while the debrief synthesis is in flight loses nothing."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+import psycopg
+import pytest
+from temporalio.client import Client
+
+from reactive_temporal.agent import Agent
+from reactive_temporal.contracts import AgentConfig, AgentDebrief, debrief_workflow_id
+from reactive_temporal.runtime import Runtime
+from reactive_temporal.scripted_llm import Reply, ScriptedLLM, call
+from tests.conftest import wait_for
+from tests.e2e.test_cli_run import PYTHON, REPO, clean_env
+
+pytestmark = pytest.mark.e2e
+
+
+def start_worker(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    out = open(log, "a")  # noqa: SIM115 — the child keeps it
+    worker = subprocess.Popen(
+        [PYTHON, str(REPO / "worker.py")],
+        env=env,
+        cwd=log.parent,
+        stdout=out,
+        stderr=subprocess.STDOUT,
+    )
+    lines_before = log.read_text().count("worker on")
+    deadline = time.monotonic() + 60
+    while log.read_text().count("worker on") <= lines_before:
+        assert worker.poll() is None, log.read_text()
+        assert time.monotonic() < deadline, "worker did not start"
+        time.sleep(0.1)
+    return worker
+
+
+async def test_sigkill_during_synthesis_still_writes_the_debrief_once(
+    client: Client, temporal_address: str, database_url: str, llm: ScriptedLLM, tmp_path: Path
+):
+    task_queue = f"crash-{uuid.uuid4().hex[:8]}"
+    env = clean_env(
+        TEMPORAL_ADDRESS=temporal_address,
+        DATABASE_URL=database_url,
+        OPENAI_BASE_URL=llm.base_url,
+        OPENAI_API_KEY="test",
+        TEMPORAL_TASK_QUEUE=task_queue,
+        REACTIVE_TEMPORAL_DATA_DIR=str(tmp_path / "data"),
+    )
+    model = llm.script(
+        f"crash-{uuid.uuid4().hex[:6]}",
+        [
+            Reply(None, [call("calculator", expression="1+1")]),
+            Reply(
+                None,
+                [call("final-answer", output="A long answer. " * 10, format="text", summary="s")],
+            ),
+        ],
+    )
+    synthesis = {"summary": "Written after the crash.", "lessons_learned": ["Survive crashes"]}
+    synth = llm.script(
+        f"{model}-debrief",
+        [Reply(json.dumps(synthesis), delay=60), Reply(json.dumps(synthesis))],
+    )
+    log = tmp_path / "worker.log"
+    log.touch()
+    first = start_worker(env, log)
+    second = None
+    try:
+        config = AgentConfig(agent_id="crash-agent", model=model, debrief_model=synth)
+        agent = Agent(config, Runtime(client, task_queue, offline_model=False))
+        result = await agent.run("Write a long answer")
+        assert result.debrief is not None
+
+        await wait_for(lambda: len(llm.requests[synth]) >= 1, seconds=30)
+        first.send_signal(signal.SIGKILL)  # mid-synthesis: the LLM call is in flight
+        first.wait(10)
+        second = start_worker(env, log)
+
+        child = client.get_workflow_handle(
+            debrief_workflow_id(result.run_id), result_type=AgentDebrief
+        )
+        rich = await asyncio.wait_for(child.result(), timeout=90)
+        assert rich.synthesized and rich.summary == "Written after the crash."
+        assert len(llm.requests[synth]) == 2  # retried once, on the new worker
+        with psycopg.connect(database_url) as conn:
+            rows = conn.execute(
+                "SELECT debrief_json->>'summary' FROM agent_debriefs WHERE run_id = %s",
+                (result.run_id,),
+            ).fetchall()
+            lessons = conn.execute(
+                "SELECT lesson FROM agent_lessons WHERE run_id = %s", (result.run_id,)
+            ).fetchall()
+        assert rows == [("Written after the crash.",)]
+        assert lessons == [("Survive crashes",)]
+    finally:
+        for worker in (first, second):
+            if worker is not None and worker.poll() is None:
+                worker.terminate()
+                worker.wait(30)

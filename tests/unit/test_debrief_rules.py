@@ -1,0 +1,270 @@
+"""The deterministic debrief (reference §2.2–2.7) and the merge of a synthesis over it."""
+
+from __future__ import annotations
+
+import pytest
+
+from reactive_temporal.contracts import (
+    DebriefInput,
+    DebriefMetrics,
+    FinalAnswerCapture,
+    RationaleDetail,
+    RationaleEntry,
+    SynthesisFields,
+    SynthesisResult,
+    SynthesisTokens,
+    ToolCallRecord,
+)
+from workflows.debrief_rules import (
+    brief_output,
+    build_fallback,
+    derive_outcome,
+    errors_from_loop,
+    format_markdown,
+    is_trivial,
+    merge_synthesis,
+    tool_stats,
+)
+
+
+def make_input(**changes) -> DebriefInput:
+    base = dict(
+        task="Summarize the commits",
+        agent_id="a",
+        run_id="r",
+        terminated_by="final_answer_tool",
+        metrics=DebriefMetrics(tokens=5000, duration_ms=12000, iterations=5, cost=0.0123),
+    )
+    return DebriefInput.model_validate({**base, **changes})
+
+
+def test_tool_stats_group_in_first_seen_order_with_errors_and_mean_duration():
+    records = [
+        ToolCallRecord(name="search", success=True, duration_ms=100),
+        ToolCallRecord(name="fetch", success=False, duration_ms=50, error="[Tool error: 404]"),
+        ToolCallRecord(name="search", success=False, duration_ms=301),
+        ToolCallRecord(name="search", success=True, duration_ms=200),
+        ToolCallRecord(name="search", success=True, duration_ms=200),
+    ]
+    stats = tool_stats(records)
+    assert [(s.name, s.calls, s.errors, s.avg_duration_ms) for s in stats] == [
+        ("search", 4, 1, 200),
+        ("fetch", 1, 1, 50),
+    ]
+    usage = build_fallback(make_input(tool_stats=stats)).tools_used
+    assert usage[0].success_rate == pytest.approx(0.75)  # 4 calls, 1 error
+    assert usage[1].success_rate == 0.0
+
+
+def test_errors_from_loop_lists_failures_then_details():
+    records = [
+        ToolCallRecord(name="fetch", success=False, error="[Tool error: fetch failed: 404]"),
+        ToolCallRecord(name="calc", success=True),
+        ToolCallRecord(name="fetch", success=False, error="[Tool error: fetch failed: 404]"),
+    ]
+    errors = errors_from_loop(records)
+    assert errors == [
+        "Tool fetch failed",
+        "Tool fetch failed",
+        "fetch failed: 404",
+        "fetch failed: 404",
+    ]
+    assert build_fallback(make_input(errors_from_loop=errors)).errors_encountered == [
+        "Tool fetch failed",
+        "fetch failed: 404",
+    ]  # deduplicated, first occurrence kept
+
+
+@pytest.mark.parametrize(
+    ("terminated_by", "errors", "outcome"),
+    [
+        ("llm_error", [], "failed"),
+        ("max_iterations", [], "partial"),
+        ("final_answer_tool", [], "success"),
+        ("final_answer", [], "success"),
+        ("end_turn", [], "success"),  # HEAD semantics (0.7.5 said partial)
+        ("final_answer_tool", ["Tool x failed"], "partial"),
+        ("end_turn", ["boom"], "partial"),
+    ],
+)
+def test_outcome_rule(terminated_by, errors, outcome):
+    assert derive_outcome(terminated_by, errors) == outcome
+
+
+def test_summary_falls_back_from_capture_to_output_to_a_default():
+    capture = FinalAnswerCapture(output="42", summary="Computed it.")
+    assert build_fallback(make_input(final_answer=capture)).summary == "Computed it."
+    empty_summary = FinalAnswerCapture(output="42", summary="  ")
+    assert (
+        build_fallback(make_input(final_answer=empty_summary, final_output="42")).summary == "42"
+    )  # an empty summary does not win (upstream's `??` bug)
+    long = "x" * 450
+    assert build_fallback(make_input(final_output=long)).summary == "x" * 400 + "…"
+    assert build_fallback(make_input()).summary == "Task completed."
+    assert "iteration cap" in build_fallback(make_input(terminated_by="max_iterations")).summary
+
+
+def test_brief_output():
+    assert brief_output("  ") is None and brief_output(None) is None
+    assert brief_output(" hi ") == "hi"
+
+
+def test_confidence_rule():
+    high = FinalAnswerCapture(output="x", confidence="low")
+    assert build_fallback(make_input(final_answer=high, final_output="x")).confidence == "low"
+    assert build_fallback(make_input(final_output="answer")).confidence == "high"
+    assert build_fallback(make_input()).confidence == "medium"
+
+
+def test_fallback_defaults():
+    d = build_fallback(make_input(final_output="ok"))
+    assert d.key_findings == [] and d.lessons_learned == [] and d.caveats is None
+    assert d.metrics.tokens == 5000 and d.metrics.synthesis_tokens is None
+    assert d.synthesized is False and d.markdown == format_markdown(d)
+
+
+def test_trivial_gate():
+    assert is_trivial(make_input(final_output="short"))
+    assert not is_trivial(make_input(final_output="x" * 100))
+    assert not is_trivial(make_input(final_output="short", errors_from_loop=["Tool x failed"]))
+
+
+# -- markdown ---------------------------------------------------------------------------------
+
+
+def test_markdown_minimal_layout_is_exact():
+    d = build_fallback(make_input(final_output="The answer."))
+    assert d.markdown == "\n".join(
+        [
+            "# Agent Debrief ✅ success",
+            "",
+            "**Outcome:** success | **Confidence:** high",
+            "",
+            "## Summary",
+            "",
+            "The answer.",
+            "",
+            "## Tools Used",
+            "",
+            "No tools called.",
+            "",
+            "## Metrics",
+            "",
+            "- Tokens: 5,000",
+            "- Duration: 12.0s",
+            "- Iterations: 5",
+            "- Cost: $0.0123",
+        ]
+    )
+
+
+def test_markdown_full_section_order_and_percentages():
+    stats = tool_stats(
+        [
+            ToolCallRecord(name="github/list_commits", success=True),
+            ToolCallRecord(name="github/list_commits", success=True),
+            ToolCallRecord(name="github/list_commits", success=False),
+        ]
+    )
+    rationale = [
+        RationaleEntry(
+            iteration=1,
+            tool_name="github/list_commits",
+            rationale=RationaleDetail(why="Need the raw list", refs=["obs:1"], confidence=0.95),
+        )
+    ]
+    fallback = build_fallback(
+        make_input(
+            tool_stats=stats,
+            errors_from_loop=["Tool github/list_commits failed"],
+            rationale=rationale,
+            final_output="done",
+        )
+    )
+    rich = merge_synthesis(
+        make_input(errors_from_loop=["Tool github/list_commits failed"]),
+        fallback,
+        SynthesisResult(
+            parsed=SynthesisFields(
+                summary="Fetched commits.",
+                key_findings=["thing 1"],
+                lessons_learned=["page the API"],
+                caveats="Only 5 commits.",
+            )
+        ),
+    )
+    md = rich.markdown
+    order = [
+        "# Agent Debrief ⚠️ partial",
+        "## Summary",
+        "## Key Findings",
+        "## Errors Encountered",
+        "## Lessons Learned",
+        "## Caveats",
+        "## Decision Rationale",
+        "## Tools Used",
+        "## Metrics",
+    ]
+    positions = [md.index(h) for h in order]
+    assert positions == sorted(positions)
+    assert "- thing 1" in md and "- page the API" in md and "Only 5 commits." in md
+    assert "- `github/list_commits`: 3 call(s), 67% success" in md
+    assert "- **Iteration 1** — tool-selection `github/list_commits` _(confidence: 95%)_" in md
+    assert "  - Why: Need the raw list\n  - Refs: obs:1" in md
+    assert not md.endswith("\n")
+
+
+def test_markdown_omits_empty_sections():
+    md = build_fallback(make_input(final_output="x")).markdown
+    for heading in (
+        "Key Findings",
+        "Errors Encountered",
+        "Lessons Learned",
+        "Caveats",
+        "Rationale",
+    ):
+        assert heading not in md
+
+
+def test_failed_badge():
+    assert build_fallback(make_input(terminated_by="llm_error")).markdown.startswith(
+        "# Agent Debrief ❌ failed"
+    )
+
+
+# -- merging a synthesis ------------------------------------------------------------------------
+
+
+def test_merge_keeps_deterministic_facts_and_counts_synthesis_tokens_apart():
+    inp = make_input(final_output="x" * 200, errors_from_loop=["Tool a failed"])
+    fallback = build_fallback(inp)
+    result = SynthesisResult(
+        parsed=SynthesisFields(
+            summary="Narrative.", errors_encountered=["rate limited", "Tool a failed"]
+        ),
+        tokens=SynthesisTokens(input=200, output=100, total=300, cost=0.0015),
+    )
+    rich = merge_synthesis(inp, fallback, result)
+    assert rich.summary == "Narrative." and rich.synthesized
+    assert rich.outcome == fallback.outcome == "partial"  # never from the LLM
+    assert rich.confidence == fallback.confidence
+    assert rich.errors_encountered == ["rate limited", "Tool a failed"]
+    assert rich.metrics.tokens == 5000  # the run's tokens exclude the synthesis
+    assert rich.metrics.synthesis_tokens == SynthesisTokens(
+        input=200, output=100, total=300, cost=0.0015
+    )
+
+
+def test_unusable_synthesis_keeps_the_fallback():
+    inp = make_input(final_output="y" * 200)
+    fallback = build_fallback(inp)
+    assert merge_synthesis(inp, fallback, SynthesisResult(parsed=None)) is fallback
+
+
+def test_blank_synthesis_summary_keeps_the_deterministic_one():
+    capture = FinalAnswerCapture(output="y", summary="Self report.")
+    inp = make_input(final_answer=capture, final_output="y" * 200)
+    rich = merge_synthesis(
+        inp, build_fallback(inp), SynthesisResult(parsed=SynthesisFields(summary=" "))
+    )
+    assert rich.summary == "Self report."

@@ -1,0 +1,149 @@
+"""Parsing the synthesis answer and the rationale blocks (reference §2.5, §6, §7)."""
+
+from __future__ import annotations
+
+import json
+
+from activities.debrief import parse_synthesis, synthesis_prompt
+from reactive_temporal.contracts import (
+    DebriefInput,
+    DebriefMetrics,
+    FinalAnswerCapture,
+    RationaleDetail,
+    RationaleEntry,
+    ToolStat,
+)
+from reactive_temporal.rationale import (
+    extract_rationale,
+    parse_rationale_blocks,
+    strip_rationale_blocks,
+)
+
+ANSWER = {"summary": "Done.", "keyFindings": ["thing 1"], "lessonsLearned": ["l"], "caveats": ""}
+
+
+def test_plain_json():
+    parsed = parse_synthesis(json.dumps(ANSWER))
+    assert parsed is not None and parsed.summary == "Done." and parsed.key_findings == ["thing 1"]
+
+
+def test_fenced_json():
+    parsed = parse_synthesis("```json\n" + json.dumps(ANSWER) + "\n```")
+    assert parsed is not None and parsed.summary == "Done." and parsed.key_findings == ["thing 1"]
+
+
+def test_prose_wrapped_json():
+    text = "Here is the debrief you asked for:\n" + json.dumps(ANSWER) + "\nHope it helps!"
+    parsed = parse_synthesis(text)
+    assert parsed is not None and parsed.lessons_learned == ["l"]
+
+
+def test_snake_case_keys_and_sloppy_types():
+    parsed = parse_synthesis(
+        '{"summary": 3, "key_findings": ["a", 2, null, {"x": 1}], "lessons_learned": "one"}'
+    )
+    assert parsed is not None
+    assert parsed.summary is None and parsed.key_findings == ["a", "2"]
+    assert parsed.lessons_learned == ["one"]
+
+
+def test_invalid_answers_give_none():
+    for text in ["", "not json at all", "[1, 2, 3]", "{broken", None]:
+        assert parse_synthesis(text) is None
+
+
+def test_prompt_has_the_reference_sections():
+    inp = DebriefInput(
+        task="Fetch commits",
+        agent_id="a",
+        run_id="r",
+        terminated_by="final_answer_tool",
+        final_answer=FinalAnswerCapture(output="list", summary="Fetched five commits."),
+        tool_stats=[ToolStat(name="github/list_commits", calls=1, errors=0, avg_duration_ms=120)],
+        metrics=DebriefMetrics(tokens=900, iterations=2),
+        final_output="z" * 13_000,
+        rationale=[
+            RationaleEntry(
+                iteration=1,
+                tool_name="github/list_commits",
+                rationale=RationaleDetail(why="need the list", confidence=0.9),
+            )
+        ],
+    )
+    prompt = synthesis_prompt(inp)
+    for needle in [
+        "Task: Fetch commits",
+        "Agent self-report (from final-answer metadata when present): Fetched five commits.",
+        "- github/list_commits: 1 call(s), 0 error(s), avg 120ms",
+        "Errors from loop: none",
+        "Decision rationale (why the agent made key choices):",
+        "  Why: need the list (confidence: 90%)",
+        "Total iterations: 2",
+        "Total tokens: 900",
+        "[truncated 1000 more characters]",
+    ]:
+        assert needle in prompt, needle
+    assert "rationale" in prompt and "why" in prompt.lower()
+
+
+# -- rationale ------------------------------------------------------------------------------------
+
+
+def test_extract_rationale_rules():
+    assert extract_rationale({"why": "because"}) == RationaleDetail(why="because")
+    assert extract_rationale({"confidence": 0.5}) is None
+    assert extract_rationale("why") is None
+    assert extract_rationale({"why": "w" * 300}).why == "w" * 280  # type: ignore[union-attr]
+    assert extract_rationale({"why": "x", "confidence": 1.5}).confidence is None  # type: ignore[union-attr]
+    assert extract_rationale({"why": "x", "refs": ["obs:1", 2]}).refs is None  # type: ignore[union-attr]
+    assert extract_rationale({"why": "x", "refs": ["obs:1"]}).refs == ["obs:1"]  # type: ignore[union-attr]
+
+
+def test_parse_blocks():
+    assert parse_rationale_blocks("") == {}
+    text = (
+        '<rationale call="2">{"why": "second"}</rationale>'
+        'prose <rationale call="1">{"why": "first", "confidence": 0.8}</rationale>'
+    )
+    blocks = parse_rationale_blocks(text)
+    assert list(blocks) == [2, 1]
+    assert blocks[1] == RationaleDetail(why="first", confidence=0.8)
+
+
+def test_blocks_without_call_attribute_take_sequential_positions():
+    text = '<rationale>{"why": "a"}</rationale><rationale>{"why": "b"}</rationale>'
+    assert {k: v.why for k, v in parse_rationale_blocks(text).items()} == {1: "a", 2: "b"}
+
+
+def test_malformed_and_whyless_blocks_are_skipped():
+    text = (
+        '<rationale call="1">{not json</rationale>'
+        '<rationale call="2">{"confidence": 1}</rationale>'
+        '<rationale call="3">{"why": "ok"}</rationale>'
+    )
+    assert list(parse_rationale_blocks(text)) == [3]
+
+
+def test_fenced_body_with_trailing_prose_parses():
+    text = '<rationale call="1">```json\n{"why": "fenced"}\n``` and more words</rationale>'
+    assert parse_rationale_blocks(text)[1].why == "fenced"
+
+
+def test_colliding_calls_move_to_the_next_free_key():
+    text = "".join(f'<rationale call="1">{{"why": "{w}"}}</rationale>' for w in "abc")
+    assert {k: v.why for k, v in parse_rationale_blocks(text).items()} == {1: "a", 2: "b", 3: "c"}
+
+
+def test_strip_removes_blocks_and_orphans_but_keeps_prose():
+    text = (
+        'I will search.\n<rationale call="1">{"why": "x"}</rationale>\n\n\n\nThen fetch.'
+        "</rationale> tail <rationale>"
+    )
+    stripped = strip_rationale_blocks(text)
+    assert stripped == "I will search.\n\nThen fetch. tail"
+    assert strip_rationale_blocks(stripped) == stripped  # idempotent
+    assert strip_rationale_blocks("") == ""
+    assert strip_rationale_blocks("use <b>bold</b> and <rationales>") == (
+        "use <b>bold</b> and <rationales>"
+    )
+    assert parse_rationale_blocks(text)[1].why == "x"  # the parser still reads the original

@@ -1,0 +1,177 @@
+"""The debrief on a real dev server and Postgres: instant, then rich, durable and persisted once."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+from temporalio.client import WorkflowExecutionStatus
+from temporalio.service import RPCError
+
+from reactive_temporal.contracts import debrief_workflow_id
+from reactive_temporal.scripted_llm import HttpError, Reply, ScriptedLLM, call
+from tests.workflow.conftest import Harness
+
+pytestmark = pytest.mark.workflow
+
+LONG_ANSWER = "The three latest PRs add retries, fix the CSV export and document the API. " * 3
+SYNTHESIS = {
+    "summary": "The agent computed the figures and summarized three PRs.",
+    "key_findings": ["PR 12 changed the most files"],
+    "errors_encountered": [],
+    "lessons_learned": ["Always double-check units"],
+    "caveats": "",
+}
+
+
+def non_trivial_run(llm: ScriptedLLM, model: str) -> str:
+    return llm.script(
+        model,
+        [
+            Reply(None, [call("calculator", expression="12*3")]),
+            Reply(
+                None, [call("final-answer", output=LONG_ANSWER, format="text", summary="Did it.")]
+            ),
+        ],
+    )
+
+
+async def debrief_rows(harness: Harness, run_id: str) -> list[dict]:
+    async with harness.store.pool.connection() as conn:
+        cur = await conn.execute(
+            "SELECT synthesized, debrief_json FROM agent_debriefs WHERE run_id = %s", (run_id,)
+        )
+        return [{"synthesized": r[0], "debrief": r[1]} for r in await cur.fetchall()]
+
+
+async def test_run_returns_before_a_slow_synthesis(harness: Harness, llm: ScriptedLLM, model_name):
+    non_trivial_run(llm, model_name)
+    synth = llm.script(f"{model_name}-debrief", [Reply(json.dumps(SYNTHESIS), delay=3)])
+    agent = harness.agent(model_name, debrief_model=synth)
+
+    started = time.monotonic()
+    result = await agent.run("Summarize the 3 latest PRs")
+    returned_after = time.monotonic() - started
+    child = harness.client.get_workflow_handle(debrief_workflow_id(result.run_id))
+    assert (await child.describe()).status == WorkflowExecutionStatus.RUNNING
+    assert result.debrief is not None and result.debrief.synthesized is False  # the instant one
+    assert result.debrief.outcome == "success"
+    assert [t.name for t in result.debrief.tools_used] == ["calculator"]  # no final-answer entry
+
+    rich = await result.debrief_rich()
+    assert time.monotonic() - started >= 3.0 > returned_after
+    assert rich is not None and rich.synthesized
+    assert rich.summary == SYNTHESIS["summary"]
+    assert rich.lessons_learned == ["Always double-check units"]
+    assert rich.metrics.synthesis_tokens is not None and rich.metrics.synthesis_tokens.total > 0
+    assert rich.metrics.tokens == result.metadata.tokens_used  # synthesis not counted in the run
+    rows = await debrief_rows(harness, result.run_id)
+    assert len(rows) == 1 and rows[0]["synthesized"] is True
+    assert rows[0]["debrief"]["summary"] == SYNTHESIS["summary"]
+
+
+async def test_trivial_run_makes_no_synthesis_call(harness: Harness, llm: ScriptedLLM, model_name):
+    llm.script(model_name, [Reply("FINAL ANSWER: 4")])
+    synth = llm.script(f"{model_name}-debrief", [Reply(json.dumps(SYNTHESIS))])
+    result = await harness.agent(model_name, debrief_model=synth).run("2+2?")
+    rich = await result.debrief_rich()
+    assert rich == result.debrief and rich is not None and not rich.synthesized
+    assert llm.requests[synth] == []
+    rows = await debrief_rows(harness, result.run_id)
+    assert len(rows) == 1 and rows[0]["synthesized"] is False
+
+
+async def test_no_memory_means_no_debrief_and_no_row(harness: Harness, llm, model_name):
+    non_trivial_run(llm, model_name)
+    result = await harness.agent(model_name, memory=False).run("Summarize")
+    assert result.debrief is None
+    assert await result.debrief_rich() is None
+    with pytest.raises(RPCError):
+        await harness.client.get_workflow_handle(debrief_workflow_id(result.run_id)).describe()
+    assert await debrief_rows(harness, result.run_id) == []
+
+
+async def test_unusable_synthesis_answer_keeps_the_fallback(harness: Harness, llm, model_name):
+    non_trivial_run(llm, model_name)
+    synth = llm.script(f"{model_name}-debrief", [Reply("I think it went well, overall!")])
+    result = await harness.agent(model_name, debrief_model=synth).run("Summarize")
+    rich = await result.debrief_rich()
+    assert rich is not None and not rich.synthesized and rich.summary == "Did it."
+    assert len(await debrief_rows(harness, result.run_id)) == 1
+
+
+async def test_failing_synthesis_endpoint_keeps_the_fallback(harness: Harness, llm, model_name):
+    non_trivial_run(llm, model_name)
+    synth = llm.script(f"{model_name}-debrief", [HttpError(500, "down")], repeat_last=True)
+    result = await harness.agent(model_name, debrief_model=synth).run("Summarize")
+    rich = await result.debrief_rich()
+    assert rich is not None and not rich.synthesized
+    assert len(llm.requests[synth]) == 3  # attempts are capped
+    assert len(await debrief_rows(harness, result.run_id)) == 1
+
+
+async def test_second_run_sees_the_first_runs_lessons(harness: Harness, llm, model_name):
+    agent_id = f"learner-{model_name}"
+    non_trivial_run(llm, model_name)
+    synth = llm.script(f"{model_name}-debrief", [Reply(json.dumps(SYNTHESIS))])
+    first = await harness.agent(model_name, agent_id=agent_id, debrief_model=synth).run("Run 1")
+    await first.debrief_rich()
+
+    second_model = llm.script(f"{model_name}-2", [Reply("FINAL ANSWER: ok")])
+    await harness.agent(second_model, agent_id=agent_id).run("Run 2")
+    system = llm.requests[second_model][0]["messages"][0]["content"]
+    assert "--- Prior Session ---" in system
+    assert "Last run (0h ago): success" in system
+    assert SYNTHESIS["summary"] in system
+    assert "Lessons: Always double-check units" in system
+
+
+async def test_rejected_final_answer_does_not_make_the_run_partial(
+    harness: Harness, llm, model_name
+):
+    llm.script(
+        model_name,
+        [
+            Reply(None, [call("calculator", expression="6*7")]),
+            Reply(None, [call("final-answer", output="{bad", format="json", summary="s")]),
+            Reply(None, [call("final-answer", output='{"a": 42}', format="json", summary="s")]),
+        ],
+    )
+    result = await harness.run(model_name, "JSON please")
+    assert result.debrief is not None
+    assert result.debrief.outcome == "success"  # upstream says "partial"
+    assert result.debrief.errors_encountered == []
+    assert [t.name for t in result.debrief.tools_used] == ["calculator"]
+
+
+async def test_audit_rationale_lands_in_the_debrief_and_leaves_the_transcript(
+    harness: Harness, llm: ScriptedLLM, model_name
+):
+    llm.script(
+        model_name,
+        [
+            Reply(
+                'I will compute.\n<rationale call="1">{"why": "Arithmetic needs the '
+                'calculator", "confidence": 0.9}</rationale>',
+                [call("calculator", expression="7*6")],
+            ),
+            Reply("FINAL ANSWER: 42"),
+        ],
+    )
+    result = await harness.run(model_name, "7*6?", audit_rationale=True)
+    first_request, second_request = llm.requests[model_name]
+    assert "Decision Rationale (MANDATORY" in first_request["messages"][0]["content"]
+    assistant = second_request["messages"][2]
+    assert assistant["role"] == "assistant" and assistant["content"] == "I will compute."
+    assert result.debrief is not None
+    (entry,) = result.debrief.rationale
+    assert (entry.iteration, entry.decision, entry.tool_name) == (1, "tool-selection", "calculator")
+    assert entry.rationale.why == "Arithmetic needs the calculator"
+    assert "## Decision Rationale" in result.debrief.markdown
+
+
+async def test_rationale_prompt_is_off_by_default(harness: Harness, llm, model_name):
+    llm.script(model_name, [Reply("FINAL ANSWER: ok")])
+    await harness.run(model_name, "hi")
+    assert "Decision Rationale" not in llm.requests[model_name][0]["messages"][0]["content"]

@@ -1,0 +1,64 @@
+"""DebriefWorkflow: the rich debrief of one run, written off the run's critical path.
+
+The run starts it as an abandoned child and returns at once with the deterministic debrief.
+Here, durably: synthesize (one LLM call, skipped for trivial runs) → merge over the
+deterministic facts → persist the `agent_debriefs` row and the lessons → tell the agent.
+A worker crash anywhere in between resumes where it stopped; nothing is written twice.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError
+
+with workflow.unsafe.imports_passed_through():
+    from reactive_temporal.contracts import (
+        PERSIST_DEBRIEF,
+        SYNTHESIZE_DEBRIEF,
+        AgentDebrief,
+        DebriefWorkflowInput,
+        PersistDebriefInput,
+        SynthesisRequest,
+        SynthesisResult,
+    )
+    from workflows.debrief_rules import merge_synthesis
+
+SYNTHESIS_HEARTBEAT = timedelta(seconds=10)
+
+
+@workflow.defn
+class DebriefWorkflow:
+    @workflow.run
+    async def run(self, input: DebriefWorkflowInput) -> AgentDebrief:
+        debrief = input.fallback
+        if input.synthesize:
+            workflow.set_current_details("synthesizing the debrief")
+            try:
+                result: SynthesisResult = await workflow.execute_activity(
+                    SYNTHESIZE_DEBRIEF,
+                    SynthesisRequest(input=input.input, model=input.model),
+                    result_type=SynthesisResult,
+                    start_to_close_timeout=timedelta(seconds=input.llm_timeout_seconds),
+                    heartbeat_timeout=SYNTHESIS_HEARTBEAT,
+                    retry_policy=RetryPolicy(
+                        initial_interval=timedelta(seconds=1), maximum_attempts=3
+                    ),
+                    summary=f"debrief synthesis · {input.model}",
+                )
+                debrief = merge_synthesis(input.input, input.fallback, result)
+            except ActivityError as err:
+                workflow.logger.warning("debrief synthesis failed, keeping the fallback: %s", err)
+        workflow.set_current_details("persisting the debrief")
+        await workflow.execute_activity(
+            PERSIST_DEBRIEF,
+            PersistDebriefInput(input=input.input, debrief=debrief),
+            start_to_close_timeout=timedelta(seconds=30),
+            # Postgres may be down for a while: keep trying, nothing is lost meanwhile.
+            retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=30)),
+            summary="persist debrief and lessons",
+        )
+        workflow.set_current_details(f"done · {debrief.outcome}")
+        return debrief

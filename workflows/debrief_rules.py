@@ -1,0 +1,236 @@
+"""The deterministic debrief: what a run did, computed from its signals without an LLM.
+
+Pure functions (reference §2.2–2.7), used twice: the run returns `build_fallback` at once
+(the instant debrief), and the DebriefWorkflow merges an LLM synthesis into it with
+`merge_synthesis`. Two upstream bugs are not copied: meta-tools (final-answer) are not
+counted as tools, and a rejected final-answer attempt is not an error.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from reactive_temporal.contracts import (
+    AgentDebrief,
+    AgentResult,
+    Confidence,
+    DebriefInput,
+    DebriefMetrics,
+    Outcome,
+    RationaleEntry,
+    SynthesisResult,
+    TerminatedBy,
+    ToolCallRecord,
+    ToolStat,
+    ToolUsage,
+)
+
+TRIVIAL_OUTPUT_CHARS = 100
+BRIEF_OUTPUT_CHARS = 400
+_TOOL_ERROR = re.compile(r"\[Tool error: ([^\]]+)\]")
+_OUTCOME_BADGE = {"success": "✅ success", "partial": "⚠️ partial", "failed": "❌ failed"}
+_NO_OUTPUT_SUMMARY: dict[str, str] = {
+    "max_iterations": "The run stopped at its iteration cap before producing an answer.",
+    "llm_error": "The run stopped on an LLM error before producing an answer.",
+}
+
+
+def collect_debrief_input(
+    result: AgentResult,
+    task: str,
+    tool_calls: list[ToolCallRecord],
+    rationale: list[RationaleEntry],
+) -> DebriefInput:
+    """The debrief's signals, from a finished run's result and what its loop recorded."""
+    m = result.metadata
+    return DebriefInput(
+        task=task,
+        agent_id=result.agent_id,
+        run_id=result.run_id,
+        terminated_by=result.terminated_by,
+        final_answer=result.final_answer,
+        tool_stats=tool_stats(tool_calls),
+        errors_from_loop=errors_from_loop(tool_calls),
+        metrics=DebriefMetrics(
+            tokens=m.tokens_used, duration_ms=m.duration_ms, iterations=m.iterations, cost=m.cost
+        ),
+        final_output=result.output.strip() or None,
+        output_format=result.format,
+        rationale=list(rationale),
+    )
+
+
+def tool_stats(records: Iterable[ToolCallRecord]) -> list[ToolStat]:
+    """Calls, errors and mean duration per tool, in the order tools were first used."""
+    grouped: dict[str, list[ToolCallRecord]] = {}
+    for record in records:
+        grouped.setdefault(record.name, []).append(record)
+    return [
+        ToolStat(
+            name=name,
+            calls=len(calls),
+            errors=sum(1 for c in calls if not c.success),
+            avg_duration_ms=round(sum(c.duration_ms for c in calls) / len(calls)),
+        )
+        for name, calls in grouped.items()
+    ]
+
+
+def errors_from_loop(records: Iterable[ToolCallRecord]) -> list[str]:
+    """`Tool <name> failed` per failed call, then each `[Tool error: …]` detail."""
+    records = list(records)
+    failures = [f"Tool {r.name} failed" for r in records if not r.success]
+    details = [m.group(1) for r in records if r.error and (m := _TOOL_ERROR.search(r.error))]
+    return failures + details
+
+
+def dedupe(items: Iterable[str]) -> list[str]:
+    return list(dict.fromkeys(items))
+
+
+def derive_outcome(terminated_by: TerminatedBy, errors: list[str]) -> Outcome:
+    if terminated_by == "llm_error":
+        return "failed"
+    if terminated_by == "max_iterations":
+        return "partial"
+    return "partial" if errors else "success"
+
+
+def brief_output(text: str | None) -> str | None:
+    trimmed = (text or "").strip()
+    if not trimmed:
+        return None
+    if len(trimmed) <= BRIEF_OUTPUT_CHARS:
+        return trimmed
+    return trimmed[:BRIEF_OUTPUT_CHARS] + "…"
+
+
+def derive_confidence(input: DebriefInput) -> Confidence | str:
+    """The model's declared confidence; else high with an answer, medium without."""
+    if input.final_answer and input.final_answer.confidence:
+        return input.final_answer.confidence
+    return "high" if (input.final_output or "").strip() else "medium"
+
+
+def fallback_summary(input: DebriefInput) -> str:
+    capture = input.final_answer
+    if capture and capture.summary.strip():  # upstream's `??` lets "" through; we don't
+        return capture.summary.strip()
+    return brief_output(input.final_output) or _NO_OUTPUT_SUMMARY.get(
+        input.terminated_by, "Task completed."
+    )
+
+
+def tool_usage(stats: Iterable[ToolStat]) -> list[ToolUsage]:
+    return [
+        ToolUsage(
+            name=s.name,
+            calls=s.calls,
+            success_rate=(s.calls - s.errors) / s.calls if s.calls else 1.0,
+        )
+        for s in stats
+    ]
+
+
+def is_trivial(input: DebriefInput) -> bool:
+    """Short answer, no errors: the deterministic debrief says all there is to say."""
+    output = (input.final_output or "").strip()
+    return len(output) < TRIVIAL_OUTPUT_CHARS and not input.errors_from_loop
+
+
+def build_fallback(input: DebriefInput) -> AgentDebrief:
+    debrief = AgentDebrief(
+        outcome=derive_outcome(input.terminated_by, input.errors_from_loop),
+        summary=fallback_summary(input),
+        errors_encountered=dedupe(input.errors_from_loop),
+        confidence=derive_confidence(input),
+        tools_used=tool_usage(input.tool_stats),
+        metrics=input.metrics.model_copy(),
+        rationale=list(input.rationale),
+    )
+    debrief.markdown = format_markdown(debrief)
+    return debrief
+
+
+def merge_synthesis(
+    input: DebriefInput, fallback: AgentDebrief, result: SynthesisResult
+) -> AgentDebrief:
+    """The rich debrief: the LLM's narrative over the deterministic facts.
+
+    Outcome, confidence, tools and metrics stay deterministic; the LLM contributes the
+    summary, findings, lessons, caveats and any errors it noticed.
+    """
+    parsed = result.parsed
+    if parsed is None:
+        return fallback
+    metrics = DebriefMetrics(
+        **input.metrics.model_dump(exclude={"synthesis_tokens"}),
+        synthesis_tokens=result.tokens if result.tokens.total > 0 else None,
+    )
+    debrief = fallback.model_copy(
+        update={
+            "summary": (parsed.summary or "").strip() or fallback.summary,
+            "key_findings": [f for f in parsed.key_findings if f.strip()],
+            "errors_encountered": dedupe(
+                [*(e for e in parsed.errors_encountered if e.strip()), *input.errors_from_loop]
+            ),
+            "lessons_learned": [lesson for lesson in parsed.lessons_learned if lesson.strip()],
+            "caveats": (parsed.caveats or "").strip() or None,
+            "metrics": metrics,
+            "synthesized": True,
+        }
+    )
+    debrief.markdown = format_markdown(debrief)
+    return debrief
+
+
+def _section(title: str, lines: list[str]) -> list[str]:
+    return [f"## {title}", "", *lines, ""] if lines else []
+
+
+def format_markdown(d: AgentDebrief) -> str:
+    """The reference's exact layout: fixed section order, empty sections omitted."""
+    lines = [
+        f"# Agent Debrief {_OUTCOME_BADGE[d.outcome]}",
+        "",
+        f"**Outcome:** {d.outcome} | **Confidence:** {d.confidence}",
+        "",
+        "## Summary",
+        "",
+        d.summary,
+        "",
+    ]
+    lines += _section("Key Findings", [f"- {f}" for f in d.key_findings])
+    lines += _section("Errors Encountered", [f"- {e}" for e in d.errors_encountered])
+    lines += _section("Lessons Learned", [f"- {lesson}" for lesson in d.lessons_learned])
+    lines += _section("Caveats", [d.caveats] if d.caveats else [])
+    rationale: list[str] = []
+    for entry in d.rationale:
+        head = f"- **Iteration {entry.iteration}** — {entry.decision}"
+        if entry.tool_name:
+            head += f" `{entry.tool_name}`"
+        if entry.rationale.confidence is not None:
+            head += f" _(confidence: {round(entry.rationale.confidence * 100)}%)_"
+        rationale += [head, f"  - Why: {entry.rationale.why}"]
+        if entry.rationale.refs:
+            rationale.append(f"  - Refs: {', '.join(entry.rationale.refs)}")
+    lines += _section("Decision Rationale", rationale)
+    lines += ["## Tools Used", ""]
+    if d.tools_used:
+        lines += [
+            f"- `{t.name}`: {t.calls} call(s), {round(t.success_rate * 100)}% success"
+            for t in d.tools_used
+        ]
+    else:
+        lines.append("No tools called.")
+    lines += [
+        "",
+        "## Metrics",
+        "",
+        f"- Tokens: {d.metrics.tokens:,}",
+        f"- Duration: {d.metrics.duration_ms / 1000:.1f}s",
+        f"- Iterations: {d.metrics.iterations}",
+        f"- Cost: ${d.metrics.cost:.4f}",
+    ]
+    return "\n".join(lines)
