@@ -15,6 +15,7 @@ from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
+from reactive_temporal.chat_contracts import ChatMessage
 from reactive_temporal.contracts import AgentDebrief, DebriefInput, Message, SeqMessage, ToolCall
 
 log = logging.getLogger(__name__)
@@ -68,6 +69,21 @@ MIGRATIONS: list[tuple[int, str]] = [
         );
         CREATE INDEX IF NOT EXISTS idx_lessons_agent_created
             ON agent_lessons (agent_id, created_at DESC);
+        """,
+    ),
+    (
+        3,
+        """
+        CREATE TABLE IF NOT EXISTS chat_sessions (
+            agent_id   TEXT        NOT NULL,
+            session_id TEXT        NOT NULL,
+            messages   JSONB       NOT NULL,
+            created_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+            updated_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+            PRIMARY KEY (agent_id, session_id)
+        );
+        CREATE INDEX IF NOT EXISTS idx_sessions_agent_updated
+            ON chat_sessions (agent_id, updated_at DESC);
         """,
     ),
 ]
@@ -261,6 +277,33 @@ class DebriefStore:
             )
             for r in rows
         ]
+
+
+class SessionStore:
+    """Chat sessions saved when they end: one row per (agent, session), full history."""
+
+    def __init__(self, store: Store) -> None:
+        self.pool = store.pool
+
+    async def save(self, agent_id: str, session_id: str, messages: list[ChatMessage]) -> None:
+        payload = Jsonb([m.model_dump(mode="json") for m in messages])
+        async with self.pool.connection() as conn:
+            await conn.execute(
+                "INSERT INTO chat_sessions (agent_id, session_id, messages) VALUES (%s, %s, %s)"
+                " ON CONFLICT (agent_id, session_id)"
+                " DO UPDATE SET messages = EXCLUDED.messages, updated_at = now()",
+                (agent_id, session_id, payload),
+            )
+
+    async def load(self, agent_id: str, session_id: str) -> list[ChatMessage]:
+        """The saved history, or [] for a session never saved."""
+        async with self.pool.connection() as conn:
+            cur = await conn.execute(
+                "SELECT messages FROM chat_sessions WHERE agent_id = %s AND session_id = %s",
+                (agent_id, session_id),
+            )
+            row = await cur.fetchone()
+        return [ChatMessage.model_validate(m) for m in row[0]] if row else []
 
 
 def to_openai(message: Message) -> dict[str, Any]:

@@ -5,7 +5,9 @@ from __future__ import annotations
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.entity import EntityActivities
 from activities.store import DebriefStore, Store, StoredDebrief
+from reactive_temporal.chat_contracts import RunStarted
 from reactive_temporal.contracts import (
     PREPARE_RUN,
     RECORD_MESSAGES,
@@ -64,10 +66,17 @@ def system_prompt(agent_id: str, custom: str | None) -> str:
 
 
 class TranscriptActivities:
-    def __init__(self, store: Store, debriefs: DebriefStore, registry: ToolRegistry) -> None:
+    def __init__(
+        self,
+        store: Store,
+        debriefs: DebriefStore,
+        registry: ToolRegistry,
+        entity: EntityActivities | None = None,
+    ) -> None:
         self.store = store
         self.debriefs = debriefs
         self.registry = registry
+        self.entity = entity
 
     @activity.defn(name=PREPARE_RUN)
     async def prepare_run(self, input: PrepareRunInput) -> PrepareRunResult:
@@ -99,6 +108,9 @@ class TranscriptActivities:
         await self.store.put_messages(
             input.run_id, [SeqMessage(seq=i, message=m) for i, m in enumerate(seed)]
         )
+        if self.entity is not None and input.started_at is not None:
+            event = RunStarted(run_id=input.run_id, started_at=input.started_at)
+            await self.entity.run_started(agent, event)
         return PrepareRunResult(tool_names=names, next_seq=len(seed))
 
     @activity.defn(name=RECORD_MESSAGES)

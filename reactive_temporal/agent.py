@@ -27,6 +27,8 @@ from temporalio.client import (
 )
 from temporalio.service import RPCError, RPCStatusCode
 
+from reactive_temporal.chat import AgentEntity, Session
+from reactive_temporal.chat_contracts import DEFAULT_SESSION, ChatReply, ChatRequest
 from reactive_temporal.config import Settings, load_settings
 from reactive_temporal.contracts import (
     AgentConfig,
@@ -247,6 +249,7 @@ class Agent:
         self.config = config
         self.runtime = runtime
         self._pending_debriefs: set[str] = set()
+        self.entity = AgentEntity(runtime.client, runtime.task_queue, config)
 
     @property
     def name(self) -> str:
@@ -328,6 +331,27 @@ class Agent:
                 len(late), seconds, ", ".join(late),
             )  # fmt: skip
         return late
+
+    async def chat(
+        self, message: str, *, use_tools: bool | None = None, max_iterations: int | None = None
+    ) -> ChatReply:
+        """One turn in the agent's default session; routed to tools or not by intent."""
+        return await self.entity.chat(
+            ChatRequest(
+                message=message,
+                session_id=DEFAULT_SESSION,
+                use_tools=use_tools,
+                max_iterations=max_iterations,
+            )
+        )
+
+    def session(self, id: str | None = None) -> Session:
+        """A new session, or the saved or open one with this id."""
+        return Session(self.entity, id)
+
+    async def get_last_debrief(self) -> AgentDebrief | None:
+        """The last run's debrief: the instant one, upgraded when the rich one is ready."""
+        return await self.entity.last_debrief()
 
     async def dispose(self, debrief_wait_seconds: float = DISPOSE_DEBRIEF_TIMEOUT_SECONDS) -> None:
         """Wait (bounded) for this agent's rich debriefs, then release what `build()` started."""

@@ -7,6 +7,7 @@ change. Workflows, activities and the client API all import from here and nowher
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Literal
 
 from pydantic import AliasChoices, BaseModel, Field, field_validator
@@ -100,6 +101,8 @@ class PrepareRunInput(BaseModel):
     run_id: str
     task: str
     agent: AgentConfig
+    started_at: datetime | None = None
+    """When set, the agent's AgentWorkflow is told the run started (for mid-run chat)."""
 
 
 class PrepareRunResult(BaseModel):
@@ -269,6 +272,7 @@ class DebriefWorkflowInput(BaseModel):
     model: str
     llm_timeout_seconds: float = 120
     agent_workflow_id: str | None = None
+    """Signalled `debrief_ready` with the result, when it exists."""
 
 
 class SynthesisRequest(BaseModel):
@@ -343,6 +347,8 @@ class AgentResult(BaseModel):
     terminated_by: TerminatedBy
     metadata: RunMetadata = Field(default_factory=RunMetadata)
     final_answer: FinalAnswerCapture | None = None
+    tools_used: list[str] = Field(default_factory=list)
+    """Real tools the run called, in first-use order (meta-tools like final-answer excluded)."""
     error: str | None = None
     """Why the run failed, when it did (e.g. the LLM error)."""
     debrief: AgentDebrief | None = None

@@ -274,12 +274,27 @@ def _demo_debrief(messages: list[dict[str, Any]]) -> Reply:
     )
 
 
+def _demo_chat(system: str) -> Reply:
+    """A direct-path chat turn: quote what the context says about the last run."""
+    summary = re.search(r"^Summary: (.+)$", system, re.MULTILINE)
+    result = re.search(r"^\[Tool result\]: (.+)$", system, re.MULTILINE)
+    live = re.search(r"^Run (\S+) is at iteration (\d+) of (\d+)\.$", system, re.MULTILINE)
+    if live:
+        return Reply(f"(offline model) Run {live[1]} is at iteration {live[2]} of {live[3]}.")
+    if summary:
+        found = f" The tool returned {result[1]}." if result else ""
+        return Reply(f"(offline model) In my last run: {summary[1]}{found}")
+    return Reply(f"(offline model) I have no runs to talk about yet. {OFFLINE_NOTE}")
+
+
 def demo_responder(request: dict[str, Any]) -> Step:
     """A tiny deterministic agent: calculator or current_time, then final-answer."""
     messages = request.get("messages", [])
     system = next((m.get("content") or "" for m in messages if m.get("role") == "system"), "")
     if system.startswith("You are summarizing an AI agent's completed task"):
         return _demo_debrief(messages)
+    if "Answer conversationally and concisely." in system and not request.get("tools"):
+        return _demo_chat(system)
     offered = {t["function"]["name"] for t in request.get("tools", [])}
     task = next((m.get("content") or "" for m in messages if m.get("role") == "user"), "")
     observations = [m.get("content") or "" for m in messages if m.get("role") == "tool"]

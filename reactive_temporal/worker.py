@@ -9,18 +9,21 @@ import openai
 from temporalio.client import Client
 from temporalio.worker import Worker
 
+from activities.chat import ChatActivities
 from activities.debrief import DebriefActivities
+from activities.entity import EntityActivities
 from activities.llm import LlmActivities
-from activities.store import DebriefStore, Store
+from activities.store import DebriefStore, SessionStore, Store
 from activities.tools import ToolActivities
 from activities.transcript import TranscriptActivities
 from reactive_temporal.builtin_tools import builtin_tools
 from reactive_temporal.config import Settings
 from reactive_temporal.tools import ToolRegistry
+from workflows.agent import AgentWorkflow
 from workflows.agent_run import AgentRunWorkflow
 from workflows.debrief import DebriefWorkflow
 
-WORKFLOWS = [AgentRunWorkflow, DebriefWorkflow]
+WORKFLOWS = [AgentRunWorkflow, DebriefWorkflow, AgentWorkflow]
 OFFLINE_API_KEY = "offline"
 
 
@@ -70,8 +73,10 @@ async def create_worker(
     llm = LlmActivities(store, client_for_llm, registry, settings.model_prices)
     tools = ToolActivities(store, registry)
     debriefs = DebriefStore(store)
-    transcript = TranscriptActivities(store, debriefs, registry)
+    entity = EntityActivities(client)
+    transcript = TranscriptActivities(store, debriefs, registry, entity)
     debrief = DebriefActivities(debriefs, client_for_llm, settings.model_prices)
+    chat = ChatActivities(SessionStore(store), client_for_llm, settings.model_prices)
     extra = {} if max_cached_workflows is None else {"max_cached_workflows": max_cached_workflows}
     worker = Worker(
         client,
@@ -84,6 +89,11 @@ async def create_worker(
             transcript.record_messages,
             debrief.synthesize_debrief,
             debrief.persist_debrief,
+            entity.notify_agent,
+            entity.read_run_progress,
+            chat.chat_direct,
+            chat.load_session,
+            chat.save_session,
         ],
         **extra,  # type: ignore[arg-type]
     )

@@ -25,6 +25,12 @@ from temporalio.exceptions import ActivityError, ApplicationError, WorkflowAlrea
 from temporalio.workflow import ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
+    from reactive_temporal.chat_contracts import (
+        NOTIFY_AGENT,
+        NotifyAgentInput,
+        RunFinished,
+        agent_workflow_id,
+    )
     from reactive_temporal.contracts import (
         FINAL_ANSWER_TOOL,
         LLM_STEP,
@@ -53,9 +59,11 @@ with workflow.unsafe.imports_passed_through():
         ToolResult,
         debrief_workflow_id,
     )
+    from workflows.chat_rules import analysis_observation, keep_recent, tool_observation
     from workflows.debrief import DebriefWorkflow
     from workflows.debrief_rules import build_fallback, collect_debrief_input, is_trivial
     from workflows.final_answer import (
+        META_TOOLS,
         has_tool_work,
         judge_final_answer,
         should_show_final_answer,
@@ -86,6 +94,9 @@ class AgentRunWorkflow:
         self.tools_used: list[str] = []
         self.tool_calls: list[ToolCallRecord] = []
         self.rationale: list[RationaleEntry] = []
+        self.observations: list[str] = []
+        """What chat may quote of this run: tool results and the analysis after them."""
+        self.last_turn_ran_tools = False
         self.has_errors = False
         self.gap_check_done = False
         self.steps = 0
@@ -104,7 +115,9 @@ class AgentRunWorkflow:
         started = workflow.now()
         prepared: PrepareRunResult = await workflow.execute_activity(
             PREPARE_RUN,
-            PrepareRunInput(run_id=self.run_id, task=input.task, agent=self.agent),
+            PrepareRunInput(
+                run_id=self.run_id, task=input.task, agent=self.agent, started_at=started
+            ),
             result_type=PrepareRunResult,
             start_to_close_timeout=timedelta(seconds=30),
             retry_policy=STORE_RETRY,
@@ -125,6 +138,10 @@ class AgentRunWorkflow:
             self.cost += step.cost
             if step.content and step.content.strip():
                 self.last_text = step.content.strip()
+            if self.last_turn_ran_tools:
+                self.observations = keep_recent(
+                    self.observations, [analysis_observation(step.content)]
+                )
             self.rationale += [
                 RationaleEntry(iteration=self.iteration + 1, tool_name=call.name, rationale=why)
                 for position, call in enumerate(step.tool_calls, start=1)
@@ -147,6 +164,7 @@ class AgentRunWorkflow:
                 await self._record([Message(role="user", content=decision.note)])
             elif isinstance(decision, Act):
                 await self._act(decision)
+            self.last_turn_ran_tools = isinstance(decision, Act)
             self.iteration += 1
             if self.ending is None and self.operator_answer is not None:
                 self._end_by_operator()
@@ -166,6 +184,7 @@ class AgentRunWorkflow:
             format=capture.format if capture else "text",
             terminated_by=terminated_by,
             final_answer=capture,
+            tools_used=[t for t in self.tools_used if t not in META_TOOLS],
             error=self.error,
             metadata=RunMetadata(
                 duration_ms=int((workflow.now() - started).total_seconds() * 1000),
@@ -178,15 +197,34 @@ class AgentRunWorkflow:
             ),
         )
         if self.agent.memory:
-            result.debrief = await self._start_debrief(result)
+            result.debrief = build_fallback(
+                collect_debrief_input(result, self.input.task, self.tool_calls, self.rationale)
+            )
+        await workflow.execute_local_activity(
+            NOTIFY_AGENT,
+            NotifyAgentInput(
+                agent=self.agent,
+                signal="run_finished",
+                run_finished=RunFinished(
+                    run_id=self.run_id,
+                    started_at=started,
+                    agent=self.agent,
+                    debrief=result.debrief,
+                    observations=self.observations,
+                ),
+            ),
+            start_to_close_timeout=timedelta(seconds=15),
+            summary="tell the agent the run finished",
+        )
+        if result.debrief is not None:
+            await self._start_debrief(result, result.debrief)
         return result
 
-    async def _start_debrief(self, result: AgentResult) -> AgentDebrief:
-        """The instant debrief now; the rich one in an abandoned child, not awaited."""
+    async def _start_debrief(self, result: AgentResult, fallback: AgentDebrief) -> None:
+        """The rich debrief, in an abandoned child the run does not wait for."""
         debrief_input = collect_debrief_input(
             result, self.input.task, self.tool_calls, self.rationale
         )
-        fallback = build_fallback(debrief_input)
         try:
             await workflow.start_child_workflow(
                 DebriefWorkflow.run,
@@ -196,6 +234,7 @@ class AgentRunWorkflow:
                     synthesize=not is_trivial(debrief_input),
                     model=self.agent.debrief_model or self.agent.model,
                     llm_timeout_seconds=self.agent.llm_timeout_seconds,
+                    agent_workflow_id=agent_workflow_id(self.agent.agent_id),
                 ),
                 id=debrief_workflow_id(self.run_id),
                 parent_close_policy=ParentClosePolicy.ABANDON,
@@ -203,7 +242,6 @@ class AgentRunWorkflow:
             )
         except WorkflowAlreadyStartedError:
             workflow.logger.info("debrief of %s already started (a reset run)", self.run_id)
-        return fallback
 
     @workflow.signal
     def final_answer(self, answer: FinalAnswerCapture) -> None:
@@ -305,6 +343,9 @@ class AgentRunWorkflow:
                 self.tools_used.append(result.name)
             self.has_errors = self.has_errors or not result.success
             self.last_observation = _short(result.content)
+        self.observations = keep_recent(
+            self.observations, [tool_observation(r.content, r.success) for r in results]
+        )
 
         notes: list[SeqMessage] = []
         for seq, call in finals:

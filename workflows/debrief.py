@@ -15,6 +15,7 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
+    from reactive_temporal.chat_contracts import DebriefReady
     from reactive_temporal.contracts import (
         PERSIST_DEBRIEF,
         SYNTHESIZE_DEBRIEF,
@@ -60,5 +61,12 @@ class DebriefWorkflow:
             retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=30)),
             summary="persist debrief and lessons",
         )
+        if input.agent_workflow_id:
+            try:
+                await workflow.get_external_workflow_handle(input.agent_workflow_id).signal(
+                    "debrief_ready", DebriefReady(run_id=input.input.run_id, debrief=debrief)
+                )
+            except Exception as err:  # no agent entity (yet): nothing is waiting for it
+                workflow.logger.info("agent not told of the debrief: %s", err)
         workflow.set_current_details(f"done · {debrief.outcome}")
         return debrief

@@ -1,0 +1,145 @@
+"""Contracts of the agent entity (AgentWorkflow): chat, sessions, and what runs tell it.
+
+Durable like `contracts.py`: add fields only as optional, never rename.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from reactive_temporal.contracts import AgentConfig, AgentDebrief, RunProgress
+
+CHAT_MESSAGE_MAX_CHARS = 20_000
+DEFAULT_SESSION = "default"
+SESSION_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$"
+RoutedVia = Literal["direct-llm", "react-loop"]
+
+CHAT_DIRECT = "chat_direct"
+LOAD_SESSION = "load_session"
+SAVE_SESSION = "save_session"
+READ_RUN_PROGRESS = "read_run_progress"
+NOTIFY_AGENT = "notify_agent"
+
+
+def agent_workflow_id(agent_id: str) -> str:
+    """One AgentWorkflow per agent name."""
+    return f"agent-{agent_id}"
+
+
+class ChatMessage(BaseModel):
+    role: Literal["user", "assistant"]
+    content: str
+    timestamp: datetime
+
+
+class ChatRequest(BaseModel):
+    message: str
+    session_id: str = DEFAULT_SESSION
+    use_tools: bool | None = None
+    """Force the tool path (True) or the direct path (False); None routes by intent."""
+    max_iterations: int | None = None
+    """Cap of the tool path's run (default 5)."""
+    agent: AgentConfig | None = None
+    """The caller's agent settings (model, persona, tools) for this turn; None: the last run's."""
+
+
+class ChatReply(BaseModel):
+    message: str
+    routed_via: RoutedVia
+    tools_used: list[str] | None = None
+    tokens: int = 0
+    steps: int | None = None
+    cost: float = 0.0
+    run_id: str | None = None
+    """The tool path's run, which has its own debrief."""
+
+
+class RunStarted(BaseModel):
+    run_id: str
+    started_at: datetime
+
+
+class RunFinished(BaseModel):
+    run_id: str
+    started_at: datetime
+    agent: AgentConfig
+    debrief: AgentDebrief | None = None
+    observations: list[str] = Field(default_factory=list)
+    """`[Tool result]: …` / `[Agent analysis]: …` lines, already capped in size."""
+
+
+class DebriefReady(BaseModel):
+    run_id: str
+    debrief: AgentDebrief
+
+
+class SessionRef(BaseModel):
+    session_id: str
+
+
+class SessionHistory(BaseModel):
+    session_id: str
+    messages: list[ChatMessage] = Field(default_factory=list)
+
+
+class AgentState(BaseModel):
+    """Everything AgentWorkflow carries across continue-as-new."""
+
+    agent: AgentConfig
+    last_run_id: str | None = None
+    last_run_started_at: datetime | None = None
+    last_debrief: AgentDebrief | None = None
+    last_observations: list[str] = Field(default_factory=list)
+    active_runs: dict[str, datetime] = Field(default_factory=dict)
+    sessions: dict[str, list[ChatMessage]] = Field(default_factory=dict)
+    ended_sessions: list[str] = Field(default_factory=list)
+    chat_turns: int = 0
+
+
+class AgentWorkflowInput(BaseModel):
+    state: AgentState
+    continue_as_new_after_events: int | None = None
+    """Continue as new past this many history events (tests set it low); None: when Temporal
+    suggests it."""
+
+
+class ChatDirectInput(BaseModel):
+    agent: AgentConfig
+    context: str
+    history: list[ChatMessage]
+    message: str
+
+
+class ChatDirectResult(BaseModel):
+    message: str
+    tokens: int = 0
+    cost: float = 0.0
+
+
+class SaveSessionInput(BaseModel):
+    agent_id: str
+    session_id: str
+    messages: list[ChatMessage]
+
+
+class LoadSessionInput(BaseModel):
+    agent_id: str
+    session_id: str
+
+
+class ReadRunProgressInput(BaseModel):
+    run_id: str
+
+
+class ReadRunProgressResult(BaseModel):
+    progress: RunProgress | None = None
+
+
+class NotifyAgentInput(BaseModel):
+    agent: AgentConfig
+    signal: Literal["run_started", "run_finished"]
+    run_started: RunStarted | None = None
+    run_finished: RunFinished | None = None

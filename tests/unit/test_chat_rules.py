@@ -1,0 +1,180 @@
+"""Chat routing, context and history windows (reference §4–5, §7)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from reactive_temporal.chat_contracts import ChatMessage
+from reactive_temporal.contracts import AgentDebrief, DebriefMetrics, RunProgress, ToolUsage
+from workflows.chat_rules import (
+    analysis_observation,
+    build_context_summary,
+    cap_observations,
+    direct_system_prompt,
+    format_history_block,
+    keep_recent,
+    live_run_context,
+    requires_tools,
+    route,
+    tool_observation,
+    tool_path_task,
+    window_history,
+    with_history_block,
+)
+
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def msg(role: str, content: str) -> ChatMessage:
+    return ChatMessage(role=role, content=content, timestamp=NOW)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "message", ["What is 2 + 2?", "Tell me a joke", "How are you?", "What does REST mean?"]
+)
+def test_conversational_messages_go_direct(message):
+    assert requires_tools(message) is False
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "Search for the latest news on AI",
+        "search for restaurants nearby",
+        "fetch the current weather",
+        "look up the price of AAPL",
+        "create a new file called notes.txt",
+        "write to the database",
+        "calculate 17 * 23",
+        "run this script",
+    ],
+)
+def test_tool_intent_goes_to_tools(message):
+    assert requires_tools(message) is True
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "tell me about the search results",
+        "what did you search for earlier?",
+        "summarize what you found",
+        "explain what the fetch returned",
+        "in the last run, what happened?",
+        "what did you do earlier?",
+        "fetch what you found before",  # overrides win even over a tool verb
+    ],
+)
+def test_conversational_overrides_win(message):
+    assert requires_tools(message) is False
+
+
+def test_find_get_and_check_do_not_route_to_tools():
+    for message in ("find my keys", "get me a coffee", "check this out"):
+        assert requires_tools(message) is False
+
+
+def test_use_tools_overrides_routing():
+    assert route("search for something", False) == "direct-llm"
+    assert route("How are you?", True) == "react-loop"
+    assert route("search for something", None) == "react-loop"
+    assert route("How are you?", None) == "direct-llm"
+
+
+def debrief(**changes) -> AgentDebrief:
+    base = dict(
+        outcome="success",
+        summary="Fetched 5 commits.",
+        confidence="high",
+        key_findings=["PR 12 is largest"],
+        tools_used=[ToolUsage(name="github/list_commits", calls=4, success_rate=0.75)],
+        errors_encountered=["Tool x failed"],
+        metrics=DebriefMetrics(tokens=1234, duration_ms=4500, iterations=3),
+    )
+    return AgentDebrief.model_validate({**base, **changes})
+
+
+def test_context_summary_layout_and_percentages():
+    context = build_context_summary(debrief(), ["[Tool result]: 5 commits"])
+    assert context.startswith("## Last Run Results\nOutcome: success (confidence: high)")
+    assert "Summary: Fetched 5 commits." in context
+    assert "Key findings:\n- PR 12 is largest" in context
+    assert "Tools used: github/list_commits (4x, 75% success)" in context  # upstream: "0.75%"
+    assert "Errors: Tool x failed" in context
+    assert "Metrics: 3 iterations, 1234 tokens, 4.5s" in context
+    assert "## Tool Results (from last run)\n### Result 1\n[Tool result]: 5 commits" in context
+    assert context.endswith("Reference specific data from tool results when answering.")
+
+
+def test_context_without_debrief_keeps_observations_and_empty_is_empty():
+    assert build_context_summary(None, []) == ""
+    context = build_context_summary(None, ["[Tool result]: 42 is the answer"])
+    assert "Last Run Results" not in context and "42 is the answer" in context
+
+
+def test_observation_cap():
+    obs = ["a" * 1500, "b" * 1400, "c" * 500, "d" * 10]
+    kept = cap_observations(obs)
+    assert kept == ["a" * 1500, "b" * 1400]  # 100 left: too little to cut "c"
+    kept = cap_observations(["a" * 2500, "b" * 1000])
+    assert kept == ["a" * 2500, "b" * 500 + "…"]
+    assert sum(len(k) for k in cap_observations(["x" * 9000])) == 3001
+
+
+def test_what_counts_as_an_observation():
+    assert tool_observation("42 is the answer here", True) == "[Tool result]: 42 is the answer here"
+    assert tool_observation("short", True) is None
+    assert tool_observation("a long failure message", False) is None
+    assert tool_observation("⚠️ Cannot finalize yet. Still need…", True) is None
+    assert tool_observation("✓ final-answer accepted: 42 and more", True) is None
+    assert analysis_observation("x" * 51) == "[Agent analysis]: " + "x" * 51
+    assert analysis_observation("too short to matter") is None
+    kept = keep_recent([], [f"[Tool result]: {i:02d}" for i in range(30)] + [None])
+    assert len(kept) == 20 and kept[-1] == "[Tool result]: 29"
+
+
+def test_live_run_context():
+    progress = RunProgress(
+        run_id="run-1",
+        agent_id="a",
+        iteration=1,
+        max_iterations=10,
+        tools_called=["calculator"],
+        last_observation="42",
+    )
+    text = live_run_context(progress)
+    assert "Run run-1 is at iteration 2 of 10." in text
+    assert "Tools called so far: calculator." in text and "Last observation: 42" in text
+
+
+def test_direct_prompt_keeps_the_agents_persona():
+    assert direct_system_prompt("a", "You are Ada, a billing expert.", "CTX").startswith(
+        "You are Ada, a billing expert.\n\nHere is context from your recent work:\n\nCTX"
+    )
+    assert direct_system_prompt("a", None, "") == (
+        "You are a, a helpful AI agent.\n\nAnswer conversationally and concisely."
+    )
+
+
+def test_history_window_counts_messages_then_characters():
+    history = [msg("user" if i % 2 == 0 else "assistant", f"m{i}") for i in range(50)]
+    window = window_history(history)
+    assert len(window) == 40 and window[0].content == "m10"
+    big = [msg("user", "x" * 3000) for _ in range(4)]
+    assert len(window_history(big)) == 2  # 6,000 ≤ 8,000 < 9,000
+    assert window_history([]) == []
+
+
+def test_history_block():
+    assert with_history_block("hi", []) == "hi"
+    block = with_history_block("now?", [msg("user", "q1"), msg("assistant", "a1")])
+    assert block == (
+        "--- Conversation history ---\nUser: q1\nAssistant: a1\n\n--- Current message ---\nnow?"
+    )
+    assert format_history_block([]).startswith("--- Conversation history ---")
+    task = tool_path_task("fetch it", "CTX", [msg("user", "q1")])
+    assert task.endswith(
+        "--- Current message ---\nContext from prior run:\nCTX\n\nNew request: fetch it"
+    )

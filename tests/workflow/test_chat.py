@@ -1,0 +1,292 @@
+"""Chat and sessions on AgentWorkflow, with a real dev server, Postgres and scripted models."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+
+import pytest
+from temporalio.client import Client
+
+from reactive_temporal.chat import ChatError
+from reactive_temporal.chat_contracts import (
+    AgentState,
+    AgentWorkflowInput,
+    ChatRequest,
+    agent_workflow_id,
+)
+from reactive_temporal.contracts import AgentConfig, RunProgress
+from reactive_temporal.scripted_llm import Reply, ScriptedLLM, call
+from tests.conftest import wait_for
+from tests.e2e.test_cli_run import PYTHON, REPO, clean_env
+from tests.workflow.conftest import Harness
+
+pytestmark = pytest.mark.workflow
+
+
+def system_of(request: dict) -> str:
+    return request["messages"][0]["content"]
+
+
+def unique_agent() -> str:
+    return f"chat-{uuid.uuid4().hex[:8]}"
+
+
+async def test_chat_after_a_run_gets_the_debrief(harness: Harness, llm: ScriptedLLM, model_name):
+    llm.script(
+        model_name,
+        [
+            Reply(None, [call("calculator", expression="40+2")]),
+            Reply(None, [call("final-answer", output="42", format="text", summary="Added them.")]),
+            Reply("I added 40 and 2 with the calculator and got 42."),  # the chat turn
+        ],
+    )
+    agent = harness.agent(model_name, agent_id=unique_agent())
+    await agent.run("Add 40 and 2")
+    reply = await agent.chat("What did you do in the last run?")
+
+    assert reply.routed_via == "direct-llm"
+    assert reply.message == "I added 40 and 2 with the calculator and got 42."
+    assert reply.tools_used is None and reply.tokens > 0
+    prompt = system_of(llm.requests[model_name][-1])
+    assert "## Last Run Results" in prompt and "Summary: Added them." in prompt
+    assert "calculator (1x, 100% success)" in prompt
+    assert "[Tool result]: 42" not in prompt  # too short to be an observation (≤ 10 chars)
+    assert (await agent.get_last_debrief()).summary == "Added them."  # type: ignore[union-attr]
+
+
+async def test_direct_and_tool_turns(harness: Harness, llm: ScriptedLLM, model_name):
+    llm.script(
+        model_name,
+        [
+            Reply("Hello! How can I help?"),  # direct
+            Reply(None, [call("calculator", expression="6*7")]),  # tool path: child run
+            Reply("FINAL ANSWER: 6*7 is 42"),
+        ],
+    )
+    agent = harness.agent(model_name, agent_id=unique_agent(), system_prompt="You are Ada.")
+    direct = await agent.chat("How are you?")
+    assert direct.routed_via == "direct-llm" and direct.message == "Hello! How can I help?"
+    assert system_of(llm.requests[model_name][0]).startswith("You are Ada.")  # persona kept
+
+    tool = await agent.chat("calculate 6*7")
+    assert tool.routed_via == "react-loop"
+    assert tool.message == "6*7 is 42"
+    assert tool.tools_used == ["calculator"]  # real tools only
+    assert tool.steps == 3 and tool.run_id is not None and tool.run_id.startswith("run-")
+    child_task = llm.requests[model_name][1]["messages"][1]["content"]
+    assert "--- Conversation history ---\nUser: How are you?" in child_task
+    assert child_task.endswith("calculate 6*7")
+
+
+async def test_tool_path_is_capped_and_honours_max_iterations(harness: Harness, llm, model_name):
+    llm.script(
+        model_name, [Reply("more", [call("calculator", expression="1+1")])], repeat_last=True
+    )
+    agent = harness.agent(model_name, agent_id=unique_agent())
+    default_cap = await agent.chat("calculate forever", use_tools=True)
+    assert len(llm.requests[model_name]) == 5  # the default tool-path cap
+    assert default_cap.steps == 10
+    await agent.chat("calculate again", use_tools=True, max_iterations=2)
+    assert len(llm.requests[model_name]) == 7
+
+
+async def test_session_three_turns_history_and_end(harness: Harness, llm: ScriptedLLM, model_name):
+    llm.script(model_name, [Reply(f"answer {i}") for i in range(3)])
+    agent = harness.agent(model_name, agent_id=unique_agent())
+    session = agent.session()
+    for i in range(3):
+        await session.chat(f"question {i}")
+    history = await session.history()
+    assert [(m.role, m.content) for m in history] == [
+        ("user", "question 0"),
+        ("assistant", "answer 0"),
+        ("user", "question 1"),
+        ("assistant", "answer 1"),
+        ("user", "question 2"),
+        ("assistant", "answer 2"),
+    ]
+    history[0].content = "changed"  # a copy: the agent's history is untouched
+    assert (await session.history())[0].content == "question 0"
+    third_request = llm.requests[model_name][2]["messages"]
+    assert [m["content"] for m in third_request[1:]] == [
+        "question 0",
+        "answer 0",
+        "question 1",
+        "answer 1",
+        "question 2",
+    ]
+
+    saved = await session.end()
+    assert len(saved) == 6
+    assert await session.history() == []
+    async with harness.store.pool.connection() as conn:
+        cur = await conn.execute(
+            "SELECT messages FROM chat_sessions WHERE agent_id = %s AND session_id = %s",
+            (agent.name, session.id),
+        )
+        rows = await cur.fetchall()
+    assert len(rows) == 1 and [m["content"] for m in rows[0][0]][:2] == ["question 0", "answer 0"]
+    with pytest.raises(ChatError, match="has ended"):
+        await agent.entity.chat(ChatRequest(message="hi", session_id=session.id))
+
+
+async def test_resume_a_session_from_a_new_process(
+    harness: Harness,
+    llm: ScriptedLLM,
+    model_name,
+    temporal_address: str,
+    database_url: str,
+    tmp_path,
+):
+    llm.script(model_name, [Reply("first answer"), Reply("second answer")])
+    agent_id = unique_agent()
+    agent = harness.agent(model_name, agent_id=agent_id)
+    session = agent.session(f"resume-{uuid.uuid4().hex[:6]}")
+    await session.chat("My name is John Doe.")
+    await session.end()
+
+    env = clean_env(
+        TEMPORAL_ADDRESS=temporal_address,
+        TEMPORAL_TASK_QUEUE=harness.task_queue,
+        DATABASE_URL=database_url,
+        AGENT_MODEL=model_name,
+        REACTIVE_TEMPORAL_DATA_DIR=str(tmp_path),
+    )
+    # the worker runs in this process: wait for the subprocess without blocking the loop
+    proc = await asyncio.create_subprocess_exec(
+        PYTHON, str(REPO / "starter.py"), "chat", "What is my name?", "--agent", agent_id,
+        "--session", session.id, "--json",
+        env=env, cwd=tmp_path, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    stdout, stderr = await asyncio.wait_for(proc.communicate(), timeout=120)
+    assert proc.returncode == 0, stderr.decode()
+    assert json.loads(stdout)["message"] == "second answer"
+    sent = [m["content"] for m in llm.requests[model_name][-1]["messages"][1:]]
+    assert sent == ["My name is John Doe.", "first answer", "What is my name?"]
+    assert len(await session.history()) == 4
+
+
+async def test_rejected_update_leaves_history_unchanged(harness: Harness, llm, model_name):
+    llm.script(model_name, [Reply("ok")])
+    agent = harness.agent(model_name, agent_id=unique_agent())
+    session = agent.session()
+    await session.chat("hello")
+    for bad, message in [
+        ("", "message is empty"),
+        ("   ", "message is empty"),
+        ("x" * 20_001, "limit is 20000"),
+    ]:
+        with pytest.raises(ChatError, match=message):
+            await session.chat(bad)
+    with pytest.raises(ChatError, match="max_iterations must be between 1 and 50"):
+        await session.chat("calculate", max_iterations=0)
+    with pytest.raises(ChatError, match="unknown session 'never-opened'"):
+        await agent.session("never-opened").entity.chat(
+            ChatRequest(message="hi", session_id="never-opened")
+        )
+    with pytest.raises(ChatError, match="invalid session id"):
+        await agent.session("bad id!").chat("hi")
+    assert [m.content for m in await session.history()] == ["hello", "ok"]
+    assert len(llm.requests[model_name]) == 1
+
+
+async def test_late_rich_debrief_of_run_1_does_not_replace_run_2(harness: Harness, llm, model_name):
+    agent_id = unique_agent()
+    slow = llm.script(
+        f"{model_name}-1",
+        [
+            Reply(None, [call("calculator", expression="1+1")]),
+            Reply(
+                None, [call("final-answer", output="one " * 40, format="text", summary="Run 1.")]
+            ),
+        ],
+    )
+    slow_synth = llm.script(
+        f"{model_name}-1s", [Reply(json.dumps({"summary": "Run 1, rich."}), delay=4)]
+    )
+    run1 = await harness.agent(slow, agent_id=agent_id, debrief_model=slow_synth).run("first")
+    fast = llm.script(f"{model_name}-2", [Reply("FINAL ANSWER: Run 2 answer.")])
+    agent2 = harness.agent(fast, agent_id=agent_id)
+    await agent2.run("second")
+    assert (await agent2.get_last_debrief()).summary == "Run 2 answer."  # type: ignore[union-attr]
+
+    rich1 = await run1.debrief_rich()
+    assert rich1 is not None and rich1.summary == "Run 1, rich."
+    last = await agent2.get_last_debrief()
+    assert last is not None and last.summary == "Run 2 answer."
+
+
+async def test_last_debrief_upgrades_to_the_rich_one(harness: Harness, llm, model_name):
+    llm.script(
+        model_name,
+        [
+            Reply(None, [call("calculator", expression="2+2")]),
+            Reply(None, [call("final-answer", output="four " * 40, format="text", summary="S.")]),
+        ],
+    )
+    synth = llm.script(f"{model_name}-s", [Reply(json.dumps({"summary": "Rich four."}), delay=1)])
+    agent = harness.agent(model_name, agent_id=unique_agent(), debrief_model=synth)
+    await agent.run("2+2 at length")
+    assert (await agent.get_last_debrief()).summary == "S."  # type: ignore[union-attr]
+
+    async def upgraded() -> bool:
+        last = await agent.get_last_debrief()
+        return last is not None and last.synthesized and last.summary == "Rich four."
+
+    await wait_for(upgraded, seconds=20)
+
+
+async def test_continue_as_new_mid_session_keeps_history_and_debrief(
+    harness: Harness, client: Client, llm: ScriptedLLM, model_name
+):
+    agent_id = unique_agent()
+    config = AgentConfig(agent_id=agent_id, model=model_name)
+    handle = await client.start_workflow(
+        "AgentWorkflow",
+        AgentWorkflowInput(state=AgentState(agent=config), continue_as_new_after_events=40),
+        id=agent_workflow_id(agent_id),
+        task_queue=harness.task_queue,
+    )
+    first_run_id = (await handle.describe()).run_id
+    llm.script(model_name, [Reply("FINAL ANSWER: Ran once.")] + [Reply(f"a{i}") for i in range(8)])
+    agent = harness.agent(model_name, agent_id=agent_id)
+    await agent.run("run once")
+    session = agent.session()
+    for i in range(8):
+        await session.chat(f"q{i}")
+
+    async def continued() -> bool:
+        return (await handle.describe()).run_id != first_run_id
+
+    await wait_for(continued, seconds=20)
+    history = await session.history()
+    assert [m.content for m in history] == [x for i in range(8) for x in (f"q{i}", f"a{i}")]
+    assert (await agent.get_last_debrief()).summary == "Ran once."  # type: ignore[union-attr]
+
+
+async def test_mid_run_chat_answers_from_the_live_state(harness: Harness, llm, model_name):
+    agent_id = unique_agent()
+    run_model = llm.script(
+        f"{model_name}-run",
+        [
+            Reply(None, [call("calculator", expression="19*3")]),
+            Reply("FINAL ANSWER: 57", delay=4),  # iteration 2 is slow
+        ],
+    )
+    chat_model = llm.script(model_name, [Reply("The run is on iteration 2.")])
+    handle = await harness.start(run_model, "19*3 slowly", agent_id=agent_id)
+
+    async def at_iteration_2() -> bool:
+        progress = await handle.query("progress", result_type=RunProgress)
+        return progress.iteration == 1
+
+    await wait_for(at_iteration_2)
+    reply = await harness.agent(chat_model, agent_id=agent_id).chat("How is it going?")
+    assert reply.message == "The run is on iteration 2."
+    prompt = system_of(llm.requests[chat_model][0])
+    assert f"Run {handle.id} is at iteration 2 of 10." in prompt
+    assert "Tools called so far: calculator." in prompt and "Last observation: 57" in prompt
+    result = await handle.result()
+    assert result.output == "57" and result.terminated_by == "final_answer"

@@ -1,0 +1,305 @@
+"""AgentWorkflow: one long-lived entity per agent, for chat about its runs.
+
+It holds what chat needs, durably: the last run's debrief (instant first, upgraded when the
+rich one is ready, never replaced by an older run's late debrief), that run's tool
+observations, the runs in progress, and the open chat sessions. Runs tell it about
+themselves with signals; people talk to it with the validated `chat` update.
+
+A chat turn takes one of two paths (workflows.chat_rules.route):
+- direct: one LLM activity with the agent's system prompt, the run context (and the live
+  state of a run in progress), and the windowed session history;
+- tool: a capped child AgentRunWorkflow, whose run gets its own debrief like any run.
+
+It continues as new when Temporal suggests it, once every handler has finished, carrying
+its state; nothing a user can see is lost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ApplicationError
+
+with workflow.unsafe.imports_passed_through():
+    from reactive_temporal.chat_contracts import (
+        CHAT_DIRECT,
+        CHAT_MESSAGE_MAX_CHARS,
+        DEFAULT_SESSION,
+        LOAD_SESSION,
+        READ_RUN_PROGRESS,
+        SAVE_SESSION,
+        SESSION_ID_PATTERN,
+        AgentWorkflowInput,
+        ChatDirectInput,
+        ChatDirectResult,
+        ChatMessage,
+        ChatReply,
+        ChatRequest,
+        DebriefReady,
+        LoadSessionInput,
+        ReadRunProgressInput,
+        ReadRunProgressResult,
+        RunFinished,
+        RunStarted,
+        SaveSessionInput,
+        SessionHistory,
+        SessionRef,
+    )
+    from reactive_temporal.contracts import AgentConfig, AgentDebrief, AgentResult, AgentRunInput
+    from workflows.agent_run import AgentRunWorkflow
+    from workflows.chat_rules import (
+        TOOL_PATH_DEFAULT_ITERATIONS,
+        build_context_summary,
+        direct_system_prompt,
+        live_run_context,
+        route,
+        tool_path_task,
+        window_history,
+    )
+
+SESSION_ID = re.compile(SESSION_ID_PATTERN)
+KEEP_ENDED_SESSIONS = 200
+MAX_TOOL_PATH_ITERATIONS = 50
+ACTIVITY_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=5)
+
+
+@workflow.defn
+class AgentWorkflow:
+    @workflow.init
+    def __init__(self, input: AgentWorkflowInput) -> None:
+        self.state = input.state
+        self.state.sessions.setdefault(DEFAULT_SESSION, [])
+        self.continue_after = input.continue_as_new_after_events
+        self.session_locks: dict[str, asyncio.Lock] = {}
+
+    @workflow.run
+    async def run(self, input: AgentWorkflowInput) -> None:
+        await workflow.wait_condition(self._time_to_continue_as_new)
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        workflow.continue_as_new(
+            AgentWorkflowInput(state=self.state, continue_as_new_after_events=self.continue_after)
+        )
+
+    def _time_to_continue_as_new(self) -> bool:
+        info = workflow.info()
+        if self.continue_after is not None:
+            return info.get_current_history_length() > self.continue_after
+        return info.is_continue_as_new_suggested()
+
+    # -- what runs tell the agent -------------------------------------------------------------
+
+    @workflow.signal
+    def run_started(self, event: RunStarted) -> None:
+        self.state.active_runs[event.run_id] = event.started_at
+
+    @workflow.signal
+    def run_finished(self, event: RunFinished) -> None:
+        self.state.active_runs.pop(event.run_id, None)
+        last = self.state.last_run_started_at
+        if last is not None and event.started_at < last:
+            return  # an older run finishing late: the newer run's context stands
+        self.state.agent = event.agent
+        self.state.last_run_id = event.run_id
+        self.state.last_run_started_at = event.started_at
+        self.state.last_debrief = event.debrief
+        self.state.last_observations = event.observations
+
+    @workflow.signal
+    def debrief_ready(self, event: DebriefReady) -> None:
+        """Upgrade to the rich debrief, only for the run whose context we hold."""
+        if event.run_id == self.state.last_run_id:
+            self.state.last_debrief = event.debrief
+
+    # -- queries --------------------------------------------------------------------------------
+
+    @workflow.query
+    def last_debrief(self) -> AgentDebrief | None:
+        return self.state.last_debrief
+
+    @workflow.query
+    def history(self, ref: SessionRef) -> SessionHistory:
+        messages = self.state.sessions.get(ref.session_id, [])
+        return SessionHistory(session_id=ref.session_id, messages=list(messages))
+
+    # -- sessions -------------------------------------------------------------------------------
+
+    @workflow.update
+    async def open_session(self, ref: SessionRef) -> SessionHistory:
+        """Open a session, resuming a saved one from Postgres when it is not open here."""
+        if ref.session_id not in self.state.sessions:
+            loaded: SessionHistory = await workflow.execute_activity(
+                LOAD_SESSION,
+                LoadSessionInput(agent_id=self.state.agent.agent_id, session_id=ref.session_id),
+                result_type=SessionHistory,
+                start_to_close_timeout=timedelta(seconds=30),
+                retry_policy=ACTIVITY_RETRY,
+                summary=f"load session {ref.session_id}",
+            )
+            self.state.sessions.setdefault(ref.session_id, loaded.messages)
+            if ref.session_id in self.state.ended_sessions:
+                self.state.ended_sessions.remove(ref.session_id)
+        return self.history(ref)
+
+    @open_session.validator
+    def _validate_open(self, ref: SessionRef) -> None:
+        if not SESSION_ID.match(ref.session_id):
+            raise ValueError(
+                f"invalid session id {ref.session_id!r}: use letters, digits, '_', '.', ':', '-' "
+                "(at most 128 characters)"
+            )
+
+    @workflow.update
+    async def end_session(self, ref: SessionRef) -> SessionHistory:
+        """Save the session to Postgres, then clear it; it can be reopened later by id."""
+        async with self._lock(ref.session_id):
+            messages = self.state.sessions.get(ref.session_id, [])
+            await workflow.execute_activity(
+                SAVE_SESSION,
+                SaveSessionInput(
+                    agent_id=self.state.agent.agent_id,
+                    session_id=ref.session_id,
+                    messages=messages,
+                ),
+                start_to_close_timeout=timedelta(seconds=30),
+                retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=30)),
+                summary=f"save session {ref.session_id}",
+            )
+            saved = SessionHistory(session_id=ref.session_id, messages=list(messages))
+            self.state.sessions.pop(ref.session_id, None)
+            if ref.session_id == DEFAULT_SESSION:
+                self.state.sessions[DEFAULT_SESSION] = []  # the agent's own chat never closes
+            else:
+                self.state.ended_sessions = [
+                    *self.state.ended_sessions[-(KEEP_ENDED_SESSIONS - 1) :],
+                    ref.session_id,
+                ]
+            return saved
+
+    @end_session.validator
+    def _validate_end(self, ref: SessionRef) -> None:
+        self._require_open(ref.session_id)
+
+    # -- chat -----------------------------------------------------------------------------------
+
+    @workflow.update
+    async def chat(self, request: ChatRequest) -> ChatReply:
+        async with self._lock(request.session_id):
+            history = list(self.state.sessions.get(request.session_id, []))
+            context = build_context_summary(self.state.last_debrief, self.state.last_observations)
+            live = await self._live_runs_context()
+            context = "\n\n---\n\n".join(c for c in (live, context) if c)
+            agent = request.agent or self.state.agent
+            if route(request.message, request.use_tools) == "direct-llm":
+                reply = await self._direct(agent, request.message, context, history)
+            else:
+                reply = await self._with_tools(agent, request, context, history)
+            now = workflow.now()
+            self.state.sessions.setdefault(request.session_id, []).extend(
+                [
+                    ChatMessage(role="user", content=request.message, timestamp=now),
+                    ChatMessage(role="assistant", content=reply.message, timestamp=now),
+                ]
+            )
+            self.state.chat_turns += 1
+            workflow.set_current_details(
+                f"{self.state.chat_turns} chat turns · {len(self.state.sessions)} open sessions · "
+                f"last run {self.state.last_run_id or '—'}"
+            )
+            return reply
+
+    @chat.validator
+    def _validate_chat(self, request: ChatRequest) -> None:
+        text = request.message.strip()
+        if not text:
+            raise ValueError("message is empty")
+        if len(request.message) > CHAT_MESSAGE_MAX_CHARS:
+            raise ValueError(
+                f"message is {len(request.message)} characters; "
+                f"the limit is {CHAT_MESSAGE_MAX_CHARS}"
+            )
+        if request.max_iterations is not None and not (
+            1 <= request.max_iterations <= MAX_TOOL_PATH_ITERATIONS
+        ):
+            raise ValueError(f"max_iterations must be between 1 and {MAX_TOOL_PATH_ITERATIONS}")
+        self._require_open(request.session_id)
+
+    def _require_open(self, session_id: str) -> None:
+        if session_id in self.state.sessions:
+            return
+        if session_id in self.state.ended_sessions:
+            raise ValueError(f"session {session_id!r} has ended; open it again to resume it")
+        raise ValueError(f"unknown session {session_id!r}; open it first")
+
+    def _lock(self, session_id: str) -> asyncio.Lock:
+        return self.session_locks.setdefault(session_id, asyncio.Lock())
+
+    async def _live_runs_context(self) -> str:
+        """Mid-run chat: the live state of runs in progress, read with their query."""
+        parts = []
+        for run_id in list(self.state.active_runs):
+            read: ReadRunProgressResult = await workflow.execute_activity(
+                READ_RUN_PROGRESS,
+                ReadRunProgressInput(run_id=run_id),
+                result_type=ReadRunProgressResult,
+                start_to_close_timeout=timedelta(seconds=15),
+                retry_policy=RetryPolicy(maximum_attempts=2),
+                summary=f"read progress of {run_id}",
+            )
+            if read.progress is None or read.progress.status != "running":
+                self.state.active_runs.pop(run_id, None)  # it ended without telling us
+                continue
+            parts.append(live_run_context(read.progress))
+        return "\n\n".join(parts)
+
+    async def _direct(
+        self, agent: AgentConfig, message: str, context: str, history: list[ChatMessage]
+    ) -> ChatReply:
+        result: ChatDirectResult = await workflow.execute_activity(
+            CHAT_DIRECT,
+            ChatDirectInput(
+                agent=agent,
+                context=direct_system_prompt(agent.agent_id, agent.system_prompt, context),
+                history=window_history(history),
+                message=message,
+            ),
+            result_type=ChatDirectResult,
+            start_to_close_timeout=timedelta(seconds=agent.llm_timeout_seconds),
+            heartbeat_timeout=timedelta(seconds=10),
+            retry_policy=RetryPolicy(
+                initial_interval=timedelta(seconds=1), maximum_attempts=agent.llm_max_attempts
+            ),
+            summary="chat · direct",
+        )
+        return ChatReply(
+            message=result.message, routed_via="direct-llm", tokens=result.tokens, cost=result.cost
+        )
+
+    async def _with_tools(
+        self, agent: AgentConfig, request: ChatRequest, context: str, history: list[ChatMessage]
+    ) -> ChatReply:
+        agent = agent.model_copy(
+            update={"max_iterations": request.max_iterations or TOOL_PATH_DEFAULT_ITERATIONS}
+        )
+        run_id = f"run-{agent.agent_id}-chat-{workflow.uuid4().hex[:12]}"
+        try:
+            result: AgentResult = await workflow.execute_child_workflow(
+                AgentRunWorkflow.run,
+                AgentRunInput(task=tool_path_task(request.message, context, history), agent=agent),
+                id=run_id,
+                static_summary=f"chat: {request.message[:200]}",
+            )
+        except Exception as err:  # the child's failure becomes the update's clear error
+            raise ApplicationError(f"the tool-path run {run_id} failed: {err}") from err
+        return ChatReply(
+            message=result.output or "(the run produced no answer)",
+            routed_via="react-loop",
+            tools_used=result.tools_used,
+            tokens=result.metadata.tokens_used,
+            steps=result.metadata.steps_count,
+            cost=result.metadata.cost,
+            run_id=result.run_id,
+        )
