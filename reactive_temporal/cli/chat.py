@@ -1,0 +1,158 @@
+"""`chat` and `session`: talk to an agent about its runs, in one turn or in sessions."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated
+
+import typer
+from rich.markdown import Markdown
+
+from reactive_temporal.chat import ChatError
+from reactive_temporal.chat_contracts import ChatReply, SessionHistory
+from reactive_temporal.cli.common import CliError, cli_settings, err, open_agent, out, run_command
+
+
+def _print_reply(reply: ChatReply) -> None:
+    out.print(Markdown(reply.message))
+    tools = f" · tools {', '.join(reply.tools_used)}" if reply.tools_used else ""
+    err.print(f"[dim]{reply.routed_via}{tools} · {reply.tokens:,} tokens · ${reply.cost:.4f}[/]")
+
+
+def chat(
+    message: Annotated[str, typer.Argument(help="What to ask or tell the agent.")],
+    agent: Annotated[str, typer.Option(help="Agent name.")] = "agent",
+    session: Annotated[str | None, typer.Option(help="Session id (default: agent chat).")] = None,
+    use_tools: Annotated[
+        bool | None,
+        typer.Option("--use-tools/--no-tools", help="Force the tool path or the direct path."),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the ChatReply as JSON.")] = False,
+) -> None:
+    """One chat turn with an agent about its runs (routed to tools or not by intent)."""
+
+    async def main() -> int:
+        settings = cli_settings()
+        agent_ = await open_agent(settings, agent)
+        try:
+            if session is None:
+                reply = await agent_.chat(message, use_tools=use_tools)
+            else:
+                reply = await agent_.session(session).chat(message, use_tools=use_tools)
+        except ChatError as e:
+            raise CliError(str(e)) from e
+        finally:
+            await agent_.dispose()
+        if as_json:
+            print(reply.model_dump_json())
+        else:
+            _print_reply(reply)
+        return 0
+
+    run_command(main, as_json=as_json)
+
+
+session_app = typer.Typer(help="Chat sessions: interactive, or their history, or end one.")
+
+
+@session_app.callback(invoke_without_command=True)
+def session_repl(
+    ctx: typer.Context,
+    agent: Annotated[str, typer.Option(help="Agent name.")] = "agent",
+    id: Annotated[str | None, typer.Option("--id", help="Resume this session.")] = None,
+) -> None:
+    """An interactive session: type messages, /end to save and finish, /quit to leave it open."""
+    if ctx.invoked_subcommand is not None:
+        return
+
+    async def main() -> int:
+        settings = cli_settings()
+        agent_ = await open_agent(settings, agent)
+        try:
+            session = agent_.session(id)
+            try:
+                history = await session.open()
+            except ChatError as e:
+                raise CliError(str(e)) from e
+            err.print(
+                f"[bold]session {session.id}[/] with {agent} — /end saves and ends, /quit leaves"
+            )
+            for m in history:
+                who = "[cyan]you[/]" if m.role == "user" else "[green]agent[/]"
+                out.print(f"{who}: {m.content}", highlight=False)
+            while True:
+                try:
+                    line = (await asyncio.to_thread(input, "you> ")).strip()
+                except EOFError:
+                    break
+                if line in ("/quit", "/exit"):
+                    break
+                if line == "/end":
+                    saved = await session.end()
+                    err.print(
+                        f"[dim]session {session.id} saved ({len(saved)} messages) and ended[/]"
+                    )
+                    break
+                if not line:
+                    continue
+                try:
+                    _print_reply(await session.chat(line))
+                except ChatError as e:
+                    err.print(f"[red]refused:[/] {e}")
+        finally:
+            await agent_.dispose()
+        return 0
+
+    run_command(main)
+
+
+@session_app.command("history")
+def session_history(
+    session_id: Annotated[str, typer.Argument(metavar="ID")],
+    agent: Annotated[str, typer.Option(help="Agent name.")] = "agent",
+    as_json: Annotated[bool, typer.Option("--json", help="Print the history as JSON.")] = False,
+) -> None:
+    """A session's messages, oldest first."""
+
+    async def main() -> int:
+        agent_ = await open_agent(cli_settings(), agent)
+        try:
+            messages = await agent_.session(session_id).history()
+        finally:
+            await agent_.dispose()
+        if as_json:
+            payload = SessionHistory(session_id=session_id, messages=messages)
+            print(payload.model_dump_json())
+        else:
+            for m in messages:
+                out.print(f"[dim]{m.timestamp:%H:%M:%S}[/] {m.role}: {m.content}", highlight=False)
+            if not messages:
+                err.print(f"[dim]session {session_id} has no messages open[/]")
+        return 0
+
+    run_command(main, as_json=as_json)
+
+
+@session_app.command("end")
+def session_end(
+    session_id: Annotated[str, typer.Argument(metavar="ID")],
+    agent: Annotated[str, typer.Option(help="Agent name.")] = "agent",
+    as_json: Annotated[bool, typer.Option("--json", help="Print what was saved as JSON.")] = False,
+) -> None:
+    """Save a session to Postgres and clear it (resume it later with --id)."""
+
+    async def main() -> int:
+        agent_ = await open_agent(cli_settings(), agent)
+        try:
+            saved = await agent_.session(session_id).end()
+        except ChatError as e:
+            raise CliError(str(e)) from e
+        finally:
+            await agent_.dispose()
+        if as_json:
+            print(SessionHistory(session_id=session_id, messages=saved).model_dump_json())
+        else:
+            err.print(f"session {session_id} saved ({len(saved)} messages) and ended")
+        return 0
+
+    run_command(main, as_json=as_json)

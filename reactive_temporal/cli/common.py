@@ -1,0 +1,75 @@
+"""What every CLI command shares: consoles, errors, exit handling, settings, agents."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from collections.abc import Awaitable, Callable
+
+from pydantic import ValidationError
+from rich.console import Console
+
+from reactive_temporal.agent import Agent, AgentBuilder, describe_validation_error
+from reactive_temporal.config import Settings, load_settings
+from reactive_temporal.runtime import open_runtime
+from reactive_temporal.stack import StackError
+
+out = Console()
+err = Console(stderr=True)
+
+OFFLINE_NOTICE = (
+    "Running on the [bold]offline scripted model[/] (no OPENAI_BASE_URL or OPENAI_API_KEY set): "
+    "it does arithmetic and tells the time, nothing more.\n"
+    "For a real model: [cyan]export OPENAI_API_KEY=sk-…[/] (OpenAI) or "
+    "[cyan]export OPENAI_BASE_URL=http://localhost:11434/v1 AGENT_MODEL=llama3.1[/] (Ollama)."
+)
+
+
+class CliError(Exception):
+    """A failure to report in one line, with an exit status."""
+
+    def __init__(self, message: str, code: int = 2) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def finish(code: int) -> None:
+    """Flush and leave without interpreter teardown (temporalio sdk-python issue #300)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def run_command(coro: Callable[[], Awaitable[int]], *, as_json: bool = False) -> None:
+    try:
+        code: int = asyncio.run(coro())  # type: ignore[arg-type]
+    except CliError as e:
+        code = e.code
+        if as_json:
+            print(json.dumps({"error": str(e)}))
+        err.print(f"[red]error:[/] {e}", highlight=False)
+    except KeyboardInterrupt:
+        code = 130
+    finish(code)
+
+
+def cli_settings() -> Settings:
+    try:
+        return load_settings()
+    except ValidationError as e:
+        raise CliError(f"invalid configuration: {describe_validation_error(e)}") from e
+
+
+def agent_builder(settings: Settings, name: str) -> AgentBuilder:
+    return AgentBuilder(settings=settings).with_name(name)
+
+
+async def open_agent(settings: Settings, name: str) -> Agent:
+    try:
+        config = agent_builder(settings, name).config()
+        runtime = await open_runtime(settings)
+    except (ValueError, StackError) as e:
+        raise CliError(str(e)) from e
+    return Agent(config, runtime)

@@ -1,0 +1,193 @@
+"""`run` and `debrief`: start a run and watch it; show a run's debrief."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated, Any
+
+import typer
+from rich.live import Live
+from rich.markdown import Markdown
+from rich.panel import Panel
+from rich.text import Text
+from temporalio.client import WorkflowHandle
+
+from reactive_temporal.agent import (
+    Agent,
+    AgentBuilder,
+    AgentRunError,
+    RunResult,
+    build_run_input,
+    load_debrief,
+)
+from reactive_temporal.cli.common import (
+    OFFLINE_NOTICE,
+    CliError,
+    cli_settings,
+    err,
+    out,
+    run_command,
+)
+from reactive_temporal.contracts import AgentResult, RunProgress
+from reactive_temporal.runtime import open_runtime
+from reactive_temporal.stack import StackError, read_published_stack
+
+
+def run(
+    task: Annotated[str, typer.Argument(help="What the agent should do.")],
+    agent: Annotated[str, typer.Option(help="Agent name (its runs, memory and chat).")] = "agent",
+    model: Annotated[str | None, typer.Option(help="Model name; default AGENT_MODEL.")] = None,
+    max_iterations: Annotated[int, typer.Option(min=1, max=500)] = 10,
+    required_tool: Annotated[
+        list[str] | None, typer.Option(help="A tool the agent must call before finishing.")
+    ] = None,
+    no_memory: Annotated[
+        bool, typer.Option("--no-memory", help="No debrief for this run.")
+    ] = False,
+    audit_rationale: Annotated[
+        bool, typer.Option("--audit-rationale", help="Ask for a rationale per tool call.")
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the AgentResult as JSON.")] = False,
+) -> None:
+    """Run TASK durably, with live progress; exit 0 only when the run succeeded."""
+
+    async def main() -> int:
+        settings = cli_settings()
+        builder = (
+            AgentBuilder(settings=settings)
+            .with_name(agent)
+            .with_provider("openai", model=model)
+            .with_reasoning(
+                max_iterations=max_iterations,
+                required_tools=required_tool,
+                audit_rationale=audit_rationale,
+            )
+        )
+        if no_memory:
+            builder.without_memory()
+        try:
+            config = builder.config()
+            build_run_input(config, task)  # refuse bad input before starting anything
+            starting = (
+                settings.temporal_address is None
+                and read_published_stack(settings.data_dir.resolve()) is None
+            )
+            if starting and not as_json:
+                err.print("[dim]starting the embedded stack (Temporal dev server, Postgres)…[/]")
+            runtime = await open_runtime(settings)
+        except (ValueError, StackError) as e:
+            raise CliError(str(e)) from e
+        try:
+            if runtime.offline_model and not as_json:
+                err.print(Panel(OFFLINE_NOTICE, border_style="yellow"))
+            agent_ = Agent(config, runtime)
+            handle = await agent_.start(task)
+            if not as_json:
+                err.print(f"[dim]run {handle.id} on task queue {runtime.task_queue}[/]")
+            result = await _watch(agent_, handle, show=not as_json)
+            if as_json:
+                print(result.model_dump_json())
+            else:
+                _print_result(result)
+            if result.debrief is not None and runtime.worker is not None:
+                # This process hosts the only worker: finish the rich debrief before leaving.
+                if not as_json:
+                    err.print("[dim]writing the rich debrief…[/]")
+                rich = await result.debrief_rich()
+                if rich is not None and rich.synthesized and not as_json:
+                    out.print(Markdown(rich.markdown))
+        except ValueError as e:
+            raise CliError(str(e)) from e
+        except AgentRunError as e:
+            raise CliError(str(e), code=1) from e
+        finally:
+            await runtime.close()
+        return 0 if result.success else 1
+
+    run_command(main, as_json=as_json)
+
+
+async def _watch(
+    agent: Agent, handle: WorkflowHandle[Any, AgentResult], *, show: bool
+) -> RunResult:
+    """Await the run's result, showing its live progress (from the `progress` query)."""
+    result = asyncio.ensure_future(agent.result(handle))
+    if not show:
+        return await result
+    last_line = ""
+    live = Live(console=err, transient=True, refresh_per_second=8) if err.is_terminal else None
+    if live:
+        live.start()
+    try:
+        while not result.done():
+            try:
+                progress = await handle.query("progress", result_type=RunProgress)
+                line = _progress_line(progress)
+            except Exception:  # the first workflow task may not have run yet
+                line = "waiting for a worker…"
+            if live:
+                live.update(Text.from_markup(f"[cyan]⟳[/] {line}"))
+            elif line != last_line:
+                err.print(f"  {line}", highlight=False)
+            last_line = line
+            await asyncio.wait({result}, timeout=0.25)
+    finally:
+        if live:
+            live.stop()
+    return await result
+
+
+def _progress_line(p: RunProgress) -> str:
+    tool = f" · tool {p.current_tool}" if p.current_tool else ""
+    return f"iteration {p.iteration + 1}/{p.max_iterations}{tool} · {p.tokens:,} tokens"
+
+
+def _print_result(result: AgentResult) -> None:
+    style = "green" if result.success else "red"
+    title = f"{'✓' if result.success else '✗'} {result.terminated_by} · {result.format}"
+    out.print(
+        Panel(result.output or "(no output)", title=title, border_style=style, title_align="left")
+    )
+    m = result.metadata
+    out.print(
+        f"[dim]run {result.run_id} · {m.iterations} iterations · {m.steps_count} steps · "
+        f"{m.tokens_used:,} tokens · ${m.cost:.4f} · {m.duration_ms / 1000:.1f}s[/]"
+    )
+    if result.error:
+        out.print(f"[red]error:[/] {result.error}", highlight=False)
+    if result.debrief is not None:
+        out.print(Markdown(result.debrief.markdown))
+
+
+def debrief(
+    run_id: Annotated[str, typer.Argument(help="The run's id (printed by `run`).")],
+    rich: Annotated[bool, typer.Option("--rich", help="Wait for the synthesized debrief.")] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the AgentDebrief as JSON.")
+    ] = False,
+) -> None:
+    """Show a run's debrief: the best one available now, or with --rich the synthesized one."""
+
+    async def main() -> int:
+        settings = cli_settings()
+        try:
+            runtime = await open_runtime(settings)
+        except StackError as e:
+            raise CliError(str(e)) from e
+        try:
+            found = await load_debrief(runtime.client, run_id, wait_for_rich=rich)
+        except ValueError as e:
+            raise CliError(str(e), code=1) from e
+        finally:
+            await runtime.close()
+        if found is None:
+            raise CliError(f"run {run_id!r} has no debrief (it ran with --no-memory)", code=1)
+        if as_json:
+            print(found.model_dump_json())
+        else:
+            kind = "synthesized" if found.synthesized else "deterministic"
+            err.print(f"[dim]{kind} debrief of {run_id}[/]")
+            out.print(Markdown(found.markdown))
+        return 0
+
+    run_command(main, as_json=as_json)

@@ -1,0 +1,83 @@
+"""`dev`: the embedded stack and a worker in the foreground."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from typing import Annotated
+
+import typer
+from rich.panel import Panel
+
+from reactive_temporal.cli.common import OFFLINE_NOTICE, CliError, cli_settings, out, run_command
+from reactive_temporal.stack import EmbeddedStack, StackError, read_published_stack
+from reactive_temporal.worker import create_worker
+
+
+def dev(
+    port: Annotated[int, typer.Option(help="Temporal frontend port.")] = 7233,
+    ui_port: Annotated[int, typer.Option(help="Temporal Web UI port.")] = 8233,
+    tools: Annotated[list[str] | None, typer.Option(help="Module with @tool functions.")] = None,
+) -> None:
+    """Run the embedded stack (Temporal + Web UI, Postgres) and a worker until Ctrl-C."""
+
+    async def main() -> int:
+        settings = cli_settings()
+        published = read_published_stack(settings.data_dir.resolve())
+        if published is not None:
+            raise CliError(
+                f"a dev stack is already running (pid {published.pid}); Web UI {published.web_ui}"
+            )
+        try:
+            stack = await EmbeddedStack(settings).start(ui=True, port=port, ui_port=ui_port)
+        except StackError as e:
+            raise CliError(str(e)) from e
+        try:
+            assert stack.client is not None
+            agent_worker = await create_worker(
+                stack.client,
+                settings,
+                database_url=stack.database_url,
+                llm_base_url=stack.llm_base_url,
+                tool_modules=tools or [],
+            )
+        except BaseException:
+            await stack.stop()
+            raise
+        stack.publish()
+        postgres = (
+            f"embedded, {settings.data_dir / 'postgres'}"
+            if settings.database_url is None
+            else "DATABASE_URL"
+        )
+        out.print(
+            Panel.fit(
+                f"Temporal      {stack.temporal_address} · {settings.temporal_namespace}\n"
+                f"Web UI        [bold cyan]{stack.web_ui or 'external server'}[/]\n"
+                f"Postgres      {postgres}\n"
+                f"Task queue    {settings.temporal_task_queue}\n"
+                f"Tools         {', '.join(agent_worker.registry.names)}\n\n"
+                'Start runs from another terminal: python starter.py run "What is (17 * 23) + 4?"\n'
+                "Ctrl-C stops everything.",
+                title="reactive-temporal dev",
+                border_style="cyan",
+            )
+        )
+        if stack.offline_model:
+            out.print(Panel(OFFLINE_NOTICE, border_style="yellow"))
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        worker_task = asyncio.create_task(agent_worker.worker.run())
+        await asyncio.wait(
+            {worker_task, asyncio.ensure_future(stop.wait())}, return_when="FIRST_COMPLETED"
+        )
+        out.print("[dim]stopping worker, Temporal and Postgres…[/]")
+        await agent_worker.worker.shutdown()
+        await agent_worker.close()
+        await stack.stop()
+        out.print("stopped.")
+        return 0
+
+    run_command(main)
