@@ -18,7 +18,7 @@ from activities.tools import ToolActivities
 from activities.transcript import TranscriptActivities
 from reactive_temporal.builtin_tools import builtin_tools
 from reactive_temporal.config import Settings
-from reactive_temporal.tools import ToolRegistry
+from reactive_temporal.tools import Tool, ToolRegistry
 from workflows.agent import AgentWorkflow
 from workflows.agent_run import AgentRunWorkflow
 from workflows.debrief import DebriefWorkflow
@@ -27,8 +27,10 @@ WORKFLOWS = [AgentRunWorkflow, DebriefWorkflow, AgentWorkflow]
 OFFLINE_API_KEY = "offline"
 
 
-def build_registry(settings: Settings, tool_modules: Sequence[str] = ()) -> ToolRegistry:
-    registry = ToolRegistry(builtin_tools(settings.workspace))
+def build_registry(
+    settings: Settings, tool_modules: Sequence[str] = (), extra_tools: Sequence[Tool] = ()
+) -> ToolRegistry:
+    registry = ToolRegistry([*builtin_tools(settings.workspace), *extra_tools])
     for module in tool_modules:
         registry.load_module(module)
     return registry
@@ -64,10 +66,11 @@ async def create_worker(
     database_url: str,
     llm_base_url: str | None = None,
     tool_modules: Sequence[str] = (),
+    extra_tools: Sequence[Tool] = (),
     task_queue: str | None = None,
     max_cached_workflows: int | None = None,
 ) -> AgentWorker:
-    registry = build_registry(settings, tool_modules)
+    registry = build_registry(settings, tool_modules, extra_tools)
     store = await Store.open(database_url)
     client_for_llm = llm_client(settings, llm_base_url)
     llm = LlmActivities(store, client_for_llm, registry, settings.model_prices)
