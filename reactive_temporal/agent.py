@@ -273,6 +273,7 @@ class Agent:
             task_queue=self.runtime.task_queue,
             result_type=AgentResult,
             static_summary=task[:400],
+            memo={"task": task[:200]},
             static_details=f"agent `{self.name}` · model `{run_input.agent.model}` · "
             f"max {run_input.agent.max_iterations} iterations",
         )

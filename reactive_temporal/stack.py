@@ -31,6 +31,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 
 from reactive_temporal.config import Settings
 from reactive_temporal.scripted_llm import ScriptedLLM
+from reactive_temporal.search_attributes import dev_server_flags
 
 TUNED_DEV_SERVER_ARGS = [
     # The default (20) makes each workflow task wait ~40 ms after a burst of fast steps.
@@ -102,6 +103,7 @@ class DevServer:
             "--log-level",
             "warn",
             *TUNED_DEV_SERVER_ARGS,
+            *dev_server_flags(),
         ]
         if self.namespace != "default":
             cmd += ["--namespace", self.namespace]

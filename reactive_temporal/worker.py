@@ -18,6 +18,7 @@ from activities.tools import ToolActivities
 from activities.transcript import TranscriptActivities
 from reactive_temporal.builtin_tools import builtin_tools
 from reactive_temporal.config import Settings
+from reactive_temporal.search_attributes import ensure_registered
 from reactive_temporal.tools import Tool, ToolRegistry
 from workflows.agent import AgentWorkflow
 from workflows.agent_run import AgentRunWorkflow
@@ -71,6 +72,7 @@ async def create_worker(
     max_cached_workflows: int | None = None,
 ) -> AgentWorker:
     registry = build_registry(settings, tool_modules, extra_tools)
+    await ensure_registered(client, client.namespace)
     store = await Store.open(database_url)
     client_for_llm = llm_client(settings, llm_base_url)
     llm = LlmActivities(store, client_for_llm, registry, settings.model_prices)

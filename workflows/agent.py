@@ -291,6 +291,7 @@ class AgentWorkflow:
                 AgentRunInput(task=tool_path_task(request.message, context, history), agent=agent),
                 id=run_id,
                 static_summary=f"chat: {request.message[:200]}",
+                memo={"task": f"chat: {request.message[:190]}"},
             )
         except Exception as err:  # the child's failure becomes the update's clear error
             raise ApplicationError(f"the tool-path run {run_id} failed: {err}") from err

@@ -25,6 +25,7 @@ from temporalio.exceptions import ActivityError, ApplicationError, WorkflowAlrea
 from temporalio.workflow import ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
+    from reactive_temporal import search_attributes as sa
     from reactive_temporal.chat_contracts import (
         NOTIFY_AGENT,
         NotifyAgentInput,
@@ -61,7 +62,13 @@ with workflow.unsafe.imports_passed_through():
     )
     from workflows.chat_rules import analysis_observation, keep_recent, tool_observation
     from workflows.debrief import DebriefWorkflow
-    from workflows.debrief_rules import build_fallback, collect_debrief_input, is_trivial
+    from workflows.debrief_rules import (
+        build_fallback,
+        collect_debrief_input,
+        derive_outcome,
+        errors_from_loop,
+        is_trivial,
+    )
     from workflows.final_answer import (
         META_TOOLS,
         has_tool_work,
@@ -113,6 +120,7 @@ class AgentRunWorkflow:
     @workflow.run
     async def run(self, input: AgentRunInput) -> AgentResult:
         started = workflow.now()
+        workflow.upsert_search_attributes([sa.AGENT_NAME.value_set(self.agent.agent_id)])
         prepared: PrepareRunResult = await workflow.execute_activity(
             PREPARE_RUN,
             PrepareRunInput(
@@ -166,6 +174,12 @@ class AgentRunWorkflow:
                 await self._act(decision)
             self.last_turn_ran_tools = isinstance(decision, Act)
             self.iteration += 1
+            workflow.upsert_search_attributes(
+                [
+                    sa.ITERATIONS.value_set(self.iteration),
+                    sa.TOKENS_USED.value_set(self.prompt_tokens + self.completion_tokens),
+                ]
+            )
             if self.ending is None and self.operator_answer is not None:
                 self._end_by_operator()
 
@@ -218,6 +232,18 @@ class AgentRunWorkflow:
         )
         if result.debrief is not None:
             await self._start_debrief(result, result.debrief)
+        outcome = (
+            result.debrief.outcome
+            if result.debrief
+            else derive_outcome(result.terminated_by, errors_from_loop(self.tool_calls))
+        )
+        workflow.upsert_search_attributes(
+            [
+                sa.TERMINATED_BY.value_set(result.terminated_by),
+                sa.OUTCOME.value_set(outcome),
+                sa.DEBRIEF_STATUS.value_set("pending" if result.debrief else "none"),
+            ]
+        )
         return result
 
     async def _start_debrief(self, result: AgentResult, fallback: AgentDebrief) -> None:

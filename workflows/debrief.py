@@ -15,6 +15,7 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
+    from reactive_temporal import search_attributes as sa
     from reactive_temporal.chat_contracts import DebriefReady
     from reactive_temporal.contracts import (
         PERSIST_DEBRIEF,
@@ -35,6 +36,12 @@ class DebriefWorkflow:
     @workflow.run
     async def run(self, input: DebriefWorkflowInput) -> AgentDebrief:
         debrief = input.fallback
+        workflow.upsert_search_attributes(
+            [
+                sa.AGENT_NAME.value_set(input.input.agent_id),
+                sa.DEBRIEF_STATUS.value_set("synthesizing" if input.synthesize else "trivial"),
+            ]
+        )
         if input.synthesize:
             workflow.set_current_details("synthesizing the debrief")
             try:
@@ -68,5 +75,9 @@ class DebriefWorkflow:
                 )
             except Exception as err:  # no agent entity (yet): nothing is waiting for it
                 workflow.logger.info("agent not told of the debrief: %s", err)
-        workflow.set_current_details(f"done · {debrief.outcome}")
+        status = "synthesized" if debrief.synthesized else "deterministic"
+        workflow.upsert_search_attributes(
+            [sa.DEBRIEF_STATUS.value_set(status), sa.OUTCOME.value_set(debrief.outcome)]
+        )
+        workflow.set_current_details(f"done · {debrief.outcome} · {status}")
         return debrief

@@ -84,18 +84,7 @@ def run(
             handle = await agent_.start(task)
             if not as_json:
                 err.print(f"[dim]run {handle.id} on task queue {runtime.task_queue}[/]")
-            result = await _watch(agent_, handle, show=not as_json)
-            if as_json:
-                print(result.model_dump_json())
-            else:
-                _print_result(result)
-            if result.debrief is not None and runtime.worker is not None:
-                # This process hosts the only worker: finish the rich debrief before leaving.
-                if not as_json:
-                    err.print("[dim]writing the rich debrief…[/]")
-                rich = await result.debrief_rich()
-                if rich is not None and rich.synthesized and not as_json:
-                    out.print(Markdown(rich.markdown))
+            result = await watch_and_print(agent_, handle, as_json=as_json)
         except ValueError as e:
             raise CliError(str(e)) from e
         except AgentRunError as e:
@@ -105,6 +94,25 @@ def run(
         return 0 if result.success else 1
 
     run_command(main, as_json=as_json)
+
+
+async def watch_and_print(
+    agent: Agent, handle: WorkflowHandle[Any, AgentResult], *, as_json: bool
+) -> RunResult:
+    """Follow a run to its end and print its result (JSON, or the answer and debrief)."""
+    result = await _watch(agent, handle, show=not as_json)
+    if as_json:
+        print(result.model_dump_json())
+    else:
+        _print_result(result)
+    if result.debrief is not None and agent.runtime.worker is not None:
+        # This process hosts the only worker: finish the rich debrief before leaving.
+        if not as_json:
+            err.print("[dim]writing the rich debrief…[/]")
+        rich = await result.debrief_rich()
+        if rich is not None and rich.synthesized and not as_json:
+            out.print(Markdown(rich.markdown))
+    return result
 
 
 async def _watch(

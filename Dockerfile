@@ -1,0 +1,42 @@
+# The reactive-temporal worker: every workflow and activity, built-in tools included.
+#
+#   docker build -t reactive-temporal-worker .
+#   docker run -e TEMPORAL_ADDRESS=host:7233 -e DATABASE_URL=postgresql://… reactive-temporal-worker
+#
+# docker-compose.yml builds this image and wires it to Postgres and Temporal.
+FROM python:3.11-slim
+
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1
+
+WORKDIR /app
+
+# Only what `pip install .` needs (pyproject's packages and py-modules, and the readme it
+# declares); .dockerignore keeps caches, virtualenvs and local state out of the context.
+COPY pyproject.toml README.md ./
+COPY reactive_temporal ./reactive_temporal
+COPY workflows ./workflows
+COPY activities ./activities
+COPY starter.py worker.py ./
+RUN pip install . \
+    && rm -rf build ./*.egg-info
+
+# Unprivileged user. The data directory holds the file tools' workspace (mount a volume on
+# /data/workspace to share it between workers, as docker-compose.yml does).
+RUN useradd --create-home --uid 10001 --user-group agent \
+    && mkdir -p /data/workspace \
+    && chown -R agent:agent /data
+ENV REACTIVE_TEMPORAL_DATA_DIR=/data \
+    REACTIVE_TEMPORAL_WORKSPACE=/data/workspace
+USER agent
+
+# Healthy while a worker.py process is running and Temporal's frontend (TEMPORAL_ADDRESS,
+# host:port) accepts TCP connections. Python only: the slim image has no curl or nc.
+HEALTHCHECK --interval=30s --timeout=10s --start-period=30s --retries=3 \
+    CMD ["python", "-c", "import glob, os, socket; argvs = [open(f, 'rb').read().split(b'\\0') for f in glob.glob('/proc/[0-9]*/cmdline') if os.path.exists(f)]; assert any(a.endswith(b'worker.py') for argv in argvs for a in argv), 'worker.py is not running'; host, _, port = os.environ.get('TEMPORAL_ADDRESS', 'localhost:7233').rpartition(':'); socket.create_connection((host.strip('[]'), int(port)), timeout=5).close()"]
+
+# SIGTERM (docker stop) makes the worker finish its in-flight tasks and exit.
+STOPSIGNAL SIGTERM
+CMD ["python", "worker.py"]

@@ -1,0 +1,197 @@
+"""`runs`, `replay`, `export`, `rerun`: find runs, check old histories, re-run failures."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+from temporalio.client import Client, WorkflowHistory
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.service import RPCError, RPCStatusCode
+from temporalio.worker import Replayer
+
+from reactive_temporal.agent import Agent, AgentRunError
+from reactive_temporal.cli.common import CliError, cli_settings, err, out, run_command
+from reactive_temporal.cli.runs import watch_and_print
+from reactive_temporal.contracts import AgentResult
+from reactive_temporal.operate import (
+    history_to_json,
+    list_runs,
+    load_history_file,
+    original_input,
+    replay,
+    rerun_from_failure,
+    runs_query,
+)
+from reactive_temporal.runtime import Runtime, open_runtime
+from reactive_temporal.stack import StackError
+from reactive_temporal.worker import WORKFLOWS
+
+
+async def _runtime() -> Runtime:
+    try:
+        return await open_runtime(cli_settings())
+    except StackError as e:
+        raise CliError(str(e)) from e
+
+
+async def _history(client: Client, workflow_id: str) -> WorkflowHistory:
+    try:
+        return await client.get_workflow_handle(workflow_id).fetch_history()
+    except RPCError as e:
+        if e.status == RPCStatusCode.NOT_FOUND:
+            raise CliError(f"no workflow with id {workflow_id!r}", code=1) from e
+        raise
+
+
+def runs(
+    agent: Annotated[str | None, typer.Option(help="Only this agent's runs.")] = None,
+    status: Annotated[str | None, typer.Option(help="running, completed, failed, …")] = None,
+    terminated_by: Annotated[str | None, typer.Option(help="e.g. max_iterations")] = None,
+    limit: Annotated[int, typer.Option(min=1, max=1000)] = 20,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object: {runs: […]}")] = False,
+) -> None:
+    """Recent runs with their status, terminated_by and outcome (from Temporal visibility)."""
+
+    async def main() -> int:
+        try:
+            query = runs_query(agent, status, terminated_by)
+        except ValueError as e:
+            raise CliError(str(e)) from e
+        runtime = await _runtime()
+        try:
+            found = await list_runs(runtime.client, query, limit)
+        finally:
+            await runtime.close()
+        if as_json:
+            print(json.dumps({"query": query, "runs": [r.model_dump(mode="json") for r in found]}))
+            return 0
+        table = Table(
+            "run", "agent", "status", "terminated by", "outcome", "iter", "tokens", "task"
+        )
+        for r in found:
+            table.add_row(
+                r.run_id, r.agent or "", r.status, r.terminated_by or "", r.outcome or "",
+                str(r.iterations or ""), f"{r.tokens:,}" if r.tokens else "", (r.task or "")[:40],
+            )  # fmt: skip
+        out.print(table)
+        if not found:
+            err.print(f"[dim]no runs match {query}[/]")
+        return 0
+
+    run_command(main, as_json=as_json)
+
+
+def replay_command(
+    workflow_id: Annotated[str | None, typer.Argument(help="A run on the server.")] = None,
+    file: Annotated[Path | None, typer.Option("--file", help="An exported history JSON.")] = None,
+    file_workflow_id: Annotated[
+        str | None,
+        typer.Option("--workflow-id", help="With --file from `temporal workflow show`: its id."),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Replay a run's history against the current code: exit 0 when it still fits."""
+
+    async def main() -> int:
+        if (workflow_id is None) == (file is None):
+            raise CliError("give a WORKFLOW_ID or --file HISTORY.json (one of them)")
+        if file is not None:
+            try:
+                history = load_history_file(file, file_workflow_id)
+            except ValueError as e:
+                raise CliError(str(e)) from e
+            converter = pydantic_data_converter
+        else:
+            assert workflow_id is not None
+            runtime = await _runtime()
+            try:
+                history = await _history(runtime.client, workflow_id)
+                converter = runtime.client.data_converter
+            finally:
+                await runtime.close()
+        report = await replay(history, Replayer(workflows=WORKFLOWS, data_converter=converter))
+        if as_json:
+            print(json.dumps(report.__dict__))
+        elif report.ok:
+            out.print(f"[green]✓[/] {report.workflow_id}: {report.events} events replay cleanly")
+        else:
+            at = f" at event {report.event_id}" if report.event_id else ""
+            out.print(f"[red]✗[/] {report.workflow_id} no longer replays{at}:\n{report.error}")
+            err.print(
+                "[dim]The code changed a decision old runs already made: guard the change with "
+                "workflow.patched() (see README, 'Changing workflow code').[/]"
+            )
+        return 0 if report.ok else 1
+
+    run_command(main, as_json=as_json)
+
+
+def export(
+    workflow_id: Annotated[str, typer.Argument(help="The run (or any workflow) to export.")],
+    output: Annotated[
+        Path | None, typer.Option("-o", "--output", help="File; default stdout.")
+    ] = None,
+) -> None:
+    """Write a workflow's history as JSON (what `replay --file` and tests/histories/ use)."""
+
+    async def main() -> int:
+        runtime = await _runtime()
+        try:
+            history = await _history(runtime.client, workflow_id)
+        finally:
+            await runtime.close()
+        text = history_to_json(history)
+        if output is None:
+            print(text)
+        else:
+            output.write_text(text)
+            err.print(f"wrote {len(history.events)} events to {output}")
+        return 0
+
+    run_command(main)
+
+
+def rerun(
+    workflow_id: Annotated[str, typer.Argument(help="A failed, timed-out or llm_error run.")],
+    from_start: Annotated[
+        bool, typer.Option("--from-start", help="A fresh run with the same input instead.")
+    ] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the new AgentResult as JSON.")
+    ] = False,
+) -> None:
+    """Re-execute a failed run from its last good point (a Temporal reset), or from the start."""
+
+    async def main() -> int:
+        runtime = await _runtime()
+        try:
+            try:
+                run_input = await original_input(runtime.client, workflow_id)
+            except RPCError as e:
+                raise CliError(f"no run with id {workflow_id!r}: {e.message}", code=1) from e
+            agent = Agent(run_input.agent, runtime)
+            if from_start:
+                handle = await agent.start(run_input.task)
+                err.print(f"new run {handle.id} (same input as {workflow_id})")
+            else:
+                try:
+                    new_run = await rerun_from_failure(runtime.client, workflow_id)
+                except ValueError as e:
+                    raise CliError(f"cannot rerun {workflow_id}: {e}", code=1) from e
+                handle = runtime.client.get_workflow_handle(
+                    workflow_id, run_id=new_run, result_type=AgentResult
+                )
+                err.print(f"reset {workflow_id} to its last good point: new run id {new_run}")
+            try:
+                result = await watch_and_print(agent, handle, as_json=as_json)
+            except AgentRunError as e:
+                raise CliError(str(e), code=1) from e
+        finally:
+            await runtime.close()
+        return 0 if result.success else 1
+
+    run_command(main, as_json=as_json)

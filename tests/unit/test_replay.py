@@ -1,0 +1,93 @@
+"""Committed histories still replay against the current workflow code.
+
+A change that alters a decision old runs already made fails here: guard it with
+`workflow.patched()` (README, "Changing workflow code").
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from temporalio import workflow
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.worker import Replayer
+
+from reactive_temporal.contracts import AgentResult, AgentRunInput
+from reactive_temporal.operate import load_history_file, replay, reset_point
+from reactive_temporal.worker import WORKFLOWS
+
+HISTORIES = sorted((Path(__file__).parents[1] / "histories").glob("*.json"))
+
+
+def replayer(workflows=WORKFLOWS) -> Replayer:
+    return Replayer(workflows=workflows, data_converter=pydantic_data_converter)
+
+
+def test_the_required_histories_are_committed():
+    names = {p.stem for p in HISTORIES}
+    assert {
+        "tool_call_run",
+        "final_answer_run",
+        "max_iterations_run",
+        "llm_error_run",
+        "debrief_child",
+        "chat_session_continue_as_new",
+    } <= names
+
+
+@pytest.mark.parametrize("path", HISTORIES, ids=lambda p: p.stem)
+async def test_committed_history_replays(path: Path):
+    report = await replay(load_history_file(path), replayer())
+    assert report.ok, report.error
+
+
+@workflow.defn(name="AgentRunWorkflow", sandboxed=False)
+class ChangedAgentRunWorkflow:
+    """A 'new version' that calls an activity the old runs never called first."""
+
+    @workflow.run
+    async def run(self, input: AgentRunInput) -> AgentResult:
+        await workflow.execute_activity(
+            "some_new_first_step", input.task, start_to_close_timeout=timedelta(seconds=5)
+        )
+        raise AssertionError("never reached in replay")
+
+
+async def test_a_changed_workflow_fails_replay_naming_the_event():
+    history = load_history_file(HISTORIES[[p.stem for p in HISTORIES].index("tool_call_run")])
+    report = await replay(history, replayer([ChangedAgentRunWorkflow]))
+    assert not report.ok
+    assert report.error is not None and "Nondeterminism" in report.error
+    assert report.event_id is not None and report.event_id > 0
+
+
+def test_reset_point_is_the_task_that_scheduled_the_failed_llm_step():
+    history = load_history_file(HISTORIES[[p.stem for p in HISTORIES].index("llm_error_run")])
+    events = list(history.events)
+    point = reset_point(events)
+    failed = next(e for e in events if e.HasField("activity_task_failed_event_attributes"))
+    scheduled = failed.activity_task_failed_event_attributes.scheduled_event_id
+    completed = [
+        e.event_id for e in events if e.HasField("workflow_task_completed_event_attributes")
+    ]
+    assert point == max(c for c in completed if c < scheduled)
+
+
+def test_reset_point_refuses_a_run_that_did_not_fail():
+    history = load_history_file(HISTORIES[[p.stem for p in HISTORIES].index("tool_call_run")])
+    with pytest.raises(ValueError, match="no failed step"):
+        reset_point(list(history.events))
+
+
+def test_bad_history_files_are_named(tmp_path: Path):
+    with pytest.raises(ValueError, match="cannot read history file"):
+        load_history_file(tmp_path / "missing.json")
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    with pytest.raises(ValueError, match="is not a Temporal history JSON"):
+        load_history_file(bad)
+    bad.write_text('{"nothing": 1}')
+    with pytest.raises(ValueError, match="no 'events'"):
+        load_history_file(bad)
