@@ -9,6 +9,7 @@ runs                 recent runs: status, terminated_by, outcome (filters, --jso
 replay ID | --file   replay a run's history against the current code
 export ID            a run's history as JSON
 rerun ID             re-execute a failed run from its last good point (--from-start)
+codec-server         decrypt encrypted histories for the Web UI and temporal CLI
 dev                  the embedded stack, a worker and the Web UI, until Ctrl-C
 """
 
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 import typer
 
-from reactive_temporal.cli import chat, operate, runs, stack
+from reactive_temporal.cli import chat, codec, operate, runs, stack
 
 app = typer.Typer(
     add_completion=False, no_args_is_help=True, help=__doc__, pretty_exceptions_show_locals=False
@@ -29,6 +30,7 @@ app.command()(operate.runs)
 app.command("replay")(operate.replay_command)
 app.command()(operate.export)
 app.command()(operate.rerun)
+app.command("codec-server")(codec.codec_server)
 app.command()(stack.dev)
 
 if __name__ == "__main__":

@@ -2,6 +2,8 @@
 
     python worker.py                          # against `starter.py dev`, or TEMPORAL_ADDRESS
     python worker.py --tools my_pkg.my_tools  # also load the @tool functions of a module
+    python worker.py --mcp "fs=npx -y @modelcontextprotocol/server-filesystem /tmp"
+    python worker.py --mcp github=https://mcp.example.com/mcp   # streamable HTTP
 
 Several workers may serve one task queue; Temporal spreads runs across them.
 """
@@ -10,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import os
 import signal
@@ -19,12 +22,13 @@ from pydantic import ValidationError
 
 from reactive_temporal.agent import describe_validation_error
 from reactive_temporal.config import load_settings
+from reactive_temporal.mcp_tools import McpToolbox
 from reactive_temporal.scripted_llm import ScriptedLLM
 from reactive_temporal.stack import StackError, connect, read_published_stack
 from reactive_temporal.worker import create_worker
 
 
-async def main(tool_modules: list[str]) -> int:
+async def main(tool_modules: list[str], mcp_specs: list[str]) -> int:
     try:
         settings = load_settings()
     except ValidationError as err:
@@ -56,34 +60,38 @@ async def main(tool_modules: list[str]) -> int:
             "note: no OPENAI_BASE_URL or OPENAI_API_KEY: "
             "serving runs with the offline scripted model"
         )
-    try:
-        client = await connect(address, settings.temporal_namespace)
-        agent_worker = await create_worker(
-            client,
-            settings,
-            database_url=database_url,
-            llm_base_url=llm_base_url,
-            tool_modules=tool_modules,
-            task_queue=task_queue,
+    async with contextlib.AsyncExitStack() as resources:
+        if offline is not None:
+            resources.callback(offline.stop)
+        try:
+            client = await connect(address, settings.temporal_namespace, settings.encryption_keys)
+            toolbox = await resources.enter_async_context(McpToolbox(mcp_specs))
+            agent_worker = await create_worker(
+                client,
+                settings,
+                database_url=database_url,
+                llm_base_url=llm_base_url,
+                tool_modules=tool_modules,
+                extra_tools=toolbox.tools,
+                task_queue=task_queue,
+            )
+        except (StackError, ValueError, RuntimeError) as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        print(
+            f"worker on {address}, task queue {task_queue!r}, "
+            f"tools: {', '.join(agent_worker.registry.names)}",
+            flush=True,
         )
-    except (StackError, ValueError, RuntimeError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    print(
-        f"worker on {address}, task queue {task_queue!r}, "
-        f"tools: {', '.join(agent_worker.registry.names)}",
-        flush=True,
-    )
-    run = asyncio.create_task(agent_worker.worker.run())
-    await asyncio.wait({run, asyncio.create_task(stop.wait())}, return_when=asyncio.FIRST_COMPLETED)
-    await agent_worker.worker.shutdown()
-    await agent_worker.close()
-    if offline is not None:
-        offline.stop()
+        run = asyncio.create_task(agent_worker.worker.run())
+        waiting = asyncio.create_task(stop.wait())
+        await asyncio.wait({run, waiting}, return_when=asyncio.FIRST_COMPLETED)
+        await agent_worker.worker.shutdown()
+        await agent_worker.close()
     return 0
 
 
@@ -98,11 +106,18 @@ if __name__ == "__main__":
         metavar="MODULE",
         help="import MODULE and register its @tool functions (repeatable)",
     )
+    parser.add_argument(
+        "--mcp",
+        action="append",
+        default=[],
+        metavar="SPEC",
+        help='an MCP server: NAME=URL or "NAME=COMMAND ARGS" (repeatable); tools are NAME/tool',
+    )
     args = parser.parse_args()
     logging.basicConfig(
         level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    code = asyncio.run(main(args.tools))
+    code = asyncio.run(main(args.tools, args.mcp))
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)

@@ -6,9 +6,8 @@ from typing import Any
 
 import openai
 from temporalio import activity
-from temporalio.exceptions import ApplicationError
 
-from activities.llm import heartbeating, raise_for_status
+from activities.llm import heartbeating, llm_errors
 from activities.store import SessionStore
 from reactive_temporal.chat_contracts import (
     CHAT_DIRECT,
@@ -43,7 +42,7 @@ class ChatActivities:
         messages: list[dict[str, Any]] = [{"role": "system", "content": input.context}]
         messages += [{"role": m.role, "content": m.content} for m in input.history]
         messages.append({"role": "user", "content": input.message})
-        try:
+        with llm_errors(input.agent.llm_max_attempts):
             async with heartbeating():
                 response = await self.client.chat.completions.create(
                     model=input.agent.model,
@@ -51,12 +50,6 @@ class ChatActivities:
                     temperature=0.7 if input.agent.temperature is None else input.agent.temperature,
                     max_tokens=DIRECT_MAX_TOKENS,
                 )
-        except openai.APIStatusError as err:
-            raise_for_status(err)
-        except (openai.APIConnectionError, openai.APITimeoutError) as err:
-            raise ApplicationError(
-                f"LLM endpoint unreachable: {err}", type="LlmConnectionError"
-            ) from err
         content = (response.choices[0].message.content if response.choices else None) or ""
         prompt = response.usage.prompt_tokens if response.usage else 0
         completion = response.usage.completion_tokens if response.usage else 0

@@ -14,9 +14,8 @@ from typing import Any
 import openai
 from pydantic import ValidationError
 from temporalio import activity
-from temporalio.exceptions import ApplicationError
 
-from activities.llm import heartbeating, raise_for_status
+from activities.llm import heartbeating, llm_errors
 from activities.store import DebriefStore
 from reactive_temporal.config import ModelPrice
 from reactive_temporal.contracts import (
@@ -144,7 +143,7 @@ class DebriefActivities:
 
     @activity.defn(name=SYNTHESIZE_DEBRIEF)
     async def synthesize_debrief(self, request: SynthesisRequest) -> SynthesisResult:
-        try:
+        with llm_errors(request.max_attempts):
             async with heartbeating():
                 response = await self.client.chat.completions.create(
                     model=request.model,
@@ -155,12 +154,6 @@ class DebriefActivities:
                     temperature=0.2,
                     max_tokens=SYNTHESIS_MAX_TOKENS,
                 )
-        except openai.APIStatusError as err:
-            raise_for_status(err)
-        except (openai.APIConnectionError, openai.APITimeoutError) as err:
-            raise ApplicationError(
-                f"LLM endpoint unreachable: {err}", type="LlmConnectionError"
-            ) from err
         content = response.choices[0].message.content if response.choices else None
         prompt = response.usage.prompt_tokens if response.usage else 0
         completion = response.usage.completion_tokens if response.usage else 0

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from datetime import timedelta
 from typing import Any, NoReturn
 
@@ -30,7 +30,7 @@ from reactive_temporal.contracts import (
 )
 from reactive_temporal.pricing import cost_of
 from reactive_temporal.rationale import parse_rationale_blocks, strip_rationale_blocks
-from reactive_temporal.tools import ToolRegistry
+from reactive_temporal.tools import ToolRegistry, wire_name
 
 RETRYABLE_STATUS = {408, 409, 429}
 MAX_RETRY_DELAY_SECONDS = 120.0
@@ -52,19 +52,40 @@ def retry_delay(headers: Any) -> timedelta | None:
     return None
 
 
-def raise_for_status(err: openai.APIStatusError) -> NoReturn:
+def raise_for_status(err: openai.APIStatusError, *, last_attempt: bool = False) -> NoReturn:
     status = err.status_code
     retryable = status in RETRYABLE_STATUS or status >= 500
     should = err.response.headers.get("x-should-retry") if err.response is not None else None
     if should in ("true", "false"):
         retryable = should == "true"
     detail = err.message if isinstance(err.message, str) else str(err)
+    gave_up = " (attempts exhausted)" if retryable and last_attempt else ""
     raise ApplicationError(
-        f"LLM endpoint answered HTTP {status}: {detail[:500]}",
+        f"LLM endpoint answered HTTP {status}: {detail[:500]}{gave_up}",
         type="LlmHttpError" if retryable else "LlmRequestRejected",
-        non_retryable=not retryable,
+        non_retryable=not retryable or last_attempt,
         next_retry_delay=retry_delay(err.response.headers if err.response is not None else None),
     ) from err
+
+
+@contextlib.contextmanager
+def llm_errors(max_attempts: int | None = None) -> Iterator[None]:
+    """Map the openai client's failures to Temporal's retry semantics.
+
+    LLM failures count against `max_attempts` (the agent's cap); the activity's own retry
+    policy is looser, so a Postgres or worker outage does not use up the LLM's attempts.
+    """
+    last = max_attempts is not None and activity.info().attempt >= max_attempts
+    try:
+        yield
+    except openai.APIStatusError as err:
+        raise_for_status(err, last_attempt=last)
+    except (openai.APIConnectionError, openai.APITimeoutError) as err:
+        raise ApplicationError(
+            f"LLM endpoint unreachable: {err}{' (attempts exhausted)' if last else ''}",
+            type="LlmConnectionError",
+            non_retryable=last,
+        ) from err
 
 
 @contextlib.asynccontextmanager
@@ -121,23 +142,22 @@ class LlmActivities:
             request["temperature"] = input.temperature
         info = activity.info()
         timeout = info.start_to_close_timeout or timedelta(seconds=120)
-        try:
+        with llm_errors(input.max_attempts):
             async with heartbeating():
                 response = await self.client.chat.completions.create(
                     **request, timeout=max(timeout.total_seconds() - 1, 1)
                 )
-        except openai.APIStatusError as err:
-            raise_for_status(err)
-        except (openai.APIConnectionError, openai.APITimeoutError) as err:
-            raise ApplicationError(
-                f"LLM endpoint unreachable: {err}", type="LlmConnectionError"
-            ) from err
 
         if not response.choices:
             raise ApplicationError("LLM answered with no choices", type="LlmEmptyResponse")
         choice = response.choices[0]
+        real_names = {wire_name(n): n for n in input.tool_names}
         calls = [
-            ToolCall(id=c.id, name=c.function.name, arguments=c.function.arguments or "{}")
+            ToolCall(
+                id=c.id,
+                name=real_names.get(c.function.name, c.function.name),
+                arguments=c.function.arguments or "{}",
+            )
             for c in (choice.message.tool_calls or [])
             if getattr(c, "function", None) is not None
         ]

@@ -17,6 +17,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from reactive_temporal.chat_contracts import ChatMessage
 from reactive_temporal.contracts import AgentDebrief, DebriefInput, Message, SeqMessage, ToolCall
+from reactive_temporal.tools import wire_name
 
 log = logging.getLogger(__name__)
 
@@ -311,7 +312,11 @@ def to_openai(message: Message) -> dict[str, Any]:
     out: dict[str, Any] = {"role": message.role, "content": message.content}
     if message.tool_calls:
         out["tool_calls"] = [
-            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+            {
+                "id": c.id,
+                "type": "function",
+                "function": {"name": wire_name(c.name), "arguments": c.arguments},
+            }
             for c in message.tool_calls
         ]
     if message.tool_call_id is not None:

@@ -51,6 +51,16 @@ class Settings(BaseSettings):
     )
     """Extra or overriding prices, e.g. AGENT_MODEL_PRICES='{"my-model": {"input_per_mtok": 0.1,
     "output_per_mtok": 0.4}}'."""
+    encryption_keys: str | None = Field(
+        default=None,
+        validation_alias=AliasChoices("REACTIVE_TEMPORAL_ENCRYPTION_KEYS", "encryption_keys"),
+    )
+    """`id1:BASE64KEY,id2:…` turns payload encryption on; the first key encrypts, all decrypt."""
+    codec_token: str | None = Field(
+        default=None,
+        validation_alias=AliasChoices("REACTIVE_TEMPORAL_CODEC_TOKEN", "codec_token"),
+    )
+    """The bearer token every request to the codec server (`codec-server`) must carry."""
 
     @field_validator("temporal_address")
     @classmethod

@@ -85,7 +85,8 @@ class AgentConfig(BaseModel):
     llm_timeout_seconds: float = Field(default=120, gt=0, le=3600)
     """One LLM call longer than this is abandoned and retried."""
     llm_max_attempts: int = Field(default=5, ge=1, le=50)
-    """Attempts per LLM step on retryable failures (429, 5xx, timeouts, dropped connections)."""
+    """Attempts per LLM call on retryable LLM failures (429, 5xx, timeouts, dropped
+    connections); infrastructure failures (Postgres, a lost worker) retry beyond it."""
     audit_rationale: bool = False
     """Ask the model for a rationale block per tool call; they land in the debrief."""
     debrief_model: str | None = None
@@ -127,6 +128,8 @@ class LlmStepInput(BaseModel):
     tool_names: list[str]
     temperature: float | None = None
     audit_rationale: bool = False
+    max_attempts: int | None = None
+    """LLM failures allowed before the step fails for good (the agent's llm_max_attempts)."""
 
 
 class LlmStepResult(BaseModel):
@@ -278,6 +281,7 @@ class DebriefWorkflowInput(BaseModel):
 class SynthesisRequest(BaseModel):
     input: DebriefInput
     model: str
+    max_attempts: int | None = None
 
 
 class SynthesisFields(BaseModel):

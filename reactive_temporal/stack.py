@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
 
+from reactive_temporal.codec import build_data_converter
 from reactive_temporal.config import Settings
 from reactive_temporal.scripted_llm import ScriptedLLM
 from reactive_temporal.search_attributes import dev_server_flags
@@ -75,7 +75,9 @@ class DevServer:
         namespace: str = "default",
         port: int | None = None,
         ui_port: int | None = None,
+        encryption_keys: str | None = None,
     ) -> None:
+        self.encryption_keys = encryption_keys
         self.db_file = db_file
         self.log_file = log_file
         self.namespace = namespace
@@ -138,7 +140,9 @@ class DevServer:
                 )
             try:
                 return await Client.connect(
-                    self.address, namespace=self.namespace, data_converter=pydantic_data_converter
+                    self.address,
+                    namespace=self.namespace,
+                    data_converter=build_data_converter(self.encryption_keys),
                 )
             except Exception:
                 if time.monotonic() > deadline:
@@ -161,11 +165,11 @@ class DevServer:
             await asyncio.to_thread(process.wait)
 
 
-async def connect(address: str, namespace: str) -> Client:
+async def connect(address: str, namespace: str, encryption_keys: str | None = None) -> Client:
+    """A client with our data converter (and the payload codec when keys are set)."""
+    converter = build_data_converter(encryption_keys)  # ValueError names a bad key
     try:
-        return await Client.connect(
-            address, namespace=namespace, data_converter=pydantic_data_converter
-        )
+        return await Client.connect(address, namespace=namespace, data_converter=converter)
     except Exception as err:
         raise StackError(
             f"cannot reach Temporal at {address} (namespace {namespace!r}): {err}. "
@@ -243,11 +247,14 @@ class EmbeddedStack:
                     namespace=settings.temporal_namespace,
                     port=port,
                     ui_port=(ui_port or free_port()) if ui else None,
+                    encryption_keys=settings.encryption_keys,
                 )
                 self.client = await self.server.start()
                 self.web_ui = self.server.web_ui
             else:
-                self.client = await connect(settings.temporal_address, settings.temporal_namespace)
+                self.client = await connect(
+                    settings.temporal_address, settings.temporal_namespace, settings.encryption_keys
+                )
             if settings.database_url is None:
                 self.database_url = self._start_postgres(data_dir / "postgres")
             if settings.uses_offline_model:

@@ -14,9 +14,11 @@ loads every `@tool` in a module.
 
 from __future__ import annotations
 
+import copy
 import importlib
 import inspect
 import json
+import re
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, get_type_hints, overload
@@ -37,15 +39,26 @@ class Tool:
     name: str
     description: str
     function: ToolFunction
-    arguments: type[BaseModel]
+    arguments: type[BaseModel] | None = None
     timeout_seconds: float = 60.0
+    json_schema: dict[str, Any] | None = None
+    """A raw JSON schema instead of `arguments`, for tools described elsewhere (an MCP
+    server's `inputSchema`): shown to the model as is, and the server does the validating."""
+
+    def __post_init__(self) -> None:
+        if (self.arguments is None) == (self.json_schema is None):
+            raise ValueError(f"tool {self.name!r} needs exactly one of arguments or json_schema")
 
     def schema(self) -> dict[str, Any]:
         """The chat-completions `tools[]` entry."""
-        parameters = self.arguments.model_json_schema()
-        parameters.pop("title", None)
-        for prop in parameters.get("properties", {}).values():
-            prop.pop("title", None)
+        if self.json_schema is not None:
+            parameters = copy.deepcopy(self.json_schema)
+        else:
+            assert self.arguments is not None
+            parameters = self.arguments.model_json_schema()
+            parameters.pop("title", None)
+            for prop in parameters.get("properties", {}).values():
+                prop.pop("title", None)
         return {
             "type": "function",
             "function": {
@@ -63,6 +76,12 @@ class Tool:
             raise ToolArgumentsError(f"arguments are not valid JSON ({err})") from err
         if not isinstance(data, dict):
             raise ToolArgumentsError("arguments must be a JSON object")
+        if self.json_schema is not None:
+            missing = [k for k in self.json_schema.get("required", []) if k not in data]
+            if missing:
+                raise ToolArgumentsError(f"missing required arguments: {', '.join(missing)}")
+            return data
+        assert self.arguments is not None
         try:
             model = self.arguments.model_validate(data)
         except ValidationError as err:
@@ -159,6 +178,15 @@ FINAL_ANSWER_SCHEMA: dict[str, Any] = {
 }
 
 
+_WIRE_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
+
+
+def wire_name(name: str) -> str:
+    """The name a model sees: OpenAI allows only `[A-Za-z0-9_-]{1,64}` in function names, so
+    an MCP tool `github/list_commits` goes over the wire as `github__list_commits`."""
+    return _WIRE_UNSAFE.sub("__", name)[:64]
+
+
 class ToolRegistry:
     """The tools one worker can run, by name."""
 
@@ -180,13 +208,16 @@ class ToolRegistry:
         return list(self._tools)
 
     def schemas(self, names: Iterable[str]) -> list[dict[str, Any]]:
-        """Schemas for these names in order; `final-answer` is the meta-tool's schema."""
+        """The `tools[]` entries for these names, in order and under their wire names;
+        `final-answer` is the meta-tool's schema."""
         out = []
         for n in names:
             if n == FINAL_ANSWER_TOOL:
                 out.append(FINAL_ANSWER_SCHEMA)
             elif (t := self._tools.get(n)) is not None:
-                out.append(t.schema())
+                schema = t.schema()
+                schema["function"] = {**schema["function"], "name": wire_name(n)}
+                out.append(schema)
         return out
 
     def load_module(self, module_name: str) -> list[str]:

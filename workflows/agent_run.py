@@ -76,11 +76,9 @@ with workflow.unsafe.imports_passed_through():
         should_show_final_answer,
         validate_output,
     )
+    from workflows.retries import STORE_RETRY, llm_retry_policy
     from workflows.turns import Act, Finish, Nudge, decide_turn, is_success
 
-STORE_RETRY = RetryPolicy(
-    initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=10)
-)
 OBSERVATION_PREVIEW_CHARS = 500
 
 
@@ -319,14 +317,11 @@ class AgentRunWorkflow:
                 tool_names=self._visible_tools(),
                 temperature=self.agent.temperature,
                 audit_rationale=self.agent.audit_rationale,
+                max_attempts=self.agent.llm_max_attempts,
             ),
             result_type=LlmStepResult,
             start_to_close_timeout=timedelta(seconds=self.agent.llm_timeout_seconds),
-            retry_policy=RetryPolicy(
-                initial_interval=timedelta(seconds=1),
-                maximum_interval=timedelta(seconds=30),
-                maximum_attempts=self.agent.llm_max_attempts,
-            ),
+            retry_policy=llm_retry_policy(self.agent.llm_max_attempts),
             summary=f"llm · iteration {self.iteration + 1} · {_tokens(tokens)} tokens so far",
         )
         await workflow.wait_condition(lambda: handle.done() or self.operator_answer is not None)

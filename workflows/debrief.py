@@ -27,8 +27,10 @@ with workflow.unsafe.imports_passed_through():
         SynthesisResult,
     )
     from workflows.debrief_rules import merge_synthesis
+    from workflows.retries import llm_retry_policy
 
 SYNTHESIS_HEARTBEAT = timedelta(seconds=10)
+SYNTHESIS_ATTEMPTS = 3
 
 
 @workflow.defn
@@ -47,13 +49,13 @@ class DebriefWorkflow:
             try:
                 result: SynthesisResult = await workflow.execute_activity(
                     SYNTHESIZE_DEBRIEF,
-                    SynthesisRequest(input=input.input, model=input.model),
+                    SynthesisRequest(
+                        input=input.input, model=input.model, max_attempts=SYNTHESIS_ATTEMPTS
+                    ),
                     result_type=SynthesisResult,
                     start_to_close_timeout=timedelta(seconds=input.llm_timeout_seconds),
                     heartbeat_timeout=SYNTHESIS_HEARTBEAT,
-                    retry_policy=RetryPolicy(
-                        initial_interval=timedelta(seconds=1), maximum_attempts=3
-                    ),
+                    retry_policy=llm_retry_policy(SYNTHESIS_ATTEMPTS),
                     summary=f"debrief synthesis · {input.model}",
                 )
                 debrief = merge_synthesis(input.input, input.fallback, result)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import signal
 from typing import Annotated
 
@@ -10,6 +11,8 @@ import typer
 from rich.panel import Panel
 
 from reactive_temporal.cli.common import OFFLINE_NOTICE, CliError, cli_settings, out, run_command
+from reactive_temporal.config import Settings
+from reactive_temporal.mcp_tools import McpToolbox
 from reactive_temporal.stack import EmbeddedStack, StackError, read_published_stack
 from reactive_temporal.worker import create_worker
 
@@ -18,6 +21,10 @@ def dev(
     port: Annotated[int, typer.Option(help="Temporal frontend port.")] = 7233,
     ui_port: Annotated[int, typer.Option(help="Temporal Web UI port.")] = 8233,
     tools: Annotated[list[str] | None, typer.Option(help="Module with @tool functions.")] = None,
+    mcp: Annotated[
+        list[str] | None,
+        typer.Option("--mcp", help="MCP server: NAME=URL or 'NAME=COMMAND ARGS' (repeatable)."),
+    ] = None,
 ) -> None:
     """Run the embedded stack (Temporal + Web UI, Postgres) and a worker until Ctrl-C."""
 
@@ -28,56 +35,62 @@ def dev(
             raise CliError(
                 f"a dev stack is already running (pid {published.pid}); Web UI {published.web_ui}"
             )
-        try:
-            stack = await EmbeddedStack(settings).start(ui=True, port=port, ui_port=ui_port)
-        except StackError as e:
-            raise CliError(str(e)) from e
-        try:
-            assert stack.client is not None
-            agent_worker = await create_worker(
-                stack.client,
-                settings,
-                database_url=stack.database_url,
-                llm_base_url=stack.llm_base_url,
-                tool_modules=tools or [],
+        async with contextlib.AsyncExitStack() as resources:
+            try:
+                stack = await EmbeddedStack(settings).start(ui=True, port=port, ui_port=ui_port)
+            except (StackError, ValueError) as e:
+                raise CliError(str(e)) from e
+            resources.push_async_callback(stack.stop)
+            try:
+                toolbox = await resources.enter_async_context(McpToolbox(mcp or []))
+                assert stack.client is not None
+                agent_worker = await create_worker(
+                    stack.client,
+                    settings,
+                    database_url=stack.database_url,
+                    llm_base_url=stack.llm_base_url,
+                    tool_modules=tools or [],
+                    extra_tools=toolbox.tools,
+                )
+            except (ValueError, RuntimeError) as e:
+                raise CliError(str(e)) from e
+            stack.publish()
+            _print_banner(stack, settings, agent_worker.registry.names)
+            stop = asyncio.Event()
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.add_signal_handler(sig, stop.set)
+            worker_task = asyncio.create_task(agent_worker.worker.run())
+            await asyncio.wait(
+                {worker_task, asyncio.ensure_future(stop.wait())}, return_when="FIRST_COMPLETED"
             )
-        except BaseException:
-            await stack.stop()
-            raise
-        stack.publish()
-        postgres = (
-            f"embedded, {settings.data_dir / 'postgres'}"
-            if settings.database_url is None
-            else "DATABASE_URL"
-        )
-        out.print(
-            Panel.fit(
-                f"Temporal      {stack.temporal_address} · {settings.temporal_namespace}\n"
-                f"Web UI        [bold cyan]{stack.web_ui or 'external server'}[/]\n"
-                f"Postgres      {postgres}\n"
-                f"Task queue    {settings.temporal_task_queue}\n"
-                f"Tools         {', '.join(agent_worker.registry.names)}\n\n"
-                'Start runs from another terminal: python starter.py run "What is (17 * 23) + 4?"\n'
-                "Ctrl-C stops everything.",
-                title="reactive-temporal dev",
-                border_style="cyan",
-            )
-        )
-        if stack.offline_model:
-            out.print(Panel(OFFLINE_NOTICE, border_style="yellow"))
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
-        worker_task = asyncio.create_task(agent_worker.worker.run())
-        await asyncio.wait(
-            {worker_task, asyncio.ensure_future(stop.wait())}, return_when="FIRST_COMPLETED"
-        )
-        out.print("[dim]stopping worker, Temporal and Postgres…[/]")
-        await agent_worker.worker.shutdown()
-        await agent_worker.close()
-        await stack.stop()
+            out.print("[dim]stopping worker, Temporal and Postgres…[/]")
+            await agent_worker.worker.shutdown()
+            await agent_worker.close()
         out.print("stopped.")
         return 0
 
     run_command(main)
+
+
+def _print_banner(stack: EmbeddedStack, settings: Settings, tools: list[str]) -> None:
+    postgres = (
+        f"embedded, {settings.data_dir / 'postgres'}"
+        if settings.database_url is None
+        else "DATABASE_URL"
+    )
+    out.print(
+        Panel.fit(
+            f"Temporal      {stack.temporal_address} · {settings.temporal_namespace}\n"
+            f"Web UI        [bold cyan]{stack.web_ui or 'external server'}[/]\n"
+            f"Postgres      {postgres}\n"
+            f"Task queue    {settings.temporal_task_queue}\n"
+            f"Tools         {', '.join(tools)}\n\n"
+            'Start runs from another terminal: python starter.py run "What is (17 * 23) + 4?"\n'
+            "Ctrl-C stops everything.",
+            title="reactive-temporal dev",
+            border_style="cyan",
+        )
+    )
+    if stack.offline_model:
+        out.print(Panel(OFFLINE_NOTICE, border_style="yellow"))

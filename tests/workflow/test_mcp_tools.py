@@ -1,0 +1,189 @@
+"""MCP servers' tools in a real run: a stdio server and a streamable-HTTP one, each a subprocess.
+
+The toolbox is opened inside each test (not a fixture) because the SDK's transports are anyio
+task groups, which must be closed by the task that opened them, as the worker does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import pytest
+from temporalio.client import Client
+
+from reactive_temporal.config import Settings
+from reactive_temporal.mcp_tools import McpConnectionError, McpToolbox
+from reactive_temporal.scripted_llm import Reply, ScriptedLLM, call
+from reactive_temporal.worker import create_worker
+from tests.workflow.conftest import Harness
+
+pytestmark = pytest.mark.workflow
+
+ECHO_SERVER = Path(__file__).resolve().parents[1] / "fixtures" / "mcp_echo_server.py"
+STDIO_SPEC = f"echo={sys.executable} {ECHO_SERVER}"
+
+
+@asynccontextmanager
+async def mcp_harness(
+    client: Client, settings: Settings, specs: list[str]
+) -> AsyncIterator[tuple[Harness, McpToolbox]]:
+    """The `harness` fixture's worker, with the servers' tools, for as long as the toolbox."""
+    async with McpToolbox(specs) as toolbox:
+        task_queue = f"test-{uuid.uuid4().hex[:10]}"
+        agent_worker = await create_worker(
+            client,
+            settings,
+            database_url=settings.database_url or "",
+            task_queue=task_queue,
+            extra_tools=toolbox.tools,
+            max_cached_workflows=0,
+        )
+        task = asyncio.create_task(agent_worker.worker.run())
+        try:
+            yield Harness(client, task_queue, agent_worker.store, agent_worker), toolbox
+        finally:
+            await agent_worker.worker.shutdown()
+            await task
+            await agent_worker.close()
+
+
+def offered(request: dict, name: str) -> dict:
+    [entry] = [t["function"] for t in request.get("tools", []) if t["function"]["name"] == name]
+    return entry
+
+
+def tool_messages(request: dict) -> list[str]:
+    return [m["content"] for m in request["messages"] if m["role"] == "tool"]
+
+
+async def test_stdio_server_tool_is_offered_called_and_observed(
+    client: Client, settings: Settings, llm: ScriptedLLM, model_name: str
+):
+    llm.script(
+        model_name,
+        [
+            Reply(None, [call("echo__reverse", text="stressed")]),
+            Reply("FINAL ANSWER: Reversed, 'stressed' is 'desserts'."),
+        ],
+    )
+    async with mcp_harness(client, settings, [STDIO_SPEC]) as (harness, toolbox):
+        assert toolbox.tools_by_server == {"echo": ["echo/reverse", "echo/add", "echo/explode"]}
+        result = await harness.run(model_name, "Reverse the word 'stressed'.")
+
+    first, second = llm.requests[model_name]
+    reverse = offered(first, "echo__reverse")
+    assert reverse["description"] == "Reverse a string."
+    schema = reverse["parameters"]  # the server's own inputSchema, titles and all
+    assert schema["type"] == "object" and schema["required"] == ["text"]
+    assert schema["properties"]["text"]["type"] == "string"
+    assert schema["title"] == "reverseArguments"
+    assert offered(first, "echo__add")["parameters"]["required"] == ["a", "b"]
+    assert tool_messages(second) == ["desserts"]
+    assert (result.terminated_by, result.success) == ("final_answer", True)
+    assert "desserts" in result.output
+    assert result.tools_used == ["echo/reverse"]  # the model saw echo__reverse (OpenAI's rule)
+
+
+async def test_a_failing_mcp_tool_is_an_error_observation_and_the_run_finishes(
+    client: Client, settings: Settings, llm: ScriptedLLM, model_name: str
+):
+    llm.script(
+        model_name,
+        [
+            Reply(
+                None,
+                [
+                    call("echo__explode", reason="testing"),
+                    call("echo__add", a=2),  # missing `b`: refused before the server sees it
+                    call("echo__add", a="two", b=2),  # wrong type: the server's validation
+                    call("echo__add", a=2, b=3),
+                ],
+            ),
+            Reply("FINAL ANSWER: 5, despite the explosion."),
+        ],
+    )
+    async with mcp_harness(client, settings, [STDIO_SPEC]) as (harness, _):
+        result = await harness.run(model_name, "Blow up, then add 2 and 3.")
+
+    assert (result.terminated_by, result.success) == ("final_answer", True)
+    assert result.output == "5, despite the explosion."
+    exploded, missing, wrong_type, added = tool_messages(llm.requests[model_name][1])
+    assert exploded.startswith("[Tool error: echo/explode failed: McpToolError:")
+    assert "boom: testing" in exploded
+    assert missing == "[Tool error: invalid arguments for echo/add: missing required arguments: b]"
+    assert wrong_type.startswith("[Tool error: echo/add failed: McpToolError:")
+    assert "valid integer" in wrong_type
+    assert added == "5"
+
+
+async def test_a_server_that_cannot_start_names_its_spec():
+    spec = f"broken={sys.executable} -c 'import sys; sys.exit(3)'"
+    with pytest.raises(McpConnectionError) as info:
+        async with McpToolbox([spec]):
+            pass
+    assert str(info.value) == f"MCP server {spec!r}: cannot connect (MCPError: Connection closed)"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def http_echo_server(tmp_path: Path) -> Iterator[str]:
+    """The echo server over streamable HTTP on a free port; its URL once it accepts connections."""
+    port = free_port()
+    log = (tmp_path / "mcp_http.log").open("w")
+    process = subprocess.Popen(
+        [sys.executable, str(ECHO_SERVER), "--http", str(port)], stdout=log, stderr=log
+    )
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            if process.poll() is not None:
+                pytest.fail(f"the HTTP MCP server exited with {process.returncode}")
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    pytest.fail("the HTTP MCP server did not listen within 20s")
+                time.sleep(0.05)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        log.close()
+
+
+async def test_streamable_http_server_tool_runs(
+    client: Client, settings: Settings, llm: ScriptedLLM, model_name: str, http_echo_server: str
+):
+    llm.script(
+        model_name,
+        [
+            Reply(None, [call("web__add", a=17, b=25)]),
+            Reply("FINAL ANSWER: 42"),
+        ],
+    )
+    async with mcp_harness(client, settings, [f"web={http_echo_server}"]) as (harness, toolbox):
+        assert [t.name for t in toolbox.tools] == ["web/reverse", "web/add", "web/explode"]
+        result = await harness.run(model_name, "Add 17 and 25.")
+
+    first, second = llm.requests[model_name]
+    assert offered(first, "web__add")["parameters"]["properties"]["a"]["type"] == "integer"
+    assert tool_messages(second) == ["42"]
+    assert (result.terminated_by, result.output, result.success) == ("final_answer", "42", True)
