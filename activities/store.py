@@ -103,7 +103,12 @@ class Store:
     async def open(cls, database_url: str, *, max_size: int = 10) -> Store:
         """Connect, run migrations, and return a ready store."""
         pool: AsyncConnectionPool[AsyncConnection[Any]] = AsyncConnectionPool(
-            database_url, min_size=1, max_size=max_size, open=False, timeout=10
+            database_url,
+            min_size=1,
+            max_size=max_size,
+            open=False,
+            timeout=10,
+            check=AsyncConnectionPool.check_connection,  # after a Postgres restart, reconnect
         )
         try:
             await pool.open(wait=True, timeout=15)

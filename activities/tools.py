@@ -14,6 +14,7 @@ from typing import Any
 
 from temporalio import activity
 
+from activities.llm import heartbeating
 from activities.store import Store
 from reactive_temporal.contracts import RUN_TOOL, Message, RunToolInput, SeqMessage, ToolResult
 from reactive_temporal.tools import ToolArgumentsError, ToolRegistry
@@ -77,7 +78,8 @@ class ToolActivities:
         except ToolArgumentsError as err:
             return False, f"[Tool error: invalid arguments for {name}: {err}]"
         try:
-            value = await asyncio.wait_for(tool(**kwargs), timeout=tool.timeout_seconds)
+            async with heartbeating():
+                value = await asyncio.wait_for(tool(**kwargs), timeout=tool.timeout_seconds)
         except TimeoutError:
             return False, f"[Tool error: {name} timed out after {tool.timeout_seconds:g}s]"
         except Exception as err:  # any tool failure is the model's to read, not the run's to die of

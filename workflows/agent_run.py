@@ -76,7 +76,7 @@ with workflow.unsafe.imports_passed_through():
         should_show_final_answer,
         validate_output,
     )
-    from workflows.retries import STORE_RETRY, llm_retry_policy
+    from workflows.retries import HEARTBEAT, STORE_RETRY, STORE_TIMEOUT, llm_retry_policy
     from workflows.turns import Act, Finish, Nudge, decide_turn, is_success
 
 OBSERVATION_PREVIEW_CHARS = 500
@@ -125,7 +125,7 @@ class AgentRunWorkflow:
                 run_id=self.run_id, task=input.task, agent=self.agent, started_at=started
             ),
             result_type=PrepareRunResult,
-            start_to_close_timeout=timedelta(seconds=30),
+            start_to_close_timeout=STORE_TIMEOUT,
             retry_policy=STORE_RETRY,
             summary="prepare run",
         )
@@ -321,6 +321,7 @@ class AgentRunWorkflow:
             ),
             result_type=LlmStepResult,
             start_to_close_timeout=timedelta(seconds=self.agent.llm_timeout_seconds),
+            heartbeat_timeout=HEARTBEAT,
             retry_policy=llm_retry_policy(self.agent.llm_max_attempts),
             summary=f"llm · iteration {self.iteration + 1} · {_tokens(tokens)} tokens so far",
         )
@@ -411,6 +412,7 @@ class AgentRunWorkflow:
                     RunToolInput(run_id=self.run_id, seq=seq, call=call),
                     result_type=ToolResult,
                     start_to_close_timeout=timedelta(seconds=self.agent.tool_timeout_seconds + 10),
+                    heartbeat_timeout=HEARTBEAT,
                     retry_policy=RetryPolicy(maximum_attempts=3),
                     summary=_tool_summary(call),
                 )
@@ -435,7 +437,7 @@ class AgentRunWorkflow:
         await workflow.execute_activity(
             RECORD_MESSAGES,
             RecordMessagesInput(run_id=self.run_id, messages=entries),
-            start_to_close_timeout=timedelta(seconds=30),
+            start_to_close_timeout=STORE_TIMEOUT,
             retry_policy=STORE_RETRY,
             summary="record observation",
         )

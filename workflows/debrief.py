@@ -27,9 +27,8 @@ with workflow.unsafe.imports_passed_through():
         SynthesisResult,
     )
     from workflows.debrief_rules import merge_synthesis
-    from workflows.retries import llm_retry_policy
+    from workflows.retries import HEARTBEAT, STORE_TIMEOUT, llm_retry_policy
 
-SYNTHESIS_HEARTBEAT = timedelta(seconds=10)
 SYNTHESIS_ATTEMPTS = 3
 
 
@@ -54,7 +53,7 @@ class DebriefWorkflow:
                     ),
                     result_type=SynthesisResult,
                     start_to_close_timeout=timedelta(seconds=input.llm_timeout_seconds),
-                    heartbeat_timeout=SYNTHESIS_HEARTBEAT,
+                    heartbeat_timeout=HEARTBEAT,
                     retry_policy=llm_retry_policy(SYNTHESIS_ATTEMPTS),
                     summary=f"debrief synthesis · {input.model}",
                 )
@@ -65,7 +64,7 @@ class DebriefWorkflow:
         await workflow.execute_activity(
             PERSIST_DEBRIEF,
             PersistDebriefInput(input=input.input, debrief=debrief),
-            start_to_close_timeout=timedelta(seconds=30),
+            start_to_close_timeout=STORE_TIMEOUT,
             # Postgres may be down for a while: keep trying, nothing is lost meanwhile.
             retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=30)),
             summary="persist debrief and lessons",

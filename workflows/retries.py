@@ -8,6 +8,12 @@ from temporalio.common import RetryPolicy
 
 INFRASTRUCTURE_RETRIES = 20
 
+HEARTBEAT = timedelta(seconds=10)
+"""Long activities (LLM calls, tools) heartbeat; a worker that dies is noticed this fast."""
+
+STORE_TIMEOUT = timedelta(seconds=10)
+"""A Postgres write that takes longer is retried (e.g. its worker died)."""
+
 STORE_RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=10)
 )
