@@ -115,6 +115,13 @@ async def heartbeating() -> AsyncIterator[None]:
             await task
 
 
+def client_timeout(activity_timeout: timedelta) -> float:
+    """Give up on the HTTP call a little before Temporal gives up on the activity, so a hung
+    call is seen here and counted against the LLM's attempts."""
+    seconds = activity_timeout.total_seconds()
+    return max(seconds - 2, seconds * 0.8)
+
+
 class LlmActivities:
     def __init__(
         self,
@@ -145,7 +152,7 @@ class LlmActivities:
         with llm_errors(input.max_attempts):
             async with heartbeating():
                 response = await self.client.chat.completions.create(
-                    **request, timeout=max(timeout.total_seconds() - 1, 1)
+                    **request, timeout=client_timeout(timeout)
                 )
 
         if not response.choices:

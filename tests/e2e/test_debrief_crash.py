@@ -5,8 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
-import subprocess
-import time
 import uuid
 from pathlib import Path
 
@@ -19,27 +17,10 @@ from reactive_temporal.contracts import AgentConfig, AgentDebrief, debrief_workf
 from reactive_temporal.runtime import Runtime
 from reactive_temporal.scripted_llm import Reply, ScriptedLLM, call
 from tests.conftest import wait_for
-from tests.e2e.test_cli_run import PYTHON, REPO, clean_env
+from tests.e2e.test_cli_run import clean_env
+from tests.processes import start_worker, stop
 
 pytestmark = pytest.mark.e2e
-
-
-def start_worker(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
-    out = open(log, "a")  # noqa: SIM115 — the child keeps it
-    worker = subprocess.Popen(
-        [PYTHON, str(REPO / "worker.py")],
-        env=env,
-        cwd=log.parent,
-        stdout=out,
-        stderr=subprocess.STDOUT,
-    )
-    lines_before = log.read_text().count("worker on")
-    deadline = time.monotonic() + 60
-    while log.read_text().count("worker on") <= lines_before:
-        assert worker.poll() is None, log.read_text()
-        assert time.monotonic() < deadline, "worker did not start"
-        time.sleep(0.1)
-    return worker
 
 
 async def test_sigkill_during_synthesis_still_writes_the_debrief_once(
@@ -70,7 +51,6 @@ async def test_sigkill_during_synthesis_still_writes_the_debrief_once(
         [Reply(json.dumps(synthesis), delay=60), Reply(json.dumps(synthesis))],
     )
     log = tmp_path / "worker.log"
-    log.touch()
     first = start_worker(env, log)
     second = None
     try:
@@ -101,7 +81,4 @@ async def test_sigkill_during_synthesis_still_writes_the_debrief_once(
         assert rows == [("Written after the crash.",)]
         assert lessons == [("Survive crashes",)]
     finally:
-        for worker in (first, second):
-            if worker is not None and worker.poll() is None:
-                worker.terminate()
-                worker.wait(30)
+        stop(first, second)

@@ -11,9 +11,9 @@ import pytest
 from temporalio.client import Client, WorkflowHandle
 
 from activities.store import Store
-from reactive_temporal.agent import Agent
+from reactive_temporal.agent import Agent, RunResult
 from reactive_temporal.config import Settings
-from reactive_temporal.contracts import AgentConfig, AgentResult
+from reactive_temporal.contracts import AgentConfig
 from reactive_temporal.runtime import Runtime
 from reactive_temporal.worker import AgentWorker, create_worker
 
@@ -33,7 +33,7 @@ class Harness:
         )
         return Agent(agent_config, Runtime(self.client, self.task_queue, offline_model=False))
 
-    async def run(self, model: str, task: str, **config: object) -> AgentResult:
+    async def run(self, model: str, task: str, **config: object) -> RunResult:
         return await self.agent(model, **config).run(task)
 
     async def start(self, model: str, task: str, **config: object) -> WorkflowHandle:

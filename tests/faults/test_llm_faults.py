@@ -1,0 +1,94 @@
+"""A misbehaving LLM endpoint: every run ends with the right terminated_by and outcome,
+and none hangs (each is bounded in time)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass, field
+
+import pytest
+
+from reactive_temporal.scripted_llm import Drop, HttpError, Reply, ScriptedLLM, Step, call
+from tests.workflow.conftest import Harness
+
+pytestmark = [pytest.mark.faults, pytest.mark.workflow]
+
+CALC = Reply(None, [call("calculator", expression="6*7")])
+DONE = Reply("FINAL ANSWER: 42")
+LONG_DONE = Reply(None, [call("final-answer", output="42. " * 40, format="text", summary="Did.")])
+
+
+@dataclass
+class Case:
+    steps: list[Step]
+    terminated_by: str
+    outcome: str
+    output: str | None = "42"
+    config: dict[str, object] = field(default_factory=dict)
+    synthesis: list[Step] | None = None
+    synthesized: bool | None = None
+
+
+CASES = {
+    "429 with retry-after": Case(
+        [HttpError(429, "slow down", headers={"retry-after": "1"}), DONE], "final_answer", "success"
+    ),
+    "500 then fine": Case([HttpError(500, "oops"), CALC, DONE], "final_answer", "success"),
+    "dropped connection": Case([CALC, Drop(), DONE], "final_answer", "success"),
+    "slower than the activity timeout": Case(
+        [Reply("late", delay=5), DONE], "final_answer", "success", config={"llm_timeout_seconds": 2}
+    ),
+    "malformed tool-call arguments": Case(
+        [Reply(None, [call("calculator", raw_arguments='{"expression": 6*7')]), CALC, DONE],
+        "final_answer",
+        "partial",  # an error happened on the way, and the debrief says so
+    ),
+    "empty content": Case([Reply(""), Reply(None), DONE], "final_answer", "success"),
+    "non-JSON synthesis answer": Case(
+        [CALC, LONG_DONE],
+        "final_answer_tool",
+        "success",
+        output="42. " * 40,
+        synthesis=[Reply("Sure! The run went well.")],
+        synthesized=False,
+    ),
+    "400 is final": Case([HttpError(400, "bad model")], "llm_error", "failed", output=""),
+    "500 forever": Case(
+        [HttpError(503, "down")],
+        "llm_error",
+        "failed",
+        output="",
+        config={"llm_max_attempts": 2},
+    ),
+    "hangs forever": Case(
+        [Reply("never", delay=30)],
+        "llm_error",
+        "failed",
+        output="",
+        config={"llm_timeout_seconds": 1, "llm_max_attempts": 2},
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+async def test_llm_fault(name: str, harness: Harness, llm: ScriptedLLM, model_name: str):
+    case = CASES[name]
+    llm.script(model_name, case.steps, repeat_last=case.steps[-1] is not DONE)
+    config = dict(case.config)
+    if case.synthesis is not None:
+        config["debrief_model"] = llm.script(f"{model_name}-synth", case.synthesis)
+    result = await asyncio.wait_for(harness.run(model_name, "What is 6*7?", **config), timeout=60)
+
+    assert result.terminated_by == case.terminated_by, result
+    assert result.debrief is not None and result.debrief.outcome == case.outcome
+    if case.output is not None:
+        assert result.output.strip() == case.output.strip()
+    if case.synthesized is not None:
+        rich = await asyncio.wait_for(result.debrief_rich(), timeout=30)
+        assert rich is not None and rich.synthesized is case.synthesized
+
+
+def test_cases_cover_the_issue_list():
+    assert len(CASES) >= 7
+    assert json.dumps(sorted(CASES))  # names are plain strings, shown in the report

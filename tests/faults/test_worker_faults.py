@@ -1,0 +1,150 @@
+"""Workers die and come back; workers share the load. Runs finish as if nothing happened."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from temporalio.client import Client
+
+from reactive_temporal.agent import Agent
+from reactive_temporal.contracts import AgentConfig
+from reactive_temporal.runtime import Runtime
+from reactive_temporal.scripted_llm import Reply, ScriptedLLM, Step, demo_responder
+from tests.conftest import wait_for
+from tests.e2e.test_cli_run import clean_env
+from tests.processes import start_worker, stop
+
+pytestmark = pytest.mark.faults
+
+
+def slow_demo(delay: float):
+    """The offline demo model (stateless: a retried request gets the same answer), slowed."""
+
+    def respond(request: dict[str, Any]) -> Step:
+        step = demo_responder(request)
+        if isinstance(step, Reply):
+            step.delay = delay
+        return step
+
+    return respond
+
+
+def env_for(temporal_address: str, database_url: str, llm: ScriptedLLM, tmp: Path, queue: str):
+    return clean_env(
+        TEMPORAL_ADDRESS=temporal_address,
+        DATABASE_URL=database_url,
+        OPENAI_BASE_URL=llm.base_url,
+        OPENAI_API_KEY="test",
+        TEMPORAL_TASK_QUEUE=queue,
+        REACTIVE_TEMPORAL_DATA_DIR=str(tmp / "data"),
+    )
+
+
+def agent(client: Client, queue: str, model: str, name: str) -> Agent:
+    config = AgentConfig(agent_id=name, model=model)
+    return Agent(config, Runtime(client, queue, offline_model=False))
+
+
+def transcript_shapes(database_url: str, run_ids: list[str]) -> dict[str, list[tuple[int, str]]]:
+    with psycopg.connect(database_url) as conn:
+        rows = conn.execute(
+            "SELECT run_id, seq, role FROM run_messages"
+            " WHERE run_id = ANY(%s) ORDER BY run_id, seq",
+            (run_ids,),
+        ).fetchall()
+    shapes: dict[str, list[tuple[int, str]]] = {r: [] for r in run_ids}
+    for run_id, seq, role in rows:
+        shapes[run_id].append((seq, role))
+    return shapes
+
+
+def debrief_rows(database_url: str, run_ids: list[str]) -> dict[str, int]:
+    with psycopg.connect(database_url) as conn:
+        rows = conn.execute(
+            "SELECT run_id, count(*) FROM agent_debriefs WHERE run_id = ANY(%s) GROUP BY run_id",
+            (run_ids,),
+        ).fetchall()
+    return dict(rows)
+
+
+EXPECTED_SHAPE = [
+    (0, "system"),
+    (1, "user"),
+    (2, "assistant"),
+    (3, "tool"),  # calculator
+    (4, "assistant"),
+    (5, "tool"),  # ✓ final-answer accepted
+]
+
+
+async def test_ten_runs_survive_two_worker_kills(
+    client: Client, temporal_address: str, database_url: str, llm: ScriptedLLM, tmp_path: Path
+):
+    queue = f"kill-{uuid.uuid4().hex[:8]}"
+    model = llm.script(f"kill-{uuid.uuid4().hex[:6]}", slow_demo(0.7))
+    env = env_for(temporal_address, database_url, llm, tmp_path, queue)
+    log = tmp_path / "workers.log"
+    workers = [start_worker(env, log)]
+    try:
+        started = time.monotonic()
+        runner = agent(client, queue, model, "crash-test")
+        tasks = [asyncio.ensure_future(runner.run(f"What is {i} * 7 + 1?")) for i in range(10)]
+
+        for threshold in (6, 16):  # kill mid-flight, twice
+            await wait_for(lambda t=threshold: len(llm.requests[model]) >= t, seconds=60)
+            workers[-1].send_signal(signal.SIGKILL)
+            workers[-1].wait(10)
+            workers.append(start_worker(env, log))
+
+        results = await asyncio.wait_for(asyncio.gather(*tasks), timeout=150)
+        elapsed = time.monotonic() - started
+        rich = [r.debrief_rich() for r in results]  # the debriefs need a live worker too
+        await asyncio.wait_for(asyncio.gather(*rich), timeout=60)
+    finally:
+        stop(*workers)
+
+    assert [r.output for r in results] == [f"{i} * 7 + 1 = {i * 7 + 1}" for i in range(10)]
+    assert all(r.success and r.terminated_by == "final_answer_tool" for r in results)
+    run_ids = [r.run_id for r in results]
+    shapes = transcript_shapes(database_url, run_ids)
+    assert all(shape == EXPECTED_SHAPE for shape in shapes.values()), shapes
+    assert debrief_rows(database_url, run_ids) == {run_id: 1 for run_id in run_ids}
+    print(f"10 runs, 2 worker kills: {elapsed:.1f}s")
+
+
+async def test_two_workers_share_runs_and_one_finishes_after_the_other_dies(
+    client: Client, temporal_address: str, database_url: str, llm: ScriptedLLM, tmp_path: Path
+):
+    queue = f"scale-{uuid.uuid4().hex[:8]}"
+    model = llm.script(f"scale-{uuid.uuid4().hex[:6]}", slow_demo(0.3))
+    env = env_for(temporal_address, database_url, llm, tmp_path, queue)
+    first = start_worker(env, tmp_path / "first.log")
+    second = start_worker(env, tmp_path / "second.log")
+    try:
+        runner = agent(client, queue, model, "scale-test")
+        handles = [await runner.start(f"What is {i} + 100?") for i in range(20)]
+        await wait_for(lambda: len(llm.requests[model]) >= 12, seconds=60)
+        first.send_signal(signal.SIGKILL)
+        first.wait(10)
+        results = await asyncio.wait_for(
+            asyncio.gather(*(runner.result(h) for h in handles)), timeout=150
+        )
+        identities = set()
+        for handle in handles:
+            history = await handle.fetch_history()
+            for event in history.events:
+                if event.HasField("workflow_task_completed_event_attributes"):
+                    identities.add(event.workflow_task_completed_event_attributes.identity)
+    finally:
+        stop(first, second)
+
+    assert [r.output for r in results] == [f"{i} + 100 = {i + 100}" for i in range(20)]
+    pids = {identity.split("@", 1)[0] for identity in identities}
+    assert {str(first.pid), str(second.pid)} <= pids, identities  # both did work
