@@ -17,7 +17,7 @@ that produced it and appears once in this workflow's history, so history grows l
 from __future__ import annotations
 
 import asyncio
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
@@ -137,52 +137,56 @@ class AgentRunWorkflow:
             step = await self._llm_step()
             if step is None:  # ended by the operator or the LLM failed for good
                 break
-            self.seq += 1
-            self.steps += 1
-            self.prompt_tokens += step.usage.prompt_tokens
-            self.completion_tokens += step.usage.completion_tokens
-            self.cost += step.cost
-            if step.content and step.content.strip():
-                self.last_text = step.content.strip()
-            if self.last_turn_ran_tools:
-                self.observations = keep_recent(
-                    self.observations, [analysis_observation(step.content)]
-                )
-            self.rationale += [
-                RationaleEntry(iteration=self.iteration + 1, tool_name=call.name, rationale=why)
-                for position, call in enumerate(step.tool_calls, start=1)
-                if (why := step.rationale.get(position)) is not None
-            ]
-
-            decision = decide_turn(
-                step.content,
-                step.tool_calls,
-                task=input.task,
-                tools_used=self.tools_used,
-                available_tools=self.tool_names,
-                gap_check_done=self.gap_check_done,
-            )
-            if isinstance(decision, Finish):
-                self.ending = (decision.terminated_by, decision.output, None)
-            elif isinstance(decision, Nudge):
-                self.has_errors = self.has_errors or decision.is_error
-                self.gap_check_done = self.gap_check_done or decision.gap_check_rejected
-                await self._record([Message(role="user", content=decision.note)])
-            elif isinstance(decision, Act):
-                await self._act(decision)
-            self.last_turn_ran_tools = isinstance(decision, Act)
-            self.iteration += 1
-            workflow.upsert_search_attributes(
-                [
-                    sa.ITERATIONS.value_set(self.iteration),
-                    sa.TOKENS_USED.value_set(self.prompt_tokens + self.completion_tokens),
-                ]
-            )
+            await self._take_turn(step)
             if self.ending is None and self.operator_answer is not None:
                 self._end_by_operator()
-
         if self.ending is None and self.operator_answer is not None:
             self._end_by_operator()
+        return await self._finish(started)
+
+    async def _take_turn(self, step: LlmStepResult) -> None:
+        """Account for the model's reply, then act on it: finish, nudge, or run its tools."""
+        self.seq += 1
+        self.steps += 1
+        self.prompt_tokens += step.usage.prompt_tokens
+        self.completion_tokens += step.usage.completion_tokens
+        self.cost += step.cost
+        if step.content and step.content.strip():
+            self.last_text = step.content.strip()
+        if self.last_turn_ran_tools:
+            self.observations = keep_recent(self.observations, [analysis_observation(step.content)])
+        self.rationale += [
+            RationaleEntry(iteration=self.iteration + 1, tool_name=call.name, rationale=why)
+            for position, call in enumerate(step.tool_calls, start=1)
+            if (why := step.rationale.get(position)) is not None
+        ]
+        decision = decide_turn(
+            step.content,
+            step.tool_calls,
+            task=self.input.task,
+            tools_used=self.tools_used,
+            available_tools=self.tool_names,
+            gap_check_done=self.gap_check_done,
+        )
+        if isinstance(decision, Finish):
+            self.ending = (decision.terminated_by, decision.output, None)
+        elif isinstance(decision, Nudge):
+            self.has_errors = self.has_errors or decision.is_error
+            self.gap_check_done = self.gap_check_done or decision.gap_check_rejected
+            await self._record([Message(role="user", content=decision.note)])
+        elif isinstance(decision, Act):
+            await self._act(decision)
+        self.last_turn_ran_tools = isinstance(decision, Act)
+        self.iteration += 1
+        workflow.upsert_search_attributes(
+            [
+                sa.ITERATIONS.value_set(self.iteration),
+                sa.TOKENS_USED.value_set(self.prompt_tokens + self.completion_tokens),
+            ]
+        )
+
+    async def _finish(self, started: datetime) -> AgentResult:
+        """The result, the agent told, the debrief started, the search attributes set."""
         terminated_by, output, capture = self.ending or ("max_iterations", self.last_text, None)
         if self.error is not None:
             terminated_by, output = "llm_error", self.last_text
