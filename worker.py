@@ -19,9 +19,10 @@ import signal
 import sys
 
 from pydantic import ValidationError
+from pydantic_settings import SettingsError
 
 from reactive_temporal.agent import describe_validation_error
-from reactive_temporal.config import load_settings
+from reactive_temporal.config import load_settings, settings_error_message
 from reactive_temporal.mcp_tools import McpToolbox
 from reactive_temporal.scripted_llm import ScriptedLLM
 from reactive_temporal.stack import StackError, connect, read_published_stack
@@ -33,6 +34,9 @@ async def main(tool_modules: list[str], mcp_specs: list[str]) -> int:
         settings = load_settings()
     except ValidationError as err:
         print(f"error: invalid configuration: {describe_validation_error(err)}", file=sys.stderr)
+        return 2
+    except SettingsError as err:
+        print(f"error: invalid configuration: {settings_error_message(err)}", file=sys.stderr)
         return 2
     published = read_published_stack(settings.data_dir.resolve())
     address = settings.temporal_address or (published.temporal_address if published else None)

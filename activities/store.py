@@ -6,6 +6,7 @@ a crash or a timeout: a retried step overwrites its own row instead of adding on
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass
 from typing import Any
@@ -149,8 +150,8 @@ class Store:
                 run_id,
                 e.seq,
                 e.message.role,
-                e.message.content,
-                Jsonb([c.model_dump() for c in e.message.tool_calls])
+                pg_text(e.message.content),
+                pg_json([c.model_dump() for c in e.message.tool_calls])
                 if e.message.tool_calls
                 else None,
                 e.message.tool_call_id,
@@ -228,8 +229,9 @@ class DebriefStore:
                 " debrief_markdown = EXCLUDED.debrief_markdown",
                 (
                     input.run_id, input.agent_id, input.task, input.terminated_by,
-                    input.final_output or "", input.output_format, debrief.outcome,
-                    debrief.synthesized, Jsonb(debrief.model_dump(mode="json")), debrief.markdown,
+                    pg_text(input.final_output) or "", input.output_format, debrief.outcome,
+                    debrief.synthesized, pg_json(debrief.model_dump(mode="json")),
+                    pg_text(debrief.markdown),
                     m.tokens, m.duration_ms, m.iterations,
                 ),
             )  # fmt: skip
@@ -239,7 +241,7 @@ class DebriefStore:
                     "INSERT INTO agent_lessons (run_id, position, agent_id, lesson)"
                     " VALUES (%s, %s, %s, %s)",
                     [
-                        (input.run_id, i, input.agent_id, lesson)
+                        (input.run_id, i, input.agent_id, pg_text(lesson))
                         for i, lesson in enumerate(debrief.lessons_learned)
                     ],
                 )
@@ -292,7 +294,7 @@ class SessionStore:
         self.pool = store.pool
 
     async def save(self, agent_id: str, session_id: str, messages: list[ChatMessage]) -> None:
-        payload = Jsonb([m.model_dump(mode="json") for m in messages])
+        payload = pg_json([m.model_dump(mode="json") for m in messages])
         async with self.pool.connection() as conn:
             await conn.execute(
                 "INSERT INTO chat_sessions (agent_id, session_id, messages) VALUES (%s, %s, %s)"
@@ -310,6 +312,21 @@ class SessionStore:
             )
             row = await cur.fetchone()
         return [ChatMessage.model_validate(m) for m in row[0]] if row else []
+
+
+NUL = "\x00"
+REPLACEMENT = "\ufffd"
+
+
+def pg_text(text: str | None) -> str | None:
+    """Postgres text cannot hold NUL bytes: a model or tool that emits one still gets its
+    output stored, with U+FFFD in place of each NUL (retrying would only fail again)."""
+    return text.replace(NUL, REPLACEMENT) if text and NUL in text else text
+
+
+def pg_json(value: object) -> Jsonb:
+    """A JSONB parameter whose strings cannot carry NUL escapes (Postgres rejects them)."""
+    return Jsonb(value, dumps=lambda v: json.dumps(v).replace("\\u0000", "\\ufffd"))
 
 
 def to_openai(message: Message) -> dict[str, Any]:

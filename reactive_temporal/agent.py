@@ -111,12 +111,7 @@ async def load_debrief(client: Client, run_id: str, *, wait_for_rich: bool) -> A
     """A run's debrief: the finished rich one, else (or with `wait_for_rich`, after waiting)
     the run's instant one. None when the run had memory off; ValueError for an unknown run."""
     run = client.get_workflow_handle(run_id, result_type=AgentResult)
-    try:
-        await run.describe()
-    except RPCError as err:
-        if err.status == RPCStatusCode.NOT_FOUND:
-            raise ValueError(f"no run with id {run_id!r}") from err
-        raise
+    await require_run(client, run_id)
     try:
         result = await run.result()
     except WorkflowFailureError as err:
@@ -134,6 +129,18 @@ async def load_debrief(client: Client, run_id: str, *, wait_for_rich: bool) -> A
         if status != WorkflowExecutionStatus.COMPLETED:
             return result.debrief
     return await fetch_rich_debrief(client, run_id, fallback=result.debrief)
+
+
+async def require_run(client: Client, run_id: str) -> None:
+    """ValueError unless `run_id` names an agent run (not, say, an agent's chat entity)."""
+    try:
+        description = await client.get_workflow_handle(run_id).describe()
+    except RPCError as err:
+        if err.status == RPCStatusCode.NOT_FOUND:
+            raise ValueError(f"no run with id {run_id!r}") from err
+        raise
+    if description.workflow_type != WORKFLOW_NAME:
+        raise ValueError(f"{run_id!r} is a {description.workflow_type}, not an agent run")
 
 
 class ReactiveAgents:

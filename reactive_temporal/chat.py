@@ -134,9 +134,8 @@ class Session:
         return history.messages
 
     async def end(self) -> list[ChatMessage]:
-        """Save the session to Postgres and clear it; returns what was saved."""
-        if not self._opened:
-            await self.open()
+        """Save the session to Postgres and clear it; returns what was saved. The session
+        must be open in the agent (ChatError otherwise: unknown, or already ended)."""
         saved = await self.entity.update(
             "end_session", SessionRef(session_id=self.id), SessionHistory
         )

@@ -100,6 +100,18 @@ class Settings(BaseSettings):
         return (self.workspace_dir or self.data_dir / "workspace").resolve()
 
 
+def settings_error_message(err: Exception) -> str:
+    """pydantic-settings names the field; people set the environment variable: name that."""
+    text = str(err)
+    match = re.search(r'field "(\w+)"', text)
+    if match and match.group(1) in Settings.model_fields:
+        alias = Settings.model_fields[match.group(1)].validation_alias
+        names = [a for a in getattr(alias, "choices", []) if isinstance(a, str) and a.isupper()]
+        variable = names[0] if names else match.group(1).upper()
+        return f"{variable} is not valid ({text}); it must be JSON"
+    return text
+
+
 def load_settings(**overrides: object) -> Settings:
     """Settings from the environment, with explicit overrides (None values are ignored)."""
     return Settings(**{k: v for k, v in overrides.items() if v is not None})  # type: ignore[arg-type]

@@ -97,6 +97,15 @@ class AgentRunInput(BaseModel):
     task: str = Field(min_length=1, max_length=TASK_MAX_CHARS)
     agent: AgentConfig
 
+    @field_validator("task")
+    @classmethod
+    def _storable_task(cls, task: str) -> str:
+        if not task.strip():
+            raise ValueError("task is blank")
+        if "\x00" in task:
+            raise ValueError("task contains a NUL byte (\\x00), which cannot be stored")
+        return task
+
 
 class PrepareRunInput(BaseModel):
     run_id: str

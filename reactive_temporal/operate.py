@@ -22,6 +22,7 @@ from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHistory
 from temporalio.worker import Replayer
 
 from reactive_temporal import search_attributes as sa
+from reactive_temporal.agent import require_run
 from reactive_temporal.contracts import AgentRunInput
 
 RUN_WORKFLOW = "AgentRunWorkflow"
@@ -123,6 +124,15 @@ def load_history_file(path: Path, workflow_id: str | None = None) -> WorkflowHis
         raise ValueError(f"{path} is not a Temporal history JSON: {err}") from err
     if not isinstance(data, dict) or "events" not in data:
         raise ValueError(f"{path} is not a Temporal history JSON: no 'events'")
+    events = data["events"]
+    if not events or not isinstance(events, list) or not isinstance(events[0], dict):
+        raise ValueError(f"{path} is not a Temporal history JSON: it holds no events")
+    first = str(events[0].get("eventType", ""))
+    if first not in ("EVENT_TYPE_WORKFLOW_EXECUTION_STARTED", "WorkflowExecutionStarted"):
+        raise ValueError(
+            f"{path} is not a Temporal history JSON: its first event is {first!r}, "
+            "not WorkflowExecutionStarted"
+        )
     found = data.pop("workflowId", None)
     try:
         return WorkflowHistory.from_json(workflow_id or found or path.stem, data)
@@ -221,6 +231,7 @@ async def rerun_from_failure(client: Client, workflow_id: str) -> str:
 
 async def original_input(client: Client, workflow_id: str) -> AgentRunInput:
     """The input a run was started with, decoded with the client's converter."""
+    await require_run(client, workflow_id)
     history = await client.get_workflow_handle(workflow_id).fetch_history()
     started = history.events[0].workflow_execution_started_event_attributes
     values: list[Any] = await client.data_converter.decode(started.input.payloads, [AgentRunInput])

@@ -146,11 +146,7 @@ class AgentWorkflow:
 
     @open_session.validator
     def _validate_open(self, ref: SessionRef) -> None:
-        if not SESSION_ID.match(ref.session_id):
-            raise ValueError(
-                f"invalid session id {ref.session_id!r}: use letters, digits, '_', '.', ':', '-' "
-                "(at most 128 characters)"
-            )
+        _require_valid_id(ref.session_id)
 
     @workflow.update
     async def end_session(self, ref: SessionRef) -> SessionHistory:
@@ -181,6 +177,7 @@ class AgentWorkflow:
 
     @end_session.validator
     def _validate_end(self, ref: SessionRef) -> None:
+        _require_valid_id(ref.session_id)
         self._require_open(ref.session_id)
 
     # -- chat -----------------------------------------------------------------------------------
@@ -216,6 +213,8 @@ class AgentWorkflow:
         text = request.message.strip()
         if not text:
             raise ValueError("message is empty")
+        if "\x00" in request.message:
+            raise ValueError("message contains a NUL byte (\\x00), which cannot be stored")
         if len(request.message) > CHAT_MESSAGE_MAX_CHARS:
             raise ValueError(
                 f"message is {len(request.message)} characters; "
@@ -303,4 +302,12 @@ class AgentWorkflow:
             steps=result.metadata.steps_count,
             cost=result.metadata.cost,
             run_id=result.run_id,
+        )
+
+
+def _require_valid_id(session_id: str) -> None:
+    if not SESSION_ID.fullmatch(session_id):
+        raise ValueError(
+            f"invalid session id {session_id!r}: use letters, digits, '_', '.', ':', '-' "
+            "(at most 128 characters)"
         )

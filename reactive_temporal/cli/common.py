@@ -9,11 +9,12 @@ import sys
 from collections.abc import Awaitable, Callable
 
 from pydantic import ValidationError
+from pydantic_settings import SettingsError
 from rich.console import Console
 
 from reactive_temporal.agent import Agent, AgentBuilder, describe_validation_error
-from reactive_temporal.config import Settings, load_settings
-from reactive_temporal.runtime import open_runtime
+from reactive_temporal.config import Settings, load_settings, settings_error_message
+from reactive_temporal.runtime import Runtime, open_runtime
 from reactive_temporal.stack import StackError
 
 out = Console()
@@ -60,6 +61,16 @@ def cli_settings() -> Settings:
         return load_settings()
     except ValidationError as e:
         raise CliError(f"invalid configuration: {describe_validation_error(e)}") from e
+    except SettingsError as e:  # e.g. a JSON variable that is not JSON
+        raise CliError(f"invalid configuration: {settings_error_message(e)}") from e
+
+
+async def cli_runtime(settings: Settings | None = None) -> Runtime:
+    """The runtime a command needs, or a one-line error (unreachable server, bad keys…)."""
+    try:
+        return await open_runtime(settings or cli_settings())
+    except (StackError, ValueError) as e:
+        raise CliError(str(e)) from e
 
 
 def agent_builder(settings: Settings, name: str) -> AgentBuilder:

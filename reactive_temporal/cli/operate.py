@@ -14,7 +14,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import Replayer
 
 from reactive_temporal.agent import Agent, AgentRunError
-from reactive_temporal.cli.common import CliError, cli_settings, err, out, run_command
+from reactive_temporal.cli.common import CliError, cli_runtime, err, out, run_command
 from reactive_temporal.cli.runs import watch_and_print
 from reactive_temporal.contracts import AgentResult
 from reactive_temporal.operate import (
@@ -26,16 +26,7 @@ from reactive_temporal.operate import (
     rerun_from_failure,
     runs_query,
 )
-from reactive_temporal.runtime import Runtime, open_runtime
-from reactive_temporal.stack import StackError
 from reactive_temporal.worker import WORKFLOWS
-
-
-async def _runtime() -> Runtime:
-    try:
-        return await open_runtime(cli_settings())
-    except StackError as e:
-        raise CliError(str(e)) from e
 
 
 async def _history(client: Client, workflow_id: str) -> WorkflowHistory:
@@ -61,7 +52,7 @@ def runs(
             query = runs_query(agent, status, terminated_by)
         except ValueError as e:
             raise CliError(str(e)) from e
-        runtime = await _runtime()
+        runtime = await cli_runtime()
         try:
             found = await list_runs(runtime.client, query, limit)
         finally:
@@ -107,7 +98,7 @@ def replay_command(
             converter = pydantic_data_converter
         else:
             assert workflow_id is not None
-            runtime = await _runtime()
+            runtime = await cli_runtime()
             try:
                 history = await _history(runtime.client, workflow_id)
                 converter = runtime.client.data_converter
@@ -139,7 +130,7 @@ def export(
     """Write a workflow's history as JSON (what `replay --file` and tests/histories/ use)."""
 
     async def main() -> int:
-        runtime = await _runtime()
+        runtime = await cli_runtime()
         try:
             history = await _history(runtime.client, workflow_id)
         finally:
@@ -167,12 +158,12 @@ def rerun(
     """Re-execute a failed run from its last good point (a Temporal reset), or from the start."""
 
     async def main() -> int:
-        runtime = await _runtime()
+        runtime = await cli_runtime()
         try:
             try:
                 run_input = await original_input(runtime.client, workflow_id)
-            except RPCError as e:
-                raise CliError(f"no run with id {workflow_id!r}: {e.message}", code=1) from e
+            except ValueError as e:
+                raise CliError(str(e), code=1) from e
             agent = Agent(run_input.agent, runtime)
             if from_start:
                 handle = await agent.start(run_input.task)

@@ -23,6 +23,7 @@ from reactive_temporal.agent import (
 from reactive_temporal.cli.common import (
     OFFLINE_NOTICE,
     CliError,
+    cli_runtime,
     cli_settings,
     err,
     out,
@@ -177,11 +178,7 @@ def debrief(
     """Show a run's debrief: the best one available now, or with --rich the synthesized one."""
 
     async def main() -> int:
-        settings = cli_settings()
-        try:
-            runtime = await open_runtime(settings)
-        except StackError as e:
-            raise CliError(str(e)) from e
+        runtime = await cli_runtime()
         try:
             found = await load_debrief(runtime.client, run_id, wait_for_rich=rich)
         except ValueError as e:

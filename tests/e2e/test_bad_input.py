@@ -1,0 +1,855 @@
+"""Bad input, table-driven: the CLI, the Python API, the chat update and the tools.
+
+Each case asserts a clear error naming what was wrong, the CLI's exit status (2 for bad
+input or configuration, 1 for a failed operation), and that nothing already stored changed
+(row counts of the Postgres tables, a session's history, the model's request log). Where a
+"bad" string is valid text (SQL metacharacters), it must be stored verbatim and safely.
+
+The worker runs in this process (a module-wide one on its own task queue), so CLI
+subprocesses are awaited with asyncio, never with a blocking subprocess.run. The CLI cases
+run concurrently, once per table, and each case is then asserted on its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import json
+import os
+import re
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import psycopg
+import pytest
+from pydantic import ValidationError
+from temporalio.client import Client, WorkflowFailureError
+
+from reactive_temporal.agent import Agent, AgentBuilder, AgentRunError, ReactiveAgents
+from reactive_temporal.chat import ChatError, Session
+from reactive_temporal.chat_contracts import ChatRequest
+from reactive_temporal.config import Settings
+from reactive_temporal.scripted_llm import Reply, ScriptedLLM, call
+from reactive_temporal.stack import StackError
+from reactive_temporal.worker import create_worker
+from tests.e2e.test_cli_run import PYTHON, REPO, clean_env
+from tests.workflow.conftest import Harness
+
+pytestmark = pytest.mark.e2e
+T = TypeVar("T")
+
+TABLES = ("run_messages", "agent_debriefs", "agent_lessons", "chat_sessions")
+SQL = "'; DROP TABLE agent_debriefs; --"
+SQL_SESSIONS = "'; DROP TABLE chat_sessions; --"
+UNREACHABLE = "127.0.0.1:1"
+SHORT_KEY = base64.b64encode(b"0123456789abcdef").decode()  # 16 bytes: not AES-256
+GOOD_KEY = base64.b64encode(b"0123456789abcdef" * 2).decode()
+HUNG_SECONDS = 5.0
+"""How long a case that should finish at once may take before it counts as hung (a good
+run of the scripted model takes well under a second)."""
+
+
+# -- helpers -----------------------------------------------------------------------------------
+
+
+async def table_counts(database_url: str) -> dict[str, int]:
+    async with await psycopg.AsyncConnection.connect(database_url) as conn:
+        counts = {}
+        for table in TABLES:
+            cur = await conn.execute(f"SELECT count(*) FROM {table}")  # fixed names, no input
+            row = await cur.fetchone()
+            counts[table] = int(row[0]) if row else -1
+        return counts
+
+
+async def tables_exist(database_url: str) -> bool:
+    async with await psycopg.AsyncConnection.connect(database_url) as conn:
+        cur = await conn.execute(
+            "SELECT count(*) FROM pg_tables WHERE tablename = ANY(%s)", (list(TABLES),)
+        )
+        row = await cur.fetchone()
+        return row is not None and row[0] == len(TABLES)
+
+
+async def fetch(database_url: str, query: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+    async with await psycopg.AsyncConnection.connect(database_url) as conn:
+        cur = await conn.execute(query, params)  # type: ignore[arg-type]
+        return await cur.fetchall()
+
+
+def flat(text: str) -> str:
+    """Terminal output with its line wrapping undone (rich wraps long error lines)."""
+    return " ".join(text.split())
+
+
+@dataclass
+class CliResult:
+    code: int | None
+    """None when the command did not finish within its timeout (it was killed)."""
+    stdout: str
+    stderr: str
+    seconds: float = 0.0
+
+    def describe(self) -> str:
+        return (
+            f"exit {self.code} after {self.seconds:.1f}s\n"
+            f"stdout: {self.stdout[-1500:]}\nstderr: {self.stderr[-3000:]}"
+        )
+
+
+async def starter(*args: str, env: dict[str, str], cwd: Path, seconds: float = 60) -> CliResult:
+    """`python starter.py ARGS…` without blocking the loop (the worker shares it)."""
+    started = time.monotonic()
+    proc = await asyncio.create_subprocess_exec(
+        PYTHON, str(REPO / "starter.py"), *args,
+        env=env, cwd=cwd, stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        stdout, stderr = await asyncio.wait_for(proc.communicate(), seconds)
+    except TimeoutError:
+        proc.kill()
+        stdout, stderr = await proc.communicate()
+        return CliResult(
+            None, stdout.decode(errors="replace"), stderr.decode(errors="replace"), seconds
+        )
+    return CliResult(
+        proc.returncode,
+        stdout.decode(errors="replace"),
+        stderr.decode(errors="replace"),
+        time.monotonic() - started,
+    )
+
+
+def assert_refused(result: CliResult, code: int, message: str, *, as_json: bool = False) -> None:
+    assert result.code == code, result.describe()
+    assert message in flat(result.stderr), result.describe()
+    assert "Traceback" not in result.stderr, result.describe()  # a clear error, not a crash
+    if as_json:  # --json: stdout is one JSON object naming the error, for scripts
+        assert message in flat(json.loads(result.stdout)["error"]), result.describe()
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+# -- fixtures ----------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+async def h(client: Client, settings: Settings) -> AsyncIterator[Harness]:
+    """One worker for the whole module, on its own task queue."""
+    task_queue = unique("bad-input")
+    agent_worker = await create_worker(
+        client, settings, database_url=settings.database_url or "", task_queue=task_queue
+    )
+    task = asyncio.create_task(agent_worker.worker.run())
+    try:
+        yield Harness(client, task_queue, agent_worker.store, agent_worker)
+    finally:
+        await agent_worker.worker.shutdown()
+        await task
+        await agent_worker.close()
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The CLI's working directory (no .env) and its files."""
+    path = tmp_path_factory.mktemp("bad-input")
+    (path / "not-history.json").write_text(json.dumps({"runs": []}))
+    (path / "garbage.json").write_text("this is not JSON")
+    (path / "bad-events.json").write_text(json.dumps({"events": "nope"}))
+    (path / "no-events.json").write_text(json.dumps({"workflowId": "run-x", "events": []}))
+    return path
+
+
+def cli_env(**extra: str) -> dict[str, str]:
+    return clean_env(COLUMNS="400", **extra)  # wide: rich wraps less
+
+
+async def terminate_quietly(client: Client, workflow_id: str) -> None:
+    with contextlib.suppress(Exception):
+        await client.get_workflow_handle(workflow_id).terminate("bad-input test cleanup")
+
+
+async def within(call: Awaitable[T], seconds: float, client: Client, workflow_id: str) -> T:
+    """`call`'s result, or AssertionError when it hangs; a hung workflow is terminated (which
+    ends the call too, so no pending RPC is left behind)."""
+    task = asyncio.ensure_future(call)
+    done, _ = await asyncio.wait({task}, timeout=seconds)
+    if not done:
+        await terminate_quietly(client, workflow_id)
+        await asyncio.wait({task}, timeout=10)
+        if task.done():
+            task.exception()  # retrieved: it failed because of the termination
+        else:
+            task.cancel()
+        raise AssertionError(f"{workflow_id}: still not done after {seconds:g}s (it hangs)")
+    return task.result()
+
+
+# -- the CLI before any server: validation and configuration ------------------------------------
+
+# (id, args, environment, exit status, distinctive part of the message). The environment's
+# "{temporal}" is the test server, "{db}" the test Postgres; "{dir}" in args is the work dir.
+NO_SERVER = {"TEMPORAL_ADDRESS": UNREACHABLE, "DATABASE_URL": "{db}"}
+LIVE = {"TEMPORAL_ADDRESS": "{temporal}", "DATABASE_URL": "{db}"}
+CLI_CASES: list[tuple[str, list[str], dict[str, str], int, str]] = [
+    ("run-empty-task", ["run", ""], NO_SERVER, 2,
+     "invalid run: task: String should have at least 1 character"),
+    ("run-empty-task-json", ["run", "", "--json"], NO_SERVER, 2,
+     "task: String should have at least 1 character"),
+    ("run-oversized-task", ["run", "x" * 100_001], NO_SERVER, 2,
+     "task: String should have at most 100000 characters"),
+    ("run-bad-agent-name", ["run", "hi", "--agent", "bad name!"], NO_SERVER, 2,
+     "invalid agent configuration: agent_id: String should match pattern"),
+    ("run-sql-agent-name", ["run", "hi", "--agent", SQL], NO_SERVER, 2,
+     "agent_id: String should match pattern"),
+    ("run-max-iterations-0", ["run", "hi", "--max-iterations", "0"], NO_SERVER, 2,
+     "Invalid value for '--max-iterations': Input should be greater than or equal to 1"),
+    ("run-max-iterations-many", ["run", "hi", "--max-iterations", "many"], NO_SERVER, 2,
+     "Invalid value for '--max-iterations': Input should be a valid integer"),
+    ("run-max-iterations-501", ["run", "hi", "--max-iterations", "501"], NO_SERVER, 2,
+     "Input should be less than or equal to 500"),
+    ("chat-bad-agent-name", ["chat", "hi", "--agent", "bad name!"], NO_SERVER, 2,
+     "agent_id: String should match pattern"),
+    ("runs-unknown-status", ["runs", "--status", "sleeping"], NO_SERVER, 2,
+     "unknown status 'sleeping': use one of running, completed, failed"),
+    ("runs-limit-0", ["runs", "--limit", "0"], NO_SERVER, 2,
+     "Invalid value for '--limit': Input should be greater than or equal to 1"),
+    ("runs-limit-many", ["runs", "--limit", "many"], NO_SERVER, 2,
+     "Invalid value for '--limit': Input should be a valid integer"),
+    ("runs-agent-quote-injection", ["runs", "--agent", "x' OR '1'='1"], NO_SERVER, 2,
+     "may not contain quotes or backslashes"),
+    ("runs-terminated-by-backslash", ["runs", "--terminated-by", "a\\b"], NO_SERVER, 2,
+     "may not contain quotes or backslashes"),
+    ("replay-id-and-file", ["replay", "run-x", "--file", "{dir}/garbage.json"], NO_SERVER, 2,
+     "give a WORKFLOW_ID or --file HISTORY.json (one of them)"),
+    ("replay-neither", ["replay"], NO_SERVER, 2, "give a WORKFLOW_ID or --file"),
+    ("replay-missing-file", ["replay", "--file", "{dir}/missing.json"], NO_SERVER, 2,
+     "cannot read history file"),
+    ("replay-directory", ["replay", "--file", "{dir}"], NO_SERVER, 2, "cannot read history file"),
+    ("replay-not-a-history", ["replay", "--file", "{dir}/not-history.json"], NO_SERVER, 2,
+     "is not a Temporal history JSON: no 'events'"),
+    ("replay-not-json", ["replay", "--file", "{dir}/garbage.json"], NO_SERVER, 2,
+     "is not a Temporal history JSON: Expecting value"),
+    ("replay-events-not-a-list", ["replay", "--file", "{dir}/bad-events.json"], NO_SERVER, 2,
+     "is not a Temporal history JSON"),
+    ("replay-no-events", ["replay", "--file", "{dir}/no-events.json"], NO_SERVER, 2,
+     "is not a Temporal history JSON"),
+    ("unknown-command", ["teleport"], NO_SERVER, 2, "No such command 'teleport'"),
+    ("database-url-mysql", ["run", "hi"], {**NO_SERVER, "DATABASE_URL": "mysql://x"}, 2,
+     "invalid configuration: database_url: Value error, DATABASE_URL='mysql://x' is not a "
+     "PostgreSQL URL"),
+    ("temporal-address-not-host-port", ["run", "hi"],
+     {**NO_SERVER, "TEMPORAL_ADDRESS": "not-an-address"}, 2,
+     "TEMPORAL_ADDRESS='not-an-address' is not host:port"),
+    ("temporal-unreachable-run", ["run", "hi"], NO_SERVER, 2,
+     f"cannot reach Temporal at {UNREACHABLE}"),
+    ("temporal-unreachable-runs", ["runs"], NO_SERVER, 2,
+     f"cannot reach Temporal at {UNREACHABLE}"),
+    ("temporal-bad-port", ["runs"], {**NO_SERVER, "TEMPORAL_ADDRESS": "localhost:99999"}, 2,
+     "cannot reach Temporal at localhost:99999"),
+    ("model-prices-negative", ["run", "hi"],
+     {**NO_SERVER, "AGENT_MODEL_PRICES": '{"m": {"input_per_mtok": -1, "output_per_mtok": 1}}'},
+     2, "invalid configuration: AGENT_MODEL_PRICES.m.input_per_mtok"),
+    ("model-prices-not-json", ["run", "hi"], {**NO_SERVER, "AGENT_MODEL_PRICES": "notjson"}, 2,
+     "AGENT_MODEL_PRICES"),
+    ("keys-not-an-entry-run", ["run", "hi"],
+     {**NO_SERVER, "REACTIVE_TEMPORAL_ENCRYPTION_KEYS": "nope"}, 2,
+     "REACTIVE_TEMPORAL_ENCRYPTION_KEYS entry 1 is not KEY_ID:BASE64KEY"),
+    ("keys-short-key-run", ["run", "hi"],
+     {**NO_SERVER, "REACTIVE_TEMPORAL_ENCRYPTION_KEYS": f"k1:{SHORT_KEY}"}, 2,
+     "the key for id 'k1' is 16 bytes; AES-256 needs exactly 32"),
+    ("keys-not-base64-chat", ["chat", "hi"],
+     {**NO_SERVER, "REACTIVE_TEMPORAL_ENCRYPTION_KEYS": "k1:!!!"}, 2,
+     "the key for id 'k1' is not valid base64"),
+    ("keys-duplicate-id-run", ["run", "hi"],
+     {**NO_SERVER, "REACTIVE_TEMPORAL_ENCRYPTION_KEYS": f"k1:{GOOD_KEY},k1:{GOOD_KEY}"}, 2,
+     "names key id 'k1' twice"),
+    ("keys-bad-codec-server", ["codec-server"],
+     {**NO_SERVER, "REACTIVE_TEMPORAL_ENCRYPTION_KEYS": "nope",
+      "REACTIVE_TEMPORAL_CODEC_TOKEN": "a-long-enough-secret"}, 2,
+     "REACTIVE_TEMPORAL_ENCRYPTION_KEYS entry 1 is not KEY_ID:BASE64KEY"),
+    ("codec-server-no-keys", ["codec-server"], NO_SERVER, 2, "no encryption keys"),
+    ("keys-bad-debrief", ["debrief", "run-x"],
+     {**NO_SERVER, "REACTIVE_TEMPORAL_ENCRYPTION_KEYS": "nope"}, 2,
+     "REACTIVE_TEMPORAL_ENCRYPTION_KEYS entry 1 is not KEY_ID:BASE64KEY"),
+    ("keys-bad-runs", ["runs"], {**NO_SERVER, "REACTIVE_TEMPORAL_ENCRYPTION_KEYS": "nope"}, 2,
+     "REACTIVE_TEMPORAL_ENCRYPTION_KEYS entry 1 is not KEY_ID:BASE64KEY"),
+    # on the live server, no worker needed: the operation fails (exit 1)
+    ("debrief-unknown-run", ["debrief", "run-nope-123"], LIVE, 1, "no run with id 'run-nope-123'"),
+    ("debrief-sql-run-id", ["debrief", SQL], LIVE, 1, "no run with id"),
+    ("export-unknown", ["export", "run-nope-123"], LIVE, 1, "no workflow with id 'run-nope-123'"),
+    ("replay-unknown", ["replay", "run-nope-123"], LIVE, 1, "no workflow with id 'run-nope-123'"),
+    ("rerun-unknown", ["rerun", "run-nope-123"], LIVE, 1, "no run with id 'run-nope-123'"),
+    ("rerun-from-start-unknown", ["rerun", "run-nope-123", "--from-start"], LIVE, 1,
+     "no run with id 'run-nope-123'"),
+]  # fmt: skip
+
+
+def _cli_params() -> list[Any]:
+    return [case[0] for case in CLI_CASES]
+
+
+@pytest.fixture(scope="module")
+async def cli_results(
+    h: Harness, workdir: Path, temporal_address: str, database_url: str
+) -> dict[str, Any]:
+    """Every CLI case, run concurrently; the table counts before and after them all (the
+    worker `h` has created the tables)."""
+
+    def expand(value: str) -> str:
+        for name, real in (("temporal", temporal_address), ("db", database_url), ("dir", workdir)):
+            value = value.replace("{" + name + "}", str(real))
+        return value
+
+    before = await table_counts(database_url)
+    limit = asyncio.Semaphore(max(4, min(16, (os.cpu_count() or 4) * 2)))
+
+    async def one(case_id: str, args: list[str], env: dict[str, str]) -> CliResult:
+        async with limit:
+            return await starter(
+                *[expand(a) if "{dir}" in a else a for a in args],
+                env=cli_env(REACTIVE_TEMPORAL_DATA_DIR=str(workdir / "data"),
+                            **{k: expand(v) for k, v in env.items()}),
+                cwd=workdir,
+                seconds=90,
+            )  # fmt: skip
+
+    results = await asyncio.gather(*(one(c[0], c[1], c[2]) for c in CLI_CASES))
+    after = await table_counts(database_url)
+    return {
+        "results": dict(zip([c[0] for c in CLI_CASES], results, strict=True)),
+        "before": before,
+        "after": after,
+        "tables_exist": await tables_exist(database_url),
+    }
+
+
+@pytest.mark.parametrize("case_id", _cli_params())
+def test_cli_refuses_bad_input(case_id: str, cli_results: dict[str, Any]):
+    _, args, _, code, message = next(c for c in CLI_CASES if c[0] == case_id)
+    result = cli_results["results"][case_id]
+    assert_refused(result, code, message, as_json="--json" in args)
+    assert SHORT_KEY not in result.stderr  # errors never echo key material
+
+
+def test_cli_bad_input_changed_nothing_stored(cli_results: dict[str, Any]):
+    assert cli_results["after"] == cli_results["before"]
+    assert cli_results["tables_exist"]
+
+
+# -- the CLI against the worker: chat refusals, rerun/debrief of the wrong kind of workflow -----
+
+
+@pytest.fixture(scope="module")
+async def worker_cli(
+    h: Harness, llm: ScriptedLLM, workdir: Path, temporal_address: str, database_url: str
+) -> dict[str, Any]:
+    """Workflows the cases point at (a completed run, a failed run, an agent entity), then
+    every worker-backed CLI case, run concurrently, with the table counts around them."""
+    model = unique("bad-cli")
+    llm.script(model, [Reply("FINAL ANSWER: 4"), Reply("hello")])
+    agent_id = unique("bad-cli")
+    completed = await h.agent(model, agent_id=agent_id, memory=False).run("2+2")
+    await h.agent(model, agent_id=agent_id, memory=False).chat("hi")  # the entity exists
+    failed = await h.agent(model, agent_id=agent_id, tools=["teleport"]).start("anything")
+    with pytest.raises(WorkflowFailureError):
+        await failed.result()
+    env = cli_env(
+        TEMPORAL_ADDRESS=temporal_address,
+        TEMPORAL_TASK_QUEUE=h.task_queue,
+        DATABASE_URL=database_url,
+        AGENT_MODEL=model,
+        REACTIVE_TEMPORAL_DATA_DIR=str(workdir / "data"),
+    )
+    entity = f"agent-{agent_id}"
+    cases: dict[str, tuple[list[str], int, str]] = {
+        "chat-empty-message": (["chat", "", "--agent", agent_id], 2, "message is empty"),
+        "chat-blank-message": (["chat", " \n\t ", "--agent", agent_id], 2, "message is empty"),
+        "chat-over-long-message": (
+            ["chat", "y" * 20_001, "--agent", agent_id, "--json"], 2,
+            "message is 20001 characters; the limit is 20000",
+        ),
+        "chat-bad-session-id": (
+            ["chat", "hi", "--agent", agent_id, "--session", "bad id!"], 2,
+            "invalid session id 'bad id!'",
+        ),
+        "chat-sql-session-id": (
+            ["chat", "hi", "--agent", agent_id, "--session", SQL_SESSIONS], 2,
+            "invalid session id",
+        ),
+        "session-end-bad-id": (
+            ["session", "end", "bad id!", "--agent", agent_id], 2, "invalid session id"
+        ),
+        "session-repl-bad-id": (
+            ["session", "--agent", agent_id, "--id", "bad id!"], 2, "invalid session id"
+        ),
+        "rerun-completed-run": (
+            ["rerun", completed.run_id, "--json"], 1,
+            f"cannot rerun {completed.run_id}: this run has no failed step",
+        ),
+        "debrief-failed-run": (
+            ["debrief", failed.id], 1, "failed before it could be debriefed"
+        ),
+        "debrief-agent-entity": (["debrief", entity], 1, entity),
+        "rerun-agent-entity": (["rerun", entity], 1, entity),
+    }  # fmt: skip
+    before = await table_counts(database_url)
+    results = await asyncio.gather(
+        *(
+            starter(*args, env=env, cwd=workdir, seconds=15 if "entity" in case_id else 90)
+            for case_id, (args, _, _) in cases.items()
+        )
+    )
+    after = await table_counts(database_url)
+    return {
+        "cases": cases,
+        "results": dict(zip(cases, results, strict=True)),
+        "before": before,
+        "after": after,
+    }
+
+
+WORKER_CLI_IDS = [
+    "chat-empty-message", "chat-blank-message", "chat-over-long-message", "chat-bad-session-id",
+    "chat-sql-session-id", "session-end-bad-id", "session-repl-bad-id", "rerun-completed-run",
+    "debrief-failed-run", "debrief-agent-entity", "rerun-agent-entity",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "case_id",
+    WORKER_CLI_IDS,
+)
+def test_cli_against_worker_refuses_bad_input(case_id: str, worker_cli: dict[str, Any]):
+    args, code, message = worker_cli["cases"][case_id]
+    assert_refused(worker_cli["results"][case_id], code, message, as_json="--json" in args)
+
+
+def test_cli_against_worker_changed_nothing_stored(worker_cli: dict[str, Any]):
+    assert worker_cli["after"] == worker_cli["before"]
+
+
+async def test_cli_session_end_of_unknown_session(
+    h: Harness, workdir: Path, temporal_address: str, database_url: str
+):
+    agent_id = unique("bad-end")
+    env = cli_env(
+        TEMPORAL_ADDRESS=temporal_address, TEMPORAL_TASK_QUEUE=h.task_queue,
+        DATABASE_URL=database_url, REACTIVE_TEMPORAL_DATA_DIR=str(workdir / "data"),
+    )  # fmt: skip
+    before = await table_counts(database_url)
+    result = await starter(
+        "session", "end", "never-opened", "--agent", agent_id, env=env, cwd=workdir
+    )
+    after = await table_counts(database_url)
+    assert after == before
+    assert_refused(result, 2, "unknown session 'never-opened'")
+
+
+# -- the Python API ----------------------------------------------------------------------------
+
+BUILDER_CASES: list[tuple[str, Callable[[AgentBuilder], object], str]] = [
+    ("unknown-provider", lambda b: b.with_provider("anthropic", model="claude"),
+     "unknown provider 'anthropic': use 'openai'"),
+    ("bad-agent-name", lambda b: b.with_name("bad name!").config(),
+     "invalid agent configuration: agent_id: String should match pattern"),
+    ("sql-agent-name", lambda b: b.with_name(SQL).config(), "agent_id: String should match"),
+    ("empty-agent-name", lambda b: b.with_name("").config(),
+     "agent_id: String should have at least 1 character"),
+    ("max-iterations-0", lambda b: b.with_reasoning(max_iterations=0).config(),
+     "max_iterations: Input should be greater than or equal to 1"),
+    ("max-iterations-501", lambda b: b.with_reasoning(max_iterations=501).config(),
+     "max_iterations: Input should be less than or equal to 500"),
+    ("max-iterations-many", lambda b: b.with_reasoning(max_iterations="many").config(),  # type: ignore[arg-type]
+     "max_iterations: Input should be a valid integer"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("case", BUILDER_CASES, ids=[c[0] for c in BUILDER_CASES])
+def test_builder_refuses_bad_configuration(case, settings: Settings):
+    _, apply, message = case
+    with pytest.raises(ValueError, match=re.escape(message)):
+        apply(ReactiveAgents.create().with_settings(settings))
+
+
+SETTINGS_CASES = [
+    ("database-url-mysql", {"database_url": "mysql://x"},
+     "DATABASE_URL='mysql://x' is not a PostgreSQL URL"),
+    ("temporal-address", {"temporal_address": "not-an-address"},
+     "TEMPORAL_ADDRESS='not-an-address' is not host:port"),
+    ("model-prices", {"model_prices": {"m": {"input_per_mtok": -1, "output_per_mtok": 0}}},
+     "greater than or equal to 0"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("case", SETTINGS_CASES, ids=[c[0] for c in SETTINGS_CASES])
+def test_settings_refuse_bad_configuration(case):
+    _, values, message = case
+    with pytest.raises(ValidationError, match=re.escape(message)):
+        Settings(**values)
+
+
+async def test_build_refuses_unreachable_temporal_and_bad_keys(
+    settings: Settings, temporal_address: str, database_url: str
+):
+    before = await table_counts(database_url)
+    unreachable = settings.model_copy(update={"temporal_address": UNREACHABLE})
+    with pytest.raises(StackError, match=re.escape(f"cannot reach Temporal at {UNREACHABLE}")):
+        await ReactiveAgents.create().with_settings(unreachable).build()
+    for keys, message in [
+        ("nope", "entry 1 is not KEY_ID:BASE64KEY"),
+        (f"k1:{SHORT_KEY}", "is 16 bytes; AES-256 needs exactly 32"),
+    ]:
+        bad = settings.model_copy(
+            update={"temporal_address": temporal_address, "encryption_keys": keys}
+        )
+        with pytest.raises(ValueError, match=re.escape(message)) as refused:
+            await ReactiveAgents.create().with_settings(bad).build()
+        assert SHORT_KEY not in str(refused.value)
+    assert await table_counts(database_url) == before
+
+
+RUN_CASES: list[tuple[str, str, dict[str, Any], str]] = [
+    ("empty-task", "", {}, "invalid run: task: String should have at least 1 character"),
+    ("oversized-task", "x" * 100_001, {}, "task: String should have at most 100000 characters"),
+    ("max-iterations-0", "hi", {"max_iterations": 0},
+     "invalid run: max_iterations: Input should be greater than or equal to 1"),
+    ("max-iterations-501", "hi", {"max_iterations": 501},
+     "max_iterations: Input should be less than or equal to 500"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("case", RUN_CASES, ids=[c[0] for c in RUN_CASES])
+async def test_run_refuses_bad_input_before_starting(
+    case, h: Harness, llm: ScriptedLLM, database_url: str
+):
+    _, task, options, message = case
+    model = llm.script(unique("bad-run"), [Reply("FINAL ANSWER: no")])
+    agent = h.agent(model, agent_id=unique("bad-run"))
+    before = await table_counts(database_url)
+    with pytest.raises(ValueError, match=re.escape(message)):
+        await agent.run(task, **options)
+    assert await table_counts(database_url) == before
+    assert llm.requests.get(model, []) == []  # nothing reached the model
+
+
+async def test_run_refuses_blank_task(h: Harness, llm: ScriptedLLM, database_url: str):
+    agent = h.agent(llm.script(unique("bad-blank"), [Reply("FINAL ANSWER: ?")]), memory=False)
+    before = await table_counts(database_url)
+    handle = None
+    try:
+        with pytest.raises(ValueError, match="task"):
+            handle = await agent.start(" \n\t ")
+    finally:
+        if handle is not None:
+            await terminate_quietly(h.client, handle.id)
+    assert await table_counts(database_url) == before
+
+
+async def test_run_with_nul_byte_in_task(h: Harness, llm: ScriptedLLM, database_url: str):
+    model = llm.script(unique("bad-nul"), [Reply("FINAL ANSWER: a b")])
+    agent = h.agent(model, agent_id=unique("bad-nul"), memory=False)
+    before = await table_counts(database_url)
+    try:
+        handle = await agent.start("a\x00b")
+    except ValueError as refused:  # refused before anything is stored: right
+        assert "NUL" in str(refused)
+        assert await table_counts(database_url) == before
+        return
+    try:  # or accepted and handled: the run completes
+        result = await within(agent.result(handle), HUNG_SECONDS, h.client, handle.id)
+        assert result.success
+    finally:
+        await terminate_quietly(h.client, handle.id)
+
+
+async def test_unknown_tools_in_the_agent_configuration(
+    h: Harness, llm: ScriptedLLM, database_url: str
+):
+    model = llm.script(unique("bad-tools"), [Reply("FINAL ANSWER: no")], repeat_last=True)
+    before = await table_counts(database_url)
+    for config in ({"tools": ["teleport"]}, {"required_tools": ["teleport"]}):
+        agent = h.agent(model, agent_id=unique("bad-tools"), **config)
+        with pytest.raises(AgentRunError, match="names tools this worker does not have: teleport"):
+            await agent.run("Go to Mars")
+    assert await table_counts(database_url) == before
+    assert llm.requests.get(model, []) == []
+
+
+async def test_sql_metacharacters_in_a_task_are_stored_verbatim(
+    h: Harness, llm: ScriptedLLM, database_url: str
+):
+    task = f"Look up {SQL} and also \"; DELETE FROM run_messages; -- \\' $$ %s %(x)s"
+    model = llm.script(unique("bad-sql"), [Reply(f"FINAL ANSWER: {SQL}")])
+    agent = h.agent(model, agent_id=unique("bad-sql"))
+    before = await table_counts(database_url)
+    result = await agent.run(task)
+    assert result.success and result.output == SQL
+    await result.debrief_rich()  # persisted: the debrief row and its lessons are written
+    rows = await fetch(
+        database_url,
+        "SELECT content FROM run_messages WHERE run_id = %s AND role = 'user' ORDER BY seq",
+        (result.run_id,),
+    )
+    assert rows[0][0] == task
+    debrief = await fetch(
+        database_url, "SELECT task_prompt, output FROM agent_debriefs WHERE run_id = %s",
+        (result.run_id,),
+    )  # fmt: skip
+    assert debrief == [(task, SQL)]
+    assert await tables_exist(database_url)
+    after = await table_counts(database_url)
+    assert after["run_messages"] == before["run_messages"] + 3  # system, task, answer
+    assert after["agent_debriefs"] == before["agent_debriefs"] + 1
+    assert after["chat_sessions"] == before["chat_sessions"]
+
+
+async def test_model_reply_with_a_nul_byte(h: Harness, llm: ScriptedLLM):
+    model = llm.script(unique("bad-nul-reply"), [Reply("FINAL ANSWER: a\x00b")], repeat_last=True)
+    agent = h.agent(model, agent_id=unique("bad-nul-reply"), memory=False)
+    handle = await agent.start("Say a, NUL, b")
+    try:
+        result = await within(agent.result(handle), HUNG_SECONDS, h.client, handle.id)
+        assert result.success and result.output.replace("\x00", "").replace("\ufffd", "") == "ab"
+    finally:
+        await terminate_quietly(h.client, handle.id)
+
+
+# -- the tools: what a model may send them ------------------------------------------------------
+
+
+async def test_model_emitted_bad_tool_calls_become_clear_observations(
+    h: Harness, llm: ScriptedLLM, settings: Settings, database_url: str, tmp_path: Path
+):
+    d = unique("ws")
+    root = settings.workspace
+    (root / d).mkdir(parents=True)
+    outside = tmp_path / "outside.txt"
+    outside.write_text("original")
+    (root / d / "etc-link").symlink_to("/etc")
+    (root / d / "passwd-link").symlink_to("/etc/passwd")
+    (root / d / "out-link").symlink_to(outside)
+    escape = root.parent / f"escape-{d}.txt"
+    table: list[tuple[str, Any, str]] = [
+        ("traversal", call("file_read", path="../../etc/passwd"),
+         "path '../../etc/passwd' is outside the workspace"),
+        ("absolute", call("file_read", path="/etc/passwd"), "'/etc/passwd' is outside"),
+        ("symlinked-dir", call("file_read", path=f"{d}/etc-link/passwd"), "is outside"),
+        ("symlinked-file", call("file_read", path=f"{d}/passwd-link"), "is outside"),
+        ("write-traversal", call("file_write", path=f"../escape-{d}.txt", content="x"),
+         "is outside the workspace"),
+        ("write-through-symlink", call("file_write", path=f"{d}/out-link", content="pwned"),
+         "is outside the workspace"),
+        ("nul-in-path", call("file_read", path="notes\x00.txt"), "contains a NUL byte"),
+        ("empty-path", call("file_read", path=""), "path is empty"),
+        ("wrong-type", call("calculator", expression=5),
+         "invalid arguments for calculator: expression: Input should be a valid string"),
+        ("path-wrong-type", call("file_read", path=["a"]), "path: Input should be a valid string"),
+        ("missing-argument", call("calculator"), "expression: Field required"),
+        ("extra-key", call("calculator", expression="1+1", shell="rm -rf /"),
+         "shell: Extra inputs are not permitted"),
+        ("not-json", call("calculator", raw_arguments="expression=1+1"),
+         "arguments are not valid JSON"),
+        ("json-array", call("calculator", raw_arguments="[1, 2]"),
+         "arguments must be a JSON object"),
+        ("code-injection", call("calculator", expression="__import__('os').system('id')"),
+         "unsupported element in expression"),
+        ("huge-exponent", call("calculator", expression="9**99999"),
+         "exponent 99999 is too large"),
+        ("file-url", call("http_get", url="file:///etc/passwd"),
+         "only http:// and https:// URLs can be fetched"),
+        ("zero-bytes", call("http_get", url="http://127.0.0.1:1/", max_bytes=0),
+         "max_bytes: Input should be greater than or equal to 1"),
+        ("unknown-zone", call("current_time", timezone="Mars/Olympus"),
+         "unknown time zone 'Mars/Olympus'"),
+        ("zone-traversal", call("current_time", timezone="../../etc/passwd"),
+         "unknown time zone"),
+        ("unknown-tool", call("teleport", to="Mars"), "unknown tool 'teleport'"),
+        ("sql-in-arguments", call("file_read", path=f"{SQL}.txt"), "no file at"),
+    ]  # fmt: skip
+    model = llm.script(
+        unique("bad-calls"),
+        [Reply(None, [c for _, c, _ in table]), Reply("FINAL ANSWER: all refused")],
+    )
+    agent = h.agent(model, agent_id=unique("bad-calls"), memory=False, max_parallel_tools=8)
+    before = await table_counts(database_url)
+    result = await agent.run("Try everything you should not")
+    assert result.terminated_by == "final_answer" and result.output == "all refused"
+    observations = await fetch(
+        database_url,
+        "SELECT content FROM run_messages WHERE run_id = %s AND role = 'tool' ORDER BY seq",
+        (result.run_id,),
+    )
+    assert len(observations) == len(table)
+    problems = [
+        f"{case}: {content!r} lacks {message!r}"
+        for (case, _, message), (content,) in zip(table, observations, strict=True)
+        if not (content.startswith("[Tool error:") and message in content)
+    ]
+    assert not problems, "\n".join(problems)
+    assert not any("root:" in content for (content,) in observations)  # /etc/passwd not read
+    assert not escape.exists() and outside.read_text() == "original"
+    after = await table_counts(database_url)
+    assert after["run_messages"] == before["run_messages"] + 3 + len(table) + 1
+    assert {t: after[t] for t in TABLES[1:]} == {t: before[t] for t in TABLES[1:]}
+    assert await tables_exist(database_url)
+
+
+async def test_tool_output_with_a_nul_byte_is_handled(
+    h: Harness, llm: ScriptedLLM, settings: Settings, database_url: str
+):
+    """A file holding a NUL byte: the run goes on; the model reads either the content (NUL
+    replaced) or an error naming the NUL; nothing garbled is stored."""
+    name = f"{unique('nul')}.dat"
+    settings.workspace.mkdir(parents=True, exist_ok=True)
+    (settings.workspace / name).write_bytes(b"left\x00right")
+    model = llm.script(
+        unique("bad-nul-file"),
+        [Reply(None, [call("file_read", path=name)]), Reply("FINAL ANSWER: read it")],
+    )
+    agent = h.agent(model, agent_id=unique("bad-nul-file"), memory=False)
+    result = await agent.run("Read the file")
+    assert result.success
+    rows = await fetch(
+        database_url,
+        "SELECT content FROM run_messages WHERE run_id = %s AND role = 'tool'",
+        (result.run_id,),
+    )
+    (content,) = rows[0]
+    assert ("NUL" in content and content.startswith("[Tool error:")) or (
+        "left" in content and "right" in content
+    ), content
+
+
+# -- chat: the update's validator ----------------------------------------------------------------
+
+
+@dataclass
+class ChatSetup:
+    agent: Agent
+    session: Session
+    ended: Session
+    model: str
+
+
+@pytest.fixture(scope="module")
+async def chat_setup(h: Harness, llm: ScriptedLLM) -> ChatSetup:
+    model = llm.script(unique("bad-chat"), [Reply("noted")], repeat_last=True)
+    agent = h.agent(model, agent_id=unique("bad-chat"), memory=False)
+    session = agent.session(unique("open"))
+    await session.chat("hello")
+    ended = agent.session(unique("ended"))
+    await ended.chat("bye")
+    await ended.end()
+    return ChatSetup(agent, session, ended, model)
+
+
+def raw(setup: ChatSetup, session_id: str, message: str = "hi") -> Awaitable[Any]:
+    """The chat update itself, without the client's open-first convenience."""
+    return setup.agent.entity.chat(ChatRequest(message=message, session_id=session_id))
+
+
+CHAT_CASES: list[tuple[str, Callable[[ChatSetup], Awaitable[Any]], str]] = [
+    ("empty-message", lambda s: s.session.chat(""), "message is empty"),
+    ("blank-message", lambda s: s.session.chat(" \n\t "), "message is empty"),
+    ("over-long-message", lambda s: s.session.chat("x" * 20_001),
+     "message is 20001 characters; the limit is 20000"),
+    ("over-long-default-session", lambda s: s.agent.chat("x" * 20_001), "the limit is 20000"),
+    ("max-iterations-0", lambda s: s.session.chat("calculate 1+1", max_iterations=0),
+     "max_iterations must be between 1 and 50"),
+    ("max-iterations-51", lambda s: s.session.chat("calculate 1+1", max_iterations=51),
+     "max_iterations must be between 1 and 50"),
+    ("max-iterations-negative", lambda s: s.agent.chat("hi", max_iterations=-1),
+     "max_iterations must be between 1 and 50"),
+    ("never-opened-session", lambda s: raw(s, "never-opened"),
+     "unknown session 'never-opened'; open it first"),
+    ("ended-session", lambda s: raw(s, s.ended.id), "has ended; open it again to resume it"),
+    ("nul-session-id-update", lambda s: raw(s, "a\x00b"), "unknown session"),
+    ("sql-session-id-update", lambda s: raw(s, SQL_SESSIONS), "unknown session"),
+    ("bad-session-id", lambda s: s.agent.session("bad id!").chat("hi"),
+     "invalid session id 'bad id!'"),
+    ("nul-session-id", lambda s: s.agent.session("a\x00b").chat("hi"), "invalid session id"),
+    ("sql-session-id", lambda s: s.agent.session(SQL_SESSIONS).chat("hi"), "invalid session id"),
+    ("long-session-id", lambda s: s.agent.session("s" * 129).chat("hi"),
+     "at most 128 characters"),
+    ("end-bad-session-id", lambda s: s.agent.session("bad id!").end(), "invalid session id"),
+    ("newline-session-id", lambda s: s.agent.session("sess\n").chat("hi"), "invalid session id"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "case",
+    [pytest.param(c, id=c[0]) for c in CHAT_CASES],
+)
+async def test_chat_update_refuses_bad_input(
+    case, chat_setup: ChatSetup, llm: ScriptedLLM, database_url: str
+):
+    _, attempt, message = case
+    history = await chat_setup.session.history()
+    default_history = await chat_setup.agent.session("default").history()
+    requests = len(llm.requests[chat_setup.model])
+    before = await table_counts(database_url)
+    with pytest.raises(ChatError, match=re.escape(message)):
+        await attempt(chat_setup)
+    assert await chat_setup.session.history() == history
+    assert await chat_setup.agent.session("default").history() == default_history
+    assert await chat_setup.ended.history() == []
+    assert len(llm.requests[chat_setup.model]) == requests  # no LLM call was made
+    assert await table_counts(database_url) == before
+
+
+async def test_sql_metacharacters_in_chat_are_stored_verbatim(
+    h: Harness, llm: ScriptedLLM, database_url: str
+):
+    model = llm.script(unique("bad-chat-sql"), [Reply(SQL_SESSIONS), Reply("ok")])
+    agent = h.agent(model, agent_id=unique("bad-chat-sql"), memory=False)
+    session = agent.session(unique("sql"))
+    reply = await session.chat(f"What does {SQL_SESSIONS} do?", use_tools=False)
+    assert reply.message == SQL_SESSIONS
+    await agent.chat(SQL, use_tools=False)  # the default session too
+    saved = await session.end()
+    assert [m.content for m in saved] == [f"What does {SQL_SESSIONS} do?", SQL_SESSIONS]
+    rows = await fetch(
+        database_url,
+        "SELECT messages FROM chat_sessions WHERE agent_id = %s AND session_id = %s",
+        (agent.name, session.id),
+    )
+    assert [m["content"] for m in rows[0][0]] == [f"What does {SQL_SESSIONS} do?", SQL_SESSIONS]
+    default = await agent.session("default").history()
+    assert [m.content for m in default] == [SQL, "ok"]
+    assert await tables_exist(database_url)
+
+
+async def test_chat_message_with_a_nul_byte(h: Harness, llm: ScriptedLLM, database_url: str):
+    model = llm.script(unique("bad-chat-nul"), [Reply("ok")], repeat_last=True)
+    agent = h.agent(model, agent_id=unique("bad-chat-nul"), memory=False)
+    session = agent.session(unique("nul"))
+    await session.open()
+    before = await table_counts(database_url)
+    try:
+        try:
+            await session.chat("hello\x00world")
+        except ChatError as refused:  # refused before anything is recorded: right
+            assert "NUL" in str(refused)
+            assert await session.history() == []
+            assert await table_counts(database_url) == before
+            return
+        # or accepted, and then the session can be saved
+        saved = await within(session.end(), HUNG_SECONDS, h.client, agent.entity.workflow_id)
+        assert len(saved) == 2
+        rows = await fetch(
+            database_url,
+            "SELECT messages FROM chat_sessions WHERE agent_id = %s AND session_id = %s",
+            (agent.name, session.id),
+        )
+        assert rows[0][0][0]["content"].replace("\x00", "").replace("\ufffd", "") == "helloworld"
+    finally:
+        await terminate_quietly(h.client, agent.entity.workflow_id)
