@@ -1,11 +1,11 @@
 """Record the histories in tests/histories/ that the replay tests run against every change.
 
-    .venv/bin/python -m tests.histories.record
+    .venv/bin/python -m tests.histories.record [SUFFIX]    # e.g. _local_store → *_local_store.json
 
 Run it only when a change to workflow code is *meant* to alter new runs' decisions, and
 only after guarding that change with `workflow.patched()` (README, "Changing workflow
-code"): the old files must keep replaying, so add new files next to them rather than
-overwriting them. Each scenario runs on a fresh dev server with scripted models.
+code"): the old files must keep replaying, so add new files next to them (a new SUFFIX)
+rather than overwriting them. Files without a suffix predate the `local-store-steps` patch. Each scenario runs on a fresh dev server with scripted models.
 """
 
 from __future__ import annotations
@@ -88,7 +88,7 @@ async def record(client: Client, task_queue: str, llm: ScriptedLLM) -> dict[str,
     return scenarios
 
 
-async def main() -> None:
+async def main(suffix: str = "") -> None:
     with tempfile.TemporaryDirectory() as tmp, ScriptedLLM() as llm:
         server = DevServer(db_file=None, log_file=Path(tmp) / "temporal.log")
         client = await server.start()
@@ -115,6 +115,7 @@ async def main() -> None:
                 history = await client.get_workflow_handle(
                     workflow_id, run_id=run_id or None
                 ).fetch_history()
+                file = file.replace(".json", f"{suffix}.json")
                 (HERE / file).write_text(history_to_json(history))
                 print(f"{file}: {len(history.events)} events", file=sys.stderr)
         finally:
@@ -126,4 +127,4 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    asyncio.run(main(sys.argv[1] if len(sys.argv) > 1 else ""))
