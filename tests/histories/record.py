@@ -5,7 +5,8 @@
 Run it only when a change to workflow code is *meant* to alter new runs' decisions, and
 only after guarding that change with `workflow.patched()` (README, "Changing workflow
 code"): the old files must keep replaying, so add new files next to them (a new SUFFIX)
-rather than overwriting them. Files without a suffix predate the `local-store-steps` patch. Each scenario runs on a fresh dev server with scripted models.
+rather than overwriting them. Files without a suffix predate the `local-store-steps` patch.
+Each scenario runs on a fresh dev server with scripted models.
 """
 
 from __future__ import annotations
