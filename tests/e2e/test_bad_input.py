@@ -36,9 +36,8 @@ from reactive_temporal.chat_contracts import ChatRequest
 from reactive_temporal.config import Settings
 from reactive_temporal.scripted_llm import Reply, ScriptedLLM, call
 from reactive_temporal.stack import StackError
-from reactive_temporal.worker import create_worker
 from tests.e2e.test_cli_run import PYTHON, REPO, clean_env
-from tests.workflow.conftest import Harness
+from tests.workflow.conftest import Harness, running_worker
 
 pytestmark = pytest.mark.e2e
 T = TypeVar("T")
@@ -144,17 +143,8 @@ def unique(prefix: str) -> str:
 @pytest.fixture(scope="module")
 async def h(client: Client, settings: Settings) -> AsyncIterator[Harness]:
     """One worker for the whole module, on its own task queue."""
-    task_queue = unique("bad-input")
-    agent_worker = await create_worker(
-        client, settings, database_url=settings.database_url or "", task_queue=task_queue
-    )
-    task = asyncio.create_task(agent_worker.worker.run())
-    try:
-        yield Harness(client, task_queue, agent_worker.store, agent_worker)
-    finally:
-        await agent_worker.worker.shutdown()
-        await task
-        await agent_worker.close()
+    async with running_worker(client, settings, max_cached_workflows=None) as harness:
+        yield harness
 
 
 @pytest.fixture(scope="module")

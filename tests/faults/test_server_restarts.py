@@ -5,8 +5,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 import warnings
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,9 +19,9 @@ from reactive_temporal.contracts import AgentConfig, AgentResult
 from reactive_temporal.runtime import Runtime
 from reactive_temporal.scripted_llm import ScriptedLLM
 from reactive_temporal.stack import DevServer, free_port
-from reactive_temporal.worker import create_worker
 from tests.conftest import wait_for
 from tests.faults.test_worker_faults import slow_demo
+from tests.workflow.conftest import running_worker
 
 pytestmark = pytest.mark.faults
 
@@ -38,21 +37,6 @@ def own_postgres(tmp_path: Path) -> Iterator[Any]:
     server.cleanup()
 
 
-@asynccontextmanager
-async def worker_on(client: Client, settings: Settings, database_url: str) -> AsyncIterator[str]:
-    queue = f"restart-{uuid.uuid4().hex[:8]}"
-    agent_worker = await create_worker(
-        client, settings, database_url=database_url, task_queue=queue
-    )
-    task = asyncio.create_task(agent_worker.worker.run())
-    try:
-        yield queue
-    finally:
-        await agent_worker.worker.shutdown()
-        await task
-        await agent_worker.close()
-
-
 async def test_postgres_restart_mid_runs_loses_nothing(
     client: Client, settings: Settings, llm: ScriptedLLM, own_postgres: Any
 ):
@@ -60,7 +44,10 @@ async def test_postgres_restart_mid_runs_loses_nothing(
 
     database_url = str(own_postgres.get_uri())
     model = llm.script(f"pg-{uuid.uuid4().hex[:6]}", slow_demo(0.5))
-    async with worker_on(client, settings, database_url) as queue:
+    async with running_worker(
+        client, settings, database_url=database_url, max_cached_workflows=None
+    ) as running:
+        queue = running.task_queue
         runner = Agent(
             AgentConfig(agent_id="pg-restart", model=model),
             Runtime(client, queue, offline_model=False),
@@ -98,7 +85,10 @@ async def test_temporal_restart_mid_runs_resumes(
     model = llm.script(f"tr-{uuid.uuid4().hex[:6]}", slow_demo(0.5))
     restarted = DevServer(db_file=tmp_path / "t.sqlite", log_file=tmp_path / "t.log", port=port)
     try:
-        async with worker_on(client, settings, database_url) as queue:
+        async with running_worker(
+            client, settings, database_url=database_url, max_cached_workflows=None
+        ) as running:
+            queue = running.task_queue
             runner = Agent(
                 AgentConfig(agent_id="temporal-restart", model=model, memory=False),
                 Runtime(client, queue, offline_model=False),

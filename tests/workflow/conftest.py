@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 from temporalio.client import Client, WorkflowHandle
@@ -40,15 +42,23 @@ class Harness:
         return await self.agent(model, **config).start(task)
 
 
-@pytest.fixture
-async def harness(client: Client, settings: Settings) -> AsyncIterator[Harness]:
+@asynccontextmanager
+async def running_worker(
+    client: Client, settings: Settings, *, database_url: str | None = None, **options: Any
+) -> AsyncIterator[Harness]:
+    """A worker in this process on a fresh task queue, for as long as the block runs.
+
+    By default every workflow task replays its history (`max_cached_workflows=0`), so a
+    nondeterministic change shows up in any test.
+    """
+    options.setdefault("max_cached_workflows", 0)
     task_queue = f"test-{uuid.uuid4().hex[:10]}"
     agent_worker = await create_worker(
         client,
         settings,
-        database_url=settings.database_url or "",
+        database_url=database_url or settings.database_url or "",
         task_queue=task_queue,
-        max_cached_workflows=0,  # every workflow task replays history: nondeterminism shows
+        **options,
     )
     task = asyncio.create_task(agent_worker.worker.run())
     try:
@@ -57,3 +67,9 @@ async def harness(client: Client, settings: Settings) -> AsyncIterator[Harness]:
         await agent_worker.worker.shutdown()
         await task
         await agent_worker.close()
+
+
+@pytest.fixture
+async def harness(client: Client, settings: Settings) -> AsyncIterator[Harness]:
+    async with running_worker(client, settings) as running:
+        yield running

@@ -28,7 +28,7 @@ from reactive_temporal.contracts import AgentConfig, debrief_workflow_id
 from reactive_temporal.runtime import Runtime
 from reactive_temporal.scripted_llm import Reply, ScriptedLLM
 from reactive_temporal.stack import temporal_binary
-from reactive_temporal.worker import create_worker
+from tests.workflow.conftest import running_worker
 
 pytestmark = pytest.mark.workflow
 
@@ -60,21 +60,9 @@ def payloads_in(message: Message) -> Iterator[Payload]:
 async def encrypted(temporal_address: str, settings: Settings) -> AsyncIterator[tuple[Client, str]]:
     """A client and a worker that encrypt, on a fresh task queue."""
     client = await Client.connect(temporal_address, data_converter=build_data_converter(KEYS))
-    task_queue = f"enc-{uuid.uuid4().hex[:10]}"
-    agent_worker = await create_worker(
-        client,
-        settings,
-        database_url=settings.database_url or "",
-        task_queue=task_queue,
-        max_cached_workflows=0,  # every workflow task replays (and so decrypts) the history
-    )
-    task = asyncio.create_task(agent_worker.worker.run())
-    try:
-        yield client, task_queue
-    finally:
-        await agent_worker.worker.shutdown()
-        await task
-        await agent_worker.close()
+    # every workflow task replays (and so decrypts) the history
+    async with running_worker(client, settings) as harness:
+        yield client, harness.task_queue
 
 
 async def histories(client: Client, *workflow_ids: str) -> list[WorkflowHistory]:

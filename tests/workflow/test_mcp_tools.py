@@ -6,12 +6,10 @@ task groups, which must be closed by the task that opened them, as the worker do
 
 from __future__ import annotations
 
-import asyncio
 import socket
 import subprocess
 import sys
 import time
-import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -22,8 +20,7 @@ from temporalio.client import Client
 from reactive_temporal.config import Settings
 from reactive_temporal.mcp_tools import McpConnectionError, McpToolbox
 from reactive_temporal.scripted_llm import Reply, ScriptedLLM, call
-from reactive_temporal.worker import create_worker
-from tests.workflow.conftest import Harness
+from tests.workflow.conftest import Harness, running_worker
 
 pytestmark = pytest.mark.workflow
 
@@ -36,23 +33,11 @@ async def mcp_harness(
     client: Client, settings: Settings, specs: list[str]
 ) -> AsyncIterator[tuple[Harness, McpToolbox]]:
     """The `harness` fixture's worker, with the servers' tools, for as long as the toolbox."""
-    async with McpToolbox(specs) as toolbox:
-        task_queue = f"test-{uuid.uuid4().hex[:10]}"
-        agent_worker = await create_worker(
-            client,
-            settings,
-            database_url=settings.database_url or "",
-            task_queue=task_queue,
-            extra_tools=toolbox.tools,
-            max_cached_workflows=0,
-        )
-        task = asyncio.create_task(agent_worker.worker.run())
-        try:
-            yield Harness(client, task_queue, agent_worker.store, agent_worker), toolbox
-        finally:
-            await agent_worker.worker.shutdown()
-            await task
-            await agent_worker.close()
+    async with (
+        McpToolbox(specs) as toolbox,
+        running_worker(client, settings, extra_tools=toolbox.tools) as harness,
+    ):
+        yield harness, toolbox
 
 
 def offered(request: dict, name: str) -> dict:
