@@ -289,7 +289,7 @@ class EmbeddedStack:
             raise StackError(f"embedded Postgres failed to start in {pgdata}: {err}") from err
         return str(self.postgres.get_uri())
 
-    def publish(self) -> None:
+    def publish(self) -> PublishedStack:
         """Let other processes on this machine use this stack (see read_published_stack)."""
         info = PublishedStack(
             pid=os.getpid(),
@@ -303,6 +303,7 @@ class EmbeddedStack:
         )
         self._published = self.settings.data_dir.resolve() / "stack.json"
         self._published.write_text(json.dumps(asdict(info), indent=2))
+        return info
 
     async def stop(self) -> None:
         if self._published is not None:

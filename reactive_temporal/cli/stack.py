@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import signal
+from dataclasses import asdict
 from typing import Annotated
 
 import typer
@@ -25,6 +27,9 @@ def dev(
         list[str] | None,
         typer.Option("--mcp", help="MCP server: NAME=URL or 'NAME=COMMAND ARGS' (repeatable)."),
     ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the stack's addresses as one JSON object.")
+    ] = False,
 ) -> None:
     """Run the embedded stack (Temporal + Web UI, Postgres) and a worker until Ctrl-C."""
 
@@ -54,8 +59,11 @@ def dev(
                 )
             except (ValueError, RuntimeError) as e:
                 raise CliError(str(e)) from e
-            stack.publish()
-            _print_banner(stack, settings, agent_worker.registry.names)
+            published = stack.publish()
+            if as_json:
+                print(json.dumps(asdict(published)), flush=True)
+            else:
+                _print_banner(stack, settings, agent_worker.registry.names)
             stop = asyncio.Event()
             loop = asyncio.get_running_loop()
             for sig in (signal.SIGINT, signal.SIGTERM):
@@ -64,13 +72,15 @@ def dev(
             await asyncio.wait(
                 {worker_task, asyncio.ensure_future(stop.wait())}, return_when="FIRST_COMPLETED"
             )
-            out.print("[dim]stopping worker, Temporal and Postgres…[/]")
+            if not as_json:
+                out.print("[dim]stopping worker, Temporal and Postgres…[/]")
             await agent_worker.worker.shutdown()
             await agent_worker.close()
-        out.print("stopped.")
+        if not as_json:
+            out.print("stopped.")
         return 0
 
-    run_command(main)
+    run_command(main, as_json=as_json)
 
 
 def _print_banner(stack: EmbeddedStack, settings: Settings, tools: list[str]) -> None:

@@ -54,3 +54,21 @@ def test_dev_serves_runs_and_stops_on_ctrl_c(tmp_path: Path):
     assert "stopped." in (tmp_path / "dev.log").read_text()
     assert not (data / "stack.json").exists()
     assert not (data / "postgres" / "postmaster.pid").exists()  # Postgres shut down too
+
+
+def test_dev_json_prints_the_stack_as_one_object(tmp_path: Path):
+    env = clean_env(REACTIVE_TEMPORAL_DATA_DIR=str(tmp_path / "data"))
+    dev = subprocess.Popen(
+        [PYTHON, str(REPO / "starter.py"), "dev", "--json", "--port", str(free_port()),
+         "--ui-port", str(free_port())],
+        env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert dev.stdout is not None
+        line = dev.stdout.readline()  # printed once the worker is ready
+        info = json.loads(line)
+        assert info["temporal_address"].startswith("127.0.0.1:") and info["offline_model"] is True
+    finally:
+        dev.send_signal(signal.SIGINT)
+        out, _ = dev.communicate(timeout=60)
+    assert dev.returncode == 0 and out.strip() == ""  # nothing else on stdout
