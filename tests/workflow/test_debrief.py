@@ -175,3 +175,30 @@ async def test_rationale_prompt_is_off_by_default(harness: Harness, llm, model_n
     llm.script(model_name, [Reply("FINAL ANSWER: ok")])
     await harness.run(model_name, "hi")
     assert "Decision Rationale" not in llm.requests[model_name][0]["messages"][0]["content"]
+
+
+async def test_dispose_waits_for_rich_debriefs_within_a_bound(harness: Harness, llm, model_name):
+    non_trivial_run(llm, model_name)
+    synth = llm.script(f"{model_name}-debrief", [Reply(json.dumps(SYNTHESIS), delay=2)])
+    agent = harness.agent(model_name, debrief_model=synth)
+    result = await agent.run("Summarize, then leave")
+    started = time.monotonic()
+    assert await agent.wait_for_debriefs(30) == []  # what dispose() does before closing
+    assert time.monotonic() - started >= 1.0  # it really waited for the synthesis
+    rows = await debrief_rows(harness, result.run_id)
+    assert len(rows) == 1 and rows[0]["synthesized"] is True
+
+    slow = llm.script(f"{model_name}-slow", [Reply(json.dumps(SYNTHESIS), delay=5)])
+    llm.script(
+        model_name,
+        [
+            Reply(None, [call("calculator", expression="1+2")]),
+            Reply(None, [call("final-answer", output=LONG_ANSWER, format="text", summary="S.")]),
+        ],
+    )
+    late_agent = harness.agent(model_name, debrief_model=slow)
+    late = await late_agent.run("Again")
+    started = time.monotonic()
+    assert await late_agent.wait_for_debriefs(0.5) == [late.run_id]  # reported, not hung
+    assert time.monotonic() - started < 3
+    assert (await late.debrief_rich()).synthesized  # it still finishes, durably
