@@ -272,7 +272,7 @@ async def test_mid_run_chat_answers_from_the_live_state(harness: Harness, llm, m
         f"{model_name}-run",
         [
             Reply(None, [call("calculator", expression="19*3")]),
-            Reply("FINAL ANSWER: 57", delay=4),  # iteration 2 is slow
+            Reply("FINAL ANSWER: 57", delay=8),  # iteration 2 is slow: a wide window to chat in
         ],
     )
     chat_model = llm.script(model_name, [Reply("The run is on iteration 2.")])
@@ -282,7 +282,7 @@ async def test_mid_run_chat_answers_from_the_live_state(harness: Harness, llm, m
         progress = await handle.query("progress", result_type=RunProgress)
         return progress.iteration == 1
 
-    await wait_for(at_iteration_2)
+    await wait_for(at_iteration_2, seconds=30)  # generous: CI machines are shared
     reply = await harness.agent(chat_model, agent_id=agent_id).chat("How is it going?")
     assert reply.message == "The run is on iteration 2."
     prompt = system_of(llm.requests[chat_model][0])

@@ -60,7 +60,8 @@ async def test_run_returns_before_a_slow_synthesis(harness: Harness, llm: Script
     assert [t.name for t in result.debrief.tools_used] == ["calculator"]  # no final-answer entry
 
     rich = await result.debrief_rich()
-    assert time.monotonic() - started >= 3.0 > returned_after
+    # the synthesis (3 s) ran after run() had returned, off its critical path
+    assert time.monotonic() - started - returned_after >= 2.5
     assert rich is not None and rich.synthesized
     assert rich.summary == SYNTHESIS["summary"]
     assert rich.lessons_learned == ["Always double-check units"]

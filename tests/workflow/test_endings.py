@@ -213,7 +213,7 @@ async def test_operator_signal_ends_a_run_in_flight(harness: Harness, llm, model
         "final_answer", FinalAnswerCapture(output="stopped by operator", format="text")
     )
     result = await handle.result()
-    assert time.monotonic() - started < 10  # the slow LLM call was cancelled, not awaited
+    assert time.monotonic() - started < 20  # the 30 s LLM call was cancelled, not awaited
     assert result.terminated_by == "final_answer_tool"
     assert result.output == "stopped by operator"
 
@@ -223,7 +223,7 @@ async def test_progress_query_reports_the_live_iteration(harness: Harness, llm, 
         model_name,
         [
             Reply(None, [call("calculator", expression="3+4")]),
-            Reply("FINAL ANSWER: 7", delay=2),
+            Reply("FINAL ANSWER: 7", delay=5),
         ],
     )
     handle = await harness.start(model_name, "Slow second step")
@@ -232,7 +232,7 @@ async def test_progress_query_reports_the_live_iteration(harness: Harness, llm, 
         progress = await handle.query("progress", result_type=RunProgress)
         return progress.iteration == 1
 
-    await wait_for(at_second_iteration)
+    await wait_for(at_second_iteration, seconds=30)
     progress = await handle.query("progress", result_type=RunProgress)
     assert progress.status == "running" and progress.tools_called == ["calculator"]
     assert progress.tokens > 0 and progress.last_observation == "7"

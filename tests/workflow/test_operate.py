@@ -54,7 +54,7 @@ async def test_web_ui_sees_summary_details_activity_summaries_and_attributes(
         model_name,
         [
             Reply(None, [call("calculator", expression="2+2")]),
-            Reply("FINAL ANSWER: 4", delay=2),
+            Reply("FINAL ANSWER: 4", delay=5),
         ],
     )
     handle = await harness.start(model_name, "Add two and two", agent_id=agent_id)
@@ -65,7 +65,7 @@ async def test_web_ui_sees_summary_details_activity_summaries_and_attributes(
     async def on_second_iteration() -> bool:
         return (await handle.query("progress", result_type=RunProgress)).iteration == 1
 
-    await wait_for(on_second_iteration)
+    await wait_for(on_second_iteration, seconds=30)
     metadata = await handle.query("__temporal_workflow_metadata", result_type=WorkflowMetadata)
     assert "iteration 1/10" in metadata.current_details
     assert "last tool: calculator" in metadata.current_details
