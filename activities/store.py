@@ -191,14 +191,6 @@ class Store:
             for r in rows
         ]
 
-    async def count_messages(self, run_id: str) -> int:
-        async with self.pool.connection() as conn:
-            cur = await conn.execute(
-                "SELECT count(*) FROM run_messages WHERE run_id = %s", (run_id,)
-            )
-            row = await cur.fetchone()
-        return int(row[0]) if row else 0
-
 
 @dataclass(frozen=True)
 class StoredDebrief:

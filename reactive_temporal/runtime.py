@@ -30,7 +30,6 @@ class Runtime:
     task_queue: str
     offline_model: bool | None
     """True/False when this process knows which model serves runs; None when it cannot tell."""
-    web_ui: str | None = None
     stack: EmbeddedStack | None = None
     worker: AgentWorker | None = None
     worker_task: asyncio.Task[None] | None = None
@@ -59,9 +58,7 @@ async def open_runtime(settings: Settings, *, tool_modules: Sequence[str] = ()) 
         client = await connect(
             published.temporal_address, published.namespace, settings.encryption_keys
         )
-        return Runtime(
-            client, published.task_queue, published.offline_model, web_ui=published.web_ui
-        )
+        return Runtime(client, published.task_queue, published.offline_model)
 
     # Imported here, not at the top: the worker pulls in every activity module, and those
     # import the contracts from this package, so `import reactive_temporal` must not need them.

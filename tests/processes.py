@@ -10,6 +10,22 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 
 
+def worker_env(
+    temporal_address: str, database_url: str, llm_base_url: str, task_queue: str, tmp: Path
+) -> dict[str, str]:
+    """The environment of a `worker.py` (and CLI) on this test's servers and task queue."""
+    from tests.e2e.test_cli_run import clean_env
+
+    return clean_env(
+        TEMPORAL_ADDRESS=temporal_address,
+        DATABASE_URL=database_url,
+        OPENAI_BASE_URL=llm_base_url,
+        OPENAI_API_KEY="test",
+        TEMPORAL_TASK_QUEUE=task_queue,
+        REACTIVE_TEMPORAL_DATA_DIR=str(tmp / "data"),
+    )
+
+
 def start_worker(
     env: dict[str, str], log: Path, *args: str, startup_seconds: float = 60
 ) -> subprocess.Popen[bytes]:

@@ -454,16 +454,10 @@ class AgentRunWorkflow:
         """A short Postgres write. New runs make it a local activity (no task-queue round trip:
         6–14 ms less per call, bench/overhead.py); runs started before that change replay as
         the full activities they recorded."""
-        if self.local_store_steps:
-            return await workflow.execute_local_activity(
-                name,
-                arg,
-                result_type=result_type,
-                start_to_close_timeout=STORE_TIMEOUT,
-                retry_policy=STORE_RETRY,
-                summary=summary,
-            )
-        return await workflow.execute_activity(
+        execute = (
+            workflow.execute_local_activity if self.local_store_steps else workflow.execute_activity
+        )
+        return await execute(
             name,
             arg,
             result_type=result_type,

@@ -17,8 +17,7 @@ from reactive_temporal.contracts import AgentConfig, AgentDebrief, debrief_workf
 from reactive_temporal.runtime import Runtime
 from reactive_temporal.scripted_llm import Reply, ScriptedLLM, call
 from tests.conftest import wait_for
-from tests.e2e.test_cli_run import clean_env
-from tests.processes import start_worker, stop
+from tests.processes import start_worker, stop, worker_env
 
 pytestmark = pytest.mark.e2e
 
@@ -27,14 +26,7 @@ async def test_sigkill_during_synthesis_still_writes_the_debrief_once(
     client: Client, temporal_address: str, database_url: str, llm: ScriptedLLM, tmp_path: Path
 ):
     task_queue = f"crash-{uuid.uuid4().hex[:8]}"
-    env = clean_env(
-        TEMPORAL_ADDRESS=temporal_address,
-        DATABASE_URL=database_url,
-        OPENAI_BASE_URL=llm.base_url,
-        OPENAI_API_KEY="test",
-        TEMPORAL_TASK_QUEUE=task_queue,
-        REACTIVE_TEMPORAL_DATA_DIR=str(tmp_path / "data"),
-    )
+    env = worker_env(temporal_address, database_url, llm.base_url, task_queue, tmp_path)
     model = llm.script(
         f"crash-{uuid.uuid4().hex[:6]}",
         [

@@ -18,8 +18,7 @@ from reactive_temporal.contracts import AgentConfig
 from reactive_temporal.runtime import Runtime
 from reactive_temporal.scripted_llm import Reply, ScriptedLLM, Step, demo_responder
 from tests.conftest import wait_for
-from tests.e2e.test_cli_run import clean_env
-from tests.processes import start_worker, stop
+from tests.processes import start_worker, stop, worker_env
 
 pytestmark = pytest.mark.faults
 
@@ -34,17 +33,6 @@ def slow_demo(delay: float):
         return step
 
     return respond
-
-
-def env_for(temporal_address: str, database_url: str, llm: ScriptedLLM, tmp: Path, queue: str):
-    return clean_env(
-        TEMPORAL_ADDRESS=temporal_address,
-        DATABASE_URL=database_url,
-        OPENAI_BASE_URL=llm.base_url,
-        OPENAI_API_KEY="test",
-        TEMPORAL_TASK_QUEUE=queue,
-        REACTIVE_TEMPORAL_DATA_DIR=str(tmp / "data"),
-    )
 
 
 def agent(client: Client, queue: str, model: str, name: str) -> Agent:
@@ -89,7 +77,7 @@ async def test_ten_runs_survive_two_worker_kills(
 ):
     queue = f"kill-{uuid.uuid4().hex[:8]}"
     model = llm.script(f"kill-{uuid.uuid4().hex[:6]}", slow_demo(0.7))
-    env = env_for(temporal_address, database_url, llm, tmp_path, queue)
+    env = worker_env(temporal_address, database_url, llm.base_url, queue, tmp_path)
     log = tmp_path / "workers.log"
     workers = [start_worker(env, log)]
     try:
@@ -124,7 +112,7 @@ async def test_two_workers_share_runs_and_one_finishes_after_the_other_dies(
 ):
     queue = f"scale-{uuid.uuid4().hex[:8]}"
     model = llm.script(f"scale-{uuid.uuid4().hex[:6]}", slow_demo(0.3))
-    env = env_for(temporal_address, database_url, llm, tmp_path, queue)
+    env = worker_env(temporal_address, database_url, llm.base_url, queue, tmp_path)
     first = start_worker(env, tmp_path / "first.log")
     second = start_worker(env, tmp_path / "second.log")
     try:
