@@ -11,6 +11,12 @@ handling and Temporal's retries all run exactly as they would against a real end
 
 A model name with no script gets the demo responder: a small rule-based agent that does
 arithmetic with the calculator and finishes with final-answer, enough to show a real loop.
+
+A request with `"stream": true` is answered as OpenAI streams: Server-Sent Events, one
+`chat.completion.chunk` per `data:` line (`delta.content` pieces, `delta.tool_calls`
+fragments), a final chunk with `usage` when `stream_options.include_usage` asks for it, then
+`data: [DONE]`. A Reply says how many chunks (`chunks`), the pause between them
+(`chunk_delay`), and can drop the connection part-way (`drop_after_chunks`).
 """
 
 from __future__ import annotations
@@ -46,6 +52,14 @@ class Reply:
     """Seconds to wait before answering (a slow model, or one slower than a timeout)."""
     usage: tuple[int, int] | None = None
     """(prompt, completion) tokens; estimated from the text when None."""
+    chunks: int | None = None
+    """Streamed requests: the content (and each tool call's arguments) in this many pieces;
+    None means one piece per word, as a real model's tokens arrive."""
+    chunk_delay: float = 0.0
+    """Streamed requests: seconds between two chunks."""
+    drop_after_chunks: int | None = None
+    """Streamed requests: close the connection after this many content/tool chunks, with
+    no finish chunk and no `[DONE]` (a stream cut off mid-answer)."""
 
 
 @dataclass
@@ -127,6 +141,66 @@ def completion_body(model: str, reply: Reply, request: dict[str, Any]) -> dict[s
             "total_tokens": prompt + completion,
         },
     }
+
+
+def split_text(text: str, pieces: int | None) -> list[str]:
+    """`text` in `pieces` non-empty parts that join back to it (None: one per word)."""
+    if not text:
+        return []
+    if pieces is None:
+        return re.findall(r"\S+\s*|\s+", text)
+    pieces = max(1, min(pieces, len(text)))
+    size, extra = divmod(len(text), pieces)
+    parts, start = [], 0
+    for i in range(pieces):
+        end = start + size + (1 if i < extra else 0)
+        parts.append(text[start:end])
+        start = end
+    return parts
+
+
+def stream_chunks(model: str, reply: Reply, request: dict[str, Any]) -> list[dict[str, Any]]:
+    """The `chat.completion.chunk` objects that stream the same answer `completion_body`
+    gives: a role chunk, content pieces, tool-call fragments, a finish chunk, and a usage
+    chunk when the request's `stream_options.include_usage` asks for one."""
+    whole = completion_body(model, reply, request)
+    message = whole["choices"][0]["message"]
+    base = {
+        "id": whole["id"],
+        "object": "chat.completion.chunk",
+        "created": whole["created"],
+        "model": model,
+    }
+    include_usage = bool((request.get("stream_options") or {}).get("include_usage"))
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        body = {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+        if include_usage:
+            body["usage"] = None
+        return body
+
+    chunks = [chunk({"role": "assistant", "content": ""})]
+    chunks += [chunk({"content": piece}) for piece in split_text(reply.content or "", reply.chunks)]
+    for index, tool_call in enumerate(message.get("tool_calls", [])):
+        function = tool_call["function"]
+        header = {"index": index, "id": tool_call["id"], "type": "function"}
+        chunks.append(
+            chunk(
+                {
+                    "tool_calls": [
+                        {**header, "function": {"name": function["name"], "arguments": ""}}
+                    ]
+                }
+            )
+        )
+        chunks += [
+            chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
+            for piece in split_text(function["arguments"], reply.chunks)
+        ]
+    chunks.append(chunk({}, whole["choices"][0]["finish_reason"]))
+    if include_usage:
+        chunks.append({**base, "choices": [], "usage": whole["usage"]})
+    return chunks
 
 
 class ScriptedLLM:
@@ -218,7 +292,37 @@ def _handler_for(llm: ScriptedLLM) -> type[BaseHTTPRequestHandler]:
                 return
             if step.delay:
                 time.sleep(step.delay)
+            if request.get("stream") is True:
+                self._stream(stream_chunks(str(request.get("model", "")), step, request), step)
+                return
             self._send(200, completion_body(str(request.get("model", "")), step, request))
+
+        def _stream(self, chunks: list[dict[str, Any]], reply: Reply) -> None:
+            """Server-Sent Events over chunked transfer encoding, as OpenAI streams."""
+            try:
+                self.send_response(200)
+                self.send_header("content-type", "text/event-stream; charset=utf-8")
+                self.send_header("cache-control", "no-cache")
+                self.send_header("transfer-encoding", "chunked")
+                self.end_headers()
+                # Chunk 0 is the role chunk; 1… the content and tool pieces (which
+                # drop_after_chunks counts), then the finish and usage chunks.
+                for number, body in enumerate(chunks):
+                    if reply.drop_after_chunks is not None and number > reply.drop_after_chunks:
+                        self.close_connection = True
+                        self.connection.shutdown(2)
+                        return
+                    if number > 1 and reply.chunk_delay:
+                        time.sleep(reply.chunk_delay)
+                    self._write_chunk(f"data: {json.dumps(body)}\n\n".encode())
+                self._write_chunk(b"data: [DONE]\n\n")
+                self._write_chunk(b"")
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the client gave up (cancelled or timed out) mid-stream
+
+        def _write_chunk(self, data: bytes) -> None:
+            self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+            self.wfile.flush()
 
         def _send(
             self, status: int, body: dict[str, Any], headers: dict[str, str] | None = None
