@@ -17,6 +17,13 @@ A request with `"stream": true` is answered as OpenAI streams: Server-Sent Event
 fragments), a final chunk with `usage` when `stream_options.include_usage` asks for it, then
 `data: [DONE]`. A Reply says how many chunks (`chunks`), the pause between them
 (`chunk_delay`), and can drop the connection part-way (`drop_after_chunks`).
+
+A model can also be given an `Endpoint`: how its (imagined) provider treats requests before
+the script answers — a reasoning model's 400s for `max_tokens` and sampling parameters, a
+parameter an unknown model rejects, a context window — with the providers' exact error bodies:
+
+    llm.endpoint("o4-mini", Endpoint.reasoning_model(reasoning_tokens=64))
+    llm.endpoint("small", Endpoint(context_tokens=8192))
 """
 
 from __future__ import annotations
@@ -28,7 +35,7 @@ import time
 import uuid
 from collections import defaultdict
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -60,6 +67,9 @@ class Reply:
     drop_after_chunks: int | None = None
     """Streamed requests: close the connection after this many content/tool chunks, with
     no finish chunk and no `[DONE]` (a stream cut off mid-answer)."""
+    reasoning_tokens: int | None = None
+    """Reported as `usage.completion_tokens_details.reasoning_tokens` (and counted in the
+    completion tokens, as providers bill them) when set."""
 
 
 @dataclass
@@ -67,6 +77,8 @@ class HttpError:
     status: int
     message: str = "scripted error"
     headers: dict[str, str] = field(default_factory=dict)
+    body: dict[str, Any] | None = None
+    """The exact JSON body to answer with; None: a generic `{"error": {...}}` from `message`."""
 
 
 @dataclass
@@ -102,6 +114,136 @@ def _estimate_tokens(text: str) -> int:
     return max(1, len(text) // 4)
 
 
+def estimate_request_tokens(request: dict[str, Any]) -> int:
+    """What a context-limited endpoint counts a request as: its messages and tool schemas."""
+    tokens = _estimate_tokens(json.dumps(request.get("messages", [])))
+    if request.get("tools"):
+        tokens += _estimate_tokens(json.dumps(request["tools"]))
+    return tokens
+
+
+def invalid_request(message: str, *, param: str | None, code: str | None) -> HttpError:
+    """An HTTP 400 with OpenAI's error body shape."""
+    body = {
+        "error": {
+            "message": message,
+            "type": "invalid_request_error",
+            "param": param,
+            "code": code,
+        }
+    }
+    return HttpError(400, message, body=body)
+
+
+def _listed(values: Iterable[str]) -> str:
+    quoted = [f"'{v}'" for v in values]
+    return quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + f", and {quoted[-1]}"
+
+
+@dataclass
+class Endpoint:
+    """How a provider treats a model's requests, checked before the model's script answers.
+
+    Each refusal is the provider's own HTTP 400 body, so code that learns from those bodies is
+    tested against what it will meet. `Endpoint.reasoning_model()` is an OpenAI o-series or
+    gpt-5 model.
+    """
+
+    unsupported_parameters: dict[str, str] = field(default_factory=dict)
+    """Parameter → advice appended to the message; sending it at all is a 400
+    `unsupported_parameter`."""
+    default_only: dict[str, float] = field(default_factory=dict)
+    """Parameter → its only accepted value; any other value is a 400 `unsupported_value`."""
+    unrecognized: tuple[str, ...] = ()
+    """Parameters refused the older way: `param: null`, "Unrecognized request argument
+    supplied: X" (what OpenAI-compatible servers often answer)."""
+    reasoning_efforts: tuple[str, ...] | None = None
+    """Accepted `reasoning_effort` values; None: the parameter is not checked."""
+    reasoning_tokens: int | None = None
+    """Reasoning tokens reported with every reply (and billed as completion tokens)."""
+    context_tokens: int | None = None
+    """The context window: a request whose estimated tokens (plus the output it asks for)
+    exceed it is a 400 `context_length_exceeded`."""
+
+    @classmethod
+    def reasoning_model(
+        cls, *, reasoning_tokens: int = 64, context_tokens: int | None = None
+    ) -> Endpoint:
+        return cls(
+            unsupported_parameters={"max_tokens": "Use 'max_completion_tokens' instead."},
+            default_only={"temperature": 1, "top_p": 1},
+            reasoning_efforts=("minimal", "low", "medium", "high"),
+            reasoning_tokens=reasoning_tokens,
+            context_tokens=context_tokens,
+        )
+
+    def check(self, request: dict[str, Any]) -> HttpError | None:
+        """The provider's 400 for this request, or None when it would be served."""
+        for name in self.unrecognized:
+            if name in request:
+                return invalid_request(
+                    f"Unrecognized request argument supplied: {name}", param=None, code=None
+                )
+        for name, advice in self.unsupported_parameters.items():
+            if name in request:
+                message = f"Unsupported parameter: '{name}' is not supported with this model."
+                return invalid_request(
+                    f"{message} {advice}".strip(), param=name, code="unsupported_parameter"
+                )
+        for name, default in self.default_only.items():
+            value = request.get(name)
+            if value is not None and value != default:
+                return invalid_request(
+                    f"Unsupported value: '{name}' does not support {value} with this model. "
+                    f"Only the default ({default}) value is supported.",
+                    param=name,
+                    code="unsupported_value",
+                )
+        effort = request.get("reasoning_effort")
+        if self.reasoning_efforts is not None and effort is not None:
+            if effort not in self.reasoning_efforts:
+                return invalid_request(
+                    f"Unsupported value: 'reasoning_effort' does not support '{effort}' with "
+                    f"this model. Supported values are: {_listed(self.reasoning_efforts)}.",
+                    param="reasoning_effort",
+                    code="unsupported_value",
+                )
+        return self._check_context(request)
+
+    def _check_context(self, request: dict[str, Any]) -> HttpError | None:
+        if self.context_tokens is None:
+            return None
+        prompt = estimate_request_tokens(request)
+        output = request.get("max_completion_tokens") or request.get("max_tokens") or 0
+        limit = self.context_tokens
+        if prompt > limit:
+            message = (
+                f"This model's maximum context length is {limit} tokens. However, your messages "
+                f"resulted in {prompt} tokens. Please reduce the length of the messages."
+            )
+        elif prompt + output > limit:
+            message = (
+                f"This model's maximum context length is {limit} tokens. However, you requested "
+                f"{prompt + output} tokens ({prompt} in the messages, {output} in the "
+                "completion). Please reduce the length of the messages or completion."
+            )
+        else:
+            return None
+        return invalid_request(message, param="messages", code="context_length_exceeded")
+
+    def shape(self, reply: Reply, request: dict[str, Any]) -> Reply:
+        """The reply as this endpoint reports it: reasoning tokens, prompt tokens counted the
+        way its context window counts them."""
+        changes: dict[str, Any] = {}
+        if self.reasoning_tokens is not None and reply.reasoning_tokens is None:
+            changes["reasoning_tokens"] = self.reasoning_tokens
+        if self.context_tokens is not None and reply.usage is None:
+            calls = json.dumps([[c.name, c.arguments] for c in reply.tool_calls])
+            completion = _estimate_tokens((reply.content or "") + calls)
+            changes["usage"] = (estimate_request_tokens(request), completion)
+        return replace(reply, **changes) if changes else reply
+
+
 def completion_body(model: str, reply: Reply, request: dict[str, Any]) -> dict[str, Any]:
     tool_calls = [
         {
@@ -123,6 +265,18 @@ def completion_body(model: str, reply: Reply, request: dict[str, Any]) -> dict[s
         _estimate_tokens(json.dumps(request.get("messages", []))),
         _estimate_tokens((reply.content or "") + json.dumps(message.get("tool_calls", []))),
     )
+    usage: dict[str, Any] = {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+    }
+    if reply.reasoning_tokens is not None:
+        completion += reply.reasoning_tokens
+        usage.update(
+            completion_tokens=completion,
+            total_tokens=prompt + completion,
+            completion_tokens_details={"reasoning_tokens": reply.reasoning_tokens},
+        )
     return {
         "id": f"chatcmpl-{uuid.uuid4().hex[:12]}",
         "object": "chat.completion",
@@ -135,11 +289,7 @@ def completion_body(model: str, reply: Reply, request: dict[str, Any]) -> dict[s
                 "finish_reason": "tool_calls" if tool_calls else "stop",
             }
         ],
-        "usage": {
-            "prompt_tokens": prompt,
-            "completion_tokens": completion,
-            "total_tokens": prompt + completion,
-        },
+        "usage": usage,
     }
 
 
@@ -210,7 +360,11 @@ class ScriptedLLM:
         self, host: str = "127.0.0.1", port: int = 0, default: Responder | None = None
     ) -> None:
         self.scripts: dict[str, Responder] = {}
+        self.endpoints: dict[str, Endpoint] = {}
         self.requests: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        """Every request per model, rejected ones included."""
+        self.rejected: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        """The error bodies an `Endpoint` answered with, per model, in order."""
         self.default = default or demo_responder
         self._server = ThreadingHTTPServer((host, port), _handler_for(self))
         self._server.daemon_threads = True
@@ -228,10 +382,24 @@ class ScriptedLLM:
         self.scripts[model] = steps if callable(steps) else Script(steps, repeat_last=repeat_last)
         return model
 
+    def endpoint(self, model: str, endpoint: Endpoint) -> str:
+        """Treat requests for `model` as this endpoint does (checked before the script)."""
+        self.endpoints[model] = endpoint
+        return model
+
     def respond(self, request: dict[str, Any]) -> Step:
         model = str(request.get("model", ""))
         self.requests[model].append(request)
-        return self.scripts.get(model, self.default)(request)
+        endpoint = self.endpoints.get(model)
+        if endpoint is not None:
+            refusal = endpoint.check(request)
+            if refusal is not None:
+                self.rejected[model].append(refusal.body or {})
+                return refusal
+        step = self.scripts.get(model, self.default)(request)
+        if endpoint is not None and isinstance(step, Reply):
+            step = endpoint.shape(step, request)
+        return step
 
     def start(self) -> ScriptedLLM:
         self._thread = threading.Thread(
@@ -287,7 +455,9 @@ def _handler_for(llm: ScriptedLLM) -> type[BaseHTTPRequestHandler]:
                 self.connection.shutdown(2)
                 return
             if isinstance(step, HttpError):
-                body = {"error": {"message": step.message, "type": "scripted", "code": step.status}}
+                body = step.body or {
+                    "error": {"message": step.message, "type": "scripted", "code": step.status}
+                }
                 self._send(step.status, body, step.headers)
                 return
             if step.delay:
