@@ -8,6 +8,8 @@ from pathlib import Path
 from pydantic import AliasChoices, BaseModel, Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from reactive_temporal.capabilities import ModelCapabilities
+
 DEFAULT_TASK_QUEUE = "reactive-temporal"
 DEFAULT_MODEL = "gpt-4o-mini"
 _HOST_PORT = re.compile(r"^[A-Za-z0-9_.\-\[\]:]+:\d{1,5}$")
@@ -51,6 +53,18 @@ class Settings(BaseSettings):
     )
     """Extra or overriding prices, e.g. AGENT_MODEL_PRICES='{"my-model": {"input_per_mtok": 0.1,
     "output_per_mtok": 0.4}}'."""
+    model_capabilities: dict[str, ModelCapabilities] = Field(
+        default_factory=dict,
+        validation_alias=AliasChoices("AGENT_MODEL_CAPABILITIES", "model_capabilities"),
+    )
+    """What models accept, over the built-in table (reactive_temporal/capabilities.py), e.g.
+    AGENT_MODEL_CAPABILITIES='{"my-deployment": {"reasoning": true, "context_tokens": 200000}}'."""
+    context_tokens: int | None = Field(
+        default=None,
+        ge=1_024,
+        validation_alias=AliasChoices("AGENT_CONTEXT_TOKENS", "context_tokens"),
+    )
+    """One context window for every model, over the table (a local model's real window)."""
     encryption_keys: str | None = Field(
         default=None,
         validation_alias=AliasChoices("REACTIVE_TEMPORAL_ENCRYPTION_KEYS", "encryption_keys"),

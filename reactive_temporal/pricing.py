@@ -15,6 +15,13 @@ DEFAULT_PRICES: dict[str, ModelPrice] = {
     "gpt-4.1-mini": ModelPrice(input_per_mtok=0.40, output_per_mtok=1.60),
     "gpt-4.1-nano": ModelPrice(input_per_mtok=0.10, output_per_mtok=0.40),
     "o4-mini": ModelPrice(input_per_mtok=1.10, output_per_mtok=4.40),
+    # Reasoning models bill their reasoning tokens as output (they are in completion_tokens).
+    "o3": ModelPrice(input_per_mtok=2.00, output_per_mtok=8.00),
+    "o3-mini": ModelPrice(input_per_mtok=1.10, output_per_mtok=4.40),
+    "o1": ModelPrice(input_per_mtok=15.00, output_per_mtok=60.00),
+    "gpt-5": ModelPrice(input_per_mtok=1.25, output_per_mtok=10.00),
+    "gpt-5-mini": ModelPrice(input_per_mtok=0.25, output_per_mtok=2.00),
+    "gpt-5-nano": ModelPrice(input_per_mtok=0.05, output_per_mtok=0.40),
 }
 
 _extra: dict[str, ModelPrice] = {}

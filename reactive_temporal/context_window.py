@@ -1,0 +1,265 @@
+"""Keeping a run's request inside the model's context window.
+
+The transcript in Postgres is the whole truth and is never shortened. What the model is sent
+is a *view* of it: a `ContextPlan` says which older messages it sees shortened, as a stub, or
+not at all. The system prompt, the task and the latest turns always go verbatim; older tool
+results are the first to give way, oldest first. Plans only ever grow more compact, and each
+step records the plan it used, so a retried or rerun step sends exactly what was sent before.
+
+How full a request is comes from the provider's own count when there is one: the prompt
+tokens it reported for the previous call, plus an estimate of the messages added since.
+Estimates are deliberately pessimistic (3 characters a token; English averages about 4, code
+and non-Latin scripts fewer), and no tokenizer is downloaded.
+
+Pure functions and data; the LLM helper does the I/O.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from reactive_temporal.contracts import Message, SeqMessage
+
+CHARS_PER_TOKEN = 3.0
+MESSAGE_OVERHEAD_TOKENS = 4
+"""Role, separators and name of a chat message, as providers count them (3–4 tokens)."""
+HEADROOM = 0.75
+"""Compaction aims below this share of the prompt budget, so it is rare and in bulk (and a
+provider's prompt cache stays warm between compactions)."""
+OUTPUT_SHARE = 4
+"""A call reserves at most a quarter of the window for its output."""
+KEEP_TURNS = 2
+"""The latest turns (a model reply and the observations that answer it) always go verbatim."""
+
+SHORTENED, STUB, LEFT_OUT = 1, 2, 3
+"""Compaction levels: head and tail kept; a short opening kept; the whole turn left out."""
+_KEEP = {SHORTENED: (900, 300), STUB: (200, 0)}
+"""Characters kept (head, tail) of a tool result at each level; replies keep the head only."""
+_ARGUMENTS_KEEP = {SHORTENED: 1_000, STUB: 200}
+
+
+def estimate_tokens(text: str | None) -> int:
+    return math.ceil(len(text) / CHARS_PER_TOKEN) if text else 0
+
+
+def message_tokens(message: Message) -> int:
+    tokens = MESSAGE_OVERHEAD_TOKENS + estimate_tokens(message.content)
+    for call in message.tool_calls:
+        tokens += MESSAGE_OVERHEAD_TOKENS + estimate_tokens(call.name + call.arguments + call.id)
+    return tokens
+
+
+def tools_tokens(schemas: Sequence[dict[str, Any]]) -> int:
+    """What the tool schemas of a request weigh."""
+    return estimate_tokens(json.dumps(schemas)) if schemas else 0
+
+
+def reserved_output(context_tokens: int, max_output_tokens: int | None) -> int:
+    """The output a call asks for (`max_tokens`): its wish, at most a quarter of the window."""
+    share = context_tokens // OUTPUT_SHARE
+    return share if max_output_tokens is None else min(max_output_tokens, share)
+
+
+def prompt_budget(context_tokens: int, reserved: int) -> int:
+    """How many tokens the messages and tools of a request may take."""
+    return context_tokens - reserved
+
+
+@dataclass(frozen=True)
+class PreviousCall:
+    """The provider's count for the run's previous LLM call."""
+
+    seq: int
+    """The transcript position that call's reply went to: it saw every message before it."""
+    prompt_tokens: int
+    plan: ContextPlan
+    tools_tokens: int = 0
+
+
+def estimate_prompt(
+    view: Sequence[SeqMessage], tools: int, plan: ContextPlan, previous: PreviousCall | None
+) -> int:
+    """The request's prompt tokens: the provider's count for the previous call plus an
+    estimate of what was added since; a whole estimate when there is no comparable count
+    (the first call, or the view was compacted since)."""
+    if previous is None or previous.prompt_tokens <= 0 or previous.plan != plan:
+        return tools + sum(message_tokens(m.message) for m in view)
+    added = sum(message_tokens(m.message) for m in view if m.seq >= previous.seq)
+    return previous.prompt_tokens + added + max(0, tools - previous.tools_tokens)
+
+
+# -- the plan ------------------------------------------------------------------------------
+
+
+class ContextPlan(BaseModel):
+    """Which transcript messages a request shows compacted; everything else goes verbatim."""
+
+    levels: dict[int, int] = Field(default_factory=dict)
+    """Transcript position → SHORTENED, STUB or LEFT_OUT."""
+
+    @property
+    def compacted(self) -> int:
+        return len(self.levels)
+
+
+Turn = list[SeqMessage]
+
+
+def split_turns(transcript: Sequence[SeqMessage]) -> tuple[list[SeqMessage], list[Turn]]:
+    """The head (system prompt, task, notes: everything before the model's first reply) and
+    the turns: each model reply with the tool results and notes that follow it."""
+    head: list[SeqMessage] = []
+    turns: list[Turn] = []
+    for entry in transcript:
+        if entry.message.role == "assistant":
+            turns.append([entry])
+        elif turns:
+            turns[-1].append(entry)
+        else:
+            head.append(entry)
+    return head, turns
+
+
+def _marker(left_out: int) -> str:
+    return (
+        f"\n[… {left_out:,} characters left out here to fit the context window; "
+        "the run's transcript keeps them whole …]\n"
+    )
+
+
+def _shorten_text(text: str, head: int, tail: int) -> str:
+    if len(text) <= head + tail + 120:  # not worth a marker
+        return text
+    left_out = len(text) - head - tail
+    return text[:head] + _marker(left_out) + (text[len(text) - tail :] if tail else "")
+
+
+def compact_message(message: Message, level: int) -> Message:
+    """The message as a request at this level shows it (LEFT_OUT is handled by the view)."""
+    if level not in _KEEP:
+        return message
+    head, tail = _KEEP[level]
+    if message.role != "tool":
+        head, tail = head // 2 + 100, 0
+    content = _shorten_text(message.content, head, tail) if message.content else message.content
+    calls = [
+        c
+        if len(c.arguments) <= _ARGUMENTS_KEEP[level]
+        else c.model_copy(
+            update={
+                "arguments": json.dumps(
+                    {"compacted": f"{len(c.arguments):,} characters of arguments left out"}
+                )
+            }
+        )
+        for c in message.tool_calls
+    ]
+    if content == message.content and calls == message.tool_calls:
+        return message
+    return message.model_copy(update={"content": content, "tool_calls": calls})
+
+
+def left_out_note(entries: Iterable[SeqMessage]) -> Message:
+    """What stands in for the turns a request leaves out."""
+    entries = list(entries)
+    replies = [e for e in entries if e.message.role == "assistant"]
+    calls = Counter(c.name for e in replies for c in e.message.tool_calls)
+    used = ", ".join(f"{name} ×{n}" for name, n in calls.most_common()) or "none"
+    return Message(
+        role="user",
+        content=(
+            f"[context] {len(replies)} earlier turn(s) are left out here to fit the model's "
+            f"context window (tool calls in them: {used}). The run's transcript keeps them "
+            "whole; later observations and your latest turns follow in full or shortened."
+        ),
+    )
+
+
+def build_view(transcript: Sequence[SeqMessage], plan: ContextPlan) -> list[SeqMessage]:
+    """The messages a request sends: compacted by the plan, left-out runs of turns replaced
+    by one note each (keeping the position of the first message it stands for)."""
+    view: list[SeqMessage] = []
+    left_out: list[SeqMessage] = []
+    for entry in transcript:
+        level = plan.levels.get(entry.seq, 0)
+        if level == LEFT_OUT:
+            left_out.append(entry)
+            continue
+        if left_out:
+            view.append(SeqMessage(seq=left_out[0].seq, message=left_out_note(left_out)))
+            left_out = []
+        view.append(SeqMessage(seq=entry.seq, message=compact_message(entry.message, level)))
+    if left_out:  # cannot happen for a plan from plan_compaction (the latest turns stay)
+        view.append(SeqMessage(seq=left_out[0].seq, message=left_out_note(left_out)))
+    return view
+
+
+NOTE_TOKENS = 80
+"""What one left-out note costs, at most."""
+
+
+def plan_compaction(
+    transcript: Sequence[SeqMessage],
+    *,
+    budget: int,
+    tools: int = 0,
+    previous: ContextPlan | None = None,
+    keep_turns: int = KEEP_TURNS,
+    harder: bool = False,
+) -> ContextPlan:
+    """A plan whose view fits well inside `budget` tokens, compacting only what it must.
+
+    Older turns give way oldest first: first their long tool results and replies are
+    shortened, then cut to stubs, then whole turns are left out. The head and the latest
+    `keep_turns` turns stay verbatim; `harder` (the endpoint said the request was too long
+    after all) keeps only the latest turn, and shortens even its tool results if that is
+    still too long. It never undoes the `previous` plan's compaction.
+    """
+    levels = dict(previous.levels) if previous else {}
+    _, turns = split_turns(transcript)
+    keep = 1 if harder else max(1, keep_turns)
+    old, recent = turns[: max(0, len(turns) - keep)], turns[max(0, len(turns) - keep) :]
+    target = int(budget * HEADROOM)
+
+    cost = {e.seq: _cost(e.message, levels.get(e.seq, 0)) for e in transcript}
+    total = tools + sum(cost.values()) + (NOTE_TOKENS if LEFT_OUT in levels.values() else 0)
+
+    def raise_to(entry: SeqMessage, level: int) -> None:
+        nonlocal total
+        if levels.get(entry.seq, 0) >= level:
+            return
+        if level == LEFT_OUT and LEFT_OUT not in levels.values():
+            total += NOTE_TOKENS
+        new = _cost(entry.message, level)
+        if level != LEFT_OUT and new >= cost[entry.seq]:
+            return  # nothing to gain: leave it verbatim
+        levels[entry.seq] = level
+        total += new - cost[entry.seq]
+        cost[entry.seq] = new
+
+    for level in (SHORTENED, STUB, LEFT_OUT):
+        for turn in old:
+            if total <= target:
+                return ContextPlan(levels=levels)
+            for entry in turn:
+                raise_to(entry, level)
+    if harder and total > target and recent:
+        for entry in recent[-1]:
+            if entry.message.role == "tool":
+                raise_to(entry, SHORTENED)
+    return ContextPlan(levels=levels)
+
+
+def _cost(message: Message, level: int) -> int:
+    return 0 if level == LEFT_OUT else message_tokens(compact_message(message, level))
+
+
+def view_tokens(view: Sequence[SeqMessage], tools: int = 0) -> int:
+    return tools + sum(message_tokens(e.message) for e in view)

@@ -1,0 +1,321 @@
+"""The model capability table, request parameters, and learning from a provider's 400."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import openai
+import pytest
+
+from reactive_temporal.capabilities import (
+    DEFAULT_CONTEXT_TOKENS,
+    ContextOverflow,
+    ModelCapabilities,
+    ModelQuirks,
+    ParameterRejection,
+    WantedParams,
+    capabilities_for,
+    read_context_overflow,
+    read_rejection,
+    request_params,
+)
+from reactive_temporal.config import Settings, settings_error_message
+from reactive_temporal.scripted_llm import Endpoint, Reply, ScriptedLLM
+
+WANTED = WantedParams(max_output_tokens=1024, temperature=0.7, reasoning_effort="low")
+
+
+@pytest.mark.parametrize(
+    "model",
+    ["o1", "o3", "o3-mini", "o4-mini", "o4-mini-2025-04-16", "gpt-5", "gpt-5-mini", "gpt-5.1",
+     "openai/o3", "azure/gpt-5-nano", "O3-MINI"],
+)  # fmt: skip
+def test_reasoning_families_get_max_completion_tokens_and_no_sampling(model: str) -> None:
+    caps = capabilities_for(model)
+    assert caps.reasoning
+    assert request_params(caps, WANTED) == {
+        "max_completion_tokens": 1024,
+        "reasoning_effort": "low",
+    }
+
+
+@pytest.mark.parametrize(
+    "model", ["gpt-4o", "gpt-4o-mini-2024-07-18", "gpt-4.1", "gpt-5-chat-latest", "claude-sonnet-4"]
+)
+def test_chat_families_get_max_tokens_and_sampling_but_no_reasoning_effort(model: str) -> None:
+    caps = capabilities_for(model)
+    assert not caps.reasoning
+    assert request_params(caps, WANTED) == {"max_tokens": 1024, "temperature": 0.7}
+
+
+def test_the_oldest_reasoning_models_take_no_reasoning_effort() -> None:
+    assert request_params(capabilities_for("o1-mini"), WANTED) == {"max_completion_tokens": 1024}
+
+
+def test_gemini_thinking_models_take_reasoning_effort_and_sampling() -> None:
+    assert request_params(capabilities_for("gemini-2.5-flash"), WANTED) == {
+        "max_tokens": 1024,
+        "temperature": 0.7,
+        "reasoning_effort": "low",
+    }
+
+
+def test_context_windows_per_family_and_a_modest_default() -> None:
+    assert capabilities_for("gpt-4o-mini").context_tokens == 128_000
+    assert capabilities_for("o4-mini").context_tokens == 200_000
+    assert capabilities_for("gpt-5").context_tokens == 400_000
+    assert capabilities_for("gpt-4.1-mini").context_tokens == 1_047_576
+    assert capabilities_for("gpt-4").context_tokens == 8_192
+    assert capabilities_for("llama3.1:8b").context_tokens == DEFAULT_CONTEXT_TOKENS
+
+
+def test_output_is_capped_at_what_the_model_can_produce() -> None:
+    params = request_params(capabilities_for("gpt-4o"), WantedParams(max_output_tokens=100_000))
+    assert params == {"max_tokens": 16_384}
+
+
+def test_nothing_wanted_sends_nothing() -> None:
+    assert request_params(capabilities_for("o3"), WantedParams()) == {}
+    assert request_params(capabilities_for("gpt-4o"), WantedParams()) == {}
+
+
+def test_an_override_sets_only_the_fields_it_names_and_covers_dated_variants() -> None:
+    overrides = {
+        "my-deployment": ModelCapabilities.model_validate({"reasoning": True}),
+        "gpt-4o": ModelCapabilities.model_validate({"context_tokens": 50_000}),
+    }
+    mine = capabilities_for("my-deployment", overrides)
+    assert mine.reasoning and mine.context_tokens == DEFAULT_CONTEXT_TOKENS
+    dated = capabilities_for("gpt-4o-2024-08-06", overrides)
+    assert dated.context_tokens == 50_000 and dated.max_output_tokens == 16_384
+
+
+def test_agent_context_tokens_overrides_the_table_and_a_model_override_wins_over_it() -> None:
+    overrides = {"big": ModelCapabilities.model_validate({"context_tokens": 64_000})}
+    assert capabilities_for("gpt-4o", overrides, context_tokens=8_192).context_tokens == 8_192
+    assert capabilities_for("big", overrides, context_tokens=8_192).context_tokens == 64_000
+
+
+def test_settings_read_capabilities_and_context_tokens_from_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv(
+        "AGENT_MODEL_CAPABILITIES",
+        '{"azure-o3": {"reasoning": true, "context_tokens": 200000}, "local": {"omit": ["top_p"]}}',
+    )
+    monkeypatch.setenv("AGENT_CONTEXT_TOKENS", "16384")
+    settings = Settings()
+    assert settings.context_tokens == 16_384
+    caps = capabilities_for(
+        "azure-o3", settings.model_capabilities, context_tokens=settings.context_tokens
+    )
+    assert caps.reasoning and caps.context_tokens == 200_000
+    local = capabilities_for(
+        "local", settings.model_capabilities, context_tokens=settings.context_tokens
+    )
+    assert local.context_tokens == 16_384
+    assert request_params(local, WantedParams(top_p=0.9, temperature=0.1)) == {"temperature": 0.1}
+
+
+def test_bad_capability_settings_name_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AGENT_MODEL_CAPABILITIES", "{not json")
+    with pytest.raises(Exception) as err:
+        Settings()
+    assert "AGENT_MODEL_CAPABILITIES" in settings_error_message(err.value)
+    monkeypatch.setenv("AGENT_MODEL_CAPABILITIES", '{"m": {"context_tokens": 10}}')
+    with pytest.raises(Exception, match="context_tokens"):
+        Settings()
+    monkeypatch.delenv("AGENT_MODEL_CAPABILITIES")
+    monkeypatch.setenv("AGENT_CONTEXT_TOKENS", "lots")
+    with pytest.raises(Exception, match="AGENT_CONTEXT_TOKENS"):
+        Settings()
+
+
+# -- reading a 400 -----------------------------------------------------------------------------
+
+OPENAI_MAX_TOKENS = {
+    "message": "Unsupported parameter: 'max_tokens' is not supported with this model. "
+    "Use 'max_completion_tokens' instead.",
+    "type": "invalid_request_error",
+    "param": "max_tokens",
+    "code": "unsupported_parameter",
+}
+OPENAI_TEMPERATURE = {
+    "message": "Unsupported value: 'temperature' does not support 0.7 with this model. "
+    "Only the default (1) value is supported.",
+    "type": "invalid_request_error",
+    "param": "temperature",
+    "code": "unsupported_value",
+}
+SENT = {"model", "messages", "tools", "max_tokens", "temperature", "reasoning_effort", "top_p"}
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        (OPENAI_MAX_TOKENS, ParameterRejection("max_tokens", "max_completion_tokens")),
+        ({"error": OPENAI_MAX_TOKENS}, ParameterRejection("max_tokens", "max_completion_tokens")),
+        (OPENAI_TEMPERATURE, ParameterRejection("temperature")),
+        (
+            {"message": "Unrecognized request argument supplied: reasoning_effort",
+             "type": "invalid_request_error", "param": None, "code": None},
+            ParameterRejection("reasoning_effort"),
+        ),
+        (  # vLLM with strict request models
+            {"object": "error", "type": "BadRequestError", "code": 400,
+             "message": "[{'type': 'extra_forbidden', 'loc': ('body', 'reasoning_effort'), "
+                        "'msg': 'Extra inputs are not permitted'}]"},
+            ParameterRejection("reasoning_effort"),
+        ),
+        (  # LiteLLM proxy
+            {"message": "litellm.UnsupportedParamsError: ollama does not support parameters: "
+                        "['top_p'], for model=llama3. To drop these, set "
+                        "`litellm.drop_params=True`",
+             "type": None, "param": None, "code": "400"},
+            ParameterRejection("top_p"),
+        ),
+        (  # Gemini's OpenAI-compatible endpoint
+            [{"error": {"code": 400, "status": "INVALID_ARGUMENT",
+                        "message": 'Invalid JSON payload received. Unknown name "top_p": '
+                                   "Cannot find field."}}],
+            ParameterRejection("top_p"),
+        ),
+        ({"message": 'Invalid JSON payload received. Unknown name "top_p": Cannot find field.'},
+         ParameterRejection("top_p")),
+        (  # a parameter this request did not send is not learned
+            {"message": "Unsupported parameter: 'seed' is not supported with this model.",
+             "param": "seed", "code": "unsupported_parameter"},
+            None,
+        ),
+        (  # the call cannot do without these
+            {"message": "Invalid 'messages': empty array.", "param": "messages",
+             "code": "empty_array"},
+            None,
+        ),
+        ({"message": "Invalid type for 'tools[0].function.name'", "param": "tools"}, None),
+        ({"message": "Something else went wrong"}, None),
+        ("plain text body", None),
+        (None, None),
+    ],
+)  # fmt: skip
+def test_read_rejection(body: object, expected: ParameterRejection | None) -> None:
+    assert read_rejection(body, SENT) == expected
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        (
+            {"message": "This model's maximum context length is 8192 tokens. However, your "
+                        "messages resulted in 9000 tokens. Please reduce the length of the "
+                        "messages.",
+             "type": "invalid_request_error", "param": "messages",
+             "code": "context_length_exceeded"},
+            ContextOverflow(8192),
+        ),
+        (  # vLLM: the same words, no code
+            {"object": "error", "type": "BadRequestError", "param": None, "code": 400,
+             "message": "This model's maximum context length is 4096 tokens. However, you "
+                        "requested 5000 tokens (4000 in the messages, 1000 in the completion)."},
+            ContextOverflow(4096),
+        ),
+        (  # Anthropic
+            {"type": "invalid_request_error",
+             "message": "prompt is too long: 210000 tokens > 200000 maximum"},
+            ContextOverflow(200000),
+        ),
+        (  # Gemini
+            {"message": "The input token count (1200000) exceeds the maximum number of tokens "
+                        "allowed (1048576)."},
+            ContextOverflow(1048576),
+        ),
+        ({"code": "context_length_exceeded", "message": "too long"}, ContextOverflow(None)),
+        (OPENAI_TEMPERATURE, None),
+        ({"message": "Invalid 'messages[2].content'"}, None),
+    ],
+)  # fmt: skip
+def test_read_context_overflow(body: object, expected: ContextOverflow | None) -> None:
+    assert read_context_overflow(body) == expected
+
+
+def test_quirks_learned_for_a_model_apply_to_every_later_call() -> None:
+    quirks = ModelQuirks()
+    caps = capabilities_for("acme-reasoner")
+    assert request_params(quirks.apply("acme-reasoner", caps), WANTED) == {
+        "max_tokens": 1024,
+        "temperature": 0.7,
+    }
+    quirks.learn("acme-reasoner", ParameterRejection("max_tokens", "max_completion_tokens"))
+    quirks.learn("acme-reasoner", ParameterRejection("temperature"))
+    quirks.learn_context("acme-reasoner", 8_192)
+    learned = quirks.apply("acme-reasoner", caps)
+    assert request_params(learned, WANTED) == {"max_completion_tokens": 1024}
+    assert learned.context_tokens == 8_192
+    assert quirks.apply("other-model", caps) is caps  # per model
+    assert quirks.learned() == {
+        "acme-reasoner": ["omit temperature", "max_tokens → max_completion_tokens", "context 8192"]
+    }
+
+
+# -- against the scripted endpoints, with the real openai client -------------------------------
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[ScriptedLLM]:
+    with ScriptedLLM() as llm:
+        yield llm
+
+
+def _call_learning(
+    client: openai.OpenAI, quirks: ModelQuirks, model: str, wanted: WantedParams
+) -> tuple[Any, int]:
+    """What the LLM helper does: send, and on a 400 naming a parameter, learn and resend."""
+    rejected = 0
+    while True:
+        params = request_params(quirks.apply(model, capabilities_for(model)), wanted)
+        try:
+            response = client.chat.completions.create(
+                model=model, messages=[{"role": "user", "content": "hi"}], **params
+            )
+            return response, rejected
+        except openai.BadRequestError as err:
+            rejection = read_rejection(err.body, {"model", "messages", *params})
+            if rejection is None or rejected >= 4:
+                raise
+            quirks.learn(model, rejection)
+            rejected += 1
+
+
+def test_learning_converges_against_an_unknown_reasoning_model(server: ScriptedLLM) -> None:
+    """A reasoning model the table does not know: each 400 teaches one parameter."""
+    model = server.endpoint("acme-thinker", Endpoint.reasoning_model())
+    server.script(model, [Reply("ok")], repeat_last=True)
+    client = openai.OpenAI(base_url=server.base_url, api_key="t", max_retries=0)
+    quirks = ModelQuirks()
+    wanted = WantedParams(max_output_tokens=256, temperature=0.2)
+    response, rejected = _call_learning(client, quirks, model, wanted)
+    assert response.choices[0].message.content == "ok"
+    assert rejected == 2  # max_tokens (renamed), then temperature (left out)
+    sent = server.requests[model][-1]
+    assert sent["max_completion_tokens"] == 256 and "temperature" not in sent
+    _, again = _call_learning(client, quirks, model, wanted)
+    assert again == 0  # remembered for the model
+
+
+def test_learning_from_the_older_unrecognized_form(server: ScriptedLLM) -> None:
+    model = server.endpoint("local-a2", Endpoint(unrecognized=("reasoning_effort",)))
+    server.script(model, [Reply("ok")], repeat_last=True)
+    client = openai.OpenAI(base_url=server.base_url, api_key="t", max_retries=0)
+    quirks = ModelQuirks()
+    overrides = {"local-a2": ModelCapabilities.model_validate({"reasoning_effort": True})}
+    caps = capabilities_for(model, overrides)
+    params = request_params(caps, WantedParams(reasoning_effort="high"))
+    with pytest.raises(openai.BadRequestError) as err:
+        client.chat.completions.create(
+            model=model, messages=[{"role": "user", "content": "hi"}], **params
+        )
+    rejection = read_rejection(err.value.body, {"model", "messages", *params})
+    assert rejection == ParameterRejection("reasoning_effort")
+    quirks.learn(model, rejection)
+    assert request_params(quirks.apply(model, caps), WantedParams(reasoning_effort="high")) == {}
