@@ -13,6 +13,12 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 
 WORKDIR /app
 
+# The locked, hash-checked dependencies first (their own layer: code changes do not reinstall
+# them), then the project with no further resolution. requirements.lock includes the `otel`
+# extra, so tracing turns on with OTEL_EXPORTER_OTLP_ENDPOINT alone.
+COPY requirements.lock ./
+RUN pip install --require-hashes -r requirements.lock
+
 # Only what `pip install .` needs (pyproject's packages and py-modules, and the readme it
 # declares); .dockerignore keeps caches, virtualenvs and local state out of the context.
 COPY pyproject.toml README.md ./
@@ -20,7 +26,7 @@ COPY reactive_temporal ./reactive_temporal
 COPY workflows ./workflows
 COPY activities ./activities
 COPY starter.py worker.py ./
-RUN pip install . \
+RUN pip install --no-deps . \
     && rm -rf build ./*.egg-info
 
 # Unprivileged user. The data directory holds the file tools' workspace (mount a volume on

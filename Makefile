@@ -4,14 +4,16 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 TASK   ?= What is (17 * 23) + 4?
 
-.PHONY: setup demo dev test lint clean
+.PHONY: setup demo dev test lint lock clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 
-$(VENV)/.installed: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install --quiet -e '.[test]'
+# Exactly the locked, hash-checked versions; then the project itself, with no further resolution.
+$(VENV)/.installed: requirements-test.lock pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet --require-hashes -r requirements-test.lock
+	$(BIN)/pip install --quiet --no-deps -e .
 	touch $@
 
 setup: $(VENV)/.installed
@@ -29,6 +31,16 @@ lint: setup
 
 test: lint  ## lint, type-check, then every test (unit, workflow, end-to-end)
 	$(BIN)/pytest -q
+
+# Re-resolve both lock files from pyproject.toml's bounds, with hashes, for every platform.
+# Keeps every pin that still fits; UPGRADE=--upgrade moves everything to the newest versions
+# inside the bounds, UPGRADE="--upgrade-package NAME" moves one package.
+UV_COMPILE = $(BIN)/uv pip compile pyproject.toml --quiet --universal --python-version 3.11 \
+	--generate-hashes $(UPGRADE)
+lock: | $(BIN)/python
+	$(BIN)/pip install --quiet 'uv>=0.13,<1'
+	$(UV_COMPILE) --extra otel -o requirements.lock
+	$(UV_COMPILE) --extra test -o requirements-test.lock
 
 clean:
 	rm -rf $(VENV) .reactive-temporal .pytest_cache .mypy_cache .ruff_cache

@@ -9,6 +9,7 @@ runs                 recent runs: status, terminated_by, outcome (filters, --jso
 replay ID | --file   replay a run's history against the current code
 export ID            a run's history as JSON
 rerun ID             re-execute a failed run from its last good point (--from-start)
+migrate              apply the agents database's schema migrations (DATABASE_URL)
 codec-server         decrypt encrypted histories for the Web UI and temporal CLI
 dev                  the embedded stack, a worker and the Web UI, until Ctrl-C
 """
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 import typer
 
-from reactive_temporal.cli import chat, codec, operate, runs, stack
+from reactive_temporal.cli import chat, codec, migrate, operate, runs, stack
 
 app = typer.Typer(
     add_completion=False, no_args_is_help=True, help=__doc__, pretty_exceptions_show_locals=False
@@ -31,6 +32,7 @@ app.command("replay")(operate.replay_command)
 app.command()(operate.export)
 app.command()(operate.rerun)
 app.command("codec-server")(codec.codec_server)
+app.command()(migrate.migrate)
 app.command()(stack.dev)
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
+import psycopg
 from psycopg import AsyncConnection
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
@@ -101,8 +102,8 @@ class Store:
         self.pool = pool
 
     @classmethod
-    async def open(cls, database_url: str, *, max_size: int = 10) -> Store:
-        """Connect, run migrations, and return a ready store."""
+    async def open(cls, database_url: str, *, max_size: int = 10, migrate: bool = True) -> Store:
+        """Connect, run migrations (unless `migrate=False`), and return a ready store."""
         pool: AsyncConnectionPool[AsyncConnection[Any]] = AsyncConnectionPool(
             database_url,
             min_size=1,
@@ -119,13 +120,48 @@ class Store:
                 f"cannot connect to Postgres at {_redact(database_url)}: {err}"
             ) from err
         store = cls(pool)
-        await store.migrate()
+        if migrate:
+            try:
+                await store.migrate()
+            except BaseException:
+                await pool.close()
+                raise
         return store
 
     async def close(self) -> None:
         await self.pool.close()
 
     async def migrate(self) -> None:
+        """Apply the migrations this database lacks; without DDL when it lacks none.
+
+        Workers may connect as a role that can read and write the tables but not create them
+        (docker-compose.yml's `agents_worker`): when every migration is applied already they
+        never need to, and when one is missing they say who must apply it.
+        """
+        missing = await self.missing_migrations()
+        if not missing:
+            return
+        try:
+            await self._apply_migrations()
+        except psycopg.errors.InsufficientPrivilege as err:
+            raise StoreUnavailable(
+                f"the agents database lacks schema migrations {missing} and this role may not "
+                f"apply them ({err}). Run `python starter.py migrate` with a DATABASE_URL whose "
+                "role owns the schema (docker compose runs it as its `migrate` service)"
+            ) from err
+
+    async def missing_migrations(self) -> list[int]:
+        """The versions of MIGRATIONS not applied to this database yet."""
+        async with self.pool.connection() as conn:
+            cur = await conn.execute("SELECT to_regclass('schema_migrations') IS NOT NULL")
+            row = await cur.fetchone()
+            applied: set[int] = set()
+            if row is not None and row[0]:
+                cur = await conn.execute("SELECT version FROM schema_migrations")
+                applied = {r[0] for r in await cur.fetchall()}
+        return [version for version, _ in MIGRATIONS if version not in applied]
+
+    async def _apply_migrations(self) -> None:
         async with self.pool.connection() as conn, conn.transaction():
             await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
             await conn.execute(

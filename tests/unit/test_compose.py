@@ -1,7 +1,9 @@
 """The container stack's files hang together: docker-compose.yml, the Dockerfile, .dockerignore.
 
 Nothing is built or started here (no Docker engine needed): the files are parsed and their
-wiring checked, with `${VAR:-default}` resolved as Compose would with nothing set.
+wiring checked, with `${VAR}` resolved as Compose would with `.env.example` copied to `.env`.
+The roles the Postgres init script creates are exercised on a real Postgres in
+tests/e2e/test_database_roles.py.
 """
 
 from __future__ import annotations
@@ -16,39 +18,63 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 
+from reactive_temporal.search_attributes import dev_server_flags
+
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = ROOT / "docker-compose.yml"
 DOCKERFILE = ROOT / "Dockerfile"
 DOCKERIGNORE = ROOT / ".dockerignore"
+ENV_EXAMPLE = ROOT / ".env.example"
+INIT_ROLES = ROOT / "deploy" / "postgres" / "init-roles.sh"
 
-SERVICES = {"postgres", "temporal", "temporal-ui", "temporal-setup", "worker"}
-ONE_SHOT = {"temporal-setup"}
-SEARCH_ATTRIBUTES = {
-    "AgentName": "Keyword",
-    "TerminatedBy": "Keyword",
-    "Outcome": "Keyword",
-    "Iterations": "Int",
-    "TokensUsed": "Int",
-    "DebriefStatus": "Keyword",
-}
+SERVICES = {"postgres", "temporal", "temporal-ui", "temporal-setup", "migrate", "worker"}
+ONE_SHOT = {"temporal-setup", "migrate"}
+METRICS_PORT = 9464
+
+
+def code_search_attributes() -> dict[str, str]:
+    """Name → type of every search attribute the workflows set, from the code itself."""
+    flags = dev_server_flags()
+    pairs = [flags[i + 1] for i, flag in enumerate(flags) if flag == "--search-attribute"]
+    return dict(pair.split("=", 1) for pair in pairs)
+
+
+SEARCH_ATTRIBUTES = code_search_attributes()
+
+
+def env_example() -> dict[str, str]:
+    values = {}
+    for line in ENV_EXAMPLE.read_text().splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            name, _, value = line.partition("=")
+            values[name.strip()] = value.strip()
+    return values
+
+
+DOTENV = env_example()
 
 _VARIABLE = re.compile(
     r"\$\$|\$\{(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?:(?P<op>:?[-?])(?P<arg>[^}]*))?\}"
 )
 
 
-def resolve(value: Any) -> str:
-    """A Compose string as Compose sees it with no variables set: defaults applied, `$$` → `$`."""
+def resolve(value: Any, env: dict[str, str] | None = None) -> str:
+    """A Compose string as Compose sees it with `env` (default: .env.example) as its .env."""
+    env = DOTENV if env is None else env
 
     def substitute(match: re.Match[str]) -> str:
         if match.group(0) == "$$":
             return "$"
-        op, arg = match.group("op"), match.group("arg")
+        name, op, arg = match.group("name"), match.group("op"), match.group("arg")
+        value = env.get(name)
         if op in (":-", "-"):
-            return arg
+            return value if value or (op == "-" and value is not None) else arg
         if op in (":?", "?"):
-            raise AssertionError(f"${{{match.group('name')}}} is required: {arg}")
-        return ""
+            if not value:
+                raise AssertionError(f"${{{name}}} is required: {arg}")
+            return value
+        return value or ""
 
     return _VARIABLE.sub(substitute, str(value))
 
@@ -174,6 +200,7 @@ def test_worker_waits_for_healthy_servers_and_for_the_setup_job(services):
         "postgres": "service_healthy",
         "temporal": "service_healthy",
         "temporal-setup": "service_completed_successfully",
+        "migrate": "service_completed_successfully",
     }
 
 
@@ -199,9 +226,10 @@ def test_worker_environment_points_at_the_compose_services(services):
     assert url.scheme in ("postgresql", "postgres")
     assert url.hostname == "postgres"
     assert (url.port or 5432) == 5432
-    assert url.username == postgres["POSTGRES_USER"]
-    assert url.password == postgres["POSTGRES_PASSWORD"]
-    assert url.path.lstrip("/") == postgres["POSTGRES_DB"]
+    # The least-privilege role, never the superuser or the schema owner.
+    assert url.username == "agents_worker"
+    assert url.password == postgres["AGENTS_WORKER_PASSWORD"] == DOTENV["AGENTS_WORKER_PASSWORD"]
+    assert url.path.lstrip("/") == "agents"
 
 
 def test_worker_passes_the_llm_settings_through_from_the_host(services):
@@ -222,10 +250,14 @@ def test_temporal_server_is_backed_by_the_postgres_service(services):
     assert env["DB"] == "postgres12"
     assert env["POSTGRES_SEEDS"] == "postgres"
     assert int(env["DB_PORT"]) == 5432
-    assert env["POSTGRES_USER"] == postgres["POSTGRES_USER"]
-    assert env["POSTGRES_PWD"] == postgres["POSTGRES_PASSWORD"]
-    # Its databases are not the agents' one.
-    assert postgres["POSTGRES_DB"] not in {env.get("DBNAME"), env.get("VISIBILITY_DBNAME")}
+    # Its own role, not the superuser; its own databases, created by the init script for it.
+    assert env["POSTGRES_USER"] == "temporal" != postgres["POSTGRES_USER"]
+    assert env["POSTGRES_PWD"] == postgres["TEMPORAL_DB_PASSWORD"]
+    assert env["SKIP_DB_CREATE"] == "true"
+    init = INIT_ROLES.read_text()
+    for database in (env["DBNAME"], env["VISIBILITY_DBNAME"]):
+        assert database != "agents"
+        assert f"CREATE DATABASE {database} OWNER temporal;" in init
     assert depends_on(temporal) == {"postgres": "service_healthy"}
 
 
@@ -234,6 +266,9 @@ def test_postgres_keeps_its_data_and_checks_readiness(services):
     assert str(postgres["image"]).startswith("postgres:16")
     assert any(str(v).endswith(":/var/lib/postgresql/data") for v in postgres["volumes"])
     assert "pg_isready" in json.dumps(postgres["healthcheck"]["test"])
+    # Over TCP: the entrypoint's init-time server (which runs the init script) has none, so
+    # healthy means the roles exist.
+    assert "-h 127.0.0.1" in json.dumps(postgres["healthcheck"]["test"])
 
 
 def test_web_ui_talks_to_temporal_and_listens_on_8080(services):
@@ -263,6 +298,87 @@ def test_setup_is_idempotent_and_targets_the_compose_temporal(services):
     assert "already exists" in text, "re-running must accept attributes that already exist"
     assert text.count("--address temporal:7233") >= len(SEARCH_ATTRIBUTES)
     assert depends_on(setup) == {"temporal": "service_healthy"}
+
+
+def test_every_image_is_pinned_to_a_release(services):
+    for name, service in services.items():
+        image = str(service.get("image", ""))
+        assert image, f"{name} has no image"
+        assert "$" not in image, f"{name}: {image} can be changed from the environment"
+        repository, _, tag = image.rpartition(":")
+        assert repository and "/" not in tag, f"{name}: {image} has no tag"
+        assert re.match(r"\d+\.\d+(\.\d+)?([.-]|$)", tag), f"{name}: {image} is not a release"
+
+
+def test_the_postgres_init_script_is_mounted_and_gets_every_password(services):
+    postgres = services["postgres"]
+    assert any(
+        str(v).startswith("./deploy/postgres/init-roles.sh:/docker-entrypoint-initdb.d/")
+        for v in postgres["volumes"]
+    )
+    env = environment(postgres)
+    for variable in re.findall(r'"\$([A-Z_]+_PASSWORD)"', INIT_ROLES.read_text()):
+        assert env.get(variable), f"the init script reads {variable}, postgres does not get it"
+
+
+def test_init_script_gives_workers_read_write_and_nothing_else():
+    sql = " ".join(INIT_ROLES.read_text().split())
+    assert "CREATE DATABASE agents OWNER agents_migrator;" in sql
+    assert "ALTER SCHEMA public OWNER TO agents_migrator;" in sql
+    assert "REVOKE CREATE ON SCHEMA public FROM PUBLIC;" in sql
+    assert "REVOKE ALL ON DATABASE agents, temporal, temporal_visibility FROM PUBLIC;" in sql
+    grants = re.findall(r"GRANT ([A-Z, ]+) ON (\w+(?: \w+)*?) TO agents_worker", sql)
+    assert grants
+    for privileges, target in grants:
+        assert set(privileges.replace(",", " ").split()) <= {
+            "SELECT", "INSERT", "UPDATE", "DELETE", "USAGE", "CONNECT",
+        }, (privileges, target)  # fmt: skip
+    assert "GRANT CREATE" not in sql and "SUPERUSER" not in sql and "CREATEDB" not in sql
+
+
+def test_secrets_come_from_the_env_file_and_have_no_defaults():
+    raw = COMPOSE.read_text()
+    secrets = sorted(set(re.findall(r"\$\{(\w*(?:PASSWORD|API_KEY|KEYS)\w*)", raw)))
+    assert "AGENTS_WORKER_PASSWORD" in secrets and "OPENAI_API_KEY" in secrets
+    for name in secrets:
+        assert name in DOTENV, f".env.example does not list {name}"
+        if name.endswith("PASSWORD"):
+            assert re.search(rf"\$\{{{name}:\?", raw), f"{name} must be required, with no default"
+            assert not re.search(rf"\$\{{{name}:?-", raw), f"{name} has a default"
+    for name, value in DOTENV.items():
+        if name.endswith("PASSWORD"):
+            assert value.startswith("change-me"), f".env.example must not hold a real {name}"
+    assert ".env" in (ROOT / ".gitignore").read_text().split()
+
+
+def test_the_superuser_password_reaches_postgres_only(services):
+    for name, service in services.items():
+        if name != "postgres":
+            assert "POSTGRES_PASSWORD" not in json.dumps(service.get("environment") or {}), name
+        assert "env_file" not in service, f"{name} would get every secret in the env file"
+
+
+def test_migrate_runs_once_as_the_schema_owner_before_workers(services):
+    migrate = services["migrate"]
+    assert migrate.get("build") in (".", {"context": "."})
+    url = urlsplit(environment(migrate)["DATABASE_URL"])
+    assert url.username == "agents_migrator" and url.path.lstrip("/") == "agents"
+    assert url.password == DOTENV["AGENTS_MIGRATOR_PASSWORD"]
+    assert exec_or_shell(" ".join(migrate["command"])) == ["python", "starter.py", "migrate"]
+    assert depends_on(migrate) == {"postgres": "service_healthy"}
+
+
+def test_worker_serves_metrics_and_health_and_drains_within_the_grace_period(services):
+    worker = services["worker"]
+    env = environment(worker)
+    assert int(env["REACTIVE_TEMPORAL_METRICS_PORT"]) == METRICS_PORT
+    assert METRICS_PORT in {int(str(p).split("/")[0]) for p in worker["expose"]}
+    check = json.dumps(worker["healthcheck"]["test"])
+    assert f"http://127.0.0.1:{METRICS_PORT}/healthz" in check
+    command = worker["command"]
+    drain = int(command[command.index("--graceful-shutdown") + 1])
+    grace = int(str(worker["stop_grace_period"]).rstrip("s"))
+    assert 0 < drain < grace, "the worker must finish draining before Compose sends SIGKILL"
 
 
 def test_named_volumes_are_declared(compose, services):
