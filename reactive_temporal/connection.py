@@ -1,0 +1,201 @@
+"""Where Temporal is and how to reach it, the way the `temporal` CLI reads it.
+
+Worker, CLI and Python API all take their connection from Temporal's environment configuration
+(`temporalio.envconfig`): a `temporal.toml` profile (`TEMPORAL_CONFIG_FILE`, `TEMPORAL_PROFILE`
+or `--profile`) overlaid with the standard variables (`TEMPORAL_ADDRESS`, `TEMPORAL_NAMESPACE`,
+`TEMPORAL_API_KEY`, `TEMPORAL_TLS`, `TEMPORAL_TLS_CLIENT_CERT_PATH`/`_KEY_PATH`,
+`TEMPORAL_TLS_SERVER_CA_CERT_PATH`, `TEMPORAL_TLS_SERVER_NAME`, `TEMPORAL_GRPC_META_*`, …).
+Nothing configured means no address: the embedded dev server, as before.
+
+A connection that fails is one line naming what failed (the TLS handshake and why, the API
+key, an unreachable address), never a traceback: `ConnectionFailed`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from temporalio.client import Client, Interceptor, Plugin
+from temporalio.converter import DataConverter
+from temporalio.envconfig import ClientConfigProfile
+from temporalio.runtime import Runtime
+from temporalio.service import TLSConfig
+
+DEFAULT_NAMESPACE = "default"
+
+
+class ConnectionConfigError(ValueError):
+    """The connection configuration itself is wrong (a missing profile, file or certificate)."""
+
+
+class ConnectionFailed(RuntimeError):
+    """Temporal could not be reached or refused us; the message is one line saying why."""
+
+
+@dataclass(frozen=True)
+class TemporalConnection:
+    """Everything `Client.connect` needs, and where it came from (for error messages)."""
+
+    address: str | None
+    """None: nothing configured, use the embedded dev server."""
+    namespace: str = DEFAULT_NAMESPACE
+    api_key: str | None = None
+    tls: bool | TLSConfig = False
+    rpc_metadata: Mapping[str, str] = field(default_factory=dict)
+    profile: str | None = None
+    client_cert_source: str | None = None
+    """Where the client certificate came from (a path or 'inline data'), for errors."""
+
+    @property
+    def uses_tls(self) -> bool:
+        return self.tls is not False
+
+    def describe(self) -> str:
+        """`address (namespace 'x', TLS, API key, profile 'p')` for banners and errors."""
+        parts = [f"namespace {self.namespace!r}"]
+        if self.uses_tls:
+            parts.append("mTLS" if self.client_cert_source else "TLS")
+        if self.api_key:
+            parts.append("API key")
+        if self.profile:
+            parts.append(f"profile {self.profile!r}")
+        return f"{self.address} ({', '.join(parts)})"
+
+
+def load_connection(
+    *,
+    profile: str | None = None,
+    address: str | None = None,
+    namespace: str | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> TemporalConnection:
+    """The connection from temporal.toml and TEMPORAL_* (explicit arguments win).
+
+    `address` / `namespace` are values the caller read elsewhere (e.g. a `.env` file); an
+    explicit `profile` (`--profile`) beats TEMPORAL_PROFILE.
+    """
+    env = dict(os.environ if environ is None else environ)
+    config_file = env.get("TEMPORAL_CONFIG_FILE")
+    if config_file and not Path(config_file).expanduser().is_file():
+        raise ConnectionConfigError(f"TEMPORAL_CONFIG_FILE={config_file} does not exist")
+    chosen = profile or env.get("TEMPORAL_PROFILE") or None
+    try:
+        loaded = ClientConfigProfile.load(profile=chosen, override_env_vars=env)
+        connect: dict[str, Any] = dict(loaded.to_client_connect_config())
+    except FileNotFoundError as err:
+        raise ConnectionConfigError(
+            f"Temporal TLS file not found: {err.filename} (check TEMPORAL_TLS_* or the "
+            f"profile's tls section)"
+        ) from err
+    except Exception as err:  # the bridge's ConfigError: bad TOML, unknown profile, …
+        where = f" ({config_file})" if config_file else ""
+        message = str(err).replace("Configuration loading error: ", "").splitlines()[0]
+        raise ConnectionConfigError(f"Temporal configuration{where}: {message}") from err
+    target = address or connect.get("target_host")
+    tls = connect.get("tls", False)
+    cert_source = None
+    if loaded.tls is not None and loaded.tls.client_cert is not None:
+        source = loaded.tls.client_cert
+        cert_source = str(source) if isinstance(source, Path) else "inline data"
+    if target is None and (connect.get("api_key") or tls):
+        raise ConnectionConfigError(
+            "TLS or an API key is configured for Temporal but no address: set TEMPORAL_ADDRESS "
+            "(or the profile's address)"
+        )
+    return TemporalConnection(
+        address=target,
+        namespace=namespace or connect.get("namespace") or DEFAULT_NAMESPACE,
+        api_key=connect.get("api_key"),
+        tls=tls,
+        rpc_metadata=dict(connect.get("rpc_metadata") or {}),
+        profile=chosen,
+        client_cert_source=cert_source,
+    )
+
+
+async def connect_client(
+    connection: TemporalConnection,
+    data_converter: DataConverter,
+    *,
+    runtime: Runtime | None = None,
+    interceptors: Sequence[Interceptor] = (),
+    plugins: Sequence[Plugin] = (),
+) -> Client:
+    """`Client.connect` with the configuration; a failure is a one-line `ConnectionFailed`."""
+    if connection.address is None:
+        raise ConnectionConfigError("no Temporal address configured")
+    try:
+        return await Client.connect(
+            connection.address,
+            namespace=connection.namespace,
+            api_key=connection.api_key,
+            tls=connection.tls,
+            rpc_metadata=connection.rpc_metadata,
+            data_converter=data_converter,
+            runtime=runtime,
+            interceptors=interceptors,
+            plugins=plugins,
+        )
+    except Exception as err:
+        raise ConnectionFailed(
+            f"cannot connect to Temporal at {connection.describe()}: {explain(err, connection)}"
+        ) from err
+
+
+def explain(err: BaseException, connection: TemporalConnection) -> str:
+    """What a connection error means, in one line, with the setting to look at."""
+    text = str(err)
+    tls, cert = connection.uses_tls, connection.client_cert_source
+    if "UnknownIssuer" in text or "BadSignature" in text:
+        return (
+            "TLS handshake failed: the server's certificate is not signed by a trusted CA "
+            "(set TEMPORAL_TLS_SERVER_CA_CERT_PATH to the CA that signed it)"
+        )
+    if "NotValidForName" in text:
+        expected = re.search(r'expected: \w+\("?([^")]+)', text)
+        name = expected.group(1) if expected else "the address"
+        return (
+            f"TLS handshake failed: the server's certificate is not valid for {name} "
+            "(set TEMPORAL_TLS_SERVER_NAME to a name it holds)"
+        )
+    if "Expired" in text and "Certificate" in text:
+        return "TLS handshake failed: a certificate has expired"
+    if "PrivateKeyParseError" in text or "InvalidPrivateKey" in text:
+        return "TLS: the client private key cannot be read (TEMPORAL_TLS_CLIENT_KEY_PATH)"
+    if "InvalidContentType" in text or "CorruptMessage" in text:
+        return "TLS handshake failed: the server does not speak TLS (unset TEMPORAL_TLS?)"
+    if "Unauthenticated" in text or "PermissionDenied" in text:
+        key = "the API key (TEMPORAL_API_KEY)" if connection.api_key else "this client"
+        return f"authentication failed: the server refused {key}: {_first_message(text)}"
+    if "ConnectionRefused" in text or "Connection refused" in text:
+        return "connection refused (is the server running, and is the address right?)"
+    if "dns error" in text or "failed to lookup address" in text:
+        return "the host name does not resolve"
+    closed = any(
+        marker in text
+        for marker in ("connection closed", "UnexpectedEof", "BrokenPipe", "ConnectionReset")
+    )
+    if closed and tls and cert is None:
+        return (
+            "TLS: the server closed the connection after the handshake: it requires a client "
+            "certificate (set TEMPORAL_TLS_CLIENT_CERT_PATH and TEMPORAL_TLS_CLIENT_KEY_PATH)"
+        )
+    if closed and tls:
+        return (
+            f"TLS: the server closed the connection after the handshake: it does not accept the "
+            f"client certificate {cert}"
+        )
+    if closed:
+        return "the server closed the connection (does it require TLS? set TEMPORAL_TLS=true)"
+    return _first_message(text)
+
+
+def _first_message(text: str) -> str:
+    found = re.search(r'message: "([^"]*)"', text)
+    line = found.group(1) if found else text.splitlines()[0] if text else "unknown error"
+    return line.removeprefix("Failed client connect: ")[:300]

@@ -1,0 +1,108 @@
+"""The metrics port: `/metrics` for Prometheus and `/healthz` for orchestrators.
+
+`/metrics` serves the SDK runtime's Prometheus text (Temporal's worker metrics, and the run and
+debrief counters the workflows record) followed by this process's agent metrics. The SDK's
+exporter listens on a loopback port of its own; this server is the one address to scrape.
+
+`/healthz` answers 200 once the worker polls and 503 while it starts or drains, so a load
+balancer or Kubernetes stops counting on a worker the moment SIGTERM arrives.
+"""
+
+from __future__ import annotations
+
+import enum
+import threading
+import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
+
+from reactive_temporal.telemetry.metrics import REGISTRY
+
+
+class Health(enum.Enum):
+    STARTING = "starting"
+    POLLING = "polling"
+    DRAINING = "draining"
+
+
+def free_loopback_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def metrics_runtime() -> tuple[Runtime, str]:
+    """An SDK runtime exporting Prometheus metrics on a loopback port; and that port's URL.
+
+    Every client a worker uses must be connected with this runtime (metrics are per runtime).
+    """
+    address = f"127.0.0.1:{free_loopback_port()}"
+    runtime = Runtime(telemetry=TelemetryConfig(metrics=PrometheusConfig(bind_address=address)))
+    return runtime, f"http://{address}/metrics"
+
+
+class MetricsEndpoint:
+    """`/metrics` and `/healthz` on `port` (all interfaces), in a thread of its own."""
+
+    def __init__(self, port: int, sdk_metrics_url: str | None, host: str = "0.0.0.0") -> None:
+        self.health = Health.STARTING
+        self.sdk_metrics_url = sdk_metrics_url
+        endpoint = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+                path = self.path.split("?", 1)[0]
+                if path == "/metrics":
+                    self._reply(200, endpoint.scrape(), CONTENT_TYPE_LATEST)
+                elif path == "/healthz":
+                    state = endpoint.health
+                    code = 200 if state is Health.POLLING else 503
+                    self._reply(code, f"{state.value}\n".encode(), "text/plain; charset=utf-8")
+                else:
+                    self._reply(404, b"not found: try /metrics or /healthz\n", "text/plain")
+
+            def _reply(self, code: int, body: bytes, content_type: str) -> None:
+                self.send_response(code)
+                self.send_header("Content-Type", content_type)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        try:
+            self._server = ThreadingHTTPServer((host, port), Handler)
+        except OSError as err:
+            raise ValueError(f"cannot serve metrics on port {port}: {err.strerror}") from err
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def port(self) -> int:
+        return int(self._server.server_address[1])
+
+    def scrape(self) -> bytes:
+        sdk = b""
+        if self.sdk_metrics_url:
+            try:
+                with urllib.request.urlopen(self.sdk_metrics_url, timeout=5) as response:
+                    sdk = response.read()
+            except OSError:
+                sdk = b"# the SDK's metrics exporter did not answer\n"
+        if sdk and not sdk.endswith(b"\n"):
+            sdk += b"\n"
+        return sdk + generate_latest(REGISTRY)
+
+    def start(self) -> MetricsEndpoint:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()

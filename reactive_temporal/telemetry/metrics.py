@@ -1,0 +1,70 @@
+"""The agent's Prometheus metrics, recorded once per real event.
+
+LLM and tool metrics are recorded inside the activity, at the moment the call to the model or
+the tool really happens: a workflow replay never runs an activity again, and a step that
+returns a recorded reply instead of calling again records nothing. Runs and debriefs are
+counted by the workflows with `workflow.metric_meter()` (skipped during replay) under the
+names below, and reach `/metrics` through the SDK runtime's Prometheus exporter.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+
+RUNS_TOTAL = "reactive_temporal_runs_total"
+"""Workflow-side counter {agent, terminated_by}: one per finished run."""
+DEBRIEFS_TOTAL = "reactive_temporal_debriefs_total"
+"""Workflow-side counter {synthesized}: one per debrief persisted."""
+
+REGISTRY = CollectorRegistry(auto_describe=True)
+"""This process's agent metrics (each worker process has its own, like the SDK's)."""
+
+LLM_TOKENS = Counter(
+    "reactive_temporal_llm_tokens",
+    "Tokens used by LLM calls, as reported by the endpoint.",
+    ["model", "kind"],
+    registry=REGISTRY,
+)
+LLM_COST = Counter(
+    "reactive_temporal_llm_cost_usd",
+    "Estimated cost of LLM calls in US dollars (AGENT_MODEL_PRICES or the built-in table).",
+    ["model"],
+    registry=REGISTRY,
+)
+LLM_REQUEST_SECONDS = Histogram(
+    "reactive_temporal_llm_request_seconds",
+    "Duration of LLM requests, by outcome (ok, retryable_error, error).",
+    ["model", "outcome"],
+    buckets=(0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 40, 60, 120, 300),
+    registry=REGISTRY,
+)
+TOOL_CALLS = Counter(
+    "reactive_temporal_tool_calls",
+    "Tool calls executed, by outcome (ok, error).",
+    ["tool", "outcome"],
+    registry=REGISTRY,
+)
+
+
+def record_llm_call(
+    model: str,
+    *,
+    outcome: str,
+    seconds: float,
+    input_tokens: int = 0,
+    output_tokens: int = 0,
+    cost_usd: float = 0.0,
+) -> None:
+    """One request to the model that really went out (not a recorded reply)."""
+    LLM_REQUEST_SECONDS.labels(model=model, outcome=outcome).observe(max(seconds, 0.0))
+    if input_tokens > 0:
+        LLM_TOKENS.labels(model=model, kind="input").inc(input_tokens)
+    if output_tokens > 0:
+        LLM_TOKENS.labels(model=model, kind="output").inc(output_tokens)
+    if cost_usd > 0:
+        LLM_COST.labels(model=model).inc(cost_usd)
+
+
+def record_tool_call(tool: str, *, ok: bool) -> None:
+    """One execution of a tool (an error observation counts as outcome=error)."""
+    TOOL_CALLS.labels(tool=tool, outcome="ok" if ok else "error").inc()
