@@ -38,11 +38,12 @@ ENV REACTIVE_TEMPORAL_DATA_DIR=/data \
     REACTIVE_TEMPORAL_WORKSPACE=/data/workspace
 USER agent
 
-# Healthy while a worker.py process is running and Temporal's frontend (TEMPORAL_ADDRESS,
-# host:port) accepts TCP connections. Python only: the slim image has no curl or nc.
+# Healthy while the worker's /healthz answers 200 (REACTIVE_TEMPORAL_METRICS_PORT set), else
+# while worker.py runs and Temporal (TEMPORAL_ADDRESS) accepts connections: see the module.
 HEALTHCHECK --interval=30s --timeout=10s --start-period=30s --retries=3 \
-    CMD ["python", "-c", "import glob, os, socket; argvs = [open(f, 'rb').read().split(b'\\0') for f in glob.glob('/proc/[0-9]*/cmdline') if os.path.exists(f)]; assert any(a.endswith(b'worker.py') for argv in argvs for a in argv), 'worker.py is not running'; host, _, port = os.environ.get('TEMPORAL_ADDRESS', 'localhost:7233').rpartition(':'); socket.create_connection((host.strip('[]'), int(port)), timeout=5).close()"]
+    CMD ["python", "-m", "reactive_temporal.telemetry.healthcheck"]
 
-# SIGTERM (docker stop) makes the worker finish its in-flight tasks and exit.
+# SIGTERM (docker stop) makes the worker stop polling, finish its in-flight activities (up to
+# --graceful-shutdown seconds) and exit 0.
 STOPSIGNAL SIGTERM
 CMD ["python", "worker.py"]

@@ -410,8 +410,13 @@ def test_dockerfile_has_a_healthcheck():
     checks = [args for kw, args in dockerfile_instructions() if kw == "HEALTHCHECK"]
     assert len(checks) == 1
     assert checks[0] != "NONE"
-    command = checks[0].split("CMD", 1)[1]
-    assert "TEMPORAL_ADDRESS" in command
+    command = exec_or_shell(checks[0].split("CMD", 1)[1])
+    assert command == ["python", "-m", "reactive_temporal.telemetry.healthcheck"]
+    # The module it runs checks /healthz when the metrics port is set, else TEMPORAL_ADDRESS.
+    from reactive_temporal.telemetry import healthcheck
+
+    source = Path(healthcheck.__file__).read_text()
+    assert "REACTIVE_TEMPORAL_METRICS_PORT" in source and "TEMPORAL_ADDRESS" in source
 
 
 def test_dockerfile_does_not_run_as_root():

@@ -73,3 +73,14 @@ def test_a_taken_port_is_a_clear_error(endpoint):
 )
 def test_tracing_is_on_when_an_otlp_endpoint_is_set(environ, on):
     assert tracing_configured(environ) is on
+
+
+def test_the_image_healthcheck_follows_healthz(endpoint):
+    from reactive_temporal.telemetry.healthcheck import check
+
+    env = {"REACTIVE_TEMPORAL_METRICS_PORT": str(endpoint.port)}
+    assert check(env) == "/healthz answered 503"
+    endpoint.health = Health.POLLING
+    assert check(env) is None
+    endpoint.stop()
+    assert "did not answer" in (check(env) or "")
