@@ -21,12 +21,12 @@ import sys
 from pydantic import ValidationError
 from pydantic_settings import SettingsError
 
-from reactive_temporal.agent import describe_validation_error
 from reactive_temporal.config import load_settings, settings_error_message
+from reactive_temporal.embedded.scripted_llm import ScriptedLLM
+from reactive_temporal.embedded.stack import StackError, connect, read_published_stack
+from reactive_temporal.errors import describe_validation_error
+from reactive_temporal.hosting.worker_factory import create_worker
 from reactive_temporal.mcp_tools import McpToolbox
-from reactive_temporal.scripted_llm import ScriptedLLM
-from reactive_temporal.stack import StackError, connect, read_published_stack
-from reactive_temporal.worker import create_worker
 
 
 async def main(tool_modules: list[str], mcp_specs: list[str]) -> int:

@@ -9,17 +9,15 @@ from temporalio import activity
 
 from activities.llm import heartbeating, llm_errors
 from activities.store import SessionStore
-from reactive_temporal.chat_contracts import (
-    CHAT_DIRECT,
-    LOAD_SESSION,
-    SAVE_SESSION,
+from reactive_temporal.config import ModelPrice
+from reactive_temporal.contracts import names
+from reactive_temporal.contracts.entity import (
     ChatDirectInput,
     ChatDirectResult,
     LoadSessionInput,
     SaveSessionInput,
     SessionHistory,
 )
-from reactive_temporal.config import ModelPrice
 from reactive_temporal.pricing import cost_of
 
 DIRECT_MAX_TOKENS = 1024
@@ -36,7 +34,7 @@ class ChatActivities:
         self.client = client
         self.prices = prices or {}
 
-    @activity.defn(name=CHAT_DIRECT)
+    @activity.defn(name=names.CHAT_DIRECT)
     async def chat_direct(self, input: ChatDirectInput) -> ChatDirectResult:
         """One LLM call: persona and context as the system prompt, then the history."""
         messages: list[dict[str, Any]] = [{"role": "system", "content": input.context}]
@@ -59,11 +57,11 @@ class ChatActivities:
             cost=cost_of(input.agent.model, prompt, completion, self.prices),
         )
 
-    @activity.defn(name=LOAD_SESSION)
+    @activity.defn(name=names.LOAD_SESSION)
     async def load_session(self, input: LoadSessionInput) -> SessionHistory:
         messages = await self.sessions.load(input.agent_id, input.session_id)
         return SessionHistory(session_id=input.session_id, messages=messages)
 
-    @activity.defn(name=SAVE_SESSION)
+    @activity.defn(name=names.SAVE_SESSION)
     async def save_session(self, input: SaveSessionInput) -> None:
         await self.sessions.save(input.agent_id, input.session_id, input.messages)

@@ -20,8 +20,8 @@ from temporalio.exceptions import ApplicationError
 
 from activities.store import Store, to_openai
 from reactive_temporal.config import ModelPrice
-from reactive_temporal.contracts import (
-    LLM_STEP,
+from reactive_temporal.contracts import names
+from reactive_temporal.contracts.run import (
     LlmStepInput,
     LlmStepResult,
     Message,
@@ -136,7 +136,7 @@ class LlmActivities:
         self.registry = registry
         self.prices = prices or {}
 
-    @activity.defn(name=LLM_STEP)
+    @activity.defn(name=names.LLM_STEP)
     async def llm_step(self, input: LlmStepInput) -> LlmStepResult:
         transcript = await self.store.load_messages(input.run_id, before_seq=input.seq)
         request: dict[str, Any] = {

@@ -17,8 +17,9 @@ from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
-from reactive_temporal.chat_contracts import ChatMessage
-from reactive_temporal.contracts import AgentDebrief, DebriefInput, Message, SeqMessage, ToolCall
+from reactive_temporal.contracts.debrief import AgentDebrief, DebriefInput
+from reactive_temporal.contracts.entity import ChatMessage
+from reactive_temporal.contracts.run import Message, SeqMessage, ToolCall
 from reactive_temporal.tools import wire_name
 
 log = logging.getLogger(__name__)

@@ -5,12 +5,11 @@ from __future__ import annotations
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.entity import EntityActivities
 from activities.store import DebriefStore, Store, StoredDebrief
-from reactive_temporal.chat_contracts import RunStarted
-from reactive_temporal.contracts import (
-    PREPARE_RUN,
-    RECORD_MESSAGES,
+from activities.workflow_calls import EntityActivities
+from reactive_temporal.contracts import names
+from reactive_temporal.contracts.entity import RunStarted
+from reactive_temporal.contracts.run import (
     Message,
     PrepareRunInput,
     PrepareRunResult,
@@ -78,7 +77,7 @@ class TranscriptActivities:
         self.registry = registry
         self.entity = entity
 
-    @activity.defn(name=PREPARE_RUN)
+    @activity.defn(name=names.PREPARE_RUN)
     async def prepare_run(self, input: PrepareRunInput) -> PrepareRunResult:
         """Resolve the agent's tools and seed the transcript with the system prompt and task."""
         agent = input.agent
@@ -113,6 +112,6 @@ class TranscriptActivities:
             await self.entity.run_started(agent, event)
         return PrepareRunResult(tool_names=names, next_seq=len(seed))
 
-    @activity.defn(name=RECORD_MESSAGES)
+    @activity.defn(name=names.RECORD_MESSAGES)
     async def record_messages(self, input: RecordMessagesInput) -> None:
         await self.store.put_messages(input.run_id, input.messages)

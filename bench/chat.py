@@ -39,7 +39,7 @@ with workflow.unsafe.imports_passed_through():
         run,
     )
     from bench.overhead import bench_noop
-    from reactive_temporal.scripted_llm import Reply, ScriptedLLM, call
+    from reactive_temporal.embedded.scripted_llm import Reply, ScriptedLLM, call
 
 
 @workflow.defn(name="BenchChatFloorWorkflow")

@@ -29,7 +29,7 @@ from bench._stack import (
     profile_history,
     run,
 )
-from reactive_temporal.scripted_llm import Reply, Step, call
+from reactive_temporal.embedded.scripted_llm import Reply, Step, call
 
 TASK = "Check the system with the noop tool and report on it."
 ANSWER = (

@@ -30,7 +30,7 @@ with workflow.unsafe.imports_passed_through():
         run,
     )
     from bench.overhead import BenchBareWorkflow, bench_noop
-    from reactive_temporal.scripted_llm import Reply, call
+    from reactive_temporal.embedded.scripted_llm import Reply, call
 
 SIZES = (5, 30, 100)
 

@@ -34,6 +34,9 @@ with workflow.unsafe.imports_passed_through():
     from openai._types import NotGiven, Omit
     from openai.types.chat import completion_create_params
 
+    import activities.llm as llm_activities
+    import activities.tool_calls as tool_activities
+    import activities.workflow_calls as workflow_calls
     from bench._stack import (
         BenchStack,
         HistoryProfile,
@@ -47,8 +50,8 @@ with workflow.unsafe.imports_passed_through():
         run,
     )
     from reactive_temporal import search_attributes as sa
-    from reactive_temporal.contracts import PREPARE_RUN, RECORD_MESSAGES
-    from reactive_temporal.scripted_llm import Reply, ScriptedLLM, call
+    from reactive_temporal.contracts import names
+    from reactive_temporal.embedded.scripted_llm import Reply, ScriptedLLM, call
 
 TASK = "Call the noop tool, again and again."
 
@@ -149,10 +152,6 @@ async def _no_heartbeat() -> AsyncIterator[None]:
 def no_start_heartbeat() -> Iterator[None]:
     """`heartbeating()` (activities/llm.py) heartbeats as soon as every llm_step and
     run_tool starts; drop it (a 10 s heartbeat timeout needs no beat in the first ms)."""
-    # Imported here: importing activities.llm before reactive_temporal is a circular import.
-    import activities.llm as llm_activities
-    import activities.tools as tool_activities
-
     with (
         patched(llm_activities, "heartbeating", _no_heartbeat),
         patched(tool_activities, "heartbeating", _no_heartbeat),
@@ -185,9 +184,7 @@ def no_entity_signals() -> Iterator[None]:
     """Skip the two signal-with-starts every run sends its agent's AgentWorkflow
     (`run_started` inside prepare_run, `run_finished` from the notify_agent local activity),
     to size what they cost per run (mid-run chat and last-run context then miss the run)."""
-    import activities.entity as entity  # not at the top: activities.* first is an import cycle
-
-    with patched(entity, "signal_agent", _no_signal):
+    with patched(workflow_calls, "signal_agent", _no_signal):
         yield
 
 
@@ -196,7 +193,7 @@ def store_steps_local() -> Iterator[None]:
     """Run `prepare_run` and `record_messages` (short Postgres writes) as local activities:
     no activity task, no extra workflow task round trip."""
     real = workflow.execute_activity
-    local = {PREPARE_RUN, RECORD_MESSAGES}
+    local = {names.PREPARE_RUN, names.RECORD_MESSAGES}
 
     def execute(activity: Any, *args: Any, **kwargs: Any) -> Any:
         if activity in local:

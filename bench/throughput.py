@@ -48,8 +48,8 @@ with workflow.unsafe.imports_passed_through():
         run,
     )
     from bench.overhead import BenchBareWorkflow, bench_noop, no_entity_signals
-    from reactive_temporal.contracts import debrief_workflow_id
-    from reactive_temporal.scripted_llm import Reply, Step, call
+    from reactive_temporal.contracts import names
+    from reactive_temporal.embedded.scripted_llm import Reply, Step, call
 
 ITERATIONS = 3
 TASK = "Benchmark run: call the noop tool twice, then answer."
@@ -133,7 +133,7 @@ def agent_runs(
         result = await handle.result()
         assert result.metadata.iterations == ITERATIONS, result
         assert result.terminated_by == "final_answer", result
-        return handle.id, debrief_workflow_id(handle.id) if memory else None
+        return handle.id, names.debrief_workflow_id(handle.id) if memory else None
 
     return one
 

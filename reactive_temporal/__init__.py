@@ -1,20 +1,83 @@
-"""reactive-temporal: durable ReAct agents on Temporal."""
+"""reactive-temporal: durable ReAct agents on Temporal.
 
-from reactive_temporal.agent import Agent, AgentBuilder, AgentRunError, ReactiveAgents
-from reactive_temporal.config import Settings
-from reactive_temporal.contracts import AgentResult, FinalAnswerCapture, RunMetadata, RunProgress
-from reactive_temporal.tools import Tool, tool
+    from reactive_temporal import ReactiveAgents, tool
+
+The public names below are imported on first use (PEP 562), not when the package is: the
+workflows and activities import `reactive_temporal.contracts`, which must not pull in the
+Temporal client, the embedded stack or the encryption codec along with this package.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from reactive_temporal.api.agents import (
+        Agent,
+        AgentBuilder,
+        AgentRunError,
+        ReactiveAgents,
+        RunResult,
+    )
+    from reactive_temporal.api.sessions import ChatError, Session
+    from reactive_temporal.config import Settings
+    from reactive_temporal.contracts.debrief import AgentDebrief
+    from reactive_temporal.contracts.entity import ChatMessage, ChatReply
+    from reactive_temporal.contracts.result import AgentResult, RunMetadata
+    from reactive_temporal.contracts.run import FinalAnswerCapture, RunProgress
+    from reactive_temporal.tools import Tool, tool
+
+_EXPORTS = {
+    "Agent": "reactive_temporal.api.agents",
+    "AgentBuilder": "reactive_temporal.api.agents",
+    "AgentRunError": "reactive_temporal.api.agents",
+    "ReactiveAgents": "reactive_temporal.api.agents",
+    "RunResult": "reactive_temporal.api.agents",
+    "ChatError": "reactive_temporal.api.sessions",
+    "Session": "reactive_temporal.api.sessions",
+    "Settings": "reactive_temporal.config",
+    "AgentDebrief": "reactive_temporal.contracts.debrief",
+    "ChatMessage": "reactive_temporal.contracts.entity",
+    "ChatReply": "reactive_temporal.contracts.entity",
+    "AgentResult": "reactive_temporal.contracts.result",
+    "RunMetadata": "reactive_temporal.contracts.result",
+    "FinalAnswerCapture": "reactive_temporal.contracts.run",
+    "RunProgress": "reactive_temporal.contracts.run",
+    "Tool": "reactive_temporal.tools",
+    "tool": "reactive_temporal.tools",
+}
 
 __all__ = [
     "Agent",
     "AgentBuilder",
+    "AgentDebrief",
     "AgentResult",
     "AgentRunError",
+    "ChatError",
+    "ChatMessage",
+    "ChatReply",
     "FinalAnswerCapture",
     "ReactiveAgents",
     "RunMetadata",
     "RunProgress",
+    "RunResult",
+    "Session",
     "Settings",
     "Tool",
     "tool",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """Import a public name's module on first use, and keep the name here afterwards."""
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

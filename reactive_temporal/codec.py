@@ -5,7 +5,7 @@ history in the clear; an agent's history holds the task, every prompt, every too
 the answer. With `REACTIVE_TEMPORAL_ENCRYPTION_KEYS` set, the client and worker encrypt each
 payload before it leaves the process, so the server (and anyone reading its database) sees
 only ciphertext. The Web UI and the `temporal` CLI read it through the codec server
-(`reactive_temporal.codec_server`), which holds the same keys.
+(`reactive_temporal.embedded.codec_server`), which holds the same keys.
 
 Keys are named so they can be rotated without losing old histories: the first key encrypts,
 every key decrypts, and each payload records the id of the key that encrypted it.

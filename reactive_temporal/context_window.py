@@ -25,7 +25,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from reactive_temporal.contracts import Message, SeqMessage
+from reactive_temporal.contracts.run import Message, SeqMessage
 
 CHARS_PER_TOKEN = 3.0
 MESSAGE_OVERHEAD_TOKENS = 4

@@ -11,7 +11,7 @@ import json
 import re
 from typing import Any
 
-from reactive_temporal.contracts import RationaleDetail
+from reactive_temporal.contracts.run import RationaleDetail
 
 WHY_MAX_CHARS = 280
 _BLOCK = re.compile(

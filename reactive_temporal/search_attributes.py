@@ -9,14 +9,17 @@ that cannot register them refuses to start, saying how to register them by hand.
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import (
     AddSearchAttributesRequest,
     ListSearchAttributesRequest,
 )
-from temporalio.client import Client
 from temporalio.common import SearchAttributeKey
+
+if TYPE_CHECKING:  # workflows import the keys; they must not import the client
+    from temporalio.client import Client
 
 log = logging.getLogger(__name__)
 

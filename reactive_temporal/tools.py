@@ -25,7 +25,7 @@ from typing import Any, get_type_hints, overload
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
-from reactive_temporal.contracts import FINAL_ANSWER_TOOL, OUTPUT_FORMATS
+from reactive_temporal.contracts.run import FINAL_ANSWER_TOOL, OUTPUT_FORMATS
 
 ToolFunction = Callable[..., Awaitable[Any]]
 

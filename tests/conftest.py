@@ -17,8 +17,8 @@ import pytest
 from temporalio.client import Client
 
 from reactive_temporal.config import Settings
-from reactive_temporal.scripted_llm import ScriptedLLM
-from reactive_temporal.stack import DevServer
+from reactive_temporal.embedded.scripted_llm import ScriptedLLM
+from reactive_temporal.embedded.stack import DevServer
 
 
 @pytest.fixture(scope="session")

@@ -27,42 +27,35 @@ from temporalio.workflow import ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
     from reactive_temporal import search_attributes as sa
-    from reactive_temporal.chat_contracts import (
-        NOTIFY_AGENT,
-        NotifyAgentInput,
-        RunFinished,
-        agent_workflow_id,
-    )
-    from reactive_temporal.contracts import (
-        FINAL_ANSWER_TOOL,
-        LLM_STEP,
-        PREPARE_RUN,
-        RECORD_MESSAGES,
-        RUN_TOOL,
+    from reactive_temporal.contracts import names
+    from reactive_temporal.contracts.debrief import (
         AgentDebrief,
-        AgentResult,
-        AgentRunInput,
         DebriefWorkflowInput,
+        RationaleEntry,
+        ToolCallRecord,
+    )
+    from reactive_temporal.contracts.entity import NotifyAgentInput, RunFinished
+    from reactive_temporal.contracts.result import AgentResult, RunMetadata
+    from reactive_temporal.contracts.run import (
+        FINAL_ANSWER_TOOL,
+        AgentRunInput,
         FinalAnswerCapture,
         LlmStepInput,
         LlmStepResult,
         Message,
         PrepareRunInput,
         PrepareRunResult,
-        RationaleEntry,
         RecordMessagesInput,
-        RunMetadata,
         RunProgress,
         RunToolInput,
         SeqMessage,
         TerminatedBy,
         ToolCall,
-        ToolCallRecord,
         ToolResult,
-        debrief_workflow_id,
     )
+    from workflows.activity_options import HEARTBEAT, STORE_RETRY, STORE_TIMEOUT, llm_retry_policy
+    from workflows.agent_debrief import DebriefWorkflow
     from workflows.chat_rules import analysis_observation, keep_recent, tool_observation
-    from workflows.debrief import DebriefWorkflow
     from workflows.debrief_rules import (
         build_fallback,
         collect_debrief_input,
@@ -77,20 +70,16 @@ with workflow.unsafe.imports_passed_through():
         should_show_final_answer,
         validate_output,
     )
-    from workflows.retries import HEARTBEAT, STORE_RETRY, STORE_TIMEOUT, llm_retry_policy
     from workflows.turns import Act, Finish, Nudge, decide_turn, is_success
 
 OBSERVATION_PREVIEW_CHARS = 500
-LOCAL_STORE_STEPS = "local-store-steps"
-"""Patch: prepare_run and record_messages run as local activities (README, "Changing
-workflow code")."""
 
 
 def _short(text: str, limit: int = OBSERVATION_PREVIEW_CHARS) -> str:
     return text if len(text) <= limit else text[:limit] + "…"
 
 
-@workflow.defn
+@workflow.defn(name=names.AGENT_RUN_WORKFLOW)
 class AgentRunWorkflow:
     @workflow.init
     def __init__(self, input: AgentRunInput) -> None:
@@ -124,9 +113,9 @@ class AgentRunWorkflow:
     async def run(self, input: AgentRunInput) -> AgentResult:
         started = workflow.now()
         workflow.upsert_search_attributes([sa.AGENT_NAME.value_set(self.agent.agent_id)])
-        self.local_store_steps = workflow.patched(LOCAL_STORE_STEPS)
+        self.local_store_steps = workflow.patched(names.LOCAL_STORE_STEPS_PATCH)
         prepared: PrepareRunResult = await self._store_step(
-            PREPARE_RUN,
+            names.PREPARE_RUN,
             PrepareRunInput(
                 run_id=self.run_id, task=input.task, agent=self.agent, started_at=started
             ),
@@ -221,10 +210,10 @@ class AgentRunWorkflow:
                 collect_debrief_input(result, self.input.task, self.tool_calls, self.rationale)
             )
         await workflow.execute_local_activity(
-            NOTIFY_AGENT,
+            names.NOTIFY_AGENT,
             NotifyAgentInput(
                 agent=self.agent,
-                signal="run_finished",
+                signal=names.RUN_FINISHED_SIGNAL,
                 run_finished=RunFinished(
                     run_id=self.run_id,
                     started_at=started,
@@ -266,16 +255,16 @@ class AgentRunWorkflow:
                     synthesize=not is_trivial(debrief_input),
                     model=self.agent.debrief_model or self.agent.model,
                     llm_timeout_seconds=self.agent.llm_timeout_seconds,
-                    agent_workflow_id=agent_workflow_id(self.agent.agent_id),
+                    agent_workflow_id=names.agent_workflow_id(self.agent.agent_id),
                 ),
-                id=debrief_workflow_id(self.run_id),
+                id=names.debrief_workflow_id(self.run_id),
                 parent_close_policy=ParentClosePolicy.ABANDON,
                 static_summary=f"debrief of {self.run_id}",
             )
         except WorkflowAlreadyStartedError:
             workflow.logger.info("debrief of %s already started (a reset run)", self.run_id)
 
-    @workflow.signal
+    @workflow.signal(name=names.FINAL_ANSWER_SIGNAL)
     def final_answer(self, answer: FinalAnswerCapture) -> None:
         """An operator ends the run with this answer (same payload as the tool)."""
         problem = validate_output(answer.output, answer.format)
@@ -284,7 +273,7 @@ class AgentRunWorkflow:
             return
         self.operator_answer = answer
 
-    @workflow.query
+    @workflow.query(name=names.PROGRESS_QUERY)
     def progress(self) -> RunProgress:
         return RunProgress(
             run_id=self.run_id,
@@ -316,7 +305,7 @@ class AgentRunWorkflow:
         self.current_tool = None
         tokens = self.prompt_tokens + self.completion_tokens
         handle = workflow.start_activity(
-            LLM_STEP,
+            names.LLM_STEP,
             LlmStepInput(
                 run_id=self.run_id,
                 seq=self.seq,
@@ -416,7 +405,7 @@ class AgentRunWorkflow:
             self.steps += 1
             try:
                 return await workflow.execute_activity(
-                    RUN_TOOL,
+                    names.RUN_TOOL,
                     RunToolInput(run_id=self.run_id, seq=seq, call=call),
                     result_type=ToolResult,
                     start_to_close_timeout=timedelta(seconds=self.agent.tool_timeout_seconds + 10),
@@ -443,7 +432,7 @@ class AgentRunWorkflow:
 
     async def _record_at(self, entries: list[SeqMessage]) -> None:
         await self._store_step(
-            RECORD_MESSAGES,
+            names.RECORD_MESSAGES,
             RecordMessagesInput(run_id=self.run_id, messages=entries),
             summary="record observation",
         )

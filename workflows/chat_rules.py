@@ -11,8 +11,9 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from reactive_temporal.chat_contracts import ChatMessage, RoutedVia
-from reactive_temporal.contracts import AgentDebrief, RunProgress
+from reactive_temporal.contracts.debrief import AgentDebrief
+from reactive_temporal.contracts.entity import ChatMessage, RoutedVia
+from reactive_temporal.contracts.run import RunProgress
 
 CHAT_OVERRIDE_PATTERNS = (
     re.compile(

@@ -11,20 +11,20 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from reactive_temporal.contracts import (
+from reactive_temporal.contracts.debrief import (
     AgentDebrief,
-    AgentResult,
     Confidence,
     DebriefInput,
     DebriefMetrics,
     Outcome,
     RationaleEntry,
     SynthesisResult,
-    TerminatedBy,
     ToolCallRecord,
     ToolStat,
     ToolUsage,
 )
+from reactive_temporal.contracts.result import AgentResult
+from reactive_temporal.contracts.run import TerminatedBy
 
 TRIVIAL_OUTPUT_CHARS = 100
 BRIEF_OUTPUT_CHARS = 400

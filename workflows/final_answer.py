@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from pydantic import ValidationError
 
-from reactive_temporal.contracts import FINAL_ANSWER_TOOL, OUTPUT_FORMATS, FinalAnswerCapture
+from reactive_temporal.contracts.run import FINAL_ANSWER_TOOL, OUTPUT_FORMATS, FinalAnswerCapture
 
 META_TOOLS = frozenset(
     {

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime, timedelta
 
-from reactive_temporal.chat_contracts import ChatMessage
+from reactive_temporal.contracts.entity import ChatMessage
 
 WINDOW_MESSAGES = 40
 """The most messages of one session kept in state (chat sends at most 40)."""

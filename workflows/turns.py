@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from dataclasses import dataclass, field
 
-from reactive_temporal.contracts import TerminatedBy, ToolCall
+from reactive_temporal.contracts.run import TerminatedBy, ToolCall
 from workflows.final_answer import (
     detect_completion_gaps,
     extract_final_answer,

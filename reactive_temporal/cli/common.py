@@ -12,10 +12,11 @@ from pydantic import ValidationError
 from pydantic_settings import SettingsError
 from rich.console import Console
 
-from reactive_temporal.agent import Agent, AgentBuilder, describe_validation_error
+from reactive_temporal.api.agents import Agent, AgentBuilder
 from reactive_temporal.config import Settings, load_settings, settings_error_message
-from reactive_temporal.runtime import Runtime, open_runtime
-from reactive_temporal.stack import StackError
+from reactive_temporal.embedded.stack import StackError
+from reactive_temporal.errors import describe_validation_error
+from reactive_temporal.hosting.runtime import Runtime, open_runtime
 
 out = Console()
 err = Console(stderr=True)

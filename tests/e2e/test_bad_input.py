@@ -30,12 +30,12 @@ import pytest
 from pydantic import ValidationError
 from temporalio.client import Client, WorkflowFailureError
 
-from reactive_temporal.agent import Agent, AgentBuilder, AgentRunError, ReactiveAgents
-from reactive_temporal.chat import ChatError, Session
-from reactive_temporal.chat_contracts import ChatRequest
+from reactive_temporal.api.agents import Agent, AgentBuilder, AgentRunError, ReactiveAgents
+from reactive_temporal.api.sessions import ChatError, Session
 from reactive_temporal.config import Settings
-from reactive_temporal.scripted_llm import Reply, ScriptedLLM, call
-from reactive_temporal.stack import StackError
+from reactive_temporal.contracts.entity import ChatRequest
+from reactive_temporal.embedded.scripted_llm import Reply, ScriptedLLM, call
+from reactive_temporal.embedded.stack import StackError
 from tests.e2e.test_cli_run import PYTHON, REPO, clean_env
 from tests.workflow.conftest import Harness, running_worker
 

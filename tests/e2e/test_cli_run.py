@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from reactive_temporal.scripted_llm import HttpError, Reply, ScriptedLLM, call
+from reactive_temporal.embedded.scripted_llm import HttpError, Reply, ScriptedLLM, call
 
 pytestmark = pytest.mark.e2e
 

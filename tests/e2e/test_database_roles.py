@@ -20,7 +20,7 @@ import psycopg
 import pytest
 
 from activities.store import Store, StoreUnavailable
-from reactive_temporal.contracts import Message, SeqMessage
+from reactive_temporal.contracts.run import Message, SeqMessage
 from tests.processes import REPO
 
 pytestmark = pytest.mark.e2e

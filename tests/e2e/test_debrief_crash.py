@@ -12,10 +12,12 @@ import psycopg
 import pytest
 from temporalio.client import Client
 
-from reactive_temporal.agent import Agent
-from reactive_temporal.contracts import AgentConfig, AgentDebrief, debrief_workflow_id
-from reactive_temporal.runtime import Runtime
-from reactive_temporal.scripted_llm import Reply, ScriptedLLM, call
+from reactive_temporal.api.agents import Agent
+from reactive_temporal.contracts import names
+from reactive_temporal.contracts.debrief import AgentDebrief
+from reactive_temporal.contracts.run import AgentConfig
+from reactive_temporal.embedded.scripted_llm import Reply, ScriptedLLM, call
+from reactive_temporal.hosting.runtime import Runtime
 from tests.conftest import wait_for
 from tests.processes import start_worker, stop, worker_env
 
@@ -57,7 +59,7 @@ async def test_sigkill_during_synthesis_still_writes_the_debrief_once(
         second = start_worker(env, log)
 
         child = client.get_workflow_handle(
-            debrief_workflow_id(result.run_id), result_type=AgentDebrief
+            names.debrief_workflow_id(result.run_id), result_type=AgentDebrief
         )
         rich = await asyncio.wait_for(child.result(), timeout=90)
         assert rich.synthesized and rich.summary == "Written after the crash."

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from reactive_temporal.scripted_llm import Drop, HttpError, Reply, ScriptedLLM, Step, call
+from reactive_temporal.embedded.scripted_llm import Drop, HttpError, Reply, ScriptedLLM, Step, call
 from tests.workflow.conftest import Harness
 
 pytestmark = [pytest.mark.faults, pytest.mark.workflow]

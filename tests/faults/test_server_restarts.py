@@ -13,12 +13,13 @@ import psycopg
 import pytest
 from temporalio.client import Client
 
-from reactive_temporal.agent import Agent, RunResult
+from reactive_temporal.api.agents import Agent, RunResult
 from reactive_temporal.config import Settings
-from reactive_temporal.contracts import AgentConfig, AgentResult
-from reactive_temporal.runtime import Runtime
-from reactive_temporal.scripted_llm import ScriptedLLM
-from reactive_temporal.stack import DevServer, free_port
+from reactive_temporal.contracts.result import AgentResult
+from reactive_temporal.contracts.run import AgentConfig
+from reactive_temporal.embedded.scripted_llm import ScriptedLLM
+from reactive_temporal.embedded.stack import DevServer, free_port
+from reactive_temporal.hosting.runtime import Runtime
 from tests.conftest import wait_for
 from tests.faults.test_worker_faults import slow_demo
 from tests.workflow.conftest import running_worker

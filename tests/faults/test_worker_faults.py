@@ -13,10 +13,10 @@ import psycopg
 import pytest
 from temporalio.client import Client
 
-from reactive_temporal.agent import Agent
-from reactive_temporal.contracts import AgentConfig
-from reactive_temporal.runtime import Runtime
-from reactive_temporal.scripted_llm import Reply, ScriptedLLM, Step, demo_responder
+from reactive_temporal.api.agents import Agent
+from reactive_temporal.contracts.run import AgentConfig
+from reactive_temporal.embedded.scripted_llm import Reply, ScriptedLLM, Step, demo_responder
+from reactive_temporal.hosting.runtime import Runtime
 from tests.conftest import wait_for
 from tests.processes import start_worker, stop, worker_env
 

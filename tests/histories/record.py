@@ -21,15 +21,16 @@ from pathlib import Path
 
 from temporalio.client import Client
 
-from reactive_temporal.agent import Agent
-from reactive_temporal.chat_contracts import AgentState, AgentWorkflowInput, agent_workflow_id
+from reactive_temporal.api.agents import Agent
+from reactive_temporal.api.operate import history_to_json
 from reactive_temporal.config import Settings
-from reactive_temporal.contracts import AgentConfig, debrief_workflow_id
-from reactive_temporal.operate import history_to_json
-from reactive_temporal.runtime import Runtime
-from reactive_temporal.scripted_llm import HttpError, Reply, ScriptedLLM, call
-from reactive_temporal.stack import DevServer
-from reactive_temporal.worker import create_worker
+from reactive_temporal.contracts import names
+from reactive_temporal.contracts.entity import AgentState, AgentWorkflowInput
+from reactive_temporal.contracts.run import AgentConfig
+from reactive_temporal.embedded.scripted_llm import HttpError, Reply, ScriptedLLM, call
+from reactive_temporal.embedded.stack import DevServer
+from reactive_temporal.hosting.runtime import Runtime
+from reactive_temporal.hosting.worker_factory import create_worker
 
 HERE = Path(__file__).parent
 LONG = "The answer, explained at some length so that the debrief is synthesized. " * 3
@@ -59,7 +60,7 @@ async def record(client: Client, task_queue: str, llm: ScriptedLLM) -> dict[str,
     final = await agent("final").run("2+2, explained")
     scenarios["final_answer_run.json"] = final.run_id
     await final.debrief_rich()
-    scenarios["debrief_child.json"] = debrief_workflow_id(final.run_id)
+    scenarios["debrief_child.json"] = names.debrief_workflow_id(final.run_id)
 
     llm.script("loop", [Reply("again", [call("calculator", expression="1+1")])], repeat_last=True)
     scenarios["max_iterations_run.json"] = (
@@ -76,7 +77,7 @@ async def record(client: Client, task_queue: str, llm: ScriptedLLM) -> dict[str,
             state=AgentState(agent=AgentConfig(agent_id=chat_agent, model="chat")),
             continue_as_new_after_events=30,
         ),
-        id=agent_workflow_id(chat_agent),
+        id=names.agent_workflow_id(chat_agent),
         task_queue=task_queue,
     )
     first_run = (await handle.describe()).run_id

@@ -21,7 +21,7 @@ from reactive_temporal.capabilities import (
     request_params,
 )
 from reactive_temporal.config import Settings, settings_error_message
-from reactive_temporal.scripted_llm import Endpoint, Reply, ScriptedLLM
+from reactive_temporal.embedded.scripted_llm import Endpoint, Reply, ScriptedLLM
 
 WANTED = WantedParams(max_output_tokens=1024, temperature=0.7, reasoning_effort="low")
 

@@ -6,8 +6,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from reactive_temporal.chat_contracts import ChatMessage
-from reactive_temporal.contracts import AgentDebrief, DebriefMetrics, RunProgress, ToolUsage
+from reactive_temporal.contracts.debrief import AgentDebrief, DebriefMetrics, ToolUsage
+from reactive_temporal.contracts.entity import ChatMessage
+from reactive_temporal.contracts.run import RunProgress
 from workflows.chat_rules import (
     analysis_observation,
     build_context_summary,

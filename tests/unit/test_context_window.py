@@ -25,7 +25,7 @@ from reactive_temporal.context_window import (
     split_turns,
     view_tokens,
 )
-from reactive_temporal.contracts import Message, SeqMessage, ToolCall
+from reactive_temporal.contracts.run import Message, SeqMessage, ToolCall
 
 SYSTEM = "You are a careful agent. " * 20
 TASK = "Fetch the 40 pages and report what they say."

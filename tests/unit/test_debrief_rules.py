@@ -4,17 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from reactive_temporal.contracts import (
+from reactive_temporal.contracts.debrief import (
     DebriefInput,
     DebriefMetrics,
-    FinalAnswerCapture,
-    RationaleDetail,
     RationaleEntry,
     SynthesisFields,
     SynthesisResult,
     SynthesisTokens,
     ToolCallRecord,
 )
+from reactive_temporal.contracts.run import FinalAnswerCapture, RationaleDetail
 from workflows.debrief_rules import (
     brief_output,
     build_fallback,

@@ -14,9 +14,10 @@ from temporalio import workflow
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
-from reactive_temporal.contracts import AgentResult, AgentRunInput
-from reactive_temporal.operate import load_history_file, replay, reset_point
-from reactive_temporal.worker import WORKFLOWS
+from reactive_temporal.api.operate import load_history_file, replay, reset_point
+from reactive_temporal.contracts.result import AgentResult
+from reactive_temporal.contracts.run import AgentRunInput
+from reactive_temporal.hosting.worker_factory import WORKFLOWS
 
 HISTORIES = sorted((Path(__file__).parents[1] / "histories").glob("*.json"))
 

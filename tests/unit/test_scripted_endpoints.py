@@ -12,7 +12,12 @@ from typing import Any
 import openai
 import pytest
 
-from reactive_temporal.scripted_llm import Endpoint, Reply, ScriptedLLM, estimate_request_tokens
+from reactive_temporal.embedded.scripted_llm import (
+    Endpoint,
+    Reply,
+    ScriptedLLM,
+    estimate_request_tokens,
+)
 
 MESSAGES = [{"role": "user", "content": "hello"}]
 

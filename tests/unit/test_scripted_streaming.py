@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import openai
 import pytest
 
-from reactive_temporal.scripted_llm import Reply, ScriptedLLM, call, split_text
+from reactive_temporal.embedded.scripted_llm import Reply, ScriptedLLM, call, split_text
 
 ANSWER = "The answer is 42, computed twice and checked once."
 
@@ -129,7 +129,7 @@ async def test_a_stream_cut_off_mid_answer_fails_after_the_chunks_it_sent(server
 
 
 async def test_errors_are_plain_json_even_when_streaming_was_asked(server):
-    from reactive_temporal.scripted_llm import HttpError
+    from reactive_temporal.embedded.scripted_llm import HttpError
 
     server.script("stream-429", [HttpError(429, "slow down", headers={"retry-after": "1"})])
     with pytest.raises(openai.RateLimitError) as caught:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from reactive_temporal.chat_contracts import ChatMessage
+from reactive_temporal.contracts.entity import ChatMessage
 from workflows.session_window import (
     SESSION_IDLE_TTL,
     STATE_WINDOW_BYTES,

@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import json
 
-from activities.debrief import parse_synthesis, synthesis_prompt
-from reactive_temporal.contracts import (
+from activities.debrief_synthesis import parse_synthesis, synthesis_prompt
+from reactive_temporal.contracts.debrief import (
     DebriefInput,
     DebriefMetrics,
-    FinalAnswerCapture,
-    RationaleDetail,
     RationaleEntry,
     ToolStat,
 )
+from reactive_temporal.contracts.run import FinalAnswerCapture, RationaleDetail
 from reactive_temporal.rationale import (
     extract_rationale,
     parse_rationale_blocks,

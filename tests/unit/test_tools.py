@@ -118,7 +118,7 @@ async def test_http_get_refuses_other_schemes():
 
 
 async def test_http_get_limits_the_body():
-    from reactive_temporal.scripted_llm import ScriptedLLM
+    from reactive_temporal.embedded.scripted_llm import ScriptedLLM
 
     with ScriptedLLM() as server:  # a local server that answers GET with a 501 error page
         text = await http_get(url=server.base_url, max_bytes=10)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from reactive_temporal.contracts import ToolCall
+from reactive_temporal.contracts.run import ToolCall
 from workflows.turns import Act, Finish, Nudge, decide_turn, goal_achieved, is_success
 
 CALC = ToolCall(id="c1", name="calculator", arguments='{"expression": "1+1"}')

@@ -13,11 +13,11 @@ import pytest
 from temporalio.client import Client, WorkflowHandle
 
 from activities.store import Store
-from reactive_temporal.agent import Agent, RunResult
+from reactive_temporal.api.agents import Agent, RunResult
 from reactive_temporal.config import Settings
-from reactive_temporal.contracts import AgentConfig
-from reactive_temporal.runtime import Runtime
-from reactive_temporal.worker import AgentWorker, create_worker
+from reactive_temporal.contracts.run import AgentConfig
+from reactive_temporal.hosting.runtime import Runtime
+from reactive_temporal.hosting.worker_factory import AgentWorker, create_worker
 
 pytestmark = pytest.mark.workflow
 

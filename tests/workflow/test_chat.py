@@ -9,15 +9,11 @@ import uuid
 import pytest
 from temporalio.client import Client
 
-from reactive_temporal.chat import ChatError
-from reactive_temporal.chat_contracts import (
-    AgentState,
-    AgentWorkflowInput,
-    ChatRequest,
-    agent_workflow_id,
-)
-from reactive_temporal.contracts import AgentConfig, RunProgress
-from reactive_temporal.scripted_llm import Reply, ScriptedLLM, call
+from reactive_temporal.api.sessions import ChatError
+from reactive_temporal.contracts import names
+from reactive_temporal.contracts.entity import AgentState, AgentWorkflowInput, ChatRequest
+from reactive_temporal.contracts.run import AgentConfig, RunProgress
+from reactive_temporal.embedded.scripted_llm import Reply, ScriptedLLM, call
 from tests.conftest import wait_for
 from tests.e2e.test_cli_run import PYTHON, REPO, clean_env
 from tests.workflow.conftest import Harness
@@ -246,7 +242,7 @@ async def test_continue_as_new_mid_session_keeps_history_and_debrief(
     handle = await client.start_workflow(
         "AgentWorkflow",
         AgentWorkflowInput(state=AgentState(agent=config), continue_as_new_after_events=40),
-        id=agent_workflow_id(agent_id),
+        id=names.agent_workflow_id(agent_id),
         task_queue=harness.task_queue,
     )
     first_run_id = (await handle.describe()).run_id

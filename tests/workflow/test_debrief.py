@@ -9,8 +9,8 @@ import pytest
 from temporalio.client import WorkflowExecutionStatus
 from temporalio.service import RPCError
 
-from reactive_temporal.contracts import debrief_workflow_id
-from reactive_temporal.scripted_llm import HttpError, Reply, ScriptedLLM, call
+from reactive_temporal.contracts import names
+from reactive_temporal.embedded.scripted_llm import HttpError, Reply, ScriptedLLM, call
 from tests.workflow.conftest import Harness
 
 pytestmark = pytest.mark.workflow
@@ -53,7 +53,7 @@ async def test_run_returns_before_a_slow_synthesis(harness: Harness, llm: Script
     started = time.monotonic()
     result = await agent.run("Summarize the 3 latest PRs")
     returned_after = time.monotonic() - started
-    child = harness.client.get_workflow_handle(debrief_workflow_id(result.run_id))
+    child = harness.client.get_workflow_handle(names.debrief_workflow_id(result.run_id))
     assert (await child.describe()).status == WorkflowExecutionStatus.RUNNING
     assert result.debrief is not None and result.debrief.synthesized is False  # the instant one
     assert result.debrief.outcome == "success"
@@ -89,7 +89,9 @@ async def test_no_memory_means_no_debrief_and_no_row(harness: Harness, llm, mode
     assert result.debrief is None
     assert await result.debrief_rich() is None
     with pytest.raises(RPCError):
-        await harness.client.get_workflow_handle(debrief_workflow_id(result.run_id)).describe()
+        await harness.client.get_workflow_handle(
+            names.debrief_workflow_id(result.run_id)
+        ).describe()
     assert await debrief_rows(harness, result.run_id) == []
 
 

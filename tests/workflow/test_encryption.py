@@ -19,15 +19,15 @@ from temporalio.client import Client, WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError
 
-from reactive_temporal.agent import Agent
-from reactive_temporal.chat_contracts import agent_workflow_id
+from reactive_temporal.api.agents import Agent
 from reactive_temporal.codec import EncryptionCodec, build_data_converter, generate_key_string
-from reactive_temporal.codec_server import DEFAULT_ORIGIN, CodecServer
 from reactive_temporal.config import Settings
-from reactive_temporal.contracts import AgentConfig, debrief_workflow_id
-from reactive_temporal.runtime import Runtime
-from reactive_temporal.scripted_llm import Reply, ScriptedLLM
-from reactive_temporal.stack import temporal_binary
+from reactive_temporal.contracts import names
+from reactive_temporal.contracts.run import AgentConfig
+from reactive_temporal.embedded.codec_server import DEFAULT_ORIGIN, CodecServer
+from reactive_temporal.embedded.scripted_llm import Reply, ScriptedLLM
+from reactive_temporal.embedded.stack import temporal_binary
+from reactive_temporal.hosting.runtime import Runtime
 from tests.workflow.conftest import running_worker
 
 pytestmark = pytest.mark.workflow
@@ -94,7 +94,10 @@ async def test_history_holds_only_ciphertext(
 
     plain = await Client.connect(temporal_address, data_converter=pydantic_data_converter)
     found = await histories(
-        plain, result.run_id, debrief_workflow_id(result.run_id), agent_workflow_id(agent_id)
+        plain,
+        result.run_id,
+        names.debrief_workflow_id(result.run_id),
+        names.agent_workflow_id(agent_id),
     )
     assert len(found) == 3  # the run, its debrief child, the agent's entity workflow
     codec = EncryptionCodec(KEYS)

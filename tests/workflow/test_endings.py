@@ -7,9 +7,9 @@ import time
 
 import pytest
 
-from reactive_temporal.agent import AgentRunError
-from reactive_temporal.contracts import FinalAnswerCapture, RunProgress
-from reactive_temporal.scripted_llm import Drop, HttpError, Reply, ScriptedLLM, call
+from reactive_temporal.api.agents import AgentRunError
+from reactive_temporal.contracts.run import FinalAnswerCapture, RunProgress
+from reactive_temporal.embedded.scripted_llm import Drop, HttpError, Reply, ScriptedLLM, call
 from tests.conftest import wait_for
 from tests.workflow.conftest import Harness
 

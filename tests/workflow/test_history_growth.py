@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from reactive_temporal.scripted_llm import Reply, ScriptedLLM, call
+from reactive_temporal.embedded.scripted_llm import Reply, ScriptedLLM, call
 from tests.workflow.conftest import Harness
 
 pytestmark = pytest.mark.workflow

@@ -18,8 +18,8 @@ import pytest
 from temporalio.client import Client
 
 from reactive_temporal.config import Settings
+from reactive_temporal.embedded.scripted_llm import Reply, ScriptedLLM, call
 from reactive_temporal.mcp_tools import McpConnectionError, McpToolbox
-from reactive_temporal.scripted_llm import Reply, ScriptedLLM, call
 from tests.workflow.conftest import Harness, running_worker
 
 pytestmark = pytest.mark.workflow

@@ -12,8 +12,8 @@ from temporalio.api.sdk.v1 import WorkflowMetadata
 from temporalio.client import Client
 
 from reactive_temporal import search_attributes as sa
-from reactive_temporal.contracts import RunProgress
-from reactive_temporal.scripted_llm import HttpError, Reply, ScriptedLLM, call
+from reactive_temporal.contracts.run import RunProgress
+from reactive_temporal.embedded.scripted_llm import HttpError, Reply, ScriptedLLM, call
 from tests.conftest import wait_for
 from tests.e2e.test_cli_run import PYTHON, REPO, clean_env
 from tests.workflow.conftest import Harness

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from reactive_temporal import ReactiveAgents, Settings
-from reactive_temporal.scripted_llm import Reply, ScriptedLLM
+from reactive_temporal.embedded.scripted_llm import Reply, ScriptedLLM
 from tests.workflow.conftest import Harness
 
 pytestmark = pytest.mark.workflow

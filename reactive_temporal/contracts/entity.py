@@ -1,6 +1,6 @@
 """Contracts of the agent entity (AgentWorkflow): chat, sessions, and what runs tell it.
 
-Durable like `contracts.py`: add fields only as optional, never rename.
+Durable like every contract: add fields only as optional, never rename.
 """
 
 from __future__ import annotations
@@ -10,23 +10,13 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from reactive_temporal.contracts import AgentConfig, AgentDebrief, RunProgress
+from reactive_temporal.contracts.debrief import AgentDebrief
+from reactive_temporal.contracts.run import AgentConfig, RunProgress
 
 CHAT_MESSAGE_MAX_CHARS = 20_000
 DEFAULT_SESSION = "default"
 SESSION_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$"
 RoutedVia = Literal["direct-llm", "react-loop"]
-
-CHAT_DIRECT = "chat_direct"
-LOAD_SESSION = "load_session"
-SAVE_SESSION = "save_session"
-READ_RUN_PROGRESS = "read_run_progress"
-NOTIFY_AGENT = "notify_agent"
-
-
-def agent_workflow_id(agent_id: str) -> str:
-    """One AgentWorkflow per agent name."""
-    return f"agent-{agent_id}"
 
 
 class ChatMessage(BaseModel):

@@ -13,15 +13,12 @@ import asyncio
 import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from temporalio.client import Client
 
 from reactive_temporal.config import Settings
-from reactive_temporal.stack import EmbeddedStack, connect, read_published_stack
-
-if TYPE_CHECKING:
-    from reactive_temporal.worker import AgentWorker
+from reactive_temporal.embedded.stack import EmbeddedStack, connect, read_published_stack
+from reactive_temporal.hosting.worker_factory import AgentWorker, create_worker
 
 
 @dataclass
@@ -59,10 +56,6 @@ async def open_runtime(settings: Settings, *, tool_modules: Sequence[str] = ()) 
             published.temporal_address, published.namespace, settings.encryption_keys
         )
         return Runtime(client, published.task_queue, published.offline_model)
-
-    # Imported here, not at the top: the worker pulls in every activity module, and those
-    # import the contracts from this package, so `import reactive_temporal` must not need them.
-    from reactive_temporal.worker import create_worker
 
     stack = await EmbeddedStack(settings).start()
     try:

@@ -13,17 +13,22 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import Any, TypeVar
+from collections.abc import Awaitable, Coroutine
+from typing import Any, TypeVar, cast
 
+from temporalio import workflow
 from temporalio.client import (
     Client,
     WithStartWorkflowOperation,
+    WorkflowHandle,
     WorkflowUpdateFailedError,
 )
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.service import RPCError, RPCStatusCode
 
-from reactive_temporal.chat_contracts import (
+from reactive_temporal.contracts import names
+from reactive_temporal.contracts.debrief import AgentDebrief
+from reactive_temporal.contracts.entity import (
     DEFAULT_SESSION,
     AgentState,
     AgentWorkflowInput,
@@ -32,11 +37,12 @@ from reactive_temporal.chat_contracts import (
     ChatRequest,
     SessionHistory,
     SessionRef,
-    agent_workflow_id,
 )
-from reactive_temporal.contracts import AgentConfig, AgentDebrief
+from reactive_temporal.contracts.run import AgentConfig
+from workflows.agent_entity import AgentWorkflow
 
-T = TypeVar("T")
+ArgT = TypeVar("ArgT")
+ResultT = TypeVar("ResultT")
 
 
 class ChatError(ValueError):
@@ -44,6 +50,7 @@ class ChatError(ValueError):
 
 
 def new_session_id() -> str:
+    """A fresh session id: `sess_<epoch ms>_<6 hex>`, sortable by creation time."""
     return f"sess_{int(time.time() * 1000)}_{uuid.uuid4().hex[:6]}"
 
 
@@ -54,11 +61,19 @@ class AgentEntity:
         self.client = client
         self.task_queue = task_queue
         self.config = config
-        self.workflow_id = agent_workflow_id(config.agent_id)
+        self.workflow_id = names.agent_workflow_id(config.agent_id)
 
-    async def update(self, name: str, arg: Any, result_type: type[T]) -> T:
-        start: WithStartWorkflowOperation[Any, Any] = WithStartWorkflowOperation(
-            "AgentWorkflow",
+    async def update(
+        self,
+        update: workflow.UpdateMethodMultiParam[
+            [AgentWorkflow, ArgT], Coroutine[Any, Any, ResultT]
+        ],
+        arg: ArgT,
+    ) -> ResultT:
+        """Run an update on the agent's AgentWorkflow, starting the workflow if it does not
+        exist yet; a refusal by the update's validator is a ChatError naming the problem."""
+        start = WithStartWorkflowOperation(
+            AgentWorkflow.run,
             AgentWorkflowInput(state=AgentState(agent=self.config)),
             id=self.workflow_id,
             task_queue=self.task_queue,
@@ -66,34 +81,44 @@ class AgentEntity:
             static_summary=f"agent {self.config.agent_id}: chat, sessions, last debrief",
         )
         try:
-            result: T = await self.client.execute_update_with_start_workflow(
-                name, arg, start_workflow_operation=start, result_type=result_type
+            result = await self.client.execute_update_with_start_workflow(
+                update, arg, start_workflow_operation=start
             )
         except WorkflowUpdateFailedError as err:
             cause = err.cause
             message = getattr(cause, "message", None) or str(cause or err)
             raise ChatError(message) from err
-        return result
+        # The SDK types a named async update's result as the coroutine; it returns its value.
+        return cast(ResultT, result)
 
-    async def query(self, name: str, arg: Any, result_type: type[T], default: T) -> T:
-        """A query's answer; `default` when the agent has no entity yet."""
-        handle = self.client.get_workflow_handle(self.workflow_id)
-        try:
-            args = [] if arg is None else [arg]
-            result: T = await handle.query(name, args=args, result_type=result_type)
-        except RPCError as err:
-            if err.status == RPCStatusCode.NOT_FOUND:
-                return default
-            raise
-        return result
+    def handle(self) -> WorkflowHandle[AgentWorkflow, None]:
+        """The agent's AgentWorkflow (which may not exist yet)."""
+        return self.client.get_workflow_handle_for(AgentWorkflow.run, self.workflow_id)
 
     async def chat(self, request: ChatRequest) -> ChatReply:
+        """One chat turn; the request carries this handle's agent settings unless it has its own."""
         if request.agent is None:
             request = request.model_copy(update={"agent": self.config})
-        return await self.update("chat", request, ChatReply)
+        return await self.update(AgentWorkflow.chat, request)
 
     async def last_debrief(self) -> AgentDebrief | None:
-        return await self.query("last_debrief", None, AgentDebrief | None, None)  # type: ignore[arg-type]
+        """The last run's debrief as the agent holds it; None before its first run."""
+        return await _unless_missing(self.handle().query(AgentWorkflow.last_debrief), None)
+
+    async def history(self, session_id: str) -> SessionHistory:
+        """A session's open history; empty when the agent or the session does not exist."""
+        query = self.handle().query(AgentWorkflow.history, SessionRef(session_id=session_id))
+        return await _unless_missing(query, SessionHistory(session_id=session_id))
+
+
+async def _unless_missing(query: Awaitable[ResultT], default: ResultT) -> ResultT:
+    """A query's answer, or `default` when the agent has no entity yet."""
+    try:
+        return await query
+    except RPCError as err:
+        if err.status == RPCStatusCode.NOT_FOUND:
+            return default
+        raise
 
 
 class Session:
@@ -108,7 +133,7 @@ class Session:
     async def open(self) -> list[ChatMessage]:
         """Open (or resume) the session; returns its history so far."""
         opened = await self.entity.update(
-            "open_session", SessionRef(session_id=self.id), SessionHistory
+            AgentWorkflow.open_session, SessionRef(session_id=self.id)
         )
         self._opened = True
         return opened.messages
@@ -125,19 +150,11 @@ class Session:
 
     async def history(self) -> list[ChatMessage]:
         """A copy of the session's `{role, content, timestamp}` messages, oldest first."""
-        history = await self.entity.query(
-            "history",
-            SessionRef(session_id=self.id),
-            SessionHistory,
-            SessionHistory(session_id=self.id),
-        )
-        return history.messages
+        return (await self.entity.history(self.id)).messages
 
     async def end(self) -> list[ChatMessage]:
         """Save the session to Postgres and clear it; returns what was saved. The session
         must be open in the agent (ChatError otherwise: unknown, or already ended)."""
-        saved = await self.entity.update(
-            "end_session", SessionRef(session_id=self.id), SessionHistory
-        )
+        saved = await self.entity.update(AgentWorkflow.end_session, SessionRef(session_id=self.id))
         self._opened = self.id == DEFAULT_SESSION
         return saved.messages

@@ -12,14 +12,14 @@ from rich.panel import Panel
 from rich.text import Text
 from temporalio.client import WorkflowHandle
 
-from reactive_temporal.agent import (
+from reactive_temporal.api.agents import (
     Agent,
     AgentBuilder,
     AgentRunError,
     RunResult,
     build_run_input,
-    load_debrief,
 )
+from reactive_temporal.api.operate import load_debrief
 from reactive_temporal.cli.common import (
     OFFLINE_NOTICE,
     CliError,
@@ -29,9 +29,11 @@ from reactive_temporal.cli.common import (
     out,
     run_command,
 )
-from reactive_temporal.contracts import AgentResult, RunProgress
-from reactive_temporal.runtime import open_runtime
-from reactive_temporal.stack import StackError, read_published_stack
+from reactive_temporal.contracts.result import AgentResult
+from reactive_temporal.contracts.run import RunProgress
+from reactive_temporal.embedded.stack import StackError, read_published_stack
+from reactive_temporal.hosting.runtime import open_runtime
+from workflows.agent_run import AgentRunWorkflow
 
 
 def run(
@@ -130,7 +132,7 @@ async def _watch(
     try:
         while not result.done():
             try:
-                progress = await handle.query("progress", result_type=RunProgress)
+                progress = await handle.query(AgentRunWorkflow.progress)
                 line = _progress_line(progress)
             except Exception:  # the first workflow task may not have run yet
                 line = "waiting for a worker…"

@@ -14,9 +14,9 @@ from rich.panel import Panel
 
 from reactive_temporal.cli.common import OFFLINE_NOTICE, CliError, cli_settings, out, run_command
 from reactive_temporal.config import Settings
+from reactive_temporal.embedded.stack import EmbeddedStack, StackError, read_published_stack
+from reactive_temporal.hosting.worker_factory import create_worker
 from reactive_temporal.mcp_tools import McpToolbox
-from reactive_temporal.stack import EmbeddedStack, StackError, read_published_stack
-from reactive_temporal.worker import create_worker
 
 
 def dev(
@@ -59,15 +59,15 @@ def dev(
                 )
             except (ValueError, RuntimeError) as e:
                 raise CliError(str(e)) from e
+            stop = asyncio.Event()  # before announcing the stack: a Ctrl-C right after is handled
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.add_signal_handler(sig, stop.set)
             published = stack.publish()
             if as_json:
                 print(json.dumps(asdict(published)), flush=True)
             else:
                 _print_banner(stack, settings, agent_worker.registry.names)
-            stop = asyncio.Event()
-            loop = asyncio.get_running_loop()
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                loop.add_signal_handler(sig, stop.set)
             worker_task = asyncio.create_task(agent_worker.worker.run())
             await asyncio.wait(
                 {worker_task, asyncio.ensure_future(stop.wait())}, return_when="FIRST_COMPLETED"

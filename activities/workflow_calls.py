@@ -10,20 +10,16 @@ from temporalio.client import Client, WorkflowQueryRejectedError
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.service import RPCError
 
-from reactive_temporal.chat_contracts import (
-    NOTIFY_AGENT,
-    READ_RUN_PROGRESS,
+from reactive_temporal.contracts import names
+from reactive_temporal.contracts.entity import (
     AgentState,
     AgentWorkflowInput,
     NotifyAgentInput,
     ReadRunProgressInput,
     ReadRunProgressResult,
     RunStarted,
-    agent_workflow_id,
 )
-from reactive_temporal.contracts import AgentConfig, RunProgress
-
-AGENT_WORKFLOW = "AgentWorkflow"
+from reactive_temporal.contracts.run import AgentConfig, RunProgress
 
 
 async def signal_agent(
@@ -31,9 +27,9 @@ async def signal_agent(
 ) -> None:
     """Signal the agent's AgentWorkflow, starting it first if it does not exist."""
     await client.start_workflow(
-        AGENT_WORKFLOW,
+        names.AGENT_WORKFLOW,
         AgentWorkflowInput(state=AgentState(agent=agent)),
-        id=agent_workflow_id(agent.agent_id),
+        id=names.agent_workflow_id(agent.agent_id),
         task_queue=task_queue,
         id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
         start_signal=signal,
@@ -47,21 +43,25 @@ class EntityActivities:
         self.client = client
 
     async def run_started(self, agent: AgentConfig, event: RunStarted) -> None:
-        await signal_agent(self.client, activity.info().task_queue, agent, "run_started", event)
+        await signal_agent(
+            self.client, activity.info().task_queue, agent, names.RUN_STARTED_SIGNAL, event
+        )
 
-    @activity.defn(name=NOTIFY_AGENT)
+    @activity.defn(name=names.NOTIFY_AGENT)
     async def notify_agent(self, input: NotifyAgentInput) -> None:
-        payload = input.run_started if input.signal == "run_started" else input.run_finished
+        payload = (
+            input.run_started if input.signal == names.RUN_STARTED_SIGNAL else input.run_finished
+        )
         await signal_agent(
             self.client, activity.info().task_queue, input.agent, input.signal, payload
         )
 
-    @activity.defn(name=READ_RUN_PROGRESS)
+    @activity.defn(name=names.READ_RUN_PROGRESS)
     async def read_run_progress(self, input: ReadRunProgressInput) -> ReadRunProgressResult:
         """The run's live state from its `progress` query; None when it is gone."""
         handle = self.client.get_workflow_handle(input.run_id)
         try:
-            progress = await handle.query("progress", result_type=RunProgress)
+            progress = await handle.query(names.PROGRESS_QUERY, result_type=RunProgress)
         except (RPCError, WorkflowQueryRejectedError) as err:
             activity.logger.info("no progress for %s: %s", input.run_id, err)
             return ReadRunProgressResult()

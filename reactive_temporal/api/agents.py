@@ -16,32 +16,29 @@ import asyncio
 import logging
 import uuid
 from dataclasses import dataclass, field
-from typing import Self
+from typing import Any, Self
 
 from pydantic import PrivateAttr, ValidationError
 from temporalio.client import (
     Client,
-    WorkflowExecutionStatus,
     WorkflowFailureError,
     WorkflowHandle,
 )
-from temporalio.service import RPCError, RPCStatusCode
 
-from reactive_temporal.chat import AgentEntity, Session
-from reactive_temporal.chat_contracts import DEFAULT_SESSION, ChatReply, ChatRequest
+from reactive_temporal.api.operate import fetch_rich_debrief
+from reactive_temporal.api.sessions import AgentEntity, Session
 from reactive_temporal.config import Settings, load_settings
-from reactive_temporal.contracts import (
-    AgentConfig,
-    AgentDebrief,
-    AgentResult,
-    AgentRunInput,
-    debrief_workflow_id,
-)
-from reactive_temporal.runtime import Runtime, open_runtime
+from reactive_temporal.contracts import names
+from reactive_temporal.contracts.debrief import AgentDebrief
+from reactive_temporal.contracts.entity import DEFAULT_SESSION, ChatReply, ChatRequest
+from reactive_temporal.contracts.result import AgentResult
+from reactive_temporal.contracts.run import AgentConfig, AgentRunInput
+from reactive_temporal.errors import describe_validation_error, root_cause
+from reactive_temporal.hosting.runtime import Runtime, open_runtime
+from workflows.agent_run import AgentRunWorkflow
 
 log = logging.getLogger("reactive_temporal")
 
-WORKFLOW_NAME = "AgentRunWorkflow"
 SUPPORTED_PROVIDERS = ("openai",)
 """Any OpenAI-compatible endpoint (OpenAI, Ollama, vLLM, LM Studio) goes through "openai"."""
 
@@ -63,30 +60,6 @@ class RunResult(AgentResult):
         return await fetch_rich_debrief(self._client, self.run_id, fallback=self.debrief)
 
 
-async def fetch_rich_debrief(
-    client: Client, run_id: str, *, fallback: AgentDebrief | None = None
-) -> AgentDebrief | None:
-    handle = client.get_workflow_handle(debrief_workflow_id(run_id), result_type=AgentDebrief)
-    try:
-        return await handle.result()
-    except Exception as err:  # the child failed or is gone: the instant debrief stands
-        log.warning("rich debrief of %s unavailable (%s); using the instant one", run_id, err)
-        return fallback
-
-
-def describe_validation_error(err: ValidationError) -> str:
-    return "; ".join(
-        f"{'.'.join(str(p) for p in e['loc']) or 'input'}: {e['msg']}" for e in err.errors()
-    )
-
-
-def root_cause(err: BaseException) -> str:
-    cause: BaseException = err
-    while cause.__cause__ is not None:
-        cause = cause.__cause__
-    return str(cause) or type(cause).__name__
-
-
 def build_run_input(
     config: AgentConfig,
     task: str,
@@ -105,42 +78,6 @@ def build_run_input(
         return AgentRunInput(task=task, agent=agent)
     except ValidationError as err:
         raise ValueError(f"invalid run: {describe_validation_error(err)}") from err
-
-
-async def load_debrief(client: Client, run_id: str, *, wait_for_rich: bool) -> AgentDebrief | None:
-    """A run's debrief: the finished rich one, else (or with `wait_for_rich`, after waiting)
-    the run's instant one. None when the run had memory off; ValueError for an unknown run."""
-    run = client.get_workflow_handle(run_id, result_type=AgentResult)
-    await require_run(client, run_id)
-    try:
-        result = await run.result()
-    except WorkflowFailureError as err:
-        raise ValueError(
-            f"run {run_id!r} failed before it could be debriefed: {root_cause(err)}"
-        ) from err
-    if result.debrief is None:
-        return None
-    child = client.get_workflow_handle(debrief_workflow_id(run_id), result_type=AgentDebrief)
-    if not wait_for_rich:
-        try:
-            status = (await child.describe()).status
-        except RPCError:
-            return result.debrief
-        if status != WorkflowExecutionStatus.COMPLETED:
-            return result.debrief
-    return await fetch_rich_debrief(client, run_id, fallback=result.debrief)
-
-
-async def require_run(client: Client, run_id: str) -> None:
-    """ValueError unless `run_id` names an agent run (not, say, an agent's chat entity)."""
-    try:
-        description = await client.get_workflow_handle(run_id).describe()
-    except RPCError as err:
-        if err.status == RPCStatusCode.NOT_FOUND:
-            raise ValueError(f"no run with id {run_id!r}") from err
-        raise
-    if description.workflow_type != WORKFLOW_NAME:
-        raise ValueError(f"{run_id!r} is a {description.workflow_type}, not an agent run")
 
 
 class ReactiveAgents:
@@ -268,19 +205,18 @@ class Agent:
         *,
         max_iterations: int | None = None,
         required_tools: list[str] | None = None,
-    ) -> WorkflowHandle[object, AgentResult]:
+    ) -> WorkflowHandle[Any, AgentResult]:
         """Start a run and return its handle (poll `progress`, await `result()`)."""
         run_input = build_run_input(
             self.config, task, max_iterations=max_iterations, required_tools=required_tools
         )
         return await self.runtime.client.start_workflow(
-            WORKFLOW_NAME,
+            AgentRunWorkflow.run,
             run_input,
-            id=f"run-{self.name}-{uuid.uuid4().hex[:12]}",
+            id=names.run_workflow_id(self.name, uuid.uuid4()),
             task_queue=self.runtime.task_queue,
-            result_type=AgentResult,
             static_summary=task[:400],
-            memo={"task": task[:200]},
+            memo={names.TASK_MEMO: task[:200]},
             static_details=f"agent `{self.name}` · model `{run_input.agent.model}` · "
             f"max {run_input.agent.max_iterations} iterations",
         )
@@ -300,7 +236,7 @@ class Agent:
             self._pending_debriefs.add(result.run_id)
         return result
 
-    async def result(self, handle: WorkflowHandle[object, AgentResult]) -> RunResult:
+    async def result(self, handle: WorkflowHandle[Any, AgentResult]) -> RunResult:
         try:
             plain = await handle.result()
         except WorkflowFailureError as err:
@@ -321,7 +257,7 @@ class Agent:
         client = self.runtime.client
         waits = {
             run_id: asyncio.ensure_future(
-                client.get_workflow_handle(debrief_workflow_id(run_id)).result()
+                client.get_workflow_handle(names.debrief_workflow_id(run_id)).result()
             )
             for run_id in pending
         }

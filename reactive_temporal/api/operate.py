@@ -1,11 +1,14 @@
-"""Operating runs: list them, replay their history against the current code, re-run them.
+"""Operating runs: find them, read their debriefs, replay their history against the current
+code, re-run them.
 
-Client-side functions the CLI (`runs`, `replay`, `export`, `rerun`) and tests share.
+Client-side functions the CLI (`runs`, `debrief`, `replay`, `export`, `rerun`), the Python API
+and tests share.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import re
 import uuid
 from dataclasses import dataclass
@@ -18,14 +21,18 @@ from temporalio.api.common.v1 import WorkflowExecution
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.api.workflowservice.v1 import ResetWorkflowExecutionRequest
-from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHistory
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError, WorkflowHistory
+from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import Replayer
 
 from reactive_temporal import search_attributes as sa
-from reactive_temporal.agent import require_run
-from reactive_temporal.contracts import AgentRunInput
+from reactive_temporal.contracts import names
+from reactive_temporal.contracts.debrief import AgentDebrief
+from reactive_temporal.contracts.result import AgentResult
+from reactive_temporal.contracts.run import AgentRunInput
+from reactive_temporal.errors import root_cause
 
-RUN_WORKFLOW = "AgentRunWorkflow"
+log = logging.getLogger("reactive_temporal")
 STATUSES = {s.name.lower(): s for s in WorkflowExecutionStatus}
 
 
@@ -53,7 +60,7 @@ def runs_query(
     agent: str | None = None, status: str | None = None, terminated_by: str | None = None
 ) -> str:
     """A visibility query for AgentRunWorkflow executions; ValueError naming a bad filter."""
-    parts = [f"WorkflowType = '{RUN_WORKFLOW}'"]
+    parts = [f"WorkflowType = '{names.AGENT_RUN_WORKFLOW}'"]
     if agent:
         parts.append(f"{sa.AGENT_NAME.name} = {_quote(agent)}")
     if status:
@@ -71,7 +78,7 @@ async def list_runs(client: Client, query: str, limit: int = 20) -> list[RunSumm
     runs: list[RunSummary] = []
     async for wf in client.list_workflows(query, limit=limit):
         attrs = wf.typed_search_attributes
-        memo = await wf.memo()
+        task = (await wf.memo()).get(names.TASK_MEMO)
         runs.append(
             RunSummary(
                 run_id=wf.id,
@@ -84,10 +91,61 @@ async def list_runs(client: Client, query: str, limit: int = 20) -> list[RunSumm
                 debrief_status=attrs.get(sa.DEBRIEF_STATUS),
                 started_at=wf.start_time,
                 closed_at=wf.close_time,
-                task=memo.get("task") if isinstance(memo.get("task"), str) else None,
+                task=task if isinstance(task, str) else None,
             )
         )
     return runs
+
+
+# -- debriefs ------------------------------------------------------------------------------
+
+
+async def load_debrief(client: Client, run_id: str, *, wait_for_rich: bool) -> AgentDebrief | None:
+    """A run's debrief: the finished rich one, else (or with `wait_for_rich`, after waiting)
+    the run's instant one. None when the run had memory off; ValueError for an unknown run."""
+    run = client.get_workflow_handle(run_id, result_type=AgentResult)
+    await require_run(client, run_id)
+    try:
+        result = await run.result()
+    except WorkflowFailureError as err:
+        raise ValueError(
+            f"run {run_id!r} failed before it could be debriefed: {root_cause(err)}"
+        ) from err
+    if result.debrief is None:
+        return None
+    child = client.get_workflow_handle(names.debrief_workflow_id(run_id), result_type=AgentDebrief)
+    if not wait_for_rich:
+        try:
+            status = (await child.describe()).status
+        except RPCError:
+            return result.debrief
+        if status != WorkflowExecutionStatus.COMPLETED:
+            return result.debrief
+    return await fetch_rich_debrief(client, run_id, fallback=result.debrief)
+
+
+async def require_run(client: Client, run_id: str) -> None:
+    """ValueError unless `run_id` names an agent run (not, say, an agent's chat entity)."""
+    try:
+        description = await client.get_workflow_handle(run_id).describe()
+    except RPCError as err:
+        if err.status == RPCStatusCode.NOT_FOUND:
+            raise ValueError(f"no run with id {run_id!r}") from err
+        raise
+    if description.workflow_type != names.AGENT_RUN_WORKFLOW:
+        raise ValueError(f"{run_id!r} is a {description.workflow_type}, not an agent run")
+
+
+async def fetch_rich_debrief(
+    client: Client, run_id: str, *, fallback: AgentDebrief | None = None
+) -> AgentDebrief | None:
+    """The run's rich debrief, awaited; `fallback` when its DebriefWorkflow failed or is gone."""
+    handle = client.get_workflow_handle(names.debrief_workflow_id(run_id), result_type=AgentDebrief)
+    try:
+        return await handle.result()
+    except Exception as err:  # the child failed or is gone: the instant debrief stands
+        log.warning("rich debrief of %s unavailable (%s); using the instant one", run_id, err)
+        return fallback
 
 
 # -- replay --------------------------------------------------------------------------------

@@ -30,7 +30,7 @@ from temporalio.client import Client
 
 from reactive_temporal.codec import build_data_converter
 from reactive_temporal.config import Settings
-from reactive_temporal.scripted_llm import ScriptedLLM
+from reactive_temporal.embedded.scripted_llm import ScriptedLLM
 from reactive_temporal.search_attributes import dev_server_flags
 
 TUNED_DEV_SERVER_ARGS = [

@@ -10,19 +10,19 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 
 from activities.chat import ChatActivities
-from activities.debrief import DebriefActivities
-from activities.entity import EntityActivities
+from activities.debrief_synthesis import DebriefActivities
 from activities.llm import LlmActivities
 from activities.store import DebriefStore, SessionStore, Store
-from activities.tools import ToolActivities
+from activities.tool_calls import ToolActivities
 from activities.transcript import TranscriptActivities
+from activities.workflow_calls import EntityActivities
 from reactive_temporal.builtin_tools import builtin_tools
 from reactive_temporal.config import Settings
 from reactive_temporal.search_attributes import ensure_registered
 from reactive_temporal.tools import Tool, ToolRegistry
-from workflows.agent import AgentWorkflow
+from workflows.agent_debrief import DebriefWorkflow
+from workflows.agent_entity import AgentWorkflow
 from workflows.agent_run import AgentRunWorkflow
-from workflows.debrief import DebriefWorkflow
 
 WORKFLOWS = [AgentRunWorkflow, DebriefWorkflow, AgentWorkflow]
 OFFLINE_API_KEY = "offline"

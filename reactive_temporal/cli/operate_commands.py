@@ -13,11 +13,8 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import Replayer
 
-from reactive_temporal.agent import Agent, AgentRunError
-from reactive_temporal.cli.common import CliError, cli_runtime, err, out, run_command
-from reactive_temporal.cli.runs import watch_and_print
-from reactive_temporal.contracts import AgentResult
-from reactive_temporal.operate import (
+from reactive_temporal.api.agents import Agent, AgentRunError
+from reactive_temporal.api.operate import (
     history_to_json,
     list_runs,
     load_history_file,
@@ -26,7 +23,10 @@ from reactive_temporal.operate import (
     rerun_from_failure,
     runs_query,
 )
-from reactive_temporal.worker import WORKFLOWS
+from reactive_temporal.cli.common import CliError, cli_runtime, err, out, run_command
+from reactive_temporal.cli.run_commands import watch_and_print
+from reactive_temporal.contracts.result import AgentResult
+from reactive_temporal.hosting.worker_factory import WORKFLOWS
 
 
 async def _history(client: Client, workflow_id: str) -> WorkflowHistory:

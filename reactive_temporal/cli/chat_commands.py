@@ -8,9 +8,9 @@ from typing import Annotated
 import typer
 from rich.markdown import Markdown
 
-from reactive_temporal.chat import ChatError
-from reactive_temporal.chat_contracts import ChatReply, SessionHistory
+from reactive_temporal.api.sessions import ChatError
 from reactive_temporal.cli.common import CliError, cli_settings, err, open_agent, out, run_command
+from reactive_temporal.contracts.entity import ChatReply, SessionHistory
 
 
 def _print_reply(reply: ChatReply) -> None:

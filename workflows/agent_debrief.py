@@ -16,23 +16,22 @@ from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from reactive_temporal import search_attributes as sa
-    from reactive_temporal.chat_contracts import DebriefReady
-    from reactive_temporal.contracts import (
-        PERSIST_DEBRIEF,
-        SYNTHESIZE_DEBRIEF,
+    from reactive_temporal.contracts import names
+    from reactive_temporal.contracts.debrief import (
         AgentDebrief,
         DebriefWorkflowInput,
         PersistDebriefInput,
         SynthesisRequest,
         SynthesisResult,
     )
+    from reactive_temporal.contracts.entity import DebriefReady
+    from workflows.activity_options import HEARTBEAT, STORE_TIMEOUT, llm_retry_policy
     from workflows.debrief_rules import merge_synthesis
-    from workflows.retries import HEARTBEAT, STORE_TIMEOUT, llm_retry_policy
 
 SYNTHESIS_ATTEMPTS = 3
 
 
-@workflow.defn
+@workflow.defn(name=names.DEBRIEF_WORKFLOW)
 class DebriefWorkflow:
     @workflow.run
     async def run(self, input: DebriefWorkflowInput) -> AgentDebrief:
@@ -47,7 +46,7 @@ class DebriefWorkflow:
             workflow.set_current_details("synthesizing the debrief")
             try:
                 result: SynthesisResult = await workflow.execute_activity(
-                    SYNTHESIZE_DEBRIEF,
+                    names.SYNTHESIZE_DEBRIEF,
                     SynthesisRequest(
                         input=input.input, model=input.model, max_attempts=SYNTHESIS_ATTEMPTS
                     ),
@@ -62,7 +61,7 @@ class DebriefWorkflow:
                 workflow.logger.warning("debrief synthesis failed, keeping the fallback: %s", err)
         workflow.set_current_details("persisting the debrief")
         await workflow.execute_activity(
-            PERSIST_DEBRIEF,
+            names.PERSIST_DEBRIEF,
             PersistDebriefInput(input=input.input, debrief=debrief),
             start_to_close_timeout=STORE_TIMEOUT,
             # Postgres may be down for a while: keep trying, nothing is lost meanwhile.
@@ -72,7 +71,8 @@ class DebriefWorkflow:
         if input.agent_workflow_id:
             try:
                 await workflow.get_external_workflow_handle(input.agent_workflow_id).signal(
-                    "debrief_ready", DebriefReady(run_id=input.input.run_id, debrief=debrief)
+                    names.DEBRIEF_READY_SIGNAL,
+                    DebriefReady(run_id=input.input.run_id, debrief=debrief),
                 )
             except Exception as err:  # no agent entity (yet): nothing is waiting for it
                 workflow.logger.info("agent not told of the debrief: %s", err)

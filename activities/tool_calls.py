@@ -16,7 +16,8 @@ from temporalio import activity
 
 from activities.llm import heartbeating
 from activities.store import Store
-from reactive_temporal.contracts import RUN_TOOL, Message, RunToolInput, SeqMessage, ToolResult
+from reactive_temporal.contracts import names
+from reactive_temporal.contracts.run import Message, RunToolInput, SeqMessage, ToolResult
 from reactive_temporal.tools import ToolArgumentsError, ToolRegistry
 
 OBSERVATION_MAX_CHARS = 16_000
@@ -44,7 +45,7 @@ class ToolActivities:
         self.store = store
         self.registry = registry
 
-    @activity.defn(name=RUN_TOOL)
+    @activity.defn(name=names.RUN_TOOL)
     async def run_tool(self, input: RunToolInput) -> ToolResult:
         call = input.call
         started = time.monotonic()

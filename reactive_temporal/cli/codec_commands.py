@@ -11,7 +11,7 @@ from rich.panel import Panel
 
 from reactive_temporal.cli.common import CliError, cli_settings, err, out, run_command
 from reactive_temporal.codec import ENV_VAR, EncryptionCodec
-from reactive_temporal.codec_server import DEFAULT_ORIGIN, CodecServer
+from reactive_temporal.embedded.codec_server import DEFAULT_ORIGIN, CodecServer
 
 TOKEN_ENV_VAR = "REACTIVE_TEMPORAL_CODEC_TOKEN"
 

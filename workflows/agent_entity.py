@@ -25,13 +25,11 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from reactive_temporal.chat_contracts import (
-        CHAT_DIRECT,
+    from reactive_temporal.contracts import names
+    from reactive_temporal.contracts.debrief import AgentDebrief
+    from reactive_temporal.contracts.entity import (
         CHAT_MESSAGE_MAX_CHARS,
         DEFAULT_SESSION,
-        LOAD_SESSION,
-        READ_RUN_PROGRESS,
-        SAVE_SESSION,
         SESSION_ID_PATTERN,
         AgentWorkflowInput,
         ChatDirectInput,
@@ -49,7 +47,8 @@ with workflow.unsafe.imports_passed_through():
         SessionHistory,
         SessionRef,
     )
-    from reactive_temporal.contracts import AgentConfig, AgentDebrief, AgentResult, AgentRunInput
+    from reactive_temporal.contracts.result import AgentResult
+    from reactive_temporal.contracts.run import AgentConfig, AgentRunInput
     from workflows.agent_run import AgentRunWorkflow
     from workflows.chat_rules import (
         TOOL_PATH_DEFAULT_ITERATIONS,
@@ -67,7 +66,7 @@ MAX_TOOL_PATH_ITERATIONS = 50
 ACTIVITY_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=5)
 
 
-@workflow.defn
+@workflow.defn(name=names.AGENT_WORKFLOW)
 class AgentWorkflow:
     @workflow.init
     def __init__(self, input: AgentWorkflowInput) -> None:
@@ -92,11 +91,11 @@ class AgentWorkflow:
 
     # -- what runs tell the agent -------------------------------------------------------------
 
-    @workflow.signal
+    @workflow.signal(name=names.RUN_STARTED_SIGNAL)
     def run_started(self, event: RunStarted) -> None:
         self.state.active_runs[event.run_id] = event.started_at
 
-    @workflow.signal
+    @workflow.signal(name=names.RUN_FINISHED_SIGNAL)
     def run_finished(self, event: RunFinished) -> None:
         self.state.active_runs.pop(event.run_id, None)
         last = self.state.last_run_started_at
@@ -108,7 +107,7 @@ class AgentWorkflow:
         self.state.last_debrief = event.debrief
         self.state.last_observations = event.observations
 
-    @workflow.signal
+    @workflow.signal(name=names.DEBRIEF_READY_SIGNAL)
     def debrief_ready(self, event: DebriefReady) -> None:
         """Upgrade to the rich debrief, only for the run whose context we hold."""
         if event.run_id == self.state.last_run_id:
@@ -116,23 +115,23 @@ class AgentWorkflow:
 
     # -- queries --------------------------------------------------------------------------------
 
-    @workflow.query
+    @workflow.query(name=names.LAST_DEBRIEF_QUERY)
     def last_debrief(self) -> AgentDebrief | None:
         return self.state.last_debrief
 
-    @workflow.query
+    @workflow.query(name=names.HISTORY_QUERY)
     def history(self, ref: SessionRef) -> SessionHistory:
         messages = self.state.sessions.get(ref.session_id, [])
         return SessionHistory(session_id=ref.session_id, messages=list(messages))
 
     # -- sessions -------------------------------------------------------------------------------
 
-    @workflow.update
+    @workflow.update(name=names.OPEN_SESSION_UPDATE)
     async def open_session(self, ref: SessionRef) -> SessionHistory:
         """Open a session, resuming a saved one from Postgres when it is not open here."""
         if ref.session_id not in self.state.sessions:
             loaded: SessionHistory = await workflow.execute_activity(
-                LOAD_SESSION,
+                names.LOAD_SESSION,
                 LoadSessionInput(agent_id=self.state.agent.agent_id, session_id=ref.session_id),
                 result_type=SessionHistory,
                 start_to_close_timeout=timedelta(seconds=30),
@@ -148,13 +147,13 @@ class AgentWorkflow:
     def _validate_open(self, ref: SessionRef) -> None:
         _require_valid_id(ref.session_id)
 
-    @workflow.update
+    @workflow.update(name=names.END_SESSION_UPDATE)
     async def end_session(self, ref: SessionRef) -> SessionHistory:
         """Save the session to Postgres, then clear it; it can be reopened later by id."""
         async with self._lock(ref.session_id):
             messages = self.state.sessions.get(ref.session_id, [])
             await workflow.execute_activity(
-                SAVE_SESSION,
+                names.SAVE_SESSION,
                 SaveSessionInput(
                     agent_id=self.state.agent.agent_id,
                     session_id=ref.session_id,
@@ -182,7 +181,7 @@ class AgentWorkflow:
 
     # -- chat -----------------------------------------------------------------------------------
 
-    @workflow.update
+    @workflow.update(name=names.CHAT_UPDATE)
     async def chat(self, request: ChatRequest) -> ChatReply:
         async with self._lock(request.session_id):
             history = list(self.state.sessions.get(request.session_id, []))
@@ -241,7 +240,7 @@ class AgentWorkflow:
         parts = []
         for run_id in list(self.state.active_runs):
             read: ReadRunProgressResult = await workflow.execute_activity(
-                READ_RUN_PROGRESS,
+                names.READ_RUN_PROGRESS,
                 ReadRunProgressInput(run_id=run_id),
                 result_type=ReadRunProgressResult,
                 start_to_close_timeout=timedelta(seconds=15),
@@ -258,7 +257,7 @@ class AgentWorkflow:
         self, agent: AgentConfig, message: str, context: str, history: list[ChatMessage]
     ) -> ChatReply:
         result: ChatDirectResult = await workflow.execute_activity(
-            CHAT_DIRECT,
+            names.CHAT_DIRECT,
             ChatDirectInput(
                 agent=agent,
                 context=direct_system_prompt(agent.agent_id, agent.system_prompt, context),
@@ -283,14 +282,14 @@ class AgentWorkflow:
         agent = agent.model_copy(
             update={"max_iterations": request.max_iterations or TOOL_PATH_DEFAULT_ITERATIONS}
         )
-        run_id = f"run-{agent.agent_id}-chat-{workflow.uuid4().hex[:12]}"
+        run_id = names.chat_run_workflow_id(agent.agent_id, workflow.uuid4())
         try:
             result: AgentResult = await workflow.execute_child_workflow(
                 AgentRunWorkflow.run,
                 AgentRunInput(task=tool_path_task(request.message, context, history), agent=agent),
                 id=run_id,
                 static_summary=f"chat: {request.message[:200]}",
-                memo={"task": f"chat: {request.message[:190]}"},
+                memo={names.TASK_MEMO: f"chat: {request.message[:190]}"},
             )
         except Exception as err:  # the child's failure becomes the update's clear error
             raise ApplicationError(f"the tool-path run {run_id} failed: {err}") from err

@@ -18,9 +18,8 @@ from temporalio import activity
 from activities.llm import heartbeating, llm_errors
 from activities.store import DebriefStore
 from reactive_temporal.config import ModelPrice
-from reactive_temporal.contracts import (
-    PERSIST_DEBRIEF,
-    SYNTHESIZE_DEBRIEF,
+from reactive_temporal.contracts import names
+from reactive_temporal.contracts.debrief import (
     DebriefInput,
     PersistDebriefInput,
     SynthesisFields,
@@ -141,7 +140,7 @@ class DebriefActivities:
         self.client = client
         self.prices = prices or {}
 
-    @activity.defn(name=SYNTHESIZE_DEBRIEF)
+    @activity.defn(name=names.SYNTHESIZE_DEBRIEF)
     async def synthesize_debrief(self, request: SynthesisRequest) -> SynthesisResult:
         with llm_errors(request.max_attempts):
             async with heartbeating():
@@ -173,6 +172,6 @@ class DebriefActivities:
             ),
         )
 
-    @activity.defn(name=PERSIST_DEBRIEF)
+    @activity.defn(name=names.PERSIST_DEBRIEF)
     async def persist_debrief(self, input: PersistDebriefInput) -> None:
         await self.debriefs.save(input.input, input.debrief)

@@ -1,0 +1,43 @@
+"""reactive-temporal: durable ReAct agents on Temporal.
+
+\b
+run TASK             a durable run, with live progress, then its answer and debrief
+debrief RUN_ID       a run's debrief (--rich waits for the synthesized one)
+chat MESSAGE         one chat turn with the agent about its runs
+session              an interactive chat session (history ID / end ID)
+runs                 recent runs: status, terminated_by, outcome (filters, --json)
+replay ID | --file   replay a run's history against the current code
+export ID            a run's history as JSON
+rerun ID             re-execute a failed run from its last good point (--from-start)
+migrate              apply the agents database's schema migrations (DATABASE_URL)
+codec-server         decrypt encrypted histories for the Web UI and temporal CLI
+dev                  the embedded stack, a worker and the Web UI, until Ctrl-C
+"""
+
+from __future__ import annotations
+
+import typer
+
+from reactive_temporal.cli import (
+    chat_commands,
+    codec_commands,
+    migrate_commands,
+    operate_commands,
+    run_commands,
+    stack_commands,
+)
+
+app = typer.Typer(
+    add_completion=False, no_args_is_help=True, help=__doc__, pretty_exceptions_show_locals=False
+)
+app.command()(run_commands.run)
+app.command()(run_commands.debrief)
+app.command()(chat_commands.chat)
+app.add_typer(chat_commands.session_app, name="session")
+app.command()(operate_commands.runs)
+app.command("replay")(operate_commands.replay_command)
+app.command()(operate_commands.export)
+app.command()(operate_commands.rerun)
+app.command("codec-server")(codec_commands.codec_server)
+app.command()(migrate_commands.migrate)
+app.command()(stack_commands.dev)

@@ -1,0 +1,160 @@
+"""Contracts of the debrief: what a run's debrief is made from, what it says, and the
+DebriefWorkflow's and its activities' inputs and results.
+
+Durable (serialised into histories): add fields only as optional, never rename.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import AliasChoices, BaseModel, Field, field_validator
+
+from reactive_temporal.contracts.run import FinalAnswerCapture, RationaleDetail, TerminatedBy
+
+Outcome = Literal["success", "partial", "failed"]
+Confidence = Literal["high", "medium", "low"]
+
+
+class ToolCallRecord(BaseModel):
+    """One executed tool call, as the debrief counts it."""
+
+    name: str
+    success: bool
+    duration_ms: int = 0
+    iteration: int = 0
+    error: str | None = None
+
+
+class RationaleEntry(BaseModel):
+    """Why the agent made one decision (audit mode: one per tool call)."""
+
+    iteration: int
+    decision: str = "tool-selection"
+    tool_name: str | None = None
+    rationale: RationaleDetail
+
+
+class ToolStat(BaseModel):
+    name: str
+    calls: int
+    errors: int
+    avg_duration_ms: int
+
+
+class ToolUsage(BaseModel):
+    name: str
+    calls: int
+    success_rate: float
+    """A fraction in [0, 1]."""
+
+
+class SynthesisTokens(BaseModel):
+    input: int = 0
+    output: int = 0
+    total: int = 0
+    cost: float = 0.0
+
+
+class DebriefMetrics(BaseModel):
+    tokens: int = 0
+    duration_ms: int = 0
+    iterations: int = 0
+    cost: float = 0.0
+    synthesis_tokens: SynthesisTokens | None = None
+    """The rich synthesis's own LLM usage; never counted in the run's tokens."""
+
+
+class AgentDebrief(BaseModel):
+    outcome: Outcome
+    summary: str
+    key_findings: list[str] = Field(default_factory=list)
+    errors_encountered: list[str] = Field(default_factory=list)
+    lessons_learned: list[str] = Field(default_factory=list)
+    confidence: Confidence | str = "medium"
+    caveats: str | None = None
+    tools_used: list[ToolUsage] = Field(default_factory=list)
+    metrics: DebriefMetrics = Field(default_factory=DebriefMetrics)
+    rationale: list[RationaleEntry] = Field(default_factory=list)
+    markdown: str = ""
+    synthesized: bool = False
+    """True when an LLM wrote the narrative; False for the deterministic debrief."""
+
+
+class DebriefInput(BaseModel):
+    """Everything the debrief is made from, collected by the run as it went."""
+
+    task: str
+    agent_id: str
+    run_id: str
+    terminated_by: TerminatedBy
+    final_answer: FinalAnswerCapture | None = None
+    tool_stats: list[ToolStat] = Field(default_factory=list)
+    errors_from_loop: list[str] = Field(default_factory=list)
+    metrics: DebriefMetrics = Field(default_factory=DebriefMetrics)
+    final_output: str | None = None
+    output_format: str = "text"
+    rationale: list[RationaleEntry] = Field(default_factory=list)
+
+
+class DebriefWorkflowInput(BaseModel):
+    input: DebriefInput
+    fallback: AgentDebrief
+    synthesize: bool
+    """False for trivial runs: the fallback is persisted as it is, with no LLM call."""
+    model: str
+    llm_timeout_seconds: float = 120
+    agent_workflow_id: str | None = None
+    """Signalled `debrief_ready` with the result, when it exists."""
+
+
+class SynthesisRequest(BaseModel):
+    input: DebriefInput
+    model: str
+    max_attempts: int | None = None
+
+
+class SynthesisFields(BaseModel):
+    """The synthesis LLM's JSON answer; camelCase keys (the reference's) are accepted too."""
+
+    summary: str | None = None
+    key_findings: list[str] = Field(
+        default_factory=list, validation_alias=AliasChoices("key_findings", "keyFindings")
+    )
+    errors_encountered: list[str] = Field(
+        default_factory=list,
+        validation_alias=AliasChoices("errors_encountered", "errorsEncountered"),
+    )
+    lessons_learned: list[str] = Field(
+        default_factory=list, validation_alias=AliasChoices("lessons_learned", "lessonsLearned")
+    )
+    caveats: str | None = None
+
+    @field_validator("key_findings", "errors_encountered", "lessons_learned", mode="before")
+    @classmethod
+    def _strings_only(cls, value: object) -> list[str]:
+        if isinstance(value, str):
+            return [value] if value.strip() else []
+        if not isinstance(value, list):
+            return []
+        return [
+            str(v).strip() for v in value if isinstance(v, str | int | float) and str(v).strip()
+        ]
+
+    @field_validator("summary", "caveats", mode="before")
+    @classmethod
+    def _text_only(cls, value: object) -> str | None:
+        return value if isinstance(value, str) else None
+
+
+class SynthesisResult(BaseModel):
+    """What the synthesis LLM said, validated; `parsed` is None when its answer was unusable."""
+
+    parsed: SynthesisFields | None = None
+    raw_excerpt: str = ""
+    tokens: SynthesisTokens = Field(default_factory=SynthesisTokens)
+
+
+class PersistDebriefInput(BaseModel):
+    input: DebriefInput
+    debrief: AgentDebrief

@@ -1,0 +1,93 @@
+"""Every name Temporal knows us by, written once: workflow types, signals, queries, updates,
+activities, patches, memo keys, and the ids of our workflows.
+
+These strings are recorded in every history. Renaming one breaks the runs in flight and the
+histories in `tests/histories/`, so they never change: add new names, never edit old ones.
+Workflows declare their handlers with them (`@workflow.query(name=PROGRESS)`); clients call
+handlers through typed references (`handle.query(AgentRunWorkflow.progress)`) and use these
+strings only where the SDK takes a name (activities, cross-workflow signals, visibility
+queries). `tests/unit/test_temporal_names.py` fails on any such string written elsewhere.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+from uuid import UUID
+
+# -- workflow types ---------------------------------------------------------------------------
+
+AGENT_RUN_WORKFLOW: Final = "AgentRunWorkflow"
+"""One durable ReAct run (workflows/agent_run.py)."""
+AGENT_WORKFLOW: Final = "AgentWorkflow"
+"""The agent entity: chat, sessions, the last run's debrief (workflows/agent_entity.py)."""
+DEBRIEF_WORKFLOW: Final = "DebriefWorkflow"
+"""The rich debrief of one run, an abandoned child (workflows/agent_debrief.py)."""
+
+# -- AgentRunWorkflow's handlers --------------------------------------------------------------
+
+FINAL_ANSWER_SIGNAL: Final = "final_answer"
+"""An operator ends the run with this answer."""
+PROGRESS_QUERY: Final = "progress"
+"""The run's live state (RunProgress)."""
+
+# -- AgentWorkflow's handlers -----------------------------------------------------------------
+
+RUN_STARTED_SIGNAL: Final = "run_started"
+RUN_FINISHED_SIGNAL: Final = "run_finished"
+DEBRIEF_READY_SIGNAL: Final = "debrief_ready"
+LAST_DEBRIEF_QUERY: Final = "last_debrief"
+HISTORY_QUERY: Final = "history"
+OPEN_SESSION_UPDATE: Final = "open_session"
+END_SESSION_UPDATE: Final = "end_session"
+CHAT_UPDATE: Final = "chat"
+
+# -- activities -------------------------------------------------------------------------------
+# Workflows call activities by name, so `workflows/` never imports the modules that hold
+# openai or psycopg.
+
+PREPARE_RUN: Final = "prepare_run"
+LLM_STEP: Final = "llm_step"
+RUN_TOOL: Final = "run_tool"
+RECORD_MESSAGES: Final = "record_messages"
+SYNTHESIZE_DEBRIEF: Final = "synthesize_debrief"
+PERSIST_DEBRIEF: Final = "persist_debrief"
+CHAT_DIRECT: Final = "chat_direct"
+LOAD_SESSION: Final = "load_session"
+SAVE_SESSION: Final = "save_session"
+READ_RUN_PROGRESS: Final = "read_run_progress"
+NOTIFY_AGENT: Final = "notify_agent"
+
+# -- patches (`workflow.patched`) --------------------------------------------------------------
+
+LOCAL_STORE_STEPS_PATCH: Final = "local-store-steps"
+"""prepare_run and record_messages run as local activities (README, "Changing workflow
+code"); runs started before it replay them as the full activities they recorded."""
+
+# -- memo keys --------------------------------------------------------------------------------
+
+TASK_MEMO: Final = "task"
+"""A run's task (clipped), shown by `starter.py runs`."""
+
+# -- workflow ids -----------------------------------------------------------------------------
+
+RUN_ID_HEX_CHARS: Final = 12
+
+
+def run_workflow_id(agent_id: str, unique: UUID) -> str:
+    """A run started by a client: `run-<agent>-<12 hex>`."""
+    return f"run-{agent_id}-{unique.hex[:RUN_ID_HEX_CHARS]}"
+
+
+def chat_run_workflow_id(agent_id: str, unique: UUID) -> str:
+    """A run started by a chat turn on the tool path: `run-<agent>-chat-<12 hex>`."""
+    return f"run-{agent_id}-chat-{unique.hex[:RUN_ID_HEX_CHARS]}"
+
+
+def debrief_workflow_id(run_id: str) -> str:
+    """The DebriefWorkflow of a run: derived, so a replayed or reset run finds the same one."""
+    return f"{run_id}-debrief"
+
+
+def agent_workflow_id(agent_id: str) -> str:
+    """One AgentWorkflow per agent name: `agent-<name>`."""
+    return f"agent-{agent_id}"

@@ -1,0 +1,189 @@
+"""Contracts of a run: the agent's settings, the run's input, the transcript, the inputs and
+results of the run's activities, and its live progress.
+
+Every model here is serialised into Temporal's history by the pydantic data converter, so
+they are durable contracts: new fields must be optional (with a default), and names never
+change.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, Field, field_validator
+
+TerminatedBy = Literal[
+    "final_answer_tool", "final_answer", "max_iterations", "end_turn", "llm_error"
+]
+"""How a run ended (the reference's `terminatedBy`, minus the opt-in `abstained`)."""
+
+OUTPUT_FORMATS = ("text", "json", "markdown", "csv", "html")
+"""Formats a final answer may declare."""
+
+FINAL_ANSWER_TOOL = "final-answer"
+"""The meta-tool that ends the loop. It is never registered as a normal tool."""
+
+TASK_MAX_CHARS = 100_000
+"""A task longer than this is refused before a run starts."""
+
+
+class ToolCall(BaseModel):
+    """One tool call as the model emitted it; `arguments` is the raw JSON text."""
+
+    id: str
+    name: str
+    arguments: str = "{}"
+
+
+class Message(BaseModel):
+    """One transcript message, in the chat-completions shape."""
+
+    role: Literal["system", "user", "assistant", "tool"]
+    content: str | None = None
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+    tool_call_id: str | None = None
+    name: str | None = None
+
+
+class SeqMessage(BaseModel):
+    """A message and its place in the run's transcript."""
+
+    seq: int
+    message: Message
+
+
+class Usage(BaseModel):
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+class AgentConfig(BaseModel):
+    """How an agent behaves on a run. Travels in the run's input."""
+
+    agent_id: str = Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]*$")
+    model: str = Field(min_length=1, max_length=200)
+    system_prompt: str | None = None
+    max_iterations: int = Field(default=10, ge=1, le=500)
+    required_tools: list[str] = Field(default_factory=list)
+    tools: list[str] | None = None
+    """Tool names this agent may use; None means every tool the worker has."""
+    memory: bool = True
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    max_parallel_tools: int = Field(default=4, ge=1, le=32)
+    tool_timeout_seconds: float = Field(default=120, gt=0, le=3600)
+    llm_timeout_seconds: float = Field(default=120, gt=0, le=3600)
+    """One LLM call longer than this is abandoned and retried."""
+    llm_max_attempts: int = Field(default=5, ge=1, le=50)
+    """Attempts per LLM call on retryable LLM failures (429, 5xx, timeouts, dropped
+    connections); infrastructure failures (Postgres, a lost worker) retry beyond it."""
+    audit_rationale: bool = False
+    """Ask the model for a rationale block per tool call; they land in the debrief."""
+    debrief_model: str | None = None
+    """The model that writes the rich debrief; None means the run's model."""
+
+
+class AgentRunInput(BaseModel):
+    task: str = Field(min_length=1, max_length=TASK_MAX_CHARS)
+    agent: AgentConfig
+
+    @field_validator("task")
+    @classmethod
+    def _storable_task(cls, task: str) -> str:
+        if not task.strip():
+            raise ValueError("task is blank")
+        if "\x00" in task:
+            raise ValueError("task contains a NUL byte (\\x00), which cannot be stored")
+        return task
+
+
+class PrepareRunInput(BaseModel):
+    run_id: str
+    task: str
+    agent: AgentConfig
+    started_at: datetime | None = None
+    """When set, the agent's AgentWorkflow is told the run started (for mid-run chat)."""
+
+
+class PrepareRunResult(BaseModel):
+    tool_names: list[str]
+    """The tools this run may call, resolved against the worker's registry."""
+    next_seq: int
+    """The transcript position after the seeded system and task messages."""
+
+
+class RationaleDetail(BaseModel):
+    why: str
+    refs: list[str] | None = None
+    confidence: float | None = None
+
+
+class LlmStepInput(BaseModel):
+    run_id: str
+    seq: int
+    """Where the model's reply goes; the activity reads every message before it."""
+    iteration: int
+    model: str
+    tool_names: list[str]
+    temperature: float | None = None
+    audit_rationale: bool = False
+    max_attempts: int | None = None
+    """LLM failures allowed before the step fails for good (the agent's llm_max_attempts)."""
+
+
+class LlmStepResult(BaseModel):
+    content: str | None = None
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+    finish_reason: str | None = None
+    usage: Usage = Field(default_factory=Usage)
+    cost: float = 0.0
+    rationale: dict[int, RationaleDetail] = Field(default_factory=dict)
+    """Audit mode: rationale blocks by 1-based tool-call position (stripped from `content`)."""
+
+
+class RunToolInput(BaseModel):
+    run_id: str
+    seq: int
+    """Where the tool's observation goes in the transcript."""
+    call: ToolCall
+
+
+class ToolResult(BaseModel):
+    call_id: str
+    name: str
+    success: bool
+    content: str
+    duration_ms: int = 0
+
+
+class RecordMessagesInput(BaseModel):
+    run_id: str
+    messages: list[SeqMessage]
+
+
+class FinalAnswerCapture(BaseModel):
+    """The payload of a `final-answer` call, and of the operator's `final_answer` signal."""
+
+    output: str
+    format: str = "text"
+    summary: str = ""
+    confidence: str | None = None
+
+
+class RunProgress(BaseModel):
+    """A running run's live state, served by the `progress` query."""
+
+    run_id: str
+    agent_id: str
+    status: Literal["running", "completed"] = "running"
+    iteration: int = 0
+    max_iterations: int = 0
+    current_tool: str | None = None
+    tools_called: list[str] = Field(default_factory=list)
+    tokens: int = 0
+    last_observation: str | None = None
+    terminated_by: TerminatedBy | None = None

@@ -1,0 +1,24 @@
+"""How failures are told to people: the field a validation error names, a failure's cause.
+
+Shared by the CLI, the Python API and the worker's start-up, so the same bad input reads the
+same everywhere.
+"""
+
+from __future__ import annotations
+
+from pydantic import ValidationError
+
+
+def describe_validation_error(err: ValidationError) -> str:
+    """`field.path: message` for each problem, joined with "; "."""
+    return "; ".join(
+        f"{'.'.join(str(p) for p in e['loc']) or 'input'}: {e['msg']}" for e in err.errors()
+    )
+
+
+def root_cause(err: BaseException) -> str:
+    """The innermost cause's message (a workflow failure wraps the activity's error)."""
+    cause: BaseException = err
+    while cause.__cause__ is not None:
+        cause = cause.__cause__
+    return str(cause) or type(cause).__name__
