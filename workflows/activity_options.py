@@ -1,30 +1,113 @@
-"""Retry policies shared by the workflows."""
+"""How long each kind of activity may take and how Temporal retries it: one named option set
+per kind, so every activity call in every workflow says which kind it is.
+
+    await workflow.execute_activity(names.RUN_TOOL, arg, **tool_options(agent), summary=…)
+
+- STORE: a Postgres read or write that must land (the transcript, the debrief, a session
+  saved); retried until it does, so an outage delays a run and never loses it. Local
+  activities take it too.
+- SESSION_LOAD: a Postgres read a person waits on (opening a saved session): a few tries,
+  then the update fails and says why.
+- AGENT_SIGNAL: telling the agent entity about a run (signal-with-start from an activity);
+  retried until it lands, so chat never misses a run.
+- RUN_QUERY: reading a running run's progress for mid-run chat: one retry at most.
+- `llm_options(timeout, attempts)`: one LLM call. The activity counts LLM failures against
+  `attempts` itself and fails for good on the last one; Temporal's own cap is looser by
+  INFRASTRUCTURE_RETRIES, so failures that are not the LLM's (a worker lost mid-call, a
+  Postgres outage while recording the reply) do not use up the LLM's attempts.
+- `tool_options(agent)`: one tool call, with the agent's tool timeout.
+
+Workflows replay these options without comparing them, so changing a value here changes only
+new attempts, never a recorded decision.
+"""
 
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import NotRequired, TypedDict
 
 from temporalio.common import RetryPolicy
 
+from reactive_temporal.contracts.run import AgentConfig
+
 INFRASTRUCTURE_RETRIES = 20
+"""Attempts an LLM call may spend on failures that are not the LLM's (about ten minutes of
+outage at the backoff below) on top of the agent's `llm_max_attempts`."""
 
 HEARTBEAT = timedelta(seconds=10)
 """Long activities (LLM calls, tools) heartbeat; a worker that dies is noticed this fast."""
 
-STORE_TIMEOUT = timedelta(seconds=10)
-"""A Postgres write that takes longer is retried (e.g. its worker died)."""
+TOOL_TIMEOUT_MARGIN = timedelta(seconds=10)
+"""The tool activity outlives the tool's own timeout by this much, so a slow tool is reported
+by the activity (as an observation) rather than by Temporal (as a failed attempt)."""
 
-STORE_RETRY = RetryPolicy(
-    initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=10)
+TOOL_ATTEMPTS = 3
+"""A tool activity fails only when its observation cannot be recorded; it is retried a few
+times (the tool itself reports its errors as observations and is not re-run for them)."""
+
+
+class LocalActivityOptions(TypedDict):
+    """What both local and regular activities accept."""
+
+    start_to_close_timeout: timedelta
+    retry_policy: RetryPolicy
+
+
+class ActivityOptions(LocalActivityOptions):
+    """Regular activities may also heartbeat."""
+
+    heartbeat_timeout: NotRequired[timedelta]
+
+
+STORE = LocalActivityOptions(
+    start_to_close_timeout=timedelta(seconds=10),
+    retry_policy=RetryPolicy(
+        initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=10)
+    ),
 )
-"""Postgres writes: retried until they land (an outage delays a run, never loses it)."""
+
+SESSION_LOAD = LocalActivityOptions(
+    start_to_close_timeout=timedelta(seconds=30),
+    retry_policy=RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=5),
+)
+
+AGENT_SIGNAL = LocalActivityOptions(
+    start_to_close_timeout=timedelta(seconds=15),
+    retry_policy=RetryPolicy(
+        initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=10)
+    ),
+)
+
+RUN_QUERY = LocalActivityOptions(
+    start_to_close_timeout=timedelta(seconds=15),
+    retry_policy=RetryPolicy(maximum_attempts=2),
+)
 
 
 def llm_retry_policy(llm_max_attempts: int) -> RetryPolicy:
-    """The activity counts LLM failures itself (`max_attempts` in its input); this looser
-    cap only stops a step whose infrastructure keeps failing (about ten minutes of outage)."""
+    """Temporal's cap on an LLM activity: the agent's LLM attempts plus room for
+    infrastructure failures (the activity stops retrying LLM failures itself)."""
     return RetryPolicy(
         initial_interval=timedelta(seconds=1),
         maximum_interval=timedelta(seconds=30),
         maximum_attempts=llm_max_attempts + INFRASTRUCTURE_RETRIES,
+    )
+
+
+def llm_options(timeout_seconds: float, llm_max_attempts: int) -> ActivityOptions:
+    """One LLM call (run step, direct chat, debrief synthesis); pass the same
+    `llm_max_attempts` to the activity, which counts LLM failures against it."""
+    return ActivityOptions(
+        start_to_close_timeout=timedelta(seconds=timeout_seconds),
+        heartbeat_timeout=HEARTBEAT,
+        retry_policy=llm_retry_policy(llm_max_attempts),
+    )
+
+
+def tool_options(agent: AgentConfig) -> ActivityOptions:
+    """One tool call, bounded by the agent's tool timeout."""
+    return ActivityOptions(
+        start_to_close_timeout=timedelta(seconds=agent.tool_timeout_seconds) + TOOL_TIMEOUT_MARGIN,
+        heartbeat_timeout=HEARTBEAT,
+        retry_policy=RetryPolicy(maximum_attempts=TOOL_ATTEMPTS),
     )

@@ -8,10 +8,7 @@ A worker crash anywhere in between resumes where it stopped; nothing is written 
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 from temporalio import workflow
-from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
@@ -25,7 +22,7 @@ with workflow.unsafe.imports_passed_through():
         SynthesisResult,
     )
     from reactive_temporal.contracts.entity import DebriefReady
-    from workflows.activity_options import HEARTBEAT, STORE_TIMEOUT, llm_retry_policy
+    from workflows.activity_options import STORE, llm_options
     from workflows.debrief_rules import merge_synthesis
 
 SYNTHESIS_ATTEMPTS = 3
@@ -51,9 +48,7 @@ class DebriefWorkflow:
                         input=input.input, model=input.model, max_attempts=SYNTHESIS_ATTEMPTS
                     ),
                     result_type=SynthesisResult,
-                    start_to_close_timeout=timedelta(seconds=input.llm_timeout_seconds),
-                    heartbeat_timeout=HEARTBEAT,
-                    retry_policy=llm_retry_policy(SYNTHESIS_ATTEMPTS),
+                    **llm_options(input.llm_timeout_seconds, SYNTHESIS_ATTEMPTS),
                     summary=f"debrief synthesis · {input.model}",
                 )
                 debrief = merge_synthesis(input.input, input.fallback, result)
@@ -63,9 +58,7 @@ class DebriefWorkflow:
         await workflow.execute_activity(
             names.PERSIST_DEBRIEF,
             PersistDebriefInput(input=input.input, debrief=debrief),
-            start_to_close_timeout=STORE_TIMEOUT,
-            # Postgres may be down for a while: keep trying, nothing is lost meanwhile.
-            retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=30)),
+            **STORE,  # Postgres may be down for a while: keep trying, nothing is lost meanwhile
             summary="persist debrief and lessons",
         )
         if input.agent_workflow_id:

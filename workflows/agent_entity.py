@@ -18,10 +18,8 @@ from __future__ import annotations
 
 import asyncio
 import re
-from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
@@ -49,6 +47,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from reactive_temporal.contracts.result import AgentResult
     from reactive_temporal.contracts.run import AgentConfig, AgentRunInput
+    from workflows.activity_options import RUN_QUERY, SESSION_LOAD, STORE, llm_options
     from workflows.agent_run import AgentRunWorkflow
     from workflows.chat_rules import (
         TOOL_PATH_DEFAULT_ITERATIONS,
@@ -63,7 +62,6 @@ with workflow.unsafe.imports_passed_through():
 SESSION_ID = re.compile(SESSION_ID_PATTERN)
 KEEP_ENDED_SESSIONS = 200
 MAX_TOOL_PATH_ITERATIONS = 50
-ACTIVITY_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=5)
 
 
 @workflow.defn(name=names.AGENT_WORKFLOW)
@@ -134,8 +132,7 @@ class AgentWorkflow:
                 names.LOAD_SESSION,
                 LoadSessionInput(agent_id=self.state.agent.agent_id, session_id=ref.session_id),
                 result_type=SessionHistory,
-                start_to_close_timeout=timedelta(seconds=30),
-                retry_policy=ACTIVITY_RETRY,
+                **SESSION_LOAD,
                 summary=f"load session {ref.session_id}",
             )
             self.state.sessions.setdefault(ref.session_id, loaded.messages)
@@ -159,8 +156,7 @@ class AgentWorkflow:
                     session_id=ref.session_id,
                     messages=messages,
                 ),
-                start_to_close_timeout=timedelta(seconds=30),
-                retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=30)),
+                **STORE,
                 summary=f"save session {ref.session_id}",
             )
             saved = SessionHistory(session_id=ref.session_id, messages=list(messages))
@@ -243,8 +239,7 @@ class AgentWorkflow:
                 names.READ_RUN_PROGRESS,
                 ReadRunProgressInput(run_id=run_id),
                 result_type=ReadRunProgressResult,
-                start_to_close_timeout=timedelta(seconds=15),
-                retry_policy=RetryPolicy(maximum_attempts=2),
+                **RUN_QUERY,
                 summary=f"read progress of {run_id}",
             )
             if read.progress is None or read.progress.status != "running":
@@ -265,11 +260,9 @@ class AgentWorkflow:
                 message=message,
             ),
             result_type=ChatDirectResult,
-            start_to_close_timeout=timedelta(seconds=agent.llm_timeout_seconds),
-            heartbeat_timeout=timedelta(seconds=10),
-            retry_policy=RetryPolicy(
-                initial_interval=timedelta(seconds=1), maximum_attempts=agent.llm_max_attempts
-            ),
+            # The activity counts LLM failures against llm_max_attempts; Temporal leaves room
+            # beyond them for failures that are not the LLM's (it used to cap both at once).
+            **llm_options(agent.llm_timeout_seconds, agent.llm_max_attempts),
             summary="chat · direct",
         )
         return ChatReply(

@@ -17,11 +17,10 @@ that produced it and appears once in this workflow's history, so history grows l
 from __future__ import annotations
 
 import asyncio
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError, WorkflowAlreadyStartedError
 from temporalio.workflow import ParentClosePolicy
 
@@ -53,7 +52,7 @@ with workflow.unsafe.imports_passed_through():
         ToolCall,
         ToolResult,
     )
-    from workflows.activity_options import HEARTBEAT, STORE_RETRY, STORE_TIMEOUT, llm_retry_policy
+    from workflows.activity_options import AGENT_SIGNAL, STORE, llm_options, tool_options
     from workflows.agent_debrief import DebriefWorkflow
     from workflows.chat_rules import analysis_observation, keep_recent, tool_observation
     from workflows.debrief_rules import (
@@ -222,7 +221,7 @@ class AgentRunWorkflow:
                     observations=self.observations,
                 ),
             ),
-            start_to_close_timeout=timedelta(seconds=15),
+            **AGENT_SIGNAL,
             summary="tell the agent the run finished",
         )
         if result.debrief is not None:
@@ -317,9 +316,7 @@ class AgentRunWorkflow:
                 max_attempts=self.agent.llm_max_attempts,
             ),
             result_type=LlmStepResult,
-            start_to_close_timeout=timedelta(seconds=self.agent.llm_timeout_seconds),
-            heartbeat_timeout=HEARTBEAT,
-            retry_policy=llm_retry_policy(self.agent.llm_max_attempts),
+            **llm_options(self.agent.llm_timeout_seconds, self.agent.llm_max_attempts),
             summary=f"llm · iteration {self.iteration + 1} · {_tokens(tokens)} tokens so far",
         )
         await workflow.wait_condition(lambda: handle.done() or self.operator_answer is not None)
@@ -408,9 +405,7 @@ class AgentRunWorkflow:
                     names.RUN_TOOL,
                     RunToolInput(run_id=self.run_id, seq=seq, call=call),
                     result_type=ToolResult,
-                    start_to_close_timeout=timedelta(seconds=self.agent.tool_timeout_seconds + 10),
-                    heartbeat_timeout=HEARTBEAT,
-                    retry_policy=RetryPolicy(maximum_attempts=3),
+                    **tool_options(self.agent),
                     summary=_tool_summary(call),
                 )
             except ActivityError as err:
@@ -450,8 +445,7 @@ class AgentRunWorkflow:
             name,
             arg,
             result_type=result_type,
-            start_to_close_timeout=STORE_TIMEOUT,
-            retry_policy=STORE_RETRY,
+            **STORE,
             summary=summary,
         )
 

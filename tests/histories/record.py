@@ -31,6 +31,7 @@ from reactive_temporal.embedded.scripted_llm import HttpError, Reply, ScriptedLL
 from reactive_temporal.embedded.stack import DevServer
 from reactive_temporal.hosting.runtime import Runtime
 from reactive_temporal.hosting.worker_factory import create_worker
+from workflows.agent_entity import AgentWorkflow
 
 HERE = Path(__file__).parent
 LONG = "The answer, explained at some length so that the debrief is synthesized. " * 3
@@ -72,7 +73,7 @@ async def record(client: Client, task_queue: str, llm: ScriptedLLM) -> dict[str,
 
     chat_agent = f"recorder-chat-{uuid.uuid4().hex[:6]}"
     handle = await client.start_workflow(
-        "AgentWorkflow",
+        AgentWorkflow.run,
         AgentWorkflowInput(
             state=AgentState(agent=AgentConfig(agent_id=chat_agent, model="chat")),
             continue_as_new_after_events=30,

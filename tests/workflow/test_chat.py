@@ -13,10 +13,11 @@ from reactive_temporal.api.sessions import ChatError
 from reactive_temporal.contracts import names
 from reactive_temporal.contracts.entity import AgentState, AgentWorkflowInput, ChatRequest
 from reactive_temporal.contracts.run import AgentConfig, RunProgress
-from reactive_temporal.embedded.scripted_llm import Reply, ScriptedLLM, call
+from reactive_temporal.embedded.scripted_llm import HttpError, Reply, ScriptedLLM, call
 from tests.conftest import wait_for
 from tests.e2e.test_cli_run import PYTHON, REPO, clean_env
 from tests.workflow.conftest import Harness
+from workflows.activity_options import INFRASTRUCTURE_RETRIES
 
 pytestmark = pytest.mark.workflow
 
@@ -74,6 +75,28 @@ async def test_direct_and_tool_turns(harness: Harness, llm: ScriptedLLM, model_n
     child_task = llm.requests[model_name][1]["messages"][1]["content"]
     assert "--- Conversation history ---\nUser: How are you?" in child_task
     assert child_task.endswith("calculate 6*7")
+
+
+async def test_direct_chat_llm_call_leaves_room_for_infrastructure_retries(
+    harness: Harness, llm: ScriptedLLM, model_name
+):
+    """The direct chat's LLM activity is capped like the run's `llm_step`: the activity counts
+    LLM failures against llm_max_attempts and fails for good on the last; Temporal's cap is
+    INFRASTRUCTURE_RETRIES higher, so a lost worker does not use up the LLM's attempts."""
+    llm.script(model_name, [HttpError(503), HttpError(503), Reply("one attempt too many")])
+    agent = harness.agent(model_name, agent_id=unique_agent(), llm_max_attempts=2)
+    with pytest.raises(ChatError):
+        await agent.chat("hello there", use_tools=False)
+    assert len(llm.requests[model_name]) == 2  # the LLM got its two attempts, no more
+
+    history = await harness.client.get_workflow_handle(agent.entity.workflow_id).fetch_history()
+    scheduled = [
+        e.activity_task_scheduled_event_attributes
+        for e in history.events
+        if e.HasField("activity_task_scheduled_event_attributes")
+        and e.activity_task_scheduled_event_attributes.activity_type.name == names.CHAT_DIRECT
+    ]
+    assert [s.retry_policy.maximum_attempts for s in scheduled] == [2 + INFRASTRUCTURE_RETRIES]
 
 
 async def test_tool_path_is_capped_and_honours_max_iterations(harness: Harness, llm, model_name):
