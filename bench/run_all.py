@@ -16,7 +16,7 @@ import time
 
 from bench._stack import machine
 
-SCRIPTS = ["overhead", "debrief_latency", "history_bytes", "throughput", "chat"]
+SCRIPTS = ["overhead", "debrief_latency", "history_bytes", "throughput", "chat", "streaming"]
 
 
 def shell(command: list[str]) -> str:

@@ -47,7 +47,7 @@ with workflow.unsafe.imports_passed_through():
     from temporalio.contrib.workflow_streams import WorkflowStream, WorkflowStreamClient
 
     from bench._stack import BenchStack, Summary, log, machine, open_stack, parser, print_table, run
-    from reactive_temporal.scripted_llm import Reply
+    from reactive_temporal.embedded.scripted_llm import Reply
 
 MECHANISMS = ("none", "workflow_streams", "pg_notify", "pg_poll")
 STREAMING = MECHANISMS[1:]
