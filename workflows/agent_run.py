@@ -27,14 +27,9 @@ from temporalio.workflow import ParentClosePolicy
 with workflow.unsafe.imports_passed_through():
     from reactive_temporal import search_attributes as sa
     from reactive_temporal.contracts import names
-    from reactive_temporal.contracts.debrief import (
-        AgentDebrief,
-        DebriefWorkflowInput,
-        RationaleEntry,
-        ToolCallRecord,
-    )
+    from reactive_temporal.contracts.debrief import AgentDebrief, DebriefWorkflowInput
     from reactive_temporal.contracts.entity import NotifyAgentInput, RunFinished
-    from reactive_temporal.contracts.result import AgentResult, RunMetadata
+    from reactive_temporal.contracts.result import AgentResult
     from reactive_temporal.contracts.run import (
         FINAL_ANSWER_TOOL,
         AgentRunInput,
@@ -48,13 +43,11 @@ with workflow.unsafe.imports_passed_through():
         RunProgress,
         RunToolInput,
         SeqMessage,
-        TerminatedBy,
         ToolCall,
         ToolResult,
     )
     from workflows.activity_options import AGENT_SIGNAL, STORE, llm_options, tool_options
     from workflows.agent_debrief import DebriefWorkflow
-    from workflows.chat_rules import analysis_observation, keep_recent, tool_observation
     from workflows.debrief_rules import (
         build_fallback,
         collect_debrief_input,
@@ -62,20 +55,9 @@ with workflow.unsafe.imports_passed_through():
         errors_from_loop,
         is_trivial,
     )
-    from workflows.final_answer import (
-        META_TOOLS,
-        has_tool_work,
-        judge_final_answer,
-        should_show_final_answer,
-        validate_output,
-    )
-    from workflows.turns import Act, Finish, Nudge, decide_turn, is_success
-
-OBSERVATION_PREVIEW_CHARS = 500
-
-
-def _short(text: str, limit: int = OBSERVATION_PREVIEW_CHARS) -> str:
-    return text if len(text) <= limit else text[:limit] + "…"
+    from workflows.final_answer import validate_output
+    from workflows.run_state import RunState
+    from workflows.turns import Act, Ending, Nudge, decide_turn
 
 
 @workflow.defn(name=names.AGENT_RUN_WORKFLOW)
@@ -85,27 +67,7 @@ class AgentRunWorkflow:
         self.input = input
         self.agent = input.agent
         self.run_id = workflow.info().workflow_id
-        self.iteration = 0
-        self.seq = 0
-        self.tool_names: list[str] = []
-        self.tools_used: list[str] = []
-        self.tool_calls: list[ToolCallRecord] = []
-        self.rationale: list[RationaleEntry] = []
-        self.observations: list[str] = []
-        """What chat may quote of this run: tool results and the analysis after them."""
-        self.last_turn_ran_tools = False
-        self.has_errors = False
-        self.gap_check_done = False
-        self.steps = 0
-        self.prompt_tokens = 0
-        self.completion_tokens = 0
-        self.cost = 0.0
-        self.last_text = ""
-        self.current_tool: str | None = None
-        self.last_observation: str | None = None
-        self.operator_answer: FinalAnswerCapture | None = None
-        self.ending: tuple[TerminatedBy, str, FinalAnswerCapture | None] | None = None
-        self.error: str | None = None
+        self.state = RunState()
         self.local_store_steps = False
 
     @workflow.run
@@ -121,92 +83,62 @@ class AgentRunWorkflow:
             result_type=PrepareRunResult,
             summary="prepare run",
         )
-        self.tool_names = prepared.tool_names
-        self.seq = prepared.next_seq
+        self.state.tool_names = prepared.tool_names
+        self.state.seq = prepared.next_seq
 
-        while self.ending is None and self.iteration < self.agent.max_iterations:
+        while not self.state.ended and self.state.iteration < self.agent.max_iterations:
             self._publish_details()
             step = await self._llm_step()
             if step is None:  # ended by the operator or the LLM failed for good
                 break
             await self._take_turn(step)
-            if self.ending is None and self.operator_answer is not None:
-                self._end_by_operator()
-        if self.ending is None and self.operator_answer is not None:
-            self._end_by_operator()
+            self.state.end_if_operator_answered()
+        self.state.end_if_operator_answered()
+        self.state.end_at_iteration_cap()
         return await self._finish(started)
 
     async def _take_turn(self, step: LlmStepResult) -> None:
-        """Account for the model's reply, then act on it: finish, nudge, or run its tools."""
-        self.seq += 1
-        self.steps += 1
-        self.prompt_tokens += step.usage.prompt_tokens
-        self.completion_tokens += step.usage.completion_tokens
-        self.cost += step.cost
-        if step.content and step.content.strip():
-            self.last_text = step.content.strip()
-        if self.last_turn_ran_tools:
-            self.observations = keep_recent(self.observations, [analysis_observation(step.content)])
-        self.rationale += [
-            RationaleEntry(iteration=self.iteration + 1, tool_name=call.name, rationale=why)
-            for position, call in enumerate(step.tool_calls, start=1)
-            if (why := step.rationale.get(position)) is not None
-        ]
+        """Account for the model's reply, then act on it: end the run, nudge, or run tools."""
+        self.state.account_for(step)
         decision = decide_turn(
             step.content,
             step.tool_calls,
             task=self.input.task,
-            tools_used=self.tools_used,
-            available_tools=self.tool_names,
-            gap_check_done=self.gap_check_done,
+            tools_used=self.state.tools_used,
+            available_tools=self.state.tool_names,
+            gap_check_done=self.state.gap_check_done,
         )
-        if isinstance(decision, Finish):
-            self.ending = (decision.terminated_by, decision.output, None)
+        if isinstance(decision, Ending):
+            self.state.end(decision)
         elif isinstance(decision, Nudge):
-            self.has_errors = self.has_errors or decision.is_error
-            self.gap_check_done = self.gap_check_done or decision.gap_check_rejected
+            self.state.note_nudge(
+                is_error=decision.is_error, gap_check_rejected=decision.gap_check_rejected
+            )
             await self._record([Message(role="user", content=decision.note)])
         elif isinstance(decision, Act):
             await self._act(decision)
-        self.last_turn_ran_tools = isinstance(decision, Act)
-        self.iteration += 1
+        self.state.complete_turn(ran_tools=isinstance(decision, Act))
         workflow.upsert_search_attributes(
             [
-                sa.ITERATIONS.value_set(self.iteration),
-                sa.TOKENS_USED.value_set(self.prompt_tokens + self.completion_tokens),
+                sa.ITERATIONS.value_set(self.state.iteration),
+                sa.TOKENS_USED.value_set(self.state.tokens),
             ]
         )
 
     async def _finish(self, started: datetime) -> AgentResult:
         """The result, the agent told, the debrief started, the search attributes set."""
-        terminated_by, output, capture = self.ending or ("max_iterations", self.last_text, None)
-        if self.error is not None:
-            terminated_by, output = "llm_error", self.last_text
-        self.current_tool = None
-        self._publish_details(terminated_by)
-        result = AgentResult(
-            output=output,
-            success=is_success(terminated_by, output),
-            run_id=self.run_id,
-            agent_id=self.agent.agent_id,
-            format=capture.format if capture else "text",
-            terminated_by=terminated_by,
-            final_answer=capture,
-            tools_used=[t for t in self.tools_used if t not in META_TOOLS],
-            error=self.error,
-            metadata=RunMetadata(
-                duration_ms=int((workflow.now() - started).total_seconds() * 1000),
-                tokens_used=self.prompt_tokens + self.completion_tokens,
-                prompt_tokens=self.prompt_tokens,
-                completion_tokens=self.completion_tokens,
-                cost=round(self.cost, 8),
-                steps_count=self.steps,
-                iterations=self.iteration,
-            ),
+        self.state.current_tool = None
+        result = self.state.result(
+            self.run_id,
+            self.agent,
+            duration_ms=int((workflow.now() - started).total_seconds() * 1000),
         )
+        self._publish_details(result.terminated_by)
         if self.agent.memory:
             result.debrief = build_fallback(
-                collect_debrief_input(result, self.input.task, self.tool_calls, self.rationale)
+                collect_debrief_input(
+                    result, self.input.task, self.state.tool_calls, self.state.rationale
+                )
             )
         await workflow.execute_local_activity(
             names.NOTIFY_AGENT,
@@ -218,7 +150,7 @@ class AgentRunWorkflow:
                     started_at=started,
                     agent=self.agent,
                     debrief=result.debrief,
-                    observations=self.observations,
+                    observations=self.state.observations,
                 ),
             ),
             **AGENT_SIGNAL,
@@ -229,7 +161,7 @@ class AgentRunWorkflow:
         outcome = (
             result.debrief.outcome
             if result.debrief
-            else derive_outcome(result.terminated_by, errors_from_loop(self.tool_calls))
+            else derive_outcome(result.terminated_by, errors_from_loop(self.state.tool_calls))
         )
         workflow.upsert_search_attributes(
             [
@@ -243,7 +175,7 @@ class AgentRunWorkflow:
     async def _start_debrief(self, result: AgentResult, fallback: AgentDebrief) -> None:
         """The rich debrief, in an abandoned child the run does not wait for."""
         debrief_input = collect_debrief_input(
-            result, self.input.task, self.tool_calls, self.rationale
+            result, self.input.task, self.state.tool_calls, self.state.rationale
         )
         try:
             await workflow.start_child_workflow(
@@ -270,136 +202,76 @@ class AgentRunWorkflow:
         if problem is not None:
             workflow.logger.warning("final_answer signal ignored: %s", problem)
             return
-        self.operator_answer = answer
+        self.state.operator_answer = answer
 
     @workflow.query(name=names.PROGRESS_QUERY)
     def progress(self) -> RunProgress:
-        return RunProgress(
-            run_id=self.run_id,
-            agent_id=self.agent.agent_id,
-            status="completed" if self.ending or self.error else "running",
-            iteration=self.iteration,
-            max_iterations=self.agent.max_iterations,
-            current_tool=self.current_tool,
-            tools_called=list(self.tools_used),
-            tokens=self.prompt_tokens + self.completion_tokens,
-            last_observation=self.last_observation,
-            terminated_by=self.ending[0] if self.ending else None,
-        )
+        """The run's live state: iteration, tools so far, tokens, last observation."""
+        return self.state.progress(self.run_id, self.agent)
 
     # -- one LLM step -------------------------------------------------------------------
 
-    def _visible_tools(self) -> list[str]:
-        show = should_show_final_answer(
-            required_tools=self.agent.required_tools,
-            tools_used=self.tools_used,
-            iteration=self.iteration,
-            has_errors=self.has_errors,
-            has_non_meta_tool_called=has_tool_work(self.tools_used, self.agent.required_tools),
-        )
-        return self.tool_names + ([FINAL_ANSWER_TOOL] if show else [])
-
     async def _llm_step(self) -> LlmStepResult | None:
         """The model's next reply; None when the operator ended the run or the LLM failed."""
-        self.current_tool = None
-        tokens = self.prompt_tokens + self.completion_tokens
+        state = self.state
+        state.current_tool = None
         handle = workflow.start_activity(
             names.LLM_STEP,
             LlmStepInput(
                 run_id=self.run_id,
-                seq=self.seq,
-                iteration=self.iteration,
+                seq=state.seq,
+                iteration=state.iteration,
                 model=self.agent.model,
-                tool_names=self._visible_tools(),
+                tool_names=state.visible_tools(self.agent),
                 temperature=self.agent.temperature,
                 audit_rationale=self.agent.audit_rationale,
                 max_attempts=self.agent.llm_max_attempts,
             ),
             result_type=LlmStepResult,
             **llm_options(self.agent.llm_timeout_seconds, self.agent.llm_max_attempts),
-            summary=f"llm · iteration {self.iteration + 1} · {_tokens(tokens)} tokens so far",
+            summary=f"llm · iteration {state.iteration + 1} · {_tokens(state.tokens)} tokens "
+            "so far",
         )
-        await workflow.wait_condition(lambda: handle.done() or self.operator_answer is not None)
+        await workflow.wait_condition(lambda: handle.done() or state.operator_answer is not None)
         if not handle.done():
             handle.cancel()
         try:
             return await handle
         except ActivityError as err:
-            if self.operator_answer is None:
-                self.error = _failure_message(err)
+            if state.operator_answer is None:
+                state.fail(_failure_message(err))
             return None
         except asyncio.CancelledError:
             return None
 
-    # -- acting on a turn ---------------------------------------------------------------
+    # -- acting on a turn: run the tools, then judge the final answers ----------------------
 
     async def _act(self, act: Act) -> None:
-        """Run the turn's tools, then judge any final-answer call in it."""
-        first_seq = self.seq
-        self.seq += len(act.tool_calls)
-        regular = [(first_seq + i, c) for i, c in enumerate(act.tool_calls)]
-        finals = [(s, c) for s, c in regular if c.name == FINAL_ANSWER_TOOL]
-        regular = [(s, c) for s, c in regular if c.name != FINAL_ANSWER_TOOL]
+        """Run the turn's tool calls, then judge its final-answer calls; a `FINAL ANSWER:` in
+        the same reply ends the run when no call did."""
+        first = self.state.claim_seqs(len(act.tool_calls))
+        placed = [(first + i, call) for i, call in enumerate(act.tool_calls)]
+        await self._run_tools([(s, c) for s, c in placed if c.name != FINAL_ANSWER_TOOL])
+        await self._judge_final_answers([(s, c) for s, c in placed if c.name == FINAL_ANSWER_TOOL])
+        if act.final_text:
+            self.state.end(Ending("final_answer", act.final_text))
 
+    async def _run_tools(self, calls: list[tuple[int, ToolCall]]) -> None:
+        """Each call an activity, at most `max_parallel_tools` at once; failures become
+        observations the model reads next turn."""
         limit = asyncio.Semaphore(self.agent.max_parallel_tools)
-        results = await asyncio.gather(
-            *(self._call_tool(seq, call, limit) for seq, call in regular)
-        )
-        for result in results:
-            self.tool_calls.append(
-                ToolCallRecord(
-                    name=result.name,
-                    success=result.success,
-                    duration_ms=result.duration_ms,
-                    iteration=self.iteration + 1,
-                    error=None if result.success else result.content,
-                )
-            )
-            if result.name in self.tool_names and result.name not in self.tools_used:
-                self.tools_used.append(result.name)
-            self.has_errors = self.has_errors or not result.success
-            self.last_observation = _short(result.content)
-        self.observations = keep_recent(
-            self.observations, [tool_observation(r.content, r.success) for r in results]
-        )
-
-        notes: list[SeqMessage] = []
-        for seq, call in finals:
-            if FINAL_ANSWER_TOOL not in self.tools_used:
-                self.tools_used.append(FINAL_ANSWER_TOOL)
-            if self.ending is not None:  # a second call in the same turn: already done
-                continue
-            verdict = judge_final_answer(
-                call.arguments,
-                task=self.input.task,
-                required_tools=self.agent.required_tools,
-                tools_used=self.tools_used,
-                available_tools=self.tool_names,
-                gap_check_done=self.gap_check_done,
-            )
-            self.gap_check_done = self.gap_check_done or verdict.gap_check_rejected
-            if verdict.accepted and verdict.capture is not None:
-                self.ending = ("final_answer_tool", verdict.capture.output, verdict.capture)
-                observation = f"✓ final-answer accepted: {_short(verdict.capture.output)}"
-            else:
-                self.has_errors = True
-                observation = f"⚠️ {verdict.error}"
-            self.last_observation = observation
-            notes.append(SeqMessage(seq=seq, message=_tool_message(call, observation)))
-        if notes:
-            await self._record_at(notes)
-        if self.ending is None and act.final_text:
-            self.ending = ("final_answer", act.final_text, None)
+        results = await asyncio.gather(*(self._call_tool(seq, call, limit) for seq, call in calls))
+        self.state.record_tool_results(results)
 
     async def _call_tool(self, seq: int, call: ToolCall, limit: asyncio.Semaphore) -> ToolResult:
-        if call.name not in self.tool_names:
-            available = ", ".join(self.tool_names) or "none"
+        if call.name not in self.state.tool_names:
+            available = ", ".join(self.state.tool_names) or "none"
             content = f"[Tool error: unknown tool {call.name!r}. Available tools: {available}]"
             await self._record_at([SeqMessage(seq=seq, message=_tool_message(call, content))])
             return ToolResult(call_id=call.id, name=call.name, success=False, content=content)
         async with limit:
-            self.current_tool = call.name
-            self.steps += 1
+            self.state.current_tool = call.name
+            self.state.steps += 1
             try:
                 return await workflow.execute_activity(
                     names.RUN_TOOL,
@@ -413,17 +285,25 @@ class AgentRunWorkflow:
                 await self._record_at([SeqMessage(seq=seq, message=_tool_message(call, content))])
                 return ToolResult(call_id=call.id, name=call.name, success=False, content=content)
 
-    def _end_by_operator(self) -> None:
-        answer = self.operator_answer
-        assert answer is not None
-        self.ending = ("final_answer_tool", answer.output, answer)
+    async def _judge_final_answers(self, calls: list[tuple[int, ToolCall]]) -> None:
+        """The hard gate on each `final-answer` call; the verdict is the call's observation."""
+        notes: list[SeqMessage] = []
+        for seq, call in calls:
+            observation = self.state.judge_final_answer(
+                call, task=self.input.task, agent=self.agent
+            )
+            if observation is not None:
+                notes.append(SeqMessage(seq=seq, message=_tool_message(call, observation)))
+        if notes:
+            await self._record_at(notes)
 
     # -- transcript -----------------------------------------------------------------------
 
     async def _record(self, messages: list[Message]) -> None:
-        entries = [SeqMessage(seq=self.seq + i, message=m) for i, m in enumerate(messages)]
-        self.seq += len(messages)
-        await self._record_at(entries)
+        first = self.state.claim_seqs(len(messages))
+        await self._record_at(
+            [SeqMessage(seq=first + i, message=m) for i, m in enumerate(messages)]
+        )
 
     async def _record_at(self, entries: list[SeqMessage]) -> None:
         await self._store_step(
@@ -441,20 +321,15 @@ class AgentRunWorkflow:
         execute = (
             workflow.execute_local_activity if self.local_store_steps else workflow.execute_activity
         )
-        return await execute(
-            name,
-            arg,
-            result_type=result_type,
-            **STORE,
-            summary=summary,
-        )
+        return await execute(name, arg, result_type=result_type, **STORE, summary=summary)
 
     def _publish_details(self, terminated_by: str | None = None) -> None:
-        tokens = _tokens(self.prompt_tokens + self.completion_tokens)
-        state = f"ended: {terminated_by}" if terminated_by else "running"
+        tokens = _tokens(self.state.tokens)
+        status = f"ended: {terminated_by}" if terminated_by else "running"
+        tools_used = self.state.tools_used
         workflow.set_current_details(
-            f"**{state}** · iteration {self.iteration}/{self.agent.max_iterations} · "
-            f"last tool: {self.tools_used[-1] if self.tools_used else '—'} · {tokens} tokens"
+            f"**{status}** · iteration {self.state.iteration}/{self.agent.max_iterations} · "
+            f"last tool: {tools_used[-1] if tools_used else '—'} · {tokens} tokens"
         )
 
 

@@ -136,7 +136,7 @@ def live_run_context(progress: RunProgress) -> str:
     tools = ", ".join(progress.tools_called) or "none yet"
     lines = [
         "## Run in progress",
-        f"Run {progress.run_id} is at iteration {progress.iteration + 1} of "
+        f"Run {progress.run_id} is at iteration {progress.current_iteration} of "
         f"{progress.max_iterations}.",
         f"Tools called so far: {tools}.",
     ]

@@ -1,4 +1,4 @@
-"""What a model turn means for the loop: act, finish, or nudge and go on.
+"""What a model turn means for the loop: act, end the run, or nudge and go on.
 
 Pure functions over the model's reply, so the run loop stays a loop and each ending is
 unit-tested in milliseconds (reference §1.5, §1.6).
@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from dataclasses import dataclass, field
 
-from reactive_temporal.contracts.run import TerminatedBy, ToolCall
+from reactive_temporal.contracts.run import FinalAnswerCapture, TerminatedBy, ToolCall
 from workflows.final_answer import (
     detect_completion_gaps,
     extract_final_answer,
@@ -23,11 +23,17 @@ EMPTY_REPLY_NUDGE = (
 
 
 @dataclass(frozen=True)
-class Finish:
-    """The loop ends here."""
+class Ending:
+    """How a run ended: why, the answer it gives, and the final-answer payload when there
+    was one (the tool call's or the operator's). A turn that ends the run decides one."""
 
     terminated_by: TerminatedBy
     output: str
+    capture: FinalAnswerCapture | None = None
+
+    @property
+    def succeeded(self) -> bool:
+        return is_success(self.terminated_by, self.output)
 
 
 @dataclass(frozen=True)
@@ -47,7 +53,7 @@ class Act:
     final_text: str | None = None
 
 
-TurnDecision = Finish | Nudge | Act
+TurnDecision = Ending | Nudge | Act
 
 
 def decide_turn(
@@ -75,9 +81,9 @@ def decide_turn(
                 gap_check_rejected=True,
             )
         if answer:
-            return Finish("final_answer", answer)
+            return Ending("final_answer", answer)
     if text:
-        return Finish("end_turn", text)
+        return Ending("end_turn", text)
     return Nudge(EMPTY_REPLY_NUDGE)
 
 

@@ -133,7 +133,7 @@ async def _watch(
         while not result.done():
             try:
                 progress = await handle.query(AgentRunWorkflow.progress)
-                line = _progress_line(progress)
+                line = progress_line(progress)
             except Exception:  # the first workflow task may not have run yet
                 line = "waiting for a worker…"
             if live:
@@ -148,9 +148,14 @@ async def _watch(
     return await result
 
 
-def _progress_line(p: RunProgress) -> str:
+def progress_line(p: RunProgress) -> str:
+    """One line of live progress: the iteration in progress (never past the run's real
+    count), the tool running, the tokens so far."""
+    if p.status != "running":
+        ended = f" · ended: {p.terminated_by}" if p.terminated_by else ""
+        return f"{p.iteration}/{p.max_iterations} iterations{ended} · {p.tokens:,} tokens"
     tool = f" · tool {p.current_tool}" if p.current_tool else ""
-    return f"iteration {p.iteration + 1}/{p.max_iterations}{tool} · {p.tokens:,} tokens"
+    return f"iteration {p.current_iteration}/{p.max_iterations}{tool} · {p.tokens:,} tokens"
 
 
 def _print_result(result: AgentResult) -> None:

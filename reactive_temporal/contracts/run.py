@@ -187,3 +187,12 @@ class RunProgress(BaseModel):
     tokens: int = 0
     last_observation: str | None = None
     terminated_by: TerminatedBy | None = None
+
+    @property
+    def current_iteration(self) -> int:
+        """The iteration to show people: the one in progress (1-based) while the run runs,
+        the number it completed once it has ended; never beyond the run's real count."""
+        if self.status != "running":
+            return self.iteration
+        upcoming = self.iteration + 1
+        return min(upcoming, self.max_iterations) if self.max_iterations else upcoming

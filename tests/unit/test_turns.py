@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from reactive_temporal.contracts.run import ToolCall
-from workflows.turns import Act, Finish, Nudge, decide_turn, goal_achieved, is_success
+from workflows.turns import Act, Ending, Nudge, decide_turn, goal_achieved, is_success
 
 CALC = ToolCall(id="c1", name="calculator", arguments='{"expression": "1+1"}')
 
@@ -16,11 +16,11 @@ def decide(content, calls=(), **kw):
 
 
 def test_final_answer_text_finishes_with_the_extracted_answer():
-    assert decide("FINAL ANSWER: The answer is 42.") == Finish("final_answer", "The answer is 42.")
+    assert decide("FINAL ANSWER: The answer is 42.") == Ending("final_answer", "The answer is 42.")
 
 
 def test_plain_text_is_end_turn():
-    assert decide("Paris.") == Finish("end_turn", "Paris.")
+    assert decide("Paris.") == Ending("end_turn", "Paris.")
 
 
 def test_empty_reply_nudges_instead_of_ending():
@@ -40,7 +40,7 @@ def test_final_answer_text_with_a_gap_is_guarded_once():
     kw = dict(task="Write to a file the result", available_tools=["file_write"])
     guarded = decide("FINAL ANSWER: 2", **kw)
     assert isinstance(guarded, Nudge) and guarded.is_error and guarded.gap_check_rejected
-    assert decide("FINAL ANSWER: 2", gap_check_done=True, **kw) == Finish("final_answer", "2")
+    assert decide("FINAL ANSWER: 2", gap_check_done=True, **kw) == Ending("final_answer", "2")
 
 
 @pytest.mark.parametrize(

@@ -8,10 +8,12 @@ import time
 import pytest
 
 from reactive_temporal.api.agents import AgentRunError
+from reactive_temporal.cli.run_commands import progress_line
 from reactive_temporal.contracts.run import FinalAnswerCapture, RunProgress
 from reactive_temporal.embedded.scripted_llm import Drop, HttpError, Reply, ScriptedLLM, call
 from tests.conftest import wait_for
 from tests.workflow.conftest import Harness
+from workflows.agent_run import AgentRunWorkflow
 
 pytestmark = pytest.mark.workflow
 
@@ -73,11 +75,17 @@ async def test_max_iterations(harness: Harness, llm: ScriptedLLM, model_name):
         [Reply("Still working.", [call("calculator", expression="1+1")])],
         repeat_last=True,
     )
-    result = await harness.run(model_name, "Loop forever", max_iterations=3)
+    handle = await harness.start(model_name, "Loop forever", max_iterations=3)
+    result = await harness.agent(model_name).result(handle)
     assert result.terminated_by == "max_iterations"
     assert result.success is False
     assert result.metadata.iterations == 3
     assert result.output == "Still working."  # the last thought stands in for an answer
+    # what live progress last saw: ended, three iterations, not a fourth "in progress"
+    progress = await handle.query(AgentRunWorkflow.progress)
+    assert (progress.status, progress.terminated_by) == ("completed", "max_iterations")
+    assert progress.current_iteration == 3
+    assert progress_line(progress).startswith("3/3 iterations")
     assert len(llm.requests[model_name]) == 3
 
 
