@@ -4,6 +4,7 @@
     python worker.py --tools my_pkg.my_tools  # also load the @tool functions of a module
     python worker.py --mcp "fs=npx -y @modelcontextprotocol/server-filesystem /tmp"
     python worker.py --mcp github=https://mcp.example.com/mcp   # streamable HTTP
+    python worker.py --mcp "gh=npx -y @modelcontextprotocol/server-github" --mcp-env GITHUB_TOKEN
 
 Several workers may serve one task queue; Temporal spreads runs across them.
 """
@@ -29,7 +30,7 @@ from reactive_temporal.hosting.worker_factory import create_worker
 from reactive_temporal.mcp_tools import McpToolbox
 
 
-async def main(tool_modules: list[str], mcp_specs: list[str]) -> int:
+async def main(tool_modules: list[str], mcp_specs: list[str], mcp_env: list[str]) -> int:
     try:
         settings = load_settings()
     except ValidationError as err:
@@ -69,7 +70,7 @@ async def main(tool_modules: list[str], mcp_specs: list[str]) -> int:
             resources.callback(offline.stop)
         try:
             client = await connect(address, settings.temporal_namespace, settings.encryption_keys)
-            toolbox = await resources.enter_async_context(McpToolbox(mcp_specs))
+            toolbox = await resources.enter_async_context(McpToolbox(mcp_specs, env=mcp_env))
             agent_worker = await create_worker(
                 client,
                 settings,
@@ -117,11 +118,19 @@ if __name__ == "__main__":
         metavar="SPEC",
         help='an MCP server: NAME=URL or "NAME=COMMAND ARGS" (repeatable); tools are NAME/tool',
     )
+    parser.add_argument(
+        "--mcp-env",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="pass environment variable NAME to stdio MCP servers (repeatable); they get only "
+        "PATH, HOME, LANG and these",
+    )
     args = parser.parse_args()
     logging.basicConfig(
         level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    code = asyncio.run(main(args.tools, args.mcp))
+    code = asyncio.run(main(args.tools, args.mcp, args.mcp_env))
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)

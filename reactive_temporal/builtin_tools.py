@@ -3,16 +3,27 @@
 from __future__ import annotations
 
 import ast
+import asyncio
+import codecs
 import math
 import operator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import httpx
 from pydantic import Field
 
+from reactive_temporal.http_guard import (
+    ACCEPT_ENCODING,
+    AllowList,
+    GuardedBackend,
+    GuardedTransport,
+    Resolver,
+    read_bounded,
+    system_resolve,
+)
 from reactive_temporal.tools import Tool, tool
 
 _BINARY = {
@@ -43,29 +54,77 @@ _FUNCTIONS = {
 _CONSTANTS = {"pi": math.pi, "e": math.e}
 MAX_EXPRESSION_CHARS = 500
 MAX_EXPONENT = 10_000
+MAX_RESULT_DIGITS = 4_000
+"""Integers past this many digits are refused before they are computed (a 15-character
+`(9**9999)**3000` would otherwise run for minutes and build a 95-million-digit number)."""
+MAX_ROUND_DIGITS = 300
+_MAX_INT_BITS = math.ceil(MAX_RESULT_DIGITS * math.log2(10))
+_TOO_BIG = f"the result would have more than {MAX_RESULT_DIGITS} digits"
+
+
+def _checked(value: Any) -> float | int:
+    """`value` when it is a real number of bounded size, else ValueError."""
+    if isinstance(value, complex):
+        raise ValueError("the result is not a real number (e.g. a fractional power of a negative)")
+    if isinstance(value, int) and value.bit_length() > _MAX_INT_BITS:
+        raise ValueError(_TOO_BIG)
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"the result is too large for a floating-point number ({value})")
+    return value  # type: ignore[no-any-return]
+
+
+def _power(base: float | int, exponent: float | int) -> float | int:
+    """`base ** exponent`, refused when the exponent or the result's size is too large."""
+    if abs(exponent) > MAX_EXPONENT:
+        raise ValueError(f"exponent {exponent} is too large (limit {MAX_EXPONENT})")
+    if isinstance(base, int) and isinstance(exponent, int) and exponent > 0 and abs(base) > 1:
+        # the result's size from the operands' sizes: no big number is built to find out
+        digits = exponent * math.log10(abs(base))
+        if digits > MAX_RESULT_DIGITS:
+            shown = str(base) if base.bit_length() < 64 else f"a {len(str(base))}-digit number"
+            raise ValueError(
+                f"{shown} ** {exponent} would have about {digits:,.0f} digits; "
+                f"results are limited to {MAX_RESULT_DIGITS:,} digits"
+            )
+    return base**exponent
+
+
+def _call(name: str, args: list[float | int]) -> float | int:
+    if name == "round" and len(args) == 2:
+        digits = args[1]
+        if not isinstance(digits, int) or abs(digits) > MAX_ROUND_DIGITS:
+            raise ValueError(f"round's digits must be an integer within ±{MAX_ROUND_DIGITS}")
+    try:
+        return _FUNCTIONS[name](*args)  # type: ignore[no-any-return,operator]
+    except (TypeError, ValueError) as err:  # min(), sqrt(-1): the model's mistake, said plainly
+        raise ValueError(f"{name}(): {err}") from err
 
 
 def evaluate_arithmetic(expression: str) -> float | int:
-    """Evaluate arithmetic by walking its syntax tree: no eval, no names but math's."""
+    """Evaluate arithmetic by walking its syntax tree: no eval, no names but math's.
+
+    Every operation's result is size-checked, and powers are checked before they are
+    computed, so no expression can hold the CPU or the memory for long.
+    """
     if len(expression) > MAX_EXPRESSION_CHARS:
         raise ValueError(f"expression is longer than {MAX_EXPRESSION_CHARS} characters")
     try:
         tree = ast.parse(expression.replace("^", "**"), mode="eval")
-    except SyntaxError as err:
+    except (SyntaxError, ValueError, MemoryError, RecursionError) as err:
         raise ValueError(f"not an arithmetic expression: {expression!r}") from err
 
     def walk(node: ast.AST) -> float | int:
         if isinstance(node, ast.Expression):
             return walk(node.body)
         if isinstance(node, ast.Constant) and isinstance(node.value, int | float):
-            return node.value
+            return _checked(node.value)
         if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
             left, right = walk(node.left), walk(node.right)
-            if isinstance(node.op, ast.Pow) and abs(right) > MAX_EXPONENT:
-                raise ValueError(f"exponent {right} is too large (limit {MAX_EXPONENT})")
-            return _BINARY[type(node.op)](left, right)  # type: ignore[no-any-return]
+            if isinstance(node.op, ast.Pow):
+                return _checked(_power(left, right))
+            return _checked(_BINARY[type(node.op)](left, right))
         if isinstance(node, ast.UnaryOp) and type(node.op) in _UNARY:
-            return _UNARY[type(node.op)](walk(node.operand))  # type: ignore[no-any-return,operator,unused-ignore]
+            return _checked(_UNARY[type(node.op)](walk(node.operand)))  # type: ignore[operator,unused-ignore]
         if isinstance(node, ast.Name) and node.id in _CONSTANTS:
             return _CONSTANTS[node.id]
         if (
@@ -74,17 +133,21 @@ def evaluate_arithmetic(expression: str) -> float | int:
             and node.func.id in _FUNCTIONS
             and not node.keywords
         ):
-            return _FUNCTIONS[node.func.id](*(walk(a) for a in node.args))  # type: ignore[no-any-return,operator,unused-ignore]
-        raise ValueError(f"unsupported element in expression: {ast.unparse(node)!r}")
+            return _checked(_call(node.func.id, [walk(a) for a in node.args]))
+        raise ValueError(f"unsupported element in expression: {ast.unparse(node)[:80]!r}")
 
     try:
         return walk(tree)
     except ZeroDivisionError as err:
         raise ValueError("division by zero") from err
+    except OverflowError as err:
+        raise ValueError(f"the result is too large for a floating-point number ({err})") from err
+    except RecursionError as err:
+        raise ValueError("the expression is nested too deeply") from err
 
 
 @tool
-async def calculator(
+def calculator(
     expression: Annotated[str, Field(description="Arithmetic, e.g. '(17 * 23) + 4' or 'sqrt(2)'")],
 ) -> str:
     """Evaluate an arithmetic expression exactly (+ - * / // % ** and math functions)."""
@@ -95,31 +158,62 @@ async def calculator(
 
 
 HTTP_MAX_BYTES = 200_000
+HTTP_MAX_WIRE_BYTES = 2_000_000
+"""Compressed bytes read at most, whatever they inflate to."""
 HTTP_TIMEOUT_SECONDS = 15.0
+HTTP_MAX_REDIRECTS = 5
 
 
-@tool(timeout_seconds=HTTP_TIMEOUT_SECONDS + 5)
-async def http_get(
-    url: Annotated[str, Field(description="An http:// or https:// URL")],
-    max_bytes: Annotated[int, Field(ge=1, le=HTTP_MAX_BYTES)] = 50_000,
-) -> str:
-    """Fetch a URL with GET and return its status and the start of its body (size-limited)."""
-    if not url.startswith(("http://", "https://")):
-        raise ValueError(f"only http:// and https:// URLs can be fetched, not {url!r}")
-    chunks: list[bytes] = []
-    size = 0
-    async with (
-        httpx.AsyncClient(timeout=HTTP_TIMEOUT_SECONDS, follow_redirects=True) as client,
-        client.stream("GET", url) as response,
-    ):
-        async for chunk in response.aiter_bytes():
-            chunks.append(chunk)
-            size += len(chunk)
-            if size >= max_bytes:
-                break
-    body = b"".join(chunks)[:max_bytes].decode(response.encoding or "utf-8", errors="replace")
-    cut = " (truncated)" if size >= max_bytes else ""
-    return f"HTTP {response.status_code}{cut}\n{body}"
+def http_get_tool(allow: AllowList | None = None, *, resolve: Resolver | None = None) -> Tool:
+    """The http_get tool, reaching public addresses and whatever `allow` opens."""
+    allow_list = allow or AllowList()
+
+    @tool(name="http_get", timeout_seconds=HTTP_TIMEOUT_SECONDS + 5)
+    async def http_get(
+        url: Annotated[str, Field(description="An http:// or https:// URL")],
+        max_bytes: Annotated[int, Field(ge=1, le=HTTP_MAX_BYTES)] = 50_000,
+    ) -> str:
+        """Fetch a URL with GET and return its status and the start of its body (size-limited)."""
+        if not url.startswith(("http://", "https://")):
+            raise ValueError(f"only http:// and https:// URLs can be fetched, not {url[:200]!r}")
+        backend = GuardedBackend(allow_list, resolve=resolve or system_resolve)
+        async with (
+            asyncio.timeout(HTTP_TIMEOUT_SECONDS),
+            httpx.AsyncClient(
+                transport=GuardedTransport(backend),
+                timeout=HTTP_TIMEOUT_SECONDS,
+                follow_redirects=True,
+                max_redirects=HTTP_MAX_REDIRECTS,
+                trust_env=False,
+                headers={"Accept-Encoding": ACCEPT_ENCODING},
+            ) as client,
+            client.stream("GET", url) as response,
+        ):
+            body, cut = await read_bounded(
+                response.aiter_raw(),
+                response.headers.get("content-encoding"),
+                max_bytes,
+                HTTP_MAX_WIRE_BYTES,
+            )
+        text = body.decode(_text_encoding(response.charset_encoding), errors="replace")
+        return f"HTTP {response.status_code}{' (truncated)' if cut else ''}\n{text}"
+
+    return http_get
+
+
+def _text_encoding(charset: str | None) -> str:
+    """The response's charset when Python knows it as a text encoding, else UTF-8."""
+    if charset:
+        try:
+            if codecs.lookup(charset)._is_text_encoding:  # type: ignore[attr-defined]
+                return charset
+        except LookupError:
+            pass
+    return "utf-8"
+
+
+http_get = http_get_tool()
+"""http_get reaching public addresses only (workers pass their REACTIVE_TEMPORAL_HTTP_ALLOW)."""
 
 
 @tool
@@ -152,7 +246,7 @@ def file_tools(workspace: Path) -> list[Tool]:
     """file_read and file_write, confined to `workspace`."""
 
     @tool(name="file_read")
-    async def file_read(
+    def file_read(
         path: Annotated[str, Field(description="Path relative to the workspace")],
     ) -> str:
         """Read a UTF-8 text file from the agent's workspace."""
@@ -164,7 +258,7 @@ def file_tools(workspace: Path) -> list[Tool]:
         return target.read_text(encoding="utf-8", errors="replace")
 
     @tool(name="file_write")
-    async def file_write(
+    def file_write(
         path: Annotated[str, Field(description="Path relative to the workspace")],
         content: Annotated[str, Field(max_length=FILE_MAX_BYTES)],
     ) -> str:
@@ -177,5 +271,7 @@ def file_tools(workspace: Path) -> list[Tool]:
     return [file_read, file_write]
 
 
-def builtin_tools(workspace: Path) -> list[Tool]:
-    return [calculator, http_get, current_time, *file_tools(workspace)]
+def builtin_tools(workspace: Path, http_allow: AllowList | None = None) -> list[Tool]:
+    """Every built-in tool; file tools confined to `workspace`, http_get to public addresses
+    and `http_allow`. Plain functions among them (calculator, file tools) run in threads."""
+    return [calculator, http_get_tool(http_allow), current_time, *file_tools(workspace)]

@@ -9,6 +9,7 @@ from pydantic import AliasChoices, BaseModel, Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from reactive_temporal.capabilities import ModelCapabilities
+from reactive_temporal.http_guard import AllowList
 
 DEFAULT_TASK_QUEUE = "reactive-temporal"
 DEFAULT_MODEL = "gpt-4o-mini"
@@ -75,6 +76,12 @@ class Settings(BaseSettings):
         validation_alias=AliasChoices("REACTIVE_TEMPORAL_CODEC_TOKEN", "codec_token"),
     )
     """The bearer token every request to the codec server (`codec-server`) must carry."""
+    http_allow: str | None = Field(
+        default=None,
+        validation_alias=AliasChoices("REACTIVE_TEMPORAL_HTTP_ALLOW", "http_allow"),
+    )
+    """Exceptions to http_get's public-addresses-only rule: comma-separated hostnames, IPs or
+    CIDRs, each optionally with `:port` (see `reactive_temporal.http_guard`)."""
 
     @field_validator("temporal_address")
     @classmethod
@@ -99,6 +106,12 @@ class Settings(BaseSettings):
             )
         return value.strip()
 
+    @field_validator("http_allow")
+    @classmethod
+    def _allow_list(cls, value: str | None) -> str | None:
+        AllowList.parse(value)  # ValueError names the bad entry
+        return value
+
     @field_validator("openai_base_url", "openai_api_key")
     @classmethod
     def _blank_is_unset(cls, value: str | None) -> str | None:
@@ -108,6 +121,10 @@ class Settings(BaseSettings):
     def uses_offline_model(self) -> bool:
         """No endpoint and no key configured: the demo runs on the offline scripted model."""
         return self.openai_base_url is None and self.openai_api_key is None
+
+    @property
+    def http_allow_list(self) -> AllowList:
+        return AllowList.parse(self.http_allow)
 
     @property
     def workspace(self) -> Path:

@@ -10,6 +10,13 @@ once, lists its tools and turns each into a `Tool` whose schema is the server's 
 validating. A call is an ordinary `run_tool` activity; an `isError` result raises, so the
 model reads it as `[Tool error: …]` like any failing tool.
 
+A stdio server is a program someone else wrote: it starts with a minimal environment (PATH,
+HOME, LANG and the SDK's harmless defaults: LOGNAME, SHELL, TERM, USER) plus only the variables
+the operator names with `--mcp-env NAME` (repeatable), never the worker's own secrets
+(`OPENAI_API_KEY`, `DATABASE_URL`, encryption keys, the codec token, Temporal credentials).
+
+    python worker.py --mcp "gh=npx -y @modelcontextprotocol/server-github" --mcp-env GITHUB_TOKEN
+
 The sessions live as long as the toolbox: the worker opens it before it starts and closes it
 after it stops, in the same task (the SDK's transports are anyio task groups, which must be
 exited by the task that entered them).
@@ -35,6 +42,9 @@ from pydantic import BaseModel, ConfigDict
 from reactive_temporal.tools import Tool, ToolFunction
 
 SERVER_NAME = re.compile(r"^[A-Za-z0-9_-]+$")
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+BASE_ENV = ("PATH", "HOME", "LANG")
+"""What every stdio server gets from the worker's environment, besides `--mcp-env` names."""
 _URL_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 TOOL_SEPARATOR = "/"
 
@@ -132,6 +142,16 @@ def render_call_result(result: mcp_types.CallToolResult) -> str:
     return text
 
 
+def server_environment(names: Sequence[str] = ()) -> dict[str, str]:
+    """The environment of a stdio server: BASE_ENV and `names`, where set; nothing else.
+
+    A name that is not a valid variable name is a ValueError (it is a typo, not a request)."""
+    for name in names:
+        if not ENV_NAME.fullmatch(name):
+            raise ValueError(f"--mcp-env {name!r} is not an environment variable name")
+    return {n: os.environ[n] for n in (*BASE_ENV, *names) if n in os.environ}
+
+
 def _leaf_errors(err: BaseException) -> list[BaseException]:
     """The real causes inside the SDK's task-group ExceptionGroups."""
     if isinstance(err, BaseExceptionGroup):
@@ -149,8 +169,8 @@ class McpToolbox:
         async with McpToolbox(["echo=python echo_server.py"]) as toolbox:
             worker = await create_worker(..., extra_tools=toolbox.tools)
 
-    Stdio servers inherit the worker's environment (so a token exported in the shell reaches
-    the server, as it would when run by hand); the SDK's default would pass only PATH/HOME.
+    Stdio servers get `server_environment(env)`: a minimal environment plus the variables
+    named in `env`, so the worker's secrets never reach a server's process.
     """
 
     def __init__(
@@ -160,8 +180,11 @@ class McpToolbox:
         connect_timeout_seconds: float = 60.0,
         tool_timeout_seconds: float = 60.0,
         separator: str = TOOL_SEPARATOR,
+        env: Sequence[str] = (),
     ) -> None:
         self.servers = parse_mcp_specs(specs)  # bad specs fail here, before anything starts
+        self.env_names = list(env)
+        server_environment(self.env_names)  # and bad --mcp-env names
         self.connect_timeout_seconds = connect_timeout_seconds
         self.tool_timeout_seconds = tool_timeout_seconds
         self.separator = separator
@@ -198,7 +221,7 @@ class McpToolbox:
                         StdioServerParameters(
                             command=server.command[0],
                             args=server.command[1:],
-                            env=dict(os.environ),
+                            env=server_environment(self.env_names),
                         )
                     )
                 read, write = await attempt.enter_async_context(transport)

@@ -10,16 +10,26 @@ a bad call becomes an observation naming the bad field, never a crashed run.
 
 Tools run inside the worker, each call an activity. `worker.py --tools my_pkg.my_tools`
 loads every `@tool` in a module.
+
+A tool may be `async def` (it runs on the worker's event loop, so it must not block) or a
+plain `def` (it runs in a thread of its own pool, so CPU-bound or blocking code never stalls
+the event loop: heartbeats and every other run on the worker go on meanwhile). A thread
+cannot be interrupted: when a plain tool outlives its timeout the run moves on with a
+timeout observation, and the thread finishes in the background.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
 import copy
+import functools
 import importlib
 import inspect
 import json
 import re
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, get_type_hints, overload
 
@@ -27,7 +37,29 @@ from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from reactive_temporal.contracts.run import FINAL_ANSWER_TOOL, OUTPUT_FORMATS
 
-ToolFunction = Callable[..., Awaitable[Any]]
+ToolFunction = Callable[..., Any]
+"""An `async def` or a plain `def`; the latter runs in a thread (see `run_in_tool_thread`)."""
+
+TOOL_THREADS = 32
+"""Plain (synchronous) tools running at once per worker process; more calls wait their turn
+(inside their timeout). A pool of its own, so tools never starve the event loop's default
+executor, which DNS lookups use."""
+_executor: ThreadPoolExecutor | None = None
+
+
+def _tool_executor() -> ThreadPoolExecutor:
+    global _executor
+    if _executor is None:
+        _executor = ThreadPoolExecutor(max_workers=TOOL_THREADS, thread_name_prefix="tool")
+    return _executor
+
+
+async def run_in_tool_thread(function: Callable[..., Any], /, **kwargs: Any) -> Any:
+    """`function(**kwargs)` in the tool thread pool, with the caller's context (so
+    `activity.info()` and heartbeats work inside it)."""
+    context = contextvars.copy_context()
+    call = functools.partial(context.run, function, **kwargs)
+    return await asyncio.get_running_loop().run_in_executor(_tool_executor(), call)
 
 
 class ToolArgumentsError(ValueError):
@@ -92,8 +124,15 @@ class Tool:
             raise ToolArgumentsError(problems) from err
         return {name: getattr(model, name) for name in type(model).model_fields}
 
+    @property
+    def is_async(self) -> bool:
+        return inspect.iscoroutinefunction(self.function)
+
     async def __call__(self, **kwargs: Any) -> Any:
-        return await self.function(**kwargs)
+        """Run the tool: on the event loop when it is async, in a tool thread otherwise."""
+        if self.is_async:
+            return await self.function(**kwargs)
+        return await run_in_tool_thread(self.function, **kwargs)
 
 
 @overload
@@ -112,11 +151,16 @@ def tool(
     description: str | None = None,
     timeout_seconds: float = 60.0,
 ) -> Tool | Callable[[ToolFunction], Tool]:
-    """Turn a typed async function into a Tool (usable bare or with options)."""
+    """Turn a typed function into a Tool (usable bare or with options).
+
+    `async def` tools run on the event loop; plain `def` tools run in a thread.
+    """
 
     def build(fn: ToolFunction) -> Tool:
-        if not inspect.iscoroutinefunction(fn):
-            raise TypeError(f"@tool needs an async function; {fn.__qualname__} is not async")
+        if not callable(fn) or inspect.isclass(fn):
+            raise TypeError(f"@tool needs a function, not {fn!r}")
+        if inspect.isasyncgenfunction(fn) or inspect.isgeneratorfunction(fn):
+            raise TypeError(f"@tool needs a function that returns; {fn.__qualname__} yields")
         tool_name = name or fn.__name__
         if tool_name == FINAL_ANSWER_TOOL:
             raise ValueError(f"{FINAL_ANSWER_TOOL!r} is reserved for the loop's meta-tool")

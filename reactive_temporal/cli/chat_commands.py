@@ -6,17 +6,20 @@ import asyncio
 from typing import Annotated
 
 import typer
-from rich.markdown import Markdown
 
 from reactive_temporal.api.sessions import ChatError
 from reactive_temporal.cli.common import CliError, cli_settings, err, open_agent, out, run_command
+from reactive_temporal.cli.terminal import markdown, safe
 from reactive_temporal.contracts.entity import ChatReply, SessionHistory
 
 
 def _print_reply(reply: ChatReply) -> None:
-    out.print(Markdown(reply.message))
+    out.print(markdown(reply.message))
     tools = f" · tools {', '.join(reply.tools_used)}" if reply.tools_used else ""
-    err.print(f"[dim]{reply.routed_via}{tools} · {reply.tokens:,} tokens · ${reply.cost:.4f}[/]")
+    err.print(
+        f"[dim]{safe(reply.routed_via)}{safe(tools)} · {reply.tokens:,} tokens · "
+        f"${reply.cost:.4f}[/]"
+    )
 
 
 def chat(
@@ -75,11 +78,12 @@ def session_repl(
             except ChatError as e:
                 raise CliError(str(e)) from e
             err.print(
-                f"[bold]session {session.id}[/] with {agent} — /end saves and ends, /quit leaves"
+                f"[bold]session {safe(session.id)}[/] with {safe(agent)} — /end saves and ends, "
+                "/quit leaves"
             )
             for m in history:
                 who = "[cyan]you[/]" if m.role == "user" else "[green]agent[/]"
-                out.print(f"{who}: {m.content}", highlight=False)
+                out.print(f"{who}: {safe(m.content)}", highlight=False)
             while True:
                 try:
                     line = (await asyncio.to_thread(input, "you> ")).strip()
@@ -90,7 +94,8 @@ def session_repl(
                 if line == "/end":
                     saved = await session.end()
                     err.print(
-                        f"[dim]session {session.id} saved ({len(saved)} messages) and ended[/]"
+                        f"[dim]session {safe(session.id)} saved ({len(saved)} messages) "
+                        "and ended[/]"
                     )
                     break
                 if not line:
@@ -98,7 +103,7 @@ def session_repl(
                 try:
                     _print_reply(await session.chat(line))
                 except ChatError as e:
-                    err.print(f"[red]refused:[/] {e}")
+                    err.print(f"[red]refused:[/] {safe(e)}")
         finally:
             await agent_.dispose()
         return 0
@@ -125,9 +130,12 @@ def session_history(
             print(payload.model_dump_json())
         else:
             for m in messages:
-                out.print(f"[dim]{m.timestamp:%H:%M:%S}[/] {m.role}: {m.content}", highlight=False)
+                out.print(
+                    f"[dim]{m.timestamp:%H:%M:%S}[/] {safe(m.role)}: {safe(m.content)}",
+                    highlight=False,
+                )
             if not messages:
-                err.print(f"[dim]session {session_id} has no messages open[/]")
+                err.print(f"[dim]session {safe(session_id)} has no messages open[/]")
         return 0
 
     run_command(main, as_json=as_json)
@@ -152,7 +160,7 @@ def session_end(
         if as_json:
             print(SessionHistory(session_id=session_id, messages=saved).model_dump_json())
         else:
-            err.print(f"session {session_id} saved ({len(saved)} messages) and ended")
+            err.print(f"session {safe(session_id)} saved ({len(saved)} messages) and ended")
         return 0
 
     run_command(main, as_json=as_json)

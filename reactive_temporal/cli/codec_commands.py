@@ -10,6 +10,7 @@ import typer
 from rich.panel import Panel
 
 from reactive_temporal.cli.common import CliError, cli_settings, err, out, run_command
+from reactive_temporal.cli.terminal import safe
 from reactive_temporal.codec import ENV_VAR, EncryptionCodec
 from reactive_temporal.embedded.codec_server import DEFAULT_ORIGIN, CodecServer
 
@@ -51,23 +52,24 @@ def codec_server(
                 allowed_origin=origin,
                 host=host,
                 port=port,
-                log=lambda line: err.print(f"[dim]{line}[/]", highlight=False),
+                log=lambda line: err.print(f"[dim]{safe(line)}[/]", highlight=False),
             )
         except OSError as e:
             raise CliError(f"cannot listen on {host}:{port}: {e}") from e
         url = server.url
         out.print(
             Panel.fit(
-                f"Codec server  [bold cyan]{url}[/]\n"
-                f"Keys          {', '.join(codec.key_ids)} (encrypting with {codec.key_id})\n"
-                f"CORS origin   {origin}\n\n"
+                f"Codec server  [bold cyan]{safe(url)}[/]\n"
+                f"Keys          {safe(', '.join(codec.key_ids))} (encrypting with "
+                f"{safe(codec.key_id)})\n"
+                f"CORS origin   {safe(origin)}\n\n"
                 "temporal CLI:\n"
                 "  temporal workflow show --workflow-id RUN_ID \\\n"
-                f"    --codec-endpoint {url} \\\n"
+                f"    --codec-endpoint {safe(url)} \\\n"
                 f'    --codec-auth "Bearer ${TOKEN_ENV_VAR}"\n'
                 "  (or export TEMPORAL_CODEC_ENDPOINT and TEMPORAL_CODEC_AUTH)\n"
                 "Web UI (its origin must be the CORS origin above):\n"
-                f"  temporal server start-dev … --ui-codec-endpoint {url}\n"
+                f"  temporal server start-dev … --ui-codec-endpoint {safe(url)}\n"
                 "  or Settings → Codec Server in the UI; it must send the token as\n"
                 "  `Authorization: Bearer …`, which needs a UI sign-in (OIDC).\n\n"
                 "Ctrl-C stops it.",

@@ -13,6 +13,7 @@ from pydantic_settings import SettingsError
 from rich.console import Console
 
 from reactive_temporal.api.agents import Agent, AgentBuilder
+from reactive_temporal.cli.terminal import safe
 from reactive_temporal.config import Settings, load_settings, settings_error_message
 from reactive_temporal.embedded.stack import StackError
 from reactive_temporal.errors import describe_validation_error
@@ -51,7 +52,7 @@ def run_command(coro: Callable[[], Awaitable[int]], *, as_json: bool = False) ->
         code = e.code
         if as_json:
             print(json.dumps({"error": str(e)}))
-        err.print(f"[red]error:[/] {e}", highlight=False)
+        err.print(f"[red]error:[/] {safe(e)}", highlight=False)
     except KeyboardInterrupt:
         code = 130
     finish(code)

