@@ -2,6 +2,8 @@
 
     .venv/bin/python -m bench.run_all [--quick] [--only overhead chat ...]
 
+`scale` (about 15 minutes) runs only when named with --only, or always with --quick.
+
 Figures go to stdout (Markdown), progress to stderr; a failing script does not stop the
 others, and the exit status is non-zero when any failed.
 """
@@ -16,7 +18,17 @@ import time
 
 from bench._stack import machine
 
-SCRIPTS = ["overhead", "debrief_latency", "history_bytes", "throughput", "chat", "streaming"]
+SCRIPTS = [
+    "overhead",
+    "debrief_latency",
+    "history_bytes",
+    "throughput",
+    "chat",
+    "streaming",
+    "cost",
+    "scale",
+]
+LONG = {"scale"}
 
 
 def shell(command: list[str]) -> str:
@@ -41,7 +53,8 @@ def main() -> int:
     print("```")
     sys.stdout.flush()
     failed = []
-    for name in args.only or SCRIPTS:
+    default = [s for s in SCRIPTS if args.quick or s not in LONG]
+    for name in args.only or default:
         command = [sys.executable, "-m", f"bench.{name}", *(["--quick"] if args.quick else [])]
         print(f"[run_all] {' '.join(command)}", file=sys.stderr, flush=True)
         started = time.monotonic()

@@ -1,0 +1,94 @@
+"""The floor: a bare workflow running the activities an agent run runs, and nothing else.
+
+`BenchFloorWorkflow(FloorInput(iterations=K))` runs, per iteration, one `bench_llm`
+activity, then one `bench_tool` activity on every iteration but the last (the agent runs'
+shape: call a tool K-1 times, then answer): K + (K-1) activities, in sequence. Both are
+no-ops, unless `model` is set: then `bench_llm` sends one chat-completions request to the
+worker's LLM endpoint (the scale bench's 2 s model), so the floor waits on the same model
+as the agent runs do.
+
+Registered on the bench workers next to the project's workflows (bench/_worker.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+
+from temporalio import activity, workflow
+
+LLM_TIMEOUT = timedelta(seconds=120)
+
+
+@dataclass
+class FloorInput:
+    iterations: int
+    model: str | None = None
+    """Call the LLM endpoint with this model in `bench_llm` (None: a no-op)."""
+    task: str = ""
+    """Sent as the user message, so the model can tell runs apart (duplicate counting)."""
+
+
+@dataclass
+class FloorLlmInput:
+    iteration: int
+    model: str | None
+    task: str
+
+
+@workflow.defn(name="BenchFloorWorkflow")
+class BenchFloorWorkflow:
+    @workflow.run
+    async def run(self, input: FloorInput) -> int:
+        for i in range(input.iterations):
+            await workflow.execute_activity(
+                "bench_llm",
+                FloorLlmInput(iteration=i, model=input.model, task=input.task),
+                start_to_close_timeout=LLM_TIMEOUT,
+            )
+            if i < input.iterations - 1:
+                await workflow.execute_activity(
+                    "bench_tool", i, start_to_close_timeout=timedelta(seconds=30)
+                )
+        return input.iterations
+
+
+class FloorActivities:
+    """`bench_llm` posts with a plain httpx2 client, the HTTP stack under the openai client
+    (no openai client, no transcript, no Postgres): the cheapest way to wait on the same
+    model."""
+
+    def __init__(self, llm_base_url: str | None) -> None:
+        self.llm_base_url = llm_base_url
+        self._http: object | None = None
+
+    @activity.defn(name="bench_llm")
+    async def bench_llm(self, input: FloorLlmInput) -> int:
+        if input.model is None:
+            return input.iteration
+        import httpx2  # the worker process only; the HTTP stack the openai client uses
+
+        if self._http is None:
+            self._http = httpx2.AsyncClient(
+                base_url=self.llm_base_url or "",
+                limits=httpx2.Limits(max_connections=None, max_keepalive_connections=None),
+                timeout=LLM_TIMEOUT.total_seconds(),
+            )
+        assert isinstance(self._http, httpx2.AsyncClient)
+        messages = [{"role": "user", "content": input.task}]
+        messages += [{"role": "assistant", "content": "…"}] * input.iteration
+        response = await self._http.post(
+            "/chat/completions", json={"model": input.model, "messages": messages}
+        )
+        response.raise_for_status()
+        return input.iteration
+
+    @activity.defn(name="bench_tool")
+    async def bench_tool(self, i: int) -> int:
+        return i
+
+    async def close(self) -> None:
+        import httpx2
+
+        if isinstance(self._http, httpx2.AsyncClient):
+            await self._http.aclose()
