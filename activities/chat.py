@@ -4,12 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import openai
 from temporalio import activity
 
-from activities.llm import heartbeating, llm_errors
+from activities.llm_calls import LlmEndpoint, chat_request
 from activities.store import SessionStore
-from reactive_temporal.config import ModelPrice
 from reactive_temporal.contracts import names
 from reactive_temporal.contracts.entity import (
     ChatDirectInput,
@@ -18,21 +16,16 @@ from reactive_temporal.contracts.entity import (
     SaveSessionInput,
     SessionHistory,
 )
-from reactive_temporal.pricing import cost_of
 
 DIRECT_MAX_TOKENS = 1024
+DIRECT_TEMPERATURE = 0.7
+"""The direct path's temperature when the agent sets none: a conversation, not a task."""
 
 
 class ChatActivities:
-    def __init__(
-        self,
-        sessions: SessionStore,
-        client: openai.AsyncOpenAI,
-        prices: dict[str, ModelPrice] | None = None,
-    ) -> None:
+    def __init__(self, sessions: SessionStore, llm: LlmEndpoint) -> None:
         self.sessions = sessions
-        self.client = client
-        self.prices = prices or {}
+        self.llm = llm
 
     @activity.defn(name=names.CHAT_DIRECT)
     async def chat_direct(self, input: ChatDirectInput) -> ChatDirectResult:
@@ -40,21 +33,20 @@ class ChatActivities:
         messages: list[dict[str, Any]] = [{"role": "system", "content": input.context}]
         messages += [{"role": m.role, "content": m.content} for m in input.history]
         messages.append({"role": "user", "content": input.message})
-        with llm_errors(input.agent.llm_max_attempts):
-            async with heartbeating():
-                response = await self.client.chat.completions.create(
-                    model=input.agent.model,
-                    messages=messages,  # type: ignore[arg-type]
-                    temperature=0.7 if input.agent.temperature is None else input.agent.temperature,
-                    max_tokens=DIRECT_MAX_TOKENS,
-                )
-        content = (response.choices[0].message.content if response.choices else None) or ""
-        prompt = response.usage.prompt_tokens if response.usage else 0
-        completion = response.usage.completion_tokens if response.usage else 0
+        temperature = input.agent.temperature
+        completion = await self.llm.complete(
+            chat_request(
+                input.agent.model,
+                messages,
+                temperature=DIRECT_TEMPERATURE if temperature is None else temperature,
+                max_tokens=DIRECT_MAX_TOKENS,
+            ),
+            max_attempts=input.agent.llm_max_attempts,
+        )
         return ChatDirectResult(
-            message=content.strip() or "(no answer)",
-            tokens=prompt + completion,
-            cost=cost_of(input.agent.model, prompt, completion, self.prices),
+            message=(completion.content or "").strip() or "(no answer)",
+            tokens=completion.usage.total_tokens,
+            cost=completion.cost,
         )
 
     @activity.defn(name=names.LOAD_SESSION)

@@ -14,7 +14,7 @@ from typing import Any
 
 from temporalio import activity
 
-from activities.llm import heartbeating
+from activities.heartbeat import heartbeating
 from activities.store import Store
 from reactive_temporal.contracts import names
 from reactive_temporal.contracts.run import Message, RunToolInput, SeqMessage, ToolResult

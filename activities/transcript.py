@@ -16,17 +16,8 @@ from reactive_temporal.contracts.run import (
     RecordMessagesInput,
     SeqMessage,
 )
-from reactive_temporal.rationale import AUDIT_INSTRUCTIONS
+from reactive_temporal.prompts import run_system_prompt
 from reactive_temporal.tools import ToolRegistry
-
-REACT_INSTRUCTIONS = (
-    "Work step by step. Use the tools available to you whenever they help, and call them "
-    "rather than guessing their results. When the task is complete, call the final-answer "
-    "tool with the deliverable itself in 'output'. If the final-answer tool is not offered "
-    "and you need no more tools, reply with a line starting with 'FINAL ANSWER:' followed by "
-    "the answer."
-)
-
 
 PRIOR_RUN_MAX_AGE_HOURS = 72
 PRIOR_RUN_MAX_CHARS = 2_000
@@ -50,18 +41,6 @@ def prior_run_block(last: StoredDebrief, lessons: list[str]) -> str:
     if d.errors_encountered:
         lines.append("Prior errors: " + "; ".join(_clip(e, 200) for e in d.errors_encountered[:5]))
     return _clip("\n".join(lines), PRIOR_RUN_MAX_CHARS)
-
-
-def system_prompt(agent_id: str, custom: str | None) -> str:
-    intro = (
-        custom.strip()
-        if custom and custom.strip()
-        else (
-            f"You are {agent_id}, an AI agent that completes tasks carefully "
-            "and reports what it did."
-        )
-    )
-    return f"{intro}\n\n{REACT_INSTRUCTIONS}"
 
 
 class TranscriptActivities:
@@ -92,9 +71,7 @@ class TranscriptActivities:
                 non_retryable=True,
             )
         names = list(dict.fromkeys([*wanted, *agent.required_tools]))
-        prompt = system_prompt(agent.agent_id, agent.system_prompt)
-        if agent.audit_rationale:
-            prompt += "\n\n" + AUDIT_INSTRUCTIONS
+        prompt = run_system_prompt(agent.agent_id, agent.system_prompt, audit=agent.audit_rationale)
         if agent.memory:
             last = await self.debriefs.latest(agent.agent_id, PRIOR_RUN_MAX_AGE_HOURS)
             if last is not None and last.run_id != input.run_id:

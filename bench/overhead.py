@@ -34,7 +34,7 @@ with workflow.unsafe.imports_passed_through():
     from openai._types import NotGiven, Omit
     from openai.types.chat import completion_create_params
 
-    import activities.llm as llm_activities
+    import activities.llm_calls as llm_calls
     import activities.tool_calls as tool_activities
     import activities.workflow_calls as workflow_calls
     from bench._stack import (
@@ -150,10 +150,11 @@ async def _no_heartbeat() -> AsyncIterator[None]:
 
 @contextlib.contextmanager
 def no_start_heartbeat() -> Iterator[None]:
-    """`heartbeating()` (activities/llm.py) heartbeats as soon as every llm_step and
-    run_tool starts; drop it (a 10 s heartbeat timeout needs no beat in the first ms)."""
+    """`heartbeating()` (activities/heartbeat.py) heartbeats as soon as every LLM call
+    (activities/llm_calls.py) and run_tool starts; drop it (a 10 s heartbeat timeout needs
+    no beat in the first ms)."""
     with (
-        patched(llm_activities, "heartbeating", _no_heartbeat),
+        patched(llm_calls, "heartbeating", _no_heartbeat),
         patched(tool_activities, "heartbeating", _no_heartbeat),
     ):
         yield

@@ -2,7 +2,8 @@
 
 The model writes one block per tool call in the same reply (no extra LLM call). They are
 parsed leniently, matched to the calls by position, and stripped from the transcript so
-they never re-enter the context or the answer (reference §6).
+they never re-enter the context or the answer (reference §6). What the model is asked to
+write is `prompts.AUDIT_INSTRUCTIONS`.
 """
 
 from __future__ import annotations
@@ -19,14 +20,6 @@ _BLOCK = re.compile(
 )
 _ORPHAN_TAG = re.compile(r"</?rationale(?:\s+call\s*=\s*[\"']?\d+[\"']?)?\s*>", re.IGNORECASE)
 _FENCE = re.compile(r"^\s*```(?:json)?\s*|\s*```\s*$", re.IGNORECASE)
-
-AUDIT_INSTRUCTIONS = """## Decision Rationale (MANDATORY — every tool call)
-Before each tool call, write one block in your reply text, in the order of the calls:
-<rationale call="1">{"why": "why this call, specific to it", "confidence": 0.9}</rationale>
-- `call` is the 1-based position of the tool call within this turn.
-- `why` is required, at most 280 characters; `confidence` is optional, between 0 and 1.
-- The rationale is for post-hoc review only: it is not passed to the tool.
-- No tool calls means no blocks."""
 
 
 def _lenient_json(body: str) -> Any:

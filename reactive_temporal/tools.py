@@ -35,7 +35,8 @@ from typing import Any, get_type_hints, overload
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
-from reactive_temporal.contracts.run import FINAL_ANSWER_TOOL, OUTPUT_FORMATS
+from reactive_temporal.contracts.run import FINAL_ANSWER_TOOL
+from reactive_temporal.prompts import FINAL_ANSWER_FORMAT_DESCRIPTION, FINAL_ANSWER_TOOL_DESCRIPTION
 
 ToolFunction = Callable[..., Any]
 """An `async def` or a plain `def`; the latter runs in a thread (see `run_in_tool_thread`)."""
@@ -194,21 +195,14 @@ FINAL_ANSWER_SCHEMA: dict[str, Any] = {
     "type": "function",
     "function": {
         "name": FINAL_ANSWER_TOOL,
-        "description": (
-            "Submit the final answer and terminate the task. Call this when ALL required steps "
-            "are complete. Provide the actual deliverable in 'output', its format in 'format', "
-            "and a brief summary of what you did in 'summary'. Do not write 'FINAL ANSWER:' in "
-            "text when this tool can be called. The output must contain the deliverable itself "
-            "(the complete code, or the prose), not a file path or a reference to it."
-        ),
+        "description": FINAL_ANSWER_TOOL_DESCRIPTION,
         "parameters": {
             "type": "object",
             "properties": {
                 "output": {"type": "string", "description": "The actual deliverable."},
                 "format": {
                     "type": "string",
-                    "description": "Format of output: "
-                    + ", ".join(f"'{f}'" for f in OUTPUT_FORMATS),
+                    "description": FINAL_ANSWER_FORMAT_DESCRIPTION,
                 },
                 "summary": {
                     "type": "string",

@@ -23,6 +23,7 @@ from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
+    from reactive_temporal import prompts
     from reactive_temporal.contracts import names
     from reactive_temporal.contracts.debrief import AgentDebrief
     from reactive_temporal.contracts.entity import (
@@ -52,8 +53,6 @@ with workflow.unsafe.imports_passed_through():
     from workflows.chat_rules import (
         TOOL_PATH_DEFAULT_ITERATIONS,
         build_context_summary,
-        direct_system_prompt,
-        live_run_context,
         route,
         tool_path_task,
         window_history,
@@ -245,7 +244,7 @@ class AgentWorkflow:
             if read.progress is None or read.progress.status != "running":
                 self.state.active_runs.pop(run_id, None)  # it ended without telling us
                 continue
-            parts.append(live_run_context(read.progress))
+            parts.append(prompts.live_run_context(read.progress))
         return "\n\n".join(parts)
 
     async def _direct(
@@ -255,7 +254,9 @@ class AgentWorkflow:
             names.CHAT_DIRECT,
             ChatDirectInput(
                 agent=agent,
-                context=direct_system_prompt(agent.agent_id, agent.system_prompt, context),
+                context=prompts.direct_chat_system_prompt(
+                    agent.agent_id, agent.system_prompt, context
+                ),
                 history=window_history(history),
                 message=message,
             ),

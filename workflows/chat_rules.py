@@ -11,9 +11,9 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from reactive_temporal import prompts
 from reactive_temporal.contracts.debrief import AgentDebrief
 from reactive_temporal.contracts.entity import ChatMessage, RoutedVia
-from reactive_temporal.contracts.run import RunProgress
 
 CHAT_OVERRIDE_PATTERNS = (
     re.compile(
@@ -92,71 +92,9 @@ def cap_observations(
 
 
 def build_context_summary(debrief: AgentDebrief | None, observations: Sequence[str]) -> str:
-    """What the agent knows of its last run, for either chat path."""
-    lines: list[str] = []
-    if debrief is not None:
-        lines += [
-            "## Last Run Results",
-            f"Outcome: {debrief.outcome} (confidence: {debrief.confidence})",
-            f"Summary: {debrief.summary}",
-        ]
-        if debrief.key_findings:
-            lines.append("Key findings:\n" + "\n".join(f"- {f}" for f in debrief.key_findings))
-        if debrief.tools_used:
-            lines.append(
-                "Tools used: "
-                + ", ".join(
-                    f"{t.name} ({t.calls}x, {round(t.success_rate * 100)}% success)"
-                    for t in debrief.tools_used
-                )
-            )
-        if debrief.errors_encountered:
-            lines.append("Errors: " + "; ".join(debrief.errors_encountered))
-        m = debrief.metrics
-        lines.append(
-            f"Metrics: {m.iterations} iterations, {m.tokens} tokens, {m.duration_ms / 1000:.1f}s"
-        )
-    kept = cap_observations(observations)
-    if kept:
-        lines.append(
-            "\n## Tool Results (from last run)\n"
-            + "\n\n".join(f"### Result {i}\n{obs}" for i, obs in enumerate(kept, start=1))
-        )
-    if not lines:
-        return ""
-    lines.append(
-        "\nUse this information to answer questions about what you did, found, or "
-        "accomplished. Reference specific data from tool results when answering."
-    )
-    return "\n".join(lines)
-
-
-def live_run_context(progress: RunProgress) -> str:
-    """The state of a run still in progress (mid-run chat)."""
-    tools = ", ".join(progress.tools_called) or "none yet"
-    lines = [
-        "## Run in progress",
-        f"Run {progress.run_id} is at iteration {progress.current_iteration} of "
-        f"{progress.max_iterations}.",
-        f"Tools called so far: {tools}.",
-    ]
-    if progress.current_tool:
-        lines.append(f"Running now: {progress.current_tool}.")
-    if progress.last_observation:
-        lines.append(f"Last observation: {progress.last_observation}")
-    lines.append("Answer from this live state; the run continues undisturbed.")
-    return "\n".join(lines)
-
-
-def direct_system_prompt(agent_id: str, system_prompt: str | None, context: str) -> str:
-    """The agent's own persona (upstream drops it), then the context, then the brief."""
-    persona = (system_prompt or "").strip() or f"You are {agent_id}, a helpful AI agent."
-    if not context:
-        return f"{persona}\n\nAnswer conversationally and concisely."
-    return (
-        f"{persona}\n\nHere is context from your recent work:\n\n{context}\n\n"
-        "Answer conversationally and concisely."
-    )
+    """What the agent knows of its last run, for either chat path: the debrief and the
+    observations that fit their budget."""
+    return prompts.last_run_context(debrief, cap_observations(observations))
 
 
 # -- history ------------------------------------------------------------------------------------
@@ -174,22 +112,13 @@ def window_history(
     return window
 
 
-def format_history_block(history: Sequence[ChatMessage]) -> str:
-    lines = [f"{'User' if m.role == 'user' else 'Assistant'}: {m.content}" for m in history]
-    return "--- Conversation history ---\n" + "\n".join(lines)
-
-
 def with_history_block(message: str, history: Sequence[ChatMessage]) -> str:
-    """The message with prior turns as a labelled text block (not as chat messages, which
-    made models re-run tools on follow-ups upstream)."""
-    window = window_history(history)
-    if not window:
-        return message
-    return f"{format_history_block(window)}\n\n--- Current message ---\n{message}"
+    """The message with its windowed prior turns as a labelled text block (not as chat
+    messages, which made models re-run tools on follow-ups upstream)."""
+    return prompts.with_history(message, window_history(history))
 
 
 def tool_path_task(message: str, context: str, history: Sequence[ChatMessage]) -> str:
-    enriched = (
-        f"Context from prior run:\n{context}\n\nNew request: {message}" if context else message
-    )
-    return with_history_block(enriched, history)
+    """The task of a chat turn's tool-path run: the request, the last run's context, and
+    the windowed history."""
+    return with_history_block(prompts.tool_path_request(message, context), history)

@@ -10,15 +10,11 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 
 from reactive_temporal.contracts.run import FinalAnswerCapture, TerminatedBy, ToolCall
+from reactive_temporal.prompts import EMPTY_REPLY_NUDGE, completion_guard_nudge
 from workflows.final_answer import (
     detect_completion_gaps,
     extract_final_answer,
     has_final_answer_marker,
-)
-
-EMPTY_REPLY_NUDGE = (
-    "[harness] Your last reply was empty. Continue the task: call a tool, or give the final "
-    "answer (the final-answer tool when it is offered, else a line starting with FINAL ANSWER:)."
 )
 
 
@@ -73,13 +69,7 @@ def decide_turn(
         answer = extract_final_answer(text)
         gaps = [] if gap_check_done else detect_completion_gaps(task, tools_used, available_tools)
         if gaps:
-            listed = "\n".join(f"  • {g}" for g in gaps)
-            return Nudge(
-                f"[completion-guard] Not done yet — missing steps:\n{listed}\n"
-                "Complete these actions before giving the final answer.",
-                is_error=True,
-                gap_check_rejected=True,
-            )
+            return Nudge(completion_guard_nudge(gaps), is_error=True, gap_check_rejected=True)
         if answer:
             return Ending("final_answer", answer)
     if text:

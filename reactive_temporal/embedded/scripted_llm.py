@@ -39,6 +39,8 @@ from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from reactive_temporal.prompts import CHAT_STYLE, SYNTHESIS_SYSTEM_PROMPT
+
 
 @dataclass
 class ScriptedCall:
@@ -515,6 +517,8 @@ def _handler_for(llm: ScriptedLLM) -> type[BaseHTTPRequestHandler]:
 # -- the offline demo model --------------------------------------------------------------
 
 _EXPRESSION = re.compile(r"[-+(]*\d[\d\s.+\-*/^%()]*[\d)]")
+_OPERATOR = re.compile(r"\d\s*(\*\*|[-+*/^%])\s*[-+(]*\d")
+"""A binary operator between two numbers: `17 * 23`, `2**10`, `2^-3`, `2*(3+4)`."""
 OFFLINE_NOTE = (
     "(offline model) I only know arithmetic and the time. Point OPENAI_BASE_URL / "
     "OPENAI_API_KEY at a real model for anything else."
@@ -523,7 +527,7 @@ OFFLINE_NOTE = (
 
 def _find_expression(task: str) -> str | None:
     candidates = [m.group(0).strip() for m in _EXPRESSION.finditer(task)]
-    with_operator = [c for c in candidates if re.search(r"\d\s*[-+*/^%]\s*[\d(]", c)]
+    with_operator = [c for c in candidates if _OPERATOR.search(c)]
     return max(with_operator, key=len) if with_operator else None
 
 
@@ -566,9 +570,9 @@ def demo_responder(request: dict[str, Any]) -> Step:
     """A tiny deterministic agent: calculator or current_time, then final-answer."""
     messages = request.get("messages", [])
     system = next((m.get("content") or "" for m in messages if m.get("role") == "system"), "")
-    if system.startswith("You are summarizing an AI agent's completed task"):
+    if system == SYNTHESIS_SYSTEM_PROMPT:
         return _demo_debrief(messages)
-    if "Answer conversationally and concisely." in system and not request.get("tools"):
+    if system.endswith(CHAT_STYLE) and not request.get("tools"):
         return _demo_chat(system)
     offered = {t["function"]["name"] for t in request.get("tools", [])}
     task = next((m.get("content") or "" for m in messages if m.get("role") == "user"), "")

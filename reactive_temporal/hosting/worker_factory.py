@@ -11,7 +11,8 @@ from temporalio.worker import Worker
 
 from activities.chat import ChatActivities
 from activities.debrief_synthesis import DebriefActivities
-from activities.llm import LlmActivities
+from activities.llm_calls import LlmEndpoint
+from activities.llm_step import LlmActivities
 from activities.store import DebriefStore, SessionStore, Store
 from activities.tool_calls import ToolActivities
 from activities.transcript import TranscriptActivities
@@ -55,7 +56,7 @@ class AgentWorker:
     worker: Worker
     store: Store
     registry: ToolRegistry
-    llm: openai.AsyncOpenAI
+    llm: LlmEndpoint
 
     async def close(self) -> None:
         await self.llm.close()
@@ -76,14 +77,14 @@ async def create_worker(
     registry = build_registry(settings, tool_modules, extra_tools)
     await ensure_registered(client, client.namespace)
     store = await Store.open(database_url)
-    client_for_llm = llm_client(settings, llm_base_url)
-    llm = LlmActivities(store, client_for_llm, registry, settings.model_prices)
+    endpoint = LlmEndpoint(llm_client(settings, llm_base_url), settings.model_prices)
+    llm = LlmActivities(store, endpoint, registry)
     tools = ToolActivities(store, registry)
     debriefs = DebriefStore(store)
     entity = EntityActivities(client)
     transcript = TranscriptActivities(store, debriefs, registry, entity)
-    debrief = DebriefActivities(debriefs, client_for_llm, settings.model_prices)
-    chat = ChatActivities(SessionStore(store), client_for_llm, settings.model_prices)
+    debrief = DebriefActivities(debriefs, endpoint)
+    chat = ChatActivities(SessionStore(store), endpoint)
     extra = {} if max_cached_workflows is None else {"max_cached_workflows": max_cached_workflows}
     worker = Worker(
         client,
@@ -104,4 +105,4 @@ async def create_worker(
         ],
         **extra,  # type: ignore[arg-type]
     )
-    return AgentWorker(worker=worker, store=store, registry=registry, llm=client_for_llm)
+    return AgentWorker(worker=worker, store=store, registry=registry, llm=endpoint)

@@ -149,9 +149,9 @@ def test_embedded_default_with_nothing_configured(tmp_path: Path):
     assert "offline scripted model" in proc.stderr
     assert (tmp_path / "data" / "temporal.sqlite").exists()  # runs persist across commands
     assert (tmp_path / "data" / "postgres" / "PG_VERSION").exists()
-    again = starter("run", "What is 2 + 2?", "--json", env=env, cwd=tmp_path, timeout=180)
+    again = starter("run", "What is 2**10?", "--json", env=env, cwd=tmp_path, timeout=180)
     assert again.returncode == 0, again.stderr
-    assert json.loads(again.stdout)["output"] == "2 + 2 = 4"
+    assert json.loads(again.stdout)["output"] == "2**10 = 1024"  # README: make demo TASK=…
 
 
 def test_debrief_command(worker_env: dict[str, str], llm: ScriptedLLM, tmp_path: Path):

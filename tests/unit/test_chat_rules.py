@@ -9,14 +9,18 @@ import pytest
 from reactive_temporal.contracts.debrief import AgentDebrief, DebriefMetrics, ToolUsage
 from reactive_temporal.contracts.entity import ChatMessage
 from reactive_temporal.contracts.run import RunProgress
+from reactive_temporal.prompts import (
+    default_persona,
+    direct_chat_system_prompt,
+    history_block,
+    live_run_context,
+    run_system_prompt,
+)
 from workflows.chat_rules import (
     analysis_observation,
     build_context_summary,
     cap_observations,
-    direct_system_prompt,
-    format_history_block,
     keep_recent,
-    live_run_context,
     requires_tools,
     route,
     tool_observation,
@@ -151,12 +155,20 @@ def test_live_run_context():
 
 
 def test_direct_prompt_keeps_the_agents_persona():
-    assert direct_system_prompt("a", "You are Ada, a billing expert.", "CTX").startswith(
+    assert direct_chat_system_prompt("a", "You are Ada, a billing expert.", "CTX").startswith(
         "You are Ada, a billing expert.\n\nHere is context from your recent work:\n\nCTX"
     )
-    assert direct_system_prompt("a", None, "") == (
-        "You are a, a helpful AI agent.\n\nAnswer conversationally and concisely."
+    assert direct_chat_system_prompt("a", None, "") == (
+        "You are a, an AI agent that completes tasks carefully and reports what it did.\n\n"
+        "Answer conversationally and concisely."
     )
+
+
+def test_runs_and_chat_share_one_default_persona():
+    persona = default_persona("billing")
+    assert run_system_prompt("billing", None).startswith(persona + "\n\n")
+    assert direct_chat_system_prompt("billing", "  ", "").startswith(persona + "\n\n")
+    assert run_system_prompt("billing", "You are Ada.").startswith("You are Ada.\n\n")
 
 
 def test_history_window_counts_messages_then_characters():
@@ -174,7 +186,7 @@ def test_history_block():
     assert block == (
         "--- Conversation history ---\nUser: q1\nAssistant: a1\n\n--- Current message ---\nnow?"
     )
-    assert format_history_block([]).startswith("--- Conversation history ---")
+    assert history_block([]).startswith("--- Conversation history ---")
     task = tool_path_task("fetch it", "CTX", [msg("user", "q1")])
     assert task.endswith(
         "--- Current message ---\nContext from prior run:\nCTX\n\nNew request: fetch it"

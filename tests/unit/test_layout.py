@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 import subprocess
 import sys
 from collections import Counter
@@ -155,7 +156,7 @@ def test_the_layer_check_sees_the_imports():
     """Not vacuous: the top layer does import workflows and activities, and the entry points
     the CLI."""
     assert "workflows.agent_run" in IMPORTS["reactive_temporal.hosting.worker_factory"]
-    assert "activities.tool_calls" in IMPORTS["reactive_temporal.hosting.worker_factory"]
+    assert "activities.llm_step" in IMPORTS["reactive_temporal.hosting.worker_factory"]
     assert "reactive_temporal.contracts.names" in IMPORTS["workflows.agent_run"]
     assert layer("reactive_temporal.contracts.run") == FOUNDATION
     assert layer("workflows.agent_run") not in MAY_IMPORT[FOUNDATION]
@@ -164,3 +165,15 @@ def test_the_layer_check_sees_the_imports():
 def test_no_two_modules_share_a_name():
     names = Counter(p.stem for p in source_files() if p.stem != "__init__")
     assert [name for name, count in names.items() if count > 1] == []
+
+
+LLM_CALL = re.compile(r"completions\.create\(|\.post\(\s*\"/chat/completions\"")
+
+
+def test_one_module_calls_the_llm():
+    """llm_step, chat_direct and synthesize_debrief share `activities/llm_calls.py`: no other
+    module builds its own call (errors, timeouts, usage and cost would drift apart)."""
+    callers = sorted(name for name, path in MODULES.items() if LLM_CALL.search(path.read_text()))
+    assert callers == ["activities.llm_calls"]
+    for name in ("activities.llm_step", "activities.chat", "activities.debrief_synthesis"):
+        assert "activities.llm_calls" in IMPORTS[name]

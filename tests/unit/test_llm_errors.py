@@ -13,7 +13,7 @@ except ImportError:  # pragma: no cover
 import pytest
 from temporalio.exceptions import ApplicationError
 
-from activities.llm import raise_for_status, retry_delay
+from activities.llm_calls import chat_request, raise_for_status, retry_delay
 
 
 def status_error(status: int, headers: dict[str, str] | None = None) -> openai.APIStatusError:
@@ -57,3 +57,14 @@ def test_x_should_retry_overrides_the_status():
     with pytest.raises(ApplicationError) as info:
         raise_for_status(status_error(400, {"x-should-retry": "true"}))
     assert info.value.non_retryable is False
+
+
+def test_a_request_sends_only_the_parameters_it_was_given():
+    messages = [{"role": "user", "content": "hi"}]
+    assert chat_request("m", messages) == {"model": "m", "messages": messages}
+    assert chat_request("m", messages, tools=[], temperature=0.0, max_tokens=5) == {
+        "model": "m",
+        "messages": messages,
+        "temperature": 0.0,
+        "max_tokens": 5,
+    }

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from activities.debrief_synthesis import parse_synthesis, synthesis_prompt
+from activities.debrief_synthesis import parse_synthesis
 from reactive_temporal.contracts.debrief import (
     DebriefInput,
     DebriefMetrics,
@@ -12,6 +12,7 @@ from reactive_temporal.contracts.debrief import (
     ToolStat,
 )
 from reactive_temporal.contracts.run import FinalAnswerCapture, RationaleDetail
+from reactive_temporal.prompts import synthesis_prompt
 from reactive_temporal.rationale import (
     extract_rationale,
     parse_rationale_blocks,

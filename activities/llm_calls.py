@@ -1,0 +1,172 @@
+"""The one way activities call the LLM: the request, the call, its usage and cost, its errors.
+
+`llm_step` (the run), `chat_direct` (chat) and `synthesize_debrief` (the rich debrief) all
+go through `LlmEndpoint.complete`:
+
+- the request is a plain dict in the chat-completions wire shape (`chat_request`), posted as
+  it is: the request `chat.completions.create` sends, minus its per-call walk over every
+  message (7–36 ms of CPU per call at 40–200 messages, measured in bench/overhead.py);
+- the HTTP call gives up a little before the activity does (`client_timeout`), so a hung
+  call is seen here and counted against the LLM's attempts, and the activity heartbeats
+  while it waits;
+- the openai client never retries (`max_retries=0`): Temporal owns retries. HTTP 408, 409,
+  429 and 5xx, timeouts and dropped connections are retryable (honouring `retry-after`); any
+  other 4xx is the request's fault and fails for good (`llm_errors`);
+- the reply comes back with its token usage and its cost (`Completion`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, NoReturn
+
+import openai
+from openai.types.chat import ChatCompletion
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from activities.heartbeat import heartbeating
+from reactive_temporal.config import ModelPrice
+from reactive_temporal.contracts.run import Usage
+from reactive_temporal.pricing import cost_of
+
+RETRYABLE_STATUS = {408, 409, 429}
+MAX_RETRY_DELAY_SECONDS = 120.0
+DEFAULT_ACTIVITY_TIMEOUT = timedelta(seconds=120)
+
+
+def chat_request(
+    model: str,
+    messages: list[dict[str, Any]],
+    *,
+    tools: list[dict[str, Any]] | None = None,
+    temperature: float | None = None,
+    max_tokens: int | None = None,
+) -> dict[str, Any]:
+    """A chat-completions request body; parameters left None are not sent."""
+    request: dict[str, Any] = {"model": model, "messages": messages}
+    if tools:
+        request["tools"] = tools
+    if temperature is not None:
+        request["temperature"] = temperature
+    if max_tokens is not None:
+        request["max_tokens"] = max_tokens
+    return request
+
+
+def retry_delay(headers: Any) -> timedelta | None:
+    """The server's requested wait, from `retry-after-ms` or `retry-after` (seconds)."""
+    if headers is None:
+        return None
+    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+        value = headers.get(name)
+        if value is None:
+            continue
+        try:
+            seconds = float(value) * scale
+        except ValueError:
+            continue  # an HTTP date: let the retry policy's backoff decide
+        return timedelta(seconds=min(max(seconds, 0.0), MAX_RETRY_DELAY_SECONDS))
+    return None
+
+
+def raise_for_status(err: openai.APIStatusError, *, last_attempt: bool = False) -> NoReturn:
+    """The HTTP error as Temporal should treat it: retryable or not, after how long."""
+    status = err.status_code
+    retryable = status in RETRYABLE_STATUS or status >= 500
+    should = err.response.headers.get("x-should-retry") if err.response is not None else None
+    if should in ("true", "false"):
+        retryable = should == "true"
+    detail = err.message if isinstance(err.message, str) else str(err)
+    gave_up = " (attempts exhausted)" if retryable and last_attempt else ""
+    raise ApplicationError(
+        f"LLM endpoint answered HTTP {status}: {detail[:500]}{gave_up}",
+        type="LlmHttpError" if retryable else "LlmRequestRejected",
+        non_retryable=not retryable or last_attempt,
+        next_retry_delay=retry_delay(err.response.headers if err.response is not None else None),
+    ) from err
+
+
+@contextlib.contextmanager
+def llm_errors(max_attempts: int | None = None) -> Iterator[None]:
+    """Map the openai client's failures to Temporal's retry semantics.
+
+    LLM failures count against `max_attempts` (the agent's cap); the activity's own retry
+    policy is looser, so a Postgres or worker outage does not use up the LLM's attempts.
+    """
+    last = max_attempts is not None and activity.info().attempt >= max_attempts
+    try:
+        yield
+    except openai.APIStatusError as err:
+        raise_for_status(err, last_attempt=last)
+    except (openai.APIConnectionError, openai.APITimeoutError) as err:
+        raise ApplicationError(
+            f"LLM endpoint unreachable: {err}{' (attempts exhausted)' if last else ''}",
+            type="LlmConnectionError",
+            non_retryable=last,
+        ) from err
+
+
+def client_timeout(activity_timeout: timedelta) -> float:
+    """Give up on the HTTP call a little before Temporal gives up on the activity, so a hung
+    call is seen here and counted against the LLM's attempts."""
+    seconds = activity_timeout.total_seconds()
+    return max(seconds - 2, seconds * 0.8)
+
+
+def usage_of(response: ChatCompletion) -> Usage:
+    """The call's token usage (zero when the endpoint reports none)."""
+    if response.usage is None:
+        return Usage()
+    return Usage(
+        prompt_tokens=response.usage.prompt_tokens,
+        completion_tokens=response.usage.completion_tokens,
+    )
+
+
+@dataclass(frozen=True)
+class Completion:
+    """One LLM reply with what it cost."""
+
+    response: ChatCompletion
+    usage: Usage
+    cost: float
+
+    @property
+    def content(self) -> str | None:
+        """The first choice's text, None when there is none."""
+        return self.response.choices[0].message.content if self.response.choices else None
+
+
+class LlmEndpoint:
+    """An OpenAI-compatible endpoint as activities use it (one per worker, shared)."""
+
+    def __init__(
+        self, client: openai.AsyncOpenAI, prices: dict[str, ModelPrice] | None = None
+    ) -> None:
+        self.client = client
+        self.prices = prices or {}
+
+    async def complete(self, request: dict[str, Any], *, max_attempts: int | None) -> Completion:
+        """Send one chat-completions request from inside an activity; LLM failures raise
+        ApplicationErrors that Temporal retries (or not), counted against `max_attempts`."""
+        timeout = activity.info().start_to_close_timeout or DEFAULT_ACTIVITY_TIMEOUT
+        with llm_errors(max_attempts):
+            async with heartbeating():
+                response = await self.client.post(
+                    "/chat/completions",
+                    body=request,
+                    cast_to=ChatCompletion,
+                    options={"timeout": client_timeout(timeout)},
+                )
+        usage = usage_of(response)
+        cost = cost_of(
+            str(request["model"]), usage.prompt_tokens, usage.completion_tokens, self.prices
+        )
+        return Completion(response=response, usage=usage, cost=cost)
+
+    async def close(self) -> None:
+        await self.client.close()
