@@ -69,7 +69,12 @@ async def main(tool_modules: list[str], mcp_specs: list[str], mcp_env: list[str]
         if offline is not None:
             resources.callback(offline.stop)
         try:
-            client = await connect(address, settings.temporal_namespace, settings.encryption_keys)
+            client = await connect(
+                address,
+                settings.temporal_namespace,
+                settings.encryption_keys,
+                encryption_required=settings.encryption_required,
+            )
             toolbox = await resources.enter_async_context(McpToolbox(mcp_specs, env=mcp_env))
             agent_worker = await create_worker(
                 client,

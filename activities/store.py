@@ -6,7 +6,6 @@ a crash or a timeout: a retried step overwrites its own row instead of adding on
 
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import dataclass
 from typing import Any
@@ -20,6 +19,7 @@ from psycopg_pool import AsyncConnectionPool
 from reactive_temporal.contracts.debrief import AgentDebrief, DebriefInput
 from reactive_temporal.contracts.entity import ChatMessage
 from reactive_temporal.contracts.run import Message, SeqMessage, ToolCall
+from reactive_temporal.sanitize import clean_text, clean_value
 from reactive_temporal.tools import wire_name
 
 log = logging.getLogger(__name__)
@@ -252,12 +252,19 @@ class DebriefStore:
                 " output_format, outcome, synthesized, debrief_json, debrief_markdown, tokens_used,"
                 " duration_ms, iterations)"
                 " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+                # A rerun (a reset run) writes its own debrief over the first one's: every
+                # column but the key and created_at is the new run's.
                 " ON CONFLICT (run_id) DO UPDATE SET updated_at = now(),"
+                " agent_id = EXCLUDED.agent_id, task_prompt = EXCLUDED.task_prompt,"
+                " terminated_by = EXCLUDED.terminated_by, output = EXCLUDED.output,"
+                " output_format = EXCLUDED.output_format,"
                 " outcome = EXCLUDED.outcome, synthesized = EXCLUDED.synthesized,"
                 " debrief_json = EXCLUDED.debrief_json,"
-                " debrief_markdown = EXCLUDED.debrief_markdown",
+                " debrief_markdown = EXCLUDED.debrief_markdown,"
+                " tokens_used = EXCLUDED.tokens_used, duration_ms = EXCLUDED.duration_ms,"
+                " iterations = EXCLUDED.iterations",
                 (
-                    input.run_id, input.agent_id, input.task, input.terminated_by,
+                    input.run_id, input.agent_id, pg_text(input.task), input.terminated_by,
                     pg_text(input.final_output) or "", input.output_format, debrief.outcome,
                     debrief.synthesized, pg_json(debrief.model_dump(mode="json")),
                     pg_text(debrief.markdown),
@@ -343,19 +350,17 @@ class SessionStore:
         return [ChatMessage.model_validate(m) for m in row[0]] if row else []
 
 
-NUL = "\x00"
-REPLACEMENT = "\ufffd"
-
-
 def pg_text(text: str | None) -> str | None:
-    """Postgres text cannot hold NUL bytes: a model or tool that emits one still gets its
-    output stored, with U+FFFD in place of each NUL (retrying would only fail again)."""
-    return text.replace(NUL, REPLACEMENT) if text and NUL in text else text
+    """Text Postgres accepts: it cannot hold NUL characters nor encode lone surrogates, so a
+    model or tool that emits them still gets its output stored, with U+FFFD in their place
+    (retrying would only fail again). Everything else is stored exactly."""
+    return clean_text(text, nul=True) if text else text
 
 
 def pg_json(value: object) -> Jsonb:
-    """A JSONB parameter whose strings cannot carry NUL escapes (Postgres rejects them)."""
-    return Jsonb(value, dumps=lambda v: json.dumps(v).replace("\\u0000", "\\ufffd"))
+    """A JSONB parameter cleaned the same way, string by string (never by rewriting the JSON
+    text, which would also rewrite a literal backslash-u-0000 in someone's message)."""
+    return Jsonb(clean_value(value, nul=True))
 
 
 def to_openai(message: Message) -> dict[str, Any]:

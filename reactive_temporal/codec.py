@@ -12,8 +12,13 @@ every key decrypts, and each payload records the id of the key that encrypted it
 
     REACTIVE_TEMPORAL_ENCRYPTION_KEYS="k2:<new base64 key>,k1:<old base64 key>"
 
-Not encrypted (Temporal's defaults): search attributes, which the server must index, and
-failure messages and stack traces.
+Failure messages and stack traces are encrypted too (Temporal's encoded failure attributes:
+provider error bodies and database errors can quote prompts). Not encrypted: search
+attributes, which the server must index.
+
+`REACTIVE_TEMPORAL_ENCRYPTION_REQUIRED=1` (with keys) refuses payloads that arrive
+unencrypted: a signal carrying one is dropped, an update rejected, a read fails with
+`PlaintextPayloadError` (see `reactive_temporal.payloads`).
 
 `python -m reactive_temporal.codec [KEY_ID]` prints a new key entry.
 """
@@ -32,10 +37,16 @@ from collections.abc import Mapping, Sequence
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from temporalio.api.common.v1 import Payload
-from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.converter import DataConverter, PayloadCodec
+from temporalio.converter import (
+    DataConverter,
+    DefaultFailureConverterWithEncodedAttributes,
+    PayloadCodec,
+)
+
+from reactive_temporal.payloads import REFUSED_ENCODING, ProjectPayloadConverter
 
 ENV_VAR = "REACTIVE_TEMPORAL_ENCRYPTION_KEYS"
+REQUIRED_ENV_VAR = "REACTIVE_TEMPORAL_ENCRYPTION_REQUIRED"
 ENCODING = b"binary/encrypted"
 KEY_ID_METADATA = "encryption-key-id"
 KEY_BYTES = 32
@@ -113,7 +124,10 @@ class EncryptionCodec(PayloadCodec):
     nothing about the value is visible; only `encoding` and the key id stay in the clear.
     """
 
-    def __init__(self, keys: str | Mapping[str, bytes]) -> None:
+    def __init__(self, keys: str | Mapping[str, bytes], *, required: bool = False) -> None:
+        self.required = required
+        """Refuse payloads that arrive unencrypted (they decode to a marker that fails to
+        convert, naming the reason) instead of passing them through."""
         parsed = parse_encryption_keys(keys) if isinstance(keys, str) else dict(keys)
         if not parsed:
             raise ValueError("EncryptionCodec needs at least one key")
@@ -145,8 +159,11 @@ class EncryptionCodec(PayloadCodec):
         )
 
     def decrypt(self, payload: Payload) -> Payload:
-        """The original payload; one that is not encrypted is returned as it is."""
+        """The original payload; one that is not encrypted is returned as it is, or, when
+        encryption is required, replaced by the refused-plaintext marker."""
         if payload.metadata.get("encoding") != ENCODING:
+            if self.required:
+                return Payload(metadata={"encoding": REFUSED_ENCODING.encode()})
             return payload
         key_id = payload.metadata.get(KEY_ID_METADATA, b"").decode(errors="replace")
         cipher = self._ciphers.get(key_id)
@@ -166,16 +183,25 @@ class EncryptionCodec(PayloadCodec):
         return Payload.FromString(plain)
 
 
-def build_data_converter(encryption_keys: str | None) -> DataConverter:
-    """The project's pydantic converter, with encryption when keys are configured.
+project_data_converter = DataConverter(payload_converter_class=ProjectPayloadConverter)
+"""The converter without encryption: pydantic JSON that cleans text it cannot encode."""
+
+
+def build_data_converter(encryption_keys: str | None, *, required: bool = False) -> DataConverter:
+    """The project's converter, with encryption (payloads and failure messages) when keys
+    are configured, refusing unencrypted payloads when `required`.
 
     Every client and worker of a namespace must use the same keys: a worker without them
     cannot read encrypted inputs, and one with them writes histories others cannot read.
     """
     if encryption_keys is None or not encryption_keys.strip():
-        return pydantic_data_converter
+        if required:
+            raise ValueError(f"{REQUIRED_ENV_VAR}=1 needs {ENV_VAR} (the keys to require)")
+        return project_data_converter
     return dataclasses.replace(
-        pydantic_data_converter, payload_codec=EncryptionCodec(encryption_keys)
+        project_data_converter,
+        payload_codec=EncryptionCodec(encryption_keys, required=required),
+        failure_converter_class=DefaultFailureConverterWithEncodedAttributes,
     )
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from pydantic import AliasChoices, BaseModel, Field, field_validator
+from pydantic import AliasChoices, BaseModel, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from reactive_temporal.capabilities import ModelCapabilities
@@ -71,6 +71,13 @@ class Settings(BaseSettings):
         validation_alias=AliasChoices("REACTIVE_TEMPORAL_ENCRYPTION_KEYS", "encryption_keys"),
     )
     """`id1:BASE64KEY,id2:…` turns payload encryption on; the first key encrypts, all decrypt."""
+    encryption_required: bool = Field(
+        default=False,
+        validation_alias=AliasChoices(
+            "REACTIVE_TEMPORAL_ENCRYPTION_REQUIRED", "encryption_required"
+        ),
+    )
+    """Refuse payloads that arrive unencrypted (needs the keys)."""
     codec_token: str | None = Field(
         default=None,
         validation_alias=AliasChoices("REACTIVE_TEMPORAL_CODEC_TOKEN", "codec_token"),
@@ -111,6 +118,15 @@ class Settings(BaseSettings):
     def _allow_list(cls, value: str | None) -> str | None:
         AllowList.parse(value)  # ValueError names the bad entry
         return value
+
+    @model_validator(mode="after")
+    def _required_needs_keys(self) -> Settings:
+        if self.encryption_required and not (self.encryption_keys or "").strip():
+            raise ValueError(
+                "REACTIVE_TEMPORAL_ENCRYPTION_REQUIRED is on but REACTIVE_TEMPORAL_ENCRYPTION_KEYS "
+                "is not set: there would be no key to require"
+            )
+        return self
 
     @field_validator("openai_base_url", "openai_api_key")
     @classmethod

@@ -83,8 +83,10 @@ class DevServer:
         port: int | None = None,
         ui_port: int | None = None,
         encryption_keys: str | None = None,
+        encryption_required: bool = False,
     ) -> None:
         self.encryption_keys = encryption_keys
+        self.encryption_required = encryption_required
         self.db_file = db_file
         self.log_file = log_file
         self.namespace = namespace
@@ -150,7 +152,9 @@ class DevServer:
                 return await Client.connect(
                     self.address,
                     namespace=self.namespace,
-                    data_converter=build_data_converter(self.encryption_keys),
+                    data_converter=build_data_converter(
+                        self.encryption_keys, required=self.encryption_required
+                    ),
                 )
             except Exception:
                 if time.monotonic() > deadline:
@@ -173,9 +177,16 @@ class DevServer:
             await asyncio.to_thread(process.wait)
 
 
-async def connect(address: str, namespace: str, encryption_keys: str | None = None) -> Client:
+async def connect(
+    address: str,
+    namespace: str,
+    encryption_keys: str | None = None,
+    *,
+    encryption_required: bool = False,
+) -> Client:
     """A client with our data converter (and the payload codec when keys are set)."""
-    converter = build_data_converter(encryption_keys)  # ValueError names a bad key
+    # ValueError names a bad key
+    converter = build_data_converter(encryption_keys, required=encryption_required)
     try:
         return await Client.connect(address, namespace=namespace, data_converter=converter)
     except Exception as err:
@@ -256,12 +267,16 @@ class EmbeddedStack:
                     port=port,
                     ui_port=(ui_port or free_port()) if ui else None,
                     encryption_keys=settings.encryption_keys,
+                    encryption_required=settings.encryption_required,
                 )
                 self.client = await self.server.start()
                 self.web_ui = self.server.web_ui
             else:
                 self.client = await connect(
-                    settings.temporal_address, settings.temporal_namespace, settings.encryption_keys
+                    settings.temporal_address,
+                    settings.temporal_namespace,
+                    settings.encryption_keys,
+                    encryption_required=settings.encryption_required,
                 )
             if settings.database_url is None:
                 self.database_url = self._start_postgres(data_dir / "postgres")

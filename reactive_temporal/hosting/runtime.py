@@ -46,14 +46,20 @@ class Runtime:
 async def open_runtime(settings: Settings, *, tool_modules: Sequence[str] = ()) -> Runtime:
     if settings.temporal_address is not None:
         client = await connect(
-            settings.temporal_address, settings.temporal_namespace, settings.encryption_keys
+            settings.temporal_address,
+            settings.temporal_namespace,
+            settings.encryption_keys,
+            encryption_required=settings.encryption_required,
         )
         return Runtime(client, settings.temporal_task_queue, offline_model=None)
 
     published = read_published_stack(settings.data_dir.resolve())
     if published is not None:
         client = await connect(
-            published.temporal_address, published.namespace, settings.encryption_keys
+            published.temporal_address,
+            published.namespace,
+            settings.encryption_keys,
+            encryption_required=settings.encryption_required,
         )
         return Runtime(client, published.task_queue, published.offline_model)
 

@@ -7,7 +7,7 @@ import os
 
 import pytest
 from temporalio.api.common.v1 import Payload
-from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.converter import DefaultFailureConverterWithEncodedAttributes
 
 from reactive_temporal.codec import (
     ENCODING,
@@ -17,7 +17,9 @@ from reactive_temporal.codec import (
     build_data_converter,
     generate_key_string,
     parse_encryption_keys,
+    project_data_converter,
 )
+from reactive_temporal.payloads import PlaintextPayloadError
 
 
 def plain(text: str) -> Payload:
@@ -121,13 +123,52 @@ def test_generated_key_strings_parse():
 
 
 def test_build_data_converter_is_plain_without_keys():
-    assert build_data_converter(None) is pydantic_data_converter
-    assert build_data_converter("  ") is pydantic_data_converter
+    assert build_data_converter(None) is project_data_converter
+    assert build_data_converter("  ") is project_data_converter
+    assert project_data_converter.payload_codec is None
     converter = build_data_converter(generate_key_string("k1"))
     assert isinstance(converter.payload_codec, EncryptionCodec)
-    assert converter.payload_converter_class is pydantic_data_converter.payload_converter_class
+    assert converter.payload_converter_class is project_data_converter.payload_converter_class
+    assert converter.failure_converter_class is DefaultFailureConverterWithEncodedAttributes
     with pytest.raises(ValueError, match="is 3 bytes"):
         build_data_converter("k1:" + base64.b64encode(b"abc").decode())
+    with pytest.raises(ValueError, match="ENCRYPTION_REQUIRED=1 needs"):
+        build_data_converter(None, required=True)
+
+
+async def test_lone_surrogates_are_cleaned_not_fatal():
+    from reactive_temporal.contracts.run import Message
+
+    for converter in (project_data_converter, build_data_converter(generate_key_string("k1"))):
+        payloads = await converter.encode(
+            [Message(role="assistant", content="a\ud800b"), {"k\udfff": ["\\u0000 stays"]}]
+        )
+        message, mapping = await converter.decode(payloads, [Message, dict])
+        assert message.content == "a\ufffdb"
+        assert mapping == {"k\ufffd": ["\\u0000 stays"]}  # a literal backslash-u0000 is text
+
+
+async def test_required_encryption_refuses_plaintext_payloads():
+    keys = generate_key_string("k1")
+    required = build_data_converter(keys, required=True)
+    encrypted = await build_data_converter(keys).encode(["sealed"])
+    assert await required.decode(encrypted, [str]) == ["sealed"]
+    plaintext = await project_data_converter.encode(["forged"])
+    with pytest.raises(PlaintextPayloadError, match="arrived unencrypted"):
+        await required.decode(plaintext, [str])
+    assert await build_data_converter(keys).decode(plaintext, [str]) == ["forged"]  # rollout
+
+
+async def test_failure_messages_are_encrypted():
+    from temporalio.api.failure.v1 import Failure
+
+    converter = build_data_converter(generate_key_string("k1"))
+    failure = Failure()
+    await converter.encode_failure(RuntimeError("provider said: zanzibar prompt"), failure)
+    assert b"zanzibar" not in failure.SerializeToString()
+    assert failure.message == "Encoded failure"
+    error = await converter.decode_failure(failure)
+    assert "zanzibar prompt" in str(error)
 
 
 async def test_converter_round_trips_values_through_encryption():

@@ -1,0 +1,82 @@
+"""Text that can cross any boundary: serialization, Postgres, a prompt, a payload limit.
+
+A model, a web page or an MCP server can send text Python holds but nothing downstream
+accepts: a lone surrogate (`"\\ud800"`, from a JSON escape) cannot be encoded as UTF-8, so
+the payload converter and Postgres both refuse it, and the step that produced it fails again
+on every retry. A NUL character is valid text but Postgres `text` cannot store it. These
+helpers make such text storable, changing only what cannot be stored:
+
+- `clean_text`: each lone surrogate becomes U+FFFD (and with `nul=True`, each NUL too); a
+  literal backslash-u-0000 (six ordinary characters) is ordinary text and stays as it is;
+- `clean_value`: the same, deep, through strings, lists, tuples, dicts (keys too) and
+  pydantic models;
+- `clip`: text bounded to a number of characters, its head and tail kept around a marker
+  saying how much was cut.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
+
+REPLACEMENT = "\ufffd"
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_SURROGATE_OR_NUL = re.compile("[\ud800-\udfff\x00]")
+T = TypeVar("T")
+
+
+def clean_text(text: str, *, nul: bool = False) -> str:
+    """`text` with lone surrogates (and NULs, if asked) replaced by U+FFFD."""
+    pattern = _SURROGATE_OR_NUL if nul else _SURROGATE
+    return pattern.sub(REPLACEMENT, text) if pattern.search(text) else text
+
+
+def needs_cleaning(text: str, *, nul: bool = False) -> bool:
+    return (_SURROGATE_OR_NUL if nul else _SURROGATE).search(text) is not None
+
+
+def clean_value(value: T, *, nul: bool = False) -> T:
+    """`value` with every string in it cleaned; the same object when nothing needed it."""
+    return _clean(value, nul)  # type: ignore[no-any-return]
+
+
+def _clean(value: Any, nul: bool) -> Any:
+    if isinstance(value, str):
+        return clean_text(value, nul=nul)
+    if isinstance(value, BaseModel):
+        dumped = value.model_dump(mode="python", round_trip=True)
+        cleaned = _clean(dumped, nul)
+        if cleaned is dumped:
+            return value
+        return type(value).model_validate(cleaned)
+    if isinstance(value, dict):
+        items = [(_clean(k, nul), _clean(v, nul)) for k, v in value.items()]
+        if all(k is k0 and v is v0 for (k, v), (k0, v0) in zip(items, value.items(), strict=True)):
+            return value
+        return type(value)(items) if type(value) is not dict else dict(items)
+    if isinstance(value, list | tuple):
+        cleaned_items = [_clean(v, nul) for v in value]
+        if all(c is v for c, v in zip(cleaned_items, value, strict=True)):
+            return value
+        return type(value)(cleaned_items) if isinstance(value, tuple) else cleaned_items
+    return value
+
+
+def clip(text: str, limit: int, *, what: str = "characters") -> str:
+    """`text` when it fits in `limit` characters; else its head (three quarters) and tail
+    around a marker naming how much was cut, the whole exactly `limit` long."""
+    if len(text) <= limit:
+        return text
+    keep = limit
+    for _ in range(4):  # the marker's length depends on the count it shows: settle it
+        marker = f"\n… [{len(text) - keep:,} {what} cut] …\n"
+        if len(marker) > limit:
+            return text[:limit]
+        if keep == limit - len(marker):
+            break
+        keep = limit - len(marker)
+    head = keep - keep // 4
+    tail = keep - head
+    return text[:head] + marker + (text[len(text) - tail :] if tail else "")

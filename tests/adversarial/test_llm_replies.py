@@ -1,0 +1,114 @@
+"""What a model replies, over real HTTP: text nothing downstream can encode, text that looks
+like markers, payloads past every limit.
+
+Rows: `input` is the list of scripted replies (a `Reply` or `HttpError` each; the last one
+repeats); `expect` is the run's output, or with `options["observation"]` a distinctive part of
+the first tool observation. Each run must end in one attempt per LLM step (no retried step:
+a retry is a step billed twice), store nothing outside its own rows, and fail no workflow task.
+`options["config"]` adds agent configuration; `options["debrief"]` also checks the stored
+debrief row holds `expect` exactly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client
+
+from reactive_temporal.contracts import names
+from reactive_temporal.embedded.scripted_llm import Reply, ScriptedLLM, call
+from tests.adversarial.cases import Hostile, params, table
+from tests.adversarial.conftest import (
+    StoreSnapshot,
+    assert_no_failed_tasks,
+    fetch,
+    observations,
+    owned_by,
+    unique,
+)
+from tests.workflow.conftest import Harness
+
+LITERAL_NUL_ESCAPE = "C:\\u0000\\temp"  # the six characters backslash-u-0-0-0-0: text, not NUL
+
+LLM_REPLIES = table("llm-replies", [
+    Hostile("llm-lone-surrogate-answer", [Reply("FINAL ANSWER: caf\ud800e")], "caf\ufffde",
+            "the step failed to serialize and was retried, billed up to 25 times"),
+    Hostile("llm-lone-surrogate-tool-arguments",
+            [Reply(None, [call("calculator", raw_arguments='{"expression": "1+1\ud800"}')]),
+             Reply("FINAL ANSWER: done")],
+            "not an arithmetic expression: '1+1\ufffd'",
+            "the tool call could not be stored", {"observation": True}),
+    Hostile("llm-lone-surrogate-low-half", [Reply("FINAL ANSWER: \udfff then text")],
+            "\ufffd then text", "the same, with the other half of a pair"),
+    Hostile("llm-literal-nul-escape", [Reply(f"FINAL ANSWER: {LITERAL_NUL_ESCAPE}")],
+            LITERAL_NUL_ESCAPE, "rewritten to \\ufffd in the stored debrief", {"debrief": True}),
+])  # fmt: skip
+
+
+async def llm_attempts(client: Client, run_id: str) -> list[int]:
+    """The attempt number of every started llm_step activity."""
+    scheduled: dict[int, str] = {}
+    attempts: list[int] = []
+    async for event in client.get_workflow_handle(run_id).fetch_history_events():
+        if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+            attrs = event.activity_task_scheduled_event_attributes
+            scheduled[event.event_id] = attrs.activity_type.name
+        elif event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED:
+            attrs_started = event.activity_task_started_event_attributes
+            if scheduled.get(attrs_started.scheduled_event_id) == names.LLM_STEP:
+                attempts.append(attrs_started.attempt)
+    return attempts
+
+
+@pytest.fixture(scope="module")
+async def replied(
+    adv: Harness, llm: ScriptedLLM, client: Client, database_url: str
+) -> dict[str, Any]:
+    """Every row as its own run, all at once; what each ended with."""
+
+    async def one(row: Hostile) -> dict[str, Any]:
+        model = llm.script(unique("llm"), row.input, repeat_last=True)
+        memory = bool(row.options.get("debrief"))
+        agent = adv.agent(model, agent_id=unique("llm"), memory=memory,
+                          **row.options.get("config", {}))  # fmt: skip
+        result = await asyncio.wait_for(agent.run("Reply"), 120)
+        if memory:
+            await result.debrief_rich()
+        return {"result": result, "agent": agent.name}
+
+    before = await StoreSnapshot.take(database_url)
+    outcomes = await asyncio.gather(*(one(row) for row in LLM_REPLIES))
+    after = await StoreSnapshot.take(database_url)
+    own = owned_by(*(o["result"].run_id for o in outcomes), *(o["agent"] for o in outcomes))
+    return {
+        "by_id": dict(zip([r.id for r in LLM_REPLIES], outcomes, strict=True)),
+        "changes": after.changes_since(before, own=own),
+    }
+
+
+@pytest.mark.parametrize("row", params(LLM_REPLIES))
+async def test_hostile_model_replies_get_clear_outcomes(
+    row: Hostile, replied: dict[str, Any], client: Client, database_url: str
+):
+    result = replied["by_id"][row.id]["result"]
+    if row.options.get("observation"):
+        [(_, content)] = (await observations(database_url, result.run_id))[:1]
+        assert row.expect in content, content
+    else:
+        assert result.output == row.expect
+    if row.options.get("debrief"):
+        [(output, debrief_json)] = await fetch(
+            database_url, "SELECT output, debrief_json FROM agent_debriefs WHERE run_id = %s",
+            (result.run_id,),
+        )  # fmt: skip
+        assert output == row.expect and row.expect in debrief_json["summary"]
+    attempts = await llm_attempts(client, result.run_id)
+    assert attempts and set(attempts) == {1}, f"LLM steps retried: {attempts}"
+    await assert_no_failed_tasks(client, result.run_id)
+
+
+def test_model_replies_changed_nothing_stored_but_their_own(replied: dict[str, Any]):
+    assert replied["changes"] == []
