@@ -8,7 +8,6 @@ counted as tools, and a rejected final-answer attempt is not an error.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 
 from reactive_temporal.contracts.debrief import (
@@ -28,7 +27,7 @@ from reactive_temporal.contracts.run import TerminatedBy
 
 TRIVIAL_OUTPUT_CHARS = 100
 BRIEF_OUTPUT_CHARS = 400
-_TOOL_ERROR = re.compile(r"\[Tool error: ([^\]]+)\]")
+_TOOL_ERROR_PREFIX = "[Tool error: "
 _OUTCOME_BADGE = {"success": "✅ success", "partial": "⚠️ partial", "failed": "❌ failed"}
 _NO_OUTPUT_SUMMARY: dict[str, str] = {
     "max_iterations": "The run stopped at its iteration cap before producing an answer.",
@@ -81,8 +80,24 @@ def errors_from_loop(records: Iterable[ToolCallRecord]) -> list[str]:
     """`Tool <name> failed` per failed call, then each `[Tool error: …]` detail."""
     records = list(records)
     failures = [f"Tool {r.name} failed" for r in records if not r.success]
-    details = [m.group(1) for r in records if r.error and (m := _TOOL_ERROR.search(r.error))]
+    details = [d for r in records if r.error and (d := tool_error_detail(r.error)) is not None]
     return failures + details
+
+
+def tool_error_detail(text: str) -> str | None:
+    """The first `[Tool error: <detail>]`'s detail (what `\\[Tool error: ([^\\]]+)\\]` would
+    find), in linear time: the regex took minutes of workflow CPU on a hostile error text
+    holding many prefixes and no closing bracket."""
+    start = 0
+    while (i := text.find(_TOOL_ERROR_PREFIX, start)) >= 0:
+        body = i + len(_TOOL_ERROR_PREFIX)
+        end = text.find("]", body)
+        if end < 0:
+            return None  # no closing bracket after this prefix, so none after any later one
+        if end > body:
+            return text[body:end]
+        start = i + 1
+    return None
 
 
 def dedupe(items: Iterable[str]) -> list[str]:

@@ -46,16 +46,29 @@ META_TOOLS = frozenset(
 ERRORS_FORGIVEN_FROM_ITERATION = 4
 
 FINAL_ANSWER_RE = re.compile(r"(?:\*{0,2})final\s*answer(?:\*{0,2})\s*[:：]?\s*", re.IGNORECASE)
-"""The legacy text marker: `FINAL ANSWER:`, `**Final Answer**`, full-width colon…"""
+"""The legacy text marker, anywhere in the text, colon optional: runs recorded before the
+`final-answer-line-anchored` patch replay with it. It ended a run on prose such as "I don't
+have the final answer yet", so new runs use FINAL_ANSWER_LINE_RE."""
+
+FINAL_ANSWER_LINE_RE = re.compile(
+    r"^[ \t]*(?:\*\*|__)?final[ \t]+answer(?:\*\*|__)?[ \t]*[:：](?:\*\*|__)?[ \t]*",
+    re.IGNORECASE | re.MULTILINE,
+)
+"""The text marker: `FINAL ANSWER:` at the start of a line, any case, optionally in bold
+(`**Final Answer:**`, `**FINAL ANSWER**:`), the colon required (ASCII or full-width)."""
 
 
-def has_final_answer_marker(text: str | None) -> bool:
-    return bool(text) and FINAL_ANSWER_RE.search(text or "") is not None
+def _marker(anchored: bool) -> re.Pattern[str]:
+    return FINAL_ANSWER_LINE_RE if anchored else FINAL_ANSWER_RE
 
 
-def extract_final_answer(text: str) -> str:
+def has_final_answer_marker(text: str | None, *, anchored: bool) -> bool:
+    return bool(text) and _marker(anchored).search(text or "") is not None
+
+
+def extract_final_answer(text: str, *, anchored: bool) -> str:
     """The text after the marker, trimmed; the whole text when there is no marker."""
-    match = FINAL_ANSWER_RE.search(text)
+    match = _marker(anchored).search(text)
     if match is None:
         return text.strip()
     return text[match.end() :].strip()
@@ -130,17 +143,30 @@ def detect_completion_gaps(
 
 
 def validate_output(output: str, fmt: str) -> str | None:
-    """Why `output` does not parse as `fmt`, or None when it does."""
+    """Why `output` does not parse as `fmt`, or None when it does.
+
+    Total on any input (it runs in workflow code, where an exception would fail the task and
+    retry it forever): JSON nested past the parser's depth and CSV fields past the csv
+    module's field limit are verdicts, not exceptions.
+    """
     if fmt == "json":
         try:
             json.loads(output)
+        except RecursionError:
+            return (
+                "Output format is 'json' but the JSON is nested too deeply to parse. "
+                "Flatten it or change format to 'text'."
+            )
         except ValueError:
             return (
                 "Output format is 'json' but output contains invalid JSON. "
                 "Fix the JSON or change format to 'text'."
             )
     elif fmt == "csv":
-        rows = [row for row in csv.reader(io.StringIO(output)) if row]
+        try:
+            rows = [row for row in csv.reader(io.StringIO(output)) if row]
+        except csv.Error as err:
+            return f"Output format is 'csv' but it does not parse ({err}). Fix it or use 'text'."
         if not rows:
             return "Output format is 'csv' but output has no rows. Fix the CSV or change format."
         width = len(rows[0])
@@ -163,15 +189,22 @@ class FinalAnswerVerdict:
 
 
 def parse_final_answer_arguments(arguments: str) -> FinalAnswerCapture | str:
-    """The capture, or an error the model can act on."""
+    """The capture, or an error the model can act on (never an exception: workflow code)."""
     try:
         raw = json.loads(arguments or "{}")
+    except RecursionError:
+        return "final-answer arguments are nested too deeply. Send a flat object."
     except ValueError:
         return "final-answer arguments are not valid JSON. Send an object with output and format."
     if not isinstance(raw, dict):
         return "final-answer arguments must be a JSON object with output, format and summary."
     fields = {k: raw[k] for k in ("output", "format", "summary", "confidence") if k in raw}
-    fields = {k: v if isinstance(v, str) or v is None else json.dumps(v) for k, v in fields.items()}
+    try:
+        fields = {
+            k: v if isinstance(v, str) or v is None else json.dumps(v) for k, v in fields.items()
+        }
+    except (RecursionError, ValueError):
+        return "final-answer fields are nested too deeply. Send 'output' as a string."
     fields["format"] = (fields.get("format") or "text").strip().lower()
     try:
         capture = FinalAnswerCapture.model_validate({"output": "", **fields})

@@ -60,13 +60,18 @@ def decide_turn(
     tools_used: Collection[str],
     available_tools: Collection[str],
     gap_check_done: bool,
+    anchored_marker: bool = False,
 ) -> TurnDecision:
+    """`anchored_marker`: `FINAL ANSWER:` counts only at the start of a line, colon required
+    (runs started before the `final-answer-line-anchored` patch keep the loose marker)."""
     text = (content or "").strip()
-    marker = has_final_answer_marker(text)
+    marker = has_final_answer_marker(text, anchored=anchored_marker)
     if tool_calls:
-        return Act(tool_calls, extract_final_answer(text) if marker else None)
+        return Act(
+            tool_calls, extract_final_answer(text, anchored=anchored_marker) if marker else None
+        )
     if marker:
-        answer = extract_final_answer(text)
+        answer = extract_final_answer(text, anchored=anchored_marker)
         gaps = [] if gap_check_done else detect_completion_gaps(task, tools_used, available_tools)
         if gaps:
             return Nudge(completion_guard_nudge(gaps), is_error=True, gap_check_rejected=True)

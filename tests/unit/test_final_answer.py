@@ -205,12 +205,46 @@ def test_gaps_only_for_tools_the_agent_has():
         ("  FINAL ANSWER:   padded   ", "padded"),
     ],
 )
-def test_final_answer_regex_variants(text, answer):
-    assert has_final_answer_marker(text)
-    assert extract_final_answer(text) == answer
+def test_final_answer_regex_variants_of_runs_before_the_anchoring_patch(text, answer):
+    assert has_final_answer_marker(text, anchored=False)
+    assert extract_final_answer(text, anchored=False) == answer
+
+
+@pytest.mark.parametrize(
+    ("text", "answer"),
+    [
+        ("FINAL ANSWER: The answer is 42.", "The answer is 42."),
+        ("final answer: lower case", "lower case"),
+        ("Reasoning…\n**Final Answer**: bold marker", "bold marker"),
+        ("Reasoning…\n**Final Answer:** bold colon", "bold colon"),
+        ("__Final answer__: underscores", "underscores"),
+        ("Final Answer：全角コロン", "全角コロン"),
+        ("  FINAL ANSWER:   padded   ", "padded"),
+        ("I looked it up.\n\nFinal answer: two lines\nof answer", "two lines\nof answer"),
+    ],
+)
+def test_final_answer_marker_at_the_start_of_a_line(text, answer):
+    assert has_final_answer_marker(text, anchored=True)
+    assert extract_final_answer(text, anchored=True) == answer
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "I don't have the final answer yet; I need more data.",
+        "Before my final answer: one more check.",
+        "**Final Answer** no colon",
+        "FINAL ANSWER 42",
+        "FinalAnswer: squashed",
+        "The FINAL ANSWER: is not at the start of a line",
+        "`FINAL ANSWER:` is what I will write when I am done",
+    ],
+)
+def test_prose_mentioning_a_final_answer_does_not_end_a_run(text):
+    assert not has_final_answer_marker(text, anchored=True)
 
 
 def test_text_without_marker():
-    assert not has_final_answer_marker("The result is 4.")
-    assert not has_final_answer_marker(None)
-    assert extract_final_answer("  just text ") == "just text"
+    assert not has_final_answer_marker("The result is 4.", anchored=True)
+    assert not has_final_answer_marker(None, anchored=True)
+    assert extract_final_answer("  just text ", anchored=True) == "just text"
