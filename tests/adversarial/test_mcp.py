@@ -36,8 +36,11 @@ from tests.adversarial.conftest import (
 from tests.processes import start_worker, stop, worker_env
 from tests.workflow.conftest import running_worker
 
-SERVER = Path(__file__).resolve().parents[1] / "fixtures" / "mcp_hostile_server.py"
-SPEC = f"hostile={sys.executable} {SERVER}"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+SPEC = f"hostile={sys.executable} {FIXTURES / 'mcp_hostile_server.py'}"
+RAW_SPEC = f"raw={sys.executable} {FIXTURES / 'mcp_raw_server.py'}"
+"""A hand-written server that sends what the SDK's server never would."""
+TOOL_TIMEOUT = 3.0
 SECRETS = {
     "OPENAI_API_KEY": "sk-adversarial-openai-secret",
     "DATABASE_URL": "postgresql://admin:adversarial-db-secret@db.internal/prod",
@@ -53,6 +56,13 @@ MCP_OUTPUT = table("mcp-output", [
             "5 MB into the transcript and the next prompt"),
     Hostile("mcp-markup-output", ("hostile__markup", {}), "[/] [bold red]red[/]",
             "stored as it came (it is data); the terminal shows it as text"),
+    Hostile("mcp-lone-surrogate", ("raw__surrogate", {}), f"timed out after {TOOL_TIMEOUT:g}s",
+            "a reply the MCP client cannot parse: it drops it, and the call waits for its "
+            "timeout instead of hanging"),
+    Hostile("mcp-nested-structured-content", ("raw__nested", {}), "timed out",
+            "5,000-deep structured content: the same"),
+    Hostile("mcp-ten-thousand-blocks", ("raw__many_blocks", {}), "[truncated",
+            "60 KB of blocks into the next prompt"),
 ])  # fmt: skip
 
 
@@ -117,12 +127,12 @@ async def mcp_observed(
     calls = [call(row.input[0], **row.input[1]) for row in MCP_OUTPUT]
     model = llm.script(unique("mcp-out"), [Reply(None, calls), Reply("FINAL ANSWER: read")])
     async with (
-        McpToolbox([SPEC]) as toolbox,
+        McpToolbox([SPEC, RAW_SPEC], tool_timeout_seconds=TOOL_TIMEOUT) as toolbox,
         running_worker(client, settings, extra_tools=toolbox.tools, max_cached_workflows=None) as h,
     ):
         before = await StoreSnapshot.take(database_url)
-        result = await h.run(model, "Call the server", agent_id=unique("mcp-out"), memory=False,
-                             max_parallel_tools=4)  # fmt: skip
+        result = await h.run(model, "Call the servers", agent_id=unique("mcp-out"), memory=False,
+                             max_parallel_tools=8)  # fmt: skip
         after = await StoreSnapshot.take(database_url)
     await assert_no_failed_tasks(client, result.run_id)
     found = await observations(database_url, result.run_id)
