@@ -1,0 +1,76 @@
+"""Chat updates: what a user types and what the model answers, on both chat paths.
+
+Rows: `input` is (message, the scripted model's replies, use_tools); `expect` is the reply's
+message, or with `options["history"]` what the session's stored history must hold for the
+user's message. Each row is its own agent; afterwards its entity has no failed workflow
+task and nothing stored changed but its own rows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from temporalio.client import Client
+
+from reactive_temporal.contracts import names
+from reactive_temporal.embedded.scripted_llm import Reply, ScriptedLLM
+from tests.adversarial.cases import Hostile, params, table
+from tests.adversarial.conftest import StoreSnapshot, assert_no_failed_tasks, owned_by, unique
+from tests.workflow.conftest import Harness
+
+CHAT = table("chat", [
+    Hostile("chat-lone-surrogate-message", ("caf\ud800 ok?", [Reply("fine")], False),
+            "caf\ufffd ok?", "the client could not even send it (serialization error)",
+            {"history": True}),
+    Hostile("chat-lone-surrogate-reply", ("hello", [Reply("\udfffreply")], False),
+            "\ufffdreply", "the chat activity's result could not be serialized, retried"),
+    Hostile("chat-max-length-deep-json", ("[" * 20_000, [Reply("that is a lot of brackets")],
+            False), "that is a lot of brackets", "parsed as JSON somewhere"),
+    Hostile("chat-markup-and-escapes", ("[/] \x1b]8;;http://x\x1b\\y\x1b]8;;\x1b\\",
+            [Reply("[bold]noted[/bold]")], False), "[bold]noted[/bold]",
+            "markup is data until a terminal shows it"),
+    Hostile("chat-tool-path-surrogate", ("calculate 2+2 \ud800", [Reply("FINAL ANSWER: 4")],
+            True), "4", "the tool-path run's task could not be serialized"),
+])  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+async def chatted(
+    adv: Harness, llm: ScriptedLLM, client: Client, database_url: str
+) -> dict[str, Any]:
+    async def one(row: Hostile) -> dict[str, Any]:
+        message, replies, use_tools = row.input
+        model = llm.script(unique("chat"), replies, repeat_last=True)
+        agent = adv.agent(model, agent_id=unique("chat"), memory=False)
+        session = agent.session(unique("s"))
+        reply = await asyncio.wait_for(session.chat(message, use_tools=use_tools), 60)
+        return {"reply": reply, "agent": agent, "history": await session.history()}
+
+    before = await StoreSnapshot.take(database_url)
+    outcomes = await asyncio.gather(*(one(row) for row in CHAT))
+    after = await StoreSnapshot.take(database_url)
+    own = owned_by(
+        *(o["agent"].name for o in outcomes), *(f"run-{o['agent'].name}" for o in outcomes)
+    )
+    return {
+        "by_id": dict(zip([r.id for r in CHAT], outcomes, strict=True)),
+        "changes": after.changes_since(before, own=own),
+    }
+
+
+@pytest.mark.parametrize("row", params(CHAT))
+async def test_hostile_chat_gets_a_clear_reply(
+    row: Hostile, chatted: dict[str, Any], client: Client
+):
+    outcome = chatted["by_id"][row.id]
+    if row.options.get("history"):
+        assert outcome["history"][0].content == row.expect
+    else:
+        assert outcome["reply"].message == row.expect
+    await assert_no_failed_tasks(client, names.agent_workflow_id(outcome["agent"].name))
+
+
+def test_chat_changed_nothing_stored_but_its_own(chatted: dict[str, Any]):
+    assert chatted["changes"] == []
