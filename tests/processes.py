@@ -27,14 +27,19 @@ def worker_env(
 
 
 def start_worker(
-    env: dict[str, str], log: Path, *args: str, startup_seconds: float = 60
+    env: dict[str, str],
+    log: Path,
+    *args: str,
+    startup_seconds: float = 60,
+    command: tuple[str, ...] = ("worker.py",),
 ) -> subprocess.Popen[bytes]:
-    """Start `python worker.py` and return once it polls (its log says "worker on")."""
+    """Start `python worker.py ARGS` (or `python starter.py worker ARGS` with
+    `command=("starter.py", "worker")`) and return once it polls (its log says "worker on")."""
     log.touch()
     before = log.read_text().count("worker on")
     with open(log, "ab") as out:
         worker = subprocess.Popen(
-            [sys.executable, str(REPO / "worker.py"), *args],
+            [sys.executable, str(REPO / command[0]), *command[1:], *args],
             env=env, cwd=log.parent, stdout=out, stderr=subprocess.STDOUT,
         )  # fmt: skip
     deadline = time.monotonic() + startup_seconds

@@ -11,6 +11,7 @@ export ID            a run's history as JSON
 rerun ID             re-execute a failed run from its last good point (--from-start)
 migrate              apply the agents database's schema migrations (DATABASE_URL)
 codec-server         decrypt encrypted histories for the Web UI and temporal CLI
+worker               a worker for TEMPORAL_ADDRESS / DATABASE_URL (or the dev stack), until Ctrl-C
 dev                  the embedded stack, a worker and the Web UI, until Ctrl-C
 """
 
@@ -24,7 +25,7 @@ from reactive_temporal.cli import (
     migrate_commands,
     operate_commands,
     run_commands,
-    stack_commands,
+    serve_commands,
 )
 
 app = typer.Typer(
@@ -40,4 +41,11 @@ app.command()(operate_commands.export)
 app.command()(operate_commands.rerun)
 app.command("codec-server")(codec_commands.codec_server)
 app.command()(migrate_commands.migrate)
-app.command()(stack_commands.dev)
+app.command()(serve_commands.worker)
+app.command()(serve_commands.dev)
+
+worker_app = typer.Typer(
+    add_completion=False, help=serve_commands.worker.__doc__, pretty_exceptions_show_locals=False
+)
+"""`python worker.py`: the `worker` command on its own."""
+worker_app.command()(serve_commands.worker)

@@ -108,7 +108,7 @@ async def watch_and_print(
         print(result.model_dump_json())
     else:
         _print_result(result)
-    if result.debrief is not None and agent.runtime.worker is not None:
+    if result.debrief is not None and agent.runtime.host is not None:
         # This process hosts the only worker: finish the rich debrief before leaving.
         if not as_json:
             err.print("[dim]writing the rich debrief…[/]")

@@ -9,8 +9,7 @@ Three situations, tried in order:
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -18,32 +17,39 @@ from temporalio.client import Client
 
 from reactive_temporal.config import Settings
 from reactive_temporal.embedded.stack import EmbeddedStack, connect, read_published_stack
-from reactive_temporal.hosting.worker_factory import AgentWorker, create_worker
+from reactive_temporal.hosting.worker_lifecycle import WorkerHost, WorkerOptions, start_worker_host
+
+log = logging.getLogger("reactive_temporal")
 
 
 @dataclass
 class Runtime:
+    """A client, the task queue it starts runs on, and what this process started for it."""
+
     client: Client
     task_queue: str
     offline_model: bool | None
     """True/False when this process knows which model serves runs; None when it cannot tell."""
     stack: EmbeddedStack | None = None
-    worker: AgentWorker | None = None
-    worker_task: asyncio.Task[None] | None = None
+    host: WorkerHost | None = None
+    """The worker this process runs, when nothing else serves its runs."""
 
     async def close(self) -> None:
-        if self.worker is not None and self.worker_task is not None:
-            await self.worker.worker.shutdown()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self.worker_task
-            await self.worker.close()
-            self.worker = self.worker_task = None
+        """Stop the in-process worker (gracefully) and the embedded stack, if any."""
+        if self.host is not None:
+            host, self.host = self.host, None
+            try:
+                await host.stop()
+            except Exception as err:  # the runs are durable: report it, close the rest
+                log.warning("the in-process worker had stopped: %s", err)
         if self.stack is not None:
-            await self.stack.stop()
-            self.stack = None
+            stack, self.stack = self.stack, None
+            await stack.stop()
 
 
 async def open_runtime(settings: Settings, *, tool_modules: Sequence[str] = ()) -> Runtime:
+    """Connect to the configured server, else to `starter.py dev`'s, else start the embedded
+    stack and a worker in this process."""
     if settings.temporal_address is not None:
         client = await connect(
             settings.temporal_address,
@@ -66,21 +72,16 @@ async def open_runtime(settings: Settings, *, tool_modules: Sequence[str] = ()) 
     stack = await EmbeddedStack(settings).start()
     try:
         assert stack.client is not None
-        agent_worker = await create_worker(
+        host = await start_worker_host(
             stack.client,
             settings,
             database_url=stack.database_url,
             llm_base_url=stack.llm_base_url,
-            tool_modules=tool_modules,
+            options=WorkerOptions(tool_modules=tool_modules),
         )
     except BaseException:
         await stack.stop()
         raise
     return Runtime(
-        stack.client,
-        settings.temporal_task_queue,
-        stack.offline_model,
-        stack=stack,
-        worker=agent_worker,
-        worker_task=asyncio.create_task(agent_worker.worker.run()),
+        stack.client, settings.temporal_task_queue, stack.offline_model, stack=stack, host=host
     )

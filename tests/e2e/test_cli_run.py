@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from reactive_temporal.embedded.scripted_llm import HttpError, Reply, ScriptedLLM, call
+from tests import processes
 
 pytestmark = pytest.mark.e2e
 
@@ -186,3 +187,38 @@ def test_debrief_command(worker_env: dict[str, str], llm: ScriptedLLM, tmp_path:
     assert json.loads(no_memory.stdout)["debrief"] is None
     missing = starter("debrief", json.loads(no_memory.stdout)["run_id"], env=env, cwd=tmp_path)
     assert missing.returncode == 1 and "has no debrief" in missing.stderr
+
+
+@pytest.mark.parametrize(
+    "command", [("worker.py",), ("starter.py", "worker")], ids=["worker.py", "starter-worker"]
+)
+def test_a_worker_loads_user_tools(
+    command: tuple[str, ...],
+    temporal_address: str,
+    database_url: str,
+    llm: ScriptedLLM,
+    tmp_path: Path,
+):
+    """`python worker.py --tools M` and `python starter.py worker --tools M` are one command."""
+    queue = f"e2e-tools-{uuid.uuid4().hex[:8]}"
+    env = {
+        **processes.worker_env(temporal_address, database_url, llm.base_url, queue, tmp_path),
+        "PYTHONPATH": str(REPO),
+    }
+    log = tmp_path / "worker.log"
+    worker = processes.start_worker(
+        env, log, "--tools", "tests.fixtures.extra_tools", command=command
+    )
+    try:
+        assert "shout" in log.read_text()  # its start-up line lists the tools it serves
+        model = llm.script(
+            f"e2e-tools-{uuid.uuid4().hex[:6]}",
+            [Reply(None, [call("shout", text="hello")]), Reply("FINAL ANSWER: done")],
+        )
+        proc = starter("run", "Shout hello", "--json", "--model", model, env=env, cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        assert json.loads(proc.stdout)["tools_used"] == ["shout"]
+        assert llm.requests[model][1]["messages"][-1]["content"] == "HELLO!"
+    finally:
+        processes.stop(worker)
+    assert worker.returncode == 0, log.read_text()[-2000:]  # SIGTERM: a clean, graceful stop

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -17,7 +16,8 @@ from reactive_temporal.api.agents import Agent, RunResult
 from reactive_temporal.config import Settings
 from reactive_temporal.contracts.run import AgentConfig
 from reactive_temporal.hosting.runtime import Runtime
-from reactive_temporal.hosting.worker_factory import AgentWorker, create_worker
+from reactive_temporal.hosting.worker_factory import AgentWorker
+from reactive_temporal.hosting.worker_lifecycle import start_worker_host
 
 pytestmark = pytest.mark.workflow
 
@@ -53,20 +53,17 @@ async def running_worker(
     """
     options.setdefault("max_cached_workflows", 0)
     task_queue = f"test-{uuid.uuid4().hex[:10]}"
-    agent_worker = await create_worker(
+    host = await start_worker_host(
         client,
         settings,
         database_url=database_url or settings.database_url or "",
         task_queue=task_queue,
         **options,
     )
-    task = asyncio.create_task(agent_worker.worker.run())
     try:
-        yield Harness(client, task_queue, agent_worker.store, agent_worker)
+        yield Harness(client, task_queue, host.agent_worker.store, host.agent_worker)
     finally:
-        await agent_worker.worker.shutdown()
-        await task
-        await agent_worker.close()
+        await host.stop()
 
 
 @pytest.fixture

@@ -1,0 +1,172 @@
+"""How a worker starts, runs and stops: the same for `starter.py worker` (and `worker.py`),
+`starter.py dev`, and the worker an in-process runtime hosts.
+
+- `WorkerTarget.resolve(settings)`: which Temporal, Postgres, task queue and LLM a worker
+  process serves (the environment, else the `starter.py dev` stack running here);
+- `start_worker_host(...)`: connect the MCP servers, build the worker (`worker_factory`)
+  and start polling; everything it opened is owned by the returned `WorkerHost`;
+- `WorkerHost.stop()`: a graceful shutdown (in-flight tasks finish, up to the worker's
+  graceful-shutdown timeout), then the LLM client, the Postgres pool, the MCP servers and
+  an offline model started for it are closed, in reverse order;
+- `stop_signals()`: SIGINT and SIGTERM become a stop request instead of a KeyboardInterrupt.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+
+from temporalio.client import Client
+
+from reactive_temporal.config import Settings
+from reactive_temporal.embedded.scripted_llm import ScriptedLLM
+from reactive_temporal.embedded.stack import read_published_stack
+from reactive_temporal.hosting.worker_factory import AgentWorker, create_worker
+from reactive_temporal.mcp_tools import McpToolbox
+from reactive_temporal.tools import Tool
+
+
+@dataclass(frozen=True)
+class WorkerOptions:
+    """What the `worker` and `dev` commands (and the Python API) let people choose."""
+
+    tool_modules: Sequence[str] = ()
+    """Modules whose `@tool` functions the worker loads."""
+    mcp_specs: Sequence[str] = ()
+    """MCP servers: `NAME=URL` or `NAME=COMMAND ARGS`."""
+    mcp_env: Sequence[str] = ()
+    """Environment variables passed to stdio MCP servers (they get only these and the basics)."""
+
+
+class NoServerError(RuntimeError):
+    """A worker process has nothing to serve: no server configured and no dev stack running."""
+
+
+@dataclass(frozen=True)
+class WorkerTarget:
+    """The servers a worker process serves, and its LLM endpoint (None: the offline model)."""
+
+    temporal_address: str
+    database_url: str
+    task_queue: str
+    llm_base_url: str | None
+    offline_model: bool
+
+    @classmethod
+    def resolve(cls, settings: Settings) -> WorkerTarget:
+        """From the environment, else from the `starter.py dev` stack running here."""
+        published = read_published_stack(settings.data_dir.resolve())
+        address = settings.temporal_address or (published.temporal_address if published else None)
+        database_url = settings.database_url or (published.database_url if published else None)
+        if address is None or database_url is None:
+            missing = "TEMPORAL_ADDRESS" if address is None else "DATABASE_URL"
+            raise NoServerError(
+                f"no {missing} and no `python starter.py dev` running here: set {missing}, "
+                "or start the dev stack first"
+            )
+        task_queue = settings.temporal_task_queue
+        if published is not None and settings.temporal_address is None:
+            task_queue = published.task_queue
+        llm_base_url = settings.openai_base_url
+        if settings.uses_offline_model:
+            llm_base_url = published.llm_base_url if published is not None else None
+        return cls(address, database_url, task_queue, llm_base_url, settings.uses_offline_model)
+
+
+@dataclass
+class WorkerHost:
+    """A polling worker and everything opened for it."""
+
+    agent_worker: AgentWorker
+    resources: contextlib.AsyncExitStack
+    task_queue: str
+    polling: asyncio.Task[None] | None = field(default=None, repr=False)
+
+    @property
+    def tool_names(self) -> list[str]:
+        return self.agent_worker.registry.names
+
+    def start(self) -> None:
+        self.polling = asyncio.create_task(self.agent_worker.worker.run())
+
+    async def wait(self, stop: asyncio.Event) -> None:
+        """Until `stop` is set or the worker stops by itself (a fatal error)."""
+        assert self.polling is not None, "start() the host first"
+        stopping = asyncio.ensure_future(stop.wait())
+        try:
+            await asyncio.wait({self.polling, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopping.cancel()
+
+    async def stop(self) -> None:
+        """Stop polling, let in-flight tasks finish, then close what the worker opened.
+
+        Raises what made the worker stop by itself, if anything did (after closing)."""
+        polling, self.polling = self.polling, None
+        try:
+            if polling is not None:
+                await self.agent_worker.worker.shutdown()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await polling
+        finally:
+            await self.resources.aclose()
+
+
+async def start_worker_host(
+    client: Client,
+    settings: Settings,
+    *,
+    database_url: str,
+    llm_base_url: str | None = None,
+    options: WorkerOptions = WorkerOptions(),
+    extra_tools: Sequence[Tool] = (),
+    task_queue: str | None = None,
+    offline_model: bool = False,
+    max_cached_workflows: int | None = None,
+) -> WorkerHost:
+    """Build a worker (with its MCP servers, and an offline model when asked) and start it;
+    `extra_tools` are tools built in code rather than loaded from a module."""
+    resources = contextlib.AsyncExitStack()
+    try:
+        if offline_model and llm_base_url is None:
+            llm = ScriptedLLM().start()
+            resources.callback(llm.stop)
+            llm_base_url = llm.base_url
+        toolbox = await resources.enter_async_context(
+            McpToolbox(list(options.mcp_specs), env=list(options.mcp_env))
+        )
+        agent_worker = await create_worker(
+            client,
+            settings,
+            database_url=database_url,
+            llm_base_url=llm_base_url,
+            tool_modules=options.tool_modules,
+            extra_tools=[*extra_tools, *toolbox.tools],
+            task_queue=task_queue,
+            max_cached_workflows=max_cached_workflows,
+        )
+        resources.push_async_callback(agent_worker.close)
+    except BaseException:
+        await resources.aclose()
+        raise
+    host = WorkerHost(agent_worker, resources, task_queue or settings.temporal_task_queue)
+    host.start()
+    return host
+
+
+@contextlib.contextmanager
+def stop_signals() -> Iterator[asyncio.Event]:
+    """An event set by SIGINT or SIGTERM while the block runs (install it before announcing
+    readiness, so a Ctrl-C right after is a clean stop)."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        yield stop
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
