@@ -118,8 +118,12 @@ class AgentWorkflow:
 
     @workflow.query(name=names.HISTORY_QUERY)
     def history(self, ref: SessionRef) -> SessionHistory:
+        """A session's open history, as copies: what callers do with it never reaches the
+        agent's state (open_session returns it too)."""
         messages = self.state.sessions.get(ref.session_id, [])
-        return SessionHistory(session_id=ref.session_id, messages=list(messages))
+        return SessionHistory(
+            session_id=ref.session_id, messages=[m.model_copy() for m in messages]
+        )
 
     # -- sessions -------------------------------------------------------------------------------
 

@@ -20,8 +20,7 @@ from temporalio.client import Client
 from reactive_temporal.embedded.scripted_llm import Reply, ScriptedLLM
 from tests.adversarial.cases import Hostile, params, table
 from tests.adversarial.conftest import StoreSnapshot, assert_no_failed_tasks, owned_by, unique
-from tests.e2e.test_bad_input import CliResult, starter
-from tests.e2e.test_cli_run import clean_env
+from tests.processes import CliResult, clean_env, starter_async
 from tests.workflow.conftest import Harness
 
 OSC8 = "\x1b]8;;http://evil.example/\x1b\\click me\x1b]8;;\x1b\\"
@@ -88,7 +87,7 @@ async def cli(
     )  # fmt: skip
     before = await StoreSnapshot.take(database_url)
     results = await asyncio.gather(*(
-        starter(*[fill.get(a, a) for a in row.input], env=env, cwd=workdir, seconds=120)
+        starter_async(*[fill.get(a, a) for a in row.input], env=env, cwd=workdir, seconds=120)
         for row in TERMINAL
     ))  # fmt: skip
     after = await StoreSnapshot.take(database_url)

@@ -2,7 +2,7 @@
 
 Each case asserts a clear error naming what was wrong, the CLI's exit status (2 for bad
 input or configuration, 1 for a failed operation), and that nothing already stored changed
-(row counts of the Postgres tables, a session's history, the model's request log). Where a
+(every row of the Postgres tables, a session's history, the model's request log). Where a
 "bad" string is valid text (SQL metacharacters), it must be stored verbatim and safely.
 
 The worker runs in this process (a module-wide one on its own task queue), so CLI
@@ -18,8 +18,8 @@ import contextlib
 import json
 import os
 import re
-import time
 import uuid
+from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,7 +36,7 @@ from reactive_temporal.config import Settings
 from reactive_temporal.contracts.entity import ChatRequest
 from reactive_temporal.embedded.scripted_llm import Reply, ScriptedLLM, call
 from reactive_temporal.embedded.stack import StackError
-from tests.e2e.test_cli_run import PYTHON, REPO, clean_env
+from tests.processes import CliResult, clean_env, starter_async
 from tests.workflow.conftest import Harness, running_worker
 
 pytestmark = pytest.mark.e2e
@@ -56,14 +56,22 @@ run of the scripted model takes well under a second)."""
 # -- helpers -----------------------------------------------------------------------------------
 
 
-async def table_counts(database_url: str) -> dict[str, int]:
+async def table_contents(database_url: str) -> dict[str, list[str]]:
+    """Every row of every table, as text, in a stable order: "nothing changed" means these
+    are equal (an edited row changes them as surely as an added or deleted one)."""
     async with await psycopg.AsyncConnection.connect(database_url) as conn:
-        counts = {}
-        for table in TABLES:
-            cur = await conn.execute(f"SELECT count(*) FROM {table}")  # fixed names, no input
-            row = await cur.fetchone()
-            counts[table] = int(row[0]) if row else -1
-        return counts
+        contents = {}
+        for table in TABLES:  # fixed names, no input
+            cur = await conn.execute(f"SELECT t::text FROM {table} t ORDER BY 1")
+            contents[table] = [row[0] for row in await cur.fetchall()]
+        return contents
+
+
+def rows_added(before: dict[str, list[str]], after: dict[str, list[str]], table: str) -> int:
+    """How many rows `table` gained, every row it had before still there, unchanged."""
+    old, new = Counter(before[table]), Counter(after[table])
+    assert old <= new, f"{table}: rows changed or went away: {list((old - new).elements())[:3]}"
+    return new.total() - old.total()
 
 
 async def tables_exist(database_url: str) -> bool:
@@ -84,45 +92,6 @@ async def fetch(database_url: str, query: str, params: tuple[Any, ...]) -> list[
 def flat(text: str) -> str:
     """Terminal output with its line wrapping undone (rich wraps long error lines)."""
     return " ".join(text.split())
-
-
-@dataclass
-class CliResult:
-    code: int | None
-    """None when the command did not finish within its timeout (it was killed)."""
-    stdout: str
-    stderr: str
-    seconds: float = 0.0
-
-    def describe(self) -> str:
-        return (
-            f"exit {self.code} after {self.seconds:.1f}s\n"
-            f"stdout: {self.stdout[-1500:]}\nstderr: {self.stderr[-3000:]}"
-        )
-
-
-async def starter(*args: str, env: dict[str, str], cwd: Path, seconds: float = 60) -> CliResult:
-    """`python starter.py ARGS…` without blocking the loop (the worker shares it)."""
-    started = time.monotonic()
-    proc = await asyncio.create_subprocess_exec(
-        PYTHON, str(REPO / "starter.py"), *args,
-        env=env, cwd=cwd, stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-    )  # fmt: skip
-    try:
-        stdout, stderr = await asyncio.wait_for(proc.communicate(), seconds)
-    except TimeoutError:
-        proc.kill()
-        stdout, stderr = await proc.communicate()
-        return CliResult(
-            None, stdout.decode(errors="replace"), stderr.decode(errors="replace"), seconds
-        )
-    return CliResult(
-        proc.returncode,
-        stdout.decode(errors="replace"),
-        stderr.decode(errors="replace"),
-        time.monotonic() - started,
-    )
 
 
 def assert_refused(result: CliResult, code: int, message: str, *, as_json: bool = False) -> None:
@@ -299,12 +268,12 @@ async def cli_results(
             value = value.replace("{" + name + "}", str(real))
         return value
 
-    before = await table_counts(database_url)
+    before = await table_contents(database_url)
     limit = asyncio.Semaphore(max(4, min(16, (os.cpu_count() or 4) * 2)))
 
     async def one(case_id: str, args: list[str], env: dict[str, str]) -> CliResult:
         async with limit:
-            return await starter(
+            return await starter_async(
                 *[expand(a) if "{dir}" in a else a for a in args],
                 env=cli_env(REACTIVE_TEMPORAL_DATA_DIR=str(workdir / "data"),
                             **{k: expand(v) for k, v in env.items()}),
@@ -313,7 +282,7 @@ async def cli_results(
             )  # fmt: skip
 
     results = await asyncio.gather(*(one(c[0], c[1], c[2]) for c in CLI_CASES))
-    after = await table_counts(database_url)
+    after = await table_contents(database_url)
     return {
         "results": dict(zip([c[0] for c in CLI_CASES], results, strict=True)),
         "before": before,
@@ -333,6 +302,27 @@ def test_cli_refuses_bad_input(case_id: str, cli_results: dict[str, Any]):
 def test_cli_bad_input_changed_nothing_stored(cli_results: dict[str, Any]):
     assert cli_results["after"] == cli_results["before"]
     assert cli_results["tables_exist"]
+
+
+async def test_the_nothing_changed_check_sees_an_edited_row(h: Harness, database_url: str):
+    """Not a row count: a row edited in place (same count) is a change."""
+    agent_id = unique("bad-sentinel")
+    async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
+        await conn.execute(
+            "INSERT INTO chat_sessions (agent_id, session_id, messages) VALUES (%s, 's', '[]')",
+            (agent_id,),
+        )
+        try:
+            before = await table_contents(database_url)
+            await conn.execute(
+                "UPDATE chat_sessions SET messages = '[{\"planted\": 1}]' WHERE agent_id = %s",
+                (agent_id,),
+            )
+            after = await table_contents(database_url)
+        finally:
+            await conn.execute("DELETE FROM chat_sessions WHERE agent_id = %s", (agent_id,))
+    assert len(after["chat_sessions"]) == len(before["chat_sessions"])
+    assert after != before
 
 
 # -- the CLI against the worker: chat refusals, rerun/debrief of the wrong kind of workflow -----
@@ -391,14 +381,14 @@ async def worker_cli(
         "debrief-agent-entity": (["debrief", entity], 1, entity),
         "rerun-agent-entity": (["rerun", entity], 1, entity),
     }  # fmt: skip
-    before = await table_counts(database_url)
+    before = await table_contents(database_url)
     results = await asyncio.gather(
         *(
-            starter(*args, env=env, cwd=workdir, seconds=15 if "entity" in case_id else 90)
+            starter_async(*args, env=env, cwd=workdir, seconds=15 if "entity" in case_id else 90)
             for case_id, (args, _, _) in cases.items()
         )
     )
-    after = await table_counts(database_url)
+    after = await table_contents(database_url)
     return {
         "cases": cases,
         "results": dict(zip(cases, results, strict=True)),
@@ -435,11 +425,11 @@ async def test_cli_session_end_of_unknown_session(
         TEMPORAL_ADDRESS=temporal_address, TEMPORAL_TASK_QUEUE=h.task_queue,
         DATABASE_URL=database_url, REACTIVE_TEMPORAL_DATA_DIR=str(workdir / "data"),
     )  # fmt: skip
-    before = await table_counts(database_url)
-    result = await starter(
+    before = await table_contents(database_url)
+    result = await starter_async(
         "session", "end", "never-opened", "--agent", agent_id, env=env, cwd=workdir
     )
-    after = await table_counts(database_url)
+    after = await table_contents(database_url)
     assert after == before
     assert_refused(result, 2, "unknown session 'never-opened'")
 
@@ -490,7 +480,7 @@ def test_settings_refuse_bad_configuration(case):
 async def test_build_refuses_unreachable_temporal_and_bad_keys(
     settings: Settings, temporal_address: str, database_url: str
 ):
-    before = await table_counts(database_url)
+    before = await table_contents(database_url)
     unreachable = settings.model_copy(update={"temporal_address": UNREACHABLE})
     with pytest.raises(StackError, match=re.escape(f"cannot reach Temporal at {UNREACHABLE}")):
         await ReactiveAgents.create().with_settings(unreachable).build()
@@ -504,7 +494,7 @@ async def test_build_refuses_unreachable_temporal_and_bad_keys(
         with pytest.raises(ValueError, match=re.escape(message)) as refused:
             await ReactiveAgents.create().with_settings(bad).build()
         assert SHORT_KEY not in str(refused.value)
-    assert await table_counts(database_url) == before
+    assert await table_contents(database_url) == before
 
 
 RUN_CASES: list[tuple[str, str, dict[str, Any], str]] = [
@@ -524,16 +514,16 @@ async def test_run_refuses_bad_input_before_starting(
     _, task, options, message = case
     model = llm.script(unique("bad-run"), [Reply("FINAL ANSWER: no")])
     agent = h.agent(model, agent_id=unique("bad-run"))
-    before = await table_counts(database_url)
+    before = await table_contents(database_url)
     with pytest.raises(ValueError, match=re.escape(message)):
         await agent.run(task, **options)
-    assert await table_counts(database_url) == before
+    assert await table_contents(database_url) == before
     assert llm.requests.get(model, []) == []  # nothing reached the model
 
 
 async def test_run_refuses_blank_task(h: Harness, llm: ScriptedLLM, database_url: str):
     agent = h.agent(llm.script(unique("bad-blank"), [Reply("FINAL ANSWER: ?")]), memory=False)
-    before = await table_counts(database_url)
+    before = await table_contents(database_url)
     handle = None
     try:
         with pytest.raises(ValueError, match="task"):
@@ -541,18 +531,18 @@ async def test_run_refuses_blank_task(h: Harness, llm: ScriptedLLM, database_url
     finally:
         if handle is not None:
             await terminate_quietly(h.client, handle.id)
-    assert await table_counts(database_url) == before
+    assert await table_contents(database_url) == before
 
 
 async def test_run_with_nul_byte_in_task(h: Harness, llm: ScriptedLLM, database_url: str):
     model = llm.script(unique("bad-nul"), [Reply("FINAL ANSWER: a b")])
     agent = h.agent(model, agent_id=unique("bad-nul"), memory=False)
-    before = await table_counts(database_url)
+    before = await table_contents(database_url)
     try:
         handle = await agent.start("a\x00b")
     except ValueError as refused:  # refused before anything is stored: right
         assert "NUL" in str(refused)
-        assert await table_counts(database_url) == before
+        assert await table_contents(database_url) == before
         return
     try:  # or accepted and handled: the run completes
         result = await within(agent.result(handle), HUNG_SECONDS, h.client, handle.id)
@@ -565,12 +555,12 @@ async def test_unknown_tools_in_the_agent_configuration(
     h: Harness, llm: ScriptedLLM, database_url: str
 ):
     model = llm.script(unique("bad-tools"), [Reply("FINAL ANSWER: no")], repeat_last=True)
-    before = await table_counts(database_url)
+    before = await table_contents(database_url)
     for config in ({"tools": ["teleport"]}, {"required_tools": ["teleport"]}):
         agent = h.agent(model, agent_id=unique("bad-tools"), **config)
         with pytest.raises(AgentRunError, match="names tools this worker does not have: teleport"):
             await agent.run("Go to Mars")
-    assert await table_counts(database_url) == before
+    assert await table_contents(database_url) == before
     assert llm.requests.get(model, []) == []
 
 
@@ -580,7 +570,7 @@ async def test_sql_metacharacters_in_a_task_are_stored_verbatim(
     task = f"Look up {SQL} and also \"; DELETE FROM run_messages; -- \\' $$ %s %(x)s"
     model = llm.script(unique("bad-sql"), [Reply(f"FINAL ANSWER: {SQL}")])
     agent = h.agent(model, agent_id=unique("bad-sql"))
-    before = await table_counts(database_url)
+    before = await table_contents(database_url)
     result = await agent.run(task)
     assert result.success and result.output == SQL
     await result.debrief_rich()  # persisted: the debrief row and its lessons are written
@@ -596,9 +586,9 @@ async def test_sql_metacharacters_in_a_task_are_stored_verbatim(
     )  # fmt: skip
     assert debrief == [(task, SQL)]
     assert await tables_exist(database_url)
-    after = await table_counts(database_url)
-    assert after["run_messages"] == before["run_messages"] + 3  # system, task, answer
-    assert after["agent_debriefs"] == before["agent_debriefs"] + 1
+    after = await table_contents(database_url)
+    assert rows_added(before, after, "run_messages") == 3  # system, task, answer
+    assert rows_added(before, after, "agent_debriefs") == 1
     assert after["chat_sessions"] == before["chat_sessions"]
 
 
@@ -670,7 +660,7 @@ async def test_model_emitted_bad_tool_calls_become_clear_observations(
         [Reply(None, [c for _, c, _ in table]), Reply("FINAL ANSWER: all refused")],
     )
     agent = h.agent(model, agent_id=unique("bad-calls"), memory=False, max_parallel_tools=8)
-    before = await table_counts(database_url)
+    before = await table_contents(database_url)
     result = await agent.run("Try everything you should not")
     assert result.terminated_by == "final_answer" and result.output == "all refused"
     observations = await fetch(
@@ -687,8 +677,8 @@ async def test_model_emitted_bad_tool_calls_become_clear_observations(
     assert not problems, "\n".join(problems)
     assert not any("root:" in content for (content,) in observations)  # /etc/passwd not read
     assert not escape.exists() and outside.read_text() == "original"
-    after = await table_counts(database_url)
-    assert after["run_messages"] == before["run_messages"] + 3 + len(table) + 1
+    after = await table_contents(database_url)
+    assert rows_added(before, after, "run_messages") == 3 + len(table) + 1
     assert {t: after[t] for t in TABLES[1:]} == {t: before[t] for t in TABLES[1:]}
     assert await tables_exist(database_url)
 
@@ -786,14 +776,14 @@ async def test_chat_update_refuses_bad_input(
     history = await chat_setup.session.history()
     default_history = await chat_setup.agent.session("default").history()
     requests = len(llm.requests[chat_setup.model])
-    before = await table_counts(database_url)
+    before = await table_contents(database_url)
     with pytest.raises(ChatError, match=re.escape(message)):
         await attempt(chat_setup)
     assert await chat_setup.session.history() == history
     assert await chat_setup.agent.session("default").history() == default_history
     assert await chat_setup.ended.history() == []
     assert len(llm.requests[chat_setup.model]) == requests  # no LLM call was made
-    assert await table_counts(database_url) == before
+    assert await table_contents(database_url) == before
 
 
 async def test_sql_metacharacters_in_chat_are_stored_verbatim(
@@ -823,14 +813,14 @@ async def test_chat_message_with_a_nul_byte(h: Harness, llm: ScriptedLLM, databa
     agent = h.agent(model, agent_id=unique("bad-chat-nul"), memory=False)
     session = agent.session(unique("nul"))
     await session.open()
-    before = await table_counts(database_url)
+    before = await table_contents(database_url)
     try:
         try:
             await session.chat("hello\x00world")
         except ChatError as refused:  # refused before anything is recorded: right
             assert "NUL" in str(refused)
             assert await session.history() == []
-            assert await table_counts(database_url) == before
+            assert await table_contents(database_url) == before
             return
         # or accepted, and then the session can be saved
         saved = await within(session.end(), HUNG_SECONDS, h.client, agent.entity.workflow_id)

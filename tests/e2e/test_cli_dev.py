@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from reactive_temporal.embedded.stack import free_port
-from tests.e2e.test_cli_run import PYTHON, REPO, clean_env, starter
+from tests.processes import PYTHON, REPO, clean_env, starter
 
 pytestmark = pytest.mark.e2e
 

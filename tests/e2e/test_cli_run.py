@@ -7,9 +7,7 @@ embedded default with nothing configured (the README's first command).
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -19,30 +17,9 @@ import pytest
 
 from reactive_temporal.embedded.scripted_llm import HttpError, Reply, ScriptedLLM, call
 from tests import processes
+from tests.processes import PYTHON, REPO, clean_env, starter
 
 pytestmark = pytest.mark.e2e
-
-REPO = Path(__file__).resolve().parents[2]
-PYTHON = sys.executable
-
-
-def clean_env(**extra: str) -> dict[str, str]:
-    """The machine's environment without any of our settings, plus `extra`."""
-    ours = {
-        "TEMPORAL_ADDRESS", "TEMPORAL_NAMESPACE", "TEMPORAL_TASK_QUEUE", "DATABASE_URL",
-        "OPENAI_BASE_URL", "OPENAI_API_KEY", "AGENT_MODEL", "REACTIVE_TEMPORAL_DATA_DIR",
-    }  # fmt: skip
-    env = {k: v for k, v in os.environ.items() if k not in ours}
-    return {**env, **extra}
-
-
-def starter(
-    *args: str, env: dict[str, str], cwd: Path, timeout: float = 120
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [PYTHON, str(REPO / "starter.py"), *args],
-        env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout,
-    )  # fmt: skip
 
 
 @pytest.fixture

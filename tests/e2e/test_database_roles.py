@@ -21,7 +21,7 @@ import pytest
 
 from activities.store import Store, StoreUnavailable
 from reactive_temporal.contracts.run import Message, SeqMessage
-from tests.processes import REPO
+from tests.processes import REPO, clean_env
 
 pytestmark = pytest.mark.e2e
 
@@ -74,8 +74,6 @@ def postgres(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Postgres]:
 
 
 def migrate(pg: Postgres, *args: str) -> subprocess.CompletedProcess[str]:
-    from tests.e2e.test_cli_run import clean_env
-
     env = clean_env(
         DATABASE_URL=pg.url("agents_migrator", "agents", PASSWORDS["AGENTS_MIGRATOR_PASSWORD"])
     )

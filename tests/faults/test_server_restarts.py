@@ -21,7 +21,7 @@ from reactive_temporal.embedded.scripted_llm import ScriptedLLM
 from reactive_temporal.embedded.stack import DevServer, free_port
 from reactive_temporal.hosting.runtime import Runtime
 from tests.conftest import wait_for
-from tests.faults.test_worker_faults import slow_demo
+from tests.faults.conftest import slow_demo
 from tests.workflow.conftest import running_worker
 
 pytestmark = pytest.mark.faults

@@ -7,7 +7,6 @@ import signal
 import time
 import uuid
 from pathlib import Path
-from typing import Any
 
 import psycopg
 import pytest
@@ -15,24 +14,13 @@ from temporalio.client import Client
 
 from reactive_temporal.api.agents import Agent
 from reactive_temporal.contracts.run import AgentConfig
-from reactive_temporal.embedded.scripted_llm import Reply, ScriptedLLM, Step, demo_responder
+from reactive_temporal.embedded.scripted_llm import ScriptedLLM
 from reactive_temporal.hosting.runtime import Runtime
 from tests.conftest import wait_for
+from tests.faults.conftest import slow_demo
 from tests.processes import start_worker, stop, worker_env
 
 pytestmark = pytest.mark.faults
-
-
-def slow_demo(delay: float):
-    """The offline demo model (stateless: a retried request gets the same answer), slowed."""
-
-    def respond(request: dict[str, Any]) -> Step:
-        step = demo_responder(request)
-        if isinstance(step, Reply):
-            step.delay = delay
-        return step
-
-    return respond
 
 
 def agent(client: Client, queue: str, model: str, name: str) -> Agent:

@@ -177,3 +177,44 @@ def test_one_module_calls_the_llm():
     assert callers == ["activities.llm_calls"]
     for name in ("activities.llm_step", "activities.chat", "activities.debrief_synthesis"):
         assert "activities.llm_calls" in IMPORTS[name]
+
+
+def imports_of_test_modules(source: str) -> list[int]:
+    """The lines of `source` that import a test module (`tests.….test_*`)."""
+    lines = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            imported = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
+        elif isinstance(node, ast.Import):
+            imported = [a.name for a in node.names]
+        else:
+            continue
+        if any(
+            m.startswith("tests.") and m.rsplit(".", 1)[-1].startswith("test_") for m in imported
+        ):
+            lines.append(node.lineno)
+    return lines
+
+
+def test_no_test_module_imports_another():
+    """Helpers shared by tests live in helper modules (tests/processes.py, tests/support/) or
+    in a conftest; a test module imported by another ties unrelated tests together."""
+    wrong = {
+        str(path.relative_to(REPO)): found
+        for path in sorted((REPO / "tests").rglob("test_*.py"))
+        if (found := imports_of_test_modules(path.read_text()))
+    }
+    assert wrong == {}
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "from tests.e2e.test_cli_run import clean_env",
+        "from tests.e2e import test_cli_run",
+        "import tests.faults.test_worker_faults",
+    ],
+)
+def test_an_import_of_a_test_module_is_seen(source: str):
+    assert imports_of_test_modules(source) == [1]
+    assert imports_of_test_modules("from tests.processes import clean_env") == []

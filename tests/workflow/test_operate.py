@@ -15,7 +15,7 @@ from reactive_temporal import search_attributes as sa
 from reactive_temporal.contracts.run import RunProgress
 from reactive_temporal.embedded.scripted_llm import HttpError, Reply, ScriptedLLM, call
 from tests.conftest import wait_for
-from tests.e2e.test_cli_run import PYTHON, REPO, clean_env
+from tests.processes import PYTHON, REPO, clean_env
 from tests.workflow.conftest import Harness
 
 pytestmark = pytest.mark.workflow
