@@ -7,6 +7,8 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich import box
+from rich.console import Group, JustifyMethod, RenderableType
 from rich.table import Table
 from temporalio.client import Client, WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
@@ -15,6 +17,7 @@ from temporalio.worker import Replayer
 
 from reactive_temporal.api.agents import Agent, AgentRunError
 from reactive_temporal.api.operate import (
+    RunSummary,
     history_to_json,
     list_runs,
     load_history_file,
@@ -62,20 +65,57 @@ def runs(
         if as_json:
             print(json.dumps({"query": query, "runs": [r.model_dump(mode="json") for r in found]}))
             return 0
-        table = Table(
-            "run", "agent", "status", "terminated by", "outcome", "iter", "tokens", "task"
-        )
-        for r in found:
-            table.add_row(*(plain(cell) for cell in (
-                r.run_id, r.agent or "", r.status, r.terminated_by or "", r.outcome or "",
-                str(r.iterations or ""), f"{r.tokens:,}" if r.tokens else "", (r.task or "")[:40],
-            )))  # fmt: skip
-        out.print(table)
+        out.print(runs_view(found, out.width))
         if not found:
             err.print(f"[dim]no runs match {safe(query)}[/]")
         return 0
 
     run_command(main, as_json=as_json)
+
+
+TASK_MIN_WIDTH = 12
+"""Below this much room for the task, one block per run reads better than a table."""
+RUN_COLUMNS = ("run", "agent", "status", "terminated by", "outcome", "iter", "tokens")
+
+
+def _run_cells(r: RunSummary) -> tuple[str, ...]:
+    tokens = f"{r.tokens:,}" if r.tokens else ""
+    iterations = str(r.iterations or "")
+    return (r.run_id, r.agent or "", r.status, r.terminated_by or "", r.outcome or "",
+            iterations, tokens)  # fmt: skip
+
+
+def runs_view(found: list[RunSummary], width: int) -> RenderableType:
+    """The runs as a table when the terminal is wide enough for every column but the task,
+    else one short block per run. Either way a run id is never cut: it is the handle every
+    other command takes (only the task, and in blocks the details line, are shortened)."""
+    rows = [_run_cells(r) for r in found]
+    widths = [max([len(h), *(len(row[i]) for row in rows)]) for i, h in enumerate(RUN_COLUMNS)]
+    task_width = width - sum(widths) - 2 * (len(RUN_COLUMNS) + 1) - 1
+    if task_width >= TASK_MIN_WIDTH:
+        table = Table(box=box.SIMPLE_HEAD)
+        for header, column_width in zip(RUN_COLUMNS, widths, strict=True):
+            justify: JustifyMethod = "right" if header in ("iter", "tokens") else "left"
+            table.add_column(header, no_wrap=True, min_width=column_width, justify=justify)
+        table.add_column("task", no_wrap=True, overflow="ellipsis", max_width=task_width)
+        for r, cells in zip(found, rows, strict=True):
+            table.add_row(*(plain(c) for c in (*cells, (r.task or "").replace("\n", " "))))
+        return table
+    blocks: list[RenderableType] = []
+    for r in found:
+        facts = [r.agent, r.status, r.terminated_by, r.outcome]
+        if r.iterations:
+            facts.append(f"{r.iterations} iter")
+        if r.tokens:
+            facts.append(f"{r.tokens:,} tokens")
+        details = plain("  " + " · ".join(f for f in facts if f), style="dim")
+        details.truncate(width, overflow="ellipsis")
+        blocks += [plain(r.run_id, style="bold"), details]
+        if r.task:
+            task = plain("  " + r.task.replace("\n", " "))
+            task.truncate(width, overflow="ellipsis")
+            blocks.append(task)
+    return Group(*blocks)
 
 
 def replay_command(

@@ -27,6 +27,7 @@ async def cli(harness: Harness, temporal_address: str, tmp_path: Path, *args: st
         TEMPORAL_ADDRESS=temporal_address,
         TEMPORAL_TASK_QUEUE=harness.task_queue,
         REACTIVE_TEMPORAL_DATA_DIR=str(tmp_path),
+        COLUMNS="80",  # a standard terminal
     )
     proc = await asyncio.create_subprocess_exec(
         PYTHON, str(REPO / "starter.py"), *args, env=env, cwd=tmp_path,
@@ -109,6 +110,10 @@ async def test_runs_json_filters_by_agent(
     assert all(r["agent"] == mine and r["status"] == "completed" for r in runs)
     assert all(r["terminated_by"] == "final_answer" and r["outcome"] == "success" for r in runs)
     assert {r["task"] for r in runs} == {"task 0", "task 1"}
+    code, stdout, _ = await cli(harness, temporal_address, tmp_path, "runs", "--agent", mine)
+    lines = stdout.splitlines()
+    assert code == 0 and all(len(line) <= 80 for line in lines), stdout
+    assert all(any(r.run_id in line for line in lines) for r in ran), stdout  # never cut
     code, _, stderr = await cli(harness, temporal_address, tmp_path, "runs", "--status", "sleeping")
     assert code == 2 and "unknown status 'sleeping'" in stderr
     code, _, stderr = await cli(harness, temporal_address, tmp_path, "runs", "--agent", "x' OR 1=1")
