@@ -140,10 +140,12 @@ class Settings(BaseSettings):
 
     @property
     def http_allow_list(self) -> AllowList:
+        """The addresses `http_get` may reach beyond the public internet."""
         return AllowList.parse(self.http_allow)
 
     @property
     def workspace(self) -> Path:
+        """Where the file tools may read and write."""
         return (self.workspace_dir or self.data_dir / "workspace").resolve()
 
 

@@ -47,6 +47,7 @@ def cost_of(
     completion_tokens: int,
     overrides: dict[str, ModelPrice] | None = None,
 ) -> float:
+    """US dollars for these tokens of `model`; 0.0 for a model with no known price."""
     price = price_for(model, overrides)
     if price is None:
         return 0.0

@@ -56,8 +56,10 @@ def _tool_executor() -> ThreadPoolExecutor:
 
 
 async def run_in_tool_thread(function: Callable[..., Any], /, **kwargs: Any) -> Any:
-    """`function(**kwargs)` in the tool thread pool, with the caller's context (so
-    `activity.info()` and heartbeats work inside it)."""
+    """`function(**kwargs)` in the tool thread pool, with the caller's context.
+
+    The context carries `activity.info()`, so heartbeats work inside the function.
+    """
     context = contextvars.copy_context()
     call = functools.partial(context.run, function, **kwargs)
     return await asyncio.get_running_loop().run_in_executor(_tool_executor(), call)
@@ -69,6 +71,11 @@ class ToolArgumentsError(ValueError):
 
 @dataclass(frozen=True)
 class Tool:
+    """A function the agent can call, with the schema the model sees.
+
+    Made by `@tool` from a typed function, or from an MCP server's description.
+    """
+
     name: str
     description: str
     function: ToolFunction
@@ -79,6 +86,7 @@ class Tool:
     server's `inputSchema`): shown to the model as is, and the server does the validating."""
 
     def __post_init__(self) -> None:
+        """Refuse a tool described twice or not at all."""
         if (self.arguments is None) == (self.json_schema is None):
             raise ValueError(f"tool {self.name!r} needs exactly one of arguments or json_schema")
 
@@ -127,6 +135,7 @@ class Tool:
 
     @property
     def is_async(self) -> bool:
+        """An `async def` tool runs on the event loop; a plain `def` in a tool thread."""
         return inspect.iscoroutinefunction(self.function)
 
     async def __call__(self, **kwargs: Any) -> Any:
@@ -220,8 +229,11 @@ _WIRE_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 
 
 def wire_name(name: str) -> str:
-    """The name a model sees: OpenAI allows only `[A-Za-z0-9_-]{1,64}` in function names, so
-    an MCP tool `github/list_commits` goes over the wire as `github__list_commits`."""
+    """The name a model sees for a tool.
+
+    OpenAI allows only `[A-Za-z0-9_-]{1,64}` in function names, so an MCP tool
+    `github/list_commits` goes over the wire as `github__list_commits`.
+    """
     return _WIRE_UNSAFE.sub("__", name)[:64]
 
 
@@ -229,25 +241,31 @@ class ToolRegistry:
     """The tools one worker can run, by name."""
 
     def __init__(self, tools: Iterable[Tool] = ()) -> None:
+        """A registry holding these tools (names must be unique)."""
         self._tools: dict[str, Tool] = {}
         for t in tools:
             self.add(t)
 
     def add(self, t: Tool) -> None:
+        """Register a tool; ValueError when another tool has its name."""
         if t.name in self._tools and self._tools[t.name] is not t:
             raise ValueError(f"two tools are named {t.name!r}; tool names must be unique")
         self._tools[t.name] = t
 
     def get(self, name: str) -> Tool | None:
+        """The tool of this name, None when there is none."""
         return self._tools.get(name)
 
     @property
     def names(self) -> list[str]:
+        """Every tool's name, in registration order."""
         return list(self._tools)
 
     def schemas(self, names: Iterable[str]) -> list[dict[str, Any]]:
-        """The `tools[]` entries for these names, in order and under their wire names;
-        `final-answer` is the meta-tool's schema."""
+        """The `tools[]` entries for these names, in order and under their wire names.
+
+        `final-answer` gets the meta-tool's schema.
+        """
         out = []
         for n in names:
             if n == FINAL_ANSWER_TOOL:

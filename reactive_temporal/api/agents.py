@@ -53,8 +53,12 @@ class RunResult(AgentResult):
     _client: Client | None = PrivateAttr(default=None)
 
     async def debrief_rich(self) -> AgentDebrief | None:
-        """Await the LLM-synthesized debrief; the instant one when synthesis was skipped or
-        failed; None when the run had no debrief (memory off)."""
+        """Await the LLM-synthesized debrief.
+
+        Returns:
+            The rich debrief; the instant one when synthesis was skipped or failed; None when
+            the run had no debrief (memory off).
+        """
         if self.debrief is None or self._client is None:
             return None
         return await fetch_rich_debrief(self._client, self.run_id, fallback=self.debrief)
@@ -81,13 +85,22 @@ def build_run_input(
 
 
 class ReactiveAgents:
+    """The entry point of the Python API (the reference's name): `ReactiveAgents.create()`."""
+
     @staticmethod
     def create() -> AgentBuilder:
+        """A builder with the defaults: agent "agent", AGENT_MODEL, 10 iterations, memory on."""
         return AgentBuilder()
 
 
 @dataclass
 class AgentBuilder:
+    """Describes an agent step by step; `build()` connects it to Temporal.
+
+    Each `with_…` method returns the builder, so calls chain. Settings come from the
+    environment unless `with_settings` gives them.
+    """
+
     name: str = "agent"
     model: str | None = None
     system_prompt: str | None = None
@@ -101,10 +114,16 @@ class AgentBuilder:
     settings: Settings | None = None
 
     def with_name(self, name: str) -> Self:
+        """The agent's name: its runs, its memory and its chat entity (`agent-<name>`)."""
         self.name = name
         return self
 
     def with_provider(self, provider: str = "openai", *, model: str | None = None) -> Self:
+        """The LLM provider ("openai": any OpenAI-compatible endpoint) and model.
+
+        Raises:
+            ValueError: for any other provider (set OPENAI_BASE_URL for Ollama, vLLM, …).
+        """
         if provider not in SUPPORTED_PROVIDERS:
             raise ValueError(
                 f"unknown provider {provider!r}: use 'openai' for any OpenAI-compatible endpoint "
@@ -114,6 +133,7 @@ class AgentBuilder:
         return self
 
     def with_system_prompt(self, prompt: str) -> Self:
+        """The agent's persona, used by its runs and by direct chat."""
         self.system_prompt = prompt
         return self
 
@@ -136,10 +156,12 @@ class AgentBuilder:
         return self
 
     def with_memory(self) -> Self:
+        """Debrief every run, and start runs with the last run's summary and lessons."""
         self.memory = True
         return self
 
     def without_memory(self) -> Self:
+        """No debrief and no memory of earlier runs (faster, nothing stored beyond the run)."""
         self.memory = False
         return self
 
@@ -156,10 +178,16 @@ class AgentBuilder:
         return self
 
     def with_settings(self, settings: Settings) -> Self:
+        """Use these settings instead of reading the environment."""
         self.settings = settings
         return self
 
     def config(self) -> AgentConfig:
+        """The validated agent configuration runs carry.
+
+        Raises:
+            ValueError: naming the field that is not valid.
+        """
         settings = self.settings or load_settings()
         try:
             return AgentConfig(
@@ -179,6 +207,11 @@ class AgentBuilder:
             ) from err
 
     async def build(self) -> Agent:
+        """Connect the agent to Temporal and return it.
+
+        To TEMPORAL_ADDRESS, else to `starter.py dev`'s stack, else to an embedded stack and
+        a worker started in this process (released by `dispose()`).
+        """
         settings = self.settings or load_settings()
         config = self.config()
         runtime = await open_runtime(settings, tool_modules=self.tool_modules)
@@ -189,7 +222,13 @@ DISPOSE_DEBRIEF_TIMEOUT_SECONDS = 60.0
 
 
 class Agent:
+    """A connected agent: run tasks, chat about them, read their debriefs.
+
+    Made by `AgentBuilder.build()`; release it with `dispose()`.
+    """
+
     def __init__(self, config: AgentConfig, runtime: Runtime) -> None:
+        """An agent with this configuration on this runtime (see AgentBuilder.build)."""
         self.config = config
         self.runtime = runtime
         self._pending_debriefs: set[str] = set()
@@ -197,6 +236,7 @@ class Agent:
 
     @property
     def name(self) -> str:
+        """The agent's name."""
         return self.config.agent_id
 
     async def start(
@@ -228,6 +268,20 @@ class Agent:
         max_iterations: int | None = None,
         required_tools: list[str] | None = None,
     ) -> RunResult:
+        """Run a task to its end, durably (the run survives this process).
+
+        Args:
+            task: what the agent should do.
+            max_iterations: this run's cap, instead of the agent's.
+            required_tools: tools the agent must call before it may finish.
+
+        Returns:
+            The result; `success` is False for a run that ended without an answer.
+
+        Raises:
+            ValueError: the task or an option is not valid.
+            AgentRunError: the run failed instead of producing a result.
+        """
         handle = await self.start(
             task, max_iterations=max_iterations, required_tools=required_tools
         )
@@ -237,6 +291,11 @@ class Agent:
         return result
 
     async def result(self, handle: WorkflowHandle[Any, AgentResult]) -> RunResult:
+        """Await a started run's result.
+
+        Raises:
+            AgentRunError: when the run failed instead of producing a result.
+        """
         try:
             plain = await handle.result()
         except WorkflowFailureError as err:
@@ -248,8 +307,12 @@ class Agent:
     async def wait_for_debriefs(
         self, seconds: float = DISPOSE_DEBRIEF_TIMEOUT_SECONDS
     ) -> list[str]:
-        """Wait for this agent's rich debriefs still in flight; returns the run ids that did
-        not finish in time (they finish later, durably, on any worker)."""
+        """Wait for this agent's rich debriefs still in flight.
+
+        Returns:
+            The run ids whose debrief did not finish in time (it finishes later, durably, on
+            any worker).
+        """
         pending = sorted(self._pending_debriefs)
         self._pending_debriefs.clear()
         if not pending:

@@ -1,5 +1,4 @@
-"""Operating runs: find them, read their debriefs, replay their history against the current
-code, re-run them.
+"""Operating runs: find them, read their debriefs, replay their history, re-run them.
 
 Client-side functions the CLI (`runs`, `debrief`, `replay`, `export`, `rerun`), the Python API
 and tests share.
@@ -37,6 +36,8 @@ STATUSES = {s.name.lower(): s for s in WorkflowExecutionStatus}
 
 
 class RunSummary(BaseModel):
+    """One run as `starter.py runs` lists it (from Temporal visibility)."""
+
     run_id: str
     agent: str | None
     status: str
@@ -75,6 +76,7 @@ def runs_query(
 
 
 async def list_runs(client: Client, query: str, limit: int = 20) -> list[RunSummary]:
+    """The runs a visibility query (`runs_query`) finds, newest first, at most `limit`."""
     runs: list[RunSummary] = []
     async for wf in client.list_workflows(query, limit=limit):
         attrs = wf.typed_search_attributes
@@ -101,8 +103,13 @@ async def list_runs(client: Client, query: str, limit: int = 20) -> list[RunSumm
 
 
 async def load_debrief(client: Client, run_id: str, *, wait_for_rich: bool) -> AgentDebrief | None:
-    """A run's debrief: the finished rich one, else (or with `wait_for_rich`, after waiting)
-    the run's instant one. None when the run had memory off; ValueError for an unknown run."""
+    """A run's debrief: the finished rich one, else the instant one.
+
+    With `wait_for_rich`, waits for the rich one first. None when the run had memory off.
+
+    Raises:
+        ValueError: no such run, or it failed before it could be debriefed.
+    """
     run = client.get_workflow_handle(run_id, result_type=AgentResult)
     await require_run(client, run_id)
     try:
@@ -153,6 +160,8 @@ async def fetch_rich_debrief(
 
 @dataclass(frozen=True)
 class ReplayReport:
+    """Whether a history still replays against the current code, and where not."""
+
     workflow_id: str
     ok: bool
     events: int
@@ -165,15 +174,19 @@ _EVENT_ID = re.compile(r"(?:HistoryEvent\(id|event[_ ]?id|event)\W{0,3}(\d+)", r
 
 
 def history_to_json(history: WorkflowHistory) -> str:
-    """The history as `temporal workflow show -o json` writes it, plus its workflow id (which
-    replay needs: our workflows derive ids from it)."""
+    """The history as `temporal workflow show -o json` writes it, plus its workflow id.
+
+    Replay needs the id: our workflows derive ids from it.
+    """
     data = json.loads(history.to_json())
     return json.dumps({"workflowId": history.workflow_id, **data}, indent=1)
 
 
 def load_history_file(path: Path, workflow_id: str | None = None) -> WorkflowHistory:
-    """A history exported with `starter.py export` or `temporal workflow show -o json`; the
-    latter has no workflow id: pass it, or the file name (without .json) is used."""
+    """A history exported with `starter.py export` or `temporal workflow show -o json`.
+
+    The latter has no workflow id: pass it, or the file name (without .json) is used.
+    """
     try:
         data = json.loads(path.read_text())
     except OSError as err:
@@ -244,10 +257,13 @@ def _scheduled_event_id(event: HistoryEvent) -> int | None:
 
 
 def reset_point(events: list[HistoryEvent]) -> int:
-    """The last good point before a run's failure: the completed workflow task that
-    scheduled the failing step (so the step runs again), else the last one before the end.
+    """The last good point before a run's failure.
 
-    ValueError when the history shows no failure or no completed workflow task to go back to.
+    That is the completed workflow task that scheduled the failing step (so the step runs
+    again), else the last one before the end.
+
+    Raises:
+        ValueError: the history shows no failure, or no completed workflow task to go back to.
     """
     failure = next((e for e in reversed(events) if e.event_type in _FAILED), None)
     if failure is None:

@@ -58,6 +58,7 @@ class AgentEntity:
     """A client handle on one agent's AgentWorkflow."""
 
     def __init__(self, client: Client, task_queue: str, config: AgentConfig) -> None:
+        """The AgentWorkflow of `config`'s agent, reached with `client` on `task_queue`."""
         self.client = client
         self.task_queue = task_queue
         self.config = config
@@ -70,8 +71,11 @@ class AgentEntity:
         ],
         arg: ArgT,
     ) -> ResultT:
-        """Run an update on the agent's AgentWorkflow, starting the workflow if it does not
-        exist yet; a refusal by the update's validator is a ChatError naming the problem."""
+        """Run an update on the agent's AgentWorkflow, starting the workflow if needed.
+
+        Raises:
+            ChatError: the update's validator refused the request (it names the problem).
+        """
         start = WithStartWorkflowOperation(
             AgentWorkflow.run,
             AgentWorkflowInput(state=AgentState(agent=self.config)),
@@ -122,10 +126,14 @@ async def _unless_missing(query: Awaitable[ResultT], default: ResultT) -> Result
 
 
 class Session:
-    """A multi-turn conversation with the agent; its history lives in the AgentWorkflow and,
-    once ended, in Postgres, from where `agent.session(id=…)` resumes it in any process."""
+    """A multi-turn conversation with the agent.
+
+    Its history lives in the AgentWorkflow and, once ended, in Postgres, from where
+    `agent.session(id=…)` resumes it in any process.
+    """
 
     def __init__(self, entity: AgentEntity, session_id: str | None = None) -> None:
+        """A session with the agent behind `entity`: a new one, or the one with this id."""
         self.entity = entity
         self.id = session_id or new_session_id()
         self._opened = False
@@ -141,6 +149,13 @@ class Session:
     async def chat(
         self, message: str, *, use_tools: bool | None = None, max_iterations: int | None = None
     ) -> ChatReply:
+        """One turn in this session (opened on first use).
+
+        Routed to tools or not by intent, or as `use_tools` forces.
+
+        Raises:
+            ChatError: the agent refused the message (empty, too long, session ended, …).
+        """
         if not self._opened:
             await self.open()
         request = ChatRequest(
@@ -153,8 +168,11 @@ class Session:
         return (await self.entity.history(self.id)).messages
 
     async def end(self) -> list[ChatMessage]:
-        """Save the session to Postgres and clear it; returns what was saved. The session
-        must be open in the agent (ChatError otherwise: unknown, or already ended)."""
+        """Save the session to Postgres and clear it; returns what was saved.
+
+        Raises:
+            ChatError: the session is not open in the agent (unknown, or already ended).
+        """
         saved = await self.entity.update(AgentWorkflow.end_session, SessionRef(session_id=self.id))
         self._opened = self.id == DEFAULT_SESSION
         return saved.messages

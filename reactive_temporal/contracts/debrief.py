@@ -1,5 +1,6 @@
-"""Contracts of the debrief: what a run's debrief is made from, what it says, and the
-DebriefWorkflow's and its activities' inputs and results.
+"""Contracts of the debrief: what it is made from, what it says, and how it is written.
+
+The DebriefWorkflow's and its activities' inputs and results are here too.
 
 Durable (serialised into histories): add fields only as optional, never rename.
 """
@@ -36,6 +37,8 @@ class RationaleEntry(BaseModel):
 
 
 class ToolStat(BaseModel):
+    """One tool's calls, errors and mean duration in a run."""
+
     name: str
     calls: int
     errors: int
@@ -43,6 +46,8 @@ class ToolStat(BaseModel):
 
 
 class ToolUsage(BaseModel):
+    """One tool as the debrief reports it: calls and success rate."""
+
     name: str
     calls: int
     success_rate: float
@@ -50,6 +55,8 @@ class ToolUsage(BaseModel):
 
 
 class SynthesisTokens(BaseModel):
+    """What the debrief synthesis itself used and cost."""
+
     input: int = 0
     output: int = 0
     total: int = 0
@@ -57,6 +64,8 @@ class SynthesisTokens(BaseModel):
 
 
 class DebriefMetrics(BaseModel):
+    """A run's size: tokens, duration, iterations, cost."""
+
     tokens: int = 0
     duration_ms: int = 0
     iterations: int = 0
@@ -66,6 +75,8 @@ class DebriefMetrics(BaseModel):
 
 
 class AgentDebrief(BaseModel):
+    """What a run did, found and learned: the debrief (instant or synthesized)."""
+
     outcome: Outcome
     summary: str
     key_findings: list[str] = Field(default_factory=list)
@@ -98,6 +109,8 @@ class DebriefInput(BaseModel):
 
 
 class DebriefWorkflowInput(BaseModel):
+    """The DebriefWorkflow's input (`input` is the run's DebriefInput)."""
+
     input: DebriefInput
     fallback: AgentDebrief
     synthesize: bool
@@ -109,6 +122,8 @@ class DebriefWorkflowInput(BaseModel):
 
 
 class SynthesisRequest(BaseModel):
+    """The `synthesize_debrief` activity's input."""
+
     input: DebriefInput
     model: str
     max_attempts: int | None = None
@@ -156,5 +171,7 @@ class SynthesisResult(BaseModel):
 
 
 class PersistDebriefInput(BaseModel):
+    """The `persist_debrief` activity's input: the debrief and its run."""
+
     input: DebriefInput
     debrief: AgentDebrief

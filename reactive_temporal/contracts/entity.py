@@ -20,12 +20,16 @@ RoutedVia = Literal["direct-llm", "react-loop"]
 
 
 class ChatMessage(BaseModel):
+    """One message of a chat session."""
+
     role: Literal["user", "assistant"]
     content: str
     timestamp: datetime
 
 
 class ChatRequest(BaseModel):
+    """One chat turn, as the `chat` update receives it."""
+
     message: str
     session_id: str = DEFAULT_SESSION
     use_tools: bool | None = None
@@ -37,6 +41,8 @@ class ChatRequest(BaseModel):
 
 
 class ChatReply(BaseModel):
+    """The agent's answer to a chat turn, and how it was made."""
+
     message: str
     routed_via: RoutedVia
     tools_used: list[str] | None = None
@@ -48,11 +54,15 @@ class ChatReply(BaseModel):
 
 
 class RunStarted(BaseModel):
+    """A run tells its agent it started (for mid-run chat)."""
+
     run_id: str
     started_at: datetime
 
 
 class RunFinished(BaseModel):
+    """A run tells its agent it finished, with what chat may quote of it."""
+
     run_id: str
     started_at: datetime
     agent: AgentConfig
@@ -62,15 +72,21 @@ class RunFinished(BaseModel):
 
 
 class DebriefReady(BaseModel):
+    """A run's rich debrief, sent to its agent when written."""
+
     run_id: str
     debrief: AgentDebrief
 
 
 class SessionRef(BaseModel):
+    """Names a chat session."""
+
     session_id: str
 
 
 class SessionHistory(BaseModel):
+    """A chat session's messages, oldest first."""
+
     session_id: str
     messages: list[ChatMessage] = Field(default_factory=list)
 
@@ -90,6 +106,8 @@ class AgentState(BaseModel):
 
 
 class AgentWorkflowInput(BaseModel):
+    """The AgentWorkflow's input: its state, and when to continue as new."""
+
     state: AgentState
     continue_as_new_after_events: int | None = None
     """Continue as new past this many history events (tests set it low); None: when Temporal
@@ -97,6 +115,8 @@ class AgentWorkflowInput(BaseModel):
 
 
 class ChatDirectInput(BaseModel):
+    """The `chat_direct` activity's input: one direct LLM call."""
+
     agent: AgentConfig
     context: str
     history: list[ChatMessage]
@@ -104,31 +124,43 @@ class ChatDirectInput(BaseModel):
 
 
 class ChatDirectResult(BaseModel):
+    """The direct chat path's answer, tokens and cost."""
+
     message: str
     tokens: int = 0
     cost: float = 0.0
 
 
 class SaveSessionInput(BaseModel):
+    """The `save_session` activity's input: a session to store in Postgres."""
+
     agent_id: str
     session_id: str
     messages: list[ChatMessage]
 
 
 class LoadSessionInput(BaseModel):
+    """The `load_session` activity's input: a session to read from Postgres."""
+
     agent_id: str
     session_id: str
 
 
 class ReadRunProgressInput(BaseModel):
+    """The `read_run_progress` activity's input: the run to query."""
+
     run_id: str
 
 
 class ReadRunProgressResult(BaseModel):
+    """A run's live state; None when the run is gone."""
+
     progress: RunProgress | None = None
 
 
 class NotifyAgentInput(BaseModel):
+    """The `notify_agent` activity's input: which signal to send, with what."""
+
     agent: AgentConfig
     signal: Literal["run_started", "run_finished"]
     run_started: RunStarted | None = None

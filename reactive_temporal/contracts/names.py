@@ -1,5 +1,6 @@
-"""Every name Temporal knows us by, written once: workflow types, signals, queries, updates,
-activities, patches, memo keys, and the ids of our workflows.
+"""Every name Temporal knows us by, written once, and every id of our workflows.
+
+Workflow types, signals, queries, updates, activities, patches and memo keys.
 
 These strings are recorded in every history. Renaming one breaks the runs in flight and the
 histories in `tests/histories/`, so they never change: add new names, never edit old ones.

@@ -12,6 +12,8 @@ from reactive_temporal.contracts.run import FinalAnswerCapture, TerminatedBy
 
 
 class RunMetadata(BaseModel):
+    """A run's size and cost."""
+
     duration_ms: int = 0
     tokens_used: int = 0
     prompt_tokens: int = 0
@@ -24,6 +26,8 @@ class RunMetadata(BaseModel):
 
 
 class AgentResult(BaseModel):
+    """What a run returns: its answer, how it ended, its metrics, the instant debrief."""
+
     output: str
     success: bool
     run_id: str

@@ -1,5 +1,4 @@
-"""Contracts of a run: the agent's settings, the run's input, the transcript, the inputs and
-results of the run's activities, and its live progress.
+"""Contracts of a run: its agent, input, transcript, activities' payloads and progress.
 
 Every model here is serialised into Temporal's history by the pydantic data converter, so
 they are durable contracts: new fields must be optional (with a default), and names never
@@ -54,11 +53,14 @@ class SeqMessage(BaseModel):
 
 
 class Usage(BaseModel):
+    """An LLM call's token usage."""
+
     prompt_tokens: int = 0
     completion_tokens: int = 0
 
     @property
     def total_tokens(self) -> int:
+        """Prompt plus completion tokens."""
         return self.prompt_tokens + self.completion_tokens
 
 
@@ -88,6 +90,8 @@ class AgentConfig(BaseModel):
 
 
 class AgentRunInput(BaseModel):
+    """The AgentRunWorkflow's input: the task, and the agent that works on it."""
+
     task: str = Field(min_length=1, max_length=TASK_MAX_CHARS)
     agent: AgentConfig
 
@@ -102,6 +106,8 @@ class AgentRunInput(BaseModel):
 
 
 class PrepareRunInput(BaseModel):
+    """The `prepare_run` activity's input."""
+
     run_id: str
     task: str
     agent: AgentConfig
@@ -110,6 +116,8 @@ class PrepareRunInput(BaseModel):
 
 
 class PrepareRunResult(BaseModel):
+    """What `prepare_run` resolved: the run's tools and where its transcript goes on."""
+
     tool_names: list[str]
     """The tools this run may call, resolved against the worker's registry."""
     next_seq: int
@@ -117,12 +125,16 @@ class PrepareRunResult(BaseModel):
 
 
 class RationaleDetail(BaseModel):
+    """Why the agent made one tool call (audit mode)."""
+
     why: str
     refs: list[str] | None = None
     confidence: float | None = None
 
 
 class LlmStepInput(BaseModel):
+    """The `llm_step` activity's input: a reference to the transcript, not the transcript."""
+
     run_id: str
     seq: int
     """Where the model's reply goes; the activity reads every message before it."""
@@ -136,6 +148,8 @@ class LlmStepInput(BaseModel):
 
 
 class LlmStepResult(BaseModel):
+    """The model's reply in one step, with its usage and cost."""
+
     content: str | None = None
     tool_calls: list[ToolCall] = Field(default_factory=list)
     finish_reason: str | None = None
@@ -146,6 +160,8 @@ class LlmStepResult(BaseModel):
 
 
 class RunToolInput(BaseModel):
+    """The `run_tool` activity's input: one tool call and where its observation goes."""
+
     run_id: str
     seq: int
     """Where the tool's observation goes in the transcript."""
@@ -153,6 +169,8 @@ class RunToolInput(BaseModel):
 
 
 class ToolResult(BaseModel):
+    """One tool call's outcome; failures are observations too."""
+
     call_id: str
     name: str
     success: bool
@@ -161,6 +179,8 @@ class ToolResult(BaseModel):
 
 
 class RecordMessagesInput(BaseModel):
+    """The `record_messages` activity's input: messages at their transcript positions."""
+
     run_id: str
     messages: list[SeqMessage]
 
@@ -190,8 +210,11 @@ class RunProgress(BaseModel):
 
     @property
     def current_iteration(self) -> int:
-        """The iteration to show people: the one in progress (1-based) while the run runs,
-        the number it completed once it has ended; never beyond the run's real count."""
+        """The iteration to show people, never beyond the run's real count.
+
+        While the run runs, the one in progress (1-based); once it has ended, the number it
+        completed.
+        """
         if self.status != "running":
             return self.iteration
         upcoming = self.iteration + 1

@@ -13,6 +13,7 @@ a workflow costs.
 from __future__ import annotations
 
 import ast
+import inspect
 import json
 import re
 import subprocess
@@ -218,3 +219,20 @@ def test_no_test_module_imports_another():
 def test_an_import_of_a_test_module_is_seen(source: str):
     assert imports_of_test_modules(source) == [1]
     assert imports_of_test_modules("from tests.processes import clean_env") == []
+
+
+def test_every_public_name_is_documented():
+    """What `from reactive_temporal import …` gives has a docstring, and so do the public
+    methods of its classes (ruff's pydocstyle rules check the same modules at lint time)."""
+    undocumented = []
+    for name in reactive_temporal.__all__:
+        obj = getattr(reactive_temporal, name)
+        if not inspect.getdoc(obj):
+            undocumented.append(name)
+        if inspect.isclass(obj):
+            for attr, member in vars(obj).items():
+                function = member.fget if isinstance(member, property) else member
+                if not attr.startswith("_") and inspect.isfunction(function):
+                    if not (function.__doc__ or "").strip():
+                        undocumented.append(f"{name}.{attr}")
+    assert undocumented == []
