@@ -6,9 +6,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.store import DebriefStore, Store, StoredDebrief
-from activities.workflow_calls import EntityActivities
 from reactive_temporal.contracts import names
-from reactive_temporal.contracts.entity import RunStarted
 from reactive_temporal.contracts.run import (
     Message,
     PrepareRunInput,
@@ -49,12 +47,10 @@ class TranscriptActivities:
         store: Store,
         debriefs: DebriefStore,
         registry: ToolRegistry,
-        entity: EntityActivities | None = None,
     ) -> None:
         self.store = store
         self.debriefs = debriefs
         self.registry = registry
-        self.entity = entity
 
     @activity.defn(name=names.PREPARE_RUN)
     async def prepare_run(self, input: PrepareRunInput) -> PrepareRunResult:
@@ -84,9 +80,6 @@ class TranscriptActivities:
         await self.store.put_messages(
             input.run_id, [SeqMessage(seq=i, message=m) for i, m in enumerate(seed)]
         )
-        if self.entity is not None and input.started_at is not None:
-            event = RunStarted(run_id=input.run_id, started_at=input.started_at)
-            await self.entity.run_started(agent, event)
         return PrepareRunResult(tool_names=names, next_seq=len(seed))
 
     @activity.defn(name=names.RECORD_MESSAGES)

@@ -1,23 +1,30 @@
 """Activities that talk to other workflows: tell an agent about its runs, read a run's state.
 
 Workflows cannot signal-with-start or query; activities can, with the worker's client.
+`notify_agent` is also a run's wrap-up when the run keeps its own debrief (nothing to
+synthesize): it saves the deterministic debrief, then tells the agent, in one local activity.
 """
 
 from __future__ import annotations
+
+import asyncio
 
 from temporalio import activity
 from temporalio.client import Client, WorkflowQueryRejectedError
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.service import RPCError
 
+from activities.store import DebriefStore
+from reactive_temporal import search_attributes as sa
 from reactive_temporal.contracts import names
 from reactive_temporal.contracts.entity import (
     AgentState,
     AgentWorkflowInput,
     NotifyAgentInput,
+    ReadLiveRunsInput,
+    ReadLiveRunsResult,
     ReadRunProgressInput,
     ReadRunProgressResult,
-    RunStarted,
 )
 from reactive_temporal.contracts.run import AgentConfig, RunProgress
 
@@ -39,22 +46,49 @@ async def signal_agent(
 
 
 class EntityActivities:
-    def __init__(self, client: Client) -> None:
+    def __init__(self, client: Client, debriefs: DebriefStore | None = None) -> None:
         self.client = client
-
-    async def run_started(self, agent: AgentConfig, event: RunStarted) -> None:
-        await signal_agent(
-            self.client, activity.info().task_queue, agent, names.RUN_STARTED_SIGNAL, event
-        )
+        self.debriefs = debriefs
 
     @activity.defn(name=names.NOTIFY_AGENT)
     async def notify_agent(self, input: NotifyAgentInput) -> None:
+        """Save the run's debrief when it keeps its own (first: the agent may be asked about
+        it at once), then signal the agent, starting its entity when there is none yet."""
+        if input.persist is not None:
+            if self.debriefs is None:
+                raise RuntimeError("notify_agent was asked to save a debrief without a store")
+            await self.debriefs.save(input.persist.input, input.persist.debrief)
         payload = (
             input.run_started if input.signal == names.RUN_STARTED_SIGNAL else input.run_finished
         )
         await signal_agent(
             self.client, activity.info().task_queue, input.agent, input.signal, payload
         )
+
+    @activity.defn(name=names.READ_LIVE_RUNS)
+    async def read_live_runs(self, input: ReadLiveRunsInput) -> ReadLiveRunsResult:
+        """The agent's runs in progress, found with Temporal's visibility (runs carry their
+        AgentName from the start), each read with its `progress` query, at once."""
+        query = (
+            f"WorkflowType = '{names.AGENT_RUN_WORKFLOW}' AND ExecutionStatus = 'Running' "
+            f"AND {sa.AGENT_NAME.name} = '{input.agent_id}'"  # agent ids are [A-Za-z0-9_.:-]
+        )
+        run_ids = [
+            execution.id async for execution in self.client.list_workflows(query, limit=input.limit)
+        ]
+        reads = await asyncio.gather(*(self._progress(run_id) for run_id in run_ids))
+        return ReadLiveRunsResult(
+            runs=[p for p in reads if p is not None and p.status == "running"]
+        )
+
+    async def _progress(self, run_id: str) -> RunProgress | None:
+        try:
+            return await self.client.get_workflow_handle(run_id).query(
+                names.PROGRESS_QUERY, result_type=RunProgress
+            )
+        except (RPCError, WorkflowQueryRejectedError) as err:
+            activity.logger.info("no progress for %s: %s", run_id, err)
+            return None
 
     @activity.defn(name=names.READ_RUN_PROGRESS)
     async def read_run_progress(self, input: ReadRunProgressInput) -> ReadRunProgressResult:

@@ -20,10 +20,12 @@ import asyncio
 import re
 
 from temporalio import workflow
+from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from reactive_temporal import prompts
+    from reactive_temporal import search_attributes as sa
     from reactive_temporal.contracts import names
     from reactive_temporal.contracts.debrief import AgentDebrief
     from reactive_temporal.contracts.entity import (
@@ -38,6 +40,8 @@ with workflow.unsafe.imports_passed_through():
         ChatRequest,
         DebriefReady,
         LoadSessionInput,
+        ReadLiveRunsInput,
+        ReadLiveRunsResult,
         ReadRunProgressInput,
         ReadRunProgressResult,
         RunFinished,
@@ -235,7 +239,18 @@ class AgentWorkflow:
         return self.session_locks.setdefault(session_id, asyncio.Lock())
 
     async def _live_runs_context(self) -> str:
-        """Mid-run chat: the live state of runs in progress, read with their query."""
+        """Mid-run chat: the live state of runs in progress, read with their query. Runs are
+        found in Temporal's visibility; entities that learned of them by `run_started`
+        signals (before that patch) replay their own list."""
+        if workflow.patched(names.LIVE_RUNS_FROM_VISIBILITY_PATCH):
+            live: ReadLiveRunsResult = await workflow.execute_activity(
+                names.READ_LIVE_RUNS,
+                ReadLiveRunsInput(agent_id=self.state.agent.agent_id),
+                result_type=ReadLiveRunsResult,
+                **RUN_QUERY,
+                summary="read the runs in progress",
+            )
+            return "\n\n".join(prompts.live_run_context(p) for p in live.runs)
         parts = []
         for run_id in list(self.state.active_runs):
             read: ReadRunProgressResult = await workflow.execute_activity(
@@ -288,6 +303,9 @@ class AgentWorkflow:
                 id=run_id,
                 static_summary=f"chat: {request.message[:200]}",
                 memo={names.TASK_MEMO: f"chat: {request.message[:190]}"},
+                search_attributes=TypedSearchAttributes(
+                    [SearchAttributePair(sa.AGENT_NAME, agent.agent_id)]
+                ),
             )
         except Exception as err:  # the child's failure becomes the update's clear error
             raise ApplicationError(f"the tool-path run {run_id} failed: {err}") from err

@@ -27,7 +27,12 @@ from temporalio.workflow import ParentClosePolicy
 with workflow.unsafe.imports_passed_through():
     from reactive_temporal import search_attributes as sa
     from reactive_temporal.contracts import names
-    from reactive_temporal.contracts.debrief import AgentDebrief, DebriefWorkflowInput
+    from reactive_temporal.contracts.debrief import (
+        AgentDebrief,
+        DebriefInput,
+        DebriefWorkflowInput,
+        PersistDebriefInput,
+    )
     from reactive_temporal.contracts.entity import NotifyAgentInput, RunFinished
     from reactive_temporal.contracts.result import AgentResult
     from reactive_temporal.contracts.run import (
@@ -69,11 +74,19 @@ class AgentRunWorkflow:
         self.run_id = workflow.info().workflow_id
         self.state = RunState()
         self.local_store_steps = False
+        self.attributes_on_change = False
+        self.trivial_debrief_in_run = False
 
     @workflow.run
     async def run(self, input: AgentRunInput) -> AgentResult:
         started = workflow.now()
-        workflow.upsert_search_attributes([sa.AGENT_NAME.value_set(self.agent.agent_id)])
+        # Every patch is asked for here, in the first workflow task: its marker then shares
+        # that task's marker batch with prepare_run's (one billed action, not one per patch).
+        self.attributes_on_change = workflow.patched(names.SEARCH_ATTRIBUTES_ON_CHANGE_PATCH)
+        self.trivial_debrief_in_run = workflow.patched(names.TRIVIAL_DEBRIEF_IN_RUN_PATCH)
+        named_at_start = workflow.info().typed_search_attributes.get(sa.AGENT_NAME) is not None
+        if not (self.attributes_on_change and named_at_start):
+            workflow.upsert_search_attributes([sa.AGENT_NAME.value_set(self.agent.agent_id)])
         self.local_store_steps = workflow.patched(names.LOCAL_STORE_STEPS_PATCH)
         prepared: PrepareRunResult = await self._store_step(
             names.PREPARE_RUN,
@@ -118,15 +131,13 @@ class AgentRunWorkflow:
         elif isinstance(decision, Act):
             await self._act(decision)
         self.state.complete_turn(ran_tools=isinstance(decision, Act))
-        workflow.upsert_search_attributes(
-            [
-                sa.ITERATIONS.value_set(self.state.iteration),
-                sa.TOKENS_USED.value_set(self.state.tokens),
-            ]
-        )
+        if not self.attributes_on_change:  # runs started before: one upsert per iteration
+            workflow.upsert_search_attributes(self._progress_attributes())
 
     async def _finish(self, started: datetime) -> AgentResult:
-        """The result, the agent told, the debrief started, the search attributes set."""
+        """The result, its debrief kept (in the run's wrap-up when there is nothing to
+        synthesize, else by a DebriefWorkflow child), the agent told, the search attributes
+        set."""
         self.state.current_tool = None
         result = self.state.result(
             self.run_id,
@@ -134,12 +145,18 @@ class AgentRunWorkflow:
             duration_ms=int((workflow.now() - started).total_seconds() * 1000),
         )
         self._publish_details(result.terminated_by)
+        debrief_input: DebriefInput | None = None
         if self.agent.memory:
-            result.debrief = build_fallback(
-                collect_debrief_input(
-                    result, self.input.task, self.state.tool_calls, self.state.rationale
-                )
+            debrief_input = collect_debrief_input(
+                result, self.input.task, self.state.tool_calls, self.state.rationale
             )
+            result.debrief = build_fallback(debrief_input)
+        kept_here = (
+            self.trivial_debrief_in_run
+            and debrief_input is not None
+            and result.debrief is not None
+            and is_trivial(debrief_input)
+        )
         await workflow.execute_local_activity(
             names.NOTIFY_AGENT,
             NotifyAgentInput(
@@ -152,25 +169,42 @@ class AgentRunWorkflow:
                     debrief=result.debrief,
                     observations=self.state.observations,
                 ),
+                persist=(
+                    PersistDebriefInput(input=debrief_input, debrief=result.debrief)
+                    if kept_here and debrief_input is not None and result.debrief is not None
+                    else None
+                ),
             ),
             **AGENT_SIGNAL,
-            summary="tell the agent the run finished",
+            summary="keep the debrief, tell the agent"
+            if kept_here
+            else "tell the agent the run finished",
         )
-        if result.debrief is not None:
+        if result.debrief is not None and not kept_here:
             await self._start_debrief(result, result.debrief)
         outcome = (
             result.debrief.outcome
             if result.debrief
             else derive_outcome(result.terminated_by, errors_from_loop(self.state.tool_calls))
         )
-        workflow.upsert_search_attributes(
-            [
-                sa.TERMINATED_BY.value_set(result.terminated_by),
-                sa.OUTCOME.value_set(outcome),
-                sa.DEBRIEF_STATUS.value_set("pending" if result.debrief else "none"),
-            ]
-        )
+        debrief_status = "none"
+        if result.debrief is not None:
+            debrief_status = "deterministic" if kept_here else "pending"
+        attributes = [
+            sa.TERMINATED_BY.value_set(result.terminated_by),
+            sa.OUTCOME.value_set(outcome),
+            sa.DEBRIEF_STATUS.value_set(debrief_status),
+        ]
+        if self.attributes_on_change:
+            attributes += self._progress_attributes()
+        workflow.upsert_search_attributes(attributes)
         return result
+
+    def _progress_attributes(self) -> list[Any]:
+        return [
+            sa.ITERATIONS.value_set(self.state.iteration),
+            sa.TOKENS_USED.value_set(self.state.tokens),
+        ]
 
     async def _start_debrief(self, result: AgentResult, fallback: AgentDebrief) -> None:
         """The rich debrief, in an abandoned child the run does not wait for."""

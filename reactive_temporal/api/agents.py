@@ -24,7 +24,10 @@ from temporalio.client import (
     WorkflowFailureError,
     WorkflowHandle,
 )
+from temporalio.common import SearchAttributePair, TypedSearchAttributes
+from temporalio.service import RPCError, RPCStatusCode
 
+from reactive_temporal import search_attributes as sa
 from reactive_temporal.api.operate import fetch_rich_debrief
 from reactive_temporal.api.sessions import AgentEntity, Session
 from reactive_temporal.config import Settings, load_settings
@@ -82,6 +85,11 @@ def build_run_input(
         return AgentRunInput(task=task, agent=agent)
     except ValidationError as err:
         raise ValueError(f"invalid run: {describe_validation_error(err)}") from err
+
+
+def _no_child(error: BaseException) -> bool:
+    """The run kept its own debrief (nothing to synthesize): it started no DebriefWorkflow."""
+    return isinstance(error, RPCError) and error.status == RPCStatusCode.NOT_FOUND
 
 
 class ReactiveAgents:
@@ -259,6 +267,10 @@ class Agent:
             memo={names.TASK_MEMO: task[:200]},
             static_details=f"agent `{self.name}` · model `{run_input.agent.model}` · "
             f"max {run_input.agent.max_iterations} iterations",
+            # set at the start: free, where a workflow's upsert is an event and a billed action
+            search_attributes=TypedSearchAttributes(
+                [SearchAttributePair(sa.AGENT_NAME, self.name)]
+            ),
         )
 
     async def run(
@@ -329,8 +341,8 @@ class Agent:
         for w in waits.values():
             if not w.done():
                 w.cancel()
-            elif w.exception() is not None:
-                log.warning("a rich debrief failed: %s", w.exception())
+            elif (error := w.exception()) is not None and not _no_child(error):
+                log.warning("a rich debrief failed: %s", error)
         if late:
             log.warning(
                 "%d rich debrief(s) still running after %.0fs (%s); they complete on the "

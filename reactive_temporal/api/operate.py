@@ -146,11 +146,17 @@ async def require_run(client: Client, run_id: str) -> None:
 async def fetch_rich_debrief(
     client: Client, run_id: str, *, fallback: AgentDebrief | None = None
 ) -> AgentDebrief | None:
-    """The run's rich debrief, awaited; `fallback` when its DebriefWorkflow failed or is gone."""
+    """The run's rich debrief, awaited; `fallback` when its DebriefWorkflow failed or is gone,
+    or when there is none (a run with nothing to synthesize keeps its deterministic debrief)."""
     handle = client.get_workflow_handle(names.debrief_workflow_id(run_id), result_type=AgentDebrief)
     try:
         return await handle.result()
-    except Exception as err:  # the child failed or is gone: the instant debrief stands
+    except RPCError as err:
+        if err.status == RPCStatusCode.NOT_FOUND:
+            return fallback
+        log.warning("rich debrief of %s unavailable (%s); using the instant one", run_id, err)
+        return fallback
+    except Exception as err:  # the child failed: the instant debrief stands
         log.warning("rich debrief of %s unavailable (%s); using the instant one", run_id, err)
         return fallback
 

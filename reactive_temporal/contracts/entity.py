@@ -10,7 +10,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from reactive_temporal.contracts.debrief import AgentDebrief
+from reactive_temporal.contracts.debrief import AgentDebrief, PersistDebriefInput
 from reactive_temporal.contracts.run import AgentConfig, RunProgress
 
 CHAT_MESSAGE_MAX_CHARS = 20_000
@@ -158,6 +158,17 @@ class ReadRunProgressResult(BaseModel):
     progress: RunProgress | None = None
 
 
+class ReadLiveRunsInput(BaseModel):
+    agent_id: str
+    limit: int = 5
+    """The most recently started running runs read; more are left out of the chat context."""
+
+
+class ReadLiveRunsResult(BaseModel):
+    runs: list[RunProgress] = Field(default_factory=list)
+    """Newest first; only runs that answered their progress query as still running."""
+
+
 class NotifyAgentInput(BaseModel):
     """The `notify_agent` activity's input: which signal to send, with what."""
 
@@ -165,3 +176,6 @@ class NotifyAgentInput(BaseModel):
     signal: Literal["run_started", "run_finished"]
     run_started: RunStarted | None = None
     run_finished: RunFinished | None = None
+    persist: PersistDebriefInput | None = None
+    """The run's deterministic debrief, saved before the agent is told, when the run starts no
+    DebriefWorkflow (nothing to synthesize)."""

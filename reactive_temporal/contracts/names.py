@@ -56,6 +56,7 @@ CHAT_DIRECT: Final = "chat_direct"
 LOAD_SESSION: Final = "load_session"
 SAVE_SESSION: Final = "save_session"
 READ_RUN_PROGRESS: Final = "read_run_progress"
+READ_LIVE_RUNS: Final = "read_live_runs"
 NOTIFY_AGENT: Final = "notify_agent"
 
 # -- patches (`workflow.patched`) --------------------------------------------------------------
@@ -63,6 +64,16 @@ NOTIFY_AGENT: Final = "notify_agent"
 LOCAL_STORE_STEPS_PATCH: Final = "local-store-steps"
 """prepare_run and record_messages run as local activities (README, "Changing workflow
 code"); runs started before it replay them as the full activities they recorded."""
+SEARCH_ATTRIBUTES_ON_CHANGE_PATCH: Final = "search-attributes-on-change"
+"""A run upserts its search attributes only when they mean something new: AgentName at the
+start (unless its starter set it), the rest once at the end; no upsert per iteration (each
+one is an event, a visibility write and, on Temporal Cloud, a billed action)."""
+LIVE_RUNS_FROM_VISIBILITY_PATCH: Final = "live-runs-from-visibility"
+"""Mid-run chat finds the agent's running runs by asking Temporal's visibility (one activity
+per chat turn) instead of a `run_started` signal from every run."""
+TRIVIAL_DEBRIEF_IN_RUN_PATCH: Final = "trivial-debrief-in-run"
+"""A run with nothing to synthesize persists its deterministic debrief in its own wrap-up
+(the notify_agent local activity) instead of starting a DebriefWorkflow child."""
 
 # -- memo keys --------------------------------------------------------------------------------
 

@@ -81,8 +81,8 @@ async def create_worker(
     llm = LlmActivities(store, endpoint, registry)
     tools = ToolActivities(store, registry)
     debriefs = DebriefStore(store)
-    entity = EntityActivities(client)
-    transcript = TranscriptActivities(store, debriefs, registry, entity)
+    entity = EntityActivities(client, debriefs)
+    transcript = TranscriptActivities(store, debriefs, registry)
     debrief = DebriefActivities(debriefs, endpoint)
     chat = ChatActivities(SessionStore(store), endpoint)
     extra = {} if max_cached_workflows is None else {"max_cached_workflows": max_cached_workflows}
@@ -99,6 +99,7 @@ async def create_worker(
             debrief.persist_debrief,
             entity.notify_agent,
             entity.read_run_progress,
+            entity.read_live_runs,
             chat.chat_direct,
             chat.load_session,
             chat.save_session,

@@ -5,7 +5,9 @@
 Run it only when a change to workflow code is *meant* to alter new runs' decisions, and
 only after guarding that change with `workflow.patched()` (README, "Changing workflow
 code"): the old files must keep replaying, so add new files next to them (a new SUFFIX)
-rather than overwriting them. Files without a suffix predate the `local-store-steps` patch.
+rather than overwriting them. Files without a suffix predate the `local-store-steps` patch;
+`_costs` files were recorded with issue 14's patches (search attributes on change, trivial
+debriefs kept by the run, live runs from visibility).
 Each scenario runs on a fresh dev server with scripted models.
 """
 
@@ -62,6 +64,15 @@ async def record(client: Client, task_queue: str, llm: ScriptedLLM) -> dict[str,
     scenarios["final_answer_run.json"] = final.run_id
     await final.debrief_rich()
     scenarios["debrief_child.json"] = names.debrief_workflow_id(final.run_id)
+
+    llm.script(
+        "trivial",
+        [
+            Reply(None, [call("calculator", expression="3+3")]),
+            Reply(None, [call("final-answer", output="6", format="text", summary="Added.")]),
+        ],
+    )
+    scenarios["trivial_debrief_run.json"] = (await agent("trivial").run("3+3?")).run_id
 
     llm.script("loop", [Reply("again", [call("calculator", expression="1+1")])], repeat_last=True)
     scenarios["max_iterations_run.json"] = (

@@ -1,0 +1,103 @@
+"""What a run pays Temporal for (issue 14): no child workflow when there is nothing to
+synthesize, no search-attribute upsert per iteration. Counted from real histories."""
+
+from __future__ import annotations
+
+import uuid
+
+import psycopg
+import pytest
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client, WorkflowHistory
+from temporalio.service import RPCError, RPCStatusCode
+
+from reactive_temporal import search_attributes as sa
+from reactive_temporal.contracts import names
+from reactive_temporal.embedded.scripted_llm import Reply, ScriptedLLM, call
+from tests.workflow.conftest import Harness
+
+pytestmark = pytest.mark.workflow
+
+
+def events_of(history: WorkflowHistory, kind: EventType.ValueType) -> list:
+    return [e for e in history.events if e.event_type == kind]
+
+
+def upserted_names(event) -> set[str]:
+    """The attributes an upsert sets, leaving out the version marker `workflow.patched`
+    upserts (Temporal exempts it from billing; it is not ours)."""
+    fields = event.upsert_workflow_search_attributes_event_attributes.search_attributes
+    return set(fields.indexed_fields) - {"TemporalChangeVersion"}
+
+
+async def test_a_trivial_run_keeps_its_debrief_without_a_child(
+    harness: Harness, client: Client, llm: ScriptedLLM, model_name: str, database_url: str
+):
+    llm.script(
+        model_name,
+        [
+            Reply(None, [call("calculator", expression="2+2")]),
+            Reply(None, [call("final-answer", output="4", format="text", summary="Added.")]),
+        ],
+    )
+    agent = harness.agent(model_name, agent_id=f"trivial-{uuid.uuid4().hex[:6]}")
+    result = await agent.run("What is 2+2?")
+    assert result.output == "4" and result.debrief is not None
+
+    history = await client.get_workflow_handle(result.run_id).fetch_history()
+    assert not events_of(history, EventType.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED)
+    with pytest.raises(RPCError) as missing:
+        await client.get_workflow_handle(names.debrief_workflow_id(result.run_id)).describe()
+    assert missing.value.status == RPCStatusCode.NOT_FOUND
+
+    with psycopg.connect(database_url) as conn:
+        rows = conn.execute(
+            "SELECT synthesized, outcome, debrief_json->>'summary', output FROM agent_debriefs"
+            " WHERE run_id = %s",
+            (result.run_id,),
+        ).fetchall()
+    assert rows == [(False, result.debrief.outcome, result.debrief.summary, "4")]
+    rich = await result.debrief_rich()  # no child to wait for: the instant debrief is final
+    assert rich is not None and rich.summary == result.debrief.summary
+    assert not await agent.wait_for_debriefs(seconds=5)
+    described = await client.get_workflow_handle(result.run_id).describe()
+    attributes = described.typed_search_attributes
+    assert attributes.get(sa.DEBRIEF_STATUS) == "deterministic"
+
+
+async def test_a_run_upserts_no_search_attribute_between_its_first_and_last_iteration(
+    harness: Harness, client: Client, llm: ScriptedLLM, model_name: str
+):
+    llm.script(
+        model_name,
+        [Reply("Adding.", [call("calculator", expression=f"{i}+1")]) for i in range(4)]
+        + [Reply("FINAL ANSWER: done")],
+    )
+    agent_id = f"quiet-{uuid.uuid4().hex[:6]}"
+    result = await harness.agent(model_name, agent_id=agent_id, memory=False).run("Count to 5")
+    assert result.metadata.iterations == 5
+
+    history = await client.get_workflow_handle(result.run_id).fetch_history()
+    llm_steps = [
+        e.event_id
+        for e in events_of(history, EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED)
+        if e.activity_task_scheduled_event_attributes.activity_type.name == names.LLM_STEP
+    ]
+    assert len(llm_steps) == 5
+    upserts = [
+        (e.event_id, upserted_names(e))
+        for e in events_of(history, EventType.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES)
+        if upserted_names(e)
+    ]
+    between = [(i, n) for i, n in upserts if llm_steps[0] < i < llm_steps[-1]]
+    assert between == []  # nothing new to say while the run goes on
+    # AgentName came with the start (its starter set it); the rest once, at the end
+    assert [n for _, n in upserts] == [
+        {"TerminatedBy", "Outcome", "DebriefStatus", "Iterations", "TokensUsed"}
+    ]
+    described = await client.get_workflow_handle(result.run_id).describe()
+    attributes = described.typed_search_attributes
+    assert attributes.get(sa.AGENT_NAME) == agent_id
+    assert attributes.get(sa.ITERATIONS) == 5
+    assert attributes.get(sa.TOKENS_USED) == result.metadata.tokens_used
+    assert attributes.get(sa.DEBRIEF_STATUS) == "none"
