@@ -146,8 +146,11 @@ async def require_run(client: Client, run_id: str) -> None:
 async def fetch_rich_debrief(
     client: Client, run_id: str, *, fallback: AgentDebrief | None = None
 ) -> AgentDebrief | None:
-    """The run's rich debrief, awaited; `fallback` when its DebriefWorkflow failed or is gone,
-    or when there is none (a run with nothing to synthesize keeps its deterministic debrief)."""
+    """The run's rich debrief, awaited.
+
+    `fallback` when its DebriefWorkflow failed or is gone, or when there is none: a run with
+    nothing to synthesize keeps its deterministic debrief and starts no child.
+    """
     handle = client.get_workflow_handle(names.debrief_workflow_id(run_id), result_type=AgentDebrief)
     try:
         return await handle.result()

@@ -159,12 +159,16 @@ class ReadRunProgressResult(BaseModel):
 
 
 class ReadLiveRunsInput(BaseModel):
+    """Which agent's running runs mid-run chat reads (read_live_runs)."""
+
     agent_id: str
     limit: int = 5
     """The most recently started running runs read; more are left out of the chat context."""
 
 
 class ReadLiveRunsResult(BaseModel):
+    """The agent's runs in progress, as their progress queries answered."""
+
     runs: list[RunProgress] = Field(default_factory=list)
     """Newest first; only runs that answered their progress query as still running."""
 
