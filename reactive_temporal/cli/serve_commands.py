@@ -37,6 +37,7 @@ from reactive_temporal.hosting.worker_lifecycle import (
     NoServerError,
     WorkerOptions,
     WorkerTarget,
+    start_embedded_worker,
     start_worker_host,
     stop_signals,
 )
@@ -149,23 +150,15 @@ def dev(
                 f"a dev stack is already running (pid {published.pid}); Web UI {published.web_ui}"
             )
         try:
-            stack = await EmbeddedStack(settings).start(ui=True, port=port, ui_port=ui_port)
-        except (StackError, ValueError) as e:
-            raise CliError(str(e)) from e
-        try:
-            assert stack.client is not None
-            host = await start_worker_host(
-                stack.client,
+            stack, host = await start_embedded_worker(
                 settings,
-                database_url=stack.database_url,
-                llm_base_url=stack.llm_base_url,
-                options=worker_options(tools, mcp, mcp_env),
+                worker_options(tools, mcp, mcp_env),
+                ui=True,
+                port=port,
+                ui_port=ui_port,
             )
-        except BaseException as e:
-            await stack.stop()
-            if isinstance(e, ValueError | RuntimeError):
-                raise CliError(str(e)) from e
-            raise
+        except (ValueError, RuntimeError) as e:  # StackError is a RuntimeError
+            raise CliError(str(e)) from e
         # installed before the stack is announced, kept until everything is closed
         with stop_signals() as stop:
             try:

@@ -17,7 +17,11 @@ from temporalio.client import Client
 
 from reactive_temporal.config import Settings
 from reactive_temporal.embedded.stack import EmbeddedStack, connect, read_published_stack
-from reactive_temporal.hosting.worker_lifecycle import WorkerHost, WorkerOptions, start_worker_host
+from reactive_temporal.hosting.worker_lifecycle import (
+    WorkerHost,
+    WorkerOptions,
+    start_embedded_worker,
+)
 
 log = logging.getLogger("reactive_temporal")
 
@@ -69,19 +73,8 @@ async def open_runtime(settings: Settings, *, tool_modules: Sequence[str] = ()) 
         )
         return Runtime(client, published.task_queue, published.offline_model)
 
-    stack = await EmbeddedStack(settings).start()
-    try:
-        assert stack.client is not None
-        host = await start_worker_host(
-            stack.client,
-            settings,
-            database_url=stack.database_url,
-            llm_base_url=stack.llm_base_url,
-            options=WorkerOptions(tool_modules=tool_modules),
-        )
-    except BaseException:
-        await stack.stop()
-        raise
+    stack, host = await start_embedded_worker(settings, WorkerOptions(tool_modules=tool_modules))
+    assert stack.client is not None
     return Runtime(
         stack.client, settings.temporal_task_queue, stack.offline_model, stack=stack, host=host
     )

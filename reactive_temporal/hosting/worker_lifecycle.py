@@ -4,7 +4,8 @@
 - `WorkerTarget.resolve(settings)`: which Temporal, Postgres, task queue and LLM a worker
   process serves (the environment, else the `starter.py dev` stack running here);
 - `start_worker_host(...)`: connect the MCP servers, build the worker (`worker_factory`)
-  and start polling; everything it opened is owned by the returned `WorkerHost`;
+  and start polling; everything it opened is owned by the returned `WorkerHost`
+  (`start_embedded_worker` does the same on a freshly started embedded stack);
 - `WorkerHost.stop()`: a graceful shutdown (in-flight tasks finish, up to the worker's
   graceful-shutdown timeout), then the LLM client, the Postgres pool, the MCP servers and
   an offline model started for it are closed, in reverse order;
@@ -18,12 +19,13 @@ import contextlib
 import signal
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from temporalio.client import Client
 
 from reactive_temporal.config import Settings
 from reactive_temporal.embedded.scripted_llm import ScriptedLLM
-from reactive_temporal.embedded.stack import read_published_stack
+from reactive_temporal.embedded.stack import EmbeddedStack, read_published_stack
 from reactive_temporal.hosting.worker_factory import AgentWorker, create_worker
 from reactive_temporal.mcp_tools import McpToolbox
 from reactive_temporal.tools import Tool
@@ -155,6 +157,27 @@ async def start_worker_host(
     host = WorkerHost(agent_worker, resources, task_queue or settings.temporal_task_queue)
     host.start()
     return host
+
+
+async def start_embedded_worker(
+    settings: Settings, options: WorkerOptions = WorkerOptions(), **stack_options: Any
+) -> tuple[EmbeddedStack, WorkerHost]:
+    """The embedded stack (`stack_options` go to `EmbeddedStack.start`) and a worker serving
+    it; the stack is stopped again when the worker cannot start."""
+    stack = await EmbeddedStack(settings).start(**stack_options)
+    try:
+        assert stack.client is not None
+        host = await start_worker_host(
+            stack.client,
+            settings,
+            database_url=stack.database_url,
+            llm_base_url=stack.llm_base_url,
+            options=options,
+        )
+    except BaseException:
+        await stack.stop()
+        raise
+    return stack, host
 
 
 @contextlib.contextmanager
