@@ -11,6 +11,7 @@ Several workers may serve one task queue; Temporal spreads runs across them. Thi
 """
 
 from reactive_temporal.cli.app import worker_app
+from reactive_temporal.cli.terminal import run_app
 
 if __name__ == "__main__":
-    worker_app()
+    run_app(worker_app)

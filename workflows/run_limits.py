@@ -1,0 +1,72 @@
+"""The limits a run keeps, so no reply, tool call or answer can push a payload past
+Temporal's walls (2 MB per payload, 4 MB per workflow task completion, 50 MB / 51,200 events
+of history), and when a long run continues as new.
+
+Pure functions: the run loop asks them, and they are unit-tested without Temporal. What a
+limit refuses becomes an observation the model reads (it can do the work in smaller pieces),
+never an exception in workflow code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from reactive_temporal.contracts.run import ToolCall
+
+MAX_TOOL_CALLS_PER_TURN = 16
+"""Tool calls one model turn may make; more are refused as observations (one turn that
+fanned out to hundreds of activities is a known failure of comparable projects)."""
+TOOL_ARGUMENTS_MAX_CHARS = 64_000
+"""A tool call's arguments (JSON text) beyond this are refused: they would travel in the
+activity's input and in the history, and no tool needs that much from a model at once."""
+ANSWER_MAX_CHARS = 200_000
+"""A final answer beyond this is refused (the `final-answer` tool, the operator's signal):
+the answer travels in the run's result, the debrief's input and the agent's notification."""
+CONTINUE_AS_NEW_EVERY_ITERATIONS = 500
+"""Iterations per run before it continues as new even if Temporal has not suggested it: each
+iteration adds ~12 history events, so 500 keep a run far below the event limit."""
+
+
+def admitted_tool_calls(
+    calls: Sequence[ToolCall], limit: int = MAX_TOOL_CALLS_PER_TURN
+) -> tuple[list[ToolCall], list[ToolCall]]:
+    """The calls that may run (the first `limit`, in the model's order) and those refused."""
+    return list(calls[:limit]), list(calls[limit:])
+
+
+def too_many_calls_observation(call: ToolCall, total: int, limit: int) -> str:
+    return (
+        f"[Tool error: {call.name} was not run: this turn made {total} tool calls and at most "
+        f"{limit} run per turn. Call it again in a later turn if you still need it.]"
+    )
+
+
+def oversized_arguments_observation(call: ToolCall) -> str | None:
+    """Why a call's arguments are refused, or None when they are within the limit."""
+    size = len(call.arguments)
+    if size <= TOOL_ARGUMENTS_MAX_CHARS:
+        return None
+    return (
+        f"[Tool error: {call.name} was not run: its arguments are {size:,} characters; the "
+        f"limit is {TOOL_ARGUMENTS_MAX_CHARS:,}. Send less data per call.]"
+    )
+
+
+def answer_too_long(output: str) -> str | None:
+    """Why a final answer is refused for its size, or None."""
+    if len(output) <= ANSWER_MAX_CHARS:
+        return None
+    return (
+        f"The final answer is {len(output):,} characters; the limit is {ANSWER_MAX_CHARS:,}. "
+        "Shorten it, or write the full text to a file and answer with a summary."
+    )
+
+
+def should_continue_as_new(
+    *, suggested: bool, iterations_this_run: int, every: int | None, ended: bool
+) -> bool:
+    """Continue as new after a turn when the run goes on and Temporal suggests it (history
+    near its warning limits) or this run has done `every` iterations."""
+    if ended or iterations_this_run <= 0:
+        return False
+    return suggested or (every is not None and iterations_this_run >= every)
