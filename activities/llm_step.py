@@ -21,6 +21,7 @@ from reactive_temporal.contracts.run import (
     SeqMessage,
     ToolCall,
 )
+from reactive_temporal.limits import bound_reply
 from reactive_temporal.rationale import parse_rationale_blocks, strip_rationale_blocks
 from reactive_temporal.tools import ToolRegistry, wire_name
 
@@ -60,6 +61,8 @@ class LlmActivities:
         if input.audit_rationale:
             rationale = parse_rationale_blocks(content)
             content = strip_rationale_blocks(content) or None
+        # Whatever the model sent, what is stored and returned fits every payload limit.
+        content, calls = bound_reply(content, calls)
         await self.store.put_messages(
             input.run_id,
             [

@@ -18,26 +18,25 @@ from activities.heartbeat import heartbeating
 from activities.store import Store
 from reactive_temporal.contracts import names
 from reactive_temporal.contracts.run import Message, RunToolInput, SeqMessage, ToolResult
+from reactive_temporal.limits import OBSERVATION_MAX_CHARS
+from reactive_temporal.sanitize import clip
 from reactive_temporal.tools import ToolArgumentsError, ToolRegistry
-
-OBSERVATION_MAX_CHARS = 16_000
 
 
 def render_observation(value: Any) -> str:
     """What the model reads back: text as is, anything else as JSON."""
     if isinstance(value, str):
-        text = value
-    else:
-        try:
-            text = json.dumps(value, ensure_ascii=False, default=str)
-        except (TypeError, ValueError):
-            text = str(value)
-    if len(text) > OBSERVATION_MAX_CHARS:
-        text = (
-            text[:OBSERVATION_MAX_CHARS]
-            + f"\n… [truncated {len(text) - OBSERVATION_MAX_CHARS} characters]"
-        )
-    return text
+        return value
+    try:
+        return json.dumps(value, ensure_ascii=False, default=str)
+    except (TypeError, ValueError, RecursionError):
+        return str(value)
+
+
+def bounded_observation(text: str) -> str:
+    """Every observation, a result or an error, within OBSERVATION_MAX_CHARS: its head and
+    tail kept around a marker (an error's cause is often at its end)."""
+    return clip(text, OBSERVATION_MAX_CHARS)
 
 
 class ToolActivities:
@@ -50,6 +49,7 @@ class ToolActivities:
         call = input.call
         started = time.monotonic()
         success, content = await self._execute(call.name, call.arguments)
+        content = bounded_observation(content)
         await self.store.put_messages(
             input.run_id,
             [

@@ -60,7 +60,12 @@ with workflow.unsafe.imports_passed_through():
         errors_from_loop,
         is_trivial,
     )
-    from workflows.final_answer import validate_output
+    from workflows.final_answer import operator_answer_problem, validate_output
+    from workflows.run_limits import (
+        admitted_tool_calls,
+        oversized_arguments_observation,
+        too_many_calls_observation,
+    )
     from workflows.run_state import RunState
     from workflows.turns import Act, Ending, Nudge, decide_turn
 
@@ -76,6 +81,11 @@ class AgentRunWorkflow:
         self.local_store_steps = False
         self.attributes_on_change = False
         self.trivial_debrief_in_run = False
+        # Decisions changed since runs began that a signal handler may need: asked in the
+        # first workflow task too (their markers join its batch), before any signal is handled.
+        self.anchored_marker = workflow.patched(names.FINAL_ANSWER_LINE_PATCH)
+        self.check_operator_answer = workflow.patched(names.OPERATOR_ANSWER_CHECK_PATCH)
+        self.limit_tool_calls = workflow.patched(names.TOOL_CALL_LIMITS_PATCH)
 
     @workflow.run
     async def run(self, input: AgentRunInput) -> AgentResult:
@@ -120,6 +130,7 @@ class AgentRunWorkflow:
             tools_used=self.state.tools_used,
             available_tools=self.state.tool_names,
             gap_check_done=self.state.gap_check_done,
+            anchored_marker=self.anchored_marker,
         )
         if isinstance(decision, Ending):
             self.state.end(decision)
@@ -231,8 +242,12 @@ class AgentRunWorkflow:
 
     @workflow.signal(name=names.FINAL_ANSWER_SIGNAL)
     def final_answer(self, answer: FinalAnswerCapture) -> None:
-        """An operator ends the run with this answer (same payload as the tool)."""
-        problem = validate_output(answer.output, answer.format)
+        """An operator ends the run with this answer (same payload as the tool); a malformed
+        one is ignored, with the reason in the worker's log."""
+        if self.check_operator_answer:
+            problem = operator_answer_problem(answer)
+        else:
+            problem = validate_output(answer.output, answer.format)
         if problem is not None:
             workflow.logger.warning("final_answer signal ignored: %s", problem)
             return
@@ -285,10 +300,31 @@ class AgentRunWorkflow:
         the same reply ends the run when no call did."""
         first = self.state.claim_seqs(len(act.tool_calls))
         placed = [(first + i, call) for i, call in enumerate(act.tool_calls)]
+        if self.limit_tool_calls:
+            placed = await self._refuse_over_limits(placed)
         await self._run_tools([(s, c) for s, c in placed if c.name != FINAL_ANSWER_TOOL])
         await self._judge_final_answers([(s, c) for s, c in placed if c.name == FINAL_ANSWER_TOOL])
         if act.final_text:
             self.state.end(Ending("final_answer", act.final_text))
+
+    async def _refuse_over_limits(
+        self, placed: list[tuple[int, ToolCall]]
+    ) -> list[tuple[int, ToolCall]]:
+        """The calls that may run; the rest (past the per-turn cap, or with arguments too
+        large to carry) are refused as observations and count as failed calls."""
+        admitted, over = admitted_tool_calls([c for _, c in placed])
+        notes = {id(c): too_many_calls_observation(c, len(placed), len(admitted)) for c in over}
+        notes |= {id(c): n for c in admitted if (n := oversized_arguments_observation(c))}
+        if not notes:
+            return placed
+        refused = [(s, c, notes[id(c)]) for s, c in placed if id(c) in notes]
+        await self._record_at(
+            [SeqMessage(seq=s, message=_tool_message(c, n)) for s, c, n in refused]
+        )
+        self.state.record_tool_results(
+            [ToolResult(call_id=c.id, name=c.name, success=False, content=n) for _, c, n in refused]
+        )
+        return [(s, c) for s, c in placed if id(c) not in notes]
 
     async def _run_tools(self, calls: list[tuple[int, ToolCall]]) -> None:
         """Each call an activity, at most `max_parallel_tools` at once; failures become
@@ -324,7 +360,7 @@ class AgentRunWorkflow:
         notes: list[SeqMessage] = []
         for seq, call in calls:
             observation = self.state.judge_final_answer(
-                call, task=self.input.task, agent=self.agent
+                call, task=self.input.task, agent=self.agent, limit_answer=self.limit_tool_calls
             )
             if observation is not None:
                 notes.append(SeqMessage(seq=seq, message=_tool_message(call, observation)))

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pydantic import ValidationError
 
 from reactive_temporal.contracts.run import FINAL_ANSWER_TOOL, OUTPUT_FORMATS, FinalAnswerCapture
+from workflows.run_limits import answer_too_long
 
 META_TOOLS = frozenset(
     {
@@ -179,6 +180,17 @@ def validate_output(output: str, fmt: str) -> str | None:
     return None
 
 
+def operator_answer_problem(answer: FinalAnswerCapture) -> str | None:
+    """Why the operator's `final_answer` signal must be ignored, or None to accept it: the
+    same rules as a `final-answer` call's output (non-empty, a known format, within the
+    answer limit, parsing in its format)."""
+    if not answer.output.strip():
+        return "the output is empty"
+    if answer.format not in OUTPUT_FORMATS:
+        return f"unknown format {answer.format[:40]!r}: use one of {', '.join(OUTPUT_FORMATS)}"
+    return answer_too_long(answer.output) or validate_output(answer.output, answer.format)
+
+
 @dataclass(frozen=True)
 class FinalAnswerVerdict:
     accepted: bool
@@ -225,8 +237,10 @@ def judge_final_answer(
     tools_used: Collection[str],
     available_tools: Collection[str],
     gap_check_done: bool,
+    limit_answer: bool = False,
 ) -> FinalAnswerVerdict:
-    """The hard gate on a `final-answer` call (reference §1.2 and §1.4)."""
+    """The hard gate on a `final-answer` call (reference §1.2 and §1.4); with
+    `limit_answer`, an output over ANSWER_MAX_CHARS is refused too."""
     if not can_complete(required_tools, tools_used):
         pending = missing_required_tools(required_tools, tools_used)
         return FinalAnswerVerdict(
@@ -247,7 +261,9 @@ def judge_final_answer(
     parsed = parse_final_answer_arguments(arguments)
     if isinstance(parsed, str):
         return FinalAnswerVerdict(False, error=parsed)
-    problem = validate_output(parsed.output, parsed.format)
+    problem = (answer_too_long(parsed.output) if limit_answer else None) or validate_output(
+        parsed.output, parsed.format
+    )
     if problem is not None:
         return FinalAnswerVerdict(False, error=problem)
     return FinalAnswerVerdict(True, capture=parsed)

@@ -12,16 +12,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from reactive_temporal.contracts.run import ToolCall
+from reactive_temporal.limits import (
+    ANSWER_MAX_CHARS,
+    MAX_TOOL_CALLS_PER_TURN,
+    arguments_limit,
+)
 
-MAX_TOOL_CALLS_PER_TURN = 16
-"""Tool calls one model turn may make; more are refused as observations (one turn that
-fanned out to hundreds of activities is a known failure of comparable projects)."""
-TOOL_ARGUMENTS_MAX_CHARS = 64_000
-"""A tool call's arguments (JSON text) beyond this are refused: they would travel in the
-activity's input and in the history, and no tool needs that much from a model at once."""
-ANSWER_MAX_CHARS = 200_000
-"""A final answer beyond this is refused (the `final-answer` tool, the operator's signal):
-the answer travels in the run's result, the debrief's input and the agent's notification."""
 CONTINUE_AS_NEW_EVERY_ITERATIONS = 500
 """Iterations per run before it continues as new even if Temporal has not suggested it: each
 iteration adds ~12 history events, so 500 keep a run far below the event limit."""
@@ -42,13 +38,15 @@ def too_many_calls_observation(call: ToolCall, total: int, limit: int) -> str:
 
 
 def oversized_arguments_observation(call: ToolCall) -> str | None:
-    """Why a call's arguments are refused, or None when they are within the limit."""
-    size = len(call.arguments)
-    if size <= TOOL_ARGUMENTS_MAX_CHARS:
+    """Why a call's arguments are refused (llm_step marked them, or they are over the limit
+    anyway), or None when they are fine."""
+    size = call.oversized if call.oversized is not None else len(call.arguments)
+    if call.oversized is None and size <= arguments_limit(call):
         return None
     return (
-        f"[Tool error: {call.name} was not run: its arguments are {size:,} characters; the "
-        f"limit is {TOOL_ARGUMENTS_MAX_CHARS:,}. Send less data per call.]"
+        f"[Tool error: {call.name} was not run: its arguments are {size:,} characters, more "
+        f"than one call or one reply may carry (at most {arguments_limit(call):,} per call). "
+        "Send less data per call.]"
     )
 
 

@@ -27,6 +27,8 @@ from reactive_temporal.contracts.run import (
     ToolCall,
     ToolResult,
 )
+from reactive_temporal.limits import ERROR_RECORD_MAX_CHARS
+from reactive_temporal.sanitize import clip
 from workflows.chat_rules import analysis_observation, keep_recent, tool_observation
 from workflows.final_answer import (
     META_TOOLS,
@@ -145,7 +147,7 @@ class RunState(BaseModel):
                     success=result.success,
                     duration_ms=result.duration_ms,
                     iteration=self.iteration + 1,
-                    error=None if result.success else result.content,
+                    error=None if result.success else clip(result.content, ERROR_RECORD_MAX_CHARS),
                 )
             )
             if result.name in self.tool_names and result.name not in self.tools_used:
@@ -156,7 +158,9 @@ class RunState(BaseModel):
             self.observations, [tool_observation(r.content, r.success) for r in results]
         )
 
-    def judge_final_answer(self, call: ToolCall, *, task: str, agent: AgentConfig) -> str | None:
+    def judge_final_answer(
+        self, call: ToolCall, *, task: str, agent: AgentConfig, limit_answer: bool = False
+    ) -> str | None:
         """Judge a `final-answer` call: accepted, it ends the run; refused, the model reads why.
         Returns the observation to record for the call, or None when the run already ended
         (a second call in the same turn)."""
@@ -171,6 +175,7 @@ class RunState(BaseModel):
             tools_used=self.tools_used,
             available_tools=self.tool_names,
             gap_check_done=self.gap_check_done,
+            limit_answer=limit_answer,
         )
         self.gap_check_done = self.gap_check_done or verdict.gap_check_rejected
         if verdict.accepted and verdict.capture is not None:

@@ -75,6 +75,17 @@ TRIVIAL_DEBRIEF_IN_RUN_PATCH: Final = "trivial-debrief-in-run"
 """A run with nothing to synthesize persists its deterministic debrief in its own wrap-up
 (the notify_agent local activity) instead of starting a DebriefWorkflow child."""
 
+FINAL_ANSWER_LINE_PATCH: Final = "final-answer-line-anchored"
+"""`FINAL ANSWER:` ends a run only at the start of a line with its colon; runs started
+before it keep the loose marker (which ended runs on prose like "the final answer yet")."""
+OPERATOR_ANSWER_CHECK_PATCH: Final = "operator-answer-checked"
+"""The operator's `final_answer` signal is ignored (with a logged reason) when its output is
+empty, too long or in an unknown format, as a `final-answer` call would be refused."""
+
+TOOL_CALL_LIMITS_PATCH: Final = "tool-call-limits"
+"""At most MAX_TOOL_CALLS_PER_TURN calls of a turn run, and calls whose arguments are too
+large do not run: both are refused as observations (reactive_temporal.limits)."""
+
 # -- memo keys --------------------------------------------------------------------------------
 
 TASK_MEMO: Final = "task"

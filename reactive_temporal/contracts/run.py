@@ -33,6 +33,9 @@ class ToolCall(BaseModel):
     id: str
     name: str
     arguments: str = "{}"
+    oversized: int | None = None
+    """Set by `llm_step` when the model's arguments were too large to carry: their length,
+    the arguments themselves dropped. The run refuses the call (reactive_temporal.limits)."""
 
 
 class Message(BaseModel):

@@ -19,11 +19,11 @@ from typing import Any
 import pytest
 from temporalio.client import Client
 
-from activities.tool_calls import OBSERVATION_MAX_CHARS
 from reactive_temporal.builtin_tools import http_get_tool
 from reactive_temporal.config import Settings
 from reactive_temporal.embedded.scripted_llm import Reply, ScriptedLLM, call
 from reactive_temporal.http_guard import AllowList
+from reactive_temporal.limits import OBSERVATION_MAX_CHARS
 from tests.adversarial.cases import Hostile, table
 from tests.adversarial.conftest import (
     LocalServer,
@@ -173,7 +173,7 @@ def test_hostile_http_responses_get_clear_outcomes(row: Hostile, observed: dict[
     content = observed["observations"][row.id]
     assert row.expect in content, content[:500]
     if "truncated" in row.expect:  # cut at max_bytes, then at the observation cap
-        assert len(content) <= OBSERVATION_MAX_CHARS + 100
+        assert len(content) <= OBSERVATION_MAX_CHARS
 
 
 def test_nothing_stored_changed_and_the_internal_server_saw_nothing(observed: dict[str, Any]):

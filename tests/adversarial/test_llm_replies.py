@@ -5,8 +5,9 @@ Rows: `input` is the list of scripted replies (a `Reply` or `HttpError` each; th
 repeats); `expect` is the run's output, or with `options["observation"]` a distinctive part of
 the first tool observation. Each run must end in one attempt per LLM step (no retried step:
 a retry is a step billed twice), store nothing outside its own rows, and fail no workflow task.
-`options["config"]` adds agent configuration; `options["debrief"]` also checks the stored
-debrief row holds `expect` exactly.
+More options: `config` (agent configuration), `debrief` (the stored debrief row holds
+`expect` exactly), `terminated_by` (the expected ending), `observations` (a distinctive part
+of every observation, in order), `output_chars` (the output's length instead of `expect`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from temporalio.client import Client
 
 from reactive_temporal.contracts import names
 from reactive_temporal.embedded.scripted_llm import Reply, ScriptedLLM, call
+from reactive_temporal.limits import REPLY_CONTENT_MAX_CHARS
 from tests.adversarial.cases import Hostile, params, table
 from tests.adversarial.conftest import (
     StoreSnapshot,
@@ -45,6 +47,30 @@ LLM_REPLIES = table("llm-replies", [
             "\ufffd then text", "the same, with the other half of a pair"),
     Hostile("llm-literal-nul-escape", [Reply(f"FINAL ANSWER: {LITERAL_NUL_ESCAPE}")],
             LITERAL_NUL_ESCAPE, "rewritten to \\ufffd in the stored debrief", {"debrief": True}),
+    Hostile("llm-final-answer-in-prose",
+            [Reply("I don't have the final answer yet; I need more data.")],
+            "I don't have the final answer yet; I need more data.",
+            "ended the run as final_answer with output 'yet; I need more data.' (now it is a "
+            "plain reply: end_turn, its whole text)", {"terminated_by": "end_turn"}),
+    Hostile("llm-final-answer-mid-line", [Reply("The FINAL ANSWER: is not here")],
+            "The FINAL ANSWER: is not here", "the same, mid-line",
+            {"terminated_by": "end_turn"}),
+    Hostile("llm-final-answer-bold", [Reply("Checked twice.\n**Final Answer:** 42")], "42",
+            "the control row: a real marker still ends the run", {"terminated_by": "final_answer"}),
+    Hostile("llm-forty-tool-calls",
+            [Reply(None, [call("calculator", expression=f"{i}+1") for i in range(40)]),
+             Reply("FINAL ANSWER: done")], "done",
+            "40 activities at once from one turn (no cap on calls per turn)",
+            {"observations": [str(i + 1) for i in range(16)]
+             + ["was not run: this turn made 40 tool calls"] * 24}),
+    Hostile("llm-megabyte-tool-arguments",
+            [Reply(None, [call("file_write", path="adv-big.txt", content="x" * 1_000_000)]),
+             Reply("FINAL ANSWER: refused")], "refused",
+            "a 1 MB activity input, and a 2 MB activity result from file_write",
+            {"observations": ["arguments are 1,000,038 characters"]}),
+    Hostile("llm-megabytes-of-text", [Reply("FINAL ANSWER: " + "w" * 3_000_000)], "",
+            "a 3 MB reply as the step's result, the run's result and the debrief's input",
+            {"output_chars": REPLY_CONTENT_MAX_CHARS - len("FINAL ANSWER: ")}),
 ])  # fmt: skip
 
 
@@ -94,11 +120,20 @@ async def test_hostile_model_replies_get_clear_outcomes(
     row: Hostile, replied: dict[str, Any], client: Client, database_url: str
 ):
     result = replied["by_id"][row.id]["result"]
+    found = [content for _, content in await observations(database_url, result.run_id)]
     if row.options.get("observation"):
-        [(_, content)] = (await observations(database_url, result.run_id))[:1]
-        assert row.expect in content, content
+        assert row.expect in found[0], found[0]
+    elif "output_chars" in row.options:
+        assert len(result.output) == row.options["output_chars"], len(result.output)
+        assert "characters cut" in result.output
     else:
         assert result.output == row.expect
+    if "terminated_by" in row.options:
+        assert result.terminated_by == row.options["terminated_by"]
+    if "observations" in row.options:
+        assert len(found) == len(row.options["observations"])
+        for expected, content in zip(row.options["observations"], found, strict=True):
+            assert expected in content, (expected, content[:300])
     if row.options.get("debrief"):
         [(output, debrief_json)] = await fetch(
             database_url, "SELECT output, debrief_json FROM agent_debriefs WHERE run_id = %s",

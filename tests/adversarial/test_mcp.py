@@ -18,12 +18,12 @@ from typing import Any
 import pytest
 from temporalio.client import Client
 
-from activities.tool_calls import OBSERVATION_MAX_CHARS
 from reactive_temporal.api.agents import Agent
 from reactive_temporal.config import Settings
 from reactive_temporal.contracts.run import AgentConfig
 from reactive_temporal.embedded.scripted_llm import Reply, ScriptedLLM, call
 from reactive_temporal.hosting.runtime import Runtime
+from reactive_temporal.limits import OBSERVATION_MAX_CHARS
 from reactive_temporal.mcp_tools import McpToolbox
 from tests.adversarial.cases import Hostile, params, table
 from tests.adversarial.conftest import (
@@ -52,7 +52,7 @@ SECRETS = {
 PASSED = {"MY_MCP_TOKEN": "meant-for-the-mcp-server"}
 
 MCP_OUTPUT = table("mcp-output", [
-    Hostile("mcp-huge-output", ("hostile__huge", {"megabytes": 5}), "[truncated",
+    Hostile("mcp-huge-output", ("hostile__huge", {"megabytes": 5}), "characters cut]",
             "5 MB into the transcript and the next prompt"),
     Hostile("mcp-markup-output", ("hostile__markup", {}), "[/] [bold red]red[/]",
             "stored as it came (it is data); the terminal shows it as text"),
@@ -61,7 +61,9 @@ MCP_OUTPUT = table("mcp-output", [
             "timeout instead of hanging"),
     Hostile("mcp-nested-structured-content", ("raw__nested", {}), "timed out",
             "5,000-deep structured content: the same"),
-    Hostile("mcp-ten-thousand-blocks", ("raw__many_blocks", {}), "[truncated",
+    Hostile("mcp-megabyte-error", ("raw__huge_error", {}), "characters cut]",
+            "a 1 MB error text in the transcript, the next prompt and the run's state"),
+    Hostile("mcp-ten-thousand-blocks", ("raw__many_blocks", {}), "characters cut]",
             "60 KB of blocks into the next prompt"),
 ])  # fmt: skip
 
@@ -148,5 +150,5 @@ async def mcp_observed(
 def test_hostile_mcp_output_is_bounded_data(row: Hostile, mcp_observed: dict[str, Any]):
     content = mcp_observed["observations"][row.id]
     assert row.expect in content, content[:300]
-    assert len(content) <= OBSERVATION_MAX_CHARS + 100
+    assert len(content) <= OBSERVATION_MAX_CHARS
     assert mcp_observed["changes"] == []

@@ -28,7 +28,7 @@ from reactive_temporal.api.operate import history_to_json
 from reactive_temporal.config import Settings
 from reactive_temporal.contracts import names
 from reactive_temporal.contracts.entity import AgentState, AgentWorkflowInput
-from reactive_temporal.contracts.run import AgentConfig
+from reactive_temporal.contracts.run import AgentConfig, FinalAnswerCapture
 from reactive_temporal.embedded.scripted_llm import HttpError, Reply, ScriptedLLM, call
 from reactive_temporal.embedded.stack import DevServer
 from reactive_temporal.hosting.runtime import Runtime
@@ -81,6 +81,33 @@ async def record(client: Client, task_queue: str, llm: ScriptedLLM) -> dict[str,
 
     llm.script("broken", [HttpError(400, "bad request")])
     scenarios["llm_error_run.json"] = (await agent("broken", memory=False).run("fail")).run_id
+
+    # tool-call limits: 18 calls (two refused for the per-turn cap, one for its size)
+    llm.script(
+        "limits",
+        [
+            Reply(
+                "Let me see.\nThe final answer: needs work",
+                [call("calculator", expression=f"{i}+1") for i in range(17)]
+                + [call("calculator", expression="1" * 70_000)],
+            ),
+            Reply("FINAL ANSWER: limited"),
+        ],
+    )
+    scenarios["tool_limits_run.json"] = (await agent("limits", memory=False).run("limits")).run_id
+
+    # the operator's signal: a malformed answer ignored, then a good one accepted
+    llm.script("operated", [Reply("thinking", delay=3.0)], repeat_last=True)
+    operated = agent("operated", memory=False)
+    handle_run = await operated.start("wait for the operator")
+    await handle_run.signal(
+        names.FINAL_ANSWER_SIGNAL, FinalAnswerCapture(output="", format="text")
+    )
+    await handle_run.signal(
+        names.FINAL_ANSWER_SIGNAL, FinalAnswerCapture(output="[1, 2]", format="json")
+    )
+    await operated.result(handle_run)
+    scenarios["operator_signal_run.json"] = handle_run.id
 
     chat_agent = f"recorder-chat-{uuid.uuid4().hex[:6]}"
     handle = await client.start_workflow(

@@ -3,11 +3,20 @@ when a run continues as new."""
 
 from __future__ import annotations
 
+import json
+
+from pydantic_core import to_json
+
 from reactive_temporal.contracts.run import ToolCall
-from workflows.run_limits import (
+from reactive_temporal.limits import (
     ANSWER_MAX_CHARS,
     MAX_TOOL_CALLS_PER_TURN,
+    REPLY_CONTENT_MAX_CHARS,
+    REPLY_MAX_BYTES,
     TOOL_ARGUMENTS_MAX_CHARS,
+    bound_reply,
+)
+from workflows.run_limits import (
     admitted_tool_calls,
     answer_too_long,
     oversized_arguments_observation,
@@ -39,7 +48,7 @@ def test_oversized_arguments_are_refused_by_size():
 
 def test_answers_past_the_limit_are_refused():
     assert answer_too_long("x" * ANSWER_MAX_CHARS) is None
-    assert "the limit is 200,000" in (answer_too_long("x" * (ANSWER_MAX_CHARS + 1)) or "")
+    assert "the limit is 100,000" in (answer_too_long("x" * (ANSWER_MAX_CHARS + 1)) or "")
 
 
 def test_a_run_continues_as_new_when_suggested_or_at_its_own_threshold():
@@ -56,3 +65,30 @@ def test_a_run_continues_as_new_when_suggested_or_at_its_own_threshold():
     assert not go(every=4)
     assert not go(suggested=True, ended=True)
     assert not go(suggested=True, iterations=0)
+
+
+def test_a_reply_within_the_limits_is_unchanged():
+    content, bounded = bound_reply("hello", calls(3))
+    assert (content, bounded) == ("hello", calls(3))
+
+
+def test_a_reply_is_bounded_where_it_enters():
+    huge = ToolCall(id="h", name="file_write", arguments=json.dumps({"content": "x" * 70_000}))
+    answer = ToolCall(id="f", name="final-answer", arguments=json.dumps({"output": "y" * 90_000}))
+    content, bounded = bound_reply("z" * 1_000_000, [huge, answer, *calls(20)])
+    assert content is not None and len(content) == REPLY_CONTENT_MAX_CHARS
+    assert "characters cut" in content and content.endswith("z")
+    assert bounded[0].oversized == len(huge.arguments) and bounded[0].arguments == "{}"
+    assert bounded[1] == answer  # a final answer may be longer than a tool's arguments
+    assert all(c.oversized is None for c in bounded[2:])
+    assert [c.arguments for c in bounded[MAX_TOOL_CALLS_PER_TURN:]] == ["{}"] * 6
+    note = oversized_arguments_observation(bounded[0])
+    assert note is not None and "70,015 characters" in note
+
+
+def test_the_reply_fits_its_byte_budget_whatever_its_characters():
+    worst = "\x01" * 60_000  # each is six bytes of JSON
+    many = [ToolCall(id=f"c{i}", name="t", arguments=worst) for i in range(5)]
+    content, bounded = bound_reply(worst, many)
+    assert len(to_json([content, [c.model_dump() for c in bounded]])) <= REPLY_MAX_BYTES
+    assert any(c.oversized for c in bounded)

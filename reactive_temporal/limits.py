@@ -1,0 +1,88 @@
+"""How big anything a run carries may be, so no payload meets Temporal's walls.
+
+Temporal refuses a payload over 2 MB (an activity result, a workflow input or result, a
+signal) and a workflow task completion over 4 MB; an oversized activity *input* fails the
+workflow task, which retries forever. The limits below keep every payload of a run far under
+those, whatever a model, a tool or an operator sends. Characters are counted, but the budgets
+assume the worst encoding (a control character is 6 bytes of JSON, an emoji 4).
+
+`bound_reply` applies them to a model's reply where it enters the system (the `llm_step`
+activity), before it is stored or returned; the run loop then refuses, as observations the
+model reads, what they marked (`workflows/run_limits.py`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pydantic_core import to_json
+
+from reactive_temporal.contracts.run import FINAL_ANSWER_TOOL, ToolCall
+from reactive_temporal.sanitize import clean_text, clean_value, clip
+
+MAX_TOOL_CALLS_PER_TURN = 16
+"""Tool calls one model turn may make; more are refused as observations (one turn that
+fanned out to hundreds of activities is a known failure of comparable projects)."""
+TOOL_ARGUMENTS_MAX_CHARS = 64_000
+"""One tool call's arguments (JSON text); beyond it the call is refused."""
+ANSWER_MAX_CHARS = 100_000
+"""A final answer (the `final-answer` tool's output, the operator's signal): it travels twice
+in the run's result (output and final_answer), in the debrief's input and the agent's
+notification."""
+FINAL_ANSWER_ARGUMENTS_MAX_CHARS = ANSWER_MAX_CHARS + 16_000
+"""A `final-answer` call's arguments: its output, plus room for the summary."""
+TOOL_ARGUMENTS_TOTAL_MAX_CHARS = 300_000
+"""All the arguments of one reply together."""
+REPLY_CONTENT_MAX_CHARS = 64_000
+"""A reply's text; longer text keeps its head and tail around a marker."""
+REPLY_MAX_BYTES = 1_500_000
+"""The whole reply as JSON, the last word: calls are refused, largest first, until it fits."""
+OBSERVATION_MAX_CHARS = 16_000
+"""What a tool call returns to the model (results and errors alike), head and tail kept."""
+ERROR_RECORD_MAX_CHARS = 1_000
+"""A failed call's error as the run keeps it for its debrief."""
+
+
+def arguments_limit(call: ToolCall) -> int:
+    return (
+        FINAL_ANSWER_ARGUMENTS_MAX_CHARS
+        if call.name == FINAL_ANSWER_TOOL
+        else (TOOL_ARGUMENTS_MAX_CHARS)
+    )
+
+
+def _refused(call: ToolCall) -> ToolCall:
+    """The call with its arguments dropped and their size kept, for the loop to refuse it."""
+    return call.model_copy(update={"arguments": "{}", "oversized": len(call.arguments)})
+
+
+def bound_reply(
+    content: str | None, calls: Sequence[ToolCall]
+) -> tuple[str | None, list[ToolCall]]:
+    """A model's reply within the limits: the text clipped (head and tail kept), every call
+    over its own limit or past the reply's totals marked `oversized` (arguments dropped), and
+    calls past MAX_TOOL_CALLS_PER_TURN stripped of their arguments too (they will not run).
+    A reply within the limits comes back unchanged, but for lone surrogates (U+FFFD: they
+    cannot be encoded anywhere downstream)."""
+    calls = clean_value(list(calls))
+    if content is not None:
+        content = clip(clean_text(content), REPLY_CONTENT_MAX_CHARS)
+    bounded: list[ToolCall] = []
+    total = 0
+    for position, call in enumerate(calls):
+        if position >= MAX_TOOL_CALLS_PER_TURN:
+            bounded.append(call.model_copy(update={"arguments": "{}"}))
+        elif len(call.arguments) > arguments_limit(call) or (
+            total + len(call.arguments) > TOOL_ARGUMENTS_TOTAL_MAX_CHARS
+        ):
+            bounded.append(_refused(call))
+        else:
+            total += len(call.arguments)
+            bounded.append(call)
+    while len(to_json([content, [c.model_dump() for c in bounded]])) > REPLY_MAX_BYTES:
+        largest = max(range(len(bounded)), key=lambda i: len(bounded[i].arguments), default=None)
+        if largest is None or len(bounded[largest].arguments) <= 2:
+            content = clip(content or "", len(content or "") // 2)
+            continue
+        bounded[largest] = _refused(bounded[largest])
+    return content, bounded
