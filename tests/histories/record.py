@@ -100,9 +100,7 @@ async def record(client: Client, task_queue: str, llm: ScriptedLLM) -> dict[str,
     llm.script("operated", [Reply("thinking", delay=3.0)], repeat_last=True)
     operated = agent("operated", memory=False)
     handle_run = await operated.start("wait for the operator")
-    await handle_run.signal(
-        names.FINAL_ANSWER_SIGNAL, FinalAnswerCapture(output="", format="text")
-    )
+    await handle_run.signal(names.FINAL_ANSWER_SIGNAL, FinalAnswerCapture(output="", format="text"))
     await handle_run.signal(
         names.FINAL_ANSWER_SIGNAL, FinalAnswerCapture(output="[1, 2]", format="json")
     )
