@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 
 from temporalio import activity
-from temporalio.client import Client, WorkflowQueryRejectedError
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowQueryRejectedError
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.service import RPCError
 
@@ -92,9 +92,16 @@ class EntityActivities:
 
     @activity.defn(name=names.READ_RUN_PROGRESS)
     async def read_run_progress(self, input: ReadRunProgressInput) -> ReadRunProgressResult:
-        """The run's live state from its `progress` query; None when it is gone."""
+        """The run's live state from its `progress` query; None when it is gone or closed.
+
+        A closed run answers queries too (a worker replays it), with the state it had when it
+        closed: a run that was terminated, so never finished, would answer "running". Its
+        status says it is over."""
         handle = self.client.get_workflow_handle(input.run_id)
         try:
+            description = await handle.describe()
+            if description.status != WorkflowExecutionStatus.RUNNING:
+                return ReadRunProgressResult()
             progress = await handle.query(names.PROGRESS_QUERY, result_type=RunProgress)
         except (RPCError, WorkflowQueryRejectedError) as err:
             activity.logger.info("no progress for %s: %s", input.run_id, err)

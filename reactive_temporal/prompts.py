@@ -225,7 +225,8 @@ def synthesis_prompt(input: DebriefInput) -> str:
         f"Agent self-report (from final-answer metadata when present): {self_report}",
         "Final output (authoritative — what the user received as the task answer):\n"
         + (_truncate(final_output) or "(none — empty)"),
-        f"Terminated by: {input.terminated_by}",
+        f"Terminated by: {input.terminated_by}"
+        + (f" ({input.stop_note})" if input.stop_note else ""),
         f"Tools used:\n{tools}",
         f"Errors from loop: {'; '.join(input.errors_from_loop) or 'none'}",
     ]

@@ -9,6 +9,10 @@ The loop, as it runs:
      call, finish on `FINAL ANSWER:` text or a plain reply (`end_turn`), or nudge and go on.
   4. Stop at the iteration cap (`max_iterations`) or when the LLM fails for good (`llm_error`).
      An operator's `final_answer` signal ends the run at once, cancelling an LLM call in flight.
+  5. A cancel request, the run's deadline (`timeout_seconds`, a durable timer) or a token or
+     cost budget checked after each LLM step stop it early (`cancelled`, `timeout`,
+     `budget_exceeded`; workflows.run_limits): what is in flight is cancelled, and the run
+     still returns its result, tells its agent and starts its debrief.
 
 Only references cross into activities: each message is written to Postgres by the activity
 that produced it and appears once in this workflow's history, so history grows linearly.
@@ -17,11 +21,16 @@ that produced it and appears once in this workflow's history, so history grows l
 from __future__ import annotations
 
 import asyncio
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError, ApplicationError, WorkflowAlreadyStartedError
+from temporalio.exceptions import (
+    ActivityError,
+    ApplicationError,
+    WorkflowAlreadyStartedError,
+    is_cancelled_exception,
+)
 from temporalio.workflow import ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
@@ -67,6 +76,7 @@ with workflow.unsafe.imports_passed_through():
         too_many_calls_observation,
     )
     from workflows.run_state import RunState
+    from workflows.stop_rules import budget_ending, cancel_ending, timeout_ending
     from workflows.turns import Act, Ending, Nudge, decide_turn
 
 
@@ -86,6 +96,10 @@ class AgentRunWorkflow:
         self.anchored_marker = workflow.patched(names.FINAL_ANSWER_LINE_PATCH)
         self.check_operator_answer = workflow.patched(names.OPERATOR_ANSWER_CHECK_PATCH)
         self.limit_tool_calls = workflow.patched(names.TOOL_CALL_LIMITS_PATCH)
+        self.check_budgets = False
+        self.deadline_hit = False
+        self.deadline: asyncio.Task[None] | None = None
+        self.in_llm_call = False
 
     @workflow.run
     async def run(self, input: AgentRunInput) -> AgentResult:
@@ -98,6 +112,26 @@ class AgentRunWorkflow:
         if not (self.attributes_on_change and named_at_start):
             workflow.upsert_search_attributes([sa.AGENT_NAME.value_set(self.agent.agent_id)])
         self.local_store_steps = workflow.patched(names.LOCAL_STORE_STEPS_PATCH)
+        # Only runs with a budget or a deadline ask for those patches (and record markers).
+        agent = self.agent
+        has_budget = agent.token_budget is not None or agent.cost_budget is not None
+        self.check_budgets = has_budget and workflow.patched(names.RUN_BUDGETS_PATCH)
+        has_deadline = agent.timeout_seconds is not None and workflow.patched(
+            names.RUN_DEADLINE_PATCH
+        )
+        try:
+            await self._loop(input, started, has_deadline)
+        except (asyncio.CancelledError, ActivityError) as err:
+            if not self._stopped_by(err):
+                raise
+        if self.deadline is not None:
+            self.deadline.cancel()
+        self.state.end_if_operator_answered()
+        self.state.end_at_iteration_cap()
+        return await self._finish_even_if_cancelled(started)
+
+    async def _loop(self, input: AgentRunInput, started: datetime, has_deadline: bool) -> None:
+        """Prepare the run, then take turns until something ends it."""
         prepared: PrepareRunResult = await self._store_step(
             names.PREPARE_RUN,
             PrepareRunInput(
@@ -108,6 +142,11 @@ class AgentRunWorkflow:
         )
         self.state.tool_names = prepared.tool_names
         self.state.seq = prepared.next_seq
+        # Started once `prepare_run` (a local activity) is done, counting from the start: a
+        # timer started alongside an in-flight local activity leaves that activity to be
+        # re-run after an eviction (SDK warning), which stalled the first workflow task.
+        if has_deadline:
+            self.deadline = self._start_deadline(started)
 
         while not self.state.ended and self.state.iteration < self.agent.max_iterations:
             self._publish_details()
@@ -116,9 +155,65 @@ class AgentRunWorkflow:
                 break
             await self._take_turn(step)
             self.state.end_if_operator_answered()
-        self.state.end_if_operator_answered()
-        self.state.end_at_iteration_cap()
-        return await self._finish(started)
+
+    # -- stopping early: cancel requests and the deadline -----------------------------------
+
+    def _start_deadline(self, started: datetime) -> asyncio.Task[None]:
+        """A durable timer for `timeout_seconds` from the start that interrupts the loop when
+        it fires (cancelling the LLM call or tools in flight)."""
+        timeout = self.agent.timeout_seconds or 0
+        loop_task = asyncio.current_task()
+        remaining = timeout - (workflow.now() - started).total_seconds()
+
+        async def deadline() -> None:
+            await workflow.sleep(timedelta(seconds=max(remaining, 0)), summary="run deadline")
+            self.deadline_hit = True
+            if loop_task is not None:
+                loop_task.cancel()
+
+        return asyncio.create_task(deadline())
+
+    def _stopping(self) -> bool:
+        """A cancel was requested or the deadline fired: a cancelled step is not a failure."""
+        return self.deadline_hit or workflow.cancellation_reason() is not None
+
+    def _stopped_by(self, err: BaseException) -> bool:
+        """The loop was interrupted by a cancel request or the deadline: end the run with
+        the matching ending and go on to finish it. False when the exception is not such an
+        interruption, or when the run predates graceful cancels (it then ends cancelled)."""
+        if not is_cancelled_exception(err):
+            return False
+        state = self.state
+        if self.deadline_hit:
+            doing = f"tool {state.current_tool}" if state.current_tool else None
+            doing = "an LLM call" if self.in_llm_call else doing
+            ending = timeout_ending(
+                self.agent.timeout_seconds or 0, last_text=state.last_text, doing=doing
+            )
+        elif workflow.cancellation_reason() is not None and workflow.patched(
+            names.GRACEFUL_CANCEL_PATCH
+        ):
+            ending = cancel_ending(workflow.cancellation_reason(), last_text=state.last_text)
+        else:
+            return False
+        state.end(ending)
+        task = asyncio.current_task()
+        if task is not None:
+            task.uncancel()  # the interruption is handled: later awaits must not re-raise it
+        return True
+
+    async def _finish_even_if_cancelled(self, started: datetime) -> AgentResult:
+        """`_finish`, which a cancel request arriving meanwhile does not interrupt: the
+        ending is decided, so the result, the agent and the debrief must all happen."""
+        finishing = asyncio.create_task(self._finish(started))
+        try:
+            return await asyncio.shield(finishing)
+        except asyncio.CancelledError:
+            if workflow.cancellation_reason() is None or not workflow.patched(
+                names.GRACEFUL_CANCEL_PATCH
+            ):
+                raise
+            return await finishing
 
     async def _take_turn(self, step: LlmStepResult) -> None:
         """Account for the model's reply, then act on it: end the run, nudge, or run tools."""
@@ -132,6 +227,8 @@ class AgentRunWorkflow:
             gap_check_done=self.state.gap_check_done,
             anchored_marker=self.anchored_marker,
         )
+        if not isinstance(decision, Ending):
+            decision = self._over_budget() or decision
         if isinstance(decision, Ending):
             self.state.end(decision)
         elif isinstance(decision, Nudge):
@@ -144,6 +241,16 @@ class AgentRunWorkflow:
         self.state.complete_turn(ran_tools=isinstance(decision, Act))
         if not self.attributes_on_change:  # runs started before: one upsert per iteration
             workflow.upsert_search_attributes(self._progress_attributes())
+
+    def _over_budget(self) -> Ending | None:
+        """The `budget_exceeded` ending when a token or cost budget is spent (checked after
+        every LLM step; a turn that ends the run anyway ends it as it would have)."""
+        if not self.check_budgets:
+            return None
+        state = self.state
+        return budget_ending(
+            self.agent, tokens=state.tokens, cost=state.cost, last_text=state.last_text
+        )
 
     async def _finish(self, started: datetime) -> AgentResult:
         """The result, its debrief kept (in the run's wrap-up when there is nothing to
@@ -281,7 +388,15 @@ class AgentRunWorkflow:
             summary=f"llm · iteration {state.iteration + 1} · {_tokens(state.tokens)} tokens "
             "so far",
         )
-        await workflow.wait_condition(lambda: handle.done() or state.operator_answer is not None)
+        self.in_llm_call = True
+        try:
+            await workflow.wait_condition(
+                lambda: handle.done() or state.operator_answer is not None
+            )
+        except asyncio.CancelledError:
+            handle.cancel()  # a cancel request or the deadline: the call learns at its heartbeat
+            raise
+        self.in_llm_call = False
         if not handle.done():
             handle.cancel()
         try:
@@ -351,6 +466,8 @@ class AgentRunWorkflow:
                     summary=_tool_summary(call),
                 )
             except ActivityError as err:
+                if self._stopping() and is_cancelled_exception(err):
+                    raise  # cancelled because the run is stopping, not a failed tool
                 content = f"[Tool error: {call.name} failed: {_failure_message(err)}]"
                 await self._record_at([SeqMessage(seq=seq, message=_tool_message(call, content))])
                 return ToolResult(call_id=call.id, name=call.name, success=False, content=content)

@@ -24,6 +24,7 @@ from reactive_temporal.contracts.debrief import (
 )
 from reactive_temporal.contracts.result import AgentResult
 from reactive_temporal.contracts.run import TerminatedBy
+from workflows.stop_rules import STOP_ENDINGS
 
 TRIVIAL_OUTPUT_CHARS = 100
 BRIEF_OUTPUT_CHARS = 400
@@ -57,6 +58,7 @@ def collect_debrief_input(
         final_output=result.output.strip() or None,
         output_format=result.format,
         rationale=list(rationale),
+        stop_note=result.error if result.terminated_by in STOP_ENDINGS else None,
     )
 
 
@@ -107,7 +109,7 @@ def dedupe(items: Iterable[str]) -> list[str]:
 def derive_outcome(terminated_by: TerminatedBy, errors: list[str]) -> Outcome:
     if terminated_by == "llm_error":
         return "failed"
-    if terminated_by == "max_iterations":
+    if terminated_by == "max_iterations" or terminated_by in STOP_ENDINGS:
         return "partial"
     return "partial" if errors else "success"
 
@@ -129,6 +131,11 @@ def derive_confidence(input: DebriefInput) -> Confidence | str:
 
 
 def fallback_summary(input: DebriefInput) -> str:
+    if input.stop_note:
+        last = brief_output(input.final_output)
+        return f"The run was stopped ({input.stop_note})." + (
+            f" Its last reply: {last}" if last else " It had produced no answer yet."
+        )
     capture = input.final_answer
     if capture and capture.summary.strip():  # upstream's `??` lets "" through; we don't
         return capture.summary.strip()
@@ -158,7 +165,7 @@ def build_fallback(input: DebriefInput) -> AgentDebrief:
     debrief = AgentDebrief(
         outcome=derive_outcome(input.terminated_by, input.errors_from_loop),
         summary=fallback_summary(input),
-        errors_encountered=dedupe(input.errors_from_loop),
+        errors_encountered=dedupe([*_stopped(input), *input.errors_from_loop]),
         confidence=derive_confidence(input),
         tools_used=tool_usage(input.tool_stats),
         metrics=input.metrics.model_copy(),
@@ -166,6 +173,11 @@ def build_fallback(input: DebriefInput) -> AgentDebrief:
     )
     debrief.markdown = format_markdown(debrief)
     return debrief
+
+
+def _stopped(input: DebriefInput) -> list[str]:
+    """The limit or cancel that stopped the run, as the debrief's first error (if one did)."""
+    return [f"Stopped: {input.stop_note}"] if input.stop_note else []
 
 
 def merge_synthesis(
@@ -188,7 +200,11 @@ def merge_synthesis(
             "summary": (parsed.summary or "").strip() or fallback.summary,
             "key_findings": [f for f in parsed.key_findings if f.strip()],
             "errors_encountered": dedupe(
-                [*(e for e in parsed.errors_encountered if e.strip()), *input.errors_from_loop]
+                [
+                    *_stopped(input),
+                    *(e for e in parsed.errors_encountered if e.strip()),
+                    *input.errors_from_loop,
+                ]
             ),
             "lessons_learned": [lesson for lesson in parsed.lessons_learned if lesson.strip()],
             "caveats": (parsed.caveats or "").strip() or None,

@@ -236,7 +236,7 @@ class RunState(BaseModel):
             terminated_by=ending.terminated_by,
             final_answer=capture,
             tools_used=[t for t in self.tools_used if t not in META_TOOLS],
-            error=self.error,
+            error=self.error or ending.note,
             metadata=RunMetadata(
                 duration_ms=duration_ms,
                 tokens_used=self.tokens,

@@ -26,6 +26,9 @@ class Ending:
     terminated_by: TerminatedBy
     output: str
     capture: FinalAnswerCapture | None = None
+    note: str | None = None
+    """Why an operator or a limit stopped the run (the result's `error`, the debrief's
+    first error): "token budget of 5,000 exceeded: 5,412 used"."""
 
     @property
     def succeeded(self) -> bool:
@@ -93,6 +96,6 @@ def goal_achieved(terminated_by: TerminatedBy | None) -> bool | None:
     """The reference's `deriveGoalAchieved`: None when the ending says nothing either way."""
     if terminated_by in ("final_answer_tool", "final_answer"):
         return True
-    if terminated_by in ("max_iterations", "llm_error"):
+    if terminated_by in ("max_iterations", "llm_error", "cancelled", "budget_exceeded", "timeout"):
         return False
     return None

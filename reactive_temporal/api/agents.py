@@ -28,6 +28,7 @@ from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.service import RPCError, RPCStatusCode
 
 from reactive_temporal import search_attributes as sa
+from reactive_temporal.api.control import request_cancel
 from reactive_temporal.api.operate import fetch_rich_debrief
 from reactive_temporal.api.sessions import AgentEntity, Session
 from reactive_temporal.config import Settings, load_settings
@@ -65,6 +66,21 @@ class RunResult(AgentResult):
         if self.debrief is None or self._client is None:
             return None
         return await fetch_rich_debrief(self._client, self.run_id, fallback=self.debrief)
+
+
+async def run_result(client: Client, handle: WorkflowHandle[Any, AgentResult]) -> RunResult:
+    """The run's result once it ends.
+
+    Raises:
+        AgentRunError: when the run produced none (it failed, or was terminated).
+    """
+    try:
+        plain = await handle.result()
+    except WorkflowFailureError as err:
+        raise AgentRunError(f"run {handle.id} failed: {root_cause(err)}") from err
+    result = RunResult.model_validate(plain.model_dump())
+    result._client = client
+    return result
 
 
 def build_run_input(
@@ -118,6 +134,9 @@ class AgentBuilder:
     memory: bool = True
     audit_rationale: bool = False
     debrief_model: str | None = None
+    token_budget: int | None = None
+    cost_budget: float | None = None
+    timeout_seconds: float | None = None
     tool_modules: list[str] = field(default_factory=list)
     settings: Settings | None = None
 
@@ -161,6 +180,18 @@ class AgentBuilder:
     def with_debrief_model(self, model: str) -> Self:
         """A (cheaper) model for the rich debrief; default the run's model."""
         self.debrief_model = model
+        return self
+
+    def with_budget(
+        self, *, tokens: int | None = None, cost: float | None = None, timeout: float | None = None
+    ) -> Self:
+        """Limit each run's tokens, cost and time.
+
+        `tokens` (prompt + completion) and `cost` (USD) are checked after every LLM step and
+        end the run as `budget_exceeded`; `timeout` (seconds from the start) ends it as
+        `timeout`, cancelling what is in flight.
+        """
+        self.token_budget, self.cost_budget, self.timeout_seconds = tokens, cost, timeout
         return self
 
     def with_memory(self) -> Self:
@@ -208,6 +239,9 @@ class AgentBuilder:
                 memory=self.memory,
                 audit_rationale=self.audit_rationale,
                 debrief_model=self.debrief_model,
+                token_budget=self.token_budget,
+                cost_budget=self.cost_budget,
+                timeout_seconds=self.timeout_seconds,
             )
         except ValidationError as err:
             raise ValueError(
@@ -308,13 +342,19 @@ class Agent:
         Raises:
             AgentRunError: when the run failed instead of producing a result.
         """
-        try:
-            plain = await handle.result()
-        except WorkflowFailureError as err:
-            raise AgentRunError(f"run {handle.id} failed: {root_cause(err)}") from err
-        result = RunResult.model_validate(plain.model_dump())
-        result._client = self.runtime.client
-        return result
+        return await run_result(self.runtime.client, handle)
+
+    async def cancel(self, run_id: str, *, reason: str | None = None) -> RunResult:
+        """Cancel a running run and return its result.
+
+        The run ends as `cancelled` with its last text, its debrief and its agent told (the
+        same as the Web UI's cancel button).
+
+        Raises:
+            ValueError: no such run, or it is not running.
+        """
+        handle = await request_cancel(self.runtime.client, run_id, reason)
+        return await self.result(handle)
 
     async def wait_for_debriefs(
         self, seconds: float = DISPOSE_DEBRIEF_TIMEOUT_SECONDS

@@ -13,7 +13,7 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 from pydantic import BaseModel
 from temporalio.api.common.v1 import WorkflowExecution
@@ -28,7 +28,7 @@ from reactive_temporal import search_attributes as sa
 from reactive_temporal.contracts import names
 from reactive_temporal.contracts.debrief import AgentDebrief
 from reactive_temporal.contracts.result import AgentResult
-from reactive_temporal.contracts.run import AgentRunInput
+from reactive_temporal.contracts.run import AgentRunInput, TerminatedBy
 from reactive_temporal.errors import root_cause
 
 log = logging.getLogger("reactive_temporal")
@@ -71,6 +71,9 @@ def runs_query(
             f"ExecutionStatus = '{STATUSES[status.lower()].name.title().replace('_', '')}'"
         )
     if terminated_by:
+        endings = get_args(TerminatedBy)
+        if terminated_by not in endings:
+            raise ValueError(f"unknown ending {terminated_by!r}: use one of {', '.join(endings)}")
         parts.append(f"{sa.TERMINATED_BY.name} = {_quote(terminated_by)}")
     return " AND ".join(parts)
 

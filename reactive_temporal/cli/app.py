@@ -6,6 +6,7 @@ debrief RUN_ID       a run's debrief (--rich waits for the synthesized one)
 chat MESSAGE         one chat turn with the agent about its runs
 session              an interactive chat session (history ID / end ID)
 runs                 recent runs: status, terminated_by, outcome (filters, --json)
+cancel RUN_ID        stop a running run gracefully: it ends as cancelled, with its debrief
 replay ID | --file   replay a run's history against the current code
 export ID            a run's history as JSON
 rerun ID             re-execute a failed run from its last good point (--from-start)
@@ -22,6 +23,7 @@ import typer
 from reactive_temporal.cli import (
     chat_commands,
     codec_commands,
+    control_commands,
     migrate_commands,
     operate_commands,
     run_commands,
@@ -36,6 +38,7 @@ app.command()(run_commands.debrief)
 app.command()(chat_commands.chat)
 app.add_typer(chat_commands.session_app, name="session")
 app.command()(operate_commands.runs)
+app.command()(control_commands.cancel)
 app.command("replay")(operate_commands.replay_command)
 app.command()(operate_commands.export)
 app.command()(operate_commands.rerun)

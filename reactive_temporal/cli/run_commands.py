@@ -50,6 +50,18 @@ def run(
     audit_rationale: Annotated[
         bool, typer.Option("--audit-rationale", help="Ask for a rationale per tool call.")
     ] = False,
+    token_budget: Annotated[
+        int | None,
+        typer.Option(min=1, help="End the run as budget_exceeded past this many tokens."),
+    ] = None,
+    cost_budget: Annotated[
+        float | None,
+        typer.Option(min=0, help="End the run as budget_exceeded past this many USD."),
+    ] = None,
+    timeout: Annotated[
+        float | None,
+        typer.Option(min=0, help="End the run as timeout this many seconds after its start."),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the AgentResult as JSON.")] = False,
 ) -> None:
     """Run TASK durably, with live progress; exit 0 only when the run succeeded."""
@@ -68,6 +80,7 @@ def run(
         )
         if no_memory:
             builder.without_memory()
+        builder.with_budget(tokens=token_budget, cost=cost_budget, timeout=timeout)
         try:
             config = builder.config()
             build_run_input(config, task)  # refuse bad input before starting anything
@@ -104,10 +117,7 @@ async def watch_and_print(
 ) -> RunResult:
     """Follow a run to its end and print its result (JSON, or the answer and debrief)."""
     result = await _watch(agent, handle, show=not as_json)
-    if as_json:
-        print(result.model_dump_json())
-    else:
-        _print_result(result)
+    print_outcome(result, as_json=as_json)
     if result.debrief is not None and agent.runtime.host is not None:
         # This process hosts the only worker: finish the rich debrief before leaving.
         if not as_json:
@@ -156,6 +166,14 @@ def progress_line(p: RunProgress) -> str:
         return f"{p.iteration}/{p.max_iterations} iterations{ended} · {p.tokens:,} tokens"
     tool = f" · tool {p.current_tool}" if p.current_tool else ""
     return f"iteration {p.current_iteration}/{p.max_iterations}{tool} · {p.tokens:,} tokens"
+
+
+def print_outcome(result: AgentResult, *, as_json: bool) -> None:
+    """A finished run: its AgentResult as one JSON object, or its answer and debrief."""
+    if as_json:
+        print(result.model_dump_json())
+    else:
+        _print_result(result)
 
 
 def _print_result(result: AgentResult) -> None:

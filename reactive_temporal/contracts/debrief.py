@@ -106,6 +106,8 @@ class DebriefInput(BaseModel):
     final_output: str | None = None
     output_format: str = "text"
     rationale: list[RationaleEntry] = Field(default_factory=list)
+    stop_note: str | None = None
+    """Why a cancel or a limit stopped the run ("token budget of 5,000 exceeded: …")."""
 
 
 class DebriefWorkflowInput(BaseModel):

@@ -86,6 +86,14 @@ TOOL_CALL_LIMITS_PATCH: Final = "tool-call-limits"
 """At most MAX_TOOL_CALLS_PER_TURN calls of a turn run, and calls whose arguments are too
 large do not run: both are refused as observations (reactive_temporal.limits)."""
 
+GRACEFUL_CANCEL_PATCH: Final = "graceful-cancel"
+"""A cancel request ends the run as `cancelled` with its result and debrief; runs that
+recorded a cancel before it replay as cancelled workflows."""
+RUN_DEADLINE_PATCH: Final = "run-deadline"
+"""A run with `timeout_seconds` starts its deadline timer (only such runs record it)."""
+RUN_BUDGETS_PATCH: Final = "run-budgets"
+"""A run with a token or cost budget checks it after every LLM step."""
+
 # -- memo keys --------------------------------------------------------------------------------
 
 TASK_MEMO: Final = "task"

@@ -13,9 +13,18 @@ from typing import Literal
 from pydantic import BaseModel, Field, field_validator
 
 TerminatedBy = Literal[
-    "final_answer_tool", "final_answer", "max_iterations", "end_turn", "llm_error"
+    "final_answer_tool",
+    "final_answer",
+    "max_iterations",
+    "end_turn",
+    "llm_error",
+    "cancelled",
+    "budget_exceeded",
+    "timeout",
 ]
-"""How a run ended (the reference's `terminatedBy`, minus the opt-in `abstained`)."""
+"""How a run ended (the reference's `terminatedBy`, minus the opt-in `abstained`), plus the
+endings an operator or a limit imposes: `cancelled` (a cancel request), `budget_exceeded`
+(the token or cost budget), `timeout` (the run's deadline)."""
 
 OUTPUT_FORMATS = ("text", "json", "markdown", "csv", "html")
 """Formats a final answer may declare."""
@@ -90,6 +99,14 @@ class AgentConfig(BaseModel):
     """Ask the model for a rationale block per tool call; they land in the debrief."""
     debrief_model: str | None = None
     """The model that writes the rich debrief; None means the run's model."""
+    token_budget: int | None = Field(default=None, ge=1)
+    """Tokens (prompt + completion) the run may use; checked after every LLM step."""
+    cost_budget: float | None = Field(default=None, gt=0)
+    """USD the run may spend on LLM calls (the worker's price table); checked after every
+    LLM step."""
+    timeout_seconds: float | None = Field(default=None, gt=0, le=366 * 86400)
+    """The run's deadline from its start: a durable timer that ends it as `timeout`,
+    cancelling what is in flight."""
 
 
 class AgentRunInput(BaseModel):

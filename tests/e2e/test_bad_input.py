@@ -186,7 +186,10 @@ CLI_CASES: list[tuple[str, list[str], dict[str, str], int, str]] = [
     ("runs-agent-quote-injection", ["runs", "--agent", "x' OR '1'='1"], NO_SERVER, 2,
      "may not contain quotes or backslashes"),
     ("runs-terminated-by-backslash", ["runs", "--terminated-by", "a\\b"], NO_SERVER, 2,
-     "may not contain quotes or backslashes"),
+     "unknown ending 'a\\\\b': use one of final_answer_tool"),
+    ("runs-terminated-by-unknown", ["runs", "--terminated-by", "exploded"], NO_SERVER, 2,
+     "unknown ending 'exploded': use one of final_answer_tool, final_answer, max_iterations, "
+     "end_turn, llm_error, cancelled, budget_exceeded, timeout"),
     ("replay-id-and-file", ["replay", "run-x", "--file", "{dir}/garbage.json"], NO_SERVER, 2,
      "give a WORKFLOW_ID or --file HISTORY.json (one of them)"),
     ("replay-neither", ["replay"], NO_SERVER, 2, "give a WORKFLOW_ID or --file"),

@@ -1,6 +1,9 @@
 """Record the histories in tests/histories/ that the replay tests run against every change.
 
-    .venv/bin/python -m tests.histories.record [SUFFIX]    # e.g. _local_store → *_local_store.json
+    .venv/bin/python -m tests.histories.record [SUFFIX] [--only GROUP…]
+
+e.g. `_local_store` → *_local_store.json; `--only stops` records only that group's scenarios
+(GROUPS below), so a change that adds scenarios does not re-record everyone else's.
 
 Run it only when a change to workflow code is *meant* to alter new runs' decisions, and
 only after guarding that change with `workflow.patched()` (README, "Changing workflow
@@ -34,6 +37,7 @@ from reactive_temporal.embedded.stack import DevServer
 from reactive_temporal.hosting.runtime import Runtime
 from reactive_temporal.hosting.worker_factory import create_worker
 from workflows.agent_entity import AgentWorkflow
+from workflows.agent_run import AgentRunWorkflow
 
 HERE = Path(__file__).parent
 LONG = "The answer, explained at some length so that the debrief is synthesized. " * 3
@@ -127,7 +131,45 @@ async def record(client: Client, task_queue: str, llm: ScriptedLLM) -> dict[str,
     return scenarios
 
 
-async def main(suffix: str = "") -> None:
+async def record_stops(client: Client, task_queue: str, llm: ScriptedLLM) -> dict[str, str]:
+    """Runs stopped early (issue 12): a cancel request during a slow LLM call (with its
+    debrief), a token budget, the deadline."""
+
+    def agent(model: str, **config: object) -> Agent:
+        cfg = AgentConfig.model_validate({"agent_id": "recorder", "model": model, **config})
+        return Agent(cfg, Runtime(client, task_queue, offline_model=False))
+
+    scenarios: dict[str, str] = {}
+    llm.script(
+        "cancel",
+        [Reply("Looking.", [call("calculator", expression="6*7")]), Reply("late", delay=20)],
+    )
+    cancelled = agent("cancel")
+    handle = await cancelled.start("6*7, slowly")
+    for _ in range(200):  # until the run is in its slow second LLM call
+        if (await handle.query(AgentRunWorkflow.progress)).iteration >= 1:
+            break
+        await asyncio.sleep(0.1)
+    await asyncio.sleep(0.5)
+    await handle.cancel(reason="recorded cancel")
+    await (await cancelled.result(handle)).debrief_rich()
+    scenarios["cancelled_run.json"] = handle.id
+
+    llm.script("budget", [Reply("again", [call("calculator", expression="1+1")], usage=(600, 50))],
+               repeat_last=True)  # fmt: skip
+    budget = await agent("budget", memory=False, token_budget=1000).run("loop")
+    scenarios["budget_exceeded_run.json"] = budget.run_id
+
+    llm.script("deadline", [Reply("slow", delay=20)])
+    timed_out = await agent("deadline", memory=False, timeout_seconds=2).run("too slow")
+    scenarios["timeout_run.json"] = timed_out.run_id
+    return scenarios
+
+
+GROUPS = {"base": record, "stops": record_stops}
+
+
+async def main(suffix: str = "", only: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory() as tmp, ScriptedLLM() as llm:
         server = DevServer(db_file=None, log_file=Path(tmp) / "temporal.log")
         client = await server.start()
@@ -147,7 +189,9 @@ async def main(suffix: str = "") -> None:
         )
         running = asyncio.create_task(worker.worker.run())
         try:
-            scenarios = await record(client, task_queue, llm)
+            scenarios: dict[str, str] = {}
+            for group in only or list(GROUPS):
+                scenarios |= await GROUPS[group](client, task_queue, llm)
             await asyncio.sleep(1)  # let abandoned children and signals settle
             for name, workflow_id in scenarios.items():
                 file, _, run_id = name.partition("@")
@@ -166,4 +210,10 @@ async def main(suffix: str = "") -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main(sys.argv[1] if len(sys.argv) > 1 else ""))
+    args = sys.argv[1:]
+    groups = args[args.index("--only") + 1 :] if "--only" in args else None
+    positional = args[: args.index("--only")] if "--only" in args else args
+    unknown = [g for g in groups or [] if g not in GROUPS]
+    if unknown:
+        sys.exit(f"unknown group(s) {', '.join(unknown)}: use {', '.join(GROUPS)}")
+    asyncio.run(main(positional[0] if positional else "", groups))

@@ -35,6 +35,9 @@ def test_the_required_histories_are_committed():
         "llm_error_run",
         "debrief_child",
         "chat_session_continue_as_new",
+        "cancelled_run",
+        "budget_exceeded_run",
+        "timeout_run",
     } <= names
 
 
