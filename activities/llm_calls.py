@@ -32,6 +32,7 @@ from activities.heartbeat import heartbeating
 from reactive_temporal.config import ModelPrice
 from reactive_temporal.contracts.run import Usage
 from reactive_temporal.pricing import cost_of
+from reactive_temporal.telemetry.observe import observe_llm_call
 
 RETRYABLE_STATUS = {408, 409, 429}
 MAX_RETRY_DELAY_SECONDS = 120.0
@@ -154,18 +155,24 @@ class LlmEndpoint:
         """Send one chat-completions request from inside an activity; LLM failures raise
         ApplicationErrors that Temporal retries (or not), counted against `max_attempts`."""
         timeout = activity.info().start_to_close_timeout or DEFAULT_ACTIVITY_TIMEOUT
-        with llm_errors(max_attempts):
-            async with heartbeating():
-                response = await self.client.post(
-                    "/chat/completions",
-                    body=request,
-                    cast_to=ChatCompletion,
-                    options={"timeout": client_timeout(timeout)},
-                )
-        usage = usage_of(response)
-        cost = cost_of(
-            str(request["model"]), usage.prompt_tokens, usage.completion_tokens, self.prices
-        )
+        model = str(request["model"])
+        with observe_llm_call(model) as observed:  # a span and the metrics, per real request
+            with llm_errors(max_attempts):
+                async with heartbeating():
+                    response = await self.client.post(
+                        "/chat/completions",
+                        body=request,
+                        cast_to=ChatCompletion,
+                        options={"timeout": client_timeout(timeout)},
+                    )
+            usage = usage_of(response)
+            cost = cost_of(model, usage.prompt_tokens, usage.completion_tokens, self.prices)
+            observed.succeeded(
+                input_tokens=usage.prompt_tokens,
+                output_tokens=usage.completion_tokens,
+                cost_usd=cost,
+                response_model=response.model,
+            )
         return Completion(response=response, usage=usage, cost=cost)
 
     async def close(self) -> None:

@@ -20,6 +20,7 @@ from reactive_temporal.contracts import names
 from reactive_temporal.contracts.run import Message, RunToolInput, SeqMessage, ToolResult
 from reactive_temporal.limits import OBSERVATION_MAX_CHARS
 from reactive_temporal.sanitize import clip
+from reactive_temporal.telemetry.observe import observe_tool_call
 from reactive_temporal.tools import ToolArgumentsError, ToolRegistry
 
 
@@ -48,7 +49,12 @@ class ToolActivities:
     async def run_tool(self, input: RunToolInput) -> ToolResult:
         call = input.call
         started = time.monotonic()
-        success, content = await self._execute(call.name, call.arguments)
+        # A name the model made up is counted as one label, not one per invention.
+        label = call.name if self.registry.get(call.name) is not None else "(unknown)"
+        with observe_tool_call(label, call.id) as observed:  # a span and the count
+            success, content = await self._execute(call.name, call.arguments)
+            if not success:
+                observed.failed()
         content = bounded_observation(content)
         await self.store.put_messages(
             input.run_id,

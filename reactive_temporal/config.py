@@ -2,17 +2,35 @@
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from pydantic import AliasChoices, BaseModel, Field, field_validator, model_validator
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    Field,
+    PrivateAttr,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from reactive_temporal.capabilities import ModelCapabilities
 from reactive_temporal.http_guard import AllowList
 
+if TYPE_CHECKING:
+    from reactive_temporal.connection import TemporalConnection
+
 DEFAULT_TASK_QUEUE = "reactive-temporal"
 DEFAULT_MODEL = "gpt-4o-mini"
+DEFAULT_MAX_CONCURRENT_ACTIVITIES = 500
+"""An LLM call waits seconds on the network: a worker holds hundreds in flight (the SDK's 100
+would cap it at 100 calls whatever its CPU)."""
+DEFAULT_MAX_CONCURRENT_WORKFLOW_TASKS = 100
+"""Workflow tasks are short and CPU-bound: the SDK's default."""
+DEFAULT_GRACEFUL_SHUTDOWN_SECONDS = 30.0
 _HOST_PORT = re.compile(r"^[A-Za-z0-9_.\-\[\]:]+:\d{1,5}$")
 
 
@@ -90,6 +108,47 @@ class Settings(BaseSettings):
     """Exceptions to http_get's public-addresses-only rule: comma-separated hostnames, IPs or
     CIDRs, each optionally with `:port` (see `reactive_temporal.http_guard`)."""
 
+    # -- operating workers (worker / dev; the options of the same names override these) -----
+    metrics_port: int | None = Field(
+        default=None,
+        ge=1,
+        le=65_535,
+        validation_alias=AliasChoices("REACTIVE_TEMPORAL_METRICS_PORT", "metrics_port"),
+    )
+    """Serve Prometheus text at /metrics and /healthz on this port (worker and dev)."""
+    graceful_shutdown_seconds: float = Field(
+        default=DEFAULT_GRACEFUL_SHUTDOWN_SECONDS,
+        ge=0,
+        validation_alias=AliasChoices(
+            "REACTIVE_TEMPORAL_GRACEFUL_SHUTDOWN", "graceful_shutdown_seconds"
+        ),
+    )
+    """On SIGTERM, how long in-flight activities may run on before they are cancelled."""
+    max_concurrent_activities: int = Field(
+        default=DEFAULT_MAX_CONCURRENT_ACTIVITIES,
+        ge=1,
+        validation_alias=AliasChoices(
+            "REACTIVE_TEMPORAL_MAX_CONCURRENT_ACTIVITIES", "max_concurrent_activities"
+        ),
+    )
+    max_concurrent_workflow_tasks: int = Field(
+        default=DEFAULT_MAX_CONCURRENT_WORKFLOW_TASKS,
+        ge=2,
+        validation_alias=AliasChoices(
+            "REACTIVE_TEMPORAL_MAX_CONCURRENT_WORKFLOW_TASKS", "max_concurrent_workflow_tasks"
+        ),
+    )
+    deployment_name: str | None = Field(
+        default=None, validation_alias=AliasChoices("TEMPORAL_DEPLOYMENT_NAME", "deployment_name")
+    )
+    """Worker Versioning: the worker deployment this worker belongs to (with `build_id`)."""
+    build_id: str | None = Field(
+        default=None, validation_alias=AliasChoices("TEMPORAL_WORKER_BUILD_ID", "build_id")
+    )
+    """Worker Versioning: this worker's build (one per release of the workflow code)."""
+
+    _connection: TemporalConnection | None = PrivateAttr(default=None)
+
     @field_validator("temporal_address")
     @classmethod
     def _host_port(cls, value: str | None) -> str | None:
@@ -100,6 +159,43 @@ class Settings(BaseSettings):
                 f"TEMPORAL_ADDRESS={value!r} is not host:port (for example localhost:7233)"
             )
         return value.strip()
+
+    @field_validator("metrics_port", "deployment_name", "build_id", mode="before")
+    @classmethod
+    def _blank_means_unset(cls, value: object) -> object:
+        return None if isinstance(value, str) and not value.strip() else value
+
+    def worker_version(self) -> tuple[str, str] | None:
+        """(deployment name, build id) when a worker uses Worker Versioning, else None.
+
+        Checked where a worker starts (clients ignore these): ValueError when one is missing.
+        """
+        if self.deployment_name is None and self.build_id is None:
+            return None
+        if self.deployment_name is None or self.build_id is None:
+            raise ValueError(
+                "TEMPORAL_DEPLOYMENT_NAME (--deployment-name) and TEMPORAL_WORKER_BUILD_ID "
+                "(--build-id) go together: Worker Versioning needs both, or neither"
+            )
+        return self.deployment_name, self.build_id
+
+    def temporal_connection(self) -> TemporalConnection:
+        """How to reach Temporal, as the temporal CLI reads it.
+
+        temporal.toml and the TEMPORAL_* variables, with this address and namespace first
+        (they may come from `.env`). An address of None means the embedded dev server.
+        ConnectionConfigError (a ValueError) names a bad profile, file or certificate.
+        """
+        if self._connection is None:
+            from reactive_temporal.connection import load_connection
+
+            explicit = "temporal_namespace" in self.model_fields_set
+            self._connection = load_connection(
+                address=self.temporal_address,
+                namespace=self.temporal_namespace if explicit else None,
+                environ={**_temporal_variables_in_env_file(), **os.environ},
+            )
+        return self._connection
 
     @field_validator("database_url")
     @classmethod
@@ -149,6 +245,20 @@ class Settings(BaseSettings):
         return (self.workspace_dir or self.data_dir / "workspace").resolve()
 
 
+def _temporal_variables_in_env_file(path: Path = Path(".env")) -> dict[str, str]:
+    """TEMPORAL_* from the `.env` file Settings reads, so TLS and API keys may live there.
+
+    The process environment wins, as it does for every other setting.
+    """
+    if not path.is_file():
+        return {}
+    from dotenv import dotenv_values
+
+    return {
+        k: v for k, v in dotenv_values(path).items() if k.startswith("TEMPORAL_") and v is not None
+    }
+
+
 def settings_error_message(err: Exception) -> str:
     """pydantic-settings names the field; people set the environment variable: name that."""
     text = str(err)
@@ -162,5 +272,13 @@ def settings_error_message(err: Exception) -> str:
 
 
 def load_settings(**overrides: object) -> Settings:
-    """Settings from the environment, with explicit overrides (None values are ignored)."""
-    return Settings(**{k: v for k, v in overrides.items() if v is not None})  # type: ignore[arg-type]
+    """Settings from the environment, with explicit overrides (None values are ignored).
+
+    The Temporal address and namespace are the connection's (`temporal_connection()`): a
+    `temporal.toml` profile's address counts as configured, as TEMPORAL_ADDRESS does.
+    """
+    settings = Settings(**{k: v for k, v in overrides.items() if v is not None})  # type: ignore[arg-type]
+    connection = settings.temporal_connection()
+    settings.temporal_address = connection.address
+    settings.temporal_namespace = connection.namespace
+    return settings

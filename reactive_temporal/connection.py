@@ -18,13 +18,15 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from temporalio.client import Client, Interceptor, Plugin
-from temporalio.converter import DataConverter
 from temporalio.envconfig import ClientConfigProfile
-from temporalio.runtime import Runtime
 from temporalio.service import TLSConfig
+
+if TYPE_CHECKING:  # the client is imported where it connects, not where config is read
+    from temporalio.client import Client, Interceptor, Plugin
+    from temporalio.converter import DataConverter
+    from temporalio.runtime import Runtime
 
 DEFAULT_NAMESPACE = "default"
 
@@ -127,6 +129,8 @@ async def connect_client(
     plugins: Sequence[Plugin] = (),
 ) -> Client:
     """`Client.connect` with the configuration; a failure is a one-line `ConnectionFailed`."""
+    from temporalio.client import Client
+
     if connection.address is None:
         raise ConnectionConfigError("no Temporal address configured")
     try:
@@ -143,7 +147,7 @@ async def connect_client(
         )
     except Exception as err:
         raise ConnectionFailed(
-            f"cannot connect to Temporal at {connection.describe()}: {explain(err, connection)}"
+            f"cannot reach Temporal at {connection.describe()}: {explain(err, connection)}"
         ) from err
 
 

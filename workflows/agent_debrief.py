@@ -61,6 +61,9 @@ class DebriefWorkflow:
             **STORE,  # Postgres may be down for a while: keep trying, nothing is lost meanwhile
             summary="persist debrief and lessons",
         )
+        workflow.metric_meter().create_counter(
+            names.DEBRIEFS_METRIC, "Debriefs persisted, synthesized by the LLM or not"
+        ).add(1, {"synthesized": "true" if debrief.synthesized else "false"})
         if input.agent_workflow_id:
             try:
                 await workflow.get_external_workflow_handle(input.agent_workflow_id).signal(

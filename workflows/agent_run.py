@@ -316,7 +316,20 @@ class AgentRunWorkflow:
         if self.attributes_on_change:
             attributes += self._progress_attributes()
         workflow.upsert_search_attributes(attributes)
+        self._count_finish(result, debrief_kept_here=kept_here)
         return result
+
+    def _count_finish(self, result: AgentResult, *, debrief_kept_here: bool) -> None:
+        """The run (and a debrief kept in it) counted once: the workflow's metric meter
+        records nothing while the run replays (served at a worker's /metrics)."""
+        meter = workflow.metric_meter()
+        meter.create_counter(names.RUNS_METRIC, "Runs finished, by agent and how they ended").add(
+            1, {"agent": self.agent.agent_id, "terminated_by": result.terminated_by}
+        )
+        if debrief_kept_here:
+            meter.create_counter(names.DEBRIEFS_METRIC, "Debriefs persisted").add(
+                1, {"synthesized": "false"}
+            )
 
     def _progress_attributes(self) -> list[Any]:
         return [

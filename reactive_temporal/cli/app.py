@@ -33,6 +33,14 @@ from reactive_temporal.cli import (
 app = typer.Typer(
     add_completion=False, no_args_is_help=True, help=__doc__, pretty_exceptions_show_locals=False
 )
+
+
+@app.callback()
+def connection_profile(profile: serve_commands.ProfileOption = None) -> None:
+    # `starter.py --profile prod run …`: every command connects with that temporal.toml profile.
+    serve_commands.use_profile(profile)
+
+
 app.command()(run_commands.run)
 app.command()(run_commands.debrief)
 app.command()(chat_commands.chat)

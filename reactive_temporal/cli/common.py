@@ -15,6 +15,7 @@ from rich.console import Console
 from reactive_temporal.api.agents import Agent, AgentBuilder
 from reactive_temporal.cli.terminal import safe
 from reactive_temporal.config import Settings, load_settings, settings_error_message
+from reactive_temporal.connection import ConnectionConfigError
 from reactive_temporal.embedded.stack import StackError
 from reactive_temporal.errors import describe_validation_error
 from reactive_temporal.hosting.runtime import Runtime, open_runtime
@@ -52,19 +53,23 @@ def run_command(coro: Callable[[], Awaitable[int]], *, as_json: bool = False) ->
         code = e.code
         if as_json:
             print(json.dumps({"error": str(e)}))
-        err.print(f"[red]error:[/] {safe(e)}", highlight=False)
+        # One line whatever the width: wrapped, a log or a test would see several.
+        err.print(f"[red]error:[/] {safe(e)}", highlight=False, soft_wrap=True)
     except KeyboardInterrupt:
         code = 130
     finish(code)
 
 
-def cli_settings() -> Settings:
+def cli_settings(**overrides: object) -> Settings:
+    """The settings, with the command's options over the environment (None: not given)."""
     try:
-        return load_settings()
+        return load_settings(**overrides)
     except ValidationError as e:
         raise CliError(f"invalid configuration: {describe_validation_error(e)}") from e
     except SettingsError as e:  # e.g. a JSON variable that is not JSON
         raise CliError(f"invalid configuration: {settings_error_message(e)}") from e
+    except ConnectionConfigError as e:  # a missing profile, config file or certificate
+        raise CliError(str(e)) from e
 
 
 async def cli_runtime(settings: Settings | None = None) -> Runtime:

@@ -13,10 +13,10 @@ from rich.table import Table
 from temporalio.client import Client, WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError, RPCStatusCode
-from temporalio.worker import Replayer
 
 from reactive_temporal.api.agents import Agent, AgentRunError
 from reactive_temporal.api.operate import (
+    ReplayReport,
     RunSummary,
     history_to_json,
     list_runs,
@@ -25,6 +25,12 @@ from reactive_temporal.api.operate import (
     replay,
     rerun_from_failure,
     runs_query,
+)
+from reactive_temporal.api.replay_batch import (
+    check_recent,
+    quiet_replayer,
+    recent_runs_query,
+    replay_recent,
 )
 from reactive_temporal.cli.common import CliError, cli_runtime, err, out, run_command
 from reactive_temporal.cli.run_commands import watch_and_print
@@ -125,13 +131,34 @@ def replay_command(
         str | None,
         typer.Option("--workflow-id", help="With --file from `temporal workflow show`: its id."),
     ] = None,
+    recent: Annotated[
+        int | None,
+        typer.Option(
+            "--recent",
+            metavar="N",
+            help="Check the N most recent runs (with their debriefs and agents) before a deploy.",
+        ),
+    ] = None,
+    agent: Annotated[
+        str | None, typer.Option("--agent", help="With --recent: that agent's runs.")
+    ] = None,
+    query: Annotated[
+        str | None,
+        typer.Option("--query", help="With --recent: runs matching this visibility query."),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
-    """Replay a run's history against the current code: exit 0 when it still fits."""
+    """Replay a run's history (or a batch: --recent N) against the current code: exit 0 when
+    every one still fits."""
 
     async def main() -> int:
-        if (workflow_id is None) == (file is None):
-            raise CliError("give a WORKFLOW_ID or --file HISTORY.json (one of them)")
+        given = [workflow_id is not None, file is not None, recent is not None]
+        if sum(given) != 1:
+            raise CliError("give a WORKFLOW_ID, --file HISTORY.json or --recent N (one of them)")
+        if (agent is not None or query is not None) and recent is None:
+            raise CliError("--agent and --query select runs for --recent N")
+        if recent is not None:
+            return await _replay_batch(recent, agent, query, as_json)
         if file is not None:
             try:
                 history = load_history_file(file, file_workflow_id)
@@ -146,25 +173,68 @@ def replay_command(
                 converter = runtime.client.data_converter
             finally:
                 await runtime.close()
-        report = await replay(history, Replayer(workflows=WORKFLOWS, data_converter=converter))
+        report = await replay(history, quiet_replayer(WORKFLOWS, converter))
         if as_json:
             print(json.dumps(report.__dict__))
-        elif report.ok:
-            out.print(
-                f"[green]✓[/] {safe(report.workflow_id)}: {report.events} events replay cleanly"
-            )
         else:
-            at = f" at event {report.event_id}" if report.event_id else ""
-            out.print(
-                f"[red]✗[/] {safe(report.workflow_id)} no longer replays{at}:\n{safe(report.error)}"
-            )
-            err.print(
-                "[dim]The code changed a decision old runs already made: guard the change with "
-                "workflow.patched() (see README, 'Changing workflow code').[/]"
-            )
+            _print_replay(report)
+            if not report.ok:
+                err.print(PATCH_HINT)
         return 0 if report.ok else 1
 
     run_command(main, as_json=as_json)
+
+
+PATCH_HINT = (
+    "[dim]The code changed a decision old runs already made: guard the change with "
+    "workflow.patched() (see README, 'Changing workflow code').[/]"
+)
+
+
+def _print_replay(report: ReplayReport) -> None:
+    if report.ok:
+        out.print(f"[green]✓[/] {safe(report.workflow_id)}: {report.events} events replay cleanly")
+    else:
+        at = f" at event {report.event_id}" if report.event_id else ""
+        out.print(
+            f"[red]✗[/] {safe(report.workflow_id)} no longer replays{at}:\n{safe(report.error)}"
+        )
+
+
+async def _replay_batch(recent: int, agent: str | None, query: str | None, as_json: bool) -> int:
+    try:
+        check_recent(recent)
+        visibility = recent_runs_query(agent, query)
+    except ValueError as e:
+        raise CliError(str(e)) from e
+    runtime = await cli_runtime()
+    try:
+        replayer = quiet_replayer(WORKFLOWS, runtime.client.data_converter)
+        try:
+            batch = await replay_recent(runtime.client, replayer, recent=recent, query=visibility)
+        except ValueError as e:
+            raise CliError(str(e)) from e
+        except RPCError as e:  # e.g. a query the server cannot parse
+            raise CliError(f"cannot list runs ({visibility}): {e.message}") from e
+    finally:
+        await runtime.close()
+    if as_json:
+        replays = [r.__dict__ for r in batch.replays]
+        print(json.dumps({"checked": len(replays), "failed": batch.failed, "replays": replays}))
+        return 0 if batch.ok else 1
+    if not batch.replays:
+        out.print(f"no runs match {safe(visibility)}")
+    for report in batch.replays:
+        _print_replay(report)
+    if batch.ok:
+        out.print(f"{len(batch.replays)} histories replay cleanly against this code")
+        return 0
+    out.print(
+        f"[red]{len(batch.failed)} of {len(batch.replays)} histories fail to replay:[/] "
+        + ", ".join(safe(f) for f in batch.failed)
+    )
+    err.print(PATCH_HINT)
+    return 1
 
 
 def export(

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from dataclasses import asdict
 from typing import Annotated
 
@@ -33,6 +34,7 @@ from reactive_temporal.embedded.stack import (
     connect,
     read_published_stack,
 )
+from reactive_temporal.hosting.observability import Observability
 from reactive_temporal.hosting.worker_lifecycle import (
     NoServerError,
     WorkerOptions,
@@ -67,27 +69,110 @@ McpEnvOption = Annotated[
 ]
 
 
+MetricsPortOption = Annotated[
+    int | None,
+    typer.Option(
+        "--metrics-port",
+        min=1,
+        max=65_535,
+        help="Serve Prometheus metrics at :PORT/metrics and /healthz "
+        "(env REACTIVE_TEMPORAL_METRICS_PORT).",
+    ),
+]
+GracefulShutdownOption = Annotated[
+    float | None,
+    typer.Option(
+        "--graceful-shutdown",
+        metavar="SECONDS",
+        min=0,
+        help="On SIGTERM or Ctrl-C, let in-flight activities finish for up to SECONDS "
+        "(env REACTIVE_TEMPORAL_GRACEFUL_SHUTDOWN; default 30).",
+    ),
+]
+MaxActivitiesOption = Annotated[
+    int | None,
+    typer.Option(
+        "--max-concurrent-activities",
+        min=1,
+        help="Activity slots: LLM and tool calls in flight "
+        "(env REACTIVE_TEMPORAL_MAX_CONCURRENT_ACTIVITIES; default 500).",
+    ),
+]
+MaxWorkflowTasksOption = Annotated[
+    int | None,
+    typer.Option(
+        "--max-concurrent-workflow-tasks",
+        min=2,
+        help="Workflow task slots (env REACTIVE_TEMPORAL_MAX_CONCURRENT_WORKFLOW_TASKS; "
+        "default 100).",
+    ),
+]
+DeploymentNameOption = Annotated[
+    str | None,
+    typer.Option(
+        "--deployment-name",
+        help="Worker Versioning: the worker deployment (env TEMPORAL_DEPLOYMENT_NAME).",
+    ),
+]
+BuildIdOption = Annotated[
+    str | None,
+    typer.Option(
+        "--build-id",
+        help="Worker Versioning: this build's id (env TEMPORAL_WORKER_BUILD_ID).",
+    ),
+]
+ProfileOption = Annotated[
+    str | None,
+    typer.Option(
+        "--profile",
+        help="The temporal.toml profile to connect with (env TEMPORAL_PROFILE).",
+    ),
+]
+
+
 def worker_options(
     tools: list[str] | None, mcp: list[str] | None, mcp_env: list[str] | None
 ) -> WorkerOptions:
     return WorkerOptions(tool_modules=tools or [], mcp_specs=mcp or [], mcp_env=mcp_env or [])
 
 
-def worker(tools: ToolsOption = None, mcp: McpOption = None, mcp_env: McpEnvOption = None) -> None:
+def worker(
+    tools: ToolsOption = None,
+    mcp: McpOption = None,
+    mcp_env: McpEnvOption = None,
+    metrics_port: MetricsPortOption = None,
+    graceful_shutdown: GracefulShutdownOption = None,
+    max_concurrent_activities: MaxActivitiesOption = None,
+    max_concurrent_workflow_tasks: MaxWorkflowTasksOption = None,
+    deployment_name: DeploymentNameOption = None,
+    build_id: BuildIdOption = None,
+    profile: ProfileOption = None,
+) -> None:
     """Run a worker: every workflow and activity, built-in and user tools, until Ctrl-C.
 
-    It serves TEMPORAL_ADDRESS and DATABASE_URL, or the `starter.py dev` stack running here.
-    Several workers may serve one task queue; Temporal spreads runs across them.
+    It serves TEMPORAL_ADDRESS and DATABASE_URL (or a temporal.toml profile), or the
+    `starter.py dev` stack running here. Several workers may serve one task queue; Temporal
+    spreads runs across them. SIGTERM drains: polling stops, in-flight activities finish (up
+    to --graceful-shutdown seconds), then it exits 0.
     """
     logging.basicConfig(
         level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    use_profile(profile)
 
     async def main() -> int:
-        settings = cli_settings()
+        settings = cli_settings(
+            metrics_port=metrics_port,
+            graceful_shutdown_seconds=graceful_shutdown,
+            max_concurrent_activities=max_concurrent_activities,
+            max_concurrent_workflow_tasks=max_concurrent_workflow_tasks,
+            deployment_name=deployment_name,
+            build_id=build_id,
+        )
         try:
+            settings.worker_version()
             target = WorkerTarget.resolve(settings)
-        except NoServerError as e:
+        except (NoServerError, ValueError) as e:
             raise CliError(str(e)) from e
         if target.offline_model:
             print(
@@ -95,11 +180,16 @@ def worker(tools: ToolsOption = None, mcp: McpOption = None, mcp_env: McpEnvOpti
                 "serving runs with the offline scripted model"
             )
         try:
+            observability = Observability.start(settings)
+        except ValueError as e:
+            raise CliError(str(e)) from e
+        try:
             client = await connect(
-                target.temporal_address,
-                settings.temporal_namespace,
-                settings.encryption_keys,
+                target.connection,
+                encryption_keys=settings.encryption_keys,
                 encryption_required=settings.encryption_required,
+                runtime=observability.runtime,
+                plugins=observability.plugins,
             )
             host = await start_worker_host(
                 client,
@@ -109,14 +199,17 @@ def worker(tools: ToolsOption = None, mcp: McpOption = None, mcp_env: McpEnvOpti
                 options=worker_options(tools, mcp, mcp_env),
                 task_queue=target.task_queue,
                 offline_model=target.offline_model,
+                observability=observability,
             )
         except (StackError, ValueError, RuntimeError) as e:
+            observability.close()
             raise CliError(str(e)) from e
         with stop_signals() as stop:  # until the worker is closed: no half-closed exit
             try:
                 print(
-                    f"worker on {target.temporal_address}, task queue {target.task_queue!r}, "
-                    f"tools: {', '.join(host.tool_names)}",
+                    f"worker on {target.connection.describe()}, task queue "
+                    f"{target.task_queue!r}, tools: {', '.join(host.tool_names)}"
+                    + _serving(settings),
                     flush=True,
                 )
                 await host.wait(stop)
@@ -136,28 +229,53 @@ def dev(
     tools: ToolsOption = None,
     mcp: McpOption = None,
     mcp_env: McpEnvOption = None,
+    metrics_port: MetricsPortOption = None,
+    graceful_shutdown: GracefulShutdownOption = None,
+    max_concurrent_activities: MaxActivitiesOption = None,
+    max_concurrent_workflow_tasks: MaxWorkflowTasksOption = None,
+    deployment_name: DeploymentNameOption = None,
+    build_id: BuildIdOption = None,
+    profile: ProfileOption = None,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print the stack's addresses as one JSON object.")
     ] = False,
 ) -> None:
     """Run the embedded stack (Temporal + Web UI, Postgres) and a worker until Ctrl-C."""
+    use_profile(profile)
 
     async def main() -> int:
-        settings = cli_settings()
+        settings = cli_settings(
+            metrics_port=metrics_port,
+            graceful_shutdown_seconds=graceful_shutdown,
+            max_concurrent_activities=max_concurrent_activities,
+            max_concurrent_workflow_tasks=max_concurrent_workflow_tasks,
+            deployment_name=deployment_name,
+            build_id=build_id,
+        )
+        try:
+            settings.worker_version()
+        except ValueError as e:
+            raise CliError(str(e)) from e
         published = read_published_stack(settings.data_dir.resolve())
         if published is not None:
             raise CliError(
                 f"a dev stack is already running (pid {published.pid}); Web UI {published.web_ui}"
             )
         try:
+            observability = Observability.start(settings)
+        except ValueError as e:
+            raise CliError(str(e)) from e
+        try:
             stack, host = await start_embedded_worker(
                 settings,
                 worker_options(tools, mcp, mcp_env),
+                observability=observability,
                 ui=True,
                 port=port,
                 ui_port=ui_port,
             )
         except (ValueError, RuntimeError) as e:  # StackError is a RuntimeError
+            observability.close()
             raise CliError(str(e)) from e
         # installed before the stack is announced, kept until everything is closed
         with stop_signals() as stop:
@@ -184,6 +302,21 @@ def dev(
     run_command(main, as_json=as_json)
 
 
+def use_profile(profile: str | None) -> None:
+    """`--profile NAME`: as TEMPORAL_PROFILE, for everything this process connects."""
+    if profile:
+        os.environ["TEMPORAL_PROFILE"] = profile
+
+
+def _serving(settings: Settings) -> str:
+    parts = []
+    if settings.metrics_port is not None:
+        parts.append(f"metrics and /healthz on :{settings.metrics_port}")
+    if settings.deployment_name is not None:
+        parts.append(f"deployment {settings.deployment_name!r} build {settings.build_id!r}")
+    return "".join(f", {part}" for part in parts)
+
+
 def _print_banner(stack: EmbeddedStack, settings: Settings, tools: list[str]) -> None:
     postgres = (
         f"embedded, {settings.data_dir / 'postgres'}"
@@ -196,7 +329,13 @@ def _print_banner(stack: EmbeddedStack, settings: Settings, tools: list[str]) ->
             f"Web UI        [bold cyan]{safe(stack.web_ui or 'external server')}[/]\n"
             f"Postgres      {safe(postgres)}\n"
             f"Task queue    {safe(settings.temporal_task_queue)}\n"
-            f"Tools         {safe(', '.join(tools))}\n\n"
+            f"Tools         {safe(', '.join(tools))}\n"
+            + (
+                f"Metrics       http://127.0.0.1:{settings.metrics_port}/metrics (and /healthz)\n"
+                if settings.metrics_port is not None
+                else ""
+            )
+            + "\n"
             'Start runs from another terminal: python starter.py run "What is (17 * 23) + 4?"\n'
             "Ctrl-C stops everything.",
             title="reactive-temporal dev",

@@ -94,6 +94,15 @@ RUN_DEADLINE_PATCH: Final = "run-deadline"
 RUN_BUDGETS_PATCH: Final = "run-budgets"
 """A run with a token or cost budget checks it after every LLM step."""
 
+# -- metrics the workflows record ---------------------------------------------------------------
+# With `workflow.metric_meter()`, which records nothing while a workflow replays: a run is
+# counted once however often workers replay it. Served at a worker's /metrics.
+
+RUNS_METRIC: Final = "reactive_temporal_runs_total"
+"""Runs finished, labelled agent and terminated_by."""
+DEBRIEFS_METRIC: Final = "reactive_temporal_debriefs_total"
+"""Debriefs persisted, labelled synthesized (true: written by the LLM; false: deterministic)."""
+
 # -- memo keys --------------------------------------------------------------------------------
 
 TASK_MEMO: Final = "task"

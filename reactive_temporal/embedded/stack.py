@@ -22,14 +22,17 @@ import subprocess
 import sys
 import time
 import warnings
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from temporalio.client import Client
+from temporalio.client import Client, Plugin
+from temporalio.runtime import Runtime as TemporalRuntime
 
 from reactive_temporal.codec import build_data_converter
 from reactive_temporal.config import Settings
+from reactive_temporal.connection import ConnectionFailed, TemporalConnection, connect_client
 from reactive_temporal.embedded.scripted_llm import ScriptedLLM
 from reactive_temporal.private_files import (
     CHILD_UMASK,
@@ -127,8 +130,15 @@ class DevServer:
         )
         return cmd
 
-    async def start(self, startup_seconds: float = 60.0) -> Client:
-        """Start the server and return a client once it answers."""
+    async def start(
+        self,
+        startup_seconds: float = 60.0,
+        *,
+        runtime: TemporalRuntime | None = None,
+        plugins: Sequence[Plugin] = (),
+    ) -> Client:
+        """Start the server and return a client once it answers (on `runtime`, with
+        `plugins`: a worker's metrics and tracing)."""
         self.log_file.parent.mkdir(parents=True, exist_ok=True)
         # A quick local spawn: not worth a thread, and the log file must outlive this call.
         with open_private(self.log_file, "ab") as log:
@@ -155,6 +165,8 @@ class DevServer:
                     data_converter=build_data_converter(
                         self.encryption_keys, required=self.encryption_required
                     ),
+                    runtime=runtime,
+                    plugins=plugins,
                 )
             except Exception:
                 if time.monotonic() > deadline:
@@ -178,22 +190,27 @@ class DevServer:
 
 
 async def connect(
-    address: str,
-    namespace: str,
+    target: TemporalConnection | str,
+    namespace: str | None = None,
     encryption_keys: str | None = None,
     *,
     encryption_required: bool = False,
+    runtime: TemporalRuntime | None = None,
+    plugins: Sequence[Plugin] = (),
 ) -> Client:
-    """A client with our data converter (and the payload codec when keys are set)."""
+    """A client with our data converter (and the payload codec when keys are set).
+
+    `target` is a configured connection (TLS, API key, gRPC metadata: `Settings.
+    temporal_connection()`) or a plain `host:port` (the dev stack's). A failure is a one-line
+    StackError naming what failed."""
+    if isinstance(target, str):
+        target = TemporalConnection(address=target, namespace=namespace or "default")
     # ValueError names a bad key
     converter = build_data_converter(encryption_keys, required=encryption_required)
     try:
-        return await Client.connect(address, namespace=namespace, data_converter=converter)
-    except Exception as err:
-        raise StackError(
-            f"cannot reach Temporal at {address} (namespace {namespace!r}): {err}. "
-            "Start the server, or unset TEMPORAL_ADDRESS to use the embedded dev server."
-        ) from err
+        return await connect_client(target, converter, runtime=runtime, plugins=plugins)
+    except ConnectionFailed as err:
+        raise StackError(str(err)) from err
 
 
 @dataclass
@@ -250,8 +267,16 @@ class EmbeddedStack:
         return self.client.service_client.config.target_host
 
     async def start(
-        self, *, ui: bool = False, port: int | None = None, ui_port: int | None = None
+        self,
+        *,
+        ui: bool = False,
+        port: int | None = None,
+        ui_port: int | None = None,
+        runtime: TemporalRuntime | None = None,
+        plugins: Sequence[Plugin] = (),
     ) -> EmbeddedStack:
+        """Start what is not configured elsewhere; the client connects on `runtime` with
+        `plugins` (a worker's metrics and tracing), to the dev server or the configured one."""
         settings = self.settings
         data_dir = settings.data_dir.resolve()
         needs_files = settings.temporal_address is None or settings.database_url is None
@@ -269,14 +294,15 @@ class EmbeddedStack:
                     encryption_keys=settings.encryption_keys,
                     encryption_required=settings.encryption_required,
                 )
-                self.client = await self.server.start()
+                self.client = await self.server.start(runtime=runtime, plugins=plugins)
                 self.web_ui = self.server.web_ui
             else:
                 self.client = await connect(
-                    settings.temporal_address,
-                    settings.temporal_namespace,
-                    settings.encryption_keys,
+                    settings.temporal_connection(),
+                    encryption_keys=settings.encryption_keys,
                     encryption_required=settings.encryption_required,
+                    runtime=runtime,
+                    plugins=plugins,
                 )
             if settings.database_url is None:
                 self.database_url = self._start_postgres(data_dir / "postgres")

@@ -56,9 +56,8 @@ async def open_runtime(settings: Settings, *, tool_modules: Sequence[str] = ()) 
     stack and a worker in this process."""
     if settings.temporal_address is not None:
         client = await connect(
-            settings.temporal_address,
-            settings.temporal_namespace,
-            settings.encryption_keys,
+            settings.temporal_connection(),  # TLS, API key, metadata: temporal.toml, TEMPORAL_*
+            encryption_keys=settings.encryption_keys,
             encryption_required=settings.encryption_required,
         )
         return Runtime(client, settings.temporal_task_queue, offline_model=None)

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
 
 import openai
 from temporalio.client import Client
-from temporalio.worker import Worker
+from temporalio.common import VersioningBehavior, WorkerDeploymentVersion
+from temporalio.worker import Worker, WorkerDeploymentConfig
 
 from activities.chat import ChatActivities
 from activities.debrief_synthesis import DebriefActivities
@@ -27,6 +30,27 @@ from workflows.agent_run import AgentRunWorkflow
 
 WORKFLOWS = [AgentRunWorkflow, DebriefWorkflow, AgentWorkflow]
 OFFLINE_API_KEY = "offline"
+
+VERSIONING_BEHAVIOR = VersioningBehavior.AUTO_UPGRADE
+"""How every workflow above moves between builds under Worker Versioning: to the current build,
+on its next workflow task. The agent entity lives for months and runs and debriefs outlive a
+rolling deploy, so none may be pinned to a build that is about to stop (pinning needs old
+builds kept running until their runs drain); every changed decision is guarded with
+`workflow.patched` instead, and `starter.py replay --recent` checks it before a deploy.
+Declared here, once, as the deployment's default: a behaviour declared on a workflow
+definition makes the SDK fail its tasks on a worker without versioning."""
+
+
+def deployment_config(settings: Settings) -> WorkerDeploymentConfig | None:
+    """Worker Versioning when TEMPORAL_DEPLOYMENT_NAME and TEMPORAL_WORKER_BUILD_ID are set."""
+    version = settings.worker_version()
+    if version is None:
+        return None
+    return WorkerDeploymentConfig(
+        version=WorkerDeploymentVersion(deployment_name=version[0], build_id=version[1]),
+        use_worker_versioning=True,
+        default_versioning_behavior=VERSIONING_BEHAVIOR,
+    )
 
 
 def build_registry(
@@ -73,7 +97,11 @@ async def create_worker(
     extra_tools: Sequence[Tool] = (),
     task_queue: str | None = None,
     max_cached_workflows: int | None = None,
+    graceful_shutdown: timedelta | None = None,
 ) -> AgentWorker:
+    """A worker for every workflow and activity; its concurrency limits and Worker Versioning
+    come from `settings`; `graceful_shutdown` is how long in-flight activities may finish
+    after `shutdown()` (None: cancelled at once, the SDK's default)."""
     registry = build_registry(settings, tool_modules, extra_tools)
     await ensure_registered(client, client.namespace)
     store = await Store.open(database_url)
@@ -85,7 +113,17 @@ async def create_worker(
     transcript = TranscriptActivities(store, debriefs, registry)
     debrief = DebriefActivities(debriefs, endpoint)
     chat = ChatActivities(SessionStore(store), endpoint)
-    extra = {} if max_cached_workflows is None else {"max_cached_workflows": max_cached_workflows}
+    extra: dict[str, Any] = {
+        "max_concurrent_activities": settings.max_concurrent_activities,
+        "max_concurrent_workflow_tasks": settings.max_concurrent_workflow_tasks,
+    }
+    if max_cached_workflows is not None:
+        extra["max_cached_workflows"] = max_cached_workflows
+    if graceful_shutdown is not None:
+        extra["graceful_shutdown_timeout"] = graceful_shutdown
+    versioning = deployment_config(settings)
+    if versioning is not None:
+        extra["deployment_config"] = versioning
     worker = Worker(
         client,
         task_queue=task_queue or settings.temporal_task_queue,
@@ -104,6 +142,6 @@ async def create_worker(
             chat.load_session,
             chat.save_session,
         ],
-        **extra,  # type: ignore[arg-type]
+        **extra,
     )
     return AgentWorker(worker=worker, store=store, registry=registry, llm=endpoint)

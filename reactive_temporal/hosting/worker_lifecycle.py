@@ -6,9 +6,10 @@
 - `start_worker_host(...)`: connect the MCP servers, build the worker (`worker_factory`)
   and start polling; everything it opened is owned by the returned `WorkerHost`
   (`start_embedded_worker` does the same on a freshly started embedded stack);
-- `WorkerHost.stop()`: a graceful shutdown (in-flight tasks finish, up to the worker's
-  graceful-shutdown timeout), then the LLM client, the Postgres pool, the MCP servers and
-  an offline model started for it are closed, in reverse order;
+- `WorkerHost.stop()`: a graceful shutdown (`/healthz` turns 503, polling stops, in-flight
+  activities finish for up to `graceful_shutdown_seconds`), then the LLM client, the Postgres
+  pool, the MCP servers and an offline model started for it are closed, in reverse order,
+  and last the metrics endpoint and tracing (`hosting/observability.py`);
 - `stop_signals()`: SIGINT and SIGTERM become a stop request instead of a KeyboardInterrupt.
 """
 
@@ -19,13 +20,16 @@ import contextlib
 import signal
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 from temporalio.client import Client
 
 from reactive_temporal.config import Settings
+from reactive_temporal.connection import TemporalConnection
 from reactive_temporal.embedded.scripted_llm import ScriptedLLM
 from reactive_temporal.embedded.stack import EmbeddedStack, read_published_stack
+from reactive_temporal.hosting.observability import Observability
 from reactive_temporal.hosting.worker_factory import AgentWorker, create_worker
 from reactive_temporal.mcp_tools import McpToolbox
 from reactive_temporal.tools import Tool
@@ -56,6 +60,8 @@ class WorkerTarget:
     task_queue: str
     llm_base_url: str | None
     offline_model: bool
+    connection: TemporalConnection
+    """How to reach `temporal_address`: TLS, API key, metadata (none for the dev stack)."""
 
     @classmethod
     def resolve(cls, settings: Settings) -> WorkerTarget:
@@ -75,7 +81,19 @@ class WorkerTarget:
         llm_base_url = settings.openai_base_url
         if settings.uses_offline_model:
             llm_base_url = published.llm_base_url if published is not None else None
-        return cls(address, database_url, task_queue, llm_base_url, settings.uses_offline_model)
+        if settings.temporal_address is not None:
+            connection = settings.temporal_connection()
+        else:
+            namespace = published.namespace if published else settings.temporal_namespace
+            connection = TemporalConnection(address=address, namespace=namespace)
+        return cls(
+            address,
+            database_url,
+            task_queue,
+            llm_base_url,
+            settings.uses_offline_model,
+            connection,
+        )
 
 
 @dataclass
@@ -85,7 +103,9 @@ class WorkerHost:
     agent_worker: AgentWorker
     resources: contextlib.AsyncExitStack
     task_queue: str
+    observability: Observability | None = None
     polling: asyncio.Task[None] | None = field(default=None, repr=False)
+    _watch: asyncio.Task[None] | None = field(default=None, repr=False)
 
     @property
     def tool_names(self) -> list[str]:
@@ -93,6 +113,10 @@ class WorkerHost:
 
     def start(self) -> None:
         self.polling = asyncio.create_task(self.agent_worker.worker.run())
+        if self.observability is not None:
+            self._watch = asyncio.create_task(
+                self.observability.watch(self.agent_worker.worker, self.polling)
+            )
 
     async def wait(self, stop: asyncio.Event) -> None:
         """Until `stop` is set or the worker stops by itself (a fatal error)."""
@@ -108,13 +132,21 @@ class WorkerHost:
 
         Raises what made the worker stop by itself, if anything did (after closing)."""
         polling, self.polling = self.polling, None
+        if self._watch is not None:
+            self._watch.cancel()
+        if self.observability is not None:
+            self.observability.draining()
         try:
             if polling is not None:
                 await self.agent_worker.worker.shutdown()
                 with contextlib.suppress(asyncio.CancelledError):
                     await polling
         finally:
-            await self.resources.aclose()
+            try:
+                await self.resources.aclose()
+            finally:
+                if self.observability is not None:
+                    self.observability.close()
 
 
 async def start_worker_host(
@@ -128,9 +160,11 @@ async def start_worker_host(
     task_queue: str | None = None,
     offline_model: bool = False,
     max_cached_workflows: int | None = None,
+    observability: Observability | None = None,
 ) -> WorkerHost:
     """Build a worker (with its MCP servers, and an offline model when asked) and start it;
-    `extra_tools` are tools built in code rather than loaded from a module."""
+    `extra_tools` are tools built in code rather than loaded from a module. The host owns
+    `observability` (the process's metrics endpoint and tracing) from here on."""
     resources = contextlib.AsyncExitStack()
     try:
         if offline_model and llm_base_url is None:
@@ -149,21 +183,34 @@ async def start_worker_host(
             extra_tools=[*extra_tools, *toolbox.tools],
             task_queue=task_queue,
             max_cached_workflows=max_cached_workflows,
+            graceful_shutdown=timedelta(seconds=settings.graceful_shutdown_seconds),
         )
         resources.push_async_callback(agent_worker.close)
     except BaseException:
         await resources.aclose()
+        if observability is not None:
+            observability.close()
         raise
-    host = WorkerHost(agent_worker, resources, task_queue or settings.temporal_task_queue)
+    host = WorkerHost(
+        agent_worker, resources, task_queue or settings.temporal_task_queue, observability
+    )
     host.start()
     return host
 
 
 async def start_embedded_worker(
-    settings: Settings, options: WorkerOptions = WorkerOptions(), **stack_options: Any
+    settings: Settings,
+    options: WorkerOptions = WorkerOptions(),
+    *,
+    observability: Observability | None = None,
+    **stack_options: Any,
 ) -> tuple[EmbeddedStack, WorkerHost]:
     """The embedded stack (`stack_options` go to `EmbeddedStack.start`) and a worker serving
-    it; the stack is stopped again when the worker cannot start."""
+    it; the stack is stopped again when the worker cannot start. With `observability`, the
+    stack's client connects on its runtime and plugins (metrics, tracing) and the host owns it."""
+    if observability is not None:
+        stack_options.setdefault("runtime", observability.runtime)
+        stack_options.setdefault("plugins", observability.plugins)
     stack = await EmbeddedStack(settings).start(**stack_options)
     try:
         assert stack.client is not None
@@ -173,6 +220,7 @@ async def start_embedded_worker(
             database_url=stack.database_url,
             llm_base_url=stack.llm_base_url,
             options=options,
+            observability=observability,
         )
     except BaseException:
         await stack.stop()

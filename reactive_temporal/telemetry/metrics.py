@@ -11,9 +11,11 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
-RUNS_TOTAL = "reactive_temporal_runs_total"
+from reactive_temporal.contracts.names import DEBRIEFS_METRIC, RUNS_METRIC
+
+RUNS_TOTAL = RUNS_METRIC
 """Workflow-side counter {agent, terminated_by}: one per finished run."""
-DEBRIEFS_TOTAL = "reactive_temporal_debriefs_total"
+DEBRIEFS_TOTAL = DEBRIEFS_METRIC
 """Workflow-side counter {synthesized}: one per debrief persisted."""
 
 REGISTRY = CollectorRegistry(auto_describe=True)

@@ -106,6 +106,9 @@ async def test_worker_py_gives_stdio_servers_only_the_named_variables(
     env.update({**{k: v for k, v in SECRETS.items() if k != "DATABASE_URL"}, **PASSED})
     env.pop("REACTIVE_TEMPORAL_ENCRYPTION_KEYS")  # the worker must still read our histories
     env["REACTIVE_TEMPORAL_CODEC_TOKEN"] = SECRETS["REACTIVE_TEMPORAL_CODEC_TOKEN"]
+    # The worker really uses TEMPORAL_API_KEY (envconfig; it implies TLS): the dev server takes
+    # it in plaintext, so the secret is live in the worker and still must not reach MCP servers.
+    env["TEMPORAL_TLS"] = "false"
     worker = start_worker(env, tmp_path / "worker.log", "--mcp", SPEC, "--mcp-env", "MY_MCP_TOKEN")
     try:
         model = llm.script(unique("mcp-env-cli"), [

@@ -58,9 +58,10 @@ def test_dev_serves_runs_and_stops_on_ctrl_c(tmp_path: Path):
 
 def test_dev_json_prints_the_stack_as_one_object(tmp_path: Path):
     env = clean_env(REACTIVE_TEMPORAL_DATA_DIR=str(tmp_path / "data"))
+    metrics = free_port()
     dev = subprocess.Popen(
         [PYTHON, str(REPO / "starter.py"), "dev", "--json", "--port", str(free_port()),
-         "--ui-port", str(free_port())],
+         "--ui-port", str(free_port()), "--metrics-port", str(metrics)],
         env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
@@ -68,6 +69,17 @@ def test_dev_json_prints_the_stack_as_one_object(tmp_path: Path):
         line = dev.stdout.readline()  # printed once the worker is ready
         info = json.loads(line)
         assert info["temporal_address"].startswith("127.0.0.1:") and info["offline_model"] is True
+        # dev serves metrics too: the SDK's worker metrics through the same port, and health
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{metrics}/healthz", timeout=5):
+                    break
+            except OSError:
+                assert time.monotonic() < deadline, "dev's /healthz never turned 200"
+                time.sleep(0.2)
+        with urllib.request.urlopen(f"http://127.0.0.1:{metrics}/metrics", timeout=10) as page:
+            assert "temporal_worker_task_slots_available" in page.read().decode()
     finally:
         dev.send_signal(signal.SIGINT)
         out, _ = dev.communicate(timeout=60)

@@ -160,3 +160,30 @@ def test_connection_errors_are_one_line_naming_what_failed(case, connection, exp
     message = explain(RuntimeError(RAW[case]), connection)
     assert expected in message
     assert "\n" not in message and "tonic" not in message
+
+
+def test_settings_fold_a_profile_address_and_read_temporal_variables_from_dotenv(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    from reactive_temporal.config import load_settings
+
+    for name in ("TEMPORAL_ADDRESS", "TEMPORAL_NAMESPACE", "TEMPORAL_API_KEY", "TEMPORAL_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    config = write_profiles(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / ".env").write_text("TEMPORAL_API_KEY=from-dotenv\nTEMPORAL_PROFILE=prod\n")
+    monkeypatch.setenv("TEMPORAL_CONFIG_FILE", str(config))
+    settings = load_settings()
+    # The profile's address counts as configured (no embedded server), its namespace too.
+    assert settings.temporal_address == "prod.example:7233"
+    assert settings.temporal_namespace == "prod-ns"
+    assert settings.temporal_connection().api_key == "from-dotenv"  # .env beats the file
+
+
+def test_worker_versioning_needs_both_names():
+    from reactive_temporal.config import Settings
+
+    assert Settings().worker_version() is None
+    assert Settings(deployment_name="d", build_id="b").worker_version() == ("d", "b")
+    with pytest.raises(ValueError, match="TEMPORAL_WORKER_BUILD_ID"):
+        Settings(deployment_name="d").worker_version()

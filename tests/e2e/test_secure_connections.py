@@ -1,0 +1,160 @@
+"""A worker and the CLI reach Temporal through TLS, configured the temporal CLI's way only.
+
+A TLS-terminating proxy (tests/support) stands in front of the plaintext dev server as a real
+cluster's ingress does: it requires a client certificate from the test's CA and offers ALPN h2.
+Worker and `starter.py run` get nothing but the standard TEMPORAL_* variables (or a
+temporal.toml profile) and complete a run through it.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.processes import REPO, clean_env, start_worker, starter, stop
+from tests.support.pki import Pki, make_pki
+from tests.support.tls_proxy import TlsProxy
+
+pytestmark = pytest.mark.e2e
+
+TASK = "What is (17 * 23) + 4?"
+
+
+@pytest.fixture
+def pki(tmp_path: Path) -> Pki:
+    return make_pki(tmp_path / "pki")
+
+
+@pytest.fixture
+def proxy(temporal_address: str, pki: Pki) -> Iterator[TlsProxy]:
+    with TlsProxy(temporal_address, pki) as running:
+        yield running
+
+
+def base_env(database_url: str, llm_base_url: str, tmp_path: Path, **extra: str) -> dict[str, str]:
+    return clean_env(
+        DATABASE_URL=database_url,
+        OPENAI_BASE_URL=llm_base_url,
+        OPENAI_API_KEY="test-key",
+        TEMPORAL_TASK_QUEUE=f"tls-{uuid.uuid4().hex[:8]}",
+        REACTIVE_TEMPORAL_DATA_DIR=str(tmp_path / "data"),
+        **extra,
+    )
+
+
+def tls_variables(proxy: TlsProxy, pki: Pki, *, client_cert: bool = True) -> dict[str, str]:
+    variables = {
+        "TEMPORAL_ADDRESS": proxy.address,
+        "TEMPORAL_TLS_SERVER_CA_CERT_PATH": str(pki.ca_cert),
+    }
+    if client_cert:
+        variables["TEMPORAL_TLS_CLIENT_CERT_PATH"] = str(pki.client_cert)
+        variables["TEMPORAL_TLS_CLIENT_KEY_PATH"] = str(pki.client_key)
+    return variables
+
+
+def run_json(env: dict[str, str], cwd: Path, *global_options: str) -> dict:
+    proc = starter(*global_options, "run", TASK, "--json", env=env, cwd=cwd, timeout=180)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def test_worker_and_cli_complete_a_run_over_mtls_from_temporal_variables(
+    proxy: TlsProxy, pki: Pki, database_url: str, llm, tmp_path: Path
+):
+    env = base_env(database_url, llm.base_url, tmp_path, **tls_variables(proxy, pki))
+    worker = start_worker(env, tmp_path / "worker.log")
+    try:
+        result = run_json(env, tmp_path)
+    finally:
+        stop(worker)
+    assert result["success"] is True and "395" in result["output"]
+    assert proxy.connections >= 2  # the worker's and the CLI's
+    assert not proxy.handshake_errors
+    paths = proxy.headers_with(":path")
+    assert any(p.endswith("/PollWorkflowTaskQueue") for p in paths)  # the worker, through TLS
+    assert any(p.endswith("/StartWorkflowExecution") for p in paths)  # the CLI, through TLS
+
+
+def test_the_same_from_a_temporal_toml_profile(
+    proxy: TlsProxy, pki: Pki, database_url: str, llm, tmp_path: Path
+):
+    config = tmp_path / "temporal.toml"
+    config.write_text(
+        f"""
+[profile.default]
+address = "127.0.0.1:1"
+
+[profile.secure]
+address = "{proxy.address}"
+namespace = "default"
+
+[profile.secure.tls]
+client_cert_path = "{pki.client_cert}"
+client_key_path = "{pki.client_key}"
+server_ca_cert_path = "{pki.ca_cert}"
+"""
+    )
+    env = base_env(database_url, llm.base_url, tmp_path, TEMPORAL_CONFIG_FILE=str(config))
+    # The worker from TEMPORAL_PROFILE, the CLI with --profile; the default profile is wrong.
+    worker = start_worker({**env, "TEMPORAL_PROFILE": "secure"}, tmp_path / "worker.log")
+    try:
+        result = run_json(env, tmp_path, "--profile", "secure")
+    finally:
+        stop(worker)
+    assert result["success"] is True
+    assert not proxy.handshake_errors and proxy.connections >= 2
+
+
+def test_without_the_client_certificate_the_cli_says_so_in_one_line(
+    proxy: TlsProxy, pki: Pki, database_url: str, llm, tmp_path: Path
+):
+    env = base_env(
+        database_url, llm.base_url, tmp_path, **tls_variables(proxy, pki, client_cert=False)
+    )
+    proc = starter("run", TASK, env=env, cwd=tmp_path, timeout=120)
+    assert proc.returncode != 0
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert "TLS" in lines[0] and "client certificate" in lines[0], lines[0]
+    assert proxy.address in lines[0]
+    assert "Traceback" not in proc.stderr and "tonic" not in proc.stderr
+    assert proxy.handshake_errors  # refused by the server, not a local configuration error
+
+
+def test_the_api_key_reaches_the_server_as_a_bearer_token(
+    proxy: TlsProxy, pki: Pki, database_url: str, llm, tmp_path: Path
+):
+    env = base_env(
+        database_url,
+        llm.base_url,
+        tmp_path,
+        TEMPORAL_API_KEY="tk-e2e-secret",
+        TEMPORAL_GRPC_META_X_TEAM="agents",
+        **tls_variables(proxy, pki),
+    )
+    proc = starter("runs", "--json", env=env, cwd=tmp_path, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert set(proxy.headers_with("authorization")) == {"Bearer tk-e2e-secret"}
+    assert "agents" in proxy.headers_with("x-team")
+
+
+def test_worker_without_the_client_certificate_exits_with_one_line(
+    proxy: TlsProxy, pki: Pki, database_url: str, llm, tmp_path: Path
+):
+    env = base_env(
+        database_url, llm.base_url, tmp_path, **tls_variables(proxy, pki, client_cert=False)
+    )
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "worker.py")],
+        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode != 0
+    errors = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(errors) == 1 and "client certificate" in errors[0], proc.stderr
