@@ -40,6 +40,7 @@ class ChatActivities:
                 messages,
                 temperature=DIRECT_TEMPERATURE if temperature is None else temperature,
                 max_tokens=DIRECT_MAX_TOKENS,
+                reasoning_effort=input.agent.reasoning_effort,
             ),
             max_attempts=input.agent.llm_max_attempts,
         )

@@ -65,7 +65,13 @@ class DebriefActivities:
             {"role": "user", "content": synthesis_prompt(request.input)},
         ]
         completion = await self.llm.complete(
-            chat_request(request.model, messages, temperature=0.2, max_tokens=SYNTHESIS_MAX_TOKENS),
+            chat_request(
+                request.model,
+                messages,
+                temperature=0.2,
+                max_tokens=SYNTHESIS_MAX_TOKENS,
+                reasoning_effort=request.reasoning_effort,
+            ),
             max_attempts=request.max_attempts,
         )
         content = completion.content

@@ -12,7 +12,12 @@ go through `LlmEndpoint.complete`:
 - the openai client never retries (`max_retries=0`): Temporal owns retries. HTTP 408, 409,
   429 and 5xx, timeouts and dropped connections are retryable (honouring `retry-after`); any
   other 4xx is the request's fault and fails for good (`llm_errors`);
-- the reply comes back with its token usage and its cost (`Completion`).
+- what the model accepts decides the parameters (`reactive_temporal.capabilities`): a
+  reasoning model gets `max_completion_tokens` and no sampling parameters; a 400 that names a
+  parameter the model refuses makes the call go again without it, and this worker leaves it
+  out for that model from then on (`ModelQuirks`), so nobody sees a failed run or chat for it;
+  a 400 that says the request is longer than the window raises `ContextWindowExceeded`;
+- the reply comes back with its token usage (reasoning tokens too) and its cost (`Completion`).
 """
 
 from __future__ import annotations
@@ -29,6 +34,15 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.heartbeat import heartbeating
+from reactive_temporal.capabilities import (
+    ModelCapabilities,
+    ModelQuirks,
+    WantedParams,
+    capabilities_for,
+    read_context_overflow,
+    read_rejection,
+    request_params,
+)
 from reactive_temporal.config import ModelPrice
 from reactive_temporal.contracts.run import Usage
 from reactive_temporal.pricing import cost_of
@@ -37,6 +51,10 @@ from reactive_temporal.telemetry.observe import observe_llm_call
 RETRYABLE_STATUS = {408, 409, 429}
 MAX_RETRY_DELAY_SECONDS = 120.0
 DEFAULT_ACTIVITY_TIMEOUT = timedelta(seconds=120)
+MAX_LEARNED_PER_CALL = 4
+"""Parameters one call may learn to leave out before its 400 stands (each 400 names one)."""
+WANTED = ("max_tokens", "temperature", "top_p", "reasoning_effort")
+"""Request keys that say what the caller wants, adapted to the model before sending."""
 
 
 def chat_request(
@@ -46,8 +64,13 @@ def chat_request(
     tools: list[dict[str, Any]] | None = None,
     temperature: float | None = None,
     max_tokens: int | None = None,
+    reasoning_effort: str | None = None,
 ) -> dict[str, Any]:
-    """A chat-completions request body; parameters left None are not sent."""
+    """A chat-completions request body; parameters left None are not sent.
+
+    `temperature`, `max_tokens` and `reasoning_effort` are wishes: `LlmEndpoint.complete`
+    sends them in the form the model accepts, or not at all.
+    """
     request: dict[str, Any] = {"model": model, "messages": messages}
     if tools:
         request["tools"] = tools
@@ -55,7 +78,22 @@ def chat_request(
         request["temperature"] = temperature
     if max_tokens is not None:
         request["max_tokens"] = max_tokens
+    if reasoning_effort is not None:
+        request["reasoning_effort"] = reasoning_effort
     return request
+
+
+class ContextWindowExceeded(ApplicationError):
+    """The endpoint said the request is longer than the model's context window."""
+
+    def __init__(self, model: str, detail: str, limit: int | None) -> None:
+        super().__init__(
+            f"the request is longer than {model}'s context window"
+            f"{f' ({limit:,} tokens)' if limit else ''}: {detail[:300]}",
+            type="LlmContextWindowExceeded",
+            non_retryable=True,
+        )
+        self.limit = limit
 
 
 def retry_delay(headers: Any) -> timedelta | None:
@@ -122,9 +160,11 @@ def usage_of(response: ChatCompletion) -> Usage:
     """The call's token usage (zero when the endpoint reports none)."""
     if response.usage is None:
         return Usage()
+    details = response.usage.completion_tokens_details
     return Usage(
         prompt_tokens=response.usage.prompt_tokens,
         completion_tokens=response.usage.completion_tokens,
+        reasoning_tokens=(details.reasoning_tokens or 0) if details is not None else 0,
     )
 
 
@@ -146,10 +186,34 @@ class LlmEndpoint:
     """An OpenAI-compatible endpoint as activities use it (one per worker, shared)."""
 
     def __init__(
-        self, client: openai.AsyncOpenAI, prices: dict[str, ModelPrice] | None = None
+        self,
+        client: openai.AsyncOpenAI,
+        prices: dict[str, ModelPrice] | None = None,
+        *,
+        capabilities: dict[str, ModelCapabilities] | None = None,
+        context_tokens: int | None = None,
     ) -> None:
         self.client = client
         self.prices = prices or {}
+        self.overrides = capabilities or {}
+        self.context_tokens = context_tokens
+        self.quirks = ModelQuirks()
+
+    def capabilities(self, model: str) -> ModelCapabilities:
+        """What `model` accepts: the table, the configuration, then what this worker learned."""
+        table = capabilities_for(model, self.overrides, context_tokens=self.context_tokens)
+        return self.quirks.apply(model, table)
+
+    def adapt(self, request: dict[str, Any]) -> dict[str, Any]:
+        """The request with its wishes (`WANTED`) in the form the model accepts."""
+        wanted = WantedParams(
+            max_output_tokens=request.get("max_tokens"),
+            temperature=request.get("temperature"),
+            top_p=request.get("top_p"),
+            reasoning_effort=request.get("reasoning_effort"),
+        )
+        base = {k: v for k, v in request.items() if k not in WANTED}
+        return base | request_params(self.capabilities(str(request["model"])), wanted)
 
     async def complete(self, request: dict[str, Any], *, max_attempts: int | None) -> Completion:
         """Send one chat-completions request from inside an activity; LLM failures raise
@@ -159,12 +223,7 @@ class LlmEndpoint:
         with observe_llm_call(model) as observed:  # a span and the metrics, per real request
             with llm_errors(max_attempts):
                 async with heartbeating():
-                    response = await self.client.post(
-                        "/chat/completions",
-                        body=request,
-                        cast_to=ChatCompletion,
-                        options={"timeout": client_timeout(timeout)},
-                    )
+                    response = await self._send_adapted(request, client_timeout(timeout))
             usage = usage_of(response)
             cost = cost_of(model, usage.prompt_tokens, usage.completion_tokens, self.prices)
             observed.succeeded(
@@ -174,6 +233,43 @@ class LlmEndpoint:
                 response_model=response.model,
             )
         return Completion(response=response, usage=usage, cost=cost)
+
+    async def _send_adapted(self, request: dict[str, Any], http_timeout: float) -> ChatCompletion:
+        """Send the request as the model accepts it; learn from a 400 that names a parameter
+        it refuses and go again without it."""
+        model = str(request["model"])
+        for learned in range(MAX_LEARNED_PER_CALL + 1):
+            body = self.adapt(request)
+            try:
+                return await self._send(body, http_timeout)
+            except openai.BadRequestError as err:
+                overflow = read_context_overflow(err.body)
+                if overflow is not None:
+                    if overflow.limit is not None:
+                        self.quirks.learn_context(model, overflow.limit)
+                    raise ContextWindowExceeded(model, str(err.message), overflow.limit) from err
+                rejection = read_rejection(err.body, body.keys())
+                if rejection is None or learned == MAX_LEARNED_PER_CALL:
+                    raise
+                self.quirks.learn(model, rejection)
+                activity.logger.warning(
+                    "model %s refused %r; this worker leaves it out for that model from now on"
+                    "%s (%s)",
+                    model,
+                    rejection.param,
+                    f" and sends {rejection.use_instead!r}" if rejection.use_instead else "",
+                    str(err.message)[:200],
+                )
+        raise AssertionError("unreachable")  # the loop returns or raises
+
+    async def _send(self, body: dict[str, Any], http_timeout: float) -> ChatCompletion:
+        """One HTTP call, the request as it is."""
+        return await self.client.post(
+            "/chat/completions",
+            body=body,
+            cast_to=ChatCompletion,
+            options={"timeout": http_timeout},
+        )
 
     async def close(self) -> None:
         await self.client.close()

@@ -1,17 +1,25 @@
 """The `llm_step` activity: one turn of the run's model, over the transcript so far.
 
-It reads the transcript from Postgres (the workflow passes only a reference), offers the tools
-visible at this iteration, records the model's reply at its place in the transcript, and
-returns the reply with its usage and cost. The call itself is `activities.llm_calls`'.
+It reads the transcript from Postgres (the workflow passes only a reference), shows the model
+a view of it that fits its context window (`activities.llm_context`), offers the tools visible
+at this iteration, records the model's reply at its place in the transcript, and returns the
+reply with its usage and cost. The call itself is `activities.llm_calls`'.
+
+When the endpoint says the request was too long after all (`context_length_exceeded`), the
+step compacts harder and goes again, up to `MAX_OVERFLOW_RETRIES` times, instead of ending
+the run.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from openai.types.chat import ChatCompletionMessageFunctionToolCall
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.llm_calls import LlmEndpoint, chat_request
+from activities.llm_calls import Completion, ContextWindowExceeded, LlmEndpoint, chat_request
+from activities.llm_context import StepContext, StepContexts
 from activities.store import Store, to_openai
 from reactive_temporal.contracts import names
 from reactive_temporal.contracts.run import (
@@ -25,23 +33,26 @@ from reactive_temporal.limits import bound_reply
 from reactive_temporal.rationale import parse_rationale_blocks, strip_rationale_blocks
 from reactive_temporal.tools import ToolRegistry, wire_name
 
+MAX_OVERFLOW_RETRIES = 3
+
 
 class LlmActivities:
     def __init__(self, store: Store, llm: LlmEndpoint, registry: ToolRegistry) -> None:
         self.store = store
         self.llm = llm
         self.registry = registry
+        self.contexts = StepContexts(store)
 
     @activity.defn(name=names.LLM_STEP)
     async def llm_step(self, input: LlmStepInput) -> LlmStepResult:
-        transcript = await self.store.load_messages(input.run_id, before_seq=input.seq)
-        request = chat_request(
-            input.model,
-            [to_openai(m) for m in transcript],
-            tools=self.registry.schemas(input.tool_names),
-            temperature=input.temperature,
+        transcript = await self.store.load_transcript(input.run_id, before_seq=input.seq)
+        tools = self.registry.schemas(input.tool_names)
+        context = await self.contexts.prepare(
+            input.run_id, input.seq, transcript, tools, self.llm.capabilities(input.model)
         )
-        completion = await self.llm.complete(request, max_attempts=input.max_attempts)
+        completion, context, overflows = await self._complete_within_window(
+            input, transcript, tools, context
+        )
         response = completion.response
         if not response.choices:
             raise ApplicationError("LLM answered with no choices", type="LlmEmptyResponse")
@@ -72,6 +83,7 @@ class LlmActivities:
                 )
             ],
         )
+        await self.contexts.sent(input.run_id, input.seq, context, completion.usage.prompt_tokens)
         return LlmStepResult(
             content=content,
             tool_calls=calls,
@@ -79,4 +91,49 @@ class LlmActivities:
             usage=completion.usage,
             cost=completion.cost,
             rationale=rationale,
+            context=context.report(overflows),
         )
+
+    async def _complete_within_window(
+        self,
+        input: LlmStepInput,
+        transcript: list[SeqMessage],
+        tools: list[dict[str, Any]],
+        context: StepContext,
+    ) -> tuple[Completion, StepContext, int]:
+        """The model's reply to the step's view; a view the endpoint refuses as too long is
+        compacted harder (within the window it named, when it named one) and sent again."""
+        for overflows in range(MAX_OVERFLOW_RETRIES + 1):
+            request = chat_request(
+                input.model,
+                [to_openai(e.message) for e in context.view],
+                tools=tools,
+                temperature=input.temperature,
+                reasoning_effort=input.reasoning_effort,
+            )
+            try:
+                completion = await self.llm.complete(request, max_attempts=input.max_attempts)
+                return completion, context, overflows
+            except ContextWindowExceeded:
+                if overflows == MAX_OVERFLOW_RETRIES:
+                    raise
+                refused = context
+                context = await self.contexts.prepare(
+                    input.run_id,
+                    input.seq,
+                    transcript,
+                    tools,
+                    self.llm.capabilities(input.model),
+                    refused=refused,
+                )
+                if context.view == refused.view:
+                    raise  # nothing left to compact: the head alone is too long
+                activity.logger.warning(
+                    "%s: request refused as too long for %s; sending %d messages compacted "
+                    "(about %d tokens)",
+                    input.run_id,
+                    input.model,
+                    context.plan.compacted,
+                    context.estimated,
+                )
+        raise AssertionError("unreachable")

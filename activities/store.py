@@ -90,6 +90,22 @@ MIGRATIONS: list[tuple[int, str]] = [
             ON chat_sessions (agent_id, updated_at DESC);
         """,
     ),
+    (
+        4,
+        """
+        CREATE TABLE IF NOT EXISTS run_context (
+            run_id           TEXT        NOT NULL,
+            seq              INTEGER     NOT NULL,
+            plan             JSONB,
+            prompt_tokens    INTEGER,
+            tools_tokens     INTEGER,
+            estimated_tokens INTEGER,
+            budget_tokens    INTEGER,
+            created_at       TIMESTAMPTZ NOT NULL DEFAULT now(),
+            PRIMARY KEY (run_id, seq)
+        );
+        """,
+    ),
 ]
 _MIGRATION_LOCK = 0x5EAC7  # pg_advisory_xact_lock key: one migrating worker at a time
 
@@ -209,21 +225,28 @@ class Store:
 
     async def load_messages(self, run_id: str, before_seq: int | None = None) -> list[Message]:
         """The run's transcript in order, up to (not including) `before_seq`."""
+        return [e.message for e in await self.load_transcript(run_id, before_seq)]
+
+    async def load_transcript(self, run_id: str, before_seq: int | None = None) -> list[SeqMessage]:
+        """The run's transcript with each message's position, up to `before_seq`."""
         limit = before_seq if before_seq is not None else 2**31 - 1
         async with self.pool.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
             await cur.execute(
-                "SELECT role, content, tool_calls, tool_call_id, name FROM run_messages"
+                "SELECT seq, role, content, tool_calls, tool_call_id, name FROM run_messages"
                 " WHERE run_id = %s AND seq < %s ORDER BY seq",
                 (run_id, limit),
             )
             rows = await cur.fetchall()
         return [
-            Message(
-                role=r["role"],
-                content=r["content"],
-                tool_calls=[ToolCall(**c) for c in (r["tool_calls"] or [])],
-                tool_call_id=r["tool_call_id"],
-                name=r["name"],
+            SeqMessage(
+                seq=r["seq"],
+                message=Message(
+                    role=r["role"],
+                    content=r["content"],
+                    tool_calls=[ToolCall(**c) for c in (r["tool_calls"] or [])],
+                    tool_call_id=r["tool_call_id"],
+                    name=r["name"],
+                ),
             )
             for r in rows
         ]

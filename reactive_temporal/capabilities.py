@@ -19,12 +19,13 @@ from __future__ import annotations
 import re
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, get_args
 
 from pydantic import BaseModel, Field
 
-ReasoningEffort = Literal["minimal", "low", "medium", "high"]
-REASONING_EFFORTS: tuple[str, ...] = ("minimal", "low", "medium", "high")
+from reactive_temporal.contracts.run import ReasoningEffort
+
+REASONING_EFFORTS: tuple[str, ...] = get_args(ReasoningEffort)
 
 DEFAULT_CONTEXT_TOKENS = 32_768
 """A model the table does not know: modest, so small local models are not overrun. Set
@@ -32,6 +33,9 @@ DEFAULT_CONTEXT_TOKENS = 32_768
 
 MAX_TOKENS = "max_tokens"
 MAX_COMPLETION_TOKENS = "max_completion_tokens"
+REASONING_ROOM_TOKENS = 8_192
+"""A reasoning model spends output tokens thinking before it answers: a cap meant for the
+answer gets this much more, so the thinking does not use up the answer."""
 NEVER_DROPPED = frozenset({"model", "messages", "tools", "stream", "stream_options"})
 """Parameters the call cannot do without: a 400 naming one of these is not learned from."""
 
@@ -142,13 +146,14 @@ class WantedParams:
 def request_params(caps: ModelCapabilities, wanted: WantedParams) -> dict[str, Any]:
     """The parameters to send, besides model, messages and tools.
 
-    Reasoning models get `max_completion_tokens` and no sampling parameters; others get
+    Reasoning models get `max_completion_tokens` (with room to think on top of the answer's
+    cap) and no sampling parameters; others get
     `max_tokens` and the sampling they asked for. `reasoning_effort` goes only to models that
     take it. Learned or configured omissions and renames apply last.
     """
     params: dict[str, Any] = {}
     if wanted.max_output_tokens is not None:
-        limit = wanted.max_output_tokens
+        limit = wanted.max_output_tokens + (REASONING_ROOM_TOKENS if caps.reasoning else 0)
         if caps.max_output_tokens is not None:
             limit = min(limit, caps.max_output_tokens)
         params[MAX_COMPLETION_TOKENS if caps.reasoning else MAX_TOKENS] = limit

@@ -184,18 +184,24 @@ def left_out_note(entries: Iterable[SeqMessage]) -> Message:
 
 def build_view(transcript: Sequence[SeqMessage], plan: ContextPlan) -> list[SeqMessage]:
     """The messages a request sends: compacted by the plan, left-out runs of turns replaced
-    by one note each (keeping the position of the first message it stands for)."""
-    view: list[SeqMessage] = []
+    by one note each (keeping the position of the first message it stands for).
+
+    The head always goes verbatim, and a turn is left out whole or not at all (by its model
+    reply's level), so a plan recorded for another transcript (a rerun that went another
+    way) still gives a well-formed request."""
+    head, turns = split_turns(transcript)
+    view = list(head)
     left_out: list[SeqMessage] = []
-    for entry in transcript:
-        level = plan.levels.get(entry.seq, 0)
-        if level == LEFT_OUT:
-            left_out.append(entry)
+    for turn in turns:
+        if plan.levels.get(turn[0].seq, 0) == LEFT_OUT:
+            left_out += turn
             continue
         if left_out:
             view.append(SeqMessage(seq=left_out[0].seq, message=left_out_note(left_out)))
             left_out = []
-        view.append(SeqMessage(seq=entry.seq, message=compact_message(entry.message, level)))
+        for entry in turn:
+            level = min(plan.levels.get(entry.seq, 0), STUB)
+            view.append(SeqMessage(seq=entry.seq, message=compact_message(entry.message, level)))
     if left_out:  # cannot happen for a plan from plan_compaction (the latest turns stay)
         view.append(SeqMessage(seq=left_out[0].seq, message=left_out_note(left_out)))
     return view

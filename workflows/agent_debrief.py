@@ -45,7 +45,10 @@ class DebriefWorkflow:
                 result: SynthesisResult = await workflow.execute_activity(
                     names.SYNTHESIZE_DEBRIEF,
                     SynthesisRequest(
-                        input=input.input, model=input.model, max_attempts=SYNTHESIS_ATTEMPTS
+                        input=input.input,
+                        model=input.model,
+                        max_attempts=SYNTHESIS_ATTEMPTS,
+                        reasoning_effort=input.reasoning_effort,
                     ),
                     result_type=SynthesisResult,
                     **llm_options(input.llm_timeout_seconds, SYNTHESIS_ATTEMPTS),

@@ -72,6 +72,8 @@ class RunState(BaseModel):
     """LLM steps plus tool calls executed."""
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    reasoning_tokens: int = 0
+    """Of the completion tokens, those a reasoning model spent thinking."""
     cost: float = 0.0
     last_text: str = ""
     """The model's last non-empty reply text: the answer when nothing better ends the run."""
@@ -117,6 +119,7 @@ class RunState(BaseModel):
         self.steps += 1
         self.prompt_tokens += step.usage.prompt_tokens
         self.completion_tokens += step.usage.completion_tokens
+        self.reasoning_tokens += step.usage.reasoning_tokens
         self.cost += step.cost
         if step.content and step.content.strip():
             self.last_text = step.content.strip()
@@ -242,6 +245,7 @@ class RunState(BaseModel):
                 tokens_used=self.tokens,
                 prompt_tokens=self.prompt_tokens,
                 completion_tokens=self.completion_tokens,
+                reasoning_tokens=self.reasoning_tokens,
                 cost=round(self.cost, 8),
                 steps_count=self.steps,
                 iterations=self.iteration,

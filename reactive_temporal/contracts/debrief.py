@@ -121,6 +121,8 @@ class DebriefWorkflowInput(BaseModel):
     llm_timeout_seconds: float = 120
     agent_workflow_id: str | None = None
     """Signalled `debrief_ready` with the result, when it exists."""
+    reasoning_effort: str | None = None
+    """The agent's reasoning effort, for a reasoning model writing the debrief."""
 
 
 class SynthesisRequest(BaseModel):
@@ -129,6 +131,7 @@ class SynthesisRequest(BaseModel):
     input: DebriefInput
     model: str
     max_attempts: int | None = None
+    reasoning_effort: str | None = None
 
 
 class SynthesisFields(BaseModel):

@@ -18,6 +18,8 @@ class RunMetadata(BaseModel):
     tokens_used: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    reasoning_tokens: int = 0
+    """Of the completion tokens, those a reasoning model spent thinking (priced as output)."""
     cost: float = 0.0
     steps_count: int = 0
     """LLM steps plus tool calls executed."""

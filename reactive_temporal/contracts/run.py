@@ -32,6 +32,9 @@ OUTPUT_FORMATS = ("text", "json", "markdown", "csv", "html")
 FINAL_ANSWER_TOOL = "final-answer"
 """The meta-tool that ends the loop. It is never registered as a normal tool."""
 
+ReasoningEffort = Literal["minimal", "low", "medium", "high"]
+"""How hard a reasoning model thinks (OpenAI's `reasoning_effort`)."""
+
 TASK_MAX_CHARS = 100_000
 """A task longer than this is refused before a run starts."""
 
@@ -69,6 +72,9 @@ class Usage(BaseModel):
 
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    """Output tokens, reasoning tokens included (providers bill them as output)."""
+    reasoning_tokens: int = 0
+    """Of the completion tokens, those a reasoning model spent thinking."""
 
     @property
     def total_tokens(self) -> int:
@@ -107,6 +113,9 @@ class AgentConfig(BaseModel):
     timeout_seconds: float | None = Field(default=None, gt=0, le=366 * 86400)
     """The run's deadline from its start: a durable timer that ends it as `timeout`,
     cancelling what is in flight."""
+    reasoning_effort: ReasoningEffort | None = None
+    """How hard a reasoning model thinks (`minimal`…`high`); sent only to models that take it,
+    for the run, chat and the debrief alike."""
 
 
 class AgentRunInput(BaseModel):
@@ -165,6 +174,22 @@ class LlmStepInput(BaseModel):
     audit_rationale: bool = False
     max_attempts: int | None = None
     """LLM failures allowed before the step fails for good (the agent's llm_max_attempts)."""
+    reasoning_effort: str | None = None
+
+
+class ContextReport(BaseModel):
+    """How full the step's request was, and how much of the transcript it showed compacted."""
+
+    context_tokens: int
+    """The model's context window."""
+    budget_tokens: int
+    """What the request's messages and tools could take (the window less reserved output)."""
+    estimated_tokens: int
+    """The request, estimated before it was sent."""
+    compacted: int = 0
+    """Transcript messages the request showed shortened or left out."""
+    retried_after_overflow: int = 0
+    """Times the endpoint said the request was too long and it went again compacted harder."""
 
 
 class LlmStepResult(BaseModel):
@@ -177,6 +202,7 @@ class LlmStepResult(BaseModel):
     cost: float = 0.0
     rationale: dict[int, RationaleDetail] = Field(default_factory=dict)
     """Audit mode: rationale blocks by 1-based tool-call position (stripped from `content`)."""
+    context: ContextReport | None = None
 
 
 class RunToolInput(BaseModel):

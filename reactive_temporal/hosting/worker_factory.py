@@ -105,7 +105,12 @@ async def create_worker(
     registry = build_registry(settings, tool_modules, extra_tools)
     await ensure_registered(client, client.namespace)
     store = await Store.open(database_url)
-    endpoint = LlmEndpoint(llm_client(settings, llm_base_url), settings.model_prices)
+    endpoint = LlmEndpoint(
+        llm_client(settings, llm_base_url),
+        settings.model_prices,
+        capabilities=settings.model_capabilities,
+        context_tokens=settings.context_tokens,
+    )
     llm = LlmActivities(store, endpoint, registry)
     tools = ToolActivities(store, registry)
     debriefs = DebriefStore(store)

@@ -10,6 +10,7 @@ import pytest
 
 from reactive_temporal.capabilities import (
     DEFAULT_CONTEXT_TOKENS,
+    REASONING_ROOM_TOKENS,
     ContextOverflow,
     ModelCapabilities,
     ModelQuirks,
@@ -35,7 +36,7 @@ def test_reasoning_families_get_max_completion_tokens_and_no_sampling(model: str
     caps = capabilities_for(model)
     assert caps.reasoning
     assert request_params(caps, WANTED) == {
-        "max_completion_tokens": 1024,
+        "max_completion_tokens": 1024 + REASONING_ROOM_TOKENS,
         "reasoning_effort": "low",
     }
 
@@ -50,7 +51,9 @@ def test_chat_families_get_max_tokens_and_sampling_but_no_reasoning_effort(model
 
 
 def test_the_oldest_reasoning_models_take_no_reasoning_effort() -> None:
-    assert request_params(capabilities_for("o1-mini"), WANTED) == {"max_completion_tokens": 1024}
+    assert request_params(capabilities_for("o1-mini"), WANTED) == {
+        "max_completion_tokens": 1024 + REASONING_ROOM_TOKENS
+    }
 
 
 def test_gemini_thinking_models_take_reasoning_effort_and_sampling() -> None:
@@ -250,7 +253,7 @@ def test_quirks_learned_for_a_model_apply_to_every_later_call() -> None:
     quirks.learn("acme-reasoner", ParameterRejection("temperature"))
     quirks.learn_context("acme-reasoner", 8_192)
     learned = quirks.apply("acme-reasoner", caps)
-    assert request_params(learned, WANTED) == {"max_completion_tokens": 1024}
+    assert request_params(learned, WANTED) == {"max_completion_tokens": 1024}  # renamed only
     assert learned.context_tokens == 8_192
     assert quirks.apply("other-model", caps) is caps  # per model
     assert quirks.learned() == {

@@ -1,0 +1,205 @@
+"""Real models' quirks, on a real dev server and Postgres, against scripted endpoints that
+refuse requests exactly as OpenAI does (reactive_temporal.embedded.scripted_llm.Endpoint)."""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from typing import Any
+
+import pytest
+from temporalio.client import Client
+
+from reactive_temporal.config import Settings
+from reactive_temporal.embedded.scripted_llm import Endpoint, Reply, ScriptedLLM, Step, call
+from reactive_temporal.pricing import cost_of
+from reactive_temporal.prompts import SYNTHESIS_SYSTEM_PROMPT
+from reactive_temporal.tools import tool
+from tests.workflow.conftest import Harness, running_worker
+
+pytestmark = pytest.mark.workflow
+
+LONG_ANSWER = "12 × 3 is 36: the calculator confirmed it, and the result is exact. " * 3
+SYNTHESIS = {
+    "summary": "The agent multiplied 12 by 3 with the calculator.",
+    "key_findings": ["12 × 3 = 36"],
+    "errors_encountered": [],
+    "lessons_learned": ["Use the calculator for products."],
+    "caveats": "",
+}
+CHAT_REPLY = "In my last run I multiplied 12 by 3 and got 36."
+
+
+def _system(request: dict[str, Any]) -> str:
+    return next((m.get("content") or "" for m in request["messages"] if m["role"] == "system"), "")
+
+
+def agent_model(request: dict[str, Any]) -> Step:
+    """One model for everything the agent does: its run, direct chat, debrief synthesis."""
+    if _system(request) == SYNTHESIS_SYSTEM_PROMPT:
+        return Reply(json.dumps(SYNTHESIS))
+    if not request.get("tools"):
+        return Reply(CHAT_REPLY)
+    if not any(m["role"] == "tool" for m in request["messages"]):
+        return Reply(None, [call("calculator", expression="12*3")])
+    return Reply(None, [call("final-answer", output=LONG_ANSWER, format="text", summary="36.")])
+
+
+async def test_a_reasoning_model_runs_chats_and_debriefs(
+    harness: Harness, llm: ScriptedLLM
+) -> None:
+    """gpt-5 refuses max_tokens and temperature: none of the run, the direct chat, the tool
+    chat and the synthesis sends them, and the reasoning tokens are counted and priced."""
+    model = llm.endpoint(
+        f"gpt-5-mini-{uuid.uuid4().hex[:6]}", Endpoint.reasoning_model(reasoning_tokens=50)
+    )
+    llm.script(model, agent_model)
+    agent = harness.agent(
+        model, agent_id=f"thinker-{uuid.uuid4().hex[:6]}", temperature=0.3,
+        reasoning_effort="low",
+    )  # fmt: skip
+
+    result = await agent.run("What is 12 times 3?")
+    assert result.success and result.terminated_by == "final_answer_tool"
+    m = result.metadata
+    assert m.reasoning_tokens == 2 * 50  # two LLM steps
+    assert m.completion_tokens >= m.reasoning_tokens
+    assert m.cost == pytest.approx(cost_of(model, m.prompt_tokens, m.completion_tokens), rel=1e-6)
+    assert m.cost > 0  # priced as gpt-5-mini, reasoning tokens as output
+
+    direct = await agent.chat("What did you find?")
+    assert direct.routed_via == "direct-llm" and direct.message == CHAT_REPLY
+    tools = await agent.chat("calculate 12*3 again", use_tools=True)
+    assert tools.routed_via == "react-loop" and tools.message.startswith("12 × 3 is 36")
+
+    rich = await result.debrief_rich()
+    assert rich is not None and rich.synthesized
+    assert rich.lessons_learned == ["Use the calculator for products."]
+
+    assert llm.rejected[model] == []  # nothing it refuses was ever sent
+    sent = llm.requests[model]
+    assert all("max_tokens" not in r and "temperature" not in r for r in sent)
+    assert all(r.get("reasoning_effort") == "low" for r in sent)
+    synthesis = [r for r in sent if _system(r) == SYNTHESIS_SYSTEM_PROMPT]
+    assert synthesis and all("max_completion_tokens" in r for r in synthesis)
+
+
+async def test_an_unknown_model_that_refuses_a_parameter_succeeds_after_one_rejection(
+    harness: Harness, llm: ScriptedLLM
+) -> None:
+    """The table does not know this model; its endpoint refuses `temperature`. The first
+    request is refused, the call goes again without it, and the worker remembers."""
+    model = llm.endpoint(
+        f"acme-chat-{uuid.uuid4().hex[:6]}", Endpoint(unsupported_parameters={"temperature": ""})
+    )
+    llm.script(model, agent_model)
+    agent = harness.agent(model, agent_id=f"acme-{uuid.uuid4().hex[:6]}", temperature=0.3)
+
+    result = await agent.run("What is 12 times 3?")
+    assert result.success and result.terminated_by == "final_answer_tool"
+    reply = await agent.chat("What did you find?")  # chat sends a temperature too
+    assert reply.message == CHAT_REPLY
+
+    assert len(llm.rejected[model]) == 1
+    assert llm.rejected[model][0]["error"]["param"] == "temperature"
+    assert "temperature" in llm.requests[model][0]
+    assert all("temperature" not in r for r in llm.requests[model][1:])
+
+
+@tool
+async def fetch_page(page: int) -> str:
+    """Fetch one page of the report (about 6 KB of text)."""
+    line = f"Page {page}: revenue by region, units, notes and the auditor's remarks. "
+    return (line * 90)[:6_000]
+
+
+def forty_pages(pages: int) -> Any:
+    def respond(request: dict[str, Any]) -> Step:
+        if _system(request) == SYNTHESIS_SYSTEM_PROMPT:
+            return Reply(json.dumps(SYNTHESIS))
+        results = [m["content"] for m in request["messages"] if m["role"] == "tool"]
+        # the latest observation is always shown whole: it says which page comes next
+        done = int(re.match(r"Page (\d+):", results[-1])[1]) if results else 0  # type: ignore[index]
+        if done < pages:
+            return Reply(f"Reading page {done + 1}.", [call("fetch_page", page=done + 1)])
+        return Reply(
+            None,
+            [call("final-answer", output=f"Read {pages} pages.", format="text",
+                  summary="Read them all.")],
+        )  # fmt: skip
+
+    return respond
+
+
+async def test_a_long_run_fits_an_8k_window_and_keeps_every_observation_whole(
+    client: Client, settings: Settings, llm: ScriptedLLM
+) -> None:
+    """40 iterations of 6 KB observations on an 8k-context endpoint the worker knows nothing
+    about: the first overflow teaches it the window, older observations are compacted in the
+    requests, the run completes, and Postgres keeps every observation whole."""
+    model = llm.endpoint(f"local-8k-{uuid.uuid4().hex[:6]}", Endpoint(context_tokens=8_192))
+    llm.script(model, forty_pages(40))
+    async with running_worker(client, settings, extra_tools=[fetch_page]) as harness:
+        agent = harness.agent(
+            model, agent_id=f"reader-{uuid.uuid4().hex[:6]}", max_iterations=45,
+            tools=["fetch_page"],
+        )  # fmt: skip
+        result = await agent.run("Read the 40 pages of the report, one at a time.")
+        assert result.success, result.error
+        assert result.terminated_by == "final_answer_tool"
+        assert result.metadata.iterations == 41
+        async with harness.store.pool.connection() as conn:
+            cur = await conn.execute(
+                "SELECT content FROM run_messages WHERE run_id = %s AND role = 'tool'"
+                " AND name = 'fetch_page' ORDER BY seq",
+                (result.run_id,),
+            )
+            observations = [r[0] for r in await cur.fetchall()]
+            cur = await conn.execute(
+                "SELECT count(*) FROM run_context WHERE run_id = %s AND plan IS NOT NULL",
+                (result.run_id,),
+            )
+            plans = (await cur.fetchone() or [0])[0]
+    assert len(observations) == 40
+    assert all(len(o) == 6_000 and o.startswith(f"Page {i}:") for i, o in
+               enumerate(observations, start=1))  # fmt: skip
+    sent = [r for r in llm.requests[model] if _system(r) != SYNTHESIS_SYSTEM_PROMPT]
+    refused = llm.rejected[model]
+    assert 1 <= len(refused) <= 3  # learned the window from the first refusal(s)
+    assert all(b["error"]["code"] == "context_length_exceeded" for b in refused)
+    served = len(sent) - len(refused)
+    assert served == 41
+    assert plans >= 1  # compaction was recorded for the steps that used it
+
+
+async def test_a_retried_or_rerun_step_sends_exactly_what_was_sent(harness: Harness) -> None:
+    """The plan a step compacted with is recorded before its request: the same step run again
+    (a retry, or a rerun from an earlier point) shows the model the same view, even after the
+    window it knows of has changed."""
+    from activities.llm_context import StepContexts
+    from reactive_temporal.capabilities import capabilities_for
+    from reactive_temporal.contracts.run import Message, SeqMessage, ToolCall
+
+    run_id = f"run-context-{uuid.uuid4().hex[:8]}"
+    transcript = [
+        SeqMessage(seq=0, message=Message(role="system", content="You read pages.")),
+        SeqMessage(seq=1, message=Message(role="user", content="Read 12 pages.")),
+    ]
+    for i in range(12):
+        c = ToolCall(id=f"c{i}", name="fetch_page", arguments=json.dumps({"page": i}))
+        transcript += [
+            SeqMessage(seq=2 + 2 * i, message=Message(role="assistant", tool_calls=[c])),
+            SeqMessage(
+                seq=3 + 2 * i,
+                message=Message(role="tool", content=f"page {i} " * 700, tool_call_id=c.id),
+            ),
+        ]
+    contexts = StepContexts(harness.store)
+    small = capabilities_for("m", context_tokens=8_192)
+    first = await contexts.prepare(run_id, 26, transcript, [], small)
+    assert first.plan.compacted > 0 and first.estimated <= first.budget
+    again = await contexts.prepare(run_id, 26, transcript, [], small)
+    assert again.view == first.view
+    wider = capabilities_for("m", context_tokens=100_000)  # plans never undo compaction
+    assert (await contexts.prepare(run_id, 26, transcript, [], wider)).view == first.view
