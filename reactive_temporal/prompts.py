@@ -72,6 +72,18 @@ def completion_guard_nudge(gaps: Sequence[str]) -> str:
     )
 
 
+def unfinished_nudge(missing: Sequence[str]) -> str:
+    """An ending refused because required tools have not run yet."""
+    listed = ", ".join(missing)
+    return (
+        f"[harness] Not done yet: this task requires calling {listed} before it can end. "
+        "Call it now, then give the final answer."
+        if len(missing) == 1
+        else f"[harness] Not done yet: this task requires calling {listed} before it can "
+        "end. Call them now, then give the final answer."
+    )
+
+
 FINAL_ANSWER_TOOL_DESCRIPTION = (
     "Submit the final answer and terminate the task. Call this when ALL required steps "
     "are complete. Provide the actual deliverable in 'output', its format in 'format', "

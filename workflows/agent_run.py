@@ -60,16 +60,22 @@ with workflow.unsafe.imports_passed_through():
         ToolCall,
         ToolResult,
     )
+    from reactive_temporal.prompts import unfinished_nudge
     from workflows.activity_options import AGENT_SIGNAL, STORE, llm_options, tool_options
     from workflows.agent_debrief import DebriefWorkflow
     from workflows.debrief_rules import (
         build_fallback,
         collect_debrief_input,
         derive_outcome,
+        ending_cause,
         errors_from_loop,
         is_trivial,
     )
-    from workflows.final_answer import operator_answer_problem, validate_output
+    from workflows.final_answer import (
+        missing_required_tools,
+        operator_answer_problem,
+        validate_output,
+    )
     from workflows.run_limits import (
         admitted_tool_calls,
         oversized_arguments_observation,
@@ -100,6 +106,8 @@ class AgentRunWorkflow:
         self.deadline_hit = False
         self.deadline: asyncio.Task[None] | None = None
         self.in_llm_call = False
+        self.honest_endings = False
+        self.failed_runs_teach = False
 
     @workflow.run
     async def run(self, input: AgentRunInput) -> AgentResult:
@@ -112,6 +120,8 @@ class AgentRunWorkflow:
         if not (self.attributes_on_change and named_at_start):
             workflow.upsert_search_attributes([sa.AGENT_NAME.value_set(self.agent.agent_id)])
         self.local_store_steps = workflow.patched(names.LOCAL_STORE_STEPS_PATCH)
+        self.honest_endings = workflow.patched(names.HONEST_ENDINGS_PATCH)
+        self.failed_runs_teach = workflow.patched(names.FAILED_RUNS_TEACH_PATCH)
         # Only runs with a budget or a deadline ask for those patches (and record markers).
         agent = self.agent
         has_budget = agent.token_budget is not None or agent.cost_budget is not None
@@ -226,6 +236,7 @@ class AgentRunWorkflow:
             available_tools=self.state.tool_names,
             gap_check_done=self.state.gap_check_done,
             anchored_marker=self.anchored_marker,
+            required_tools=self._required_tools(),
         )
         if not isinstance(decision, Ending):
             decision = self._over_budget() or decision
@@ -265,15 +276,13 @@ class AgentRunWorkflow:
         self._publish_details(result.terminated_by)
         debrief_input: DebriefInput | None = None
         if self.agent.memory:
-            debrief_input = collect_debrief_input(
-                result, self.input.task, self.state.tool_calls, self.state.rationale
-            )
+            debrief_input = self._debrief_input(result)
             result.debrief = build_fallback(debrief_input)
         kept_here = (
             self.trivial_debrief_in_run
             and debrief_input is not None
             and result.debrief is not None
-            and is_trivial(debrief_input)
+            and is_trivial(debrief_input, failed_runs_teach=self.failed_runs_teach)
         )
         await workflow.execute_local_activity(
             names.NOTIFY_AGENT,
@@ -339,16 +348,16 @@ class AgentRunWorkflow:
 
     async def _start_debrief(self, result: AgentResult, fallback: AgentDebrief) -> None:
         """The rich debrief, in an abandoned child the run does not wait for."""
-        debrief_input = collect_debrief_input(
-            result, self.input.task, self.state.tool_calls, self.state.rationale
-        )
+        debrief_input = self._debrief_input(result)
         try:
             await workflow.start_child_workflow(
                 DebriefWorkflow.run,
                 DebriefWorkflowInput(
                     input=debrief_input,
                     fallback=fallback,
-                    synthesize=not is_trivial(debrief_input),
+                    synthesize=not is_trivial(
+                        debrief_input, failed_runs_teach=self.failed_runs_teach
+                    ),
                     model=self.agent.debrief_model or self.agent.model,
                     llm_timeout_seconds=self.agent.llm_timeout_seconds,
                     agent_workflow_id=names.agent_workflow_id(self.agent.agent_id),
@@ -360,6 +369,18 @@ class AgentRunWorkflow:
             )
         except WorkflowAlreadyStartedError:
             workflow.logger.info("debrief of %s already started (a reset run)", self.run_id)
+
+    def _debrief_input(self, result: AgentResult) -> DebriefInput:
+        """What the debrief is made from; a failed run's cause joins its errors."""
+        cause = None
+        if self.failed_runs_teach:
+            missing = missing_required_tools(self.agent.required_tools, self.state.tools_used)
+            cause = ending_cause(
+                result, max_iterations=self.agent.max_iterations, missing_required=missing
+            )
+        return collect_debrief_input(
+            result, self.input.task, self.state.tool_calls, self.state.rationale, cause=cause
+        )
 
     @workflow.signal(name=names.FINAL_ANSWER_SIGNAL)
     def final_answer(self, answer: FinalAnswerCapture) -> None:
@@ -434,8 +455,16 @@ class AgentRunWorkflow:
             placed = await self._refuse_over_limits(placed)
         await self._run_tools([(s, c) for s, c in placed if c.name != FINAL_ANSWER_TOOL])
         await self._judge_final_answers([(s, c) for s, c in placed if c.name == FINAL_ANSWER_TOOL])
-        if act.final_text:
-            self.state.end(Ending("final_answer", act.final_text))
+        if act.final_text and not self.state.ended:
+            missing = missing_required_tools(self._required_tools(), self.state.tools_used)
+            if missing:
+                await self._record([Message(role="user", content=unfinished_nudge(missing))])
+            else:
+                self.state.end(Ending("final_answer", act.final_text))
+
+    def _required_tools(self) -> list[str]:
+        """The tools every ending waits for (only the final-answer tool did, before)."""
+        return self.agent.required_tools if self.honest_endings else []
 
     async def _refuse_over_limits(
         self, placed: list[tuple[int, ToolCall]]

@@ -8,7 +8,7 @@ counted as tools, and a rejected final-answer attempt is not an error.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from reactive_temporal.contracts.debrief import (
     AgentDebrief,
@@ -23,7 +23,7 @@ from reactive_temporal.contracts.debrief import (
     ToolUsage,
 )
 from reactive_temporal.contracts.result import AgentResult
-from reactive_temporal.contracts.run import TerminatedBy
+from reactive_temporal.contracts.run import SUCCESSFUL_ENDINGS, TerminatedBy
 from workflows.stop_rules import STOP_ENDINGS
 
 TRIVIAL_OUTPUT_CHARS = 100
@@ -41,8 +41,11 @@ def collect_debrief_input(
     task: str,
     tool_calls: list[ToolCallRecord],
     rationale: list[RationaleEntry],
+    *,
+    cause: str | None = None,
 ) -> DebriefInput:
-    """The debrief's signals, from a finished run's result and what its loop recorded."""
+    """The debrief's signals, from a finished run's result and what its loop recorded;
+    `cause` (a failed run's `ending_cause`) joins the errors."""
     m = result.metadata
     return DebriefInput(
         task=task,
@@ -51,7 +54,7 @@ def collect_debrief_input(
         terminated_by=result.terminated_by,
         final_answer=result.final_answer,
         tool_stats=tool_stats(tool_calls),
-        errors_from_loop=errors_from_loop(tool_calls),
+        errors_from_loop=[*errors_from_loop(tool_calls), *([cause] if cause else [])],
         metrics=DebriefMetrics(
             tokens=m.tokens_used, duration_ms=m.duration_ms, iterations=m.iterations, cost=m.cost
         ),
@@ -60,6 +63,24 @@ def collect_debrief_input(
         rationale=list(rationale),
         stop_note=result.error if result.terminated_by in STOP_ENDINGS else None,
     )
+
+
+def ending_cause(
+    result: AgentResult, *, max_iterations: int, missing_required: Sequence[str] = ()
+) -> str | None:
+    """Why a run that did not succeed stopped, in words for the debrief's errors; None for a
+    success. Every failed ending, including ones added later, gets one."""
+    if result.terminated_by in SUCCESSFUL_ENDINGS or result.terminated_by in STOP_ENDINGS:
+        return None  # a stopped run's note says why (DebriefInput.stop_note)
+    if result.terminated_by == "max_iterations":
+        cause = f"Stopped at the iteration cap ({max_iterations} iterations) before finishing"
+        if missing_required:
+            cause += f"; required tools never called: {', '.join(missing_required)}"
+        return cause
+    if result.terminated_by == "llm_error":
+        return f"The LLM call failed for good: {result.error or 'no detail'}"
+    detail = f": {result.error}" if result.error else ""
+    return f"The run ended by {result.terminated_by} before finishing{detail}"
 
 
 def tool_stats(records: Iterable[ToolCallRecord]) -> list[ToolStat]:
@@ -124,10 +145,13 @@ def brief_output(text: str | None) -> str | None:
 
 
 def derive_confidence(input: DebriefInput) -> Confidence | str:
-    """The model's declared confidence; else high with an answer, medium without."""
-    if input.final_answer and input.final_answer.confidence:
-        return input.final_answer.confidence
-    return "high" if (input.final_output or "").strip() else "medium"
+    """The model's declared confidence; else high with an answer, medium without. A run that
+    did not succeed is never more than "medium" sure, whatever the model said."""
+    declared = input.final_answer.confidence if input.final_answer else None
+    confidence = declared or ("high" if (input.final_output or "").strip() else "medium")
+    if input.terminated_by not in SUCCESSFUL_ENDINGS and confidence != "low":
+        return "medium"
+    return confidence
 
 
 def fallback_summary(input: DebriefInput) -> str:
@@ -155,8 +179,12 @@ def tool_usage(stats: Iterable[ToolStat]) -> list[ToolUsage]:
     ]
 
 
-def is_trivial(input: DebriefInput) -> bool:
-    """Short answer, no errors: the deterministic debrief says all there is to say."""
+def is_trivial(input: DebriefInput, *, failed_runs_teach: bool = True) -> bool:
+    """Short answer, no errors: the deterministic debrief says all there is to say. A run
+    that did not succeed is never trivial: what went wrong is worth a synthesis and lessons
+    (`failed_runs_teach=False` is the rule of runs started before that)."""
+    if failed_runs_teach and input.terminated_by not in SUCCESSFUL_ENDINGS:
+        return False
     output = (input.final_output or "").strip()
     return len(output) < TRIVIAL_OUTPUT_CHARS and not input.errors_from_loop
 

@@ -9,12 +9,18 @@ from __future__ import annotations
 from collections.abc import Collection
 from dataclasses import dataclass, field
 
-from reactive_temporal.contracts.run import FinalAnswerCapture, TerminatedBy, ToolCall
-from reactive_temporal.prompts import EMPTY_REPLY_NUDGE, completion_guard_nudge
+from reactive_temporal.contracts.run import (
+    SUCCESSFUL_ENDINGS,
+    FinalAnswerCapture,
+    TerminatedBy,
+    ToolCall,
+)
+from reactive_temporal.prompts import EMPTY_REPLY_NUDGE, completion_guard_nudge, unfinished_nudge
 from workflows.final_answer import (
     detect_completion_gaps,
     extract_final_answer,
     has_final_answer_marker,
+    missing_required_tools,
 )
 
 
@@ -64,8 +70,13 @@ def decide_turn(
     available_tools: Collection[str],
     gap_check_done: bool,
     anchored_marker: bool = False,
+    required_tools: Collection[str] = (),
 ) -> TurnDecision:
-    """`anchored_marker`: `FINAL ANSWER:` counts only at the start of a line, colon required
+    """What the reply means. Any ending before every required tool has run — `FINAL ANSWER:`
+    text or a plain reply (the final-answer tool has its own gate) — is refused with a nudge
+    naming the missing tools.
+
+    `anchored_marker`: `FINAL ANSWER:` counts only at the start of a line, colon required
     (runs started before the `final-answer-line-anchored` patch keep the loose marker)."""
     text = (content or "").strip()
     marker = has_final_answer_marker(text, anchored=anchored_marker)
@@ -73,6 +84,9 @@ def decide_turn(
         return Act(
             tool_calls, extract_final_answer(text, anchored=anchored_marker) if marker else None
         )
+    missing = missing_required_tools(required_tools, tools_used)
+    if text and missing:
+        return Nudge(unfinished_nudge(missing))
     if marker:
         answer = extract_final_answer(text, anchored=anchored_marker)
         gaps = [] if gap_check_done else detect_completion_gaps(task, tools_used, available_tools)
@@ -87,9 +101,7 @@ def decide_turn(
 
 def is_success(terminated_by: TerminatedBy, output: str) -> bool:
     """A run succeeded when the agent finished on its own with a non-empty answer."""
-    return terminated_by in ("final_answer_tool", "final_answer", "end_turn") and bool(
-        output.strip()
-    )
+    return terminated_by in SUCCESSFUL_ENDINGS and bool(output.strip())
 
 
 def goal_achieved(terminated_by: TerminatedBy | None) -> bool | None:

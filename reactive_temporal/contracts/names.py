@@ -93,6 +93,12 @@ RUN_DEADLINE_PATCH: Final = "run-deadline"
 """A run with `timeout_seconds` starts its deadline timer (only such runs record it)."""
 RUN_BUDGETS_PATCH: Final = "run-budgets"
 """A run with a token or cost budget checks it after every LLM step."""
+HONEST_ENDINGS_PATCH: Final = "honest-endings"
+"""A `FINAL ANSWER:` text or a plain reply before every required tool ran is refused with a
+nudge (it ended the run before)."""
+FAILED_RUNS_TEACH_PATCH: Final = "failed-runs-teach"
+"""Runs that end without success are never trivial (their debrief is synthesized) and their
+ending's cause is among the debrief's errors."""
 
 # -- metrics the workflows record ---------------------------------------------------------------
 # With `workflow.metric_meter()`, which records nothing while a workflow replays: a run is

@@ -26,6 +26,9 @@ TerminatedBy = Literal[
 endings an operator or a limit imposes: `cancelled` (a cancel request), `budget_exceeded`
 (the token or cost budget), `timeout` (the run's deadline)."""
 
+SUCCESSFUL_ENDINGS: frozenset[str] = frozenset({"final_answer_tool", "final_answer", "end_turn"})
+"""The endings where the agent finished on its own; every other ending is a failed run."""
+
 OUTPUT_FORMATS = ("text", "json", "markdown", "csv", "html")
 """Formats a final answer may declare."""
 

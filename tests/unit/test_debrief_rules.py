@@ -13,11 +13,14 @@ from reactive_temporal.contracts.debrief import (
     SynthesisTokens,
     ToolCallRecord,
 )
+from reactive_temporal.contracts.result import AgentResult
 from reactive_temporal.contracts.run import FinalAnswerCapture, RationaleDetail
 from workflows.debrief_rules import (
     brief_output,
     build_fallback,
+    collect_debrief_input,
     derive_outcome,
+    ending_cause,
     errors_from_loop,
     format_markdown,
     is_trivial,
@@ -126,6 +129,53 @@ def test_trivial_gate():
     assert is_trivial(make_input(final_output="short"))
     assert not is_trivial(make_input(final_output="x" * 100))
     assert not is_trivial(make_input(final_output="short", errors_from_loop=["Tool x failed"]))
+
+
+@pytest.mark.parametrize("ending", ["max_iterations", "llm_error", "cancelled", "timeout"])
+def test_failed_runs_are_never_trivial_and_never_more_than_medium_sure(ending):
+    """Every ending that is not a success, including ones added later (model_construct: the
+    Literal does not list them yet)."""
+    sure = FinalAnswerCapture(output="ok", confidence="high")
+    failed = make_input(final_output="ok", final_answer=sure).model_copy(
+        update={"terminated_by": ending}
+    )
+    assert not is_trivial(failed)
+    assert is_trivial(failed, failed_runs_teach=False)  # the rule of runs started before
+    assert build_fallback(failed).confidence == "medium"
+    doubtful = failed.model_copy(
+        update={"final_answer": FinalAnswerCapture(output="ok", confidence="low")}
+    )
+    assert build_fallback(doubtful).confidence == "low"
+
+
+def _result(terminated_by, error=None):
+    return AgentResult.model_construct(
+        output="", success=False, run_id="r", agent_id="a", terminated_by=terminated_by,
+        error=error, final_answer=None, format="text", tools_used=[],
+    )  # fmt: skip
+
+
+def test_a_failed_runs_cause_is_among_its_errors():
+    cap = ending_cause(_result("max_iterations"), max_iterations=7, missing_required=["clock"])
+    assert cap == (
+        "Stopped at the iteration cap (7 iterations) before finishing; "
+        "required tools never called: clock"
+    )
+    boom = ending_cause(_result("llm_error", "HTTP 500: boom"), max_iterations=7)
+    assert boom == "The LLM call failed for good: HTTP 500: boom"
+    assert ending_cause(_result("timeout", "5s deadline"), max_iterations=7) is None  # stop_note
+    assert ending_cause(_result("abstained", "no way"), max_iterations=7) == (
+        "The run ended by abstained before finishing: no way"
+    )
+    assert ending_cause(_result("final_answer_tool"), max_iterations=7) is None
+    result = AgentResult(
+        output="", success=False, run_id="r", agent_id="a", terminated_by="max_iterations"
+    )
+    debrief_input = collect_debrief_input(
+        result, "task", [ToolCallRecord(name="x", success=False)], [], cause=cap
+    )
+    assert debrief_input.errors_from_loop == ["Tool x failed", cap]
+    assert cap in build_fallback(debrief_input).errors_encountered
 
 
 # -- markdown ---------------------------------------------------------------------------------

@@ -57,3 +57,20 @@ def test_final_answer_text_with_a_gap_is_guarded_once():
 def test_success_and_goal_by_ending(terminated_by, output, success, goal):
     assert is_success(terminated_by, output) is success
     assert goal_achieved(terminated_by) is goal
+
+
+@pytest.mark.parametrize("reply", ["FINAL ANSWER: 42", "**Final Answer**: 42", "It is 42."])
+def test_no_ending_before_every_required_tool_ran(reply):
+    decision = decide(
+        reply, required_tools=["current_time", "calculator"], tools_used=["calculator"]
+    )
+    assert isinstance(decision, Nudge) and not decision.is_error
+    assert "current_time" in decision.note and "calculator" not in decision.note
+
+
+def test_endings_once_the_required_tools_ran():
+    kw = dict(required_tools=["calculator"], tools_used=["calculator"])
+    assert decide("FINAL ANSWER: 42", **kw) == Ending("final_answer", "42")
+    assert decide("It is 42.", **kw) == Ending("end_turn", "It is 42.")
+    # tool calls always act: the tools may be the required ones
+    assert decide("FINAL ANSWER: 2", [CALC], required_tools=["calculator"]) == Act([CALC], "2")
