@@ -19,6 +19,7 @@ from psycopg_pool import AsyncConnectionPool
 from reactive_temporal.contracts.debrief import AgentDebrief, DebriefInput
 from reactive_temporal.contracts.entity import ChatMessage
 from reactive_temporal.contracts.run import Message, SeqMessage, ToolCall
+from reactive_temporal.memory import LESSON_TTL_DAYS
 from reactive_temporal.sanitize import clean_text, clean_value
 from reactive_temporal.tools import wire_name
 
@@ -104,6 +105,19 @@ MIGRATIONS: list[tuple[int, str]] = [
             created_at       TIMESTAMPTZ NOT NULL DEFAULT now(),
             PRIMARY KEY (run_id, seq)
         );
+        """,
+    ),
+    (
+        5,
+        """
+        ALTER TABLE agent_lessons ADD COLUMN IF NOT EXISTS id BIGSERIAL;
+        ALTER TABLE agent_lessons ADD COLUMN IF NOT EXISTS expires_at TIMESTAMPTZ;
+        UPDATE agent_lessons SET expires_at = created_at + interval '30 days'
+            WHERE expires_at IS NULL;
+        ALTER TABLE agent_lessons ADD COLUMN IF NOT EXISTS search TSVECTOR
+            GENERATED ALWAYS AS (to_tsvector('english', lesson)) STORED;
+        CREATE UNIQUE INDEX IF NOT EXISTS idx_lessons_id ON agent_lessons (id);
+        CREATE INDEX IF NOT EXISTS idx_lessons_search ON agent_lessons USING GIN (search);
         """,
     ),
 ]
@@ -263,12 +277,15 @@ class StoredDebrief:
 class DebriefStore:
     """The `agent_debriefs` rows (one per run) and the `agent_lessons` experience store."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, *, lesson_ttl_days: float = LESSON_TTL_DAYS) -> None:
         self.pool = store.pool
+        self.lesson_ttl_days = lesson_ttl_days
 
     async def save(self, input: DebriefInput, debrief: AgentDebrief) -> None:
-        """Upsert the run's debrief and replace its lessons, in one transaction."""
+        """Upsert the run's debrief and replace its lessons (which expire after the TTL), in
+        one transaction."""
         m = debrief.metrics
+        ttl = self.lesson_ttl_days * 86_400
         async with self.pool.connection() as conn, conn.transaction():
             await conn.execute(
                 "INSERT INTO agent_debriefs (run_id, agent_id, task_prompt, terminated_by, output,"
@@ -297,10 +314,10 @@ class DebriefStore:
             await conn.execute("DELETE FROM agent_lessons WHERE run_id = %s", (input.run_id,))
             async with conn.cursor() as cur:
                 await cur.executemany(
-                    "INSERT INTO agent_lessons (run_id, position, agent_id, lesson)"
-                    " VALUES (%s, %s, %s, %s)",
+                    "INSERT INTO agent_lessons (run_id, position, agent_id, lesson, expires_at)"
+                    " VALUES (%s, %s, %s, %s, now() + make_interval(secs => %s))",
                     [
-                        (input.run_id, i, input.agent_id, pg_text(lesson))
+                        (input.run_id, i, input.agent_id, pg_text(lesson), ttl)
                         for i, lesson in enumerate(debrief.lessons_learned)
                     ],
                 )
@@ -316,16 +333,6 @@ class DebriefStore:
             (agent_id, max_age_hours * 3600),
         )
         return rows[0] if rows else None
-
-    async def recent_lessons(self, agent_id: str, limit: int) -> list[str]:
-        async with self.pool.connection() as conn:
-            cur = await conn.execute(
-                "SELECT lesson FROM agent_lessons WHERE agent_id = %s"
-                " ORDER BY created_at DESC, position LIMIT %s",
-                (agent_id, limit * 3),
-            )
-            lessons = [row[0] for row in await cur.fetchall()]
-        return list(dict.fromkeys(lessons))[:limit]
 
     async def _select(self, where: str, params: tuple[object, ...]) -> list[StoredDebrief]:
         query = (

@@ -5,6 +5,7 @@ from __future__ import annotations
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.lesson_store import LessonStore
 from activities.store import DebriefStore, Store, StoredDebrief
 from reactive_temporal.contracts import names
 from reactive_temporal.contracts.run import (
@@ -14,31 +15,17 @@ from reactive_temporal.contracts.run import (
     RecordMessagesInput,
     SeqMessage,
 )
+from reactive_temporal.memory import PRIOR_LESSONS, PriorRun, run_notes
 from reactive_temporal.prompts import run_system_prompt
 from reactive_temporal.tools import ToolRegistry
 
 PRIOR_RUN_MAX_AGE_HOURS = 72
-PRIOR_RUN_MAX_CHARS = 2_000
-PRIOR_LESSONS = 5
+"""The last run is remembered for this long (the reference's Prior Session)."""
 
 
-def _clip(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def prior_run_block(last: StoredDebrief, lessons: list[str]) -> str:
-    """What the agent should remember of its last run (the reference's "Prior Session")."""
+def prior_run(last: StoredDebrief) -> PriorRun:
     d = last.debrief
-    lines = [
-        "--- Prior Session ---",
-        f"Last run ({round(last.age_hours)}h ago): {d.outcome}",
-        _clip(d.summary, 600),
-    ]
-    if lessons:
-        lines.append("Lessons: " + "; ".join(_clip(lesson, 200) for lesson in lessons))
-    if d.errors_encountered:
-        lines.append("Prior errors: " + "; ".join(_clip(e, 200) for e in d.errors_encountered[:5]))
-    return _clip("\n".join(lines), PRIOR_RUN_MAX_CHARS)
+    return PriorRun(last.run_id, d.outcome, d.summary, last.age_hours, d.errors_encountered)
 
 
 class TranscriptActivities:
@@ -50,11 +37,13 @@ class TranscriptActivities:
     ) -> None:
         self.store = store
         self.debriefs = debriefs
+        self.lessons = LessonStore(store)
         self.registry = registry
 
     @activity.defn(name=names.PREPARE_RUN)
     async def prepare_run(self, input: PrepareRunInput) -> PrepareRunResult:
-        """Resolve the agent's tools and seed the transcript with the system prompt and task."""
+        """Resolve the agent's tools and seed the transcript: the system prompt, the task, and
+        (with memory) the notes from earlier runs as a quoted user-role message after it."""
         agent = input.agent
         wanted = self.registry.names if agent.tools is None else agent.tools
         unknown = [t for t in [*wanted, *agent.required_tools] if self.registry.get(t) is None]
@@ -68,19 +57,30 @@ class TranscriptActivities:
             )
         names = list(dict.fromkeys([*wanted, *agent.required_tools]))
         prompt = run_system_prompt(agent.agent_id, agent.system_prompt, audit=agent.audit_rationale)
-        if agent.memory:
-            last = await self.debriefs.latest(agent.agent_id, PRIOR_RUN_MAX_AGE_HOURS)
-            if last is not None and last.run_id != input.run_id:
-                lessons = await self.debriefs.recent_lessons(agent.agent_id, PRIOR_LESSONS)
-                prompt += "\n\n" + prior_run_block(last, lessons)
         seed = [
             Message(role="system", content=prompt),
             Message(role="user", content=input.task),
         ]
+        if agent.memory:
+            notes = await self._notes(input)
+            if notes is not None:
+                seed.append(Message(role="user", content=notes))
         await self.store.put_messages(
             input.run_id, [SeqMessage(seq=i, message=m) for i, m in enumerate(seed)]
         )
         return PrepareRunResult(tool_names=names, next_seq=len(seed))
+
+    async def _notes(self, input: PrepareRunInput) -> str | None:
+        """What the agent remembers for this task: its last run (if recent) and the lessons
+        most relevant to the task, as quoted data."""
+        agent_id = input.agent.agent_id
+        last = await self.debriefs.latest(agent_id, PRIOR_RUN_MAX_AGE_HOURS)
+        if last is not None and last.run_id == input.run_id:
+            last = None  # a rerun does not remember itself
+        lessons = await self.lessons.relevant(
+            agent_id, input.task, limit=PRIOR_LESSONS, exclude_run=input.run_id
+        )
+        return run_notes(prior_run(last) if last else None, lessons)
 
     @activity.defn(name=names.RECORD_MESSAGES)
     async def record_messages(self, input: RecordMessagesInput) -> None:

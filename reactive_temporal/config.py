@@ -19,6 +19,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from reactive_temporal.capabilities import ModelCapabilities
 from reactive_temporal.http_guard import AllowList
+from reactive_temporal.memory import LESSON_TTL_DAYS
 
 if TYPE_CHECKING:
     from reactive_temporal.connection import TemporalConnection
@@ -84,6 +85,13 @@ class Settings(BaseSettings):
         validation_alias=AliasChoices("AGENT_CONTEXT_TOKENS", "context_tokens"),
     )
     """One context window for every model, over the table (a local model's real window)."""
+    lesson_ttl_days: float = Field(
+        default=LESSON_TTL_DAYS,
+        gt=0,
+        le=36_500,
+        validation_alias=AliasChoices("AGENT_LESSON_TTL_DAYS", "lesson_ttl_days"),
+    )
+    """Lessons are used for this many days after the run that taught them."""
     encryption_keys: str | None = Field(
         default=None,
         validation_alias=AliasChoices("REACTIVE_TEMPORAL_ENCRYPTION_KEYS", "encryption_keys"),

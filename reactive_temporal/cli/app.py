@@ -24,6 +24,7 @@ from reactive_temporal.cli import (
     chat_commands,
     codec_commands,
     control_commands,
+    lesson_commands,
     migrate_commands,
     operate_commands,
     run_commands,
@@ -45,6 +46,7 @@ app.command()(run_commands.run)
 app.command()(run_commands.debrief)
 app.command()(chat_commands.chat)
 app.add_typer(chat_commands.session_app, name="session")
+app.add_typer(lesson_commands.lessons_app, name="lessons")
 app.command()(operate_commands.runs)
 app.command()(control_commands.cancel)
 app.command("replay")(operate_commands.replay_command)

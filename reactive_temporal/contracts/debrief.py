@@ -7,6 +7,7 @@ Durable (serialised into histories): add fields only as optional, never rename.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Literal
 
 from pydantic import AliasChoices, BaseModel, Field, field_validator
@@ -180,3 +181,16 @@ class PersistDebriefInput(BaseModel):
 
     input: DebriefInput
     debrief: AgentDebrief
+
+
+class StoredLesson(BaseModel):
+    """A lesson in the agent's memory (`starter.py lessons --json` prints these)."""
+
+    id: int
+    agent_id: str
+    lesson: str
+    run_id: str
+    """The run whose debrief taught it."""
+    created_at: datetime
+    expires_at: datetime | None = None
+    """After this it is no longer used, and `lessons` no longer lists it."""

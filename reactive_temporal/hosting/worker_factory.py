@@ -113,7 +113,7 @@ async def create_worker(
     )
     llm = LlmActivities(store, endpoint, registry)
     tools = ToolActivities(store, registry)
-    debriefs = DebriefStore(store)
+    debriefs = DebriefStore(store, lesson_ttl_days=settings.lesson_ttl_days)
     entity = EntityActivities(client, debriefs)
     transcript = TranscriptActivities(store, debriefs, registry)
     debrief = DebriefActivities(debriefs, endpoint)

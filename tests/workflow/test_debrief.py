@@ -122,12 +122,17 @@ async def test_second_run_sees_the_first_runs_lessons(harness: Harness, llm, mod
     await first.debrief_rich()
 
     second_model = llm.script(f"{model_name}-2", [Reply("FINAL ANSWER: ok")])
-    await harness.agent(second_model, agent_id=agent_id).run("Run 2")
-    system = llm.requests[second_model][0]["messages"][0]["content"]
-    assert "--- Prior Session ---" in system
-    assert "Last run (0h ago): success" in system
-    assert SYNTHESIS["summary"] in system
-    assert "Lessons: Always double-check units" in system
+    second = await harness.agent(second_model, agent_id=agent_id).run("Run 2: mind the units")
+    system, task, notes = llm.requests[second_model][0]["messages"]
+    # memory is quoted data in a user-role message after the task, never system instructions
+    assert task == {"role": "user", "content": "Run 2: mind the units"}
+    assert notes["role"] == "user" and notes["content"].startswith("Notes from earlier runs.")
+    assert f"> Last run (0h ago, {first.run_id}): success" in notes["content"]
+    assert f"> {SYNTHESIS['summary']}" in notes["content"]
+    assert f"> Lesson from {first.run_id} (" in notes["content"]
+    assert "Always double-check units" in notes["content"]
+    assert "double-check" not in system["content"] and SYNTHESIS["summary"] not in system["content"]
+    assert second.success
 
 
 async def test_rejected_final_answer_does_not_make_the_run_partial(

@@ -1,0 +1,87 @@
+"""The agent's lessons in Postgres: chosen by relevance for a run, listed and deleted by an
+operator.
+
+A lesson comes from a run's debrief (`DebriefStore.save` writes them with their expiry);
+here they are read. Relevance is Postgres full-text search (no new service): the task's
+words, stemmed, any of them matching, ranked by `ts_rank`, newest first among equals.
+Expired lessons are never chosen nor listed, and are purged when lessons are listed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from psycopg.rows import dict_row
+
+from activities.store import Store
+from reactive_temporal.contracts.debrief import StoredLesson
+from reactive_temporal.memory import LessonNote, relevance_query_text
+
+_LIVE = "(expires_at IS NULL OR expires_at > now())"
+_COLUMNS = "id, agent_id, lesson, run_id, created_at, expires_at"
+
+
+class LessonStore:
+    def __init__(self, store: Store) -> None:
+        self.pool = store.pool
+
+    async def relevant(
+        self, agent_id: str, task: str, *, limit: int, exclude_run: str | None = None
+    ) -> list[LessonNote]:
+        """The agent's live lessons that share words with the task, most relevant first."""
+        async with self.pool.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
+            await cur.execute(
+                "WITH q AS (SELECT NULLIF(replace(plainto_tsquery('english', %s)::text,"
+                " ' & ', ' | '), '') AS words)"
+                " SELECT lesson, run_id, created_at FROM agent_lessons, q"
+                f" WHERE agent_id = %s AND {_LIVE} AND run_id <> %s"
+                " AND q.words IS NOT NULL AND search @@ q.words::tsquery"
+                " ORDER BY ts_rank(search, q.words::tsquery) DESC, created_at DESC, position"
+                " LIMIT %s",
+                (relevance_query_text(task), agent_id, exclude_run or "", limit * 3),
+            )
+            rows = await cur.fetchall()
+        seen: set[str] = set()
+        notes: list[LessonNote] = []
+        for r in rows:  # the same lesson learned twice is shown once, where it ranks best
+            if r["lesson"] not in seen:
+                seen.add(r["lesson"])
+                notes.append(LessonNote(r["lesson"], r["run_id"], r["created_at"]))
+        return notes[:limit]
+
+    async def listed(self, agent_id: str | None = None) -> list[StoredLesson]:
+        """Live lessons, newest first; every agent's when `agent_id` is None."""
+        await self.purge_expired()
+        where, params = (f"WHERE {_LIVE}", ()) if agent_id is None else (
+            f"WHERE agent_id = %s AND {_LIVE}", (agent_id,)
+        )  # fmt: skip
+        async with self.pool.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
+            await cur.execute(
+                f"SELECT {_COLUMNS} FROM agent_lessons {where}"  # type: ignore[arg-type]
+                " ORDER BY created_at DESC, position",
+                params,
+            )
+            return [StoredLesson.model_validate(r) for r in await cur.fetchall()]
+
+    async def delete(self, ids: Sequence[int]) -> list[StoredLesson]:
+        """Delete these lessons; returns the ones that existed."""
+        return await self._delete("WHERE id = ANY(%s)", (list(ids),))
+
+    async def delete_all(self, agent_id: str) -> list[StoredLesson]:
+        """Delete every lesson of one agent."""
+        return await self._delete("WHERE agent_id = %s", (agent_id,))
+
+    async def purge_expired(self) -> int:
+        async with self.pool.connection() as conn:
+            cur = await conn.execute(f"DELETE FROM agent_lessons WHERE NOT {_LIVE}")
+            return cur.rowcount
+
+    async def _delete(self, where: str, params: tuple[Any, ...]) -> list[StoredLesson]:
+        async with self.pool.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
+            await cur.execute(
+                f"DELETE FROM agent_lessons {where} RETURNING {_COLUMNS}",  # type: ignore[arg-type]
+                params,
+            )
+            deleted = [StoredLesson.model_validate(r) for r in await cur.fetchall()]
+        return sorted(deleted, key=lambda lesson: lesson.id)
