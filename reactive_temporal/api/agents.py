@@ -137,6 +137,7 @@ class AgentBuilder:
     token_budget: int | None = None
     cost_budget: float | None = None
     timeout_seconds: float | None = None
+    reasoning_effort: str | None = None
     tool_modules: list[str] = field(default_factory=list)
     settings: Settings | None = None
 
@@ -170,11 +171,16 @@ class AgentBuilder:
         max_iterations: int = 10,
         required_tools: list[str] | None = None,
         audit_rationale: bool = False,
+        effort: str | None = None,
     ) -> Self:
-        """Loop settings; `audit_rationale` asks for a rationale per tool call (costs tokens)."""
+        """Loop settings; `audit_rationale` asks for a rationale per tool call (costs tokens);
+        `effort` is a reasoning model's `reasoning_effort` (minimal, low, medium or high), sent
+        for runs, chat and debriefs to models that take it.
+        """
         self.max_iterations = max_iterations
         self.required_tools = list(required_tools or [])
         self.audit_rationale = audit_rationale
+        self.reasoning_effort = effort
         return self
 
     def with_debrief_model(self, model: str) -> Self:
@@ -242,6 +248,7 @@ class AgentBuilder:
                 token_budget=self.token_budget,
                 cost_budget=self.cost_budget,
                 timeout_seconds=self.timeout_seconds,
+                reasoning_effort=self.reasoning_effort,
             )
         except ValidationError as err:
             raise ValueError(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from enum import StrEnum
 from typing import Annotated, Any
 
 import typer
@@ -36,6 +37,13 @@ from reactive_temporal.hosting.runtime import open_runtime
 from workflows.agent_run import AgentRunWorkflow
 
 
+class ReasoningEffortChoice(StrEnum):
+    minimal = "minimal"
+    low = "low"
+    medium = "medium"
+    high = "high"
+
+
 def run(
     task: Annotated[str, typer.Argument(help="What the agent should do.")],
     agent: Annotated[str, typer.Option(help="Agent name (its runs, memory and chat).")] = "agent",
@@ -62,6 +70,10 @@ def run(
         float | None,
         typer.Option(min=0, help="End the run as timeout this many seconds after its start."),
     ] = None,
+    reasoning_effort: Annotated[
+        ReasoningEffortChoice | None,
+        typer.Option(help="How hard a reasoning model thinks (o-series, gpt-5, gemini-2.5)."),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the AgentResult as JSON.")] = False,
 ) -> None:
     """Run TASK durably, with live progress; exit 0 only when the run succeeded."""
@@ -76,6 +88,7 @@ def run(
                 max_iterations=max_iterations,
                 required_tools=required_tool,
                 audit_rationale=audit_rationale,
+                effort=reasoning_effort.value if reasoning_effort else None,
             )
         )
         if no_memory:
