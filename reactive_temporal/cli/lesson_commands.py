@@ -32,7 +32,12 @@ async def lesson_store(settings: Settings) -> AsyncIterator[LessonStore]:
     one (started for the command, as `run` does on a fresh clone)."""
     published = read_published_stack(settings.data_dir.resolve())
     url = settings.database_url or (published.database_url if published else None)
-    if url is not None:
+    runtime = None
+    if url is None:
+        runtime = await cli_runtime(settings)
+        assert runtime.stack is not None
+        url = runtime.stack.database_url
+    try:
         try:
             store = await Store.open(url, migrate=False)
         except StoreUnavailable as e:
@@ -41,13 +46,9 @@ async def lesson_store(settings: Settings) -> AsyncIterator[LessonStore]:
             yield LessonStore(store)
         finally:
             await store.close()
-        return
-    runtime = await cli_runtime(settings)
-    try:
-        assert runtime.worker is not None
-        yield LessonStore(runtime.worker.store)
     finally:
-        await runtime.close()
+        if runtime is not None:
+            await runtime.close()
 
 
 def _lesson_json(lessons: list[StoredLesson]) -> str:
