@@ -1,4 +1,4 @@
-"""Chat activities: the direct-path LLM call, and sessions saved to Postgres."""
+"""Chat activities: the direct-path LLM call, and sessions saved to Postgres turn by turn."""
 
 from __future__ import annotations
 
@@ -6,17 +6,21 @@ from typing import Any
 
 from temporalio import activity
 
-from activities.llm_calls import LlmEndpoint, chat_request
-from activities.store import SessionStore
+from activities.llm_calls import ContextWindowExceeded, LlmEndpoint, chat_request
+from activities.session_store import SessionStore
 from reactive_temporal.contracts import names
 from reactive_temporal.contracts.entity import (
     ChatDirectInput,
     ChatDirectResult,
+    ChatMessage,
     LoadSessionInput,
     SaveSessionInput,
     SessionHistory,
 )
+from reactive_temporal.session_window import WINDOW_BYTES, WINDOW_MESSAGES
 
+SESSION_PAGE_BYTES = 1_000_000
+"""A page of a session read back (the `read_session` update) stays well under 2 MB."""
 DIRECT_MAX_TOKENS = 1024
 DIRECT_TEMPERATURE = 0.7
 """The direct path's temperature when the agent sets none: a conversation, not a task."""
@@ -29,32 +33,69 @@ class ChatActivities:
 
     @activity.defn(name=names.CHAT_DIRECT)
     async def chat_direct(self, input: ChatDirectInput) -> ChatDirectResult:
-        """One LLM call: persona and context as the system prompt, then the history."""
-        messages: list[dict[str, Any]] = [{"role": "system", "content": input.context}]
-        messages += [{"role": m.role, "content": m.content} for m in input.history]
-        messages.append({"role": "user", "content": input.message})
-        temperature = input.agent.temperature
-        completion = await self.llm.complete(
-            chat_request(
-                input.agent.model,
-                messages,
-                temperature=DIRECT_TEMPERATURE if temperature is None else temperature,
-                max_tokens=DIRECT_MAX_TOKENS,
-                reasoning_effort=input.agent.reasoning_effort,
-            ),
-            max_attempts=input.agent.llm_max_attempts,
-        )
+        """One LLM call: persona as the system prompt, the notes on the agent's runs as quoted
+        data, then the history and the message. A request too long for the model's window
+        goes again with the latest turn of history only."""
+        history = input.history
+        while True:
+            try:
+                completion = await self.llm.complete(
+                    self._request(input, history), max_attempts=input.agent.llm_max_attempts
+                )
+                break
+            except ContextWindowExceeded:
+                if len(history) <= 2:
+                    raise
+                history = history[-2:]
         return ChatDirectResult(
             message=(completion.content or "").strip() or "(no answer)",
             tokens=completion.usage.total_tokens,
             cost=completion.cost,
         )
 
+    @staticmethod
+    def _request(input: ChatDirectInput, history: list[ChatMessage]) -> dict[str, Any]:
+        messages: list[dict[str, Any]] = [{"role": "system", "content": input.context}]
+        if input.notes:
+            messages.append({"role": "user", "content": input.notes})
+        messages += [{"role": m.role, "content": m.content} for m in history]
+        messages.append({"role": "user", "content": input.message})
+        temperature = input.agent.temperature
+        return chat_request(
+            input.agent.model,
+            messages,
+            temperature=DIRECT_TEMPERATURE if temperature is None else temperature,
+            max_tokens=DIRECT_MAX_TOKENS,
+            reasoning_effort=input.agent.reasoning_effort,
+        )
+
     @activity.defn(name=names.LOAD_SESSION)
     async def load_session(self, input: LoadSessionInput) -> SessionHistory:
-        messages = await self.sessions.load(input.agent_id, input.session_id)
-        return SessionHistory(session_id=input.session_id, messages=messages)
+        """A saved session: whole, a page from `offset`, or its latest window."""
+        window = (WINDOW_MESSAGES, WINDOW_BYTES) if input.window else None
+        max_bytes = input.max_bytes
+        if input.offset is not None and max_bytes is None:
+            max_bytes = SESSION_PAGE_BYTES
+        messages, first, total = await self.sessions.load(
+            input.agent_id,
+            input.session_id,
+            offset=input.offset or 0,
+            max_bytes=max_bytes,
+            window=window,
+        )
+        return SessionHistory(
+            session_id=input.session_id,
+            messages=messages,
+            total_messages=total,
+            first_position=first,
+        )
 
     @activity.defn(name=names.SAVE_SESSION)
     async def save_session(self, input: SaveSessionInput) -> None:
-        await self.sessions.save(input.agent_id, input.session_id, input.messages)
+        """A turn appended at its position, or (first_position None) the whole session."""
+        if input.first_position is None:
+            await self.sessions.save(input.agent_id, input.session_id, input.messages)
+        else:
+            await self.sessions.append(
+                input.agent_id, input.session_id, input.first_position, input.messages
+            )

@@ -17,7 +17,6 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
 from reactive_temporal.contracts.debrief import AgentDebrief, DebriefInput
-from reactive_temporal.contracts.entity import ChatMessage
 from reactive_temporal.contracts.run import Message, SeqMessage, ToolCall
 from reactive_temporal.memory import LESSON_TTL_DAYS
 from reactive_temporal.sanitize import clean_text, clean_value
@@ -118,6 +117,26 @@ MIGRATIONS: list[tuple[int, str]] = [
             GENERATED ALWAYS AS (to_tsvector('english', lesson)) STORED;
         CREATE UNIQUE INDEX IF NOT EXISTS idx_lessons_id ON agent_lessons (id);
         CREATE INDEX IF NOT EXISTS idx_lessons_search ON agent_lessons USING GIN (search);
+        """,
+    ),
+    (
+        6,
+        """
+        CREATE TABLE IF NOT EXISTS chat_messages (
+            agent_id   TEXT        NOT NULL,
+            session_id TEXT        NOT NULL,
+            position   INTEGER     NOT NULL,
+            role       TEXT        NOT NULL,
+            content    TEXT        NOT NULL,
+            sent_at    TIMESTAMPTZ NOT NULL,
+            PRIMARY KEY (agent_id, session_id, position)
+        );
+        INSERT INTO chat_messages (agent_id, session_id, position, role, content, sent_at)
+            SELECT s.agent_id, s.session_id, (m.ordinality - 1)::int, m.value->>'role',
+                   m.value->>'content', (m.value->>'timestamp')::timestamptz
+            FROM chat_sessions s, jsonb_array_elements(s.messages) WITH ORDINALITY AS m
+            ON CONFLICT DO NOTHING;
+        UPDATE chat_sessions SET messages = '[]'::jsonb;
         """,
     ),
 ]
@@ -351,33 +370,6 @@ class DebriefStore:
             )
             for r in rows
         ]
-
-
-class SessionStore:
-    """Chat sessions saved when they end: one row per (agent, session), full history."""
-
-    def __init__(self, store: Store) -> None:
-        self.pool = store.pool
-
-    async def save(self, agent_id: str, session_id: str, messages: list[ChatMessage]) -> None:
-        payload = pg_json([m.model_dump(mode="json") for m in messages])
-        async with self.pool.connection() as conn:
-            await conn.execute(
-                "INSERT INTO chat_sessions (agent_id, session_id, messages) VALUES (%s, %s, %s)"
-                " ON CONFLICT (agent_id, session_id)"
-                " DO UPDATE SET messages = EXCLUDED.messages, updated_at = now()",
-                (agent_id, session_id, payload),
-            )
-
-    async def load(self, agent_id: str, session_id: str) -> list[ChatMessage]:
-        """The saved history, or [] for a session never saved."""
-        async with self.pool.connection() as conn:
-            cur = await conn.execute(
-                "SELECT messages FROM chat_sessions WHERE agent_id = %s AND session_id = %s",
-                (agent_id, session_id),
-            )
-            row = await cur.fetchone()
-        return [ChatMessage.model_validate(m) for m in row[0]] if row else []
 
 
 def pg_text(text: str | None) -> str | None:

@@ -12,12 +12,11 @@ Pure functions: the store reads, these format.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from reactive_temporal.prompts import CHAT_NOTES_LABEL, NOTES_LABEL
+from reactive_temporal.prompts import CHAT_NOTES_LABEL, NOTES_LABEL, quoted_block
 
 LESSON_TTL_DAYS = 30
 """Lessons older than this are no longer used (AGENT_LESSON_TTL_DAYS changes it)."""
@@ -28,8 +27,6 @@ NOTES_MAX_CHARS = 2_500
 """The whole notes message, label included, stays under this."""
 QUERY_MAX_CHARS = 2_000
 """How much of the task the relevance search reads (a 100k-character task is not a query)."""
-
-_TAG = re.compile(r"</?\s*notes\s*>", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -55,16 +52,6 @@ class PriorRun:
 def _clip(text: str, limit: int) -> str:
     text = text.strip()
     return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def quote(text: str) -> str:
-    """Every line prefixed with "> ", and no tag that could close the notes block early."""
-    cleaned = _TAG.sub("", text)
-    return "\n".join(f"> {line}" if line else ">" for line in cleaned.splitlines() or [""])
-
-
-def quoted_block(label: str, body: str) -> str:
-    return f"{label}\n<notes>\n{quote(body)}\n</notes>"
 
 
 def run_notes(prior: PriorRun | None, lessons: Iterable[LessonNote]) -> str | None:

@@ -10,13 +10,16 @@ A chat turn takes one of two paths (workflows.chat_rules.route):
   state of a run in progress), and the windowed session history;
 - tool: a capped child AgentRunWorkflow, whose run gets its own debrief like any run.
 
-It continues as new when Temporal suggests it, once every handler has finished, carrying
-its state; nothing a user can see is lost.
+Sessions are saved to Postgres turn by turn, as each happens; the entity keeps only a window
+of each (older messages paged out, read back with `read_session`), closes sessions idle past
+a TTL, and pages out the least recently used windows when they outgrow their budget
+(reactive_temporal.session_window), so its continue-as-new input stays far under Temporal's
+2 MB whatever the chat volume. It continues as new when Temporal suggests it, once every
+handler has finished, carrying its state; nothing a user can see is lost.
 """
 
 from __future__ import annotations
 
-import asyncio
 import re
 
 from temporalio import workflow
@@ -48,10 +51,12 @@ with workflow.unsafe.imports_passed_through():
         RunStarted,
         SaveSessionInput,
         SessionHistory,
+        SessionPage,
         SessionRef,
     )
     from reactive_temporal.contracts.result import AgentResult
     from reactive_temporal.contracts.run import AgentConfig, AgentRunInput
+    from reactive_temporal.memory import chat_notes
     from workflows.activity_options import RUN_QUERY, SESSION_LOAD, STORE, llm_options
     from workflows.agent_run import AgentRunWorkflow
     from workflows.chat_rules import (
@@ -61,9 +66,9 @@ with workflow.unsafe.imports_passed_through():
         tool_path_task,
         window_history,
     )
+    from workflows.entity_sessions import KEEP_ENDED_SESSIONS, SessionKeeper
 
 SESSION_ID = re.compile(SESSION_ID_PATTERN)
-KEEP_ENDED_SESSIONS = 200
 MAX_TOOL_PATH_ITERATIONS = 50
 
 
@@ -74,14 +79,32 @@ class AgentWorkflow:
         self.state = input.state
         self.state.sessions.setdefault(DEFAULT_SESSION, [])
         self.continue_after = input.continue_as_new_after_events
-        self.session_locks: dict[str, asyncio.Lock] = {}
+        self.idle_after = input.session_idle_seconds
+        self.sessions = SessionKeeper(self.state, self.idle_after)
+        self._saved_per_turn: bool | None = None
+        self._notes_as_data: bool | None = None
 
     @workflow.run
     async def run(self, input: AgentWorkflowInput) -> None:
-        await workflow.wait_condition(self._time_to_continue_as_new)
+        if self._sessions_saved_per_turn():
+            await self.sessions.adopt_unsaved()
+            while not self._time_to_continue_as_new():
+                try:
+                    await workflow.wait_condition(
+                        lambda: self._time_to_continue_as_new() or self.sessions.wake,
+                        timeout=self.sessions.until_next_idle(),
+                    )
+                except TimeoutError:
+                    self.sessions.close_idle()
+        else:  # an entity started before sessions were saved turn by turn
+            await workflow.wait_condition(self._time_to_continue_as_new)
         await workflow.wait_condition(workflow.all_handlers_finished)
         workflow.continue_as_new(
-            AgentWorkflowInput(state=self.state, continue_as_new_after_events=self.continue_after)
+            AgentWorkflowInput(
+                state=self.state,
+                continue_as_new_after_events=self.continue_after,
+                session_idle_seconds=self.idle_after,
+            )
         )
 
     def _time_to_continue_as_new(self) -> bool:
@@ -90,7 +113,17 @@ class AgentWorkflow:
             return info.get_current_history_length() > self.continue_after
         return info.is_continue_as_new_suggested()
 
-    # -- what runs tell the agent -------------------------------------------------------------
+    def _sessions_saved_per_turn(self) -> bool:
+        if self._saved_per_turn is None:
+            self._saved_per_turn = workflow.patched(names.SESSIONS_IN_POSTGRES_PATCH)
+        return self._saved_per_turn
+
+    def _chat_notes_as_data(self) -> bool:
+        if self._notes_as_data is None:
+            self._notes_as_data = workflow.patched(names.CHAT_NOTES_PATCH)
+        return self._notes_as_data
+
+    # -- what runs and builders tell the agent ---------------------------------------------------
 
     @workflow.signal(name=names.RUN_STARTED_SIGNAL)
     def run_started(self, event: RunStarted) -> None:
@@ -102,11 +135,23 @@ class AgentWorkflow:
         last = self.state.last_run_started_at
         if last is not None and event.started_at < last:
             return  # an older run finishing late: the newer run's context stands
-        self.state.agent = event.agent
+        set_at = self.state.agent_set_at
+        if set_at is None or event.started_at >= set_at:  # else the builder spoke since
+            self.state.agent = event.agent
         self.state.last_run_id = event.run_id
         self.state.last_run_started_at = event.started_at
         self.state.last_debrief = event.debrief
         self.state.last_observations = event.observations
+
+    @workflow.signal(name=names.CONFIGURE_SIGNAL)
+    def configure(self, config: AgentConfig) -> None:
+        """The agent's configuration as its builder set it: chat from any process uses it
+        (until a run that starts later brings its own)."""
+        if config.agent_id != self.state.agent.agent_id:
+            workflow.logger.warning("configure for %r ignored by this agent", config.agent_id)
+            return
+        self.state.agent = config
+        self.state.agent_set_at = workflow.now()
 
     @workflow.signal(name=names.DEBRIEF_READY_SIGNAL)
     def debrief_ready(self, event: DebriefReady) -> None:
@@ -122,18 +167,45 @@ class AgentWorkflow:
 
     @workflow.query(name=names.HISTORY_QUERY)
     def history(self, ref: SessionRef) -> SessionHistory:
-        """A session's open history, as copies: what callers do with it never reaches the
-        agent's state (open_session returns it too)."""
-        messages = self.state.sessions.get(ref.session_id, [])
+        """An open session's messages here, as copies (callers never reach the state).
+
+        All of them, or its latest window with the position it starts at (the rest is in
+        Postgres: `read_session`).
+        """
+        sid = ref.session_id
+        messages = [m.model_copy() for m in self.state.sessions.get(sid, [])]
+        meta = self.state.session_meta.get(sid)
+        if meta is not None:
+            return SessionHistory(
+                session_id=sid,
+                messages=messages,
+                total_messages=meta.total,
+                first_position=meta.total - len(messages),
+            )
+        whole = sid in self.state.sessions and self._saved_per_turn is False  # held whole here
         return SessionHistory(
-            session_id=ref.session_id, messages=[m.model_copy() for m in messages]
+            session_id=sid, messages=messages, total_messages=len(messages) if whole else None
         )
+
+    @workflow.update(name=names.READ_SESSION_UPDATE)
+    async def read_session(self, page: SessionPage) -> SessionHistory:
+        """A page of a session from Postgres, from `offset`: any session, open or ended."""
+        return await self.sessions.load(page.session_id, offset=page.offset)
+
+    @read_session.validator
+    def _validate_read(self, page: SessionPage) -> None:
+        _require_valid_id(page.session_id)
 
     # -- sessions -------------------------------------------------------------------------------
 
     @workflow.update(name=names.OPEN_SESSION_UPDATE)
     async def open_session(self, ref: SessionRef) -> SessionHistory:
         """Open a session, resuming a saved one from Postgres when it is not open here."""
+        if self._sessions_saved_per_turn():
+            async with self.sessions.lock(ref.session_id):
+                await self.sessions.open(ref.session_id)
+                self.sessions.bound(keep=ref.session_id)
+                return self.history(ref)
         if ref.session_id not in self.state.sessions:
             loaded: SessionHistory = await workflow.execute_activity(
                 names.LOAD_SESSION,
@@ -153,8 +225,15 @@ class AgentWorkflow:
 
     @workflow.update(name=names.END_SESSION_UPDATE)
     async def end_session(self, ref: SessionRef) -> SessionHistory:
-        """Save the session to Postgres, then clear it; it can be reopened later by id."""
-        async with self._lock(ref.session_id):
+        """Save the session to Postgres, then clear it; it can be reopened later by id. Ending
+        a session that is not open (never used, or ended already) succeeds."""
+        if self._sessions_saved_per_turn():
+            async with self.sessions.lock(ref.session_id):
+                await self.sessions.save_unsaved(ref.session_id)
+                ended = self.history(ref)
+                self.sessions.close(ref.session_id)
+                return ended
+        async with self.sessions.lock(ref.session_id):
             messages = self.state.sessions.get(ref.session_id, [])
             await workflow.execute_activity(
                 names.SAVE_SESSION,
@@ -180,13 +259,17 @@ class AgentWorkflow:
     @end_session.validator
     def _validate_end(self, ref: SessionRef) -> None:
         _require_valid_id(ref.session_id)
-        self._require_open(ref.session_id)
+        if self._saved_per_turn is False:  # before the patch, ending needed an open session
+            self._require_open(ref.session_id)
 
     # -- chat -----------------------------------------------------------------------------------
 
     @workflow.update(name=names.CHAT_UPDATE)
     async def chat(self, request: ChatRequest) -> ChatReply:
-        async with self._lock(request.session_id):
+        saved_per_turn = self._sessions_saved_per_turn()
+        async with self.sessions.lock(request.session_id):
+            if saved_per_turn:
+                await self.sessions.open(request.session_id)
             history = list(self.state.sessions.get(request.session_id, []))
             context = build_context_summary(self.state.last_debrief, self.state.last_observations)
             live = await self._live_runs_context()
@@ -197,12 +280,14 @@ class AgentWorkflow:
             else:
                 reply = await self._with_tools(agent, request, context, history)
             now = workflow.now()
-            self.state.sessions.setdefault(request.session_id, []).extend(
-                [
-                    ChatMessage(role="user", content=request.message, timestamp=now),
-                    ChatMessage(role="assistant", content=reply.message, timestamp=now),
-                ]
-            )
+            turn = [
+                ChatMessage(role="user", content=request.message, timestamp=now),
+                ChatMessage(role="assistant", content=reply.message, timestamp=now),
+            ]
+            if saved_per_turn:
+                await self.sessions.save_turn(request.session_id, turn)
+            else:
+                self.state.sessions.setdefault(request.session_id, []).extend(turn)
             self.state.chat_turns += 1
             workflow.set_current_details(
                 f"{self.state.chat_turns} chat turns · {len(self.state.sessions)} open sessions · "
@@ -229,14 +314,11 @@ class AgentWorkflow:
         self._require_open(request.session_id)
 
     def _require_open(self, session_id: str) -> None:
-        if session_id in self.state.sessions:
+        if session_id in self.state.sessions or session_id == DEFAULT_SESSION:
             return
         if session_id in self.state.ended_sessions:
             raise ValueError(f"session {session_id!r} has ended; open it again to resume it")
         raise ValueError(f"unknown session {session_id!r}; open it first")
-
-    def _lock(self, session_id: str) -> asyncio.Lock:
-        return self.session_locks.setdefault(session_id, asyncio.Lock())
 
     async def _live_runs_context(self) -> str:
         """Mid-run chat: the live state of runs in progress, read with their query. Runs are
@@ -271,14 +353,7 @@ class AgentWorkflow:
     ) -> ChatReply:
         result: ChatDirectResult = await workflow.execute_activity(
             names.CHAT_DIRECT,
-            ChatDirectInput(
-                agent=agent,
-                context=prompts.direct_chat_system_prompt(
-                    agent.agent_id, agent.system_prompt, context
-                ),
-                history=window_history(history),
-                message=message,
-            ),
+            self._direct_input(agent, message, context, history),
             result_type=ChatDirectResult,
             # The activity counts LLM failures against llm_max_attempts; Temporal leaves room
             # beyond them for failures that are not the LLM's (it used to cap both at once).
@@ -287,6 +362,22 @@ class AgentWorkflow:
         )
         return ChatReply(
             message=result.message, routed_via="direct-llm", tokens=result.tokens, cost=result.cost
+        )
+
+    def _direct_input(
+        self, agent: AgentConfig, message: str, context: str, history: list[ChatMessage]
+    ) -> ChatDirectInput:
+        """The persona in the system prompt; what the agent knows of its runs as quoted notes
+        in a user-role message (entities started before that had it in the system prompt)."""
+        notes = self._chat_notes_as_data()
+        return ChatDirectInput(
+            agent=agent,
+            context=prompts.direct_chat_system_prompt(
+                agent.agent_id, agent.system_prompt, "" if notes else context
+            ),
+            history=window_history(history),
+            message=message,
+            notes=chat_notes(context) if notes else None,
         )
 
     async def _with_tools(
@@ -299,7 +390,12 @@ class AgentWorkflow:
         try:
             result: AgentResult = await workflow.execute_child_workflow(
                 AgentRunWorkflow.run,
-                AgentRunInput(task=tool_path_task(request.message, context, history), agent=agent),
+                AgentRunInput(
+                    task=tool_path_task(
+                        request.message, context, history, quoted=self._chat_notes_as_data()
+                    ),
+                    agent=agent,
+                ),
                 id=run_id,
                 static_summary=f"chat: {request.message[:200]}",
                 memo={names.TASK_MEMO: f"chat: {request.message[:190]}"},

@@ -118,7 +118,9 @@ def with_history_block(message: str, history: Sequence[ChatMessage]) -> str:
     return prompts.with_history(message, window_history(history))
 
 
-def tool_path_task(message: str, context: str, history: Sequence[ChatMessage]) -> str:
-    """The task of a chat turn's tool-path run: the request, the last run's context, and
-    the windowed history."""
-    return with_history_block(prompts.tool_path_request(message, context), history)
+def tool_path_task(
+    message: str, context: str, history: Sequence[ChatMessage], *, quoted: bool = False
+) -> str:
+    """The task of a chat turn's tool-path run: the request, the last run's context (quoted
+    notes, with `quoted`), and the windowed history."""
+    return with_history_block(prompts.tool_path_request(message, context, quoted=quoted), history)

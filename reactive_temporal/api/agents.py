@@ -173,9 +173,11 @@ class AgentBuilder:
         audit_rationale: bool = False,
         effort: str | None = None,
     ) -> Self:
-        """Loop settings; `audit_rationale` asks for a rationale per tool call (costs tokens);
-        `effort` is a reasoning model's `reasoning_effort` (minimal, low, medium or high), sent
-        for runs, chat and debriefs to models that take it.
+        """Loop settings.
+
+        `audit_rationale` asks for a rationale per tool call (costs tokens); `effort` is a
+        reasoning model's `reasoning_effort` (minimal, low, medium or high), sent for runs,
+        chat and debriefs to models that take it.
         """
         self.max_iterations = max_iterations
         self.required_tools = list(required_tools or [])
@@ -259,12 +261,19 @@ class AgentBuilder:
         """Connect the agent to Temporal and return it.
 
         To TEMPORAL_ADDRESS, else to `starter.py dev`'s stack, else to an embedded stack and
-        a worker started in this process (released by `dispose()`).
+        a worker started in this process (released by `dispose()`). The agent's entity learns
+        this configuration, so chat from the CLI or any other process uses it too.
         """
         settings = self.settings or load_settings()
         config = self.config()
         runtime = await open_runtime(settings, tool_modules=self.tool_modules)
-        return Agent(config, runtime)
+        agent = Agent(config, runtime)
+        try:
+            await agent.entity.configure()
+        except BaseException:
+            await runtime.close()
+            raise
+        return agent
 
 
 DISPOSE_DEBRIEF_TIMEOUT_SECONDS = 60.0
@@ -276,12 +285,19 @@ class Agent:
     Made by `AgentBuilder.build()`; release it with `dispose()`.
     """
 
-    def __init__(self, config: AgentConfig, runtime: Runtime) -> None:
-        """An agent with this configuration on this runtime (see AgentBuilder.build)."""
+    def __init__(self, config: AgentConfig, runtime: Runtime, *, configured: bool = True) -> None:
+        """An agent with this configuration on this runtime (see AgentBuilder.build).
+
+        `configured`: this configuration is the agent's (built in code) and goes with each
+        chat turn; otherwise (the CLI's defaults) chat uses what the agent's runs and builder
+        last set.
+        """
         self.config = config
         self.runtime = runtime
         self._pending_debriefs: set[str] = set()
-        self.entity = AgentEntity(runtime.client, runtime.task_queue, config)
+        self.entity = AgentEntity(
+            runtime.client, runtime.task_queue, config, send_config=configured
+        )
 
     @property
     def name(self) -> str:

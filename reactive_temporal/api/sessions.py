@@ -36,6 +36,7 @@ from reactive_temporal.contracts.entity import (
     ChatReply,
     ChatRequest,
     SessionHistory,
+    SessionPage,
     SessionRef,
 )
 from reactive_temporal.contracts.run import AgentConfig
@@ -55,13 +56,20 @@ def new_session_id() -> str:
 
 
 class AgentEntity:
-    """A client handle on one agent's AgentWorkflow."""
+    """A client handle on one agent's AgentWorkflow.
 
-    def __init__(self, client: Client, task_queue: str, config: AgentConfig) -> None:
+    `send_config`: chat turns carry this handle's configuration (an agent built in code);
+    otherwise (the CLI) the agent's own, as its runs and builder last set it, is used.
+    """
+
+    def __init__(
+        self, client: Client, task_queue: str, config: AgentConfig, *, send_config: bool = True
+    ) -> None:
         """The AgentWorkflow of `config`'s agent, reached with `client` on `task_queue`."""
         self.client = client
         self.task_queue = task_queue
         self.config = config
+        self.send_config = send_config
         self.workflow_id = names.agent_workflow_id(config.agent_id)
 
     async def update(
@@ -99,9 +107,26 @@ class AgentEntity:
         """The agent's AgentWorkflow (which may not exist yet)."""
         return self.client.get_workflow_handle_for(AgentWorkflow.run, self.workflow_id)
 
+    async def configure(self) -> None:
+        """Tell the agent its configuration (signal-with-start): chat from any process uses it."""
+        await self.client.start_workflow(
+            AgentWorkflow.run,
+            AgentWorkflowInput(state=AgentState(agent=self.config)),
+            id=self.workflow_id,
+            task_queue=self.task_queue,
+            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+            start_signal=names.CONFIGURE_SIGNAL,
+            start_signal_args=[self.config],
+            static_summary=f"agent {self.config.agent_id}: chat, sessions, last debrief",
+        )
+
     async def chat(self, request: ChatRequest) -> ChatReply:
-        """One chat turn; the request carries this handle's agent settings unless it has its own."""
-        if request.agent is None:
+        """One chat turn.
+
+        The request carries this handle's agent settings (when it sends them) unless it has
+        its own.
+        """
+        if request.agent is None and self.send_config:
             request = request.model_copy(update={"agent": self.config})
         return await self.update(AgentWorkflow.chat, request)
 
@@ -110,9 +135,29 @@ class AgentEntity:
         return await _unless_missing(self.handle().query(AgentWorkflow.last_debrief), None)
 
     async def history(self, session_id: str) -> SessionHistory:
-        """A session's open history; empty when the agent or the session does not exist."""
+        """A session's whole history.
+
+        What the agent holds, and what it paged out to Postgres (or all of it, for an ended
+        session) read back a page at a time; empty when neither the agent nor Postgres knows
+        the session.
+        """
         query = self.handle().query(AgentWorkflow.history, SessionRef(session_id=session_id))
-        return await _unless_missing(query, SessionHistory(session_id=session_id))
+        held = await _unless_missing(query, SessionHistory(session_id=session_id))
+        if held.complete or (held.total_messages is None and held.messages):
+            return held  # an entity from before sessions were saved turn by turn holds it all
+        messages: list[ChatMessage] = []
+        total = held.total_messages
+        while total is None or len(messages) < total:
+            page = await self.update(
+                AgentWorkflow.read_session, SessionPage(session_id=session_id, offset=len(messages))
+            )
+            total = page.total_messages or 0
+            if not page.messages:
+                break
+            messages += page.messages
+        return SessionHistory(
+            session_id=session_id, messages=messages, total_messages=len(messages)
+        )
 
 
 async def _unless_missing(query: Awaitable[ResultT], default: ResultT) -> ResultT:
@@ -161,18 +206,26 @@ class Session:
         request = ChatRequest(
             message=message, session_id=self.id, use_tools=use_tools, max_iterations=max_iterations
         )
-        return await self.entity.chat(request)
+        try:
+            return await self.entity.chat(request)
+        except ChatError as err:
+            if "open it" not in str(err):
+                raise
+            await self.open()  # closed while idle (it is saved): resume it and go on
+            return await self.entity.chat(request)
 
     async def history(self) -> list[ChatMessage]:
         """A copy of the session's `{role, content, timestamp}` messages, oldest first."""
         return (await self.entity.history(self.id)).messages
 
     async def end(self) -> list[ChatMessage]:
-        """Save the session to Postgres and clear it; returns what was saved.
+        """End the session and clear it from the agent; returns its messages.
 
-        Raises:
-            ChatError: the session is not open in the agent (unknown, or already ended).
+        Every turn is already saved in Postgres, so it can be resumed later by id; ending a
+        session that is not open (never used, or ended already) succeeds.
         """
-        saved = await self.entity.update(AgentWorkflow.end_session, SessionRef(session_id=self.id))
+        ended = await self.entity.update(AgentWorkflow.end_session, SessionRef(session_id=self.id))
         self._opened = self.id == DEFAULT_SESSION
-        return saved.messages
+        if ended.complete or ended.total_messages is None:
+            return ended.messages
+        return (await self.entity.history(self.id)).messages

@@ -90,4 +90,4 @@ async def open_agent(settings: Settings, name: str) -> Agent:
         runtime = await open_runtime(settings)
     except (ValueError, StackError) as e:
         raise CliError(str(e)) from e
-    return Agent(config, runtime)
+    return Agent(config, runtime, configured=False)  # chat uses the agent's own settings

@@ -89,6 +89,32 @@ class SessionHistory(BaseModel):
 
     session_id: str
     messages: list[ChatMessage] = Field(default_factory=list)
+    total_messages: int | None = None
+    """How many messages the whole session has (Postgres keeps them all); None: not known
+    here (the session is not open in the agent)."""
+    first_position: int = 0
+    """The position of `messages[0]` in the whole session: more than 0 when older messages
+    were paged out to Postgres (read them with the `read_session` update)."""
+
+    @property
+    def complete(self) -> bool:
+        """Whether `messages` is the whole session."""
+        return self.first_position == 0 and self.total_messages == len(self.messages)
+
+
+class SessionPage(BaseModel):
+    """Which part of a session to read from Postgres (`read_session`)."""
+
+    session_id: str
+    offset: int = Field(default=0, ge=0)
+
+
+class SessionMeta(BaseModel):
+    """What the agent knows of an open session besides its window of messages."""
+
+    total: int = 0
+    """Messages saved in Postgres: the next turn goes to this position."""
+    last_active: datetime | None = None
 
 
 class AgentState(BaseModel):
@@ -101,14 +127,22 @@ class AgentState(BaseModel):
     last_observations: list[str] = Field(default_factory=list)
     active_runs: dict[str, datetime] = Field(default_factory=dict)
     sessions: dict[str, list[ChatMessage]] = Field(default_factory=dict)
+    """Each open session's window of latest messages (all of it, before sessions were saved
+    turn by turn)."""
     ended_sessions: list[str] = Field(default_factory=list)
     chat_turns: int = 0
+    session_meta: dict[str, SessionMeta] = Field(default_factory=dict)
+    """Open sessions saved turn by turn: their size in Postgres and when last used."""
+    agent_set_at: datetime | None = None
+    """When the builder last set `agent` (a run that started before does not replace it)."""
 
 
 class AgentWorkflowInput(BaseModel):
     """The AgentWorkflow's input: its state, and when to continue as new."""
 
     state: AgentState
+    session_idle_seconds: float | None = None
+    """Sessions with no turn for this long close (saved, reopenable); None: 24 hours."""
     continue_as_new_after_events: int | None = None
     """Continue as new past this many history events (tests set it low); None: when Temporal
     suggests it."""
@@ -119,8 +153,12 @@ class ChatDirectInput(BaseModel):
 
     agent: AgentConfig
     context: str
+    """The system prompt (persona and chat style; with the run context, before notes)."""
     history: list[ChatMessage]
     message: str
+    notes: str | None = None
+    """What the agent knows of its runs, quoted, sent as a user-role message before the
+    history (never in the system prompt)."""
 
 
 class ChatDirectResult(BaseModel):
@@ -137,6 +175,9 @@ class SaveSessionInput(BaseModel):
     agent_id: str
     session_id: str
     messages: list[ChatMessage]
+    first_position: int | None = None
+    """Where `messages` go in the session (a turn appended); None: they are the whole
+    session, replacing what was saved."""
 
 
 class LoadSessionInput(BaseModel):
@@ -144,6 +185,12 @@ class LoadSessionInput(BaseModel):
 
     agent_id: str
     session_id: str
+    offset: int | None = None
+    """Read from this position (a page of at most `max_bytes`); None: the whole session, or
+    with `window` its latest messages."""
+    max_bytes: int | None = None
+    window: bool = False
+    """Only the latest messages that fit the agent's window of the session."""
 
 
 class ReadRunProgressInput(BaseModel):

@@ -41,6 +41,8 @@ HISTORY_QUERY: Final = "history"
 OPEN_SESSION_UPDATE: Final = "open_session"
 END_SESSION_UPDATE: Final = "end_session"
 CHAT_UPDATE: Final = "chat"
+READ_SESSION_UPDATE: Final = "read_session"
+CONFIGURE_SIGNAL: Final = "configure"
 
 # -- activities -------------------------------------------------------------------------------
 # Workflows call activities by name, so `workflows/` never imports the modules that hold
@@ -99,6 +101,13 @@ nudge (it ended the run before)."""
 FAILED_RUNS_TEACH_PATCH: Final = "failed-runs-teach"
 """Runs that end without success are never trivial (their debrief is synthesized) and their
 ending's cause is among the debrief's errors."""
+
+SESSIONS_IN_POSTGRES_PATCH: Final = "sessions-in-postgres"
+"""Chat sessions are saved turn by turn, the agent keeps a bounded window of each (older
+messages paged to Postgres), idle sessions close, and ending an unopened session succeeds."""
+CHAT_NOTES_PATCH: Final = "chat-notes-user-role"
+"""What chat knows of the agent's runs reaches the model as quoted notes in a user-role
+message, not in the system prompt."""
 
 # -- metrics the workflows record ---------------------------------------------------------------
 # With `workflow.metric_meter()`, which records nothing while a workflow replays: a run is

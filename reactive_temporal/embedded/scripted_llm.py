@@ -573,7 +573,9 @@ def demo_responder(request: dict[str, Any]) -> Step:
     if system == SYNTHESIS_SYSTEM_PROMPT:
         return _demo_debrief(messages)
     if system.endswith(CHAT_STYLE) and not request.get("tools"):
-        return _demo_chat(system)
+        # what the agent knows may come quoted ("> " lines) in a user-role notes message
+        known = "\n".join(m.get("content") or "" for m in messages[:-1])
+        return _demo_chat(re.sub(r"^> ?", "", known, flags=re.MULTILINE))
     offered = {t["function"]["name"] for t in request.get("tools", [])}
     task = next((m.get("content") or "" for m in messages if m.get("role") == "user"), "")
     observations = [m.get("content") or "" for m in messages if m.get("role") == "tool"]

@@ -16,7 +16,8 @@ from activities.chat import ChatActivities
 from activities.debrief_synthesis import DebriefActivities
 from activities.llm_calls import LlmEndpoint
 from activities.llm_step import LlmActivities
-from activities.store import DebriefStore, SessionStore, Store
+from activities.session_store import SessionStore
+from activities.store import DebriefStore, Store
 from activities.tool_calls import ToolActivities
 from activities.transcript import TranscriptActivities
 from activities.workflow_calls import EntityActivities

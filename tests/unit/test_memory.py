@@ -5,15 +5,13 @@ from __future__ import annotations
 from datetime import datetime
 
 from reactive_temporal.memory import (
-    CHAT_NOTES_LABEL,
-    NOTES_LABEL,
     NOTES_MAX_CHARS,
     LessonNote,
     PriorRun,
     chat_notes,
-    quote,
     run_notes,
 )
+from reactive_temporal.prompts import CHAT_NOTES_LABEL, NOTES_LABEL, quote
 
 WHEN = datetime(2026, 7, 1, 12, 0)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from reactive_temporal.contracts.entity import ChatMessage
-from workflows.session_window import (
+from reactive_temporal.session_window import (
     SESSION_IDLE_TTL,
     STATE_WINDOW_BYTES,
     WINDOW_BYTES,

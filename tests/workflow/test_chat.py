@@ -26,6 +26,13 @@ def system_of(request: dict) -> str:
     return request["messages"][0]["content"]
 
 
+def notes_of(request: dict) -> str:
+    """What chat knows of the agent's runs: quoted notes in a user-role message, unquoted."""
+    notes = request["messages"][1]
+    assert notes["role"] == "user" and notes["content"].startswith("Notes from your earlier runs")
+    return "\n".join(line.removeprefix("> ") for line in notes["content"].splitlines())
+
+
 def unique_agent() -> str:
     return f"chat-{uuid.uuid4().hex[:8]}"
 
@@ -46,10 +53,11 @@ async def test_chat_after_a_run_gets_the_debrief(harness: Harness, llm: Scripted
     assert reply.routed_via == "direct-llm"
     assert reply.message == "I added 40 and 2 with the calculator and got 42."
     assert reply.tools_used is None and reply.tokens > 0
-    prompt = system_of(llm.requests[model_name][-1])
+    prompt = notes_of(llm.requests[model_name][-1])
     assert "## Last Run Results" in prompt and "Summary: Added them." in prompt
     assert "calculator (1x, 100% success)" in prompt
     assert "[Tool result]: 42" not in prompt  # too short to be an observation (≤ 10 chars)
+    assert "Added them." not in system_of(llm.requests[model_name][-1])  # data, not instructions
     assert (await agent.get_last_debrief()).summary == "Added them."  # type: ignore[union-attr]
 
 
@@ -141,14 +149,15 @@ async def test_session_three_turns_history_and_end(harness: Harness, llm: Script
 
     saved = await session.end()
     assert len(saved) == 6
-    assert await session.history() == []
+    assert await session.history() == saved  # an ended session's history, from Postgres
     async with harness.store.pool.connection() as conn:
         cur = await conn.execute(
-            "SELECT messages FROM chat_sessions WHERE agent_id = %s AND session_id = %s",
+            "SELECT content FROM chat_messages WHERE agent_id = %s AND session_id = %s"
+            " ORDER BY position",
             (agent.name, session.id),
         )
         rows = await cur.fetchall()
-    assert len(rows) == 1 and [m["content"] for m in rows[0][0]][:2] == ["question 0", "answer 0"]
+    assert [r[0] for r in rows][:2] == ["question 0", "answer 0"] and len(rows) == 6
     with pytest.raises(ChatError, match="has ended"):
         await agent.entity.chat(ChatRequest(message="hi", session_id=session.id))
 
@@ -306,7 +315,7 @@ async def test_mid_run_chat_answers_from_the_live_state(harness: Harness, llm, m
     await wait_for(at_iteration_2, seconds=30)  # generous: CI machines are shared
     reply = await harness.agent(chat_model, agent_id=agent_id).chat("How is it going?")
     assert reply.message == "The run is on iteration 2."
-    prompt = system_of(llm.requests[chat_model][0])
+    prompt = notes_of(llm.requests[chat_model][0])
     assert f"Run {handle.id} is at iteration 2 of 10." in prompt
     assert "Tools called so far: calculator." in prompt and "Last observation: 57" in prompt
     result = await handle.result()
