@@ -166,10 +166,10 @@ async def test_two_hundred_max_length_turns_keep_the_entity_small(
     description = await client.get_workflow_handle(workflow_id).describe()
     assert description.status == WorkflowExecutionStatus.RUNNING
 
-    history = await session.history()
-    assert len(history) == 2 * turns
-    assert [m.content[:4] for m in history[::2]] == [f"{i:04d}" for i in range(turns)]
-    assert all(m.content == reply for m in history[1::2])
+    whole = await session.history()
+    assert len(whole) == 2 * turns
+    assert [m.content[:4] for m in whole[::2]] == [f"{i:04d}" for i in range(turns)]
+    assert all(m.content == reply for m in whole[1::2])
 
 
 async def test_mid_run_chat_after_a_terminate_says_the_run_is_not_running(
