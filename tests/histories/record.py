@@ -110,6 +110,27 @@ async def record(client: Client, task_queue: str, llm: ScriptedLLM) -> dict[str,
     )
     await operated.result(handle_run)
     scenarios["operator_signal_run.json"] = handle_run.id
+    llm.script(
+        "honest",
+        [
+            Reply("It is probably noon."),  # refused: the required tool has not run
+            Reply(None, [call("current_time")]),
+            Reply("FINAL ANSWER: the time the clock said"),
+        ],
+    )
+    scenarios["honest_ending_run.json"] = (
+        await agent("honest", memory=False, required_tools=["current_time"]).run("What time?")
+    ).run_id
+
+    llm.script("capped", [Reply(None, [call("calculator", expression="1+1")])], repeat_last=True)
+    llm.script(
+        "capped-debrief",
+        [Reply(json.dumps({"summary": "It never finished.", "lessons_learned": ["Stop sooner"]}))],
+    )
+    capped = await agent("capped", max_iterations=2, debrief_model="capped-debrief").run("loop")
+    await capped.debrief_rich()
+    scenarios["failed_run_teaches.json"] = capped.run_id
+    scenarios["failed_run_debrief.json"] = names.debrief_workflow_id(capped.run_id)
 
     chat_agent = f"recorder-chat-{uuid.uuid4().hex[:6]}"
     handle = await client.start_workflow(
