@@ -170,7 +170,7 @@ async def test_audit_rationale_lands_in_the_debrief_and_leaves_the_transcript(
     result = await harness.run(model_name, "7*6?", audit_rationale=True)
     first_request, second_request = llm.requests[model_name]
     assert "Decision Rationale (MANDATORY" in first_request["messages"][0]["content"]
-    assistant = second_request["messages"][2]
+    assistant = next(m for m in second_request["messages"] if m["role"] == "assistant")
     assert assistant["role"] == "assistant" and assistant["content"] == "I will compute."
     assert result.debrief is not None
     (entry,) = result.debrief.rationale

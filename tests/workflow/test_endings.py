@@ -49,7 +49,8 @@ async def test_final_answer_tool_after_a_tool_call(harness: Harness, llm: Script
     tool_message = second["messages"][-1]
     assert tool_message["role"] == "tool" and tool_message["content"] == "395"
     transcript = await harness.store.load_messages(result.run_id)
-    roles = [m.role for m in transcript]
+    notes = "Notes from earlier runs."  # memory of the shared test agent, when it has any
+    roles = [m.role for m in transcript if not (m.content or "").startswith(notes)]
     assert roles == ["system", "user", "assistant", "tool", "assistant", "tool"]
     assert (transcript[-1].content or "").startswith("✓ final-answer accepted")
 
