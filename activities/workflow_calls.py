@@ -82,28 +82,23 @@ class EntityActivities:
         )
 
     async def _progress(self, run_id: str) -> RunProgress | None:
+        """The run's live state from its `progress` query; None when it is not running.
+
+        Temporal is asked first (visibility can lag): a run that was terminated, cancelled or
+        timed out never said it ended, and its `progress` query (answered by replaying its
+        history) would still say "running" forever."""
+        handle = self.client.get_workflow_handle(run_id)
         try:
-            return await self.client.get_workflow_handle(run_id).query(
-                names.PROGRESS_QUERY, result_type=RunProgress
-            )
+            description = await handle.describe()
+            if description.status != WorkflowExecutionStatus.RUNNING:
+                activity.logger.info("%s is not running: %s", run_id, description.status)
+                return None
+            return await handle.query(names.PROGRESS_QUERY, result_type=RunProgress)
         except (RPCError, WorkflowQueryRejectedError) as err:
             activity.logger.info("no progress for %s: %s", run_id, err)
             return None
 
     @activity.defn(name=names.READ_RUN_PROGRESS)
     async def read_run_progress(self, input: ReadRunProgressInput) -> ReadRunProgressResult:
-        """The run's live state from its `progress` query; None when it is gone or closed.
-
-        A closed run answers queries too (a worker replays it), with the state it had when it
-        closed: a run that was terminated, so never finished, would answer "running". Its
-        status says it is over."""
-        handle = self.client.get_workflow_handle(input.run_id)
-        try:
-            description = await handle.describe()
-            if description.status != WorkflowExecutionStatus.RUNNING:
-                return ReadRunProgressResult()
-            progress = await handle.query(names.PROGRESS_QUERY, result_type=RunProgress)
-        except (RPCError, WorkflowQueryRejectedError) as err:
-            activity.logger.info("no progress for %s: %s", input.run_id, err)
-            return ReadRunProgressResult()
-        return ReadRunProgressResult(progress=progress)
+        """The run's live state from its `progress` query; None when it is not running."""
+        return ReadRunProgressResult(progress=await self._progress(input.run_id))
