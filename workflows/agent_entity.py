@@ -74,6 +74,11 @@ MAX_TOOL_PATH_ITERATIONS = 50
 
 @workflow.defn(name=names.AGENT_WORKFLOW)
 class AgentWorkflow:
+    _saved_per_turn: bool | None = None
+    """Whether this run saves sessions turn by turn (the sessions-in-postgres patch), once
+    asked; handlers that cannot ask (queries) read it."""
+    _notes_as_data: bool | None = None
+
     @workflow.init
     def __init__(self, input: AgentWorkflowInput) -> None:
         self.state = input.state
@@ -81,8 +86,6 @@ class AgentWorkflow:
         self.continue_after = input.continue_as_new_after_events
         self.idle_after = input.session_idle_seconds
         self.sessions = SessionKeeper(self.state, self.idle_after)
-        self._saved_per_turn: bool | None = None
-        self._notes_as_data: bool | None = None
 
     @workflow.run
     async def run(self, input: AgentWorkflowInput) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from activities.store import Store
-from tests.e2e.test_cli_run import clean_env, starter
+from tests.processes import clean_env, starter
 
 pytestmark = pytest.mark.e2e
 

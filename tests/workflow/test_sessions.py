@@ -16,7 +16,7 @@ from reactive_temporal.contracts.run import AgentConfig, RunProgress
 from reactive_temporal.embedded.scripted_llm import Reply, ScriptedLLM, call
 from reactive_temporal.embedded.stack import temporal_binary
 from tests.conftest import wait_for
-from tests.e2e.test_cli_run import PYTHON, REPO, clean_env
+from tests.processes import clean_env, starter_async
 from tests.workflow.conftest import Harness
 from workflows.agent_entity import AgentWorkflow
 
@@ -36,12 +36,8 @@ async def starter(harness: Harness, temporal_address: str, tmp_path: Path, *args
         TEMPORAL_TASK_QUEUE=harness.task_queue,
         REACTIVE_TEMPORAL_DATA_DIR=str(tmp_path),
     )  # no AGENT_MODEL: the CLI's own default would be gpt-4o-mini
-    proc = await asyncio.create_subprocess_exec(
-        PYTHON, str(REPO / "starter.py"), *args, env=env, cwd=tmp_path,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-    )  # fmt: skip
-    stdout, stderr = await asyncio.wait_for(proc.communicate(), timeout=120)
-    return proc.returncode, stdout.decode(), stderr.decode()
+    result = await starter_async(*args, env=env, cwd=tmp_path, seconds=120)
+    return result.code, result.stdout, result.stderr
 
 
 async def test_cli_chat_from_a_fresh_process_uses_the_agents_persona_and_model(
