@@ -35,6 +35,7 @@ with workflow.unsafe.imports_passed_through():
     from openai.types.chat import completion_create_params
 
     import activities.llm_calls as llm_calls
+    import activities.llm_context as llm_context
     import activities.tool_calls as tool_activities
     import activities.workflow_calls as workflow_calls
     from bench._stack import (
@@ -207,6 +208,34 @@ def store_steps_local() -> Iterator[None]:
         yield
 
 
+async def _whole_transcript(
+    self: Any, run_id: str, seq: int, transcript: Any, tools: Any, caps: Any, **_: Any
+) -> Any:
+    return llm_context.StepContext(
+        view=list(transcript),
+        plan=llm_context.ContextPlan(),
+        budget=caps.context_tokens,
+        estimated=0,
+        tools_tokens=0,
+        context_tokens=caps.context_tokens,
+    )
+
+
+async def _nothing_recorded(*args: Any, **kwargs: Any) -> None:
+    return None
+
+
+@contextlib.contextmanager
+def no_context_management() -> Iterator[None]:
+    """The LLM step sends the whole transcript: no estimate, no `run_context` read or write
+    (what context management costs a step whose request fits its window)."""
+    with (
+        patched(llm_context.StepContexts, "prepare", _whole_transcript),
+        patched(llm_context.StepContexts, "sent", _nothing_recorded),
+    ):
+        yield
+
+
 @contextlib.contextmanager
 def all_code_changes() -> Iterator[None]:
     with (
@@ -225,6 +254,7 @@ VARIANTS: list[tuple[str, Callable[[], contextlib.AbstractContextManager[None]]]
     ("prepare_run, record_messages as local activities", store_steps_local),
     ("the four changes above together", all_code_changes),
     ("entity signals skipped (run_started, run_finished)", no_entity_signals),
+    ("no context management (whole transcript sent)", no_context_management),
 ]
 
 
