@@ -2,23 +2,34 @@
 
 Without them Temporal notices an activity lost with its worker only when the activity's whole
 start-to-close timeout has passed; with them, within its heartbeat timeout.
+
+What they cost: Temporal Cloud bills each heartbeat that reaches the server. The SDK sends the
+first `activity.heartbeat()` of an attempt at once and then at most one per 80% of the
+heartbeat timeout (the latest details), however often it is called. So the first beat comes
+a third of the heartbeat timeout into the block (3.3 s of the run's 10 s): a step shorter
+than that — most model calls, every quick tool — pays nothing, a longer one one action per
+8 s. Steps wrap their whole body, not only the slow call, so time spent waiting for a
+Postgres connection or on a busy event loop before the call counts too.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 from collections.abc import AsyncIterator
 
 from temporalio import activity
+
+_beating: contextvars.ContextVar[bool] = contextvars.ContextVar("heartbeating", default=False)
 
 
 @contextlib.asynccontextmanager
 async def heartbeating() -> AsyncIterator[None]:
     """Heartbeat while the block runs, three times per heartbeat timeout; nothing when the
-    activity was scheduled without one."""
+    activity was scheduled without one, or when an enclosing block already heartbeats."""
     timeout = activity.info().heartbeat_timeout
-    if not timeout:
+    if not timeout or _beating.get():
         yield
         return
     interval = max(timeout.total_seconds() / 3, 0.2)
@@ -29,9 +40,11 @@ async def heartbeating() -> AsyncIterator[None]:
             activity.heartbeat()
 
     task = asyncio.create_task(beat())
+    token = _beating.set(True)
     try:
         yield
     finally:
+        _beating.reset(token)
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task

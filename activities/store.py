@@ -15,6 +15,7 @@ from psycopg import AsyncConnection
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
+from pydantic import BaseModel
 
 from reactive_temporal.contracts.debrief import AgentDebrief, DebriefInput
 from reactive_temporal.contracts.run import Message, SeqMessage, ToolCall
@@ -139,12 +140,36 @@ MIGRATIONS: list[tuple[int, str]] = [
         UPDATE chat_sessions SET messages = '[]'::jsonb;
         """,
     ),
+    (
+        7,
+        """
+        ALTER TABLE run_messages ADD COLUMN IF NOT EXISTS step_result JSONB;
+        """,
+    ),
 ]
 _MIGRATION_LOCK = 0x5EAC7  # pg_advisory_xact_lock key: one migrating worker at a time
 
 
 class StoreUnavailable(RuntimeError):
     """Postgres could not be reached or migrated."""
+
+
+_UPSERT_MESSAGE = (
+    "INSERT INTO run_messages"
+    " (run_id, seq, role, content, tool_calls, tool_call_id, name, step_result)"
+    " VALUES (%s, %s, %s, %s, %s, %s, %s, %s)"
+    " ON CONFLICT (run_id, seq) DO UPDATE SET role = EXCLUDED.role,"
+    " content = EXCLUDED.content, tool_calls = EXCLUDED.tool_calls,"
+    " tool_call_id = EXCLUDED.tool_call_id, name = EXCLUDED.name,"
+    " step_result = EXCLUDED.step_result"
+)
+"""One transcript row; a row the workflow rewrites (e.g. an observation after a failed tool
+activity) keeps no step result."""
+
+
+def is_outage(err: BaseException) -> bool:
+    """Postgres unreachable, restarting or out of connections: wait and try again."""
+    return isinstance(err, psycopg.OperationalError | psycopg.InterfaceError)
 
 
 class Store:
@@ -246,15 +271,34 @@ class Store:
             for e in entries
         ]
         async with self.pool.connection() as conn, conn.cursor() as cur:
-            await cur.executemany(
-                "INSERT INTO run_messages"
-                " (run_id, seq, role, content, tool_calls, tool_call_id, name)"
-                " VALUES (%s, %s, %s, %s, %s, %s, %s)"
-                " ON CONFLICT (run_id, seq) DO UPDATE SET role = EXCLUDED.role,"
-                " content = EXCLUDED.content, tool_calls = EXCLUDED.tool_calls,"
-                " tool_call_id = EXCLUDED.tool_call_id, name = EXCLUDED.name",
-                rows,
+            await cur.executemany(_UPSERT_MESSAGE, [(*row, None) for row in rows])
+
+    async def record_step(self, run_id: str, seq: int, message: Message, result: BaseModel) -> None:
+        """A step's message at its place in the transcript, with the step's whole result, in
+        one write: a retried step finds it (`recorded_step`) and returns it instead of doing
+        its work (the model call, the tool) again."""
+        row = (
+            run_id,
+            seq,
+            message.role,
+            pg_text(message.content),
+            pg_json([c.model_dump() for c in message.tool_calls]) if message.tool_calls else None,
+            message.tool_call_id,
+            message.name,
+            pg_json(result.model_dump(mode="json")),
+        )
+        async with self.pool.connection() as conn:
+            await conn.execute(_UPSERT_MESSAGE, row)
+
+    async def recorded_step(self, run_id: str, seq: int) -> dict[str, Any] | None:
+        """The result `record_step` kept for this step, None when it never completed."""
+        async with self.pool.connection() as conn:
+            cur = await conn.execute(
+                "SELECT step_result FROM run_messages WHERE run_id = %s AND seq = %s",
+                (run_id, seq),
             )
+            row = await cur.fetchone()
+        return row[0] if row is not None and row[0] is not None else None
 
     async def load_messages(self, run_id: str, before_seq: int | None = None) -> list[Message]:
         """The run's transcript in order, up to (not including) `before_seq`."""

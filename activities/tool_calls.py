@@ -1,8 +1,13 @@
 """The `run_tool` activity: one tool call, turned into an observation either way.
 
 A tool that raises, times out, or gets arguments that do not fit its signature produces an
-error observation (`[Tool error: …]`) the model sees next turn; the activity itself only
-fails when the transcript cannot be written, which Temporal retries.
+error observation (`[Tool error: …]`) the model sees next turn.
+
+A tool runs at most once per call (activities.step_records): its result and observation are
+written in one write as soon as it returns, and a retried attempt returns that record
+instead of running the tool again. Postgres being down when the tool returns is waited out
+inside the attempt, with the result held, not answered by running the tool again; the tool
+can read its call's idempotency key with `current_tool_call()`.
 """
 
 from __future__ import annotations
@@ -15,13 +20,19 @@ from typing import Any
 from temporalio import activity
 
 from activities.heartbeat import heartbeating
+from activities.step_records import recorded, until_stored
 from activities.store import Store
 from reactive_temporal.contracts import names
-from reactive_temporal.contracts.run import Message, RunToolInput, SeqMessage, ToolResult
+from reactive_temporal.contracts.run import Message, RunToolInput, ToolResult
 from reactive_temporal.limits import OBSERVATION_MAX_CHARS
 from reactive_temporal.sanitize import clip
 from reactive_temporal.telemetry.observe import observe_tool_call
-from reactive_temporal.tools import ToolArgumentsError, ToolRegistry
+from reactive_temporal.tools import (
+    ToolArgumentsError,
+    ToolCallContext,
+    ToolRegistry,
+    tool_call_context,
+)
 
 
 def render_observation(value: Any) -> str:
@@ -47,33 +58,36 @@ class ToolActivities:
 
     @activity.defn(name=names.RUN_TOOL)
     async def run_tool(self, input: RunToolInput) -> ToolResult:
+        """Run the call's tool once, record its observation and result together, return it."""
         call = input.call
-        started = time.monotonic()
-        # A name the model made up is counted as one label, not one per invention.
-        label = call.name if self.registry.get(call.name) is not None else "(unknown)"
-        with observe_tool_call(label, call.id) as observed:  # a span and the count
-            success, content = await self._execute(call.name, call.arguments)
-            if not success:
-                observed.failed()
-        content = bounded_observation(content)
-        await self.store.put_messages(
-            input.run_id,
-            [
-                SeqMessage(
-                    seq=input.seq,
-                    message=Message(
-                        role="tool", content=content, tool_call_id=call.id, name=call.name
-                    ),
-                )
-            ],
-        )
-        return ToolResult(
-            call_id=call.id,
-            name=call.name,
-            success=success,
-            content=content,
-            duration_ms=int((time.monotonic() - started) * 1000),
-        )
+        async with heartbeating():
+            earlier = await recorded(self.store, input.run_id, input.seq, ToolResult)
+            if earlier is not None:
+                return earlier
+            started = time.monotonic()
+            # A name the model made up is counted as one label, not one per invention.
+            label = call.name if self.registry.get(call.name) is not None else "(unknown)"
+            with (
+                tool_call_context(ToolCallContext(input.run_id, input.seq, call.id)),
+                observe_tool_call(label, call.id) as observed,  # a span and the count
+            ):
+                success, content = await self._execute(call.name, call.arguments)
+                if not success:
+                    observed.failed()
+            content = bounded_observation(content)
+            result = ToolResult(
+                call_id=call.id,
+                name=call.name,
+                success=success,
+                content=content,
+                duration_ms=int((time.monotonic() - started) * 1000),
+            )
+            message = Message(role="tool", content=content, tool_call_id=call.id, name=call.name)
+            await until_stored(
+                lambda: self.store.record_step(input.run_id, input.seq, message, result),
+                what=f"recording {call.name}'s result",
+            )
+            return result
 
     async def _execute(self, name: str, arguments: str) -> tuple[bool, str]:
         tool = self.registry.get(name)

@@ -68,7 +68,8 @@ class TranscriptActivities:
         await self.store.put_messages(
             input.run_id, [SeqMessage(seq=i, message=m) for i, m in enumerate(seed)]
         )
-        return PrepareRunResult(tool_names=names, next_seq=len(seed))
+        timeouts = {n: tool.timeout_seconds for n in names if (tool := self.registry.get(n))}
+        return PrepareRunResult(tool_names=names, next_seq=len(seed), tool_timeouts=timeouts)
 
     async def _notes(self, input: PrepareRunInput) -> str | None:
         """What the agent remembers for this task: its last run (if recent) and the lessons

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from reactive_temporal.contracts.entity import ChatMessage, ChatReply
     from reactive_temporal.contracts.result import AgentResult, RunMetadata
     from reactive_temporal.contracts.run import FinalAnswerCapture, RunProgress
-    from reactive_temporal.tools import Tool, tool
+    from reactive_temporal.tools import Tool, ToolCallContext, current_tool_call, tool
 
 _EXPORTS = {
     "Agent": "reactive_temporal.api.agents",
@@ -45,6 +45,8 @@ _EXPORTS = {
     "FinalAnswerCapture": "reactive_temporal.contracts.run",
     "RunProgress": "reactive_temporal.contracts.run",
     "Tool": "reactive_temporal.tools",
+    "ToolCallContext": "reactive_temporal.tools",
+    "current_tool_call": "reactive_temporal.tools",
     "tool": "reactive_temporal.tools",
 }
 
@@ -65,6 +67,8 @@ __all__ = [
     "Session",
     "Settings",
     "Tool",
+    "ToolCallContext",
+    "current_tool_call",
     "tool",
 ]
 

@@ -16,11 +16,24 @@ plain `def` (it runs in a thread of its own pool, so CPU-bound or blocking code 
 the event loop: heartbeats and every other run on the worker go on meanwhile). A thread
 cannot be interrupted: when a plain tool outlives its timeout the run moves on with a
 timeout observation, and the thread finishes in the background.
+
+A tool runs at most once per call: its result is recorded before anything else can fail, and
+a retried activity returns the recorded result. Only a worker lost between the tool's return
+and that record runs it again; a tool with side effects can make that harmless with
+`current_tool_call().idempotency_key` (the run id and the call's place in the transcript,
+the same on every attempt):
+
+    @tool
+    async def send_invoice(order_id: str) -> str:
+        \"\"\"Send the invoice for an order.\"\"\"
+        key = current_tool_call().idempotency_key  # e.g. "run-billing-3f2a…:7"
+        return await billing.send(order_id, idempotency_key=key)
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import copy
 import functools
@@ -28,7 +41,7 @@ import importlib
 import inspect
 import json
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, get_type_hints, overload
@@ -67,6 +80,45 @@ async def run_in_tool_thread(function: Callable[..., Any], /, **kwargs: Any) -> 
 
 class ToolArgumentsError(ValueError):
     """The model's arguments do not fit the tool's signature."""
+
+
+@dataclass(frozen=True)
+class ToolCallContext:
+    """The call a tool is running for: which run, and where in its transcript."""
+
+    run_id: str
+    seq: int
+    """The call's place in the run's transcript (where its observation goes)."""
+    call_id: str
+    """The model's id for the call."""
+
+    @property
+    def idempotency_key(self) -> str:
+        """`<run id>:<seq>`: the same on every attempt of this call, unique across calls."""
+        return f"{self.run_id}:{self.seq}"
+
+
+_current_call: contextvars.ContextVar[ToolCallContext | None] = contextvars.ContextVar(
+    "current_tool_call", default=None
+)
+
+
+def current_tool_call() -> ToolCallContext:
+    """The call the running tool serves (a RuntimeError outside a tool call)."""
+    call = _current_call.get()
+    if call is None:
+        raise RuntimeError("current_tool_call() is only available while a tool runs")
+    return call
+
+
+@contextlib.contextmanager
+def tool_call_context(call: ToolCallContext) -> Iterator[None]:
+    """Make `current_tool_call()` answer `call` inside the block (the run_tool activity)."""
+    token = _current_call.set(call)
+    try:
+        yield
+    finally:
+        _current_call.reset(token)
 
 
 @dataclass(frozen=True)

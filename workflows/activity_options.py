@@ -1,7 +1,7 @@
 """How long each kind of activity may take and how Temporal retries it: one named option set
 per kind, so every activity call in every workflow says which kind it is.
 
-    await workflow.execute_activity(names.RUN_TOOL, arg, **tool_options(agent), summary=…)
+    await workflow.execute_activity(names.RUN_TOOL, arg, **tool_options(agent, 60), summary=…)
 
 - STORE: a Postgres read or write that must land (the transcript, the debrief, a session
   saved); retried until it does, so an outage delays a run and never loses it. Local
@@ -15,7 +15,9 @@ per kind, so every activity call in every workflow says which kind it is.
   `attempts` itself and fails for good on the last one; Temporal's own cap is looser by
   INFRASTRUCTURE_RETRIES, so failures that are not the LLM's (a worker lost mid-call, a
   Postgres outage while recording the reply) do not use up the LLM's attempts.
-- `tool_options(agent)`: one tool call, with the agent's tool timeout.
+- `tool_options(agent, tool_timeout)`: one tool call, living at least as long as the
+  tool's own timeout and the agent's, plus room to record the result through a short
+  Postgres outage.
 
 Workflows replay these options without comparing them, so changing a value here changes only
 new attempts, never a recorded decision.
@@ -37,13 +39,15 @@ outage at the backoff below) on top of the agent's `llm_max_attempts`."""
 HEARTBEAT = timedelta(seconds=10)
 """Long activities (LLM calls, tools) heartbeat; a worker that dies is noticed this fast."""
 
-TOOL_TIMEOUT_MARGIN = timedelta(seconds=10)
+TOOL_TIMEOUT_MARGIN = timedelta(seconds=30)
 """The tool activity outlives the tool's own timeout by this much, so a slow tool is reported
-by the activity (as an observation) rather than by Temporal (as a failed attempt)."""
+by the activity (as an observation) rather than by Temporal (as a failed attempt), and a
+result is still recorded through a short Postgres outage when the tool took all its time."""
 
 TOOL_ATTEMPTS = 3
-"""A tool activity fails only when its observation cannot be recorded; it is retried a few
-times (the tool itself reports its errors as observations and is not re-run for them)."""
+"""A tool activity fails only when its result cannot be recorded; it is retried a few times,
+and a retry returns a result an earlier attempt recorded rather than running the tool again
+(activities/step_records.py)."""
 
 
 class LocalActivityOptions(TypedDict):
@@ -104,10 +108,12 @@ def llm_options(timeout_seconds: float, llm_max_attempts: int) -> ActivityOption
     )
 
 
-def tool_options(agent: AgentConfig) -> ActivityOptions:
-    """One tool call, bounded by the agent's tool timeout."""
+def tool_options(agent: AgentConfig, tool_timeout_seconds: float | None = None) -> ActivityOptions:
+    """One tool call: the activity lives as long as the longer of the agent's tool timeout and
+    the tool's own (`@tool(timeout_seconds=…)`, enforced inside the activity), plus a margin."""
+    seconds = max(agent.tool_timeout_seconds, tool_timeout_seconds or 0.0)
     return ActivityOptions(
-        start_to_close_timeout=timedelta(seconds=agent.tool_timeout_seconds) + TOOL_TIMEOUT_MARGIN,
+        start_to_close_timeout=timedelta(seconds=seconds) + TOOL_TIMEOUT_MARGIN,
         heartbeat_timeout=HEARTBEAT,
         retry_policy=RetryPolicy(maximum_attempts=TOOL_ATTEMPTS),
     )

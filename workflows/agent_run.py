@@ -151,6 +151,7 @@ class AgentRunWorkflow:
             summary="prepare run",
         )
         self.state.tool_names = prepared.tool_names
+        self.state.tool_timeouts = prepared.tool_timeouts
         self.state.seq = prepared.next_seq
         # Started once `prepare_run` (a local activity) is done, counting from the start: a
         # timer started alongside an in-flight local activity leaves that activity to be
@@ -506,7 +507,7 @@ class AgentRunWorkflow:
                     names.RUN_TOOL,
                     RunToolInput(run_id=self.run_id, seq=seq, call=call),
                     result_type=ToolResult,
-                    **tool_options(self.agent),
+                    **tool_options(self.agent, self.state.tool_timeouts.get(call.name)),
                     summary=_tool_summary(call),
                 )
             except ActivityError as err:

@@ -55,6 +55,8 @@ class RunState(BaseModel):
     """The next free position in the run's transcript (Postgres, keyed by run and seq)."""
     tool_names: list[str] = Field(default_factory=list)
     """The tools this run may call, as `prepare_run` resolved them."""
+    tool_timeouts: dict[str, float] = Field(default_factory=dict)
+    """Each tool's own timeout (from prepare_run; empty for runs started before it said)."""
     tools_used: list[str] = Field(default_factory=list)
     """Tools called so far, in first-use order; `final-answer` included once called."""
     tool_calls: list[ToolCallRecord] = Field(default_factory=list)

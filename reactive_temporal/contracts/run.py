@@ -154,6 +154,8 @@ class PrepareRunResult(BaseModel):
     """The tools this run may call, resolved against the worker's registry."""
     next_seq: int
     """The transcript position after the seeded system and task messages."""
+    tool_timeouts: dict[str, float] = Field(default_factory=dict)
+    """Each tool's own timeout in seconds, so its activity lives at least that long."""
 
 
 class RationaleDetail(BaseModel):

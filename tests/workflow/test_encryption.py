@@ -82,15 +82,20 @@ async def test_history_holds_only_ciphertext(
     model_name: str,
 ):
     client, task_queue = encrypted
-    llm.script(model_name, [Reply("FINAL ANSWER: zanzibar quokka ok")])
+    # long enough to be worth synthesizing: the run starts a debrief child (a short answer's
+    # debrief is kept by the run itself, with no child to check)
+    answer = "zanzibar quokka ok, " + "and a long explanation of it " * 4
+    synthesis = json.dumps({"summary": "Said zanzibar quokka."})
+    llm.script(model_name, [Reply(f"FINAL ANSWER: {answer}"), Reply(synthesis)])
     agent_id = f"enc-{uuid.uuid4().hex[:8]}"
     agent = Agent(
         AgentConfig(agent_id=agent_id, model=model_name),
         Runtime(client, task_queue, offline_model=False),
     )
     result = await agent.run("Say zanzibar quokka, then marzipan.")
-    assert result.output == "zanzibar quokka ok" and result.success
-    await result.debrief_rich()  # its child's history is checked too
+    assert result.output == answer.strip() and result.success
+    rich = await result.debrief_rich()  # its child's history is checked too
+    assert rich is not None and rich.synthesized
 
     plain = await Client.connect(temporal_address, data_converter=pydantic_data_converter)
     found = await histories(

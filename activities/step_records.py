@@ -1,0 +1,85 @@
+"""Steps that do their work at most once, and wait out Postgres outages as outages.
+
+Temporal runs an activity again when an attempt fails or times out. For the run's two
+costly steps — the model call (`llm_step`) and the tool call (`run_tool`) — that would mean a
+second billed model call or a tool's side effect twice. So each records its result with its
+transcript message, in one write, as soon as the result exists (`Store.record_step`), and an
+attempt after the first looks for that record before doing anything (`recorded`): a step
+whose work completed returns the recorded result instead of doing it again.
+
+Postgres being unreachable is not the model's or the tool's failure: `until_stored` retries
+a store operation inside the attempt (the activity keeps heartbeating meanwhile), with the
+result held in memory, until it lands or the attempt's time is nearly spent; only then does
+the attempt fail, as `StoreUnavailable`, naming Postgres.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime, timedelta
+from typing import TypeVar
+
+from pydantic import BaseModel
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from activities.store import Store, is_outage
+
+T = TypeVar("T")
+M = TypeVar("M", bound=BaseModel)
+
+FIRST_WAIT = 0.25
+"""Seconds before the first retry of a store operation; doubled up to MAX_WAIT."""
+MAX_WAIT = 5.0
+DEADLINE_MARGIN = timedelta(seconds=3)
+"""Stop retrying this long before the attempt's start-to-close timeout, and fail cleanly."""
+MIN_TRYING = timedelta(seconds=5)
+"""Always retry at least this long (a worker clock ahead of the server's must not turn a
+blip into a failed attempt)."""
+
+
+def _deadline() -> datetime:
+    info = activity.info()
+    timeout = info.start_to_close_timeout or timedelta(seconds=60)
+    now = datetime.now(UTC)
+    started = info.started_time
+    if started.tzinfo is None:
+        started = started.replace(tzinfo=UTC)
+    return max(started + timeout - DEADLINE_MARGIN, now + MIN_TRYING)
+
+
+async def until_stored(operation: Callable[[], Awaitable[T]], *, what: str) -> T:
+    """`operation()` (a Postgres read or write), retried while Postgres is unreachable until
+    shortly before the attempt's deadline; then a retryable `StoreUnavailable` failure."""
+    deadline = _deadline()
+    wait = FIRST_WAIT
+    while True:
+        try:
+            return await operation()
+        except Exception as err:
+            if not is_outage(err):
+                raise
+            left = (deadline - datetime.now(UTC)).total_seconds()
+            if left <= 0:
+                raise ApplicationError(
+                    f"Postgres unavailable while {what}: {err}",
+                    type="StoreUnavailable",
+                ) from err
+            activity.logger.warning("Postgres unavailable while %s (%s); retrying", what, err)
+            await asyncio.sleep(min(wait, left))
+            wait = min(wait * 2, MAX_WAIT)
+
+
+async def recorded(store: Store, run_id: str, seq: int, kind: type[M]) -> M | None:
+    """The result an earlier attempt of this step recorded; None on a first attempt (a
+    reset run's steps start again at attempt 1 and do their work again) or when none did."""
+    if activity.info().attempt <= 1:
+        return None
+    kept = await until_stored(
+        lambda: store.recorded_step(run_id, seq), what="looking for an earlier attempt's result"
+    )
+    if kept is None:
+        return None
+    activity.logger.info("%s #%d: returning what an earlier attempt recorded", run_id, seq)
+    return kind.model_validate(kept)
