@@ -15,8 +15,15 @@ from typing import Any
 from pydantic import ValidationError
 from temporalio import activity
 
-from activities.llm_calls import LlmEndpoint, chat_request
+from activities.llm_calls import ContextWindowExceeded, LlmEndpoint, chat_request
 from activities.store import DebriefStore
+from reactive_temporal.context_window import (
+    CHARS_PER_TOKEN,
+    estimate_tokens,
+    fit_text,
+    prompt_budget,
+    reserved_output,
+)
 from reactive_temporal.contracts import names
 from reactive_temporal.contracts.debrief import (
     PersistDebriefInput,
@@ -60,20 +67,32 @@ class DebriefActivities:
 
     @activity.defn(name=names.SYNTHESIZE_DEBRIEF)
     async def synthesize_debrief(self, request: SynthesisRequest) -> SynthesisResult:
-        messages = [
-            {"role": "system", "content": SYNTHESIS_SYSTEM_PROMPT},
-            {"role": "user", "content": synthesis_prompt(request.input)},
-        ]
-        completion = await self.llm.complete(
-            chat_request(
-                request.model,
-                messages,
-                temperature=0.2,
-                max_tokens=SYNTHESIS_MAX_TOKENS,
-                reasoning_effort=request.reasoning_effort,
-            ),
-            max_attempts=request.max_attempts,
-        )
+        """One LLM call over the run's signals, fitted to the debrief model's window (a long
+        task or answer is shortened in the middle; a refusal as too long shortens it more)."""
+        prompt = synthesis_prompt(request.input)
+        limit = self._prompt_chars(request.model)
+        for attempt in range(2):
+            messages = [
+                {"role": "system", "content": SYNTHESIS_SYSTEM_PROMPT},
+                {"role": "user", "content": fit_text(prompt, limit)},
+            ]
+            try:
+                completion = await self.llm.complete(
+                    chat_request(
+                        request.model,
+                        messages,
+                        temperature=0.2,
+                        max_tokens=SYNTHESIS_MAX_TOKENS,
+                        reasoning_effort=request.reasoning_effort,
+                    ),
+                    max_attempts=request.max_attempts,
+                )
+                break
+            except ContextWindowExceeded:
+                if attempt == 1:
+                    raise
+                # the window it learned from the refusal, or half of what was refused
+                limit = min(self._prompt_chars(request.model), min(limit, len(prompt)) // 2)
         content = completion.content
         parsed = parse_synthesis(content)
         if parsed is None:
@@ -91,6 +110,15 @@ class DebriefActivities:
                 cost=completion.cost,
             ),
         )
+
+    def _prompt_chars(self, model: str) -> int:
+        """How much of the synthesis prompt fits the model's window, in characters."""
+        caps = self.llm.capabilities(model)
+        budget = prompt_budget(
+            caps.context_tokens, reserved_output(caps.context_tokens, SYNTHESIS_MAX_TOKENS)
+        )
+        room = budget - estimate_tokens(SYNTHESIS_SYSTEM_PROMPT) - 50
+        return max(2_000, int(room * CHARS_PER_TOKEN))
 
     @activity.defn(name=names.PERSIST_DEBRIEF)
     async def persist_debrief(self, input: PersistDebriefInput) -> None:

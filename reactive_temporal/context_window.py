@@ -134,6 +134,15 @@ def _marker(left_out: int) -> str:
     )
 
 
+def fit_text(text: str, max_chars: int) -> str:
+    """`text` within `max_chars`: its beginning and end kept, the middle marked as left out."""
+    if len(text) <= max_chars:
+        return text
+    keep = max(0, max_chars - 200)
+    head = keep * 2 // 3
+    return _shorten_text(text, head, keep - head)
+
+
 def _shorten_text(text: str, head: int, tail: int) -> str:
     if len(text) <= head + tail + 120:  # not worth a marker
         return text

@@ -198,3 +198,14 @@ def test_any_run_compacts_to_a_well_formed_view_within_budget(seed: int) -> None
     assert all(by_seq[e.seq] == e.message for e in latest)
     if view_tokens(transcript[:2] + transcript[-4:]) + 500 < budget * HEADROOM - 200:
         assert view_tokens(view) <= budget * HEADROOM + 500
+
+
+def test_fit_text_keeps_the_beginning_and_the_end() -> None:
+    from reactive_temporal.context_window import fit_text
+
+    assert fit_text("short", 100) == "short"
+    text = "B" * 5_000 + "M" * 10_000 + "E" * 5_000
+    fitted = fit_text(text, 6_000)
+    assert len(fitted) <= 6_000
+    assert fitted.startswith("B" * 3_000) and fitted.endswith("E" * 1_500)
+    assert "characters left out here" in fitted

@@ -203,3 +203,22 @@ async def test_a_retried_or_rerun_step_sends_exactly_what_was_sent(harness: Harn
     assert again.view == first.view
     wider = capabilities_for("m", context_tokens=100_000)  # plans never undo compaction
     assert (await contexts.prepare(run_id, 26, transcript, [], wider)).view == first.view
+
+
+async def test_a_debrief_fits_a_small_debrief_models_window(
+    harness: Harness, llm: ScriptedLLM, model_name: str
+) -> None:
+    """A long task and answer, a debrief model with an 8k window the worker does not know:
+    the synthesis is shortened to fit (after one refusal) and the debrief is still written."""
+    answer = "The report says revenue grew in every region. " * 30
+    llm.script(model_name, [Reply(None, [call("final-answer", output=answer, format="text")])])
+    synth = llm.endpoint(f"small-synth-{uuid.uuid4().hex[:6]}", Endpoint(context_tokens=8_192))
+    llm.script(synth, [Reply(json.dumps(SYNTHESIS))], repeat_last=True)
+    task = "Summarize this report:\n" + "Revenue by region, units sold, notes. " * 1_500
+    result = await harness.agent(model_name, debrief_model=synth).run(task)
+    rich = await result.debrief_rich()
+    assert rich is not None and rich.synthesized
+    assert rich.summary == SYNTHESIS["summary"]
+    assert len(llm.rejected[synth]) <= 1  # at most one refusal teaches the window
+    sent = llm.requests[synth][-1]["messages"][1]["content"]
+    assert "characters left out here" in sent and sent.startswith("Task: Summarize this report")
