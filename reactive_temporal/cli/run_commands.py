@@ -203,7 +203,9 @@ def _print_result(result: AgentResult) -> None:
     m = result.metadata
     out.print(
         f"[dim]run {safe(result.run_id)} · {m.iterations} iterations · {m.steps_count} steps · "
-        f"{m.tokens_used:,} tokens · ${m.cost:.4f} · {m.duration_ms / 1000:.1f}s[/]"
+        f"{m.tokens_used:,} tokens"
+        + (f" ({m.reasoning_tokens:,} reasoning)" if m.reasoning_tokens else "")
+        + f" · ${m.cost:.4f} · {m.duration_ms / 1000:.1f}s[/]"
     )
     if result.error:
         out.print(f"[red]error:[/] {safe(result.error)}", highlight=False)

@@ -222,3 +222,24 @@ async def test_a_debrief_fits_a_small_debrief_models_window(
     assert len(llm.rejected[synth]) <= 1  # at most one refusal teaches the window
     sent = llm.requests[synth][-1]["messages"][1]["content"]
     assert "characters left out here" in sent and sent.startswith("Task: Summarize this report")
+
+
+async def test_with_agent_context_tokens_the_run_compacts_before_any_refusal(
+    client: Client, settings: Settings, llm: ScriptedLLM
+) -> None:
+    """The same long run with AGENT_CONTEXT_TOKENS=8192: estimates keep every request inside
+    the window from the start, so the endpoint never refuses one."""
+    model = llm.endpoint(f"known-8k-{uuid.uuid4().hex[:6]}", Endpoint(context_tokens=8_192))
+    llm.script(model, forty_pages(25))
+    known = settings.model_copy(update={"context_tokens": 8_192})
+    async with running_worker(client, known, extra_tools=[fetch_page]) as harness:
+        agent = harness.agent(
+            model, agent_id=f"reader-{uuid.uuid4().hex[:6]}", max_iterations=30,
+            tools=["fetch_page"], memory=False,
+        )  # fmt: skip
+        result = await agent.run("Read the 25 pages of the report, one at a time.")
+    assert result.success and result.metadata.iterations == 26, result.error
+    assert llm.rejected[model] == []
+    assert all(
+        r["messages"][1]["content"].startswith("Read the 25 pages") for r in llm.requests[model]
+    )
