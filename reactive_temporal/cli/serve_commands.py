@@ -161,18 +161,17 @@ def worker(
     use_profile(profile)
 
     async def main() -> int:
-        settings = cli_settings(
-            metrics_port=metrics_port,
-            graceful_shutdown_seconds=graceful_shutdown,
-            max_concurrent_activities=max_concurrent_activities,
-            max_concurrent_workflow_tasks=max_concurrent_workflow_tasks,
-            deployment_name=deployment_name,
-            build_id=build_id,
+        settings = serving_settings(
+            metrics_port,
+            graceful_shutdown,
+            max_concurrent_activities,
+            max_concurrent_workflow_tasks,
+            deployment_name,
+            build_id,
         )
         try:
-            settings.worker_version()
             target = WorkerTarget.resolve(settings)
-        except (NoServerError, ValueError) as e:
+        except NoServerError as e:
             raise CliError(str(e)) from e
         if target.offline_model:
             print(
@@ -244,18 +243,14 @@ def dev(
     use_profile(profile)
 
     async def main() -> int:
-        settings = cli_settings(
-            metrics_port=metrics_port,
-            graceful_shutdown_seconds=graceful_shutdown,
-            max_concurrent_activities=max_concurrent_activities,
-            max_concurrent_workflow_tasks=max_concurrent_workflow_tasks,
-            deployment_name=deployment_name,
-            build_id=build_id,
+        settings = serving_settings(
+            metrics_port,
+            graceful_shutdown,
+            max_concurrent_activities,
+            max_concurrent_workflow_tasks,
+            deployment_name,
+            build_id,
         )
-        try:
-            settings.worker_version()
-        except ValueError as e:
-            raise CliError(str(e)) from e
         published = read_published_stack(settings.data_dir.resolve())
         if published is not None:
             raise CliError(
@@ -300,6 +295,31 @@ def dev(
         return 0
 
     run_command(main, as_json=as_json)
+
+
+def serving_settings(
+    metrics_port: int | None,
+    graceful_shutdown: float | None,
+    max_concurrent_activities: int | None,
+    max_concurrent_workflow_tasks: int | None,
+    deployment_name: str | None,
+    build_id: str | None,
+) -> Settings:
+    """The settings of a process that serves runs: its options over the environment, and
+    Worker Versioning's two names checked together."""
+    settings = cli_settings(
+        metrics_port=metrics_port,
+        graceful_shutdown_seconds=graceful_shutdown,
+        max_concurrent_activities=max_concurrent_activities,
+        max_concurrent_workflow_tasks=max_concurrent_workflow_tasks,
+        deployment_name=deployment_name,
+        build_id=build_id,
+    )
+    try:
+        settings.worker_version()
+    except ValueError as e:
+        raise CliError(str(e)) from e
+    return settings
 
 
 def use_profile(profile: str | None) -> None:
