@@ -8,6 +8,7 @@ from temporalio.exceptions import ApplicationError
 from activities.lesson_store import LessonStore
 from activities.store import DebriefStore, Store, StoredDebrief
 from reactive_temporal.contracts import names
+from reactive_temporal.contracts.approvals import APPROVE_ALL
 from reactive_temporal.contracts.run import (
     Message,
     PrepareRunInput,
@@ -46,8 +47,11 @@ class TranscriptActivities:
         (with memory) the notes from earlier runs as a quoted user-role message after it."""
         agent = input.agent
         wanted = self.registry.names if agent.tools is None else agent.tools
-        unknown = [t for t in [*wanted, *agent.required_tools] if self.registry.get(t) is None]
+        approve = [t for t in agent.approve_tools if t != APPROVE_ALL]
+        named = [*wanted, *agent.required_tools, *approve]
+        unknown = [t for t in named if self.registry.get(t) is None]
         if unknown:
+            # A typo in --approve must not let the real tool run unapproved: refuse the run.
             raise ApplicationError(
                 f"agent {agent.agent_id!r} names tools this worker does not have: "
                 f"{', '.join(sorted(set(unknown)))}. "
@@ -69,7 +73,10 @@ class TranscriptActivities:
             input.run_id, [SeqMessage(seq=i, message=m) for i, m in enumerate(seed)]
         )
         timeouts = {n: tool.timeout_seconds for n in names if (tool := self.registry.get(n))}
-        return PrepareRunResult(tool_names=names, next_seq=len(seed), tool_timeouts=timeouts)
+        marked = [t for t in self.registry.approval_names if t in names]
+        return PrepareRunResult(
+            tool_names=names, next_seq=len(seed), tool_timeouts=timeouts, approval_tools=marked
+        )
 
     async def _notes(self, input: PrepareRunInput) -> str | None:
         """What the agent remembers for this task: its last run (if recent) and the lessons

@@ -29,6 +29,8 @@ OUTCOME = SearchAttributeKey.for_keyword("Outcome")
 ITERATIONS = SearchAttributeKey.for_int("Iterations")
 TOKENS_USED = SearchAttributeKey.for_int("TokensUsed")
 DEBRIEF_STATUS = SearchAttributeKey.for_keyword("DebriefStatus")
+WAITING_FOR = SearchAttributeKey.for_keyword("WaitingFor")
+"""`approval` while a run is parked on tool calls waiting for a person; unset otherwise."""
 
 ALL: dict[str, IndexedValueType.ValueType] = {
     AGENT_NAME.name: IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD,
@@ -37,6 +39,7 @@ ALL: dict[str, IndexedValueType.ValueType] = {
     ITERATIONS.name: IndexedValueType.INDEXED_VALUE_TYPE_INT,
     TOKENS_USED.name: IndexedValueType.INDEXED_VALUE_TYPE_INT,
     DEBRIEF_STATUS.name: IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD,
+    WAITING_FOR.name: IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD,
 }
 _TYPE_NAMES = {
     IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD: "Keyword",

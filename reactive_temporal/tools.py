@@ -136,6 +136,8 @@ class Tool:
     json_schema: dict[str, Any] | None = None
     """A raw JSON schema instead of `arguments`, for tools described elsewhere (an MCP
     server's `inputSchema`): shown to the model as is, and the server does the validating."""
+    approve: bool = False
+    """Every call waits for a person's approval before it runs (`@tool(approve=True)`)."""
 
     def __post_init__(self) -> None:
         """Refuse a tool described twice or not at all."""
@@ -201,7 +203,11 @@ class Tool:
 def tool(function: ToolFunction, /) -> Tool: ...
 @overload
 def tool(
-    *, name: str | None = None, description: str | None = None, timeout_seconds: float = 60.0
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    timeout_seconds: float = 60.0,
+    approve: bool = False,
 ) -> Callable[[ToolFunction], Tool]: ...
 
 
@@ -212,10 +218,12 @@ def tool(
     name: str | None = None,
     description: str | None = None,
     timeout_seconds: float = 60.0,
+    approve: bool = False,
 ) -> Tool | Callable[[ToolFunction], Tool]:
     """Turn a typed function into a Tool (usable bare or with options).
 
-    `async def` tools run on the event loop; plain `def` tools run in a thread.
+    `async def` tools run on the event loop; plain `def` tools run in a thread. With
+    `approve=True` every call waits for a person's approval (`starter.py approve`).
     """
 
     def build(fn: ToolFunction) -> Tool:
@@ -247,6 +255,7 @@ def tool(
             function=fn,
             arguments=arguments,
             timeout_seconds=timeout_seconds,
+            approve=approve,
         )
 
     return build(function) if function is not None else build
@@ -312,6 +321,11 @@ class ToolRegistry:
     def names(self) -> list[str]:
         """Every tool's name, in registration order."""
         return list(self._tools)
+
+    @property
+    def approval_names(self) -> list[str]:
+        """The tools whose every call waits for approval (`@tool(approve=True)`)."""
+        return [name for name, t in self._tools.items() if t.approve]
 
     def schemas(self, names: Iterable[str]) -> list[dict[str, Any]]:
         """The `tools[]` entries for these names, in order and under their wire names.

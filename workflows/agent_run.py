@@ -11,8 +11,9 @@ The loop, as it runs:
      An operator's `final_answer` signal ends the run at once, cancelling an LLM call in flight.
   5. A cancel request, the run's deadline (`timeout_seconds`, a durable timer) or a token or
      cost budget checked after each LLM step stop it early (`cancelled`, `timeout`,
-     `budget_exceeded`; workflows.run_limits): what is in flight is cancelled, and the run
-     still returns its result, tells its agent and starts its debrief.
+     `budget_exceeded`), and a tool call may wait for a person's approval
+     (workflows/run_controls.py, the mixin that holds these controls): what is in flight is
+     cancelled, and the run still returns its result, tells its agent and starts its debrief.
 
 Only references cross into activities: each message is written to Postgres by the activity
 that produced it and appears once in this workflow's history, so history grows linearly.
@@ -21,7 +22,7 @@ that produced it and appears once in this workflow's history, so history grows l
 from __future__ import annotations
 
 import asyncio
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from temporalio import workflow
@@ -76,18 +77,18 @@ with workflow.unsafe.imports_passed_through():
         operator_answer_problem,
         validate_output,
     )
+    from workflows.run_controls import RunControls, tool_message
     from workflows.run_limits import (
         admitted_tool_calls,
         oversized_arguments_observation,
         too_many_calls_observation,
     )
     from workflows.run_state import RunState
-    from workflows.stop_rules import budget_ending, cancel_ending, timeout_ending
     from workflows.turns import Act, Ending, Nudge, decide_turn
 
 
 @workflow.defn(name=names.AGENT_RUN_WORKFLOW)
-class AgentRunWorkflow:
+class AgentRunWorkflow(RunControls):
     @workflow.init
     def __init__(self, input: AgentRunInput) -> None:
         self.input = input
@@ -103,6 +104,8 @@ class AgentRunWorkflow:
         self.check_operator_answer = workflow.patched(names.OPERATOR_ANSWER_CHECK_PATCH)
         self.limit_tool_calls = workflow.patched(names.TOOL_CALL_LIMITS_PATCH)
         self.check_budgets = False
+        self.approvals_on = False
+        self.marked_tools: list[str] = []
         self.deadline_hit = False
         self.deadline: asyncio.Task[None] | None = None
         self.in_llm_call = False
@@ -153,6 +156,9 @@ class AgentRunWorkflow:
         self.state.tool_names = prepared.tool_names
         self.state.tool_timeouts = prepared.tool_timeouts
         self.state.seq = prepared.next_seq
+        self.marked_tools = prepared.approval_tools
+        if self.agent.approve_tools or self.marked_tools:
+            self.approvals_on = workflow.patched(names.TOOL_APPROVALS_PATCH)
         # Started once `prepare_run` (a local activity) is done, counting from the start: a
         # timer started alongside an in-flight local activity leaves that activity to be
         # re-run after an eviction (SDK warning), which stalled the first workflow task.
@@ -166,65 +172,6 @@ class AgentRunWorkflow:
                 break
             await self._take_turn(step)
             self.state.end_if_operator_answered()
-
-    # -- stopping early: cancel requests and the deadline -----------------------------------
-
-    def _start_deadline(self, started: datetime) -> asyncio.Task[None]:
-        """A durable timer for `timeout_seconds` from the start that interrupts the loop when
-        it fires (cancelling the LLM call or tools in flight)."""
-        timeout = self.agent.timeout_seconds or 0
-        loop_task = asyncio.current_task()
-        remaining = timeout - (workflow.now() - started).total_seconds()
-
-        async def deadline() -> None:
-            await workflow.sleep(timedelta(seconds=max(remaining, 0)), summary="run deadline")
-            self.deadline_hit = True
-            if loop_task is not None:
-                loop_task.cancel()
-
-        return asyncio.create_task(deadline())
-
-    def _stopping(self) -> bool:
-        """A cancel was requested or the deadline fired: a cancelled step is not a failure."""
-        return self.deadline_hit or workflow.cancellation_reason() is not None
-
-    def _stopped_by(self, err: BaseException) -> bool:
-        """The loop was interrupted by a cancel request or the deadline: end the run with
-        the matching ending and go on to finish it. False when the exception is not such an
-        interruption, or when the run predates graceful cancels (it then ends cancelled)."""
-        if not is_cancelled_exception(err):
-            return False
-        state = self.state
-        if self.deadline_hit:
-            doing = f"tool {state.current_tool}" if state.current_tool else None
-            doing = "an LLM call" if self.in_llm_call else doing
-            ending = timeout_ending(
-                self.agent.timeout_seconds or 0, last_text=state.last_text, doing=doing
-            )
-        elif workflow.cancellation_reason() is not None and workflow.patched(
-            names.GRACEFUL_CANCEL_PATCH
-        ):
-            ending = cancel_ending(workflow.cancellation_reason(), last_text=state.last_text)
-        else:
-            return False
-        state.end(ending)
-        task = asyncio.current_task()
-        if task is not None:
-            task.uncancel()  # the interruption is handled: later awaits must not re-raise it
-        return True
-
-    async def _finish_even_if_cancelled(self, started: datetime) -> AgentResult:
-        """`_finish`, which a cancel request arriving meanwhile does not interrupt: the
-        ending is decided, so the result, the agent and the debrief must all happen."""
-        finishing = asyncio.create_task(self._finish(started))
-        try:
-            return await asyncio.shield(finishing)
-        except asyncio.CancelledError:
-            if workflow.cancellation_reason() is None or not workflow.patched(
-                names.GRACEFUL_CANCEL_PATCH
-            ):
-                raise
-            return await finishing
 
     async def _take_turn(self, step: LlmStepResult) -> None:
         """Account for the model's reply, then act on it: end the run, nudge, or run tools."""
@@ -253,16 +200,6 @@ class AgentRunWorkflow:
         self.state.complete_turn(ran_tools=isinstance(decision, Act))
         if not self.attributes_on_change:  # runs started before: one upsert per iteration
             workflow.upsert_search_attributes(self._progress_attributes())
-
-    def _over_budget(self) -> Ending | None:
-        """The `budget_exceeded` ending when a token or cost budget is spent (checked after
-        every LLM step; a turn that ends the run anyway ends it as it would have)."""
-        if not self.check_budgets:
-            return None
-        state = self.state
-        return budget_ending(
-            self.agent, tokens=state.tokens, cost=state.cost, last_text=state.last_text
-        )
 
     async def _finish(self, started: datetime) -> AgentResult:
         """The result, its debrief kept (in the run's wrap-up when there is nothing to
@@ -380,7 +317,12 @@ class AgentRunWorkflow:
                 result, max_iterations=self.agent.max_iterations, missing_required=missing
             )
         return collect_debrief_input(
-            result, self.input.task, self.state.tool_calls, self.state.rationale, cause=cause
+            result,
+            self.input.task,
+            self.state.tool_calls,
+            self.state.rationale,
+            self.state.approvals,
+            cause=cause,
         )
 
     @workflow.signal(name=names.FINAL_ANSWER_SIGNAL)
@@ -454,7 +396,10 @@ class AgentRunWorkflow:
         placed = [(first + i, call) for i, call in enumerate(act.tool_calls)]
         if self.limit_tool_calls:
             placed = await self._refuse_over_limits(placed)
-        await self._run_tools([(s, c) for s, c in placed if c.name != FINAL_ANSWER_TOOL])
+        runnable = [(s, c) for s, c in placed if c.name != FINAL_ANSWER_TOOL]
+        if self.approvals_on:
+            runnable = await self._await_approvals(runnable)
+        await self._run_tools(runnable)
         await self._judge_final_answers([(s, c) for s, c in placed if c.name == FINAL_ANSWER_TOOL])
         if act.final_text and not self.state.ended:
             missing = missing_required_tools(self._required_tools(), self.state.tools_used)
@@ -479,7 +424,7 @@ class AgentRunWorkflow:
             return placed
         refused = [(s, c, notes[id(c)]) for s, c in placed if id(c) in notes]
         await self._record_at(
-            [SeqMessage(seq=s, message=_tool_message(c, n)) for s, c, n in refused]
+            [SeqMessage(seq=s, message=tool_message(c, n)) for s, c, n in refused]
         )
         self.state.record_tool_results(
             [ToolResult(call_id=c.id, name=c.name, success=False, content=n) for _, c, n in refused]
@@ -497,7 +442,7 @@ class AgentRunWorkflow:
         if call.name not in self.state.tool_names:
             available = ", ".join(self.state.tool_names) or "none"
             content = f"[Tool error: unknown tool {call.name!r}. Available tools: {available}]"
-            await self._record_at([SeqMessage(seq=seq, message=_tool_message(call, content))])
+            await self._record_at([SeqMessage(seq=seq, message=tool_message(call, content))])
             return ToolResult(call_id=call.id, name=call.name, success=False, content=content)
         async with limit:
             self.state.current_tool = call.name
@@ -514,7 +459,7 @@ class AgentRunWorkflow:
                 if self._stopping() and is_cancelled_exception(err):
                     raise  # cancelled because the run is stopping, not a failed tool
                 content = f"[Tool error: {call.name} failed: {_failure_message(err)}]"
-                await self._record_at([SeqMessage(seq=seq, message=_tool_message(call, content))])
+                await self._record_at([SeqMessage(seq=seq, message=tool_message(call, content))])
                 return ToolResult(call_id=call.id, name=call.name, success=False, content=content)
 
     async def _judge_final_answers(self, calls: list[tuple[int, ToolCall]]) -> None:
@@ -525,7 +470,7 @@ class AgentRunWorkflow:
                 call, task=self.input.task, agent=self.agent, limit_answer=self.limit_tool_calls
             )
             if observation is not None:
-                notes.append(SeqMessage(seq=seq, message=_tool_message(call, observation)))
+                notes.append(SeqMessage(seq=seq, message=tool_message(call, observation)))
         if notes:
             await self._record_at(notes)
 
@@ -558,15 +503,15 @@ class AgentRunWorkflow:
     def _publish_details(self, terminated_by: str | None = None) -> None:
         tokens = _tokens(self.state.tokens)
         status = f"ended: {terminated_by}" if terminated_by else "running"
+        waiting = self.state.pending_approvals
+        if waiting and not terminated_by:
+            calls = ", ".join(f"{p.tool} (call {p.call_id})" for p in waiting[:5])
+            status = f"waiting for approval: {calls}"
         tools_used = self.state.tools_used
         workflow.set_current_details(
             f"**{status}** · iteration {self.state.iteration}/{self.agent.max_iterations} · "
             f"last tool: {tools_used[-1] if tools_used else '—'} · {tokens} tokens"
         )
-
-
-def _tool_message(call: ToolCall, content: str) -> Message:
-    return Message(role="tool", content=content, tool_call_id=call.id, name=call.name)
 
 
 def _tool_summary(call: ToolCall, limit: int = 80) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from reactive_temporal.contracts.approvals import ApprovalRecord
 from reactive_temporal.contracts.debrief import (
     AgentDebrief,
     Confidence,
@@ -24,6 +25,7 @@ from reactive_temporal.contracts.debrief import (
 )
 from reactive_temporal.contracts.result import AgentResult
 from reactive_temporal.contracts.run import SUCCESSFUL_ENDINGS, TerminatedBy
+from workflows.approval_rules import approval_lines
 from workflows.stop_rules import STOP_ENDINGS
 
 TRIVIAL_OUTPUT_CHARS = 100
@@ -41,6 +43,7 @@ def collect_debrief_input(
     task: str,
     tool_calls: list[ToolCallRecord],
     rationale: list[RationaleEntry],
+    approvals: Sequence[ApprovalRecord] = (),
     *,
     cause: str | None = None,
 ) -> DebriefInput:
@@ -62,6 +65,7 @@ def collect_debrief_input(
         output_format=result.format,
         rationale=list(rationale),
         stop_note=result.error if result.terminated_by in STOP_ENDINGS else None,
+        approvals=list(approvals),
     )
 
 
@@ -198,6 +202,7 @@ def build_fallback(input: DebriefInput) -> AgentDebrief:
         tools_used=tool_usage(input.tool_stats),
         metrics=input.metrics.model_copy(),
         rationale=list(input.rationale),
+        approvals=list(input.approvals),
     )
     debrief.markdown = format_markdown(debrief)
     return debrief
@@ -275,6 +280,7 @@ def format_markdown(d: AgentDebrief) -> str:
         if entry.rationale.refs:
             rationale.append(f"  - Refs: {', '.join(entry.rationale.refs)}")
     lines += _section("Decision Rationale", rationale)
+    lines += _section("Approvals", approval_lines(d.approvals))
     lines += ["## Tools Used", ""]
     if d.tools_used:
         lines += [

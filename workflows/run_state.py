@@ -16,6 +16,7 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel, Field
 
+from reactive_temporal.contracts.approvals import ApprovalRecord, PendingApproval
 from reactive_temporal.contracts.debrief import RationaleEntry, ToolCallRecord
 from reactive_temporal.contracts.result import AgentResult, RunMetadata
 from reactive_temporal.contracts.run import (
@@ -83,6 +84,10 @@ class RunState(BaseModel):
     last_observation: str | None = None
     operator_answer: FinalAnswerCapture | None = None
     """Sent with the `final_answer` signal; ends the run at the next chance."""
+    pending_approvals: list[PendingApproval] = Field(default_factory=list)
+    """Tool calls parked until a person decides (the run runs no activity meanwhile)."""
+    approvals: list[ApprovalRecord] = Field(default_factory=list)
+    """Every decision on a tool call, in order, for the debrief."""
     ending: Ending | None = None
     error: str | None = None
     """Why the LLM failed for good, when it did."""
@@ -226,6 +231,8 @@ class RunState(BaseModel):
             tokens=self.tokens,
             last_observation=self.last_observation,
             terminated_by=self.ending.terminated_by if self.ending else None,
+            waiting_for="approval" if self.pending_approvals else None,
+            pending_approvals=list(self.pending_approvals),
         )
 
     def result(self, run_id: str, agent: AgentConfig, *, duration_ms: int) -> AgentResult:

@@ -39,7 +39,7 @@ def timeout_ending(timeout_seconds: float, *, last_text: str, doing: str | None)
     """The run's deadline fired; `doing` says what it interrupted (an LLM call, a tool…)."""
     during = f" during {doing}" if doing else ""
     return Ending(
-        "timeout", last_text, note=f"deadline of {_seconds(timeout_seconds)} reached{during}"
+        "timeout", last_text, note=f"deadline of {duration_text(timeout_seconds)} reached{during}"
     )
 
 
@@ -52,9 +52,12 @@ def cancel_ending(reason: str | None, *, last_text: str) -> Ending:
     return Ending("cancelled", last_text, note=f"cancelled: {text}" if text else "cancelled")
 
 
-def _seconds(value: float) -> str:
-    if value < 120:
-        return f"{value:g} s"
-    if value < 7200:
-        return f"{value / 60:g} min"
-    return f"{value / 3600:g} h"
+def duration_text(seconds: float) -> str:
+    """A duration as people read it: `30 s`, `10 min`, `24 h`, `3 days`."""
+    if seconds < 120:
+        return f"{seconds:g} s"
+    if seconds < 7200:
+        return f"{seconds / 60:g} min"
+    if seconds < 172_800:
+        return f"{seconds / 3600:g} h"
+    return f"{seconds / 86400:g} days"

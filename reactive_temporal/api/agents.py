@@ -28,11 +28,12 @@ from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.service import RPCError, RPCStatusCode
 
 from reactive_temporal import search_attributes as sa
-from reactive_temporal.api.control import request_cancel
+from reactive_temporal.api.control import PendingCall, decide, pending_calls, request_cancel
 from reactive_temporal.api.operate import fetch_rich_debrief
 from reactive_temporal.api.sessions import AgentEntity, Session
 from reactive_temporal.config import Settings, load_settings
 from reactive_temporal.contracts import names
+from reactive_temporal.contracts.approvals import ApprovalOutcome
 from reactive_temporal.contracts.debrief import AgentDebrief
 from reactive_temporal.contracts.entity import DEFAULT_SESSION, ChatReply, ChatRequest
 from reactive_temporal.contracts.result import AgentResult
@@ -138,6 +139,8 @@ class AgentBuilder:
     cost_budget: float | None = None
     timeout_seconds: float | None = None
     reasoning_effort: str | None = None
+    approve_tools: list[str] = field(default_factory=list)
+    approval_timeout_seconds: float | None = None
     tool_modules: list[str] = field(default_factory=list)
     settings: Settings | None = None
 
@@ -213,15 +216,24 @@ class AgentBuilder:
         return self
 
     def with_tools(
-        self, names: list[str] | None = None, *, modules: list[str] | None = None
+        self,
+        names: list[str] | None = None,
+        *,
+        modules: list[str] | None = None,
+        approve: list[str] | None = None,
+        approval_timeout: float | None = None,
     ) -> Self:
         """Limit the agent to these tool names (None: every tool the worker has).
 
         `modules` load user tools into the in-process worker (a separate worker loads them
-        with `worker.py --tools`).
+        with `worker.py --tools`). Calls of the tools in `approve` (`["all"]`: every tool)
+        wait for a person's approval (`agent.approve`, `starter.py approve`); one undecided
+        for `approval_timeout` seconds (default one day) is denied.
         """
         self.tools = list(names) if names is not None else None
         self.tool_modules = list(modules or [])
+        self.approve_tools = list(approve or [])
+        self.approval_timeout_seconds = approval_timeout
         return self
 
     def with_settings(self, settings: Settings) -> Self:
@@ -251,6 +263,12 @@ class AgentBuilder:
                 cost_budget=self.cost_budget,
                 timeout_seconds=self.timeout_seconds,
                 reasoning_effort=self.reasoning_effort,
+                approve_tools=self.approve_tools,
+                **(
+                    {"approval_timeout_seconds": self.approval_timeout_seconds}
+                    if self.approval_timeout_seconds is not None
+                    else {}
+                ),
             )
         except ValidationError as err:
             raise ValueError(
@@ -378,6 +396,34 @@ class Agent:
         """
         handle = await request_cancel(self.runtime.client, run_id, reason)
         return await self.result(handle)
+
+    async def approvals(self) -> list[PendingCall]:
+        """This agent's tool calls waiting for approval, oldest first."""
+        return await pending_calls(self.runtime.client, self.name)
+
+    async def approve(
+        self, run_id: str, *call_ids: str, by: str | None = None, reason: str | None = None
+    ) -> ApprovalOutcome:
+        """Approve a run's waiting calls (all of them when no call id is given).
+
+        Raises:
+            ValueError: the run refused (an unknown or already decided call), saying why.
+        """
+        return await decide(
+            self.runtime.client, run_id, list(call_ids), approve=True, reason=reason, by=by
+        )
+
+    async def deny(
+        self, run_id: str, *call_ids: str, reason: str, by: str | None = None
+    ) -> ApprovalOutcome:
+        """Deny a run's waiting calls; the model reads `reason` as each call's result.
+
+        Raises:
+            ValueError: the run refused (an unknown or already decided call), saying why.
+        """
+        return await decide(
+            self.runtime.client, run_id, list(call_ids), approve=False, reason=reason, by=by
+        )
 
     async def wait_for_debriefs(
         self, seconds: float = DISPOSE_DEBRIEF_TIMEOUT_SECONDS

@@ -1,16 +1,29 @@
 """Controlling a running run from outside: cancel it, decide its tool calls, follow it.
 
-Client-side functions the Python API (`Agent.cancel`) and the CLI (`starter.py cancel`) share.
+Client-side functions the Python API (`Agent.cancel`, `Agent.approve`, …) and the CLI
+(`starter.py cancel`, `approvals`, `approve`, `deny`) share.
 """
 
 from __future__ import annotations
 
+import getpass
+from datetime import datetime
 from typing import Any
 
-from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
+from pydantic import BaseModel
+from temporalio.client import (
+    Client,
+    WorkflowExecutionStatus,
+    WorkflowHandle,
+    WorkflowQueryFailedError,
+    WorkflowUpdateFailedError,
+)
 from temporalio.service import RPCError, RPCStatusCode
 
+from reactive_temporal import search_attributes as sa
+from reactive_temporal.api.operate import quote_literal
 from reactive_temporal.contracts import names
+from reactive_temporal.contracts.approvals import ApprovalDecision, ApprovalOutcome
 from reactive_temporal.contracts.result import AgentResult
 from workflows.agent_run import AgentRunWorkflow
 
@@ -56,3 +69,90 @@ async def request_cancel(
     handle = await running_run(client, run_id)
     await handle.cancel(reason=reason or "")
     return handle
+
+
+# -- approvals ---------------------------------------------------------------------------------
+
+
+class PendingCall(BaseModel):
+    """A tool call waiting for approval, and the run it belongs to (`starter.py approvals`)."""
+
+    run_id: str
+    agent: str
+    call_id: str
+    tool: str
+    arguments: str
+    since: datetime
+    iteration: int
+
+
+def default_decider() -> str:
+    """Who decides when `--by` is not given: the OS user."""
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # no user name for this uid (a bare container)
+        return "unknown"
+
+
+def waiting_runs_query(agent: str | None = None) -> str:
+    """The visibility query for runs parked on approvals (optionally one agent's)."""
+    parts = [
+        f"WorkflowType = '{names.AGENT_RUN_WORKFLOW}'",
+        "ExecutionStatus = 'Running'",
+        f"{sa.WAITING_FOR.name} = 'approval'",
+    ]
+    if agent:
+        parts.append(f"{sa.AGENT_NAME.name} = {quote_literal(agent)}")
+    return " AND ".join(parts)
+
+
+async def pending_calls(
+    client: Client, agent: str | None = None, limit: int = 200
+) -> list[PendingCall]:
+    """Every tool call waiting for approval, oldest first.
+
+    The runs visibility lists as waiting are each asked for their pending calls (the
+    `progress` query is the truth; visibility may lag by a moment).
+    """
+    found: list[PendingCall] = []
+    async for listed in client.list_workflows(waiting_runs_query(agent), limit=limit):
+        handle = client.get_workflow_handle_for(AgentRunWorkflow.run, listed.id)
+        try:
+            progress = await handle.query(AgentRunWorkflow.progress)
+        except (RPCError, WorkflowQueryFailedError):
+            continue  # closed or gone since it was listed
+        found += [
+            PendingCall(run_id=listed.id, agent=progress.agent_id, **p.model_dump())
+            for p in progress.pending_approvals
+        ]
+    return sorted(found, key=lambda p: (p.since, p.run_id, p.call_id))
+
+
+async def decide(
+    client: Client,
+    run_id: str,
+    call_ids: list[str],
+    *,
+    approve: bool,
+    reason: str | None = None,
+    by: str | None = None,
+) -> ApprovalOutcome:
+    """Approve or deny a run's waiting calls (all of them when `call_ids` is empty).
+
+    Raises:
+        ValueError: no such run, not running, or the run refused the decision (an unknown
+            or already decided call, a denial without a reason), saying why.
+    """
+    try:
+        decision = ApprovalDecision(
+            call_ids=list(call_ids), approve=approve, reason=reason, by=by or default_decider()
+        )
+    except ValueError as err:
+        raise ValueError(f"invalid decision: {err}") from err
+    handle = await running_run(client, run_id)
+    try:
+        return await handle.execute_update(AgentRunWorkflow.decide_tool_calls, decision)
+    except WorkflowUpdateFailedError as err:
+        cause = err.cause
+        message = getattr(cause, "message", None) or str(cause or err)
+        raise ValueError(f"run {run_id!r} refused: {message}") from err

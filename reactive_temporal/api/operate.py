@@ -51,7 +51,8 @@ class RunSummary(BaseModel):
     task: str | None
 
 
-def _quote(value: str) -> str:
+def quote_literal(value: str) -> str:
+    """A visibility-query string literal; ValueError for quotes or backslashes in it."""
     if "'" in value or "\\" in value:
         raise ValueError(f"{value!r} may not contain quotes or backslashes")
     return f"'{value}'"
@@ -63,7 +64,7 @@ def runs_query(
     """A visibility query for AgentRunWorkflow executions; ValueError naming a bad filter."""
     parts = [f"WorkflowType = '{names.AGENT_RUN_WORKFLOW}'"]
     if agent:
-        parts.append(f"{sa.AGENT_NAME.name} = {_quote(agent)}")
+        parts.append(f"{sa.AGENT_NAME.name} = {quote_literal(agent)}")
     if status:
         if status.lower() not in STATUSES:
             raise ValueError(f"unknown status {status!r}: use one of {', '.join(STATUSES)}")
@@ -74,7 +75,7 @@ def runs_query(
         endings = get_args(TerminatedBy)
         if terminated_by not in endings:
             raise ValueError(f"unknown ending {terminated_by!r}: use one of {', '.join(endings)}")
-        parts.append(f"{sa.TERMINATED_BY.name} = {_quote(terminated_by)}")
+        parts.append(f"{sa.TERMINATED_BY.name} = {quote_literal(terminated_by)}")
     return " AND ".join(parts)
 
 

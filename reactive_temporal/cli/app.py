@@ -7,6 +7,9 @@ chat MESSAGE         one chat turn with the agent about its runs
 session              an interactive chat session (history ID / end ID)
 runs                 recent runs: status, terminated_by, outcome (filters, --json)
 cancel RUN_ID        stop a running run gracefully: it ends as cancelled, with its debrief
+approvals            tool calls waiting for approval (run id, call id, tool, arguments, since)
+approve RUN_ID       approve a run's waiting tool calls (CALL_ID…, default all; --by NAME)
+deny RUN_ID          deny them with --reason TEXT (the model reads it)
 replay ID | --file   replay a run's history against the current code
 export ID            a run's history as JSON
 rerun ID             re-execute a failed run from its last good point (--from-start)
@@ -49,6 +52,9 @@ app.add_typer(chat_commands.session_app, name="session")
 app.add_typer(lesson_commands.lessons_app, name="lessons")
 app.command()(operate_commands.runs)
 app.command()(control_commands.cancel)
+app.command()(control_commands.approvals)
+app.command()(control_commands.approve)
+app.command()(control_commands.deny)
 app.command("replay")(operate_commands.replay_command)
 app.command()(operate_commands.export)
 app.command()(operate_commands.rerun)

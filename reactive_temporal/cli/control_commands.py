@@ -1,16 +1,19 @@
-"""`cancel`: stop a running run gracefully (issue 12 adds approvals and live output here)."""
+"""Control a running run: `cancel` it, list and decide its tool calls waiting for approval
+(`approvals`, `approve`, `deny`)."""
 
 from __future__ import annotations
 
+import json
 from typing import Annotated
 
 import typer
+from rich.table import Table
 
 from reactive_temporal.api.agents import AgentRunError, run_result
-from reactive_temporal.api.control import request_cancel
-from reactive_temporal.cli.common import CliError, cli_runtime, err, run_command
+from reactive_temporal.api.control import decide, pending_calls, request_cancel
+from reactive_temporal.cli.common import CliError, cli_runtime, err, out, run_command
 from reactive_temporal.cli.run_commands import print_outcome
-from reactive_temporal.cli.terminal import safe
+from reactive_temporal.cli.terminal import plain, safe
 
 
 def cancel(
@@ -37,6 +40,99 @@ def cancel(
         finally:
             await runtime.close()
         print_outcome(result, as_json=as_json)
+        return 0
+
+    run_command(main, as_json=as_json)
+
+
+def approvals(
+    agent: Annotated[str | None, typer.Option(help="Only this agent's runs.")] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="One JSON object: {pending: […]}")
+    ] = False,
+) -> None:
+    """Tool calls waiting for approval: run id, call id, tool, arguments, since when."""
+
+    async def main() -> int:
+        runtime = await cli_runtime()
+        try:
+            found = await pending_calls(runtime.client, agent)
+        except ValueError as e:
+            raise CliError(str(e)) from e
+        finally:
+            await runtime.close()
+        if as_json:
+            print(json.dumps({"pending": [p.model_dump(mode="json") for p in found]}))
+            return 0
+        table = Table("run", "call", "tool", "arguments", "since")
+        for p in found:
+            since = p.since.isoformat(timespec="seconds")
+            table.add_row(*(plain(c) for c in (p.run_id, p.call_id, p.tool, p.arguments, since)))
+        out.print(table)
+        if not found:
+            err.print("[dim]no tool call is waiting for approval[/]")
+        return 0
+
+    run_command(main, as_json=as_json)
+
+
+def approve(
+    run_id: Annotated[str, typer.Argument(help="The run whose calls wait.")],
+    call_ids: Annotated[
+        list[str] | None, typer.Argument(help="The calls to approve; none: every waiting call.")
+    ] = None,
+    by: Annotated[str | None, typer.Option(help="Who approves; default the OS user.")] = None,
+    reason: Annotated[str | None, typer.Option(help="Why (kept in the debrief).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="The decisions as JSON.")] = False,
+) -> None:
+    """Approve a run's tool calls waiting for approval; the run goes on and runs them."""
+    _decide(run_id, call_ids or [], approve=True, reason=reason, by=by, as_json=as_json)
+
+
+def deny(
+    run_id: Annotated[str, typer.Argument(help="The run whose calls wait.")],
+    call_ids: Annotated[
+        list[str] | None, typer.Argument(help="The calls to deny; none: every waiting call.")
+    ] = None,
+    reason: Annotated[str, typer.Option(help="Why; the model reads it as the call's result.")] = "",
+    by: Annotated[str | None, typer.Option(help="Who denies; default the OS user.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="The decisions as JSON.")] = False,
+) -> None:
+    """Deny a run's tool calls waiting for approval; the model reads the reason and goes on."""
+    _decide(run_id, call_ids or [], approve=False, reason=reason, by=by, as_json=as_json)
+
+
+def _decide(
+    run_id: str,
+    call_ids: list[str],
+    *,
+    approve: bool,
+    reason: str | None,
+    by: str | None,
+    as_json: bool,
+) -> None:
+    async def main() -> int:
+        if not approve and not (reason or "").strip():
+            raise CliError("a denial needs a reason: --reason TEXT (the model reads it)")
+        runtime = await cli_runtime()
+        try:
+            outcome = await decide(
+                runtime.client, run_id, call_ids, approve=approve, reason=reason, by=by
+            )
+        except ValueError as e:
+            raise CliError(str(e), code=1) from e
+        finally:
+            await runtime.close()
+        if as_json:
+            print(outcome.model_dump_json())
+            return 0
+        for record in outcome.decided:
+            err.print(
+                f"{'[green]approved[/]' if approve else '[red]denied[/]'} "
+                f"{safe(record.tool)} (call {safe(record.call_id)}) by {safe(record.by)}"
+            )
+        if not outcome.decided:
+            err.print("[dim]nothing left to decide: someone else decided meanwhile[/]")
         return 0
 
     run_command(main, as_json=as_json)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import sys
 from enum import StrEnum
 from typing import Annotated, Any
 
@@ -20,6 +21,7 @@ from reactive_temporal.api.agents import (
     build_run_input,
 )
 from reactive_temporal.api.operate import load_debrief
+from reactive_temporal.cli.approval_prompt import ask_inline
 from reactive_temporal.cli.common import (
     OFFLINE_NOTICE,
     CliError,
@@ -74,6 +76,14 @@ def run(
         ReasoningEffortChoice | None,
         typer.Option(help="How hard a reasoning model thinks (o-series, gpt-5, gemini-2.5)."),
     ] = None,
+    approve: Annotated[
+        list[str] | None,
+        typer.Option(help="A tool whose calls wait for approval (repeatable; 'all': every tool)."),
+    ] = None,
+    approval_timeout: Annotated[
+        float | None,
+        typer.Option(min=0, help="Deny a call undecided this many seconds (default one day)."),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the AgentResult as JSON.")] = False,
 ) -> None:
     """Run TASK durably, with live progress; exit 0 only when the run succeeded."""
@@ -94,6 +104,7 @@ def run(
         if no_memory:
             builder.without_memory()
         builder.with_budget(tokens=token_budget, cost=cost_budget, timeout=timeout)
+        builder.with_tools(approve=approve, approval_timeout=approval_timeout)
         try:
             config = builder.config()
             build_run_input(config, task)  # refuse bad input before starting anything
@@ -149,16 +160,31 @@ async def _watch(
     if not show:
         return await result
     last_line = ""
+    interactive = err.is_terminal and sys.stdin.isatty()
+    asked: set[str] = set()
     live = Live(console=err, transient=True, refresh_per_second=8) if err.is_terminal else None
     if live:
         live.start()
     try:
         while not result.done():
             try:
-                progress = await handle.query(AgentRunWorkflow.progress)
-                line = progress_line(progress)
+                progress: RunProgress | None = await handle.query(AgentRunWorkflow.progress)
             except Exception:  # the first workflow task may not have run yet
-                line = "waiting for a worker…"
+                progress = None
+            line = progress_line(progress) if progress else "waiting for a worker…"
+            waiting = [
+                p
+                for p in (progress.pending_approvals if progress else [])
+                if p.call_id not in asked
+            ]
+            if waiting and interactive:
+                if live:
+                    live.stop()
+                asked |= {p.call_id for p in waiting}
+                await ask_inline(agent.runtime.client, handle.id, waiting)
+                if live:
+                    live.start()
+                continue
             if live:
                 live.update(Text.assemble(("⟳ ", "cyan"), plain(line)))
             elif line != last_line:
@@ -178,6 +204,9 @@ def progress_line(p: RunProgress) -> str:
         ended = f" · ended: {p.terminated_by}" if p.terminated_by else ""
         return f"{p.iteration}/{p.max_iterations} iterations{ended} · {p.tokens:,} tokens"
     tool = f" · tool {p.current_tool}" if p.current_tool else ""
+    if p.pending_approvals:
+        calls = ", ".join(f"{a.tool} (call {a.call_id})" for a in p.pending_approvals)
+        tool = f" · waiting for approval: {calls} (starter.py approve {p.run_id})"
     return f"iteration {p.current_iteration}/{p.max_iterations}{tool} · {p.tokens:,} tokens"
 
 

@@ -12,6 +12,7 @@ from typing import Literal
 
 from pydantic import AliasChoices, BaseModel, Field, field_validator
 
+from reactive_temporal.contracts.approvals import ApprovalRecord
 from reactive_temporal.contracts.run import FinalAnswerCapture, RationaleDetail, TerminatedBy
 
 Outcome = Literal["success", "partial", "failed"]
@@ -91,6 +92,8 @@ class AgentDebrief(BaseModel):
     markdown: str = ""
     synthesized: bool = False
     """True when an LLM wrote the narrative; False for the deterministic debrief."""
+    approvals: list[ApprovalRecord] = Field(default_factory=list)
+    """Each tool call a person approved or denied (or its timeout denied): who, when, why."""
 
 
 class DebriefInput(BaseModel):
@@ -109,6 +112,7 @@ class DebriefInput(BaseModel):
     rationale: list[RationaleEntry] = Field(default_factory=list)
     stop_note: str | None = None
     """Why a cancel or a limit stopped the run ("token budget of 5,000 exceeded: …")."""
+    approvals: list[ApprovalRecord] = Field(default_factory=list)
 
 
 class DebriefWorkflowInput(BaseModel):

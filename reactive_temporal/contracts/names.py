@@ -30,6 +30,8 @@ FINAL_ANSWER_SIGNAL: Final = "final_answer"
 """An operator ends the run with this answer."""
 PROGRESS_QUERY: Final = "progress"
 """The run's live state (RunProgress)."""
+DECIDE_TOOL_CALLS_UPDATE: Final = "decide_tool_calls"
+"""A person approves or denies tool calls waiting for approval (validated)."""
 
 # -- AgentWorkflow's handlers -----------------------------------------------------------------
 
@@ -117,6 +119,9 @@ RUNS_METRIC: Final = "reactive_temporal_runs_total"
 """Runs finished, labelled agent and terminated_by."""
 DEBRIEFS_METRIC: Final = "reactive_temporal_debriefs_total"
 """Debriefs persisted, labelled synthesized (true: written by the LLM; false: deterministic)."""
+
+TOOL_APPROVALS_PATCH: Final = "tool-approvals"
+"""A run whose agent names tools needing approval parks their calls until decided."""
 
 # -- memo keys --------------------------------------------------------------------------------
 

@@ -12,6 +12,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, field_validator
 
+from reactive_temporal.contracts.approvals import PendingApproval
+
 TerminatedBy = Literal[
     "final_answer_tool",
     "final_answer",
@@ -119,6 +121,11 @@ class AgentConfig(BaseModel):
     reasoning_effort: ReasoningEffort | None = None
     """How hard a reasoning model thinks (`minimal`…`high`); sent only to models that take it,
     for the run, chat and the debrief alike."""
+    approve_tools: list[str] = Field(default_factory=list)
+    """Tools whose calls wait for a person's approval (`"all"`: every tool); tools marked
+    `@tool(approve=True)` always do."""
+    approval_timeout_seconds: float = Field(default=86_400, gt=0, le=366 * 86400)
+    """A call undecided this long after it was made is denied with that reason."""
 
 
 class AgentRunInput(BaseModel):
@@ -156,6 +163,9 @@ class PrepareRunResult(BaseModel):
     """The transcript position after the seeded system and task messages."""
     tool_timeouts: dict[str, float] = Field(default_factory=dict)
     """Each tool's own timeout in seconds, so its activity lives at least that long."""
+    approval_tools: list[str] = Field(default_factory=list)
+    """The run's tools the worker marks `@tool(approve=True)`: their calls always wait for
+    a person."""
 
 
 class RationaleDetail(BaseModel):
@@ -258,6 +268,9 @@ class RunProgress(BaseModel):
     tokens: int = 0
     last_observation: str | None = None
     terminated_by: TerminatedBy | None = None
+    waiting_for: Literal["approval"] | None = None
+    """What the run is parked on, with no activity running."""
+    pending_approvals: list[PendingApproval] = Field(default_factory=list)
 
     @property
     def current_iteration(self) -> int:

@@ -187,7 +187,33 @@ async def record_stops(client: Client, task_queue: str, llm: ScriptedLLM) -> dic
     return scenarios
 
 
-GROUPS = {"base": record, "stops": record_stops}
+async def record_approvals(client: Client, task_queue: str, llm: ScriptedLLM) -> dict[str, str]:
+    """A run whose calculator calls wait for approval (issue 12): one approved, one denied."""
+    config = AgentConfig(agent_id="recorder", model="approval", approve_tools=["calculator"])
+    agent = Agent(config, Runtime(client, task_queue, offline_model=False))
+    llm.script(
+        "approval",
+        [
+            Reply("First.", [call("calculator", expression="6*7")]),
+            Reply("Second.", [call("calculator", expression="7*8")]),
+            Reply("FINAL ANSWER: 42"),
+        ],
+    )
+    handle = await agent.start("6*7 and 7*8, with approval")
+    for approve in (True, False):
+        for _ in range(200):  # until the call waits
+            if (await handle.query(AgentRunWorkflow.progress)).pending_approvals:
+                break
+            await asyncio.sleep(0.1)
+        if approve:
+            await agent.approve(handle.id, by="recorder")
+        else:
+            await agent.deny(handle.id, reason="one is enough", by="recorder")
+    await agent.result(handle)
+    return {"approval_run.json": handle.id}
+
+
+GROUPS = {"base": record, "stops": record_stops, "approvals": record_approvals}
 
 
 async def main(suffix: str = "", only: list[str] | None = None) -> None:

@@ -38,6 +38,7 @@ def test_the_required_histories_are_committed():
         "cancelled_run",
         "budget_exceeded_run",
         "timeout_run",
+        "approval_run",
     } <= names
 
 

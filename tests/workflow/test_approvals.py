@@ -1,0 +1,269 @@
+"""Approval of tool calls on a real dev server and Postgres: a run parks with no activity
+running, is listed, is approved or denied (the model reads why), times out into a denial,
+refuses bad decisions, and its debrief lists every decision."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import pytest
+from temporalio.api.sdk.v1 import WorkflowMetadata
+from temporalio.client import WorkflowExecutionStatus
+
+from reactive_temporal import search_attributes as sa
+from reactive_temporal.api.agents import AgentRunError
+from reactive_temporal.api.control import pending_calls
+from reactive_temporal.cli.approval_prompt import ask_inline
+from reactive_temporal.contracts.run import RunProgress
+from reactive_temporal.embedded.scripted_llm import Reply, ScriptedLLM, call
+from reactive_temporal.tools import tool
+from tests.conftest import wait_for
+from tests.workflow.conftest import Harness
+from workflows.agent_run import AgentRunWorkflow
+
+pytestmark = pytest.mark.workflow
+
+
+@tool(approve=True)
+async def wire_money(account: str, amount: float) -> str:
+    """Send money (always needs a person's approval)."""
+    return f"sent {amount} to {account}"
+
+
+def unique_agent() -> str:
+    return f"apr-{uuid.uuid4().hex[:8]}"
+
+
+def compute_then_answer(expression: str = "6*7") -> list[Reply]:
+    return [
+        Reply("Let me compute.", [call("calculator", expression=expression)]),
+        Reply("FINAL ANSWER: done"),
+    ]
+
+
+async def parked(handle) -> RunProgress:
+    """Wait until the run waits for approval; its progress then."""
+    found: list[RunProgress] = []
+
+    async def waiting() -> bool:
+        progress: RunProgress = await handle.query(AgentRunWorkflow.progress)
+        found[:] = [progress]
+        return progress.waiting_for == "approval"
+
+    await wait_for(waiting, seconds=30)
+    return found[0]
+
+
+def tool_message(request: dict[str, Any]) -> str:
+    return next(m["content"] for m in reversed(request["messages"]) if m["role"] == "tool")
+
+
+async def test_a_call_that_needs_approval_parks_the_run_until_approved(
+    harness: Harness, llm: ScriptedLLM, model_name
+):
+    agent_id = unique_agent()
+    llm.script(
+        model_name,
+        [Reply("Checking.", [call("calculator", expression="6*7")]), Reply("FINAL ANSWER: 42")],
+    )
+    agent = harness.agent(model_name, agent_id=agent_id, approve_tools=["calculator"])
+    handle = await agent.start("What is 6*7?")
+    progress = await parked(handle)
+
+    [pending] = progress.pending_approvals
+    assert (pending.tool, pending.arguments, pending.iteration) == (
+        "calculator",
+        '{"expression": "6*7"}',
+        1,
+    )
+    assert len(llm.requests[model_name]) == 1  # parked before the tool, no second LLM call
+    description = await handle.describe()
+    assert list(description.raw_description.pending_activities) == []  # no worker slot held
+    metadata = await handle.query("__temporal_workflow_metadata", result_type=WorkflowMetadata)
+    assert f"waiting for approval: calculator (call {pending.call_id})" in (
+        metadata.current_details
+    )
+
+    async def listed() -> bool:
+        calls = await pending_calls(harness.client, agent_id)
+        return [(c.run_id, c.call_id, c.tool) for c in calls] == [
+            (handle.id, pending.call_id, "calculator")
+        ]
+
+    await wait_for(listed, seconds=20)
+    attrs = (await handle.describe()).typed_search_attributes
+    assert attrs.get(sa.WAITING_FOR) == "approval"
+
+    outcome = await agent.approve(handle.id, by="alice")
+    assert [(r.call_id, r.decision, r.by) for r in outcome.decided] == [
+        (pending.call_id, "approved", "alice")
+    ]
+    result = await agent.result(handle)
+    assert (result.terminated_by, result.output, result.success) == ("final_answer", "42", True)
+    assert tool_message(llm.requests[model_name][1]) == "42"  # the tool ran after approval
+    assert (await handle.describe()).typed_search_attributes.get(sa.WAITING_FOR) is None
+    assert result.debrief is not None
+    [record] = result.debrief.approvals
+    assert (record.tool, record.decision, record.by) == ("calculator", "approved", "alice")
+    assert record.requested_at is not None and record.requested_at <= record.at
+    assert "## Approvals" in result.debrief.markdown and "approved `calculator`" in (
+        result.debrief.markdown
+    )
+
+
+async def test_a_denial_reaches_the_model_with_its_reason_and_the_run_goes_on(
+    harness: Harness, llm: ScriptedLLM, model_name
+):
+    llm.script(model_name, compute_then_answer())
+    agent = harness.agent(model_name, agent_id=unique_agent(), approve_tools=["all"])
+    handle = await agent.start("What is 6*7?")
+    [pending] = (await parked(handle)).pending_approvals
+
+    await agent.deny(handle.id, pending.call_id, reason="use mental arithmetic", by="bob")
+
+    result = await agent.result(handle)
+    assert (result.terminated_by, result.output) == ("final_answer", "done")
+    observation = tool_message(llm.requests[model_name][1])
+    assert observation == (
+        "[Tool call denied by bob: use mental arithmetic. The tool calculator did not run.]"
+    )
+    assert result.tools_used == []  # a denied call is not a tool call
+    assert result.debrief is not None
+    [record] = result.debrief.approvals
+    assert (record.decision, record.by, record.reason) == ("denied", "bob", "use mental arithmetic")
+    assert "denied `calculator`" in result.debrief.markdown
+
+
+async def test_an_undecided_call_is_denied_when_its_approval_timeout_passes(
+    harness: Harness, llm: ScriptedLLM, model_name
+):
+    llm.script(model_name, compute_then_answer())
+    agent = harness.agent(
+        model_name,
+        agent_id=unique_agent(),
+        approve_tools=["calculator"],
+        approval_timeout_seconds=2,
+    )
+    result = await agent.run("What is 6*7?")
+
+    assert result.terminated_by == "final_answer"
+    observation = tool_message(llm.requests[model_name][1])
+    assert observation == (
+        "[Tool call denied by timeout: no decision within 2 s (approval timeout). "
+        "The tool calculator did not run.]"
+    )
+    assert result.debrief is not None
+    [record] = result.debrief.approvals
+    assert (record.decision, record.by) == ("denied", "timeout")
+
+
+async def test_bad_decisions_are_refused_with_a_clear_error(
+    harness: Harness, llm: ScriptedLLM, model_name
+):
+    llm.script(model_name, compute_then_answer())
+    agent = harness.agent(model_name, agent_id=unique_agent(), approve_tools=["calculator"])
+    handle = await agent.start("What is 6*7?")
+    [pending] = (await parked(handle)).pending_approvals
+
+    with pytest.raises(
+        ValueError,
+        match=f"unknown call id 'call-nope'; calls waiting for approval: {pending.call_id}",
+    ):
+        await agent.approve(handle.id, "call-nope")
+    with pytest.raises(ValueError, match="a denial needs a reason"):
+        await agent.deny(handle.id, pending.call_id, reason="  ")
+    with pytest.raises(ValueError, match="no run with id 'run-missing'"):
+        await agent.approve("run-missing")
+    assert (await handle.query(AgentRunWorkflow.progress)).waiting_for == "approval"  # untouched
+
+    await agent.approve(handle.id, pending.call_id, by="carol")
+    with pytest.raises(ValueError, match=f"call '{pending.call_id}' was already approved by carol"):
+        await agent.deny(handle.id, pending.call_id, reason="too late", by="dave")
+    result = await agent.result(handle)
+    with pytest.raises(ValueError, match="is not running"):
+        await agent.approve(result.run_id)
+    assert [r.by for r in result.debrief.approvals] == ["carol"]  # type: ignore[union-attr]
+
+
+async def test_a_tool_marked_approve_always_waits_and_parallel_calls_are_decided_one_by_one(
+    harness: Harness, llm: ScriptedLLM, model_name
+):
+    harness.worker.registry.add(wire_money)
+    llm.script(
+        model_name,
+        [
+            Reply(
+                "Paying both.",
+                [
+                    call("wire_money", account="A", amount=10),
+                    call("wire_money", account="B", amount=20),
+                    call("calculator", expression="10+20"),
+                ],
+            ),
+            Reply("FINAL ANSWER: paid A"),
+        ],
+    )
+    agent = harness.agent(model_name, agent_id=unique_agent())  # no approve_tools at all
+    handle = await agent.start("Pay A and B")
+    first, second = (await parked(handle)).pending_approvals
+    assert [first.tool, second.tool] == ["wire_money", "wire_money"]
+
+    await agent.approve(handle.id, first.call_id, by="ops")
+    progress: RunProgress = await handle.query(AgentRunWorkflow.progress)
+    assert [p.call_id for p in progress.pending_approvals] == [second.call_id]  # still parked
+    await agent.deny(handle.id, reason="B is not a customer", by="ops")  # every call left
+
+    result = await agent.result(handle)
+    observations = [
+        m["content"] for m in llm.requests[model_name][1]["messages"] if m["role"] == "tool"
+    ]
+    assert observations == [
+        "sent 10.0 to A",
+        "[Tool call denied by ops: B is not a customer. The tool wire_money did not run.]",
+        "30",
+    ]
+    assert [(r.decision, r.call_id) for r in result.debrief.approvals] == [  # type: ignore[union-attr]
+        ("approved", first.call_id),
+        ("denied", second.call_id),
+    ]
+
+
+async def test_a_cancel_while_parked_ends_the_run_and_clears_waiting_for(
+    harness: Harness, llm: ScriptedLLM, model_name
+):
+    llm.script(model_name, compute_then_answer())
+    agent = harness.agent(model_name, agent_id=unique_agent(), approve_tools=["calculator"])
+    handle = await agent.start("What is 6*7?")
+    await parked(handle)
+    result = await agent.cancel(handle.id, reason="not today")
+    assert (result.terminated_by, result.output) == ("cancelled", "Let me compute.")
+    description = await handle.describe()
+    assert description.status == WorkflowExecutionStatus.COMPLETED
+    assert description.typed_search_attributes.get(sa.WAITING_FOR) is None
+
+
+async def test_approving_an_unknown_tool_refuses_the_run(harness: Harness, llm, model_name):
+    llm.script(model_name, compute_then_answer())
+    agent = harness.agent(model_name, agent_id=unique_agent(), approve_tools=["calculater"])
+    with pytest.raises(AgentRunError, match="does not have: calculater"):
+        await agent.run("What is 6*7?")
+
+
+async def test_run_asks_inline_at_the_terminal(harness: Harness, llm: ScriptedLLM, model_name):
+    llm.script(model_name, compute_then_answer())
+    agent = harness.agent(model_name, agent_id=unique_agent(), approve_tools=["calculator"])
+    handle = await agent.start("What is 6*7?")
+    pending = (await parked(handle)).pending_approvals
+    answers = iter(["n", "not with the calculator"])
+
+    await ask_inline(harness.client, handle.id, pending, ask=lambda _: next(answers), by="tty-user")
+
+    result = await agent.result(handle)
+    [record] = result.debrief.approvals  # type: ignore[union-attr]
+    assert (record.decision, record.reason, record.by) == (
+        "denied",
+        "not with the calculator",
+        "tty-user",
+    )
+    assert "not with the calculator" in tool_message(llm.requests[model_name][1])
