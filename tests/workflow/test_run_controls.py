@@ -50,8 +50,13 @@ def run_then_chat(run_steps: list[Step]) -> Any:
 
 
 def chat_prompts(llm: ScriptedLLM, model: str) -> list[str]:
+    """What each chat turn's request told the model (system prompt and quoted notes)."""
     return [
-        next(m["content"] for m in r["messages"] if m["role"] == "system")
+        "\n".join(
+            line.removeprefix("> ")
+            for m in r["messages"]
+            for line in (m.get("content") or "").splitlines()
+        )
         for r in llm.requests[model]
         if is_chat(r)
     ]
