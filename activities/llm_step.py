@@ -8,19 +8,30 @@ reply with its usage and cost. The call itself is `activities.llm_calls`'.
 When the endpoint says the request was too long after all (`context_length_exceeded`), the
 step compacts harder and goes again, up to `MAX_OVERFLOW_RETRIES` times, instead of ending
 the run.
+
+What a step costs stays flat as the run grows: the worker keeps each run's transcript between
+steps and reads only what is new (`activities.transcripts`). A model call is made at most
+once per step: the reply is recorded with the step's whole result as soon as it exists, and a
+retried attempt returns that record instead of calling the model again
+(`activities.step_records`); Postgres outages are waited out inside the attempt, heartbeating
+from the step's start, and never count as the model's failures.
 """
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from openai.types.chat import ChatCompletionMessageFunctionToolCall
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.heartbeat import heartbeating
 from activities.llm_calls import Completion, ContextWindowExceeded, LlmEndpoint, chat_request
 from activities.llm_context import StepContext, StepContexts
+from activities.step_records import recorded, until_stored
 from activities.store import Store, to_openai
+from activities.transcripts import Transcripts
 from reactive_temporal.contracts import names
 from reactive_temporal.contracts.run import (
     LlmStepInput,
@@ -42,13 +53,27 @@ class LlmActivities:
         self.llm = llm
         self.registry = registry
         self.contexts = StepContexts(store)
+        self.transcripts = Transcripts(store)
 
     @activity.defn(name=names.LLM_STEP)
     async def llm_step(self, input: LlmStepInput) -> LlmStepResult:
-        transcript = await self.store.load_transcript(input.run_id, before_seq=input.seq)
+        """One model call over the transcript so far, recorded before it is returned."""
+        async with heartbeating():
+            earlier = await recorded(self.store, input.run_id, input.seq, LlmStepResult)
+            if earlier is not None:
+                return earlier
+            return await self._step(input)
+
+    async def _step(self, input: LlmStepInput) -> LlmStepResult:
+        transcript = await until_stored(
+            lambda: self.transcripts.read(input.run_id, input.seq), what="reading the transcript"
+        )
         tools = self.registry.schemas(input.tool_names)
-        context = await self.contexts.prepare(
-            input.run_id, input.seq, transcript, tools, self.llm.capabilities(input.model)
+        context = await until_stored(
+            lambda: self.contexts.prepare(
+                input.run_id, input.seq, transcript, tools, self.llm.capabilities(input.model)
+            ),
+            what="preparing the step's context",
         )
         completion, context, overflows = await self._complete_within_window(
             input, transcript, tools, context
@@ -74,17 +99,7 @@ class LlmActivities:
             content = strip_rationale_blocks(content) or None
         # Whatever the model sent, what is stored and returned fits every payload limit.
         content, calls = bound_reply(content, calls)
-        await self.store.put_messages(
-            input.run_id,
-            [
-                SeqMessage(
-                    seq=input.seq,
-                    message=Message(role="assistant", content=content, tool_calls=calls),
-                )
-            ],
-        )
-        await self.contexts.sent(input.run_id, input.seq, context, completion.usage.prompt_tokens)
-        return LlmStepResult(
+        result = LlmStepResult(
             content=content,
             tool_calls=calls,
             finish_reason=choice.finish_reason,
@@ -93,6 +108,19 @@ class LlmActivities:
             rationale=rationale,
             context=context.report(overflows),
         )
+        reply = Message(role="assistant", content=content, tool_calls=calls)
+        await until_stored(
+            lambda: self.store.record_step(input.run_id, input.seq, reply, result),
+            what="recording the model's reply",
+        )
+        self.transcripts.add(input.run_id, input.seq, reply)
+        await until_stored(
+            lambda: self.contexts.sent(
+                input.run_id, input.seq, context, completion.usage.prompt_tokens
+            ),
+            what="recording the step's context",
+        )
+        return result
 
     async def _complete_within_window(
         self,
@@ -118,13 +146,17 @@ class LlmActivities:
                 if overflows == MAX_OVERFLOW_RETRIES:
                     raise
                 refused = context
-                context = await self.contexts.prepare(
-                    input.run_id,
-                    input.seq,
-                    transcript,
-                    tools,
-                    self.llm.capabilities(input.model),
-                    refused=refused,
+                context = await until_stored(
+                    functools.partial(
+                        self.contexts.prepare,
+                        input.run_id,
+                        input.seq,
+                        transcript,
+                        tools,
+                        self.llm.capabilities(input.model),
+                        refused=refused,
+                    ),
+                    what="compacting the step's context",
                 )
                 if context.view == refused.view:
                     raise  # nothing left to compact: the head alone is too long

@@ -304,14 +304,17 @@ class Store:
         """The run's transcript in order, up to (not including) `before_seq`."""
         return [e.message for e in await self.load_transcript(run_id, before_seq)]
 
-    async def load_transcript(self, run_id: str, before_seq: int | None = None) -> list[SeqMessage]:
-        """The run's transcript with each message's position, up to `before_seq`."""
+    async def load_transcript(
+        self, run_id: str, before_seq: int | None = None, *, from_seq: int = 0
+    ) -> list[SeqMessage]:
+        """The run's transcript with each message's position, from `from_seq` up to (not
+        including) `before_seq`."""
         limit = before_seq if before_seq is not None else 2**31 - 1
         async with self.pool.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
             await cur.execute(
                 "SELECT seq, role, content, tool_calls, tool_call_id, name FROM run_messages"
-                " WHERE run_id = %s AND seq < %s ORDER BY seq",
-                (run_id, limit),
+                " WHERE run_id = %s AND seq >= %s AND seq < %s ORDER BY seq",
+                (run_id, from_seq, limit),
             )
             rows = await cur.fetchall()
         return [

@@ -12,26 +12,112 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 from temporalio.testing import ActivityEnvironment
 
+from activities.llm_calls import LlmEndpoint
+from activities.llm_step import LlmActivities
 from activities.store import Store
 from activities.tool_calls import ToolActivities
+from activities.transcripts import Transcripts
 from reactive_temporal.contracts import names
-from reactive_temporal.contracts.run import Message, RunToolInput, ToolCall, ToolResult
+from reactive_temporal.contracts.run import (
+    LlmStepInput,
+    Message,
+    RunToolInput,
+    SeqMessage,
+    ToolCall,
+    ToolResult,
+)
 from reactive_temporal.embedded.scripted_llm import Reply, ScriptedLLM, call
+from reactive_temporal.hosting.worker_factory import llm_client
 from reactive_temporal.tools import ToolRegistry, current_tool_call, tool
 from tests.workflow.conftest import Harness, running_worker
 
 pytestmark = pytest.mark.workflow
 
 
-def attempt(number: int) -> ActivityEnvironment:
+def attempt(number: int, workflow_run_id: str = "temporal-run-1") -> ActivityEnvironment:
     env = ActivityEnvironment()
     env.info = dataclasses.replace(
         env.info,
         attempt=number,
         started_time=datetime.now(UTC),
         start_to_close_timeout=timedelta(seconds=30),
+        workflow_run_id=workflow_run_id,
     )
     return env
+
+
+def seeded(*contents: str, first: int = 0) -> list[SeqMessage]:
+    return [
+        SeqMessage(seq=first + i, message=Message(role="user", content=c))
+        for i, c in enumerate(contents)
+    ]
+
+
+async def test_a_retried_llm_step_returns_the_recorded_reply_without_calling_the_model(
+    harness: Harness, settings, llm: ScriptedLLM, model_name: str
+):
+    llm.script(model_name, [Reply("The first and only call.")])
+    store: Store = harness.store
+    endpoint = LlmEndpoint(llm_client(settings, llm.base_url))
+    activities = LlmActivities(store, endpoint, harness.worker.registry)
+    run_id = f"run-reply-{uuid.uuid4().hex[:8]}"
+    await store.put_messages(run_id, seeded("You are a test.", "Say something."))
+    step = LlmStepInput(run_id=run_id, seq=2, iteration=0, model=model_name, tool_names=[])
+    try:
+        first = await attempt(1).run(activities.llm_step, step)
+        assert first.content == "The first and only call."
+        # the completion was lost after the reply was recorded: Temporal runs the step again
+        again = await attempt(2).run(activities.llm_step, step)
+    finally:
+        await endpoint.close()
+    assert again == first
+    assert len(llm.requests[model_name]) == 1  # one billed model call, not two
+    kept = await store.load_transcript(run_id)
+    assert [e.message.content for e in kept][-1] == "The first and only call."
+
+
+async def test_a_step_reads_only_the_transcript_rows_written_since_its_last_step(
+    harness: Harness,
+):
+    store: Store = harness.store
+    run_id = f"run-cache-{uuid.uuid4().hex[:8]}"
+    transcripts = Transcripts(store)
+    await store.put_messages(run_id, seeded("system", "task"))
+    assert [e.seq for e in await attempt(1).run(transcripts.read, run_id, 2)] == [0, 1]
+    attempt(1).run(transcripts.add, run_id, 2, Message(role="assistant", content="calling a tool"))
+    await store.put_messages(run_id, seeded("tool result", first=3))
+    later = await attempt(1).run(transcripts.read, run_id, 4)
+    assert [e.message.content for e in later] == ["system", "task", "calling a tool", "tool result"]
+    assert (transcripts.full_reads, transcripts.partial_reads) == (1, 1)
+
+    # what is held is not read again: a rewrite of an old row is not seen by this run...
+    await store.put_messages(run_id, seeded("system, rewritten"))
+    assert (await attempt(1).run(transcripts.read, run_id, 4))[0].message.content == "system"
+    # ...but a new Temporal run of the workflow (a reset, a continue-as-new) reads it all
+    reset = await attempt(1, workflow_run_id="temporal-run-2").run(transcripts.read, run_id, 4)
+    assert reset[0].message.content == "system, rewritten"
+    assert transcripts.full_reads == 2
+
+
+async def test_a_gap_in_the_new_rows_reads_the_whole_transcript(harness: Harness):
+    store: Store = harness.store
+    run_id = f"run-gap-{uuid.uuid4().hex[:8]}"
+    transcripts = Transcripts(store)
+    await store.put_messages(run_id, seeded("system", "task"))
+    await attempt(1).run(transcripts.read, run_id, 2)
+    await store.put_messages(run_id, seeded("late", first=3))  # nothing at 2
+    read = await attempt(1).run(transcripts.read, run_id, 4)
+    assert [e.seq for e in read] == [0, 1, 3] and transcripts.full_reads == 2
+
+
+def test_held_transcripts_are_bounded(harness: Harness):
+    transcripts = Transcripts(harness.store, max_runs=2, max_chars=10_000)
+    env = attempt(1)
+    for i in range(3):
+        env.run(transcripts._keep, (f"run-{i}", "r"), seeded("x" * 100))
+    assert list(transcripts._held) == [("run-1", "r"), ("run-2", "r")]
+    env.run(transcripts._keep, ("run-3", "r"), seeded("y" * 20_000))
+    assert list(transcripts._held) == []  # one run bigger than the bound is not held
 
 
 async def test_a_retried_tool_step_returns_the_recorded_result_without_running_the_tool(
