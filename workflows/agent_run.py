@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 from datetime import datetime
-from typing import Any
+from typing import Any, NoReturn
 
 from temporalio import workflow
 from temporalio.exceptions import (
@@ -55,6 +55,7 @@ with workflow.unsafe.imports_passed_through():
         PrepareRunInput,
         PrepareRunResult,
         RecordMessagesInput,
+        RunContinuation,
         RunProgress,
         RunToolInput,
         SeqMessage,
@@ -69,7 +70,6 @@ with workflow.unsafe.imports_passed_through():
         collect_debrief_input,
         derive_outcome,
         ending_cause,
-        errors_from_loop,
         is_trivial,
     )
     from workflows.final_answer import (
@@ -79,8 +79,10 @@ with workflow.unsafe.imports_passed_through():
     )
     from workflows.run_controls import RunControls, tool_message
     from workflows.run_limits import (
+        CONTINUE_AS_NEW_EVERY_ITERATIONS,
         admitted_tool_calls,
         oversized_arguments_observation,
+        should_continue_as_new,
         too_many_calls_observation,
     )
     from workflows.run_state import RunState
@@ -103,6 +105,7 @@ class AgentRunWorkflow(RunControls):
         self.anchored_marker = workflow.patched(names.FINAL_ANSWER_LINE_PATCH)
         self.check_operator_answer = workflow.patched(names.OPERATOR_ANSWER_CHECK_PATCH)
         self.limit_tool_calls = workflow.patched(names.TOOL_CALL_LIMITS_PATCH)
+        self.continues = workflow.patched(names.RUN_CONTINUE_AS_NEW_PATCH)
         self.check_budgets = False
         self.approvals_on = False
         self.marked_tools: list[str] = []
@@ -114,7 +117,8 @@ class AgentRunWorkflow(RunControls):
 
     @workflow.run
     async def run(self, input: AgentRunInput) -> AgentResult:
-        started = workflow.now()
+        # A run continuing as new counts its duration (and its deadline) from its first start.
+        started = input.continuation.started_at if input.continuation else workflow.now()
         # Every patch is asked for here, in the first workflow task: its marker then shares
         # that task's marker batch with prepare_run's (one billed action, not one per patch).
         self.attributes_on_change = workflow.patched(names.SEARCH_ATTRIBUTES_ON_CHANGE_PATCH)
@@ -144,19 +148,24 @@ class AgentRunWorkflow(RunControls):
         return await self._finish_even_if_cancelled(started)
 
     async def _loop(self, input: AgentRunInput, started: datetime, has_deadline: bool) -> None:
-        """Prepare the run, then take turns until something ends it."""
-        prepared: PrepareRunResult = await self._store_step(
-            names.PREPARE_RUN,
-            PrepareRunInput(
-                run_id=self.run_id, task=input.task, agent=self.agent, started_at=started
-            ),
-            result_type=PrepareRunResult,
-            summary="prepare run",
-        )
-        self.state.tool_names = prepared.tool_names
-        self.state.tool_timeouts = prepared.tool_timeouts
-        self.state.seq = prepared.next_seq
-        self.marked_tools = prepared.approval_tools
+        """Prepare the run (or take up the state it continued as new with), then take turns
+        until something ends it, continuing as new when its history grows long."""
+        if input.continuation is not None:
+            self.state = RunState.model_validate(input.continuation.state)
+            self.marked_tools = list(input.continuation.approval_tools)
+        else:
+            prepared: PrepareRunResult = await self._store_step(
+                names.PREPARE_RUN,
+                PrepareRunInput(
+                    run_id=self.run_id, task=input.task, agent=self.agent, started_at=started
+                ),
+                result_type=PrepareRunResult,
+                summary="prepare run",
+            )
+            self.state.tool_names = prepared.tool_names
+            self.state.tool_timeouts = prepared.tool_timeouts
+            self.state.seq = prepared.next_seq
+            self.marked_tools = prepared.approval_tools
         if self.agent.approve_tools or self.marked_tools:
             self.approvals_on = workflow.patched(names.TOOL_APPROVALS_PATCH)
         # Started once `prepare_run` (a local activity) is done, counting from the start: a
@@ -165,6 +174,7 @@ class AgentRunWorkflow(RunControls):
         if has_deadline:
             self.deadline = self._start_deadline(started)
 
+        first_iteration = self.state.iteration
         while not self.state.ended and self.state.iteration < self.agent.max_iterations:
             self._publish_details()
             step = await self._llm_step()
@@ -172,6 +182,30 @@ class AgentRunWorkflow(RunControls):
                 break
             await self._take_turn(step)
             self.state.end_if_operator_answered()
+            if self.continues and should_continue_as_new(
+                suggested=workflow.info().is_continue_as_new_suggested(),
+                iterations_this_run=self.state.iteration - first_iteration,
+                every=input.continue_as_new_every or CONTINUE_AS_NEW_EVERY_ITERATIONS,
+                ended=self.state.ended or self.state.iteration >= self.agent.max_iterations,
+            ):
+                await self._continue_as_new(input, started)
+
+    async def _continue_as_new(self, input: AgentRunInput, started: datetime) -> NoReturn:
+        """Hand the run to a fresh Temporal run: same workflow id, its state compacted."""
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        carried = input.continuation.continued if input.continuation else 0
+        workflow.continue_as_new(
+            input.model_copy(
+                update={
+                    "continuation": RunContinuation(
+                        state=self.state.compacted().model_dump(mode="json"),
+                        started_at=started,
+                        continued=carried + 1,
+                        approval_tools=self.marked_tools,
+                    )
+                }
+            )
+        )
 
     async def _take_turn(self, step: LlmStepResult) -> None:
         """Account for the model's reply, then act on it: end the run, nudge, or run tools."""
@@ -250,7 +284,7 @@ class AgentRunWorkflow(RunControls):
         outcome = (
             result.debrief.outcome
             if result.debrief
-            else derive_outcome(result.terminated_by, errors_from_loop(self.state.tool_calls))
+            else derive_outcome(result.terminated_by, self.state.loop_errors())
         )
         debrief_status = "none"
         if result.debrief is not None:
@@ -323,6 +357,8 @@ class AgentRunWorkflow(RunControls):
             self.state.rationale,
             self.state.approvals,
             cause=cause,
+            earlier_stats=self.state.earlier_tool_stats,
+            earlier_errors=self.state.earlier_errors,
         )
 
     @workflow.signal(name=names.FINAL_ANSWER_SIGNAL)

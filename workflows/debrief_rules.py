@@ -38,6 +38,10 @@ _NO_OUTPUT_SUMMARY: dict[str, str] = {
 }
 
 
+MAX_DEBRIEF_ERRORS = 50
+"""Distinct errors a debrief carries at most (a long run's failures would fill its input)."""
+
+
 def collect_debrief_input(
     result: AgentResult,
     task: str,
@@ -46,9 +50,12 @@ def collect_debrief_input(
     approvals: Sequence[ApprovalRecord] = (),
     *,
     cause: str | None = None,
+    earlier_stats: Sequence[ToolStat] = (),
+    earlier_errors: Sequence[str] = (),
 ) -> DebriefInput:
     """The debrief's signals, from a finished run's result and what its loop recorded;
-    `cause` (a failed run's `ending_cause`) joins the errors."""
+    `cause` (a failed run's `ending_cause`) joins the errors; `earlier_*` are what the run
+    recorded before it last continued as new."""
     m = result.metadata
     return DebriefInput(
         task=task,
@@ -56,8 +63,10 @@ def collect_debrief_input(
         run_id=result.run_id,
         terminated_by=result.terminated_by,
         final_answer=result.final_answer,
-        tool_stats=tool_stats(tool_calls),
-        errors_from_loop=[*errors_from_loop(tool_calls), *([cause] if cause else [])],
+        tool_stats=merge_tool_stats(earlier_stats, tool_stats(tool_calls)),
+        errors_from_loop=dedupe(
+            [*earlier_errors, *errors_from_loop(tool_calls), *([cause] if cause else [])]
+        )[:MAX_DEBRIEF_ERRORS],
         metrics=DebriefMetrics(
             tokens=m.tokens_used, duration_ms=m.duration_ms, iterations=m.iterations, cost=m.cost
         ),
@@ -101,6 +110,28 @@ def tool_stats(records: Iterable[ToolCallRecord]) -> list[ToolStat]:
         )
         for name, calls in grouped.items()
     ]
+
+
+def merge_tool_stats(*groups: Iterable[ToolStat]) -> list[ToolStat]:
+    """Per-tool stats of several stretches of a run as one, in first-use order."""
+    merged: dict[str, ToolStat] = {}
+    for group in groups:
+        for stat in group:
+            seen = merged.get(stat.name)
+            if seen is None:
+                merged[stat.name] = stat.model_copy()
+                continue
+            calls = seen.calls + stat.calls
+            merged[stat.name] = ToolStat(
+                name=stat.name,
+                calls=calls,
+                errors=seen.errors + stat.errors,
+                avg_duration_ms=round(
+                    (seen.avg_duration_ms * seen.calls + stat.avg_duration_ms * stat.calls)
+                    / max(calls, 1)
+                ),
+            )
+    return list(merged.values())
 
 
 def errors_from_loop(records: Iterable[ToolCallRecord]) -> list[str]:

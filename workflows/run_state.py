@@ -17,7 +17,11 @@ from collections.abc import Sequence
 from pydantic import BaseModel, Field
 
 from reactive_temporal.contracts.approvals import ApprovalRecord, PendingApproval
-from reactive_temporal.contracts.debrief import RationaleEntry, ToolCallRecord
+from reactive_temporal.contracts.debrief import (
+    RationaleEntry,
+    ToolCallRecord,
+    ToolStat,
+)
 from reactive_temporal.contracts.result import AgentResult, RunMetadata
 from reactive_temporal.contracts.run import (
     FINAL_ANSWER_TOOL,
@@ -31,6 +35,13 @@ from reactive_temporal.contracts.run import (
 from reactive_temporal.limits import ERROR_RECORD_MAX_CHARS
 from reactive_temporal.sanitize import clip
 from workflows.chat_rules import analysis_observation, keep_recent, tool_observation
+from workflows.debrief_rules import (
+    MAX_DEBRIEF_ERRORS,
+    dedupe,
+    errors_from_loop,
+    merge_tool_stats,
+    tool_stats,
+)
 from workflows.final_answer import (
     META_TOOLS,
     has_tool_work,
@@ -40,6 +51,8 @@ from workflows.final_answer import (
 from workflows.turns import Ending
 
 OBSERVATION_PREVIEW_CHARS = 500
+KEEP_RECORDS = 100
+"""Tool calls and rationale entries a run carries whole when it continues as new."""
 
 
 def preview(text: str, limit: int = OBSERVATION_PREVIEW_CHARS) -> str:
@@ -61,7 +74,11 @@ class RunState(BaseModel):
     tools_used: list[str] = Field(default_factory=list)
     """Tools called so far, in first-use order; `final-answer` included once called."""
     tool_calls: list[ToolCallRecord] = Field(default_factory=list)
-    """Every executed tool call, for the debrief."""
+    """Every executed tool call since the run last continued as new, for the debrief."""
+    earlier_tool_stats: list[ToolStat] = Field(default_factory=list)
+    """The calls from before the run last continued as new, folded into per-tool stats."""
+    earlier_errors: list[str] = Field(default_factory=list)
+    """Their distinct errors (at most MAX_DEBRIEF_ERRORS)."""
     rationale: list[RationaleEntry] = Field(default_factory=list)
     """Audit mode: why each tool call was made."""
     observations: list[str] = Field(default_factory=list)
@@ -216,6 +233,29 @@ class RunState(BaseModel):
 
     def end_at_iteration_cap(self) -> None:
         self.end(Ending("max_iterations", self.last_text))
+
+    # -- a long run --------------------------------------------------------------------------
+
+    def loop_errors(self) -> list[str]:
+        return dedupe([*self.earlier_errors, *errors_from_loop(self.tool_calls)])
+
+    def compacted(self, keep: int = KEEP_RECORDS) -> RunState:
+        """The state to carry into the next Temporal run: the last `keep` tool calls and
+        rationale entries kept whole, the older calls folded into stats and distinct errors,
+        so the continue-as-new input stays small however long the run."""
+        older, recent = self.tool_calls[:-keep], self.tool_calls[-keep:]
+        return self.model_copy(
+            update={
+                "tool_calls": recent,
+                "earlier_tool_stats": merge_tool_stats(self.earlier_tool_stats, tool_stats(older)),
+                "earlier_errors": dedupe([*self.earlier_errors, *errors_from_loop(older)])[
+                    :MAX_DEBRIEF_ERRORS
+                ],
+                "rationale": self.rationale[-keep:],
+                "approvals": self.approvals[-keep:],
+                "current_tool": None,
+            }
+        )
 
     # -- what the outside sees --------------------------------------------------------------
 

@@ -33,7 +33,7 @@ from reactive_temporal.cli.common import (
 )
 from reactive_temporal.cli.terminal import markdown, plain, safe
 from reactive_temporal.contracts.result import AgentResult
-from reactive_temporal.contracts.run import RunProgress
+from reactive_temporal.contracts.run import MAX_ITERATIONS, RunProgress
 from reactive_temporal.embedded.stack import StackError, read_published_stack
 from reactive_temporal.hosting.runtime import open_runtime
 from workflows.agent_run import AgentRunWorkflow
@@ -50,7 +50,7 @@ def run(
     task: Annotated[str, typer.Argument(help="What the agent should do.")],
     agent: Annotated[str, typer.Option(help="Agent name (its runs, memory and chat).")] = "agent",
     model: Annotated[str | None, typer.Option(help="Model name; default AGENT_MODEL.")] = None,
-    max_iterations: Annotated[int, typer.Option(min=1, max=500)] = 10,
+    max_iterations: Annotated[int, typer.Option(min=1, max=MAX_ITERATIONS)] = 10,
     required_tool: Annotated[
         list[str] | None, typer.Option(help="A tool the agent must call before finishing.")
     ] = None,

@@ -111,6 +111,10 @@ CHAT_NOTES_PATCH: Final = "chat-notes-user-role"
 """What chat knows of the agent's runs reaches the model as quoted notes in a user-role
 message, not in the system prompt."""
 
+RUN_CONTINUE_AS_NEW_PATCH: Final = "run-continue-as-new"
+"""A run continues as new (same workflow id, transcript, counters, one debrief) when
+Temporal suggests it or every CONTINUE_AS_NEW_EVERY_ITERATIONS iterations."""
+
 # -- metrics the workflows record ---------------------------------------------------------------
 # With `workflow.metric_meter()`, which records nothing while a workflow replays: a run is
 # counted once however often workers replay it. Served at a worker's /metrics.

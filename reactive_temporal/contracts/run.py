@@ -8,7 +8,7 @@ change.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_validator
 
@@ -41,6 +41,9 @@ ReasoningEffort = Literal["minimal", "low", "medium", "high"]
 """How hard a reasoning model thinks (OpenAI's `reasoning_effort`)."""
 
 TASK_MAX_CHARS = 100_000
+MAX_ITERATIONS = 10_000
+"""A run continues as new as it goes, so thousands of iterations stay within Temporal's
+history limits."""
 """A task longer than this is refused before a run starts."""
 
 
@@ -93,7 +96,7 @@ class AgentConfig(BaseModel):
     agent_id: str = Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]*$")
     model: str = Field(min_length=1, max_length=200)
     system_prompt: str | None = None
-    max_iterations: int = Field(default=10, ge=1, le=500)
+    max_iterations: int = Field(default=10, ge=1, le=MAX_ITERATIONS)
     required_tools: list[str] = Field(default_factory=list)
     tools: list[str] | None = None
     """Tool names this agent may use; None means every tool the worker has."""
@@ -128,11 +131,32 @@ class AgentConfig(BaseModel):
     """A call undecided this long after it was made is denied with that reason."""
 
 
+class RunContinuation(BaseModel):
+    """What a run carries into its next Temporal run when it continues as new.
+
+    The workflow id and the transcript stay the same; the state and the first start travel.
+    """
+
+    state: dict[str, Any]
+    """The run's state (workflows.run_state.RunState, compacted), as its model_dump makes it."""
+    started_at: datetime
+    """When the run's first Temporal run started: its duration counts from here."""
+    continued: int = 1
+    """How many times the run has continued as new."""
+    approval_tools: list[str] = Field(default_factory=list)
+    """Tools the worker marked as needing approval (`prepare_run` told the first run)."""
+
+
 class AgentRunInput(BaseModel):
     """The AgentRunWorkflow's input: the task, and the agent that works on it."""
 
     task: str = Field(min_length=1, max_length=TASK_MAX_CHARS)
     agent: AgentConfig
+    continue_as_new_every: int | None = Field(default=None, ge=1)
+    """Iterations per Temporal run before the run continues as new; None means when
+    Temporal suggests it, or every 500 iterations (tests set a low number)."""
+    continuation: RunContinuation | None = None
+    """Set when this is a run continuing as new, not a new run."""
 
     @field_validator("task")
     @classmethod

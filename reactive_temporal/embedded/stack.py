@@ -85,6 +85,7 @@ class DevServer:
         namespace: str = "default",
         port: int | None = None,
         ui_port: int | None = None,
+        extra_args: list[str] | None = None,
         encryption_keys: str | None = None,
         encryption_required: bool = False,
     ) -> None:
@@ -95,6 +96,8 @@ class DevServer:
         self.namespace = namespace
         self.port = port or free_port()
         self.ui_port = ui_port
+        self.extra_args = list(extra_args or [])
+        """More `temporal server start-dev` flags (tests: a low continue-as-new threshold)."""
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -128,7 +131,7 @@ class DevServer:
             if self.ui_port
             else ["--headless"]
         )
-        return cmd
+        return cmd + self.extra_args
 
     async def start(
         self,

@@ -173,8 +173,8 @@ CLI_CASES: list[tuple[str, list[str], dict[str, str], int, str]] = [
      "Invalid value for '--max-iterations': Input should be greater than or equal to 1"),
     ("run-max-iterations-many", ["run", "hi", "--max-iterations", "many"], NO_SERVER, 2,
      "Invalid value for '--max-iterations': Input should be a valid integer"),
-    ("run-max-iterations-501", ["run", "hi", "--max-iterations", "501"], NO_SERVER, 2,
-     "Input should be less than or equal to 500"),
+    ("run-max-iterations-10001", ["run", "hi", "--max-iterations", "10001"], NO_SERVER, 2,
+     "Input should be less than or equal to 10000"),
     ("chat-bad-agent-name", ["chat", "hi", "--agent", "bad name!"], NO_SERVER, 2,
      "agent_id: String should match pattern"),
     ("runs-unknown-status", ["runs", "--status", "sleeping"], NO_SERVER, 2,
@@ -457,8 +457,8 @@ BUILDER_CASES: list[tuple[str, Callable[[AgentBuilder], object], str]] = [
      "agent_id: String should have at least 1 character"),
     ("max-iterations-0", lambda b: b.with_reasoning(max_iterations=0).config(),
      "max_iterations: Input should be greater than or equal to 1"),
-    ("max-iterations-501", lambda b: b.with_reasoning(max_iterations=501).config(),
-     "max_iterations: Input should be less than or equal to 500"),
+    ("max-iterations-10001", lambda b: b.with_reasoning(max_iterations=10_001).config(),
+     "max_iterations: Input should be less than or equal to 10000"),
     ("max-iterations-many", lambda b: b.with_reasoning(max_iterations="many").config(),  # type: ignore[arg-type]
      "max_iterations: Input should be a valid integer"),
 ]  # fmt: skip
@@ -513,8 +513,8 @@ RUN_CASES: list[tuple[str, str, dict[str, Any], str]] = [
     ("oversized-task", "x" * 100_001, {}, "task: String should have at most 100000 characters"),
     ("max-iterations-0", "hi", {"max_iterations": 0},
      "invalid run: max_iterations: Input should be greater than or equal to 1"),
-    ("max-iterations-501", "hi", {"max_iterations": 501},
-     "max_iterations: Input should be less than or equal to 500"),
+    ("max-iterations-10001", "hi", {"max_iterations": 10_001},
+     "max_iterations: Input should be less than or equal to 10000"),
 ]  # fmt: skip
 
 
@@ -666,10 +666,9 @@ async def test_model_emitted_bad_tool_calls_become_clear_observations(
         ("unknown-tool", call("teleport", to="Mars"), "unknown tool 'teleport'"),
         ("sql-in-arguments", call("file_read", path=f"{SQL}.txt"), "no file at"),
     ]  # fmt: skip
-    model = llm.script(
-        unique("bad-calls"),
-        [Reply(None, [c for _, c, _ in table]), Reply("FINAL ANSWER: all refused")],
-    )
+    calls = [c for _, c, _ in table]
+    replies = [Reply(None, calls[i : i + 8]) for i in range(0, len(calls), 8)]  # under the cap
+    model = llm.script(unique("bad-calls"), [*replies, Reply("FINAL ANSWER: all refused")])
     agent = h.agent(model, agent_id=unique("bad-calls"), memory=False, max_parallel_tools=8)
     before = await table_contents(database_url)
     result = await agent.run("Try everything you should not")
@@ -689,7 +688,8 @@ async def test_model_emitted_bad_tool_calls_become_clear_observations(
     assert not any("root:" in content for (content,) in observations)  # /etc/passwd not read
     assert not escape.exists() and outside.read_text() == "original"
     after = await table_contents(database_url)
-    assert rows_added(before, after, "run_messages") == 3 + len(table) + 1
+    # system, task, each reply, each observation, the answer
+    assert rows_added(before, after, "run_messages") == 2 + len(replies) + len(table) + 1
     assert {t: after[t] for t in TABLES[1:]} == {t: before[t] for t in TABLES[1:]}
     assert await tables_exist(database_url)
 

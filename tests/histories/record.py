@@ -31,7 +31,7 @@ from reactive_temporal.api.operate import history_to_json
 from reactive_temporal.config import Settings
 from reactive_temporal.contracts import names
 from reactive_temporal.contracts.entity import AgentState, AgentWorkflowInput
-from reactive_temporal.contracts.run import AgentConfig, FinalAnswerCapture
+from reactive_temporal.contracts.run import AgentConfig, AgentRunInput, FinalAnswerCapture
 from reactive_temporal.embedded.scripted_llm import HttpError, Reply, ScriptedLLM, call
 from reactive_temporal.embedded.stack import DevServer
 from reactive_temporal.hosting.runtime import Runtime
@@ -131,6 +131,23 @@ async def record(client: Client, task_queue: str, llm: ScriptedLLM) -> dict[str,
     await capped.debrief_rich()
     scenarios["failed_run_teaches.json"] = capped.run_id
     scenarios["failed_run_debrief.json"] = names.debrief_workflow_id(capped.run_id)
+
+    # a run that continues as new every 2 iterations: its first and its last Temporal runs
+    llm.script(
+        "continued",
+        [Reply(None, [call("calculator", expression=f"{i}*3")]) for i in range(4)]
+        + [Reply("FINAL ANSWER: tripled")],
+    )
+    continued = agent("continued", memory=False)
+    handle_long = await client.start_workflow(
+        AgentRunWorkflow.run,
+        AgentRunInput(task="triple 0-3", agent=continued.config, continue_as_new_every=2),
+        id=names.run_workflow_id(continued.name, uuid.uuid4()),
+        task_queue=task_queue,
+    )
+    await handle_long.result()
+    scenarios[f"continued_run_first.json@{handle_long.first_execution_run_id}"] = handle_long.id
+    scenarios["continued_run_last.json"] = handle_long.id
 
     chat_agent = f"recorder-chat-{uuid.uuid4().hex[:6]}"
     handle = await client.start_workflow(

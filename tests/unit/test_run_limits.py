@@ -92,3 +92,25 @@ def test_the_reply_fits_its_byte_budget_whatever_its_characters():
     content, bounded = bound_reply(worst, many)
     assert len(to_json([content, [c.model_dump() for c in bounded]])) <= REPLY_MAX_BYTES
     assert any(c.oversized for c in bounded)
+
+
+def test_the_state_a_long_run_carries_stays_small():
+    from reactive_temporal.contracts.debrief import ToolCallRecord
+    from workflows.run_state import RunState
+
+    state = RunState(iteration=5_000)
+    state.tool_calls = [
+        ToolCallRecord(
+            name=f"tool{i % 7}", success=i % 3 != 0, duration_ms=10 + i % 5, iteration=i,
+            error=None if i % 3 else f"[Tool error: tool{i % 7} failed: {'e' * 980} {i % 40}]",
+        )
+        for i in range(10_000)
+    ]  # fmt: skip
+    carried = state.compacted()
+    assert len(to_json(carried.model_dump(mode="json"))) < 250_000
+    stats = {s.name: s for s in carried.earlier_tool_stats}
+    recent_calls = sum(1 for r in carried.tool_calls if r.name == "tool0")
+    assert stats["tool0"].calls + recent_calls == sum(1 for i in range(10_000) if i % 7 == 0)
+    assert len(carried.earlier_errors) <= 50 and carried.iteration == 5_000
+    again = carried.compacted()  # a second continue-as-new folds into the same stats
+    assert sum(s.calls for s in again.earlier_tool_stats) + len(again.tool_calls) == 10_000
