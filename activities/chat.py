@@ -7,6 +7,7 @@ from typing import Any
 from temporalio import activity
 
 from activities.llm_calls import ContextWindowExceeded, LlmEndpoint, chat_request
+from activities.run_events import RunEvents
 from activities.session_store import SessionStore
 from reactive_temporal.contracts import names
 from reactive_temporal.contracts.entity import (
@@ -27,9 +28,10 @@ DIRECT_TEMPERATURE = 0.7
 
 
 class ChatActivities:
-    def __init__(self, sessions: SessionStore, llm: LlmEndpoint) -> None:
+    def __init__(self, sessions: SessionStore, llm: LlmEndpoint, events: RunEvents) -> None:
         self.sessions = sessions
         self.llm = llm
+        self.events = events
 
     @activity.defn(name=names.CHAT_DIRECT)
     async def chat_direct(self, input: ChatDirectInput) -> ChatDirectResult:
@@ -37,16 +39,29 @@ class ChatActivities:
         data, then the history and the message. A request too long for the model's window
         goes again with the latest turn of history only."""
         history = input.history
+        text = (
+            self.events.text(input.stream_id, 0, activity.info().attempt)
+            if input.stream_id
+            else None
+        )
         while True:
             try:
                 completion = await self.llm.complete(
-                    self._request(input, history), max_attempts=input.agent.llm_max_attempts
+                    self._request(input, history),
+                    max_attempts=input.agent.llm_max_attempts,
+                    on_text=text.add if text else None,
                 )
                 break
             except ContextWindowExceeded:
                 if len(history) <= 2:
                     raise
                 history = history[-2:]
+            except BaseException:
+                if text is not None:
+                    text.cancel()
+                raise
+        if text is not None:
+            await text.close()
         return ChatDirectResult(
             message=(completion.content or "").strip() or "(no answer)",
             tokens=completion.usage.total_tokens,

@@ -17,19 +17,25 @@ go through `LlmEndpoint.complete`:
   parameter the model refuses makes the call go again without it, and this worker leaves it
   out for that model from then on (`ModelQuirks`), so nobody sees a failed run or chat for it;
   a 400 that says the request is longer than the window raises `ContextWindowExceeded`;
-- the reply comes back with its token usage (reasoning tokens too) and its cost (`Completion`).
+- the reply comes back with its token usage (reasoning tokens too) and its cost (`Completion`);
+- with `on_text`, the call streams (`stream: true`, `stream_options.include_usage`) and
+  hands each text delta to `on_text` as it arrives; the chunks are put back together
+  (openai's `ChatCompletionStreamState`) into the same `ChatCompletion` an unstreamed call
+  returns, so nothing downstream knows. An endpoint that refuses to stream is asked again
+  without it, and this worker stops asking it to stream for that model.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, NoReturn
 
 import openai
-from openai.types.chat import ChatCompletion
+from openai.lib.streaming.chat import ChatCompletionStreamState
+from openai.types.chat import ChatCompletion, ChatCompletionChunk
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
@@ -55,6 +61,9 @@ MAX_LEARNED_PER_CALL = 4
 """Parameters one call may learn to leave out before its 400 stands (each 400 names one)."""
 WANTED = ("max_tokens", "temperature", "top_p", "reasoning_effort")
 """Request keys that say what the caller wants, adapted to the model before sending."""
+STREAM_PARAMS = ("stream", "stream_options")
+TextSink = Callable[[str], None]
+"""Takes each text delta of a streamed reply, as it arrives (it must not block)."""
 
 
 def chat_request(
@@ -198,6 +207,8 @@ class LlmEndpoint:
         self.overrides = capabilities or {}
         self.context_tokens = context_tokens
         self.quirks = ModelQuirks()
+        self.no_streaming: set[str] = set()
+        """Models whose endpoint refused to stream: asked without it from then on."""
 
     def capabilities(self, model: str) -> ModelCapabilities:
         """What `model` accepts: the table, the configuration, then what this worker learned."""
@@ -215,15 +226,22 @@ class LlmEndpoint:
         base = {k: v for k, v in request.items() if k not in WANTED}
         return base | request_params(self.capabilities(str(request["model"])), wanted)
 
-    async def complete(self, request: dict[str, Any], *, max_attempts: int | None) -> Completion:
+    async def complete(
+        self,
+        request: dict[str, Any],
+        *,
+        max_attempts: int | None,
+        on_text: TextSink | None = None,
+    ) -> Completion:
         """Send one chat-completions request from inside an activity; LLM failures raise
-        ApplicationErrors that Temporal retries (or not), counted against `max_attempts`."""
+        ApplicationErrors that Temporal retries (or not), counted against `max_attempts`.
+        With `on_text`, the reply streams and each text delta goes to it as it arrives."""
         timeout = activity.info().start_to_close_timeout or DEFAULT_ACTIVITY_TIMEOUT
         model = str(request["model"])
         with observe_llm_call(model) as observed:  # a span and the metrics, per real request
             with llm_errors(max_attempts):
                 async with heartbeating():
-                    response = await self._send_adapted(request, client_timeout(timeout))
+                    response = await self._send_adapted(request, client_timeout(timeout), on_text)
             usage = usage_of(response)
             cost = cost_of(model, usage.prompt_tokens, usage.completion_tokens, self.prices)
             observed.succeeded(
@@ -234,15 +252,29 @@ class LlmEndpoint:
             )
         return Completion(response=response, usage=usage, cost=cost)
 
-    async def _send_adapted(self, request: dict[str, Any], http_timeout: float) -> ChatCompletion:
+    async def _send_adapted(
+        self, request: dict[str, Any], http_timeout: float, on_text: TextSink | None = None
+    ) -> ChatCompletion:
         """Send the request as the model accepts it; learn from a 400 that names a parameter
         it refuses and go again without it."""
         model = str(request["model"])
         for learned in range(MAX_LEARNED_PER_CALL + 1):
             body = self.adapt(request)
+            stream = on_text is not None and model not in self.no_streaming
             try:
+                if stream and on_text is not None:
+                    return await self._stream(body, http_timeout, on_text)
                 return await self._send(body, http_timeout)
             except openai.BadRequestError as err:
+                if stream and read_rejection(err.body, STREAM_PARAMS) is not None:
+                    self.no_streaming.add(model)
+                    activity.logger.warning(
+                        "model %s refused to stream; this worker asks it without streaming "
+                        "from now on (%s)",
+                        model,
+                        str(err.message)[:200],
+                    )
+                    continue
                 overflow = read_context_overflow(err.body)
                 if overflow is not None:
                     if overflow.limit is not None:
@@ -270,6 +302,27 @@ class LlmEndpoint:
             cast_to=ChatCompletion,
             options={"timeout": http_timeout},
         )
+
+    async def _stream(
+        self, body: dict[str, Any], http_timeout: float, on_text: TextSink
+    ) -> ChatCompletion:
+        """One streamed HTTP call: each content delta to `on_text`, the reply reassembled."""
+        stream = await self.client.post(
+            "/chat/completions",
+            body={**body, "stream": True, "stream_options": {"include_usage": True}},
+            cast_to=ChatCompletion,
+            stream=True,
+            stream_cls=openai.AsyncStream[ChatCompletionChunk],
+            options={"timeout": http_timeout},
+        )
+        state: ChatCompletionStreamState[None] = ChatCompletionStreamState()
+        async with stream:
+            async for chunk in stream:
+                state.handle_chunk(chunk)
+                for choice in chunk.choices:
+                    if choice.index == 0 and choice.delta.content:
+                        on_text(choice.delta.content)
+        return state.get_final_completion()
 
     async def close(self) -> None:
         await self.client.close()

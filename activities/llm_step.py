@@ -27,12 +27,20 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.heartbeat import heartbeating
-from activities.llm_calls import Completion, ContextWindowExceeded, LlmEndpoint, chat_request
+from activities.llm_calls import (
+    Completion,
+    ContextWindowExceeded,
+    LlmEndpoint,
+    TextSink,
+    chat_request,
+)
 from activities.llm_context import StepContext, StepContexts
+from activities.run_events import RunEvents
 from activities.step_records import recorded, until_stored
 from activities.store import Store, to_openai
 from activities.transcripts import Transcripts
 from reactive_temporal.contracts import names
+from reactive_temporal.contracts.events import NewEvent
 from reactive_temporal.contracts.run import (
     LlmStepInput,
     LlmStepResult,
@@ -54,6 +62,7 @@ class LlmActivities:
         self.registry = registry
         self.contexts = StepContexts(store)
         self.transcripts = Transcripts(store)
+        self.events = RunEvents(store)
 
     @activity.defn(name=names.LLM_STEP)
     async def llm_step(self, input: LlmStepInput) -> LlmStepResult:
@@ -65,6 +74,18 @@ class LlmActivities:
             return await self._step(input)
 
     async def _step(self, input: LlmStepInput) -> LlmStepResult:
+        if input.stream:  # the live output: the turn begins (written once, however retried)
+            await self.events.try_append(
+                input.run_id,
+                [
+                    NewEvent(
+                        type="iteration",
+                        step=input.seq,
+                        data={"iteration": input.iteration + 1},
+                        key=f"iteration:{input.seq}",
+                    )
+                ],
+            )
         transcript = await until_stored(
             lambda: self.transcripts.read(input.run_id, input.seq), what="reading the transcript"
         )
@@ -75,9 +96,21 @@ class LlmActivities:
             ),
             what="preparing the step's context",
         )
-        completion, context, overflows = await self._complete_within_window(
-            input, transcript, tools, context
+        text = (
+            self.events.text(input.run_id, input.seq, activity.info().attempt)
+            if input.stream
+            else None
         )
+        try:
+            completion, context, overflows = await self._complete_within_window(
+                input, transcript, tools, context, text.add if text else None
+            )
+        except BaseException:
+            if text is not None:
+                text.cancel()
+            raise
+        if text is not None:
+            await text.close()
         response = completion.response
         if not response.choices:
             raise ApplicationError("LLM answered with no choices", type="LlmEmptyResponse")
@@ -128,6 +161,7 @@ class LlmActivities:
         transcript: list[SeqMessage],
         tools: list[dict[str, Any]],
         context: StepContext,
+        on_text: TextSink | None = None,
     ) -> tuple[Completion, StepContext, int]:
         """The model's reply to the step's view; a view the endpoint refuses as too long is
         compacted harder (within the window it named, when it named one) and sent again."""
@@ -140,7 +174,9 @@ class LlmActivities:
                 reasoning_effort=input.reasoning_effort,
             )
             try:
-                completion = await self.llm.complete(request, max_attempts=input.max_attempts)
+                completion = await self.llm.complete(
+                    request, max_attempts=input.max_attempts, on_text=on_text
+                )
                 return completion, context, overflows
             except ContextWindowExceeded:
                 if overflows == MAX_OVERFLOW_RETRIES:

@@ -146,6 +146,24 @@ MIGRATIONS: list[tuple[int, str]] = [
         ALTER TABLE run_messages ADD COLUMN IF NOT EXISTS step_result JSONB;
         """,
     ),
+    (
+        8,
+        """
+        CREATE TABLE IF NOT EXISTS run_events (
+            run_id     TEXT        NOT NULL,
+            "offset"   BIGINT      NOT NULL,
+            type       TEXT        NOT NULL,
+            step       INTEGER     NOT NULL,
+            position   INTEGER     NOT NULL DEFAULT 0,
+            data       JSONB       NOT NULL,
+            key        TEXT,
+            created_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+            PRIMARY KEY (run_id, "offset")
+        );
+        CREATE UNIQUE INDEX IF NOT EXISTS idx_run_events_key
+            ON run_events (run_id, key) WHERE key IS NOT NULL;
+        """,
+    ),
 ]
 _MIGRATION_LOCK = 0x5EAC7  # pg_advisory_xact_lock key: one migrating worker at a time
 

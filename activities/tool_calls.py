@@ -20,6 +20,7 @@ from typing import Any
 from temporalio import activity
 
 from activities.heartbeat import heartbeating
+from activities.run_events import RunEvents, clip_fields, tool_event
 from activities.step_records import recorded, until_stored
 from activities.store import Store
 from reactive_temporal.contracts import names
@@ -55,6 +56,7 @@ class ToolActivities:
     def __init__(self, store: Store, registry: ToolRegistry) -> None:
         self.store = store
         self.registry = registry
+        self.events = RunEvents(store)
 
     @activity.defn(name=names.RUN_TOOL)
     async def run_tool(self, input: RunToolInput) -> ToolResult:
@@ -65,6 +67,11 @@ class ToolActivities:
             if earlier is not None:
                 return earlier
             started = time.monotonic()
+            if input.live_output:
+                start = {"call_id": call.id, "tool": call.name, "arguments": call.arguments}
+                await self.events.try_append(
+                    input.run_id, [tool_event("tool_start", input.seq, clip_fields(start))]
+                )
             # A name the model made up is counted as one label, not one per invention.
             label = call.name if self.registry.get(call.name) is not None else "(unknown)"
             with (
@@ -87,6 +94,17 @@ class ToolActivities:
                 lambda: self.store.record_step(input.run_id, input.seq, message, result),
                 what=f"recording {call.name}'s result",
             )
+            if input.live_output:
+                end = {
+                    "call_id": call.id,
+                    "tool": call.name,
+                    "success": success,
+                    "duration_ms": result.duration_ms,
+                    "preview": content,
+                }
+                await self.events.try_append(
+                    input.run_id, [tool_event("tool_end", input.seq, clip_fields(end))]
+                )
             return result
 
     async def _execute(self, name: str, arguments: str) -> tuple[bool, str]:

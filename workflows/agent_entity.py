@@ -279,7 +279,9 @@ class AgentWorkflow:
             context = "\n\n---\n\n".join(c for c in (live, context) if c)
             agent = request.agent or self.state.agent
             if route(request.message, request.use_tools) == "direct-llm":
-                reply = await self._direct(agent, request.message, context, history)
+                reply = await self._direct(
+                    agent, request.message, context, history, request.stream_id
+                )
             else:
                 reply = await self._with_tools(agent, request, context, history)
             now = workflow.now()
@@ -314,6 +316,10 @@ class AgentWorkflow:
             1 <= request.max_iterations <= MAX_TOOL_PATH_ITERATIONS
         ):
             raise ValueError(f"max_iterations must be between 1 and {MAX_TOOL_PATH_ITERATIONS}")
+        if request.stream_id is not None and not names.is_chat_run_workflow_id(request.stream_id):
+            raise ValueError(
+                f"invalid stream_id {request.stream_id[:100]!r}: use run-<agent>-chat-<12 hex>"
+            )
         self._require_open(request.session_id)
 
     def _require_open(self, session_id: str) -> None:
@@ -352,11 +358,19 @@ class AgentWorkflow:
         return "\n\n".join(parts)
 
     async def _direct(
-        self, agent: AgentConfig, message: str, context: str, history: list[ChatMessage]
+        self,
+        agent: AgentConfig,
+        message: str,
+        context: str,
+        history: list[ChatMessage],
+        stream_id: str | None = None,
     ) -> ChatReply:
+        direct = self._direct_input(agent, message, context, history)
+        if stream_id is not None and agent.live_output:
+            direct.stream_id = stream_id
         result: ChatDirectResult = await workflow.execute_activity(
             names.CHAT_DIRECT,
-            self._direct_input(agent, message, context, history),
+            direct,
             result_type=ChatDirectResult,
             # The activity counts LLM failures against llm_max_attempts; Temporal leaves room
             # beyond them for failures that are not the LLM's (it used to cap both at once).
@@ -389,7 +403,7 @@ class AgentWorkflow:
         agent = agent.model_copy(
             update={"max_iterations": request.max_iterations or TOOL_PATH_DEFAULT_ITERATIONS}
         )
-        run_id = names.chat_run_workflow_id(agent.agent_id, workflow.uuid4())
+        run_id = request.stream_id or names.chat_run_workflow_id(agent.agent_id, workflow.uuid4())
         try:
             result: AgentResult = await workflow.execute_child_workflow(
                 AgentRunWorkflow.run,

@@ -108,6 +108,7 @@ class AgentRunWorkflow(RunControls):
         self.continues = workflow.patched(names.RUN_CONTINUE_AS_NEW_PATCH)
         self.check_budgets = False
         self.approvals_on = False
+        self.approval_events = False
         self.marked_tools: list[str] = []
         self.deadline_hit = False
         self.deadline: asyncio.Task[None] | None = None
@@ -168,6 +169,9 @@ class AgentRunWorkflow(RunControls):
             self.marked_tools = prepared.approval_tools
         if self.agent.approve_tools or self.marked_tools:
             self.approvals_on = workflow.patched(names.TOOL_APPROVALS_PATCH)
+            self.approval_events = self.approvals_on and workflow.patched(
+                names.APPROVAL_EVENTS_PATCH
+            )
         # Started once `prepare_run` (a local activity) is done, counting from the start: a
         # timer started alongside an in-flight local activity leaves that activity to be
         # re-run after an eviction (SDK warning), which stalled the first workflow task.
@@ -397,6 +401,7 @@ class AgentRunWorkflow(RunControls):
                 audit_rationale=self.agent.audit_rationale,
                 max_attempts=self.agent.llm_max_attempts,
                 reasoning_effort=self.agent.reasoning_effort,
+                stream=self.agent.live_output,
             ),
             result_type=LlmStepResult,
             **llm_options(self.agent.llm_timeout_seconds, self.agent.llm_max_attempts),
@@ -486,7 +491,9 @@ class AgentRunWorkflow(RunControls):
             try:
                 return await workflow.execute_activity(
                     names.RUN_TOOL,
-                    RunToolInput(run_id=self.run_id, seq=seq, call=call),
+                    RunToolInput(
+                        run_id=self.run_id, seq=seq, call=call, live_output=self.agent.live_output
+                    ),
                     result_type=ToolResult,
                     **tool_options(self.agent, self.state.tool_timeouts.get(call.name)),
                     summary=_tool_summary(call),

@@ -134,6 +134,25 @@ def denial_observation(record: ApprovalRecord) -> str:
     )
 
 
+def approval_event_data(item: PendingApproval | ApprovalRecord) -> dict[str, object]:
+    """An approval asked (pending) or decided, as the live output shows it."""
+    if isinstance(item, PendingApproval):
+        return {
+            "call_id": item.call_id,
+            "tool": item.tool,
+            "arguments": item.arguments,
+            "status": "pending",
+        }
+    return {
+        "call_id": item.call_id,
+        "tool": item.tool,
+        "arguments": item.arguments,
+        "status": item.decision,
+        "by": item.by,
+        "reason": item.reason,
+    }
+
+
 def approval_lines(records: Sequence[ApprovalRecord]) -> list[str]:
     """The debrief's Approvals section, one line per decision."""
     lines = []

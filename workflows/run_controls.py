@@ -24,10 +24,13 @@ with workflow.unsafe.imports_passed_through():
     from reactive_temporal import search_attributes as sa
     from reactive_temporal.contracts import names
     from reactive_temporal.contracts.approvals import ApprovalDecision, ApprovalOutcome
+    from reactive_temporal.contracts.events import NewEvent, RecordRunEventsInput
     from reactive_temporal.contracts.result import AgentResult
     from reactive_temporal.contracts.run import AgentConfig, Message, SeqMessage, ToolCall
+    from workflows.activity_options import STORE
     from workflows.approval_rules import (
         apply_decision,
+        approval_event_data,
         approval_id,
         decision_problem,
         denial_observation,
@@ -46,8 +49,11 @@ class RunControls:
 
     state: RunState
     agent: AgentConfig
+    run_id: str
     marked_tools: list[str]
     """The run's tools marked `@tool(approve=True)` (from `prepare_run`)."""
+    approval_events: bool
+    """Approvals go to the live output (the `approval-events` patch)."""
     check_budgets: bool
     deadline_hit: bool
     in_llm_call: bool
@@ -132,6 +138,25 @@ class RunControls:
 
     # -- approval of tool calls --------------------------------------------------------------
 
+    async def _approval_events(self, events: list[tuple[int, dict[str, object]]]) -> None:
+        """Approvals asked and decided, into the run's live output (runs since the patch)."""
+        if not (self.approval_events and self.agent.live_output and events):
+            return
+        await workflow.execute_local_activity(
+            names.RECORD_RUN_EVENTS,
+            RecordRunEventsInput(
+                run_id=self.run_id,
+                events=[
+                    NewEvent(
+                        type="approval", step=seq, data=data, key=f"approval:{seq}:{data['status']}"
+                    )
+                    for seq, data in events
+                ],
+            ),
+            **STORE,
+            summary="approvals into the live output",
+        )
+
     @workflow.update(name=names.DECIDE_TOOL_CALLS_UPDATE)
     def decide_tool_calls(self, decision: ApprovalDecision) -> ApprovalOutcome:
         """Approve or deny tool calls waiting for approval (all of them when no call id is
@@ -179,6 +204,10 @@ class RunControls:
             )
         workflow.upsert_search_attributes([sa.WAITING_FOR.value_set("approval")])
         self._publish_details()
+        asked = {keys[seq]: seq for seq, _ in asking}
+        await self._approval_events(
+            [(asked[p.call_id], approval_event_data(p)) for p in state.pending_approvals]
+        )
         timeout = self.agent.approval_timeout_seconds
         try:
             await workflow.wait_condition(
@@ -194,6 +223,13 @@ class RunControls:
             state.pending_approvals = []
             workflow.upsert_search_attributes([sa.WAITING_FOR.value_unset()])
         decided = {r.call_id: r for r in state.approvals}
+        await self._approval_events(
+            [
+                (seq, approval_event_data(decided[key]))
+                for key, seq in asked.items()
+                if key in decided
+            ]
+        )
         denied = {
             seq: decided[keys[seq]]
             for seq, _ in asking

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any, Self
 
@@ -31,11 +32,13 @@ from reactive_temporal import search_attributes as sa
 from reactive_temporal.api.control import PendingCall, decide, pending_calls, request_cancel
 from reactive_temporal.api.operate import fetch_rich_debrief
 from reactive_temporal.api.sessions import AgentEntity, Session
+from reactive_temporal.api.watching import follow_events, stream_events
 from reactive_temporal.config import Settings, load_settings
 from reactive_temporal.contracts import names
 from reactive_temporal.contracts.approvals import ApprovalOutcome
 from reactive_temporal.contracts.debrief import AgentDebrief
 from reactive_temporal.contracts.entity import DEFAULT_SESSION, ChatReply, ChatRequest
+from reactive_temporal.contracts.events import RunEvent
 from reactive_temporal.contracts.result import AgentResult
 from reactive_temporal.contracts.run import AgentConfig, AgentRunInput
 from reactive_temporal.errors import describe_validation_error, root_cause
@@ -397,6 +400,36 @@ class Agent:
         handle = await request_cancel(self.runtime.client, run_id, reason)
         return await self.result(handle)
 
+    def events(self, run_id: str, *, from_offset: int = 0) -> AsyncIterator[RunEvent]:
+        """The run's live output, from the start (or `from_offset`) until it ends.
+
+        `iteration`, `text` (its `delta`, as the model writes), `tool_start`, `tool_end`,
+        `approval`, then `finished` with the result; works for a finished run too.
+
+        Raises:
+            ValueError: no such run.
+            LiveOutputUnavailable: this process has no Postgres to read it from.
+        """
+        return follow_events(
+            self.runtime.client, self.runtime.database_url, run_id, from_offset=from_offset
+        )
+
+    async def run_stream(
+        self,
+        task: str,
+        *,
+        max_iterations: int | None = None,
+        required_tools: list[str] | None = None,
+    ) -> AsyncIterator[RunEvent]:
+        """Start a run and yield its live output as it happens, ending with `finished`."""
+        handle = await self.start(
+            task, max_iterations=max_iterations, required_tools=required_tools
+        )
+        async for event in self.events(handle.id):
+            if event.type == "finished" and event.result is not None and event.result.debrief:
+                self._pending_debriefs.add(event.result.run_id)
+            yield event
+
     async def approvals(self) -> list[PendingCall]:
         """This agent's tool calls waiting for approval, oldest first."""
         return await pending_calls(self.runtime.client, self.name)
@@ -461,17 +494,39 @@ class Agent:
         return late
 
     async def chat(
-        self, message: str, *, use_tools: bool | None = None, max_iterations: int | None = None
+        self,
+        message: str,
+        *,
+        use_tools: bool | None = None,
+        max_iterations: int | None = None,
+        stream_id: str | None = None,
     ) -> ChatReply:
-        """One turn in the agent's default session; routed to tools or not by intent."""
+        """One turn in the agent's default session; routed to tools or not by intent.
+
+        With `stream_id` (from `new_chat_stream_id()`), the turn's live output (the reply
+        as generated, or the tool path's run) can be read with `chat_events`.
+        """
         return await self.entity.chat(
             ChatRequest(
                 message=message,
                 session_id=DEFAULT_SESSION,
                 use_tools=use_tools,
                 max_iterations=max_iterations,
+                stream_id=stream_id,
             )
         )
+
+    def new_chat_stream_id(self) -> str:
+        """A fresh id for one chat turn's live output."""
+        return names.chat_run_workflow_id(self.name, uuid.uuid4())
+
+    def chat_events(self, stream_id: str, turn: asyncio.Future[Any]) -> AsyncIterator[RunEvent]:
+        """A chat turn's live output while `turn` (the awaited `chat`) runs.
+
+        Raises:
+            LiveOutputUnavailable: this process has no Postgres to read it from.
+        """
+        return stream_events(self.runtime.database_url or "", stream_id, until=turn)
 
     def session(self, id: str | None = None) -> Session:
         """A new session, or the saved or open one with this id."""

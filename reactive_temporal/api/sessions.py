@@ -192,11 +192,17 @@ class Session:
         return opened.messages
 
     async def chat(
-        self, message: str, *, use_tools: bool | None = None, max_iterations: int | None = None
+        self,
+        message: str,
+        *,
+        use_tools: bool | None = None,
+        max_iterations: int | None = None,
+        stream_id: str | None = None,
     ) -> ChatReply:
         """One turn in this session (opened on first use).
 
-        Routed to tools or not by intent, or as `use_tools` forces.
+        Routed to tools or not by intent, or as `use_tools` forces; `stream_id` as in
+        `Agent.chat`.
 
         Raises:
             ChatError: the agent refused the message (empty, too long, session ended, …).
@@ -204,7 +210,11 @@ class Session:
         if not self._opened:
             await self.open()
         request = ChatRequest(
-            message=message, session_id=self.id, use_tools=use_tools, max_iterations=max_iterations
+            message=message,
+            session_id=self.id,
+            use_tools=use_tools,
+            max_iterations=max_iterations,
+            stream_id=stream_id,
         )
         try:
             return await self.entity.chat(request)

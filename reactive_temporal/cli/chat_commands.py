@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import sys
 from typing import Annotated
 
 import typer
 
+from reactive_temporal.api.agents import Agent
 from reactive_temporal.api.sessions import ChatError
+from reactive_temporal.api.watching import LiveOutputUnavailable
 from reactive_temporal.cli.common import CliError, cli_settings, err, open_agent, out, run_command
+from reactive_temporal.cli.live_view import LivePrinter
 from reactive_temporal.cli.terminal import markdown, safe
 from reactive_temporal.contracts.entity import ChatReply, SessionHistory
 
@@ -20,6 +24,19 @@ def _print_reply(reply: ChatReply) -> None:
         f"[dim]{safe(reply.routed_via)}{safe(tools)} · {reply.tokens:,} tokens · "
         f"${reply.cost:.4f}[/]"
     )
+
+
+async def _print_live(agent: Agent, stream_id: str, turn: asyncio.Future[ChatReply]) -> None:
+    """The turn's live output on stderr as it comes: the reply as the model writes it, or
+    the tool path's run (its text and tool calls)."""
+    printer = LivePrinter(sys.stderr)
+    try:
+        async for event in agent.chat_events(stream_id, turn):
+            printer.show(event)
+    except LiveOutputUnavailable as e:
+        err.print(f"[dim]no live output: {safe(e)}[/]")
+    if printer.mid_line:
+        sys.stderr.write("\n")
 
 
 def chat(
@@ -38,10 +55,18 @@ def chat(
         settings = cli_settings()
         agent_ = await open_agent(settings, agent)
         try:
+            live = err.is_terminal and not as_json and agent_.runtime.database_url is not None
+            stream_id = agent_.new_chat_stream_id() if live else None
             if session is None:
-                reply = await agent_.chat(message, use_tools=use_tools)
+                asked = agent_.chat(message, use_tools=use_tools, stream_id=stream_id)
             else:
-                reply = await agent_.session(session).chat(message, use_tools=use_tools)
+                asked = agent_.session(session).chat(
+                    message, use_tools=use_tools, stream_id=stream_id
+                )
+            turn = asyncio.ensure_future(asked)
+            if stream_id is not None:
+                await _print_live(agent_, stream_id, turn)
+            reply = await turn
         except ChatError as e:
             raise CliError(str(e)) from e
         finally:

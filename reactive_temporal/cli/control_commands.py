@@ -1,5 +1,5 @@
 """Control a running run: `cancel` it, list and decide its tool calls waiting for approval
-(`approvals`, `approve`, `deny`)."""
+(`approvals`, `approve`, `deny`), follow its live output (`watch`)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,9 @@ from rich.table import Table
 
 from reactive_temporal.api.agents import AgentRunError, run_result
 from reactive_temporal.api.control import decide, pending_calls, request_cancel
+from reactive_temporal.api.watching import follow_events
 from reactive_temporal.cli.common import CliError, cli_runtime, err, out, run_command
+from reactive_temporal.cli.live_view import LivePrinter
 from reactive_temporal.cli.run_commands import print_outcome
 from reactive_temporal.cli.terminal import plain, safe
 
@@ -134,5 +136,37 @@ def _decide(
         if not outcome.decided:
             err.print("[dim]nothing left to decide: someone else decided meanwhile[/]")
         return 0
+
+    run_command(main, as_json=as_json)
+
+
+def watch(
+    run_id: Annotated[str, typer.Argument(help="A running or finished run.")],
+    from_offset: Annotated[
+        int, typer.Option(min=0, help="Start at this event offset (to resume).")
+    ] = 0,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="JSON Lines: one event per line, `finished` last.")
+    ] = False,
+) -> None:
+    """Follow a run's live output from any process: the model's text as it is generated,
+    tool calls as they start and end, approvals, and its end; a finished run's from the start."""
+
+    async def main() -> int:
+        runtime = await cli_runtime()
+        printer = LivePrinter(json_lines=as_json)
+        code = 0
+        try:
+            async for event in follow_events(
+                runtime.client, runtime.database_url, run_id, from_offset=from_offset
+            ):
+                printer.show(event)
+                if event.type == "finished":
+                    code = 0 if event.result is not None and event.result.success else 1
+        except ValueError as e:
+            raise CliError(str(e), code=1) from e
+        finally:
+            await runtime.close()
+        return code
 
     run_command(main, as_json=as_json)

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Annotated, Any
+from typing import Annotated, Any, TextIO
 
 import typer
 from rich.live import Live
@@ -21,7 +22,8 @@ from reactive_temporal.api.agents import (
     build_run_input,
 )
 from reactive_temporal.api.operate import load_debrief
-from reactive_temporal.cli.approval_prompt import ask_inline
+from reactive_temporal.api.watching import LiveOutputUnavailable
+from reactive_temporal.cli.approval_prompt import Ask, ask_inline
 from reactive_temporal.cli.common import (
     OFFLINE_NOTICE,
     CliError,
@@ -31,7 +33,9 @@ from reactive_temporal.cli.common import (
     out,
     run_command,
 )
+from reactive_temporal.cli.live_view import LivePrinter
 from reactive_temporal.cli.terminal import markdown, plain, safe
+from reactive_temporal.contracts.approvals import PendingApproval
 from reactive_temporal.contracts.result import AgentResult
 from reactive_temporal.contracts.run import MAX_ITERATIONS, RunProgress
 from reactive_temporal.embedded.stack import StackError, read_published_stack
@@ -155,10 +159,18 @@ async def watch_and_print(
 async def _watch(
     agent: Agent, handle: WorkflowHandle[Any, AgentResult], *, show: bool
 ) -> RunResult:
-    """Await the run's result, showing its live progress (from the `progress` query)."""
+    """Await the run's result, showing it as it goes: in a terminal, its live output (the
+    model's text as generated, tool calls, approvals asked inline); otherwise progress lines
+    (from the `progress` query)."""
     result = asyncio.ensure_future(agent.result(handle))
     if not show:
         return await result
+    if err.is_terminal and agent.runtime.database_url and agent.config.live_output:
+        try:
+            await follow_live(agent, handle.id, sys.stderr, interactive=sys.stdin.isatty())
+            return await result
+        except LiveOutputUnavailable as e:
+            err.print(f"[dim]no live output ({safe(e)}); showing progress instead[/]")
     last_line = ""
     interactive = err.is_terminal and sys.stdin.isatty()
     asked: set[str] = set()
@@ -195,6 +207,25 @@ async def _watch(
         if live:
             live.stop()
     return await result
+
+
+async def follow_live(
+    agent: Agent, run_id: str, out: TextIO, *, interactive: bool, ask: Ask = input
+) -> None:
+    """Print the run's live output to `out` until it ends; when `interactive`, ask about
+    each tool call that waits for approval as it comes."""
+    printer = LivePrinter(out)
+    async for event in agent.events(run_id):
+        printer.show(event)
+        if interactive and event.type == "approval" and event.status == "pending":
+            waiting = PendingApproval(
+                call_id=event.call_id or "",
+                tool=event.tool or "",
+                arguments=event.arguments or "",
+                since=event.at or datetime.now(UTC),
+                iteration=event.iteration or 0,
+            )
+            await ask_inline(agent.runtime.client, run_id, [waiting], ask=ask)
 
 
 def progress_line(p: RunProgress) -> str:

@@ -38,6 +38,9 @@ class ChatRequest(BaseModel):
     """Cap of the tool path's run (default 5)."""
     agent: AgentConfig | None = None
     """The caller's agent settings (model, persona, tools) for this turn; None: the last run's."""
+    stream_id: str | None = None
+    """Where this turn's live output goes (a `run-<agent>-chat-<12 hex>` id the caller made):
+    the direct path streams its reply under it, the tool path's run takes it as its id."""
 
 
 class ChatReply(BaseModel):
@@ -159,6 +162,8 @@ class ChatDirectInput(BaseModel):
     notes: str | None = None
     """What the agent knows of its runs, quoted, sent as a user-role message before the
     history (never in the system prompt)."""
+    stream_id: str | None = None
+    """Stream the reply into the live output under this id (the chat turn's `stream_id`)."""
 
 
 class ChatDirectResult(BaseModel):

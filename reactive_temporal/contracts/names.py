@@ -12,6 +12,7 @@ queries). `tests/unit/test_temporal_names.py` fails on any such string written e
 
 from __future__ import annotations
 
+import re
 from typing import Final
 from uuid import UUID
 
@@ -62,6 +63,8 @@ SAVE_SESSION: Final = "save_session"
 READ_RUN_PROGRESS: Final = "read_run_progress"
 READ_LIVE_RUNS: Final = "read_live_runs"
 NOTIFY_AGENT: Final = "notify_agent"
+RECORD_RUN_EVENTS: Final = "record_run_events"
+"""The run's own live-output events (approvals asked and decided), a local activity."""
 
 # -- patches (`workflow.patched`) --------------------------------------------------------------
 
@@ -126,6 +129,8 @@ DEBRIEFS_METRIC: Final = "reactive_temporal_debriefs_total"
 
 TOOL_APPROVALS_PATCH: Final = "tool-approvals"
 """A run whose agent names tools needing approval parks their calls until decided."""
+APPROVAL_EVENTS_PATCH: Final = "approval-events"
+"""A parked run writes its approvals (asked, decided) to its live output."""
 
 # -- memo keys --------------------------------------------------------------------------------
 
@@ -145,6 +150,14 @@ def run_workflow_id(agent_id: str, unique: UUID) -> str:
 def chat_run_workflow_id(agent_id: str, unique: UUID) -> str:
     """A run started by a chat turn on the tool path: `run-<agent>-chat-<12 hex>`."""
     return f"run-{agent_id}-chat-{unique.hex[:RUN_ID_HEX_CHARS]}"
+
+
+_CHAT_RUN_ID = re.compile(r"run-[A-Za-z0-9][A-Za-z0-9_.:-]{0,199}-chat-[0-9a-f]{12}")
+
+
+def is_chat_run_workflow_id(value: str) -> bool:
+    """Whether `value` has the shape `chat_run_workflow_id` gives (a caller-made stream id)."""
+    return _CHAT_RUN_ID.fullmatch(value) is not None
 
 
 def debrief_workflow_id(run_id: str) -> str:

@@ -129,6 +129,10 @@ class AgentConfig(BaseModel):
     `@tool(approve=True)` always do."""
     approval_timeout_seconds: float = Field(default=86_400, gt=0, le=366 * 86400)
     """A call undecided this long after it was made is denied with that reason."""
+    live_output: bool = True
+    """Write the run's live output (`watch`, `agent.events`): the model's replies streamed
+    as they are generated, tool calls as they start and end. Off, watchers see only the
+    run's end."""
 
 
 class RunContinuation(BaseModel):
@@ -214,6 +218,8 @@ class LlmStepInput(BaseModel):
     max_attempts: int | None = None
     """LLM failures allowed before the step fails for good (the agent's llm_max_attempts)."""
     reasoning_effort: str | None = None
+    stream: bool = False
+    """Stream the reply into the run's live output (text deltas as they arrive)."""
 
 
 class ContextReport(BaseModel):
@@ -251,6 +257,8 @@ class RunToolInput(BaseModel):
     seq: int
     """Where the tool's observation goes in the transcript."""
     call: ToolCall
+    live_output: bool = False
+    """Write `tool_start` and `tool_end` to the run's live output."""
 
 
 class ToolResult(BaseModel):

@@ -37,6 +37,8 @@ class Runtime:
     stack: EmbeddedStack | None = None
     host: WorkerHost | None = None
     """The worker this process runs, when nothing else serves its runs."""
+    database_url: str | None = None
+    """The workers' Postgres, where runs' live output is read; None when unknown here."""
 
     async def close(self) -> None:
         """Stop the in-process worker (gracefully) and the embedded stack, if any."""
@@ -60,7 +62,12 @@ async def open_runtime(settings: Settings, *, tool_modules: Sequence[str] = ()) 
             encryption_keys=settings.encryption_keys,
             encryption_required=settings.encryption_required,
         )
-        return Runtime(client, settings.temporal_task_queue, offline_model=None)
+        return Runtime(
+            client,
+            settings.temporal_task_queue,
+            offline_model=None,
+            database_url=settings.database_url,
+        )
 
     published = read_published_stack(settings.data_dir.resolve())
     if published is not None:
@@ -70,10 +77,20 @@ async def open_runtime(settings: Settings, *, tool_modules: Sequence[str] = ()) 
             settings.encryption_keys,
             encryption_required=settings.encryption_required,
         )
-        return Runtime(client, published.task_queue, published.offline_model)
+        return Runtime(
+            client,
+            published.task_queue,
+            published.offline_model,
+            database_url=settings.database_url or published.database_url,
+        )
 
     stack, host = await start_embedded_worker(settings, WorkerOptions(tool_modules=tool_modules))
     assert stack.client is not None
     return Runtime(
-        stack.client, settings.temporal_task_queue, stack.offline_model, stack=stack, host=host
+        stack.client,
+        settings.temporal_task_queue,
+        stack.offline_model,
+        stack=stack,
+        host=host,
+        database_url=stack.database_url,
     )

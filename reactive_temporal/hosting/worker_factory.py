@@ -16,6 +16,7 @@ from activities.chat import ChatActivities
 from activities.debrief_synthesis import DebriefActivities
 from activities.llm_calls import LlmEndpoint
 from activities.llm_step import LlmActivities
+from activities.run_events import RunEvents
 from activities.session_store import SessionStore
 from activities.store import DebriefStore, Store
 from activities.tool_calls import ToolActivities
@@ -118,7 +119,8 @@ async def create_worker(
     entity = EntityActivities(client, debriefs)
     transcript = TranscriptActivities(store, debriefs, registry)
     debrief = DebriefActivities(debriefs, endpoint)
-    chat = ChatActivities(SessionStore(store), endpoint)
+    events = RunEvents(store)
+    chat = ChatActivities(SessionStore(store), endpoint, events)
     extra: dict[str, Any] = {
         "max_concurrent_activities": settings.max_concurrent_activities,
         "max_concurrent_workflow_tasks": settings.max_concurrent_workflow_tasks,
@@ -147,6 +149,7 @@ async def create_worker(
             chat.chat_direct,
             chat.load_session,
             chat.save_session,
+            events.record_run_events,
         ],
         **extra,
     )

@@ -230,7 +230,34 @@ async def record_approvals(client: Client, task_queue: str, llm: ScriptedLLM) ->
     return {"approval_run.json": handle.id}
 
 
-GROUPS = {"base": record, "stops": record_stops, "approvals": record_approvals}
+async def record_live(client: Client, task_queue: str, llm: ScriptedLLM) -> dict[str, str]:
+    """Live output (issue 12): a run streaming its reply in chunks, and an approval written to
+    the live output (the `approval-events` patch)."""
+    config = AgentConfig(agent_id="recorder", model="live", approve_tools=["calculator"])
+    agent = Agent(config, Runtime(client, task_queue, offline_model=False))
+    llm.script(
+        "live",
+        [
+            Reply("Computing.", [call("calculator", expression="6*7")], chunks=4),
+            Reply("FINAL ANSWER: 42, streamed in pieces", chunks=6),
+        ],
+    )
+    handle = await agent.start("6*7, streamed, with approval")
+    for _ in range(200):
+        if (await handle.query(AgentRunWorkflow.progress)).pending_approvals:
+            break
+        await asyncio.sleep(0.1)
+    await agent.approve(handle.id, by="recorder")
+    await agent.result(handle)
+    return {"live_output_run.json": handle.id}
+
+
+GROUPS = {
+    "base": record,
+    "stops": record_stops,
+    "approvals": record_approvals,
+    "live": record_live,
+}
 
 
 async def main(suffix: str = "", only: list[str] | None = None) -> None:

@@ -39,6 +39,7 @@ def test_the_required_histories_are_committed():
         "budget_exceeded_run",
         "timeout_run",
         "approval_run",
+        "live_output_run",
     } <= names
 
 

@@ -28,12 +28,16 @@ class Harness:
     task_queue: str
     store: Store
     worker: AgentWorker
+    database_url: str | None = None
 
     def agent(self, model: str, **config: object) -> Agent:
         agent_config = AgentConfig.model_validate(
             {"agent_id": config.pop("agent_id", "test-agent"), "model": model, **config}
         )
-        return Agent(agent_config, Runtime(self.client, self.task_queue, offline_model=False))
+        runtime = Runtime(
+            self.client, self.task_queue, offline_model=False, database_url=self.database_url
+        )
+        return Agent(agent_config, runtime)
 
     async def run(self, model: str, task: str, **config: object) -> RunResult:
         return await self.agent(model, **config).run(task)
@@ -61,7 +65,13 @@ async def running_worker(
         **options,
     )
     try:
-        yield Harness(client, task_queue, host.agent_worker.store, host.agent_worker)
+        yield Harness(
+            client,
+            task_queue,
+            host.agent_worker.store,
+            host.agent_worker,
+            database_url=database_url or settings.database_url,
+        )
     finally:
         await host.stop()
 

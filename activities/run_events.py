@@ -1,0 +1,152 @@
+"""A run's live output, written by the activities that produce it: the LLM step's text as it
+streams, tool calls starting and ending, approvals. Postgres, not Temporal history: a reply
+streamed in 50 chunks adds nothing to the run's history (bench/streaming.py).
+
+Each run's events get dense offsets in commit order (a per-run transaction lock), so a
+watcher that has read up to offset N never misses an event committed later below N; each
+commit `NOTIFY`s the run's channel (`reactive_temporal.live_output.channel_for`). Events with
+a key (`tool_start:12`) are written once, however often their activity is retried.
+
+Live output is best effort: a write that fails is logged and skipped, never failing the step
+that produced it (the transcript and the result are the durable record).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from psycopg.types.json import Jsonb
+from temporalio import activity
+
+from activities.store import Store
+from reactive_temporal.contracts import names
+from reactive_temporal.contracts.events import NewEvent, RecordRunEventsInput
+from reactive_temporal.live_output import channel_for
+from reactive_temporal.sanitize import clean_text, clean_value, clip
+
+log = logging.getLogger(__name__)
+
+_APPEND = """
+INSERT INTO run_events (run_id, "offset", type, step, position, data, key)
+SELECT %(run)s, coalesce(max("offset"), -1) + 1, %(type)s, %(step)s, %(position)s, %(data)s,
+       %(key)s
+FROM run_events WHERE run_id = %(run)s
+ON CONFLICT (run_id, key) WHERE key IS NOT NULL DO NOTHING
+"""
+
+
+class RunEvents:
+    """Appends to runs' event logs (one per worker, on the store's pool)."""
+
+    def __init__(self, store: Store) -> None:
+        self.pool = store.pool
+
+    async def append(self, run_id: str, events: Sequence[NewEvent]) -> None:
+        """Append `events` in order, in one transaction, and wake the run's watchers."""
+        if not events:
+            return
+        async with self.pool.connection() as conn, conn.transaction():
+            await conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (run_id,))
+            for event in events:
+                await conn.execute(
+                    _APPEND,
+                    {
+                        "run": run_id,
+                        "type": event.type,
+                        "step": event.step,
+                        "position": event.position,
+                        "data": Jsonb(clean_value(event.data, nul=True)),
+                        "key": event.key,
+                    },
+                )
+            await conn.execute("SELECT pg_notify(%s, '')", (channel_for(run_id),))
+
+    async def try_append(self, run_id: str, events: Sequence[NewEvent]) -> None:
+        """`append`, logging instead of raising: live output never fails a step."""
+        try:
+            await self.append(run_id, events)
+        except Exception as err:  # best effort: see the module docstring
+            log.warning("live output of %s not written: %s", run_id, err)
+
+    def text(self, run_id: str, step: int, attempt: int) -> TextStream:
+        """A writer for one LLM call's streamed text."""
+        return TextStream(self, run_id, step, attempt)
+
+    @activity.defn(name=names.RECORD_RUN_EVENTS)
+    async def record_run_events(self, input: RecordRunEventsInput) -> None:
+        """Events the workflow itself produces (approvals asked and decided)."""
+        await self.try_append(input.run_id, input.events)
+
+
+class TextStream:
+    """One LLM call's text deltas, appended as they come without waiting on each write.
+
+    At most one write is in flight: deltas that arrive meanwhile go out together in the
+    next one, so a fast model costs a few writes per reply and a slow one shows every piece
+    as soon as it comes. `close()` flushes what is left.
+    """
+
+    def __init__(self, events: RunEvents, run_id: str, step: int, attempt: int) -> None:
+        self.events = events
+        self.run_id = run_id
+        self.step = step
+        self.attempt = attempt
+        self.written = 0
+        """Characters handed to a write so far (the next delta's position)."""
+        self.buffer = ""
+        self.flushing: asyncio.Task[None] | None = None
+
+    def add(self, delta: str) -> None:
+        """Queue a delta; a write starts at once unless one is already in flight."""
+        if not delta:
+            return
+        self.buffer += delta
+        if self.flushing is None or self.flushing.done():
+            self.flushing = asyncio.create_task(self._flush())
+
+    async def _flush(self) -> None:
+        while self.buffer:
+            delta, self.buffer = self.buffer, ""
+            position, self.written = self.written, self.written + len(delta)
+            await self.events.try_append(
+                self.run_id,
+                [
+                    NewEvent(
+                        type="text",
+                        step=self.step,
+                        position=position,
+                        data={"delta": clean_text(delta, nul=True), "attempt": self.attempt},
+                    )
+                ],
+            )
+
+    async def close(self) -> None:
+        """Wait for the writes in flight, then write what is left."""
+        if self.flushing is not None:
+            with contextlib.suppress(Exception):
+                await self.flushing
+        await self._flush()
+
+    def cancel(self) -> None:
+        """The call was cancelled: stop writing."""
+        if self.flushing is not None:
+            self.flushing.cancel()
+
+
+EVENT_FIELD_MAX_CHARS = 500
+"""Arguments and observation previews in the live output are clipped to this (the
+transcript has them whole)."""
+
+
+def clip_fields(data: dict[str, Any]) -> dict[str, Any]:
+    """`data` with every string value clipped for the live output."""
+    return {k: clip(v, EVENT_FIELD_MAX_CHARS) if isinstance(v, str) else v for k, v in data.items()}
+
+
+def tool_event(type: str, step: int, data: dict[str, Any]) -> NewEvent:
+    """A tool call starting or ending, written once per call."""
+    return NewEvent(type=type, step=step, data=data, key=f"{type}:{step}")  # type: ignore[arg-type]

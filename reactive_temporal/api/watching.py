@@ -1,0 +1,176 @@
+"""Follow a run's live output from any process: `watch`, `agent.events()`, `run_stream()`.
+
+The events are read from the workers' Postgres (`run_events`, written by the activities as
+the run goes), woken by the run's NOTIFY channel: from offset 0 (or where a reconnecting
+watcher stopped), then each new event as it is committed. When the run closes, what is left
+is read and a last `finished` event carries its result (or its status, when it ended
+without one: terminated, failed), made from Temporal, not stored.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+import psycopg
+from psycopg import sql
+from psycopg.rows import dict_row
+from temporalio.client import Client, WorkflowFailureError
+
+from reactive_temporal.api.operate import require_run
+from reactive_temporal.contracts.events import RunEvent
+from reactive_temporal.contracts.result import AgentResult
+from reactive_temporal.live_output import TextFold, channel_for
+from workflows.agent_run import AgentRunWorkflow
+
+WAKE_SECONDS = 1.0
+"""Re-read at least this often, in case a notification was missed (a reconnect)."""
+BATCH = 500
+
+
+class LiveOutputUnavailable(ValueError):
+    """This process cannot read runs' live output (no Postgres, or it refused)."""
+
+
+def _event(run_id: str, row: dict[str, Any], fold: TextFold) -> RunEvent | None:
+    """A stored row as watchers see it; None for a text delta that shows nothing new."""
+    data: dict[str, Any] = row["data"]
+    base: dict[str, Any] = {
+        "type": row["type"],
+        "run_id": run_id,
+        "offset": row["offset"],
+        "at": row["created_at"],
+        "step": row["step"],
+    }
+    if row["type"] == "text":
+        shown = fold.take(
+            row["step"], int(data.get("attempt", 1)), row["position"], str(data.get("delta", ""))
+        )
+        if shown is None:
+            return None
+        text, restart = shown
+        return RunEvent(**base, delta=text, restart=True if restart else None)
+    fields = (
+        "iteration", "call_id", "tool", "arguments", "success", "duration_ms", "preview",
+        "status", "by", "reason",
+    )  # fmt: skip
+    return RunEvent(**base, **{k: data[k] for k in fields if data.get(k) is not None})
+
+
+async def _outcome(client: Client, run_id: str) -> tuple[str, AgentResult | None]:
+    """Wait for the run to close: its status and its result (None without one)."""
+    handle = client.get_workflow_handle_for(AgentRunWorkflow.run, run_id)
+    try:
+        return "completed", await handle.result()
+    except WorkflowFailureError:
+        status = (await handle.describe()).status
+        return (status.name.lower() if status else "closed"), None
+
+
+async def follow_events(
+    client: Client,
+    database_url: str | None,
+    run_id: str,
+    *,
+    from_offset: int = 0,
+) -> AsyncIterator[RunEvent]:
+    """The run's events from `from_offset` on, then each new one, ending with `finished`.
+
+    Raises:
+        ValueError: no such run.
+        LiveOutputUnavailable: no Postgres to read from, or it cannot be reached.
+    """
+    _require_readable(database_url, from_offset)
+    await require_run(client, run_id)
+    outcome = asyncio.ensure_future(_outcome(client, run_id))
+    try:
+        async for event in stream_events(
+            database_url or "", run_id, until=outcome, from_offset=from_offset
+        ):
+            yield event
+        status, result = outcome.result()
+        yield RunEvent(type="finished", run_id=run_id, status=status, result=result)
+    finally:
+        outcome.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await outcome
+
+
+async def stream_events(
+    database_url: str,
+    stream_id: str,
+    *,
+    until: asyncio.Future[Any],
+    from_offset: int = 0,
+) -> AsyncIterator[RunEvent]:
+    """The events stored under `stream_id` (a run, or a chat turn's stream) as committed.
+
+    From `from_offset` on, until `until` is done (and what was committed before it is read).
+
+    Raises:
+        LiveOutputUnavailable: no Postgres to read from, or it cannot be reached.
+    """
+    _require_readable(database_url, from_offset)
+    try:
+        conn = await psycopg.AsyncConnection.connect(database_url, autocommit=True)
+    except psycopg.Error as err:
+        raise LiveOutputUnavailable(f"cannot read live output from Postgres: {err}") from err
+    try:
+        await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel_for(stream_id))))
+        fold = TextFold()
+        offset = from_offset
+        while True:
+            done = until.done()  # decided before reading: rows committed earlier are read
+            events, offset = await _read(conn, stream_id, offset, fold)
+            for event in events:
+                yield event
+            if done:
+                return
+            await _wait(conn, until)
+    finally:
+        await conn.close()
+
+
+def _require_readable(database_url: str | None, from_offset: int) -> None:
+    if not database_url:
+        raise LiveOutputUnavailable(
+            "live output is read from the workers' Postgres: set DATABASE_URL "
+            "(the embedded stack and `starter.py dev` provide it)"
+        )
+    if from_offset < 0:
+        raise ValueError(f"from_offset must be 0 or more, not {from_offset}")
+
+
+async def _read(
+    conn: psycopg.AsyncConnection[Any], run_id: str, offset: int, fold: TextFold
+) -> tuple[list[RunEvent], int]:
+    """Every stored event from `offset` on, and the offset after the last one read."""
+    events: list[RunEvent] = []
+    while True:
+        async with conn.cursor(row_factory=dict_row) as cur:
+            await cur.execute(
+                'SELECT "offset", type, step, position, data, created_at FROM run_events'
+                ' WHERE run_id = %s AND "offset" >= %s ORDER BY "offset" LIMIT %s',
+                (run_id, offset, BATCH),
+            )
+            rows = await cur.fetchall()
+        for row in rows:
+            offset = row["offset"] + 1
+            event = _event(run_id, row, fold)
+            if event is not None:
+                events.append(event)
+        if len(rows) < BATCH:
+            return events, offset
+
+
+async def _wait(conn: psycopg.AsyncConnection[Any], outcome: asyncio.Future[Any]) -> None:
+    """Until the run's channel is notified, the run closes, or WAKE_SECONDS pass."""
+    notified = asyncio.ensure_future(anext(aiter(conn.notifies(stop_after=1)), None))
+    try:
+        await asyncio.wait({notified, outcome}, timeout=WAKE_SECONDS, return_when="FIRST_COMPLETED")
+    finally:
+        notified.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await notified

@@ -1,0 +1,230 @@
+"""A run's live output on a real dev server and Postgres, the model streaming over real HTTP:
+text as it is generated, tool calls starting and ending, approvals, the end with its result;
+read live, late, from an offset; a retried call shown once; history unchanged by streaming."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import pytest
+from temporalio.api.enums.v1 import EventType
+
+from reactive_temporal.contracts.events import RunEvent
+from reactive_temporal.contracts.run import RunProgress
+from reactive_temporal.embedded.scripted_llm import Reply, ScriptedLLM, call
+from tests.conftest import wait_for
+from tests.workflow.conftest import Harness
+from workflows.agent_run import AgentRunWorkflow
+
+pytestmark = pytest.mark.workflow
+
+ANSWER = "The stock count is 42 units across three warehouses, all reconciled."
+
+
+def unique_agent() -> str:
+    return f"live-{uuid.uuid4().hex[:8]}"
+
+
+def texts_by_step(events: list[RunEvent]) -> dict[int, str]:
+    joined: dict[int, str] = {}
+    for e in events:
+        if e.type == "text":
+            assert e.step is not None and e.delta is not None
+            joined[e.step] = e.delta if e.restart else joined.get(e.step, "") + e.delta
+    return joined
+
+
+def shape(events: list[RunEvent]) -> list[tuple[str, object]]:
+    """What a watcher saw, without times and offsets."""
+    return [(e.type, e.delta or e.tool or e.iteration or e.status) for e in events]
+
+
+async def test_a_run_streams_its_text_tool_calls_and_end(
+    harness: Harness, llm: ScriptedLLM, model_name
+):
+    llm.script(
+        model_name,
+        [
+            Reply("Counting the stock.", [call("calculator", expression="6*7")], chunks=3),
+            Reply(ANSWER, chunks=12, chunk_delay=0.02),
+        ],
+    )
+    agent = harness.agent(model_name, agent_id=unique_agent())
+    events = [e async for e in agent.run_stream("Count the stock")]
+
+    types = [e.type for e in events]
+    assert types[0] == "iteration" and types[-1] == "finished"
+    assert types.count("iteration") == 2
+    assert [e.iteration for e in events if e.type == "iteration"] == [1, 2]
+    texts = [e for e in events if e.type == "text"]
+    assert len(texts) >= 2  # several text events, not one
+    finished = events[-1]
+    assert finished.result is not None and finished.result.output == ANSWER
+    assert finished.status == "completed"
+    first_step, answer_step = sorted(texts_by_step(events))
+    assert texts_by_step(events) == {first_step: "Counting the stock.", answer_step: ANSWER}
+    start, end = [e for e in events if e.type in ("tool_start", "tool_end")]
+    assert (start.type, start.tool, start.arguments) == (
+        "tool_start",
+        "calculator",
+        '{"expression": "6*7"}',
+    )
+    assert (end.type, end.tool, end.success, end.preview) == ("tool_end", "calculator", True, "42")
+    assert types.index("tool_start") < types.index("tool_end") < len(types) - 1
+    offsets = [e.offset for e in events if e.offset is not None]
+    assert offsets == sorted(offsets) and len(set(offsets)) == len(offsets)
+
+    # attaching after the run ended prints the same events
+    late = [e async for e in agent.events(finished.result.run_id)]
+    assert shape(late) == shape(events)
+    # and a watcher that reconnects from an offset gets the rest
+    resumed = [e async for e in agent.events(finished.result.run_id, from_offset=offsets[3] + 1)]
+    assert shape(resumed) == shape([e for e in events if e.offset is None or e.offset > offsets[3]])
+
+
+async def test_history_per_llm_call_is_the_same_for_1_and_50_chunks(
+    harness: Harness, llm: ScriptedLLM, model_name
+):
+    async def history_of(chunks: int) -> list[int]:
+        model = llm.script(f"{model_name}-{chunks}", [Reply(ANSWER, chunks=chunks)])
+        agent = harness.agent(model, agent_id=unique_agent(), memory=False)
+        events = [e async for e in agent.run_stream("Count")]
+        assert texts_by_step(events) == {events[1].step: ANSWER}
+        assert len([e for e in events if e.type == "text"]) >= (2 if chunks > 1 else 1)
+        run_id = events[-1].result.run_id  # type: ignore[union-attr]
+        history = await harness.client.get_workflow_handle(run_id).fetch_history()
+        return [e.event_type for e in history.events]
+
+    one, fifty = await history_of(1), await history_of(50)
+    assert one == fifty  # the same events, in the same order: streaming adds none
+    assert EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED not in fifty
+
+
+async def test_a_retried_llm_call_shows_its_text_once(
+    harness: Harness, llm: ScriptedLLM, model_name
+):
+    llm.script(
+        model_name,
+        [
+            Reply(ANSWER, chunks=10, chunk_delay=0.02, drop_after_chunks=4),  # cut mid-answer
+            Reply(ANSWER, chunks=7),  # the retry: the same answer, cut differently
+        ],
+    )
+    agent = harness.agent(model_name, agent_id=unique_agent())
+    events = [e async for e in agent.run_stream("Count")]
+    assert events[-1].result is not None and events[-1].result.output == ANSWER
+    assert len(llm.requests[model_name]) == 2  # the call really was retried
+    texts = [e for e in events if e.type == "text"]
+    assert "".join(e.delta or "" for e in texts) == ANSWER  # no character twice
+    assert not any(e.restart for e in texts)
+
+
+async def test_a_retry_that_answers_differently_restarts_the_step(
+    harness: Harness, llm: ScriptedLLM, model_name
+):
+    llm.script(
+        model_name,
+        [
+            Reply("I think the answer is 41", chunks=6, chunk_delay=0.02, drop_after_chunks=5),
+            Reply(ANSWER, chunks=3),
+        ],
+    )
+    agent = harness.agent(model_name, agent_id=unique_agent())
+    events = [e async for e in agent.run_stream("Count")]
+    [step] = texts_by_step(events)
+    assert texts_by_step(events) == {step: ANSWER}
+    assert any(e.restart for e in events if e.type == "text")
+
+
+async def test_approvals_show_in_the_live_output(harness: Harness, llm: ScriptedLLM, model_name):
+    llm.script(
+        model_name,
+        [Reply("Checking.", [call("calculator", expression="2+2")]), Reply("FINAL ANSWER: 4")],
+    )
+    agent = harness.agent(model_name, agent_id=unique_agent(), approve_tools=["calculator"])
+    handle = await agent.start("2+2")
+
+    async def parked() -> bool:
+        progress: RunProgress = await handle.query(AgentRunWorkflow.progress)
+        return progress.waiting_for == "approval"
+
+    await wait_for(parked, seconds=30)
+    await agent.approve(handle.id, by="alice")
+    events = [e async for e in agent.events(handle.id)]
+    approvals = [(e.status, e.tool, e.by) for e in events if e.type == "approval"]
+    assert approvals == [("pending", "calculator", None), ("approved", "calculator", "alice")]
+    types = [e.type for e in events]
+    assert types.index("approval") < types.index("tool_start")
+
+
+async def test_a_terminated_run_finishes_without_a_result(
+    harness: Harness, llm: ScriptedLLM, model_name
+):
+    llm.script(model_name, [Reply("Working on it.", delay=90)])
+    agent = harness.agent(model_name, agent_id=unique_agent())
+    handle = await agent.start("A long job")
+    watching = asyncio.ensure_future(_collect(agent.events(handle.id)))
+
+    async def in_call() -> bool:
+        return len(llm.requests[model_name]) == 1
+
+    await wait_for(in_call, seconds=30)
+    await harness.client.get_workflow_handle(handle.id).terminate(reason="operator")
+    events = await asyncio.wait_for(watching, 30)
+    assert [e.type for e in events] == ["iteration", "finished"]
+    assert (events[-1].status, events[-1].result) == ("terminated", None)
+
+
+async def _collect(events) -> list[RunEvent]:
+    return [e async for e in events]
+
+
+async def test_unknown_runs_and_bad_offsets_are_refused(harness: Harness, model_name):
+    agent = harness.agent(model_name, agent_id=unique_agent())
+    with pytest.raises(ValueError, match="no run with id 'run-nope'"):
+        await _collect(agent.events("run-nope"))
+    with pytest.raises(ValueError, match="from_offset must be 0 or more"):
+        await _collect(agent.events("run-nope", from_offset=-1))
+
+
+async def test_a_chat_turn_streams_its_reply_and_its_tool_path_run(
+    harness: Harness, llm: ScriptedLLM, model_name
+):
+    agent_id = unique_agent()
+    reply_text = "Your last run counted 42 units; nothing failed."
+    llm.script(
+        model_name,
+        [
+            Reply(reply_text, chunks=6, chunk_delay=0.02),  # the direct path's answer
+            Reply("Computing.", [call("calculator", expression="7*6")]),  # the tool path's run
+            Reply("FINAL ANSWER: 42"),
+        ],
+    )
+    agent = harness.agent(model_name, agent_id=agent_id)
+
+    stream_id = agent.new_chat_stream_id()
+    turn = asyncio.ensure_future(
+        agent.chat("What did you find?", use_tools=False, stream_id=stream_id)
+    )
+    events = [e async for e in agent.chat_events(stream_id, turn)]
+    reply = await turn
+    assert reply.message == reply_text
+    assert [e.type for e in events] == ["text"] * len(events) and len(events) >= 2
+    assert "".join(e.delta or "" for e in events) == reply_text
+
+    stream_id = agent.new_chat_stream_id()
+    turn = asyncio.ensure_future(agent.chat("calculate 7*6", use_tools=True, stream_id=stream_id))
+    events = [e async for e in agent.chat_events(stream_id, turn)]
+    reply = await turn
+    assert reply.run_id == stream_id and reply.message == "42"
+    types = [e.type for e in events]
+    assert "tool_start" in types and "tool_end" in types and types[0] == "iteration"
+
+
+async def test_a_chat_stream_id_must_have_the_run_id_shape(harness: Harness, model_name):
+    from reactive_temporal.api.sessions import ChatError
+
+    agent = harness.agent(model_name, agent_id=unique_agent())
+    with pytest.raises(ChatError, match="invalid stream_id 'agent-x'"):
+        await agent.chat("hello", stream_id="agent-x")
