@@ -23,12 +23,13 @@ with workflow.unsafe.imports_passed_through():
     )
     from reactive_temporal.contracts.entity import DebriefReady
     from workflows.activity_options import STORE, llm_options
+    from workflows.bugs import BUG_EXCEPTIONS
     from workflows.debrief_rules import merge_synthesis
 
 SYNTHESIS_ATTEMPTS = 3
 
 
-@workflow.defn(name=names.DEBRIEF_WORKFLOW)
+@workflow.defn(name=names.DEBRIEF_WORKFLOW, failure_exception_types=BUG_EXCEPTIONS)
 class DebriefWorkflow:
     @workflow.run
     async def run(self, input: DebriefWorkflowInput) -> AgentDebrief:

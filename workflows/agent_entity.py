@@ -59,6 +59,7 @@ with workflow.unsafe.imports_passed_through():
     from reactive_temporal.memory import chat_notes
     from workflows.activity_options import RUN_QUERY, SESSION_LOAD, STORE, llm_options
     from workflows.agent_run import AgentRunWorkflow
+    from workflows.bugs import BUG_EXCEPTIONS
     from workflows.chat_rules import (
         TOOL_PATH_DEFAULT_ITERATIONS,
         build_context_summary,
@@ -72,7 +73,7 @@ SESSION_ID = re.compile(SESSION_ID_PATTERN)
 MAX_TOOL_PATH_ITERATIONS = 50
 
 
-@workflow.defn(name=names.AGENT_WORKFLOW)
+@workflow.defn(name=names.AGENT_WORKFLOW, failure_exception_types=BUG_EXCEPTIONS)
 class AgentWorkflow:
     _saved_per_turn: bool | None = None
     """Whether this run saves sessions turn by turn (the sessions-in-postgres patch), once

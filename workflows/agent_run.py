@@ -65,6 +65,7 @@ with workflow.unsafe.imports_passed_through():
     from reactive_temporal.prompts import unfinished_nudge
     from workflows.activity_options import AGENT_SIGNAL, STORE, llm_options, tool_options
     from workflows.agent_debrief import DebriefWorkflow
+    from workflows.bugs import BUG_EXCEPTIONS, bug_failure, bug_message
     from workflows.debrief_rules import (
         build_fallback,
         collect_debrief_input,
@@ -89,7 +90,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.turns import Act, Ending, Nudge, decide_turn
 
 
-@workflow.defn(name=names.AGENT_RUN_WORKFLOW)
+@workflow.defn(name=names.AGENT_RUN_WORKFLOW, failure_exception_types=BUG_EXCEPTIONS)
 class AgentRunWorkflow(RunControls):
     @workflow.init
     def __init__(self, input: AgentRunInput) -> None:
@@ -106,6 +107,8 @@ class AgentRunWorkflow(RunControls):
         self.check_operator_answer = workflow.patched(names.OPERATOR_ANSWER_CHECK_PATCH)
         self.limit_tool_calls = workflow.patched(names.TOOL_CALL_LIMITS_PATCH)
         self.continues = workflow.patched(names.RUN_CONTINUE_AS_NEW_PATCH)
+        self.started: datetime | None = None
+        self.finishing_after_bug = False
         self.check_budgets = False
         self.approvals_on = False
         self.approval_events = False
@@ -118,8 +121,29 @@ class AgentRunWorkflow(RunControls):
 
     @workflow.run
     async def run(self, input: AgentRunInput) -> AgentResult:
+        """The run; a bug in this code ends it as `error` with its debrief, then fails the
+        workflow where people see it (workflows/bugs.py) instead of wedging its task."""
+        try:
+            return await self._run(input)
+        except BUG_EXCEPTIONS as err:
+            await self._finish_after_bug(err)
+            raise bug_failure(err) from err
+
+    async def _finish_after_bug(self, err: BaseException) -> None:
+        workflow.logger.error("run %s failed on a bug: %s", self.run_id, bug_message(err))
+        if self.finishing_after_bug or self.started is None:
+            return
+        self.finishing_after_bug = True
+        self.state.fail_on_bug(bug_message(err))
+        try:
+            await self._finish(self.started)
+        except BUG_EXCEPTIONS as again:  # the wrap-up itself is what is broken
+            workflow.logger.error("run %s could not finish: %s", self.run_id, bug_message(again))
+
+    async def _run(self, input: AgentRunInput) -> AgentResult:
         # A run continuing as new counts its duration (and its deadline) from its first start.
         started = input.continuation.started_at if input.continuation else workflow.now()
+        self.started = started
         # Every patch is asked for here, in the first workflow task: its marker then shares
         # that task's marker batch with prepare_run's (one billed action, not one per patch).
         self.attributes_on_change = workflow.patched(names.SEARCH_ATTRIBUTES_ON_CHANGE_PATCH)

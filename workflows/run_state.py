@@ -231,6 +231,11 @@ class RunState(BaseModel):
         self.error = error
         self.end(Ending("llm_error", self.last_text))
 
+    def fail_on_bug(self, message: str) -> None:
+        """The workflow code failed: the run ends as `error` (unless already ended)."""
+        self.error = self.error or message
+        self.end(Ending("error", self.last_text))
+
     def end_at_iteration_cap(self) -> None:
         self.end(Ending("max_iterations", self.last_text))
 

@@ -108,6 +108,13 @@ def goal_achieved(terminated_by: TerminatedBy | None) -> bool | None:
     """The reference's `deriveGoalAchieved`: None when the ending says nothing either way."""
     if terminated_by in ("final_answer_tool", "final_answer"):
         return True
-    if terminated_by in ("max_iterations", "llm_error", "cancelled", "budget_exceeded", "timeout"):
+    if terminated_by in (
+        "max_iterations",
+        "llm_error",
+        "cancelled",
+        "budget_exceeded",
+        "timeout",
+        "error",
+    ):
         return False
     return None
