@@ -32,6 +32,7 @@ from reactive_temporal.contracts.debrief import (
     SynthesisResult,
     SynthesisTokens,
 )
+from reactive_temporal.limits import bound_synthesis
 from reactive_temporal.prompts import SYNTHESIS_SYSTEM_PROMPT, synthesis_prompt
 
 SYNTHESIS_MAX_TOKENS = 800
@@ -50,7 +51,7 @@ def parse_synthesis(text: str | None) -> SynthesisFields | None:
     for candidate in candidates:
         try:
             value: Any = json.loads(candidate)
-        except ValueError:
+        except (ValueError, RecursionError):
             continue
         if isinstance(value, dict):
             try:
@@ -94,7 +95,7 @@ class DebriefActivities:
                 # the window it learned from the refusal, or half of what was refused
                 limit = min(self._prompt_chars(request.model), min(limit, len(prompt)) // 2)
         content = completion.content
-        parsed = parse_synthesis(content)
+        parsed = bound_synthesis(parse_synthesis(content))
         if parsed is None:
             activity.logger.warning(
                 "debrief synthesis answer was not usable JSON; keeping fallback"

@@ -24,6 +24,7 @@ from reactive_temporal.http_guard import (
     read_bounded,
     system_resolve,
 )
+from reactive_temporal.limits import TOOL_ARGUMENTS_MAX_CHARS
 from reactive_temporal.tools import Tool, tool
 
 _BINARY = {
@@ -229,6 +230,9 @@ async def current_time(
 
 
 FILE_MAX_BYTES = 1_000_000
+FILE_WRITE_MAX_CHARS = TOOL_ARGUMENTS_MAX_CHARS - 1_000
+"""What one file_write call may write: its content travels in the call's arguments, which
+are bounded (reactive_temporal.limits); a larger file is written in parts with `append`."""
 
 
 def resolve_in_workspace(workspace: Path, path: str) -> Path:
@@ -260,13 +264,21 @@ def file_tools(workspace: Path) -> list[Tool]:
     @tool(name="file_write")
     def file_write(
         path: Annotated[str, Field(description="Path relative to the workspace")],
-        content: Annotated[str, Field(max_length=FILE_MAX_BYTES)],
+        content: Annotated[str, Field(max_length=FILE_WRITE_MAX_CHARS)],
+        append: Annotated[
+            bool, Field(description="Add to the end of the file instead of replacing it")
+        ] = False,
     ) -> str:
-        """Write a UTF-8 text file in the agent's workspace, replacing it if it exists."""
+        """Write a UTF-8 text file in the agent's workspace (replacing it, or appending to it;
+        a large file is written in parts)."""
         target = resolve_in_workspace(workspace, path)
+        size = len(content.encode())
+        if append and target.is_file() and target.stat().st_size + size > FILE_MAX_BYTES:
+            raise ValueError(f"{path!r} would grow past {FILE_MAX_BYTES:,} bytes")
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(content, encoding="utf-8")
-        return f"wrote {len(content.encode())} bytes to {path}"
+        with target.open("a" if append else "w", encoding="utf-8") as f:
+            f.write(content)
+        return f"{'appended' if append else 'wrote'} {size} bytes to {path}"
 
     return [file_read, file_write]
 

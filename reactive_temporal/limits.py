@@ -17,6 +17,7 @@ from collections.abc import Sequence
 
 from pydantic_core import to_json
 
+from reactive_temporal.contracts.debrief import SynthesisFields
 from reactive_temporal.contracts.run import FINAL_ANSWER_TOOL, ToolCall
 from reactive_temporal.sanitize import clean_text, clean_value, clip
 
@@ -41,6 +42,50 @@ OBSERVATION_MAX_CHARS = 16_000
 """What a tool call returns to the model (results and errors alike), head and tail kept."""
 ERROR_RECORD_MAX_CHARS = 1_000
 """A failed call's error as the run keeps it for its debrief."""
+
+
+SYSTEM_PROMPT_MAX_CHARS = 100_000
+"""An agent's system prompt (checked where agents are configured: the builder, a run's input;
+the contract itself accepts what runs already in flight carry)."""
+CHAT_CONTEXT_MAX_CHARS = 16_000
+"""What chat tells the model of the agent's last run (its debrief and observations)."""
+SYNTHESIS_TEXT_MAX_CHARS = 4_000
+"""A synthesized debrief's summary or caveats, and each finding, error or lesson."""
+SYNTHESIS_ITEMS_MAX = 20
+"""Findings, errors or lessons a synthesized debrief keeps (the debrief travels to the store,
+the agent's state and every later chat's context)."""
+
+
+def bound_synthesis(fields: SynthesisFields | None) -> SynthesisFields | None:
+    """A debrief synthesis within bounds, whatever the model wrote."""
+    if fields is None:
+        return None
+
+    def text(value: str | None) -> str | None:
+        return None if value is None else clip(clean_text(value), SYNTHESIS_TEXT_MAX_CHARS)
+
+    def items(values: list[str]) -> list[str]:
+        return [clip(clean_text(v), SYNTHESIS_TEXT_MAX_CHARS) for v in values[:SYNTHESIS_ITEMS_MAX]]
+
+    return fields.model_copy(
+        update={
+            "summary": text(fields.summary),
+            "caveats": text(fields.caveats),
+            "key_findings": items(fields.key_findings),
+            "errors_encountered": items(fields.errors_encountered),
+            "lessons_learned": items(fields.lessons_learned),
+        }
+    )
+
+
+def system_prompt_problem(system_prompt: str | None) -> str | None:
+    """Why a system prompt is refused, or None."""
+    if system_prompt is None or len(system_prompt) <= SYSTEM_PROMPT_MAX_CHARS:
+        return None
+    return (
+        f"system_prompt is {len(system_prompt):,} characters; the limit is "
+        f"{SYSTEM_PROMPT_MAX_CHARS:,}"
+    )
 
 
 def arguments_limit(call: ToolCall) -> int:

@@ -14,6 +14,8 @@ from collections.abc import Sequence
 from reactive_temporal import prompts
 from reactive_temporal.contracts.debrief import AgentDebrief
 from reactive_temporal.contracts.entity import ChatMessage, RoutedVia
+from reactive_temporal.limits import CHAT_CONTEXT_MAX_CHARS
+from reactive_temporal.sanitize import clip
 
 CHAT_OVERRIDE_PATTERNS = (
     re.compile(
@@ -94,7 +96,9 @@ def cap_observations(
 def build_context_summary(debrief: AgentDebrief | None, observations: Sequence[str]) -> str:
     """What the agent knows of its last run, for either chat path: the debrief and the
     observations that fit their budget."""
-    return prompts.last_run_context(debrief, cap_observations(observations))
+    return clip(
+        prompts.last_run_context(debrief, cap_observations(observations)), CHAT_CONTEXT_MAX_CHARS
+    )
 
 
 # -- history ------------------------------------------------------------------------------------

@@ -43,6 +43,7 @@ from reactive_temporal.contracts.result import AgentResult
 from reactive_temporal.contracts.run import AgentConfig, AgentRunInput
 from reactive_temporal.errors import describe_validation_error, root_cause
 from reactive_temporal.hosting.runtime import Runtime, open_runtime
+from reactive_temporal.limits import system_prompt_problem
 from workflows.agent_run import AgentRunWorkflow
 
 log = logging.getLogger("reactive_temporal")
@@ -95,6 +96,8 @@ def build_run_input(
     required_tools: list[str] | None = None,
 ) -> AgentRunInput:
     """The validated input of a run; ValueError naming the bad field otherwise."""
+    if (problem := system_prompt_problem(config.system_prompt)) is not None:
+        raise ValueError(f"invalid agent configuration: {problem}")
     updates: dict[str, object] = {}
     if max_iterations is not None:
         updates["max_iterations"] = max_iterations
@@ -252,6 +255,9 @@ class AgentBuilder:
         """
         settings = self.settings or load_settings()
         try:
+            problem = system_prompt_problem(self.system_prompt)
+            if problem is not None:
+                raise ValueError(f"invalid agent configuration: {problem}")
             return AgentConfig(
                 agent_id=self.name,
                 model=self.model or settings.agent_model,

@@ -129,6 +129,15 @@ async def store(database_url: str) -> AsyncIterator[Callable[..., Any]]:
 # -- workflow tasks ------------------------------------------------------------------------------
 
 
+async def largest_event_bytes(client: Client, workflow_id: str) -> int:
+    """The largest event of the workflow's (latest run's) history, serialized: it bounds
+    every payload in it (an activity's input or result, a signal, the run's result)."""
+    largest = 0
+    async for event in client.get_workflow_handle(workflow_id).fetch_history_events():
+        largest = max(largest, event.ByteSize())
+    return largest
+
+
 async def failed_tasks(client: Client, workflow_id: str) -> list[str]:
     """The failure messages of every failed workflow task in the workflow's history (all runs)."""
     found: list[str] = []

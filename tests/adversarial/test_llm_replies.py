@@ -13,26 +13,35 @@ of every observation, in order), `output_chars` (the output's length instead of 
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
+from reactive_temporal.builtin_tools import FILE_WRITE_MAX_CHARS
 from reactive_temporal.contracts import names
 from reactive_temporal.embedded.scripted_llm import Reply, ScriptedLLM, call
-from reactive_temporal.limits import REPLY_CONTENT_MAX_CHARS
+from reactive_temporal.limits import (
+    REPLY_CONTENT_MAX_CHARS,
+    SYNTHESIS_ITEMS_MAX,
+    SYNTHESIS_TEXT_MAX_CHARS,
+)
 from tests.adversarial.cases import Hostile, params, table
 from tests.adversarial.conftest import (
     StoreSnapshot,
     assert_no_failed_tasks,
     fetch,
+    largest_event_bytes,
     observations,
     owned_by,
     unique,
 )
 from tests.workflow.conftest import Harness
 
+PAYLOAD_BUDGET = 1_600_000
+"""No event of any run here may come near Temporal's 2 MB payload limit."""
 LITERAL_NUL_ESCAPE = "C:\\u0000\\temp"  # the six characters backslash-u-0-0-0-0: text, not NUL
 
 LLM_REPLIES = table("llm-replies", [
@@ -68,6 +77,13 @@ LLM_REPLIES = table("llm-replies", [
              Reply("FINAL ANSWER: refused")], "refused",
             "a 1 MB activity input, and a 2 MB activity result from file_write",
             {"observations": ["arguments are 1,000,038 characters"]}),
+    Hostile("llm-max-size-file-write",
+            [Reply(None, [call("file_write", path="adv-max.txt",
+                               content="m" * FILE_WRITE_MAX_CHARS)]),
+             Reply("FINAL ANSWER: written")], "written",
+            "a maximum-size file_write made a 2 MB activity result",
+            {"observations": [f"wrote {FILE_WRITE_MAX_CHARS} bytes"],
+             "largest_event_bytes": 200_000}),
     Hostile("llm-megabytes-of-text", [Reply("FINAL ANSWER: " + "w" * 3_000_000)], "",
             "a 3 MB reply as the step's result, the run's result and the debrief's input",
             {"output_chars": REPLY_CONTENT_MAX_CHARS - len("FINAL ANSWER: ")}),
@@ -143,7 +159,38 @@ async def test_hostile_model_replies_get_clear_outcomes(
     attempts = await llm_attempts(client, result.run_id)
     assert attempts and set(attempts) == {1}, f"LLM steps retried: {attempts}"
     await assert_no_failed_tasks(client, result.run_id)
+    limit = row.options.get("largest_event_bytes", PAYLOAD_BUDGET)
+    assert await largest_event_bytes(client, result.run_id) <= limit
 
 
 def test_model_replies_changed_nothing_stored_but_their_own(replied: dict[str, Any]):
     assert replied["changes"] == []
+
+
+async def test_a_hostile_debrief_synthesis_is_bounded(
+    adv: Harness, llm: ScriptedLLM, client: Client, database_url: str
+):
+    """The debrief model answers with 500 findings of 20,000 characters (10 MB): the debrief
+    keeps 20 of them, each clipped, and every payload stays small."""
+    finding = "f" * 20_000
+    synthesis = json.dumps({
+        "summary": "s" * 50_000, "key_findings": [finding] * 500,
+        "lessons_learned": ["l" * 9_000] * 100, "caveats": "c" * 30_000,
+    })  # fmt: skip
+    answer = "The long answer, " + "explained at length. " * 20
+    model = llm.script(unique("synth"), [Reply(f"FINAL ANSWER: {answer}"), Reply(synthesis)],
+                       repeat_last=True)  # fmt: skip
+    result = await adv.agent(model, agent_id=unique("synth")).run("Explain")
+    rich = await result.debrief_rich()
+    assert rich is not None and rich.synthesized
+    assert len(rich.key_findings) == SYNTHESIS_ITEMS_MAX
+    assert all(len(f) <= SYNTHESIS_TEXT_MAX_CHARS for f in rich.key_findings)
+    assert len(rich.summary) <= SYNTHESIS_TEXT_MAX_CHARS and "characters cut" in rich.summary
+    [(stored,)] = await fetch(
+        database_url, "SELECT debrief_json FROM agent_debriefs WHERE run_id = %s",
+        (result.run_id,),
+    )  # fmt: skip
+    assert len(stored["key_findings"]) == SYNTHESIS_ITEMS_MAX
+    debrief_id = names.debrief_workflow_id(result.run_id)
+    assert await largest_event_bytes(client, debrief_id) < 400_000
+    await assert_no_failed_tasks(client, result.run_id, debrief_id)
