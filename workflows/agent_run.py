@@ -22,7 +22,7 @@ that produced it and appears once in this workflow's history, so history grows l
 from __future__ import annotations
 
 import asyncio
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, NoReturn
 
 from temporalio import workflow
@@ -81,13 +81,22 @@ with workflow.unsafe.imports_passed_through():
     from workflows.run_controls import RunControls, tool_message
     from workflows.run_limits import (
         CONTINUE_AS_NEW_EVERY_ITERATIONS,
+        STORE_OUTAGE_WAIT_SECONDS,
         admitted_tool_calls,
+        is_store_outage,
         oversized_arguments_observation,
         should_continue_as_new,
         too_many_calls_observation,
     )
     from workflows.run_state import RunState
     from workflows.turns import Act, Ending, Nudge, decide_turn
+
+
+class StoreOutage:
+    """What an LLM attempt returns when Postgres, not the LLM, made it fail."""
+
+
+STORE_OUTAGE = StoreOutage()
 
 
 @workflow.defn(name=names.AGENT_RUN_WORKFLOW, failure_exception_types=BUG_EXCEPTIONS)
@@ -410,7 +419,19 @@ class AgentRunWorkflow(RunControls):
     # -- one LLM step -------------------------------------------------------------------
 
     async def _llm_step(self) -> LlmStepResult | None:
-        """The model's next reply; None when the operator ended the run or the LLM failed."""
+        """The model's next reply; None when the operator ended the run or the LLM failed.
+        A step that failed only because Postgres stayed down is waited out and taken again:
+        an outage delays a run, it does not end it as an LLM error."""
+        while True:
+            step = await self._llm_attempt()
+            if not isinstance(step, StoreOutage):
+                return step
+            await workflow.sleep(
+                timedelta(seconds=STORE_OUTAGE_WAIT_SECONDS),
+                summary="Postgres unreachable: waiting to take the LLM step again",
+            )
+
+    async def _llm_attempt(self) -> LlmStepResult | StoreOutage | None:
         state = self.state
         state.current_tool = None
         handle = workflow.start_activity(
@@ -446,8 +467,12 @@ class AgentRunWorkflow(RunControls):
         try:
             return await handle
         except ActivityError as err:
-            if state.operator_answer is None:
-                state.fail(_failure_message(err))
+            if state.operator_answer is not None:
+                return None
+            if is_store_outage(err) and workflow.patched(names.STORE_OUTAGE_WAITS_PATCH):
+                workflow.logger.warning("LLM step waits for Postgres: %s", _failure_message(err))
+                return STORE_OUTAGE
+            state.fail(_failure_message(err))
             return None
         except asyncio.CancelledError:
             return None

@@ -60,6 +60,29 @@ def answer_too_long(output: str) -> str | None:
     )
 
 
+STORE_UNAVAILABLE = "StoreUnavailable"
+"""The failure type of a step that gave up only because Postgres was unreachable
+(activities/step_records.py)."""
+STORE_OUTAGE_WAIT_SECONDS = 30.0
+
+
+def failure_types(err: BaseException) -> list[str]:
+    """The `type` of every ApplicationError in an exception's cause chain."""
+    found: list[str] = []
+    cause: BaseException | None = err
+    while cause is not None and len(found) < 20:
+        kind = getattr(cause, "type", None)
+        if isinstance(kind, str):
+            found.append(kind)
+        cause = cause.__cause__
+    return found
+
+
+def is_store_outage(err: BaseException) -> bool:
+    """The step failed because the store was unreachable, not because of the LLM."""
+    return STORE_UNAVAILABLE in failure_types(err)
+
+
 def should_continue_as_new(
     *, suggested: bool, iterations_this_run: int, every: int | None, ended: bool
 ) -> bool:

@@ -118,6 +118,10 @@ RUN_CONTINUE_AS_NEW_PATCH: Final = "run-continue-as-new"
 """A run continues as new (same workflow id, transcript, counters, one debrief) when
 Temporal suggests it or every CONTINUE_AS_NEW_EVERY_ITERATIONS iterations."""
 
+STORE_OUTAGE_WAITS_PATCH: Final = "store-outage-waits"
+"""An LLM step that failed for good only because Postgres stayed unreachable is waited out
+and taken again, instead of ending the run as `llm_error` (the LLM did not fail)."""
+
 # -- metrics the workflows record ---------------------------------------------------------------
 # With `workflow.metric_meter()`, which records nothing while a workflow replays: a run is
 # counted once however often workers replay it. Served at a worker's /metrics.

@@ -114,3 +114,22 @@ def test_the_state_a_long_run_carries_stays_small():
     assert len(carried.earlier_errors) <= 50 and carried.iteration == 5_000
     again = carried.compacted()  # a second continue-as-new folds into the same stats
     assert sum(s.calls for s in again.earlier_tool_stats) + len(again.tool_calls) == 10_000
+
+
+def test_a_store_outage_is_told_from_an_llm_failure():
+    from temporalio.exceptions import ActivityError, ApplicationError, RetryState
+
+    from workflows.run_limits import is_store_outage
+
+    def failed(kind: str) -> ActivityError:
+        err = ActivityError(
+            "activity error", scheduled_event_id=1, started_event_id=2, identity="w",
+            activity_type="llm_step", activity_id="1",
+            retry_state=RetryState.MAXIMUM_ATTEMPTS_REACHED,
+        )  # fmt: skip
+        err.__cause__ = ApplicationError("cause", type=kind)
+        return err
+
+    assert is_store_outage(failed("StoreUnavailable"))
+    assert not is_store_outage(failed("LlmRequestRejected"))
+    assert not is_store_outage(RuntimeError("plain"))
