@@ -94,7 +94,9 @@ async def cli(
     await assert_no_failed_tasks(client, earlier.run_id)
     return {
         "results": dict(zip([r.id for r in TERMINAL], results, strict=True)),
-        "changes": after.changes_since(before, own=owned_by(f"run-{agent}", agent, chat_agent)),
+        "changes": after.changes_since(
+            before, own=owned_by(f"run-{agent}", f"run-{chat_agent}", agent, chat_agent)
+        ),
     }
 
 
