@@ -17,6 +17,14 @@ from tests.conftest import wait_for
 from tests.workflow.conftest import Harness
 from workflows.agent_run import AgentRunWorkflow
 
+WORKFLOW_TASK_EVENTS = {
+    EventType.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED,
+    EventType.EVENT_TYPE_WORKFLOW_TASK_STARTED,
+    EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED,
+    EventType.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT,
+    EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED,
+}
+
 pytestmark = pytest.mark.workflow
 
 ANSWER = "The stock count is 42 units across three warehouses, all reconciled."
@@ -94,10 +102,13 @@ async def test_history_per_llm_call_is_the_same_for_1_and_50_chunks(
         assert len([e for e in events if e.type == "text"]) >= (2 if chunks > 1 else 1)
         run_id = events[-1].result.run_id  # type: ignore[union-attr]
         history = await harness.client.get_workflow_handle(run_id).fetch_history()
-        return [e.event_type for e in history.events]
+        # Workflow-task bookkeeping depends on the machine's load (a task that timed out
+        # under load is scheduled again); what streaming could add is everything else.
+        return [e.event_type for e in history.events if e.event_type not in WORKFLOW_TASK_EVENTS]
 
     one, fifty = await history_of(1), await history_of(50)
     assert one == fifty  # the same events, in the same order: streaming adds none
+    assert EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED in fifty  # the LLM step is in it
     assert EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED not in fifty
 
 
