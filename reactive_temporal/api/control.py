@@ -18,10 +18,10 @@ from temporalio.client import (
     WorkflowQueryFailedError,
     WorkflowUpdateFailedError,
 )
-from temporalio.service import RPCError, RPCStatusCode
+from temporalio.service import RPCError
 
 from reactive_temporal import search_attributes as sa
-from reactive_temporal.api.operate import quote_literal
+from reactive_temporal.api.operate import quote_literal, require_run
 from reactive_temporal.contracts import names
 from reactive_temporal.contracts.approvals import ApprovalDecision, ApprovalOutcome
 from reactive_temporal.contracts.result import AgentResult
@@ -36,20 +36,12 @@ async def running_run(client: Client, run_id: str) -> WorkflowHandle[Any, AgentR
     Raises:
         ValueError: naming what is wrong (no such run, not an agent run, already over).
     """
-    handle = client.get_workflow_handle_for(AgentRunWorkflow.run, run_id)
-    try:
-        description = await handle.describe()
-    except RPCError as err:
-        if err.status == RPCStatusCode.NOT_FOUND:
-            raise ValueError(f"no run with id {run_id!r}") from err
-        raise
-    if description.workflow_type != names.AGENT_RUN_WORKFLOW:
-        raise ValueError(f"{run_id!r} is a {description.workflow_type}, not an agent run")
+    description = await require_run(client, run_id)
     status = description.status
     if status != WorkflowExecutionStatus.RUNNING:
         state = status.name.lower() if status is not None else "closed"
         raise ValueError(f"run {run_id!r} is not running (it is {state})")
-    return handle
+    return client.get_workflow_handle_for(AgentRunWorkflow.run, run_id)
 
 
 async def request_cancel(

@@ -20,7 +20,13 @@ from temporalio.api.common.v1 import WorkflowExecution
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.api.workflowservice.v1 import ResetWorkflowExecutionRequest
-from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError, WorkflowHistory
+from temporalio.client import (
+    Client,
+    WorkflowExecutionDescription,
+    WorkflowExecutionStatus,
+    WorkflowFailureError,
+    WorkflowHistory,
+)
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import Replayer
 
@@ -135,8 +141,11 @@ async def load_debrief(client: Client, run_id: str, *, wait_for_rich: bool) -> A
     return await fetch_rich_debrief(client, run_id, fallback=result.debrief)
 
 
-async def require_run(client: Client, run_id: str) -> None:
-    """ValueError unless `run_id` names an agent run (not, say, an agent's chat entity)."""
+async def require_run(client: Client, run_id: str) -> WorkflowExecutionDescription:
+    """The run's description; ValueError unless `run_id` names an agent run.
+
+    Not, say, an agent's chat entity: every command that takes a run id refuses those the same way.
+    """
     try:
         description = await client.get_workflow_handle(run_id).describe()
     except RPCError as err:
@@ -145,6 +154,7 @@ async def require_run(client: Client, run_id: str) -> None:
         raise
     if description.workflow_type != names.AGENT_RUN_WORKFLOW:
         raise ValueError(f"{run_id!r} is a {description.workflow_type}, not an agent run")
+    return description
 
 
 async def fetch_rich_debrief(
