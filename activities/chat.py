@@ -18,6 +18,8 @@ from reactive_temporal.contracts.entity import (
     SaveSessionInput,
     SessionHistory,
 )
+from reactive_temporal.limits import REPLY_CONTENT_MAX_CHARS
+from reactive_temporal.sanitize import clean_text, clip
 from reactive_temporal.session_window import WINDOW_BYTES, WINDOW_MESSAGES
 
 SESSION_PAGE_BYTES = 1_000_000
@@ -62,8 +64,11 @@ class ChatActivities:
                 raise
         if text is not None:
             await text.close()
+        # bounded where it enters, as a run's replies are: a reply past the payload limit
+        # could never be returned, and the activity (and the model) would be retried forever
+        message = clip(clean_text(completion.content or ""), REPLY_CONTENT_MAX_CHARS)
         return ChatDirectResult(
-            message=(completion.content or "").strip() or "(no answer)",
+            message=message.strip() or "(no answer)",
             tokens=completion.usage.total_tokens,
             cost=completion.cost,
         )

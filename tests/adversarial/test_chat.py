@@ -15,7 +15,8 @@ import pytest
 from temporalio.client import Client
 
 from reactive_temporal.contracts import names
-from reactive_temporal.embedded.scripted_llm import Reply, ScriptedLLM
+from reactive_temporal.embedded.scripted_llm import Reply, ScriptedLLM, call
+from reactive_temporal.limits import REPLY_CONTENT_MAX_CHARS
 from tests.adversarial.cases import Hostile, params, table
 from tests.adversarial.conftest import StoreSnapshot, assert_no_failed_tasks, owned_by, unique
 from tests.workflow.conftest import Harness
@@ -33,6 +34,14 @@ CHAT = table("chat", [
             "markup is data until a terminal shows it"),
     Hostile("chat-tool-path-surrogate", ("calculate 2+2 \ud800", [Reply("FINAL ANSWER: 4")],
             True), "4", "the tool-path run's task could not be serialized"),
+    Hostile("chat-megabytes-reply", ("hello", [Reply("w" * 3_000_000)], False), "",
+            "a 3 MB chat activity result, past Temporal's 2 MB payload limit",
+            {"reply_chars": REPLY_CONTENT_MAX_CHARS}),
+    Hostile("chat-tool-path-forty-calls",
+            ("calculate forty sums", [Reply(None, [call("calculator", expression=f"{i}+1")
+                                                   for i in range(40)]),
+                                      Reply("FINAL ANSWER: forty sums")], True),
+            "forty sums", "40 activities at once from one chat turn"),
 ])  # fmt: skip
 
 
@@ -46,7 +55,8 @@ async def chatted(
         agent = adv.agent(model, agent_id=unique("chat"), memory=False)
         session = agent.session(unique("s"))
         reply = await asyncio.wait_for(session.chat(message, use_tools=use_tools), 60)
-        return {"reply": reply, "agent": agent, "history": await session.history()}
+        return {"reply": reply, "agent": agent, "history": await session.history(),
+                "model_requests": len(llm.requests.get(model, []))}  # fmt: skip
 
     before = await StoreSnapshot.take(database_url)
     outcomes = await asyncio.gather(*(one(row) for row in CHAT))
@@ -67,8 +77,14 @@ async def test_hostile_chat_gets_a_clear_reply(
     outcome = chatted["by_id"][row.id]
     if row.options.get("history"):
         assert outcome["history"][0].content == row.expect
+    elif "reply_chars" in row.options:
+        message = outcome["reply"].message
+        assert len(message) <= row.options["reply_chars"] and "characters cut" in message
+        assert outcome["history"][-1].content == message
     else:
         assert outcome["reply"].message == row.expect
+    if not row.input[2]:  # the direct path: one call of the model, never retried (billed)
+        assert outcome["model_requests"] == 1, outcome["model_requests"]
     await assert_no_failed_tasks(client, names.agent_workflow_id(outcome["agent"].name))
 
 

@@ -22,6 +22,7 @@ from temporalio.client import Client
 
 from reactive_temporal.builtin_tools import FILE_WRITE_MAX_CHARS
 from reactive_temporal.contracts import names
+from reactive_temporal.contracts.run import FINAL_ANSWER_TOOL
 from reactive_temporal.embedded.scripted_llm import Reply, ScriptedLLM, call
 from reactive_temporal.limits import (
     REPLY_CONTENT_MAX_CHARS,
@@ -40,6 +41,7 @@ from tests.adversarial.conftest import (
 )
 from tests.workflow.conftest import Harness
 
+WEDGED_TASK = "workflow code raised (RecursionError, csv.Error): the task failed on every replay"
 PAYLOAD_BUDGET = 1_600_000
 """No event of any run here may come near Temporal's 2 MB payload limit."""
 LITERAL_NUL_ESCAPE = "C:\\u0000\\temp"  # the six characters backslash-u-0-0-0-0: text, not NUL
@@ -66,6 +68,29 @@ LLM_REPLIES = table("llm-replies", [
             {"terminated_by": "end_turn"}),
     Hostile("llm-final-answer-bold", [Reply("Checked twice.\n**Final Answer:** 42")], "42",
             "the control row: a real marker still ends the run", {"terminated_by": "final_answer"}),
+    Hostile("llm-final-answer-call-deep-json",
+            [Reply(None, [call(FINAL_ANSWER_TOOL, output="[" * 5_000 + "]" * 5_000,
+                               format="json")]), Reply("FINAL ANSWER: flat")],
+            "the JSON is nested too deeply to parse", WEDGED_TASK, {"observation": True}),
+    Hostile("llm-final-answer-call-csv-field-over-limit",
+            [Reply(None, [call(FINAL_ANSWER_TOOL, output="a\n" + "x" * 140_000,
+                               format="csv")]), Reply("FINAL ANSWER: short")],
+            "final-answer was not run: its arguments are 140,", WEDGED_TASK,
+            {"observation": True}),
+    Hostile("llm-final-answer-call-deep-arguments",
+            [Reply(None, [call(FINAL_ANSWER_TOOL, raw_arguments='{"output": "x", "summary": '
+                               + "[" * 50_000)]), Reply("FINAL ANSWER: flat")],
+            "final-answer arguments are nested too deeply", WEDGED_TASK, {"observation": True}),
+    Hostile("llm-final-answer-call-unknown-format",
+            [Reply(None, [call(FINAL_ANSWER_TOOL, output="a: 1", format="yaml")]),
+             Reply("FINAL ANSWER: a is 1")],
+            "Unknown format 'yaml'", "an answer in a format nothing downstream knows",
+            {"observation": True}),
+    Hostile("llm-final-answer-call-blank-output",
+            [Reply(None, [call(FINAL_ANSWER_TOOL, output=" \n ", summary="done")]),
+             Reply("FINAL ANSWER: the answer")],
+            "needs a non-empty 'output'", "a run ended as a success with no answer",
+            {"observation": True}),
     Hostile("llm-forty-tool-calls",
             [Reply(None, [call("calculator", expression=f"{i}+1") for i in range(40)]),
              Reply("FINAL ANSWER: done")], "done",

@@ -17,9 +17,16 @@ from typing import Any
 import pytest
 from temporalio.client import Client
 
+from reactive_temporal.contracts import names
 from reactive_temporal.embedded.scripted_llm import Reply, ScriptedLLM
 from tests.adversarial.cases import Hostile, params, table
-from tests.adversarial.conftest import StoreSnapshot, assert_no_failed_tasks, owned_by, unique
+from tests.adversarial.conftest import (
+    StoreSnapshot,
+    assert_no_failed_tasks,
+    fetch,
+    owned_by,
+    unique,
+)
 from tests.processes import CliResult, clean_env, starter_async
 from tests.workflow.conftest import Harness
 
@@ -91,7 +98,19 @@ async def cli(
         for row in TERMINAL
     ))  # fmt: skip
     after = await StoreSnapshot.take(database_url)
-    await assert_no_failed_tasks(client, earlier.run_id)
+    # every workflow the cases touched: the runs the CLI started, and both agents' entities
+    started = await fetch(
+        database_url,
+        "SELECT DISTINCT run_id FROM run_messages WHERE run_id LIKE %s",
+        (f"run-{agent}-%",),
+    )
+    assert len(started) >= 3, started  # the fixture's run and the two `run` rows'
+    await assert_no_failed_tasks(
+        client,
+        *(run_id for (run_id,) in started),
+        names.agent_workflow_id(agent),
+        names.agent_workflow_id(chat_agent),
+    )
     return {
         "results": dict(zip([r.id for r in TERMINAL], results, strict=True)),
         "changes": after.changes_since(

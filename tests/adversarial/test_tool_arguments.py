@@ -203,3 +203,52 @@ async def test_bomb_is_refused_while_another_run_on_the_worker_completes(
         ("spin", "released"),
     ]  # fmt: skip
     await assert_no_failed_tasks(client, result.run_id, other.run_id)
+
+
+async def test_tools_past_their_own_timeout_are_cut_once_and_the_run_goes_on(
+    client: Client, settings: Settings, llm: ScriptedLLM, database_url: str
+):
+    """A user's tools that never return, one blocking a thread and one awaiting forever, each
+    with a one-second timeout: each call ends as a timeout observation after its own timeout
+    (not the activity's), runs once (no retried attempt runs it again), and the run finishes."""
+    release = threading.Event()
+    calls: list[str] = []
+
+    @tool(timeout_seconds=1)
+    def stuck_in_thread(query: str) -> str:
+        """Blocks, as a user's synchronous client waiting on a dead server might."""
+        calls.append(f"thread {query}")
+        release.wait(120)
+        return "finally"
+
+    @tool(timeout_seconds=1)
+    async def stuck_on_loop(query: str) -> str:
+        """Awaits an answer that never comes."""
+        calls.append(f"loop {query}")
+        await asyncio.Event().wait()
+        return "never"
+
+    model = llm.script(unique("stuck"), [
+        Reply(None, [call("stuck_in_thread", query="a"), call("stuck_on_loop", query="b")]),
+        Reply("FINAL ANSWER: both timed out"),
+    ])  # fmt: skip
+    tools = [stuck_in_thread, stuck_on_loop]
+    try:
+        async with running_worker(client, settings, extra_tools=tools) as h:
+            started = time.monotonic()
+            result = await asyncio.wait_for(
+                h.run(model, "Ask both", agent_id=unique("stuck"), memory=False,
+                      max_parallel_tools=2),
+                90,
+            )  # fmt: skip
+            took = time.monotonic() - started
+    finally:
+        release.set()
+    assert result.output == "both timed out"
+    assert await observations(database_url, result.run_id) == [
+        ("stuck_in_thread", "[Tool error: stuck_in_thread timed out after 1s]"),
+        ("stuck_on_loop", "[Tool error: stuck_on_loop timed out after 1s]"),
+    ]
+    assert sorted(calls) == ["loop b", "thread a"]  # once each
+    assert took < 30, f"{took:.1f}s: the tools' own timeouts did not bound their calls"
+    await assert_no_failed_tasks(client, result.run_id)

@@ -9,6 +9,7 @@ import pytest
 from reactive_temporal.contracts.debrief import AgentDebrief, DebriefMetrics, ToolUsage
 from reactive_temporal.contracts.entity import ChatMessage
 from reactive_temporal.contracts.run import RunProgress
+from reactive_temporal.limits import CHAT_CONTEXT_MAX_CHARS
 from reactive_temporal.prompts import (
     default_persona,
     direct_chat_system_prompt,
@@ -126,6 +127,20 @@ def test_observation_cap():
     kept = cap_observations(["a" * 2500, "b" * 1000])
     assert kept == ["a" * 2500, "b" * 500 + "…"]
     assert sum(len(k) for k in cap_observations(["x" * 9000])) == 3001
+
+
+def test_chat_context_is_bounded_head_and_tail_kept_whatever_the_last_run_held():
+    """A debrief an older version stored unbounded (findings, a 3 MB summary) and huge
+    observations: the context chat sends stays within its cap, with a marker where it was
+    cut, its head (the outcome) and its tail (the instruction) kept."""
+    huge = debrief(summary="s" * 3_000_000, key_findings=["f" * 50_000] * 200)
+    context = build_context_summary(huge, ["o" * 1_000_000] * 5)
+    assert len(context) <= CHAT_CONTEXT_MAX_CHARS
+    assert "characters cut" in context
+    assert context.startswith("## Last Run Results\nOutcome: success")
+    assert context.endswith("Reference specific data from tool results when answering.")
+    small = build_context_summary(debrief(), ["[Tool result]: 5 commits"])
+    assert len(small) < CHAT_CONTEXT_MAX_CHARS and "characters cut" not in small
 
 
 def test_what_counts_as_an_observation():
