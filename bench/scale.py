@@ -5,10 +5,12 @@ each, so the ideal wall time is (K+1) × delay (8 s for K=3, 2 s). Runs are star
 once from this process; the worker, the Temporal dev server, the model and Postgres each
 run in their own process (bench/_procs.py), one worker at a time, fresh for each scenario:
 
-- floor · SDK default worker: `BenchFloorWorkflow` (bench/_floor.py) whose LLM activity
+- floor · project defaults: `BenchFloorWorkflow` (bench/_floor.py) whose LLM activity
   sends the same 2 s request to the same model (plain httpx), and whose tool activity is a
-  no-op, on a worker with the SDK's default options;
-- floor · activity slots = C: the same with `max_concurrent_activities=C`;
+  no-op, on the project's worker with its defaults (500 activity slots; the SDK's own
+  default, 100, was the project's too when the "before" figures were taken);
+- floor · activity slots = C: the same with `max_concurrent_activities=C` (set as an
+  operator sets it, so the Postgres pool and the model client's connections follow);
 - ours · project defaults: agent runs, memory on (the project default), on a worker with the
   project's own defaults;
 - ours · activity slots = C: the same with `max_concurrent_activities=C`.
@@ -58,16 +60,16 @@ from bench._runs import (
     Run,
     Scenario,
     account,
+    debrief_done,
     entity_position,
     one_run,
     time_breakdown,
 )
 from bench._stack import Summary, log, machine, parser, print_table, run
-from reactive_temporal.contracts.names import debrief_workflow_id
 
 PROCESSES = ("worker", "server", "model", "client", "postgres")
 SCENARIOS = (
-    "floor · SDK default worker",
+    "floor · project defaults",
     "floor · activity slots = C",
     "ours · project defaults",
     "ours · activity slots = C",
@@ -213,12 +215,7 @@ async def scenario(stack: ProcessStack, name: str, c: int, tools: int, delay: fl
             worker_stats = await worker.ask()
             if kind == MEMORY_ON:
                 await asyncio.gather(
-                    *(
-                        stack.client.get_workflow_handle(
-                            debrief_workflow_id(r.workflow_id)
-                        ).result()
-                        for r in runs
-                    ),
+                    *(debrief_done(stack.client, r.workflow_id) for r in runs),
                     return_exceptions=True,
                 )
             cpu1 = stack.cpu(worker)
@@ -305,7 +302,7 @@ def report(
     print(f"\nDuring the scenarios the model's listen backlog is {backlog or '5 (as shipped)'}.")
 
     def floor_wall(o: Outcome) -> float | None:
-        twin = "floor · SDK default worker" if "default" in o.name else "floor · activity slots = C"
+        twin = "floor · project defaults" if "default" in o.name else "floor · activity slots = C"
         walls = [x.wall for x in outcomes if x.c == o.c and x.name == twin]
         return statistics.median(walls) if walls else None
 

@@ -7,8 +7,9 @@ model, as an in-process `Agent` does) and waits for all of them. Scenarios, inte
 batch by batch on the same worker and server:
 
 - one agent, memory off: all runs belong to one agent (they all signal its AgentWorkflow);
-- one agent, memory on (the project default): each run also starts its debrief child
-  (trivial here: no synthesis call); the batch waits for those, untimed, before the next;
+- one agent, memory on (the project default): the answer is trivial, so each run keeps its
+  deterministic debrief itself (no child); a child, where a run starts one, is waited for,
+  untimed, before the next batch;
 - C distinct agents, memory off: one AgentWorkflow per run instead of one for all;
 - the floor: C bare workflows of 6 no-op activities in sequence;
 - unless --no-variants (the default with --quick): "one agent, memory off" again under
@@ -35,6 +36,7 @@ from temporalio import workflow
 from temporalio.worker import UnsandboxedWorkflowRunner
 
 with workflow.unsafe.imports_passed_through():
+    from bench._runs import debrief_done
     from bench._stack import (
         BenchStack,
         Summary,
@@ -48,7 +50,6 @@ with workflow.unsafe.imports_passed_through():
         run,
     )
     from bench.overhead import BenchBareWorkflow, bench_noop, no_entity_signals
-    from reactive_temporal.contracts import names
     from reactive_temporal.embedded.scripted_llm import Reply, Step, call
 
 ITERATIONS = 3
@@ -100,9 +101,9 @@ async def batch(stack: BenchStack, scenario: Scenario, concurrency: int) -> Batc
         ids = await asyncio.gather(*(timed(i) for i in range(concurrency)))
     wall = time.perf_counter() - started
     here1, server1 = cpu_seconds(os.getpid()), cpu_seconds(server_pid)
-    for _, follow_up in ids:  # untimed: let debriefs finish before the next batch
-        if follow_up is not None:
-            await stack.client.get_workflow_handle(follow_up).result()
+    for run_id, memory in ids:  # untimed: let debriefs finish before the next batch
+        if memory is not None:
+            await debrief_done(stack.client, run_id)
     prepare: list[float] = []
     for workflow_id, _ in ids[:PROFILED_RUNS]:
         history = await stack.client.get_workflow_handle(workflow_id).fetch_history()
@@ -133,7 +134,7 @@ def agent_runs(
         result = await handle.result()
         assert result.metadata.iterations == ITERATIONS, result
         assert result.terminated_by == "final_answer", result
-        return handle.id, names.debrief_workflow_id(handle.id) if memory else None
+        return handle.id, handle.id if memory else None
 
     return one
 
