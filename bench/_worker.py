@@ -100,12 +100,17 @@ async def main() -> None:
     args = p.parse_args()
 
     tmp = Path(tempfile.mkdtemp(prefix="rt-bench-worker-"))
+    options = json.loads(args.options)
+    # Activity slots go through the settings, as an operator sets them, so what the project
+    # sizes from them (the Postgres pool, the model client's connections) follows.
+    slots = options.pop("max_concurrent_activities", None)
     settings = Settings(
         database_url=args.database_url,
         openai_base_url=args.llm_base_url,
         openai_api_key="bench",
         data_dir=tmp / "data",
         workspace_dir=tmp / "workspace",
+        **({} if slots is None else {"max_concurrent_activities": slots}),
     )
     client = await connect(args.address, args.namespace)
     floor = FloorActivities(args.llm_base_url)
@@ -117,7 +122,7 @@ async def main() -> None:
         [noop],
         [BenchFloorWorkflow],
         [floor.bench_llm, floor.bench_tool],
-        json.loads(args.options),
+        options,
     )
     running = asyncio.create_task(agent_worker.worker.run())
     sampler = Sampler(agent_worker.store.pool)

@@ -31,6 +31,10 @@ DEFAULT_MAX_CONCURRENT_ACTIVITIES = 500
 would cap it at 100 calls whatever its CPU)."""
 DEFAULT_MAX_CONCURRENT_WORKFLOW_TASKS = 100
 """Workflow tasks are short and CPU-bound: the SDK's default."""
+MIN_DB_POOL_SIZE = 10
+MAX_DEFAULT_DB_POOL_SIZE = 50
+"""A default pool never asks for more: Postgres allows 100 connections unless told otherwise,
+and several workers share them. More is one setting away (REACTIVE_TEMPORAL_DB_POOL_SIZE)."""
 DEFAULT_GRACEFUL_SHUTDOWN_SECONDS = 30.0
 _HOST_PORT = re.compile(r"^[A-Za-z0-9_.\-\[\]:]+:\d{1,5}$")
 
@@ -146,6 +150,12 @@ class Settings(BaseSettings):
             "REACTIVE_TEMPORAL_MAX_CONCURRENT_WORKFLOW_TASKS", "max_concurrent_workflow_tasks"
         ),
     )
+    db_pool_size: int | None = Field(
+        default=None,
+        ge=1,
+        validation_alias=AliasChoices("REACTIVE_TEMPORAL_DB_POOL_SIZE", "db_pool_size"),
+    )
+    """The worker's Postgres pool, at most this many connections (unset: `store_pool_size()`)."""
     deployment_name: str | None = Field(
         default=None, validation_alias=AliasChoices("TEMPORAL_DEPLOYMENT_NAME", "deployment_name")
     )
@@ -156,6 +166,18 @@ class Settings(BaseSettings):
     """Worker Versioning: this worker's build (one per release of the workflow code)."""
 
     _connection: TemporalConnection | None = PrivateAttr(default=None)
+
+    def store_pool_size(self) -> int:
+        """The worker's Postgres pool size: the setting, else a tenth of the activity slots.
+
+        Within [10, 50]: a step holds a connection only for its reads and writes
+        (milliseconds) while its model call takes seconds, so ten slots share one; the pool
+        opens connections as they are needed, up to this.
+        """
+        if self.db_pool_size is not None:
+            return self.db_pool_size
+        wanted = self.max_concurrent_activities // 10
+        return max(MIN_DB_POOL_SIZE, min(wanted, MAX_DEFAULT_DB_POOL_SIZE))
 
     @field_validator("temporal_address")
     @classmethod

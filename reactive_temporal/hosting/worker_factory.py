@@ -67,11 +67,30 @@ def build_registry(
 
 
 def llm_client(settings: Settings, base_url: str | None = None) -> openai.AsyncOpenAI:
-    """The OpenAI-compatible client; `max_retries=0` because Temporal owns retries."""
+    """The OpenAI-compatible client; `max_retries=0` because Temporal owns retries; a
+    connection for every activity slot (`llm_connection_limits`)."""
     return openai.AsyncOpenAI(
         base_url=base_url or settings.openai_base_url,
         api_key=settings.openai_api_key or OFFLINE_API_KEY,
         max_retries=0,
+        http_client=openai.DefaultAsyncHttpxClient(
+            limits=llm_connection_limits(settings.max_concurrent_activities)
+        ),
+    )
+
+
+def llm_connection_limits(activity_slots: int) -> Any:
+    """The client's pool: at least one connection per activity slot, so no model call waits
+    for a connection (the client's default allows 1,000); idle connections kept alive as the
+    client keeps them (100). Keeping one per slot was measured slower: the client's pool
+    walks, and probes, every idle connection each time a request comes or goes — 500
+    concurrent 0.5 s calls in waves cost 8.1–8.9 ms of CPU per call with 500 kept alive,
+    3.2–3.9 ms with 100, 2.7 ms with none (bench/README.md, issue 14 after)."""
+    default = openai.DEFAULT_CONNECTION_LIMITS  # httpx's or httpx2's Limits, by version
+    return type(default)(
+        max_connections=max(default.max_connections or 0, activity_slots),
+        max_keepalive_connections=default.max_keepalive_connections,
+        keepalive_expiry=default.keepalive_expiry,
     )
 
 
@@ -106,7 +125,7 @@ async def create_worker(
     after `shutdown()` (None: cancelled at once, the SDK's default)."""
     registry = build_registry(settings, tool_modules, extra_tools)
     await ensure_registered(client, client.namespace)
-    store = await Store.open(database_url)
+    store = await Store.open(database_url, max_size=settings.store_pool_size())
     endpoint = LlmEndpoint(
         llm_client(settings, llm_base_url),
         settings.model_prices,

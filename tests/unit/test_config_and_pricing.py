@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import openai
 import pytest
 from pydantic import ValidationError
 
 from reactive_temporal.config import Settings
+from reactive_temporal.hosting.worker_factory import llm_connection_limits
 from reactive_temporal.pricing import cost_of, price_for, register_price
 
 
@@ -54,3 +56,30 @@ def test_price_table_is_extensible(monkeypatch):
     settings = Settings(_env_file=None)  # type: ignore[call-arg]
     assert price_for("env-model", settings.model_prices) is not None
     assert cost_of("env-model", 10**6, 0, settings.model_prices) == pytest.approx(4.0)
+
+
+@pytest.mark.parametrize(("slots", "pool"), [(1, 10), (100, 10), (300, 30), (500, 50), (5_000, 50)])
+def test_the_postgres_pool_follows_the_activity_slots(monkeypatch, slots, pool):
+    monkeypatch.delenv("REACTIVE_TEMPORAL_DB_POOL_SIZE", raising=False)
+    monkeypatch.setenv("REACTIVE_TEMPORAL_MAX_CONCURRENT_ACTIVITIES", str(slots))
+    assert Settings(_env_file=None).store_pool_size() == pool  # type: ignore[call-arg]
+
+
+def test_the_postgres_pool_size_is_an_operators_to_set(monkeypatch):
+    monkeypatch.setenv("REACTIVE_TEMPORAL_DB_POOL_SIZE", "200")
+    assert Settings(_env_file=None).store_pool_size() == 200  # type: ignore[call-arg]
+    monkeypatch.setenv("REACTIVE_TEMPORAL_DB_POOL_SIZE", "0")
+    with pytest.raises(ValidationError, match="REACTIVE_TEMPORAL_DB_POOL_SIZE"):
+        Settings(_env_file=None)  # type: ignore[call-arg]
+
+
+@pytest.mark.parametrize(("slots", "connections"), [(100, 1_000), (500, 1_000), (3_000, 3_000)])
+def test_the_model_client_has_a_connection_for_every_activity_slot(slots, connections):
+    limits = llm_connection_limits(slots)
+    assert limits.max_connections == connections
+    # idle connections kept alive stay at the client's default: each one kept costs CPU on
+    # every request (the client's pool walks them all)
+    assert (
+        limits.max_keepalive_connections
+        == openai.DEFAULT_CONNECTION_LIMITS.max_keepalive_connections
+    )

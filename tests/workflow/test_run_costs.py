@@ -1,5 +1,6 @@
 """What a run pays Temporal for (issue 14): no child workflow when there is nothing to
-synthesize, no search-attribute upsert per iteration. Counted from real histories."""
+synthesize, no search-attribute upsert per iteration (counted from real histories); and a
+worker's Postgres pool sized from its activity slots."""
 
 from __future__ import annotations
 
@@ -12,9 +13,10 @@ from temporalio.client import Client, WorkflowHistory
 from temporalio.service import RPCError, RPCStatusCode
 
 from reactive_temporal import search_attributes as sa
+from reactive_temporal.config import Settings
 from reactive_temporal.contracts import names
 from reactive_temporal.embedded.scripted_llm import Reply, ScriptedLLM, call
-from tests.workflow.conftest import Harness
+from tests.workflow.conftest import Harness, running_worker
 
 pytestmark = pytest.mark.workflow
 
@@ -101,3 +103,14 @@ async def test_a_run_upserts_no_search_attribute_between_its_first_and_last_iter
     assert attributes.get(sa.ITERATIONS) == 5
     assert attributes.get(sa.TOKENS_USED) == result.metadata.tokens_used
     assert attributes.get(sa.DEBRIEF_STATUS) == "none"
+
+
+async def test_a_worker_sizes_its_postgres_pool_from_its_activity_slots(
+    client: Client, settings: Settings
+):
+    sized = settings.model_copy(update={"max_concurrent_activities": 300})
+    async with running_worker(client, sized) as running:
+        assert running.store.pool.max_size == 30
+    chosen = settings.model_copy(update={"db_pool_size": 7})
+    async with running_worker(client, chosen) as running:
+        assert running.store.pool.max_size == 7
