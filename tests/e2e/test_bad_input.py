@@ -36,6 +36,7 @@ from reactive_temporal.config import Settings
 from reactive_temporal.contracts.entity import ChatRequest
 from reactive_temporal.embedded.scripted_llm import Reply, ScriptedLLM, call
 from reactive_temporal.embedded.stack import StackError
+from tests.adversarial.conftest import assert_no_failed_tasks
 from tests.processes import CliResult, clean_env, starter_async
 from tests.workflow.conftest import Harness, running_worker
 
@@ -406,6 +407,7 @@ async def worker_cli(
     after = await table_contents(database_url)
     return {
         "cases": cases,
+        "workflows": [completed.run_id, failed.id, entity],
         "results": dict(zip(cases, results, strict=True)),
         "before": before,
         "after": after,
@@ -428,8 +430,9 @@ def test_cli_against_worker_refuses_bad_input(case_id: str, worker_cli: dict[str
     assert_refused(worker_cli["results"][case_id], code, message, as_json="--json" in args)
 
 
-def test_cli_against_worker_changed_nothing_stored(worker_cli: dict[str, Any]):
+async def test_cli_against_worker_changed_nothing_stored(worker_cli: dict[str, Any], h: Harness):
     assert worker_cli["after"] == worker_cli["before"]
+    await assert_no_failed_tasks(h.client, *worker_cli["workflows"])
 
 
 async def test_cli_session_end_of_unknown_session(
@@ -564,6 +567,7 @@ async def test_run_with_nul_byte_in_task(h: Harness, llm: ScriptedLLM, database_
     try:  # or accepted and handled: the run completes
         result = await within(agent.result(handle), HUNG_SECONDS, h.client, handle.id)
         assert result.success
+        await assert_no_failed_tasks(h.client, handle.id)
     finally:
         await terminate_quietly(h.client, handle.id)
 
@@ -603,6 +607,7 @@ async def test_sql_metacharacters_in_a_task_are_stored_verbatim(
     )  # fmt: skip
     assert debrief == [(task, SQL)]
     assert await tables_exist(database_url)
+    await assert_no_failed_tasks(h.client, result.run_id)
     after = await table_contents(database_url)
     assert rows_added(before, after, "run_messages") == 3  # system, task, answer
     assert rows_added(before, after, "agent_debriefs") == 1
@@ -616,6 +621,7 @@ async def test_model_reply_with_a_nul_byte(h: Harness, llm: ScriptedLLM):
     try:
         result = await within(agent.result(handle), HUNG_SECONDS, h.client, handle.id)
         assert result.success and result.output.replace("\x00", "").replace("\ufffd", "") == "ab"
+        await assert_no_failed_tasks(h.client, handle.id)
     finally:
         await terminate_quietly(h.client, handle.id)
 
@@ -693,6 +699,7 @@ async def test_model_emitted_bad_tool_calls_become_clear_observations(
     assert not problems, "\n".join(problems)
     assert not any("root:" in content for (content,) in observations)  # /etc/passwd not read
     assert not escape.exists() and outside.read_text() == "original"
+    await assert_no_failed_tasks(h.client, result.run_id)
     after = await table_contents(database_url)
     # system, task, each reply, each observation, the answer
     assert rows_added(before, after, "run_messages") == 2 + len(replies) + len(table) + 1
@@ -724,6 +731,7 @@ async def test_tool_output_with_a_nul_byte_is_handled(
     assert ("NUL" in content and content.startswith("[Tool error:")) or (
         "left" in content and "right" in content
     ), content
+    await assert_no_failed_tasks(h.client, result.run_id)
 
 
 # -- chat: the update's validator ----------------------------------------------------------------
@@ -803,6 +811,8 @@ async def test_chat_update_refuses_bad_input(
     assert await chat_setup.ended.history() == ended_history
     assert len(llm.requests[chat_setup.model]) == requests  # no LLM call was made
     assert await table_contents(database_url) == before
+    entity = chat_setup.agent.entity
+    await assert_no_failed_tasks(entity.client, entity.workflow_id)
 
 
 async def test_sql_metacharacters_in_chat_are_stored_verbatim(
@@ -826,6 +836,7 @@ async def test_sql_metacharacters_in_chat_are_stored_verbatim(
     default = await agent.session("default").history()
     assert [m.content for m in default] == [SQL, "ok"]
     assert await tables_exist(database_url)
+    await assert_no_failed_tasks(h.client, agent.entity.workflow_id)
 
 
 async def test_chat_message_with_a_nul_byte(h: Harness, llm: ScriptedLLM, database_url: str):
@@ -852,5 +863,6 @@ async def test_chat_message_with_a_nul_byte(h: Harness, llm: ScriptedLLM, databa
             (agent.name, session.id),
         )
         assert rows[0][0].replace("\x00", "").replace("\ufffd", "") == "helloworld"
+        await assert_no_failed_tasks(h.client, agent.entity.workflow_id)
     finally:
         await terminate_quietly(h.client, agent.entity.workflow_id)

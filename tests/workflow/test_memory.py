@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import uuid
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from activities.lesson_store import LessonStore
+from activities.store import DebriefStore
+from reactive_temporal.contracts.debrief import AgentDebrief, DebriefInput
 from reactive_temporal.embedded.scripted_llm import Reply, ScriptedLLM
-from reactive_temporal.memory import PRIOR_LESSONS
+from reactive_temporal.memory import LESSON_TTL_DAYS, PRIOR_LESSONS
 from tests.workflow.conftest import Harness
 
 pytestmark = pytest.mark.workflow
@@ -75,3 +78,37 @@ async def test_no_relevant_lesson_means_no_lesson(harness: Harness) -> None:
     store = LessonStore(harness.store)
     assert await store.relevant(agent_id, "What is the weather in Oslo?", limit=5) == []
     assert await store.relevant(agent_id, "the and of", limit=5) == []  # stop words only
+
+
+@pytest.mark.parametrize("ttl_days", [LESSON_TTL_DAYS, 2.5])
+async def test_a_saved_lesson_expires_after_the_configured_time(
+    harness: Harness, ttl_days: float
+) -> None:
+    """Saving a debrief stamps each lesson with its expiry: 30 days by default, or what the
+    worker is configured with (AGENT_LESSON_TTL_DAYS); an expired lesson is no longer used."""
+    agent_id = f"memory-ttl-{uuid.uuid4().hex[:8]}"
+    run_id = f"run-{agent_id}"
+    debriefs = DebriefStore(harness.store, lesson_ttl_days=ttl_days)
+    debrief = AgentDebrief(
+        outcome="success", summary="Converted.", lessons_learned=["Check the exchange rate date."]
+    )
+    ran = DebriefInput(task="Convert", agent_id=agent_id, run_id=run_id, terminated_by="end_turn")
+    await debriefs.save(ran, debrief)
+    async with harness.store.pool.connection() as conn:
+        cur = await conn.execute(
+            "SELECT lesson, expires_at - created_at FROM agent_lessons WHERE run_id = %s",
+            (run_id,),
+        )
+        rows = await cur.fetchall()
+    assert [lesson for lesson, _ in rows] == ["Check the exchange rate date."]
+    [(_, lifetime)] = rows
+    assert abs(lifetime - timedelta(days=ttl_days)) < timedelta(minutes=1), lifetime
+    store = LessonStore(harness.store)
+    assert [n.run_id for n in await store.relevant(agent_id, "exchange rate", limit=5)] == [run_id]
+    async with harness.store.pool.connection() as conn:  # the time passes
+        await conn.execute(
+            "UPDATE agent_lessons SET created_at = created_at - make_interval(secs => %s),"
+            " expires_at = expires_at - make_interval(secs => %s) WHERE run_id = %s",
+            (ttl_days * 86_400 + 60, ttl_days * 86_400 + 60, run_id),
+        )
+    assert await store.relevant(agent_id, "exchange rate", limit=5) == []

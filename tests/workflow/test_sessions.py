@@ -157,6 +157,7 @@ async def test_two_hundred_max_length_turns_keep_the_entity_small(
         ).fetch_history()
         started = history.events[0].workflow_execution_started_event_attributes
         sizes.append(sum(len(p.data) for p in started.input.payloads))
+    print(f"continue-as-new inputs of {len(sizes)} runs: {sizes} bytes")
     assert len(sizes) >= 3  # it continued as new, more than once
     assert max(sizes) < 512 * 1024, sizes
     description = await client.get_workflow_handle(workflow_id).describe()
