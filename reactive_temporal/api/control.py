@@ -44,6 +44,18 @@ async def running_run(client: Client, run_id: str) -> WorkflowHandle[Any, AgentR
     return client.get_workflow_handle_for(AgentRunWorkflow.run, run_id)
 
 
+def check_cancel_reason(reason: str | None) -> None:
+    """ValueError when a cancel's reason cannot be kept (a NUL byte, over the limit)."""
+    if reason is None:
+        return
+    if "\x00" in reason:
+        raise ValueError("the reason contains a NUL byte (\\x00), which cannot be stored")
+    if len(reason) > CANCEL_REASON_MAX_CHARS:
+        raise ValueError(
+            f"the reason is {len(reason)} characters; the limit is {CANCEL_REASON_MAX_CHARS}"
+        )
+
+
 async def request_cancel(
     client: Client, run_id: str, reason: str | None = None
 ) -> WorkflowHandle[Any, AgentResult]:
@@ -51,13 +63,7 @@ async def request_cancel(
 
     `reason` is recorded in the run's history, its result's `error` and its debrief.
     """
-    if reason is not None:
-        if "\x00" in reason:
-            raise ValueError("the reason contains a NUL byte (\\x00), which cannot be stored")
-        if len(reason) > CANCEL_REASON_MAX_CHARS:
-            raise ValueError(
-                f"the reason is {len(reason)} characters; the limit is {CANCEL_REASON_MAX_CHARS}"
-            )
+    check_cancel_reason(reason)
     handle = await running_run(client, run_id)
     await handle.cancel(reason=reason or "")
     return handle

@@ -10,7 +10,13 @@ import typer
 from rich.table import Table
 
 from reactive_temporal.api.agents import AgentRunError, run_result
-from reactive_temporal.api.control import decide, pending_calls, request_cancel
+from reactive_temporal.api.control import (
+    check_cancel_reason,
+    decide,
+    pending_calls,
+    request_cancel,
+    waiting_runs_query,
+)
 from reactive_temporal.api.watching import follow_events
 from reactive_temporal.cli.common import CliError, cli_runtime, err, out, run_command
 from reactive_temporal.cli.live_view import LivePrinter
@@ -29,6 +35,10 @@ def cancel(
     with its last text, its debrief and its agent told; prints that result."""
 
     async def main() -> int:
+        try:
+            check_cancel_reason(reason)  # before connecting: a bad reason needs no server
+        except ValueError as e:
+            raise CliError(str(e)) from e
         runtime = await cli_runtime()
         try:
             handle = await request_cancel(runtime.client, run_id, reason)
@@ -56,6 +66,10 @@ def approvals(
     """Tool calls waiting for approval: run id, call id, tool, arguments, since when."""
 
     async def main() -> int:
+        try:
+            waiting_runs_query(agent)  # a bad --agent is refused before connecting
+        except ValueError as e:
+            raise CliError(str(e)) from e
         runtime = await cli_runtime()
         try:
             found = await pending_calls(runtime.client, agent)

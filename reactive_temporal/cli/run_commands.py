@@ -210,7 +210,7 @@ async def _watch(
 
 
 async def follow_live(
-    agent: Agent, run_id: str, out: TextIO, *, interactive: bool, ask: Ask = input
+    agent: Agent, run_id: str, out: TextIO, *, interactive: bool, ask: Ask | None = None
 ) -> None:
     """Print the run's live output to `out` until it ends; when `interactive`, ask about
     each tool call that waits for approval as it comes."""

@@ -4,11 +4,13 @@ approval timeout, a refused decision, the debrief's record; `cancel` during a sl
 
 from __future__ import annotations
 
+import getpass
 import json
 import signal
 import subprocess
 import time
 import uuid
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -98,13 +100,26 @@ def test_approvals_survive_a_worker_kill_and_decisions_are_recorded(
             f"unknown call id 'call-bogus'; calls waiting for approval: {pending['call_id']}"
             in said(unknown)
         )
-        ok = starter("approve", run_id, "--by", "alice", "--json", env=env, cwd=tmp_path)
+        # no CALL_ID: every waiting call; no --by: the OS user decides
+        ok = starter(
+            "approve", run_id, "--reason", "stock checked", "--json", env=env, cwd=tmp_path
+        )
         assert ok.returncode == 0, ok.stderr
-        assert [d["decision"] for d in json.loads(ok.stdout)["decided"]] == ["approved"]
+        [decided] = json.loads(ok.stdout)["decided"]
+        assert (decided["call_id"], decided["decision"], decided["by"], decided["reason"]) == (
+            pending["call_id"], "approved", getpass.getuser(), "stock checked"
+        )  # fmt: skip
 
         code, result = finished(run)
         assert code == 0 and result["terminated_by"] == "final_answer"
         assert result["tools_used"] == [TOOL]
+        [record] = result["debrief"]["approvals"]
+        assert (record["decision"], record["by"], record["reason"]) == (
+            "approved", getpass.getuser(), "stock checked"
+        )  # fmt: skip
+        assert datetime.fromisoformat(record["requested_at"]) <= datetime.fromisoformat(
+            record["at"]
+        )
         assert json.loads(tool_observation(llm.requests[approved_model][1])) == {
             "sku": "SKU-1", "reserved": 3, "status": "reserved"
         }  # fmt: skip
@@ -189,6 +204,71 @@ def test_cancel_from_the_command_line_during_a_slow_llm_call(
             if [r["status"] for r in runs if r["run_id"] == run_id] == ["completed"]:
                 break
             assert time.monotonic() < deadline, listed.stdout
+            time.sleep(0.5)
+    finally:
+        processes.stop(worker)
+
+
+def test_budgets_and_the_deadline_from_the_command_line(
+    temporal_address: str, database_url: str, llm: ScriptedLLM, tmp_path: Path
+):
+    """`run --token-budget`, `--cost-budget` and `--timeout` end their runs (exit 1), and
+    `runs --terminated-by` / `--status` find them by those endings."""
+    tag = uuid.uuid4().hex[:6]
+    looping = [Reply("Once more.", [call("calculator", expression="1+1")], usage=(1000, 100))]
+    tokens_model = llm.script(f"e2e-tokens-{tag}", looping, repeat_last=True)
+    cost_model = llm.script(f"e2e-cost-{tag}", looping, repeat_last=True)
+    slow_model = llm.script(
+        f"e2e-slow-{tag}",
+        [Reply("First look.", [call("calculator", expression="3*3")]),
+         Reply("FINAL ANSWER: 9", delay=90)],
+    )  # fmt: skip
+    queue = f"e2e-limits-{tag}"
+    env = {
+        **processes.worker_env(temporal_address, database_url, llm.base_url, queue, tmp_path),
+        # $1.10 a step for the cost model (the worker prices the calls)
+        "AGENT_MODEL_PRICES": json.dumps(
+            {cost_model: {"input_per_mtok": 1000.0, "output_per_mtok": 1000.0}}
+        ),
+    }
+    agent = f"limits-{tag}"
+    worker = processes.start_worker(env, tmp_path / "worker.log")
+    try:
+        started = time.monotonic()
+        runs = [
+            background_run(env, tmp_path, "Loop on tokens", "--agent", agent,
+                           "--model", tokens_model, "--token-budget", "2500"),
+            background_run(env, tmp_path, "Loop on cost", "--agent", agent,
+                           "--model", cost_model, "--cost-budget", "2"),
+            background_run(env, tmp_path, "Square three slowly", "--agent", agent,
+                           "--model", slow_model, "--timeout", "10"),
+        ]  # fmt: skip
+        (t_code, tokens), (c_code, cost), (s_code, slow) = [finished(r) for r in runs]
+        assert time.monotonic() - started < 80  # the slow model's 90 s answer was not awaited
+
+        assert (t_code, tokens["terminated_by"], tokens["success"]) == (1, "budget_exceeded", False)
+        assert tokens["error"] == "token budget of 2,500 exceeded: 3,300 tokens used"
+        assert tokens["debrief"]["errors_encountered"][0] == f"Stopped: {tokens['error']}"
+        assert (c_code, cost["terminated_by"]) == (1, "budget_exceeded")
+        assert cost["error"] == "cost budget of $2.0000 exceeded: $2.2000 spent"
+        assert (s_code, slow["terminated_by"], slow["output"]) == (1, "timeout", "First look.")
+        assert slow["error"] == "deadline of 10 s reached during an LLM call"
+        assert slow["debrief"]["errors_encountered"][0] == f"Stopped: {slow['error']}"
+
+        def listed(*args: str) -> set[str]:
+            proc = starter("runs", "--agent", agent, *args, "--json", env=env, cwd=tmp_path)
+            assert proc.returncode == 0, proc.stderr
+            return {r["run_id"] for r in json.loads(proc.stdout)["runs"]}
+
+        expected = {
+            ("--terminated-by", "budget_exceeded"): {tokens["run_id"], cost["run_id"]},
+            ("--terminated-by", "timeout"): {slow["run_id"]},
+            ("--status", "completed"): {tokens["run_id"], cost["run_id"], slow["run_id"]},
+            ("--status", "running"): set(),
+        }
+        deadline = time.monotonic() + 30  # visibility catches up within moments
+        while (seen := {k: listed(*k) for k in expected}) != expected:
+            assert time.monotonic() < deadline, seen
             time.sleep(0.5)
     finally:
         processes.stop(worker)

@@ -4,6 +4,7 @@ after the run ended prints the same events."""
 
 from __future__ import annotations
 
+import getpass
 import json
 import os
 import pty
@@ -78,32 +79,20 @@ async def test_watch_prints_json_lines_live_and_again_after_the_end(
         processes.stop(worker)
 
 
-def test_run_in_a_terminal_streams_and_asks_inline(
-    temporal_address: str, database_url: str, llm: ScriptedLLM, tmp_path: Path
-):
-    """`run` on a real pseudo-terminal: the model's text as it streams, the tool call as it
-    starts and ends, and the approval asked inline (answered here by typing `y`)."""
-    queue = f"e2e-tty-{uuid.uuid4().hex[:8]}"
-    env = processes.worker_env(temporal_address, database_url, llm.base_url, queue, tmp_path)
-    worker = processes.start_worker(env, tmp_path / "worker.log")
+def run_on_a_terminal(
+    env: dict[str, str], cwd: Path, args: list[str], answer: bytes | None
+) -> tuple[int, str]:
+    """`starter.py run ARGS` on a real pseudo-terminal (stdin, stdout and stderr), typing
+    `answer` when it asks for approval (None: never answering); its exit status and output."""
     master, slave = pty.openpty()
     try:
-        model = llm.script(
-            f"e2e-tty-{uuid.uuid4().hex[:6]}",
-            [
-                Reply("Let me add those up.", [call("calculator", expression="40+2")]),
-                Reply(ANSWER, chunks=8, chunk_delay=0.05),
-            ],
-        )
         proc = subprocess.Popen(
-            [processes.PYTHON, str(processes.REPO / "starter.py"), "run", "Count the units",
-             "--model", model, "--approve", "calculator"],
-            env={**env, "TERM": "xterm", "COLUMNS": "200"}, cwd=tmp_path,
+            [processes.PYTHON, str(processes.REPO / "starter.py"), "run", *args],
+            env={**env, "TERM": "xterm", "COLUMNS": "200"}, cwd=cwd,
             stdin=slave, stdout=slave, stderr=slave,
         )  # fmt: skip
         os.close(slave)
         seen = b""
-        answered = False
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             try:
@@ -113,16 +102,100 @@ def test_run_in_a_terminal_streams_and_asks_inline(
             if not chunk:
                 break
             seen += chunk
-            if not answered and b"approve? [y/N]" in seen:
-                os.write(master, b"y\n")
-                answered = True
-        assert proc.wait(30) == 0, seen.decode(errors="replace")[-3000:]
+            if answer is not None and b"approve? [y/N]" in seen:
+                os.write(master, answer)
+                answer = None
         text = seen.decode(errors="replace")
-        assert answered, text[-3000:]
+        try:
+            code = proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            raise AssertionError(f"`run` did not end: {text[-3000:]}") from None
+        return code, text
+    finally:
+        os.close(master)
+
+
+def test_run_in_a_terminal_streams_and_asks_inline(
+    temporal_address: str, database_url: str, llm: ScriptedLLM, tmp_path: Path
+):
+    """`run` on a real pseudo-terminal: the model's text as it streams, the tool call as it
+    starts and ends, and the approval asked inline (answered here by typing `y`); a question
+    nobody answers is dropped when the approval timeout decides, and `run` ends on its own."""
+    queue = f"e2e-tty-{uuid.uuid4().hex[:8]}"
+    env = processes.worker_env(temporal_address, database_url, llm.base_url, queue, tmp_path)
+    worker = processes.start_worker(env, tmp_path / "worker.log")
+    try:
+        steps = [
+            Reply("Let me add those up.", [call("calculator", expression="40+2")]),
+            Reply(ANSWER, chunks=8, chunk_delay=0.05),
+        ]
+        model = llm.script(f"e2e-tty-{uuid.uuid4().hex[:6]}", steps)
+        code, text = run_on_a_terminal(
+            env, tmp_path, ["Count the units", "--model", model, "--approve", "calculator"], b"y\n"
+        )
+        assert code == 0, text[-3000:]
+        assert "approve? [y/N]" in text
         assert "── iteration 1 ──" in text and "Let me add those up." in text
         assert "→ calculator(" in text and "← calculator ✓ 42" in text
-        assert "approved by" in text
+        assert f"approved by {getpass.getuser()}" in text  # no --by at the terminal: the OS user
         assert ANSWER in text.replace("\r", "")
+
+        model = llm.script(f"e2e-tty-late-{uuid.uuid4().hex[:6]}", steps)
+        args = ["Count the units", "--model", model, "--approve", "calculator",
+                "--approval-timeout", "3"]  # fmt: skip
+        code, text = run_on_a_terminal(env, tmp_path, args, None)
+        assert "approve? [y/N]" in text and "was decided elsewhere or the run ended" in text
+        assert "denied by timeout" in text, text[-3000:]
+        assert ANSWER in text.replace("\r", "")
+        assert code == 0, text[-3000:]  # the model answered anyway
+    finally:
+        processes.stop(worker)
+
+
+def test_chat_in_a_terminal_prints_the_reply_as_it_is_generated(
+    temporal_address: str, database_url: str, llm: ScriptedLLM, tmp_path: Path
+):
+    """`chat` with stderr on a real pseudo-terminal: the reply streams there piece by piece
+    while the model writes it (stdout, a pipe, gets the whole reply at the end)."""
+    model = f"e2e-chat-tty-{uuid.uuid4().hex[:6]}"
+    reply = "Your last run counted forty-two units across three warehouses, nothing failed."
+    llm.script(model, [Reply(reply, chunks=8, chunk_delay=0.4)])
+    queue = f"e2e-chat-tty-{uuid.uuid4().hex[:8]}"
+    env = {
+        **processes.worker_env(temporal_address, database_url, llm.base_url, queue, tmp_path),
+        "AGENT_MODEL": model,
+    }
+    worker = processes.start_worker(env, tmp_path / "worker.log")
+    master, slave = pty.openpty()
+    try:
+        proc = subprocess.Popen(
+            [processes.PYTHON, str(processes.REPO / "starter.py"), "chat", "What did you find?",
+             "--agent", f"tty-{uuid.uuid4().hex[:6]}", "--no-tools"],
+            env={**env, "TERM": "xterm", "COLUMNS": "200"}, cwd=tmp_path,
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=slave, text=True,
+        )  # fmt: skip
+        os.close(slave)
+        seen, first_at, whole_at = "", None, None
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and whole_at is None:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:  # the process ended and closed the terminal
+                break
+            if not chunk:
+                break
+            seen += chunk.decode(errors="replace")
+            flat = seen.replace("\r", "")
+            if first_at is None and reply[:10] in flat:
+                first_at = time.monotonic()
+            if reply in flat:
+                whole_at = time.monotonic()
+        stdout, _ = proc.communicate(timeout=60)
+        assert proc.returncode == 0, seen[-3000:]
+        assert first_at is not None and whole_at is not None, seen[-3000:]
+        assert whole_at - first_at >= 1.5  # 8 chunks 0.4 s apart: shown as they came
+        assert "forty-two units" in stdout  # the reply itself, at the end
     finally:
         os.close(master)
         processes.stop(worker)

@@ -4,6 +4,8 @@ refuses bad decisions, and its debrief lists every decision."""
 
 from __future__ import annotations
 
+import asyncio
+import queue
 import uuid
 from typing import Any
 
@@ -14,7 +16,7 @@ from temporalio.client import WorkflowExecutionStatus
 from reactive_temporal import search_attributes as sa
 from reactive_temporal.api.agents import AgentRunError
 from reactive_temporal.api.control import pending_calls
-from reactive_temporal.cli.approval_prompt import ask_inline
+from reactive_temporal.cli.approval_prompt import Answers, ask_inline
 from reactive_temporal.contracts.run import RunProgress
 from reactive_temporal.embedded.scripted_llm import Reply, ScriptedLLM, call
 from reactive_temporal.tools import tool
@@ -267,3 +269,48 @@ async def test_run_asks_inline_at_the_terminal(harness: Harness, llm: ScriptedLL
         "tty-user",
     )
     assert "not with the calculator" in tool_message(llm.requests[model_name][1])
+
+
+async def test_an_inline_question_is_dropped_when_decided_elsewhere_and_no_line_is_lost(
+    harness: Harness, llm: ScriptedLLM, model_name
+):
+    """Approved from another terminal while the question waits: the question is dropped (the
+    run goes on), and the line typed next answers the next question, not the dropped one."""
+    llm.script(
+        model_name,
+        [
+            Reply("First.", [call("calculator", expression="1+1")]),
+            Reply("Second.", [call("calculator", expression="2+2")]),
+            Reply("FINAL ANSWER: done"),
+        ],
+    )
+    agent = harness.agent(model_name, agent_id=unique_agent(), approve_tools=["calculator"])
+    handle = await agent.start("Add twice")
+    typed: queue.Queue[str] = queue.Queue()
+    answers = Answers(lambda _prompt: typed.get(timeout=120))  # a person who is away
+    [first] = (await parked(handle)).pending_approvals
+    asking = asyncio.ensure_future(
+        ask_inline(harness.client, handle.id, [first], answers=answers, by="tty-user")
+    )
+    await asyncio.sleep(1.5)
+    assert not asking.done()  # still asking
+    await agent.approve(handle.id, by="other-terminal")
+    await asyncio.wait_for(asking, 20)  # dropped, not stuck on the unanswered question
+
+    async def second_parked() -> bool:
+        progress: RunProgress = await handle.query(AgentRunWorkflow.progress)
+        return [p.call_id for p in progress.pending_approvals] not in ([], [first.call_id])
+
+    await wait_for(second_parked, seconds=30)
+    second = (await handle.query(AgentRunWorkflow.progress)).pending_approvals
+    typed.put("n")  # read by the dropped question's outstanding read, for this question
+    typed.put("second call refused")
+    await asyncio.wait_for(
+        ask_inline(harness.client, handle.id, second, answers=answers, by="tty-user"), 30
+    )
+
+    result = await agent.result(handle)
+    assert [(r.decision, r.by, r.reason) for r in result.debrief.approvals] == [  # type: ignore[union-attr]
+        ("approved", "other-terminal", None),
+        ("denied", "tty-user", "second call refused"),
+    ]

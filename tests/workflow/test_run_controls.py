@@ -4,6 +4,7 @@ over HTTP."""
 
 from __future__ import annotations
 
+import time
 import uuid
 from typing import Any
 
@@ -96,7 +97,9 @@ async def test_cancel_during_a_slow_llm_call_ends_the_run_gracefully(
     assert reply.message == "(chat reply)"
     assert f"Run {handle.id} is at iteration 2" in chat_prompts(llm, model_name)[-1]
 
+    asked = time.monotonic()
     result = await agent.cancel(handle.id, reason="wrong warehouse")
+    assert time.monotonic() - asked < 15  # within seconds, not the slow reply's 90
 
     assert result.terminated_by == "cancelled"
     assert result.success is False
@@ -142,19 +145,37 @@ async def test_cancel_during_a_slow_llm_call_ends_the_run_gracefully(
 async def test_temporal_cancel_ends_the_run_the_same_way(
     harness: Harness, llm: ScriptedLLM, model_name
 ):
-    llm.script(model_name, [Reply("Thinking hard.", delay=SLOW)])
-    agent = harness.agent(model_name, agent_id=unique_agent())
+    agent_id = unique_agent()
+    llm.script(model_name, run_then_chat([Reply("Thinking hard.", delay=SLOW)]))
+    agent = harness.agent(model_name, agent_id=agent_id)
     handle = await agent.start("Think about it")
     await in_llm_call(handle, 0)
 
+    asked = time.monotonic()
     await harness.client.get_workflow_handle(handle.id).cancel()  # what the Web UI does
 
     result = await agent.result(handle)
+    assert time.monotonic() - asked < 15
     assert (result.terminated_by, result.success, result.error) == ("cancelled", False, "cancelled")
     assert result.output == ""  # nothing written yet
     assert result.debrief is not None and result.debrief.outcome == "partial"
     assert (await handle.describe()).status == WorkflowExecutionStatus.COMPLETED
     assert (await result.debrief_rich()) is not None
+    async with harness.store.pool.connection() as conn:
+        cur = await conn.execute(
+            "SELECT count(*) FROM agent_debriefs WHERE run_id = %s", (handle.id,)
+        )
+        assert (await cur.fetchone()) == (1,)
+    last = await agent.get_last_debrief()
+    assert last is not None and last.errors_encountered[0] == "Stopped: cancelled"
+    await agent.chat("Still thinking?", use_tools=False)
+    assert f"Run {handle.id} is at iteration" not in chat_prompts(llm, model_name)[-1]
+
+    async def listed() -> bool:
+        found = await list_runs(harness.client, runs_query(agent_id, "completed", "cancelled"))
+        return [r.run_id for r in found] == [handle.id]
+
+    await wait_for(listed, seconds=20)
 
 
 async def test_cancel_while_tools_run_cancels_them(harness: Harness, llm: ScriptedLLM, model_name):
