@@ -73,6 +73,14 @@ async def test_watch_prints_json_lines_live_and_again_after_the_end(
         assert again.code == 0, again.describe()
         assert without_times(lines(again.stdout)) == without_times(events)
 
+        offset = events[3]["offset"]  # a watcher that stopped there resumes after it
+        resumed = await starter_async("watch", handle.id, "--json", "--from-offset",
+                                      str(offset + 1), env=env, cwd=tmp_path)  # fmt: skip
+        assert resumed.code == 0, resumed.describe()
+        assert without_times(lines(resumed.stdout)) == without_times(
+            [e for e in events if e.get("offset", offset + 1) > offset]
+        )
+
         missing = await starter_async("watch", "run-nope", "--json", env=env, cwd=tmp_path)
         assert missing.code == 1 and "no run with id 'run-nope'" in missing.stdout
     finally:

@@ -88,10 +88,11 @@ async def test_a_call_that_needs_approval_parks_the_run_until_approved(
     )
 
     async def listed() -> bool:
-        calls = await pending_calls(harness.client, agent_id)
+        calls = await agent.approvals()  # this agent's (`approvals --agent`)
+        everyone = await pending_calls(harness.client)
         return [(c.run_id, c.call_id, c.tool) for c in calls] == [
             (handle.id, pending.call_id, "calculator")
-        ]
+        ] and handle.id in {c.run_id for c in everyone}
 
     await wait_for(listed, seconds=20)
     attrs = (await handle.describe()).typed_search_attributes

@@ -180,14 +180,20 @@ async def test_temporal_cancel_ends_the_run_the_same_way(
 
 async def test_cancel_while_tools_run_cancels_them(harness: Harness, llm: ScriptedLLM, model_name):
     """The cancel reaches parallel tool activities, which are not reported as failed tools."""
+    import asyncio
+
     from reactive_temporal.tools import tool
+
+    learned: list[str] = []
 
     @tool
     async def slow_lookup(sku: str) -> str:
         """Look up a SKU, slowly."""
-        import asyncio
-
-        await asyncio.sleep(SLOW)
+        try:
+            await asyncio.sleep(SLOW)
+        except asyncio.CancelledError:
+            learned.append(sku)  # the activity heartbeats, so the cancel reaches the tool
+            raise
         return "found"
 
     harness.worker.registry.add(slow_lookup)
@@ -210,6 +216,11 @@ async def test_cancel_while_tools_run_cancels_them(harness: Harness, llm: Script
     assert not any("slow_lookup failed" in e for e in result.debrief.errors_encountered)
     events = await history_events(handle)
     assert events.count(EventType.EVENT_TYPE_ACTIVITY_TASK_CANCEL_REQUESTED) == 2
+
+    async def both_learned() -> bool:
+        return sorted(learned) == ["A", "B"]
+
+    await wait_for(both_learned, seconds=30)  # not left sleeping out their 90 s
 
 
 async def test_a_terminated_run_is_over_for_chat_and_runs(
