@@ -38,6 +38,10 @@ REPLY_CONTENT_MAX_CHARS = 64_000
 """A reply's text; longer text keeps its head and tail around a marker."""
 REPLY_MAX_BYTES = 1_500_000
 """The whole reply as JSON, the last word: calls are refused, largest first, until it fits."""
+TOOL_CALL_NAME_MAX_CHARS = 128
+"""A tool call's name and its id as the model sent them. No tool's wire name is longer than
+64 characters, so a longer name names no tool; both travel with every record of the call (the
+run's state, its debrief), so a longer one is clipped where it enters."""
 OBSERVATION_MAX_CHARS = 16_000
 """What a tool call returns to the model (results and errors alike), head and tail kept."""
 ERROR_RECORD_MAX_CHARS = 1_000
@@ -101,15 +105,27 @@ def _refused(call: ToolCall) -> ToolCall:
     return call.model_copy(update={"arguments": "{}", "oversized": len(call.arguments)})
 
 
+def _named_within_bounds(call: ToolCall) -> ToolCall:
+    if len(call.name) <= TOOL_CALL_NAME_MAX_CHARS and len(call.id) <= TOOL_CALL_NAME_MAX_CHARS:
+        return call
+    return call.model_copy(
+        update={
+            "name": clip(call.name, TOOL_CALL_NAME_MAX_CHARS),
+            "id": clip(call.id, TOOL_CALL_NAME_MAX_CHARS),
+        }
+    )
+
+
 def bound_reply(
     content: str | None, calls: Sequence[ToolCall]
 ) -> tuple[str | None, list[ToolCall]]:
-    """A model's reply within the limits: the text clipped (head and tail kept), every call
-    over its own limit or past the reply's totals marked `oversized` (arguments dropped), and
-    calls past MAX_TOOL_CALLS_PER_TURN stripped of their arguments too (they will not run).
+    """A model's reply within the limits: the text clipped (head and tail kept), calls' names
+    and ids clipped past TOOL_CALL_NAME_MAX_CHARS, every call over its own limit or past the
+    reply's totals marked `oversized` (arguments dropped), and calls past
+    MAX_TOOL_CALLS_PER_TURN stripped of their arguments too (they will not run).
     A reply within the limits comes back unchanged, but for lone surrogates (U+FFFD: they
     cannot be encoded anywhere downstream)."""
-    calls = clean_value(list(calls))
+    calls = [_named_within_bounds(c) for c in clean_value(list(calls))]
     if content is not None:
         content = clip(clean_text(content), REPLY_CONTENT_MAX_CHARS)
     bounded: list[ToolCall] = []

@@ -46,11 +46,16 @@ from reactive_temporal.prompts import CHAT_STYLE, SYNTHESIS_SYSTEM_PROMPT
 class ScriptedCall:
     name: str
     arguments: dict[str, Any] | str = field(default_factory=dict)
+    id: str | None = None
+    """The call's id as the model sends it; None for a fresh `call_<12 hex>`."""
 
 
-def call(name: str, raw_arguments: str | None = None, **arguments: Any) -> ScriptedCall:
-    """A tool call for a Reply; `raw_arguments` sends exactly that text (e.g. broken JSON)."""
-    return ScriptedCall(name, raw_arguments if raw_arguments is not None else arguments)
+def call(
+    name: str, raw_arguments: str | None = None, *, call_id: str | None = None, **arguments: Any
+) -> ScriptedCall:
+    """A tool call for a Reply; `raw_arguments` sends exactly that text (e.g. broken JSON),
+    `call_id` an id of the test's choosing."""
+    return ScriptedCall(name, raw_arguments if raw_arguments is not None else arguments, call_id)
 
 
 @dataclass
@@ -249,7 +254,7 @@ class Endpoint:
 def completion_body(model: str, reply: Reply, request: dict[str, Any]) -> dict[str, Any]:
     tool_calls = [
         {
-            "id": f"call_{uuid.uuid4().hex[:12]}",
+            "id": c.id if c.id is not None else f"call_{uuid.uuid4().hex[:12]}",
             "type": "function",
             "function": {
                 "name": c.name,

@@ -91,6 +91,13 @@ LLM_REPLIES = table("llm-replies", [
              Reply("FINAL ANSWER: the answer")],
             "needs a non-empty 'output'", "a run ended as a success with no answer",
             {"observation": True}),
+    Hostile("llm-huge-tool-names-and-ids",
+            [Reply(None, [call(f"{t}{i}" + "n" * 90_000, call_id=f"{t}{i}" + "i" * 60_000, x=1)
+                          for i in range(16)]) for t in "abc"]
+            + [Reply("FINAL ANSWER: named")], "named",
+            "names and ids no tool has, 90 KB each, carried in the run's state: its "
+            "continue-as-new input was 4.4 MB, a workflow task that failed on every attempt",
+            {"observations": ["unknown tool"] * 48}),
     Hostile("llm-forty-tool-calls",
             [Reply(None, [call("calculator", expression=f"{i}+1") for i in range(40)]),
              Reply("FINAL ANSWER: done")], "done",

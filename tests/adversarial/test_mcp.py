@@ -123,6 +123,7 @@ async def test_worker_py_gives_stdio_servers_only_the_named_variables(
     environment = json.loads(seen)
     assert leaked(environment) == [] and database_url not in seen
     assert environment["MY_MCP_TOKEN"] == PASSED["MY_MCP_TOKEN"]
+    await assert_no_failed_tasks(client, result.run_id)
 
 
 @pytest.fixture(scope="module")

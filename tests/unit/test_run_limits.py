@@ -14,6 +14,7 @@ from reactive_temporal.limits import (
     REPLY_CONTENT_MAX_CHARS,
     REPLY_MAX_BYTES,
     TOOL_ARGUMENTS_MAX_CHARS,
+    TOOL_CALL_NAME_MAX_CHARS,
     bound_reply,
 )
 from workflows.run_limits import (
@@ -84,6 +85,16 @@ def test_a_reply_is_bounded_where_it_enters():
     assert [c.arguments for c in bounded[MAX_TOOL_CALLS_PER_TURN:]] == ["{}"] * 6
     note = oversized_arguments_observation(bounded[0])
     assert note is not None and "70,015 characters" in note
+
+
+def test_names_and_ids_no_tool_could_have_are_clipped_where_they_enter():
+    long = ToolCall(id="i" * 60_000 + "z", name="n" * 90_000 + "x", arguments="{}")
+    longest_wire_name = ToolCall(id="call_" + "a" * 40, name="w" * 64, arguments="{}")
+    _, [clipped, kept] = bound_reply(None, [long, longest_wire_name])
+    assert kept == longest_wire_name
+    assert len(clipped.name) == len(clipped.id) == TOOL_CALL_NAME_MAX_CHARS
+    assert clipped.name.startswith("nnn") and clipped.name.endswith("x")
+    assert "characters cut" in clipped.name and clipped.id.endswith("z")
 
 
 def test_the_reply_fits_its_byte_budget_whatever_its_characters():
