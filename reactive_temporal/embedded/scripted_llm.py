@@ -30,6 +30,8 @@ from __future__ import annotations
 
 import json
 import re
+import select
+import socket
 import threading
 import time
 import uuid
@@ -372,6 +374,9 @@ class ScriptedLLM:
         """Every request per model, rejected ones included."""
         self.rejected: dict[str, list[dict[str, Any]]] = defaultdict(list)
         """The error bodies an `Endpoint` answered with, per model, in order."""
+        self.abandoned: dict[str, int] = defaultdict(int)
+        """Per model, the delayed replies whose client hung up before the delay was over
+        (a cancelled call that really stopped waiting)."""
         self.default = default or demo_responder
         self._server = ThreadingHTTPServer((host, port), _handler_for(self))
         self._server.daemon_threads = True
@@ -467,12 +472,29 @@ def _handler_for(llm: ScriptedLLM) -> type[BaseHTTPRequestHandler]:
                 }
                 self._send(step.status, body, step.headers)
                 return
-            if step.delay:
-                time.sleep(step.delay)
+            if step.delay and not self._still_connected_after(step.delay):
+                llm.abandoned[str(request.get("model", ""))] += 1
+                self.close_connection = True
+                return
             if request.get("stream") is True:
                 self._stream(stream_chunks(str(request.get("model", "")), step, request), step)
                 return
             self._send(200, completion_body(str(request.get("model", "")), step, request))
+
+        def _still_connected_after(self, seconds: float) -> bool:
+            """Wait `seconds`; False as soon as the client closes the connection."""
+            deadline = time.monotonic() + seconds
+            while (left := deadline - time.monotonic()) > 0:
+                readable, _, _ = select.select([self.connection], [], [], min(left, 0.1))
+                if not readable:
+                    continue
+                try:
+                    if not self.connection.recv(1, socket.MSG_PEEK):
+                        return False  # end of stream: the client hung up
+                except OSError:
+                    return False
+                time.sleep(min(left, 0.1))  # bytes of a next request: not a hang-up
+            return True
 
         def _stream(self, chunks: list[dict[str, Any]], reply: Reply) -> None:
             """Server-Sent Events over chunked transfer encoding, as OpenAI streams."""

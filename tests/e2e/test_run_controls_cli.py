@@ -123,6 +123,17 @@ def test_approvals_survive_a_worker_kill_and_decisions_are_recorded(
         assert json.loads(tool_observation(llm.requests[approved_model][1])) == {
             "sku": "SKU-1", "reserved": 3, "status": "reserved"
         }  # fmt: skip
+        # its live output, written by the killed worker and then by its replacement: one log
+        watched = starter("watch", run_id, "--json", env=env, cwd=tmp_path)
+        assert watched.returncode == 0, watched.stderr
+        events = [json.loads(line) for line in watched.stdout.splitlines() if line.strip()]
+        types = [e["type"] for e in events]
+        assert (types.count("iteration"), types[-1]) == (2, "finished")
+        assert [e["status"] for e in events if e["type"] == "approval"] == ["pending", "approved"]
+        assert types.index("approval") < types.index("tool_start") < types.index("tool_end")
+        offsets = [e["offset"] for e in events[:-1]]
+        assert offsets == list(range(offsets[0], offsets[0] + len(offsets)))  # dense, in order
+
         again = starter("approve", run_id, env=env, cwd=tmp_path)
         assert again.returncode == 1 and "is not running" in said(again)
 

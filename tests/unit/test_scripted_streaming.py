@@ -139,6 +139,34 @@ async def test_errors_are_plain_json_even_when_streaming_was_asked(server):
     assert caught.value.response.headers["retry-after"] == "1"
 
 
+async def test_a_client_that_hangs_up_during_the_delay_is_counted_as_abandoned(server):
+    """A cancelled call really stops waiting: the server sees the hang-up at once."""
+    import asyncio
+
+    server.script("slow-gone", [Reply(ANSWER, delay=30)])
+    server.script("slow-kept", [Reply(ANSWER, delay=0.3)])
+    asking = asyncio.ensure_future(
+        client_for(server).chat.completions.create(
+            model="slow-gone", messages=[{"role": "user", "content": "?"}], stream=True
+        )
+    )
+    await asyncio.sleep(0.5)
+    asking.cancel()  # what a cancelled activity's call does
+    with pytest.raises(asyncio.CancelledError):
+        await asking
+    deadline = time.monotonic() + 5
+    while server.abandoned["slow-gone"] == 0:
+        assert time.monotonic() < deadline, "the hang-up went unseen"
+        await asyncio.sleep(0.05)
+    assert server.abandoned["slow-gone"] == 1
+
+    reply = await client_for(server).chat.completions.create(
+        model="slow-kept", messages=[{"role": "user", "content": "?"}]
+    )
+    assert reply.choices[0].message.content == ANSWER
+    assert server.abandoned["slow-kept"] == 0
+
+
 def test_split_text_joins_back_and_never_yields_empty_pieces():
     for text in ["", "a", "ab", "hello world", "x" * 101]:
         for pieces in [None, 1, 2, 7, 50, 500]:

@@ -73,6 +73,16 @@ async def in_llm_call(handle, iteration: int) -> None:
     await wait_for(there, seconds=30)
 
 
+async def llm_call_abandoned(llm: ScriptedLLM, model: str) -> None:
+    """The cancelled LLM call learned (its activity heartbeats) and hung up on the model,
+    rather than holding its worker slot until the slow reply."""
+
+    async def hung_up() -> bool:
+        return llm.abandoned[model] == 1
+
+    await wait_for(hung_up, seconds=30)
+
+
 async def history_events(handle) -> list[int]:
     return [e.event_type for e in (await handle.fetch_history()).events]
 
@@ -114,6 +124,7 @@ async def test_cancel_during_a_slow_llm_call_ends_the_run_gracefully(
     events = await history_events(handle)
     assert EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CANCEL_REQUESTED in events
     assert EventType.EVENT_TYPE_ACTIVITY_TASK_CANCEL_REQUESTED in events  # the LLM call
+    await llm_call_abandoned(llm, model_name)
 
     # the rich debrief is written and its row stored, once
     rich = await result.debrief_rich()
@@ -157,6 +168,7 @@ async def test_temporal_cancel_ends_the_run_the_same_way(
     result = await agent.result(handle)
     assert time.monotonic() - asked < 15
     assert (result.terminated_by, result.success, result.error) == ("cancelled", False, "cancelled")
+    await llm_call_abandoned(llm, model_name)
     assert result.output == ""  # nothing written yet
     assert result.debrief is not None and result.debrief.outcome == "partial"
     assert (await handle.describe()).status == WorkflowExecutionStatus.COMPLETED
@@ -316,6 +328,7 @@ async def test_the_deadline_ends_a_run_whose_llm_is_slow(
     events = await history_events(handle)
     assert EventType.EVENT_TYPE_TIMER_FIRED in events
     assert EventType.EVENT_TYPE_ACTIVITY_TASK_CANCEL_REQUESTED in events
+    await llm_call_abandoned(llm, model_name)
 
 
 async def test_a_run_that_ends_before_its_deadline_cancels_the_timer(
