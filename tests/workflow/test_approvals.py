@@ -246,6 +246,35 @@ async def test_a_cancel_while_parked_ends_the_run_and_clears_waiting_for(
     assert description.typed_search_attributes.get(sa.WAITING_FOR) is None
 
 
+async def test_the_deadline_ends_a_run_parked_on_an_approval(
+    harness: Harness, llm: ScriptedLLM, model_name
+):
+    """The run's deadline is not held up by a person who never answers: it ends the run as
+    `timeout` while it waits, and the run no longer shows as waiting."""
+    llm.script(model_name, compute_then_answer())
+    agent_id = unique_agent()
+    agent = harness.agent(
+        model_name, agent_id=agent_id, approve_tools=["calculator"], timeout_seconds=6
+    )
+    handle = await agent.start("What is 6*7?")
+    await parked(handle)
+    result = await agent.result(handle)
+    assert (result.terminated_by, result.success, result.output) == (
+        "timeout",
+        False,
+        "Let me compute.",
+    )
+    assert result.error is not None and result.error.startswith("deadline of 6 s reached")
+    assert result.debrief is not None and result.debrief.approvals == []  # nobody decided
+    assert not any(  # the tool never ran: no turn read its result
+        m["role"] == "tool" for r in llm.requests[model_name] for m in r["messages"]
+    )
+    description = await handle.describe()
+    assert description.status == WorkflowExecutionStatus.COMPLETED
+    assert description.typed_search_attributes.get(sa.WAITING_FOR) is None
+    assert await pending_calls(harness.client, agent_id) == []
+
+
 async def test_approving_an_unknown_tool_refuses_the_run(harness: Harness, llm, model_name):
     llm.script(model_name, compute_then_answer())
     agent = harness.agent(model_name, agent_id=unique_agent(), approve_tools=["calculater"])
