@@ -41,6 +41,9 @@ _NO_OUTPUT_SUMMARY: dict[str, str] = {
 
 MAX_DEBRIEF_ERRORS = 50
 """Distinct errors a debrief carries at most (a long run's failures would fill its input)."""
+MAX_TOOL_STATS = 64
+"""Tools a run's stats name one by one; the rest are counted together as OTHER_TOOLS."""
+OTHER_TOOLS = "(other tools)"
 
 
 def collect_debrief_input(
@@ -115,26 +118,38 @@ def tool_stats(records: Iterable[ToolCallRecord]) -> list[ToolStat]:
     ]
 
 
+def _merged(seen: ToolStat, stat: ToolStat, name: str) -> ToolStat:
+    calls = seen.calls + stat.calls
+    return ToolStat(
+        name=name,
+        calls=calls,
+        errors=seen.errors + stat.errors,
+        avg_duration_ms=round(
+            (seen.avg_duration_ms * seen.calls + stat.avg_duration_ms * stat.calls) / max(calls, 1)
+        ),
+    )
+
+
 def merge_tool_stats(*groups: Iterable[ToolStat]) -> list[ToolStat]:
-    """Per-tool stats of several stretches of a run as one, in first-use order."""
+    """Per-tool stats of several stretches of a run as one, in first-use order: at most
+    MAX_TOOL_STATS, the tools past them folded into one OTHER_TOOLS stat (a model that calls
+    a new made-up name each time would fill the run's carried state and its debrief)."""
     merged: dict[str, ToolStat] = {}
     for group in groups:
         for stat in group:
             seen = merged.get(stat.name)
-            if seen is None:
-                merged[stat.name] = stat.model_copy()
-                continue
-            calls = seen.calls + stat.calls
-            merged[stat.name] = ToolStat(
-                name=stat.name,
-                calls=calls,
-                errors=seen.errors + stat.errors,
-                avg_duration_ms=round(
-                    (seen.avg_duration_ms * seen.calls + stat.avg_duration_ms * stat.calls)
-                    / max(calls, 1)
-                ),
+            merged[stat.name] = (
+                stat.model_copy() if seen is None else _merged(seen, stat, stat.name)
             )
-    return list(merged.values())
+    if len(merged) <= MAX_TOOL_STATS:
+        return list(merged.values())
+    named = [s for s in merged.values() if s.name != OTHER_TOOLS][: MAX_TOOL_STATS - 1]
+    kept = {s.name for s in named}
+    other = ToolStat(name=OTHER_TOOLS, calls=0, errors=0, avg_duration_ms=0)
+    for stat in merged.values():
+        if stat.name not in kept:
+            other = _merged(other, stat, OTHER_TOOLS)
+    return [*named, other]
 
 
 def errors_from_loop(records: Iterable[ToolCallRecord]) -> list[str]:

@@ -144,3 +144,36 @@ def test_a_store_outage_is_told_from_an_llm_failure():
     assert is_store_outage(failed("StoreUnavailable"))
     assert not is_store_outage(failed("LlmRequestRejected"))
     assert not is_store_outage(RuntimeError("plain"))
+
+
+def test_a_new_made_up_tool_name_on_every_call_keeps_the_carried_state_small():
+    """A model naming a new tool each call (16 a turn, 500 turns between two continue-as-
+    news): the stats name the first tools and count the rest together, so neither the state
+    a run carries nor its debrief's input grows with the names."""
+    from reactive_temporal.contracts.debrief import ToolCallRecord
+    from workflows.debrief_rules import MAX_TOOL_STATS, OTHER_TOOLS, merge_tool_stats, tool_stats
+    from workflows.run_state import RunState
+
+    def made_up(period: int) -> list[ToolCallRecord]:
+        return [
+            ToolCallRecord(name=f"p{period}-t{i}-" + "n" * 110, success=False, duration_ms=2,
+                           iteration=i // 16, error=f"[Tool error: unknown tool 't{i}']")
+            for i in range(8_000)
+        ]  # fmt: skip
+
+    state = RunState(iteration=500)
+    state.tool_calls = [*made_up(0), ToolCallRecord(name="calculator", success=True,
+                                                    duration_ms=4, iteration=0)]  # fmt: skip
+    for period in range(1, 4):  # each continue-as-new folds another 8,000 names in
+        state = state.compacted()
+        state.tool_calls = [*state.tool_calls, *made_up(period)]
+    carried = state.compacted()
+    assert len(to_json(carried.model_dump(mode="json"))) < 100_000
+    stats = carried.earlier_tool_stats
+    assert len(stats) == MAX_TOOL_STATS and stats[-1].name == OTHER_TOOLS
+    assert sum(s.calls for s in stats) + len(carried.tool_calls) == 4 * 8_000 + 1
+    assert sum(s.errors for s in stats) + sum(not r.success for r in carried.tool_calls) == 32_000
+    debrief_stats = merge_tool_stats(stats, tool_stats(carried.tool_calls))
+    assert len(debrief_stats) == MAX_TOOL_STATS
+    few = merge_tool_stats(tool_stats(carried.tool_calls[:3]))
+    assert OTHER_TOOLS not in [s.name for s in few]  # under the cap: every tool by name
