@@ -81,6 +81,12 @@ async def test_watch_prints_json_lines_live_and_again_after_the_end(
             [e for e in events if e.get("offset", offset + 1) > offset]
         )
 
+        readable = await starter_async("watch", handle.id, env=env, cwd=tmp_path)
+        assert readable.code == 0, readable.describe()
+        assert readable.stdout.splitlines()[0] == "── iteration 1 ──"
+        assert "→ calculator(" in readable.stdout and "← calculator ✓ 42" in readable.stdout
+        assert f"{ANSWER}\n■ end_turn · succeeded\n" in readable.stdout
+
         missing = await starter_async("watch", "run-nope", "--json", env=env, cwd=tmp_path)
         assert missing.code == 1 and "no run with id 'run-nope'" in missing.stdout
     finally:
