@@ -11,10 +11,12 @@ import asyncio
 import sys
 import threading
 from collections.abc import Callable, Iterable
+from datetime import timedelta
 from typing import Any
 
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 
+from reactive_temporal import search_attributes as sa
 from reactive_temporal.api.control import decide, default_decider
 from reactive_temporal.cli.common import err
 from reactive_temporal.cli.terminal import safe
@@ -26,6 +28,9 @@ Ask = Callable[[str], str]
 """Reads one answer from the person at the terminal (`input`, or a test's script)."""
 
 STILL_PENDING_POLL_SECONDS = 0.5
+CALL_CHECK_EVERY = 10
+"""Every 10th check (5 s) asks the run whether the question's own call still waits (another
+of its calls may keep it waiting); the others only describe it."""
 
 
 class Answers:
@@ -121,6 +126,7 @@ async def _unless_decided(
 ) -> str | None:
     """The typed answer, or None (said so) once the call no longer waits for it."""
     handle = client.get_workflow_handle_for(AgentRunWorkflow.run, run_id)
+    polls = 0
     while True:
         try:
             return await asyncio.wait_for(asyncio.shield(answer), STILL_PENDING_POLL_SECONDS)
@@ -129,19 +135,32 @@ async def _unless_decided(
         except (EOFError, OSError):
             err.print("\n[dim]no answer (the terminal closed); the run goes on waiting[/]")
             return None
-        if not await _still_waiting(handle, call.call_id):
+        polls += 1
+        if not await _still_waiting(handle, call.call_id, which_call=polls % CALL_CHECK_EVERY == 0):
             err.print(f"\n[dim]call {safe(call.call_id)} was decided elsewhere or the run ended[/]")
             return None
 
 
-async def _still_waiting(handle: WorkflowHandle[Any, Any], call_id: str) -> bool:
+async def _still_waiting(
+    handle: WorkflowHandle[Any, Any], call_id: str, *, which_call: bool
+) -> bool:
+    """Whether the run still waits for approval: its description (no worker needed, not a
+    billed action) says whether it waits at all; `which_call` also asks the run (a query)
+    whether this call is among those it waits for."""
     try:
-        progress: RunProgress = await handle.query(AgentRunWorkflow.progress)
-    except Exception:  # no worker answered (a restart?), or the run is over: ask Temporal
-        try:
-            return (await handle.describe()).status == WorkflowExecutionStatus.RUNNING
-        except Exception:  # Temporal unreachable for a moment: keep the question
-            return True
-    return progress.status == "running" and any(
-        p.call_id == call_id for p in progress.pending_approvals
-    )
+        description = await handle.describe()
+    except Exception:  # Temporal unreachable for a moment: keep the question
+        return True
+    if description.status != WorkflowExecutionStatus.RUNNING:
+        return False
+    if description.typed_search_attributes.get(sa.WAITING_FOR) != "approval":
+        return False
+    if not which_call:
+        return True
+    try:
+        progress: RunProgress = await handle.query(
+            AgentRunWorkflow.progress, rpc_timeout=timedelta(seconds=2)
+        )
+    except Exception:  # no worker answered in time (a restart?): it still waits
+        return True
+    return any(p.call_id == call_id for p in progress.pending_approvals)
