@@ -18,7 +18,8 @@ import pytest
 from temporalio.client import Client
 
 from reactive_temporal.contracts import names
-from reactive_temporal.embedded.scripted_llm import Reply, ScriptedLLM
+from reactive_temporal.contracts.run import RunProgress
+from reactive_temporal.embedded.scripted_llm import Reply, ScriptedLLM, call
 from tests.adversarial.cases import Hostile, params, table
 from tests.adversarial.conftest import (
     StoreSnapshot,
@@ -27,6 +28,7 @@ from tests.adversarial.conftest import (
     owned_by,
     unique,
 )
+from tests.conftest import wait_for
 from tests.processes import CliResult, clean_env, starter_async
 from tests.workflow.conftest import Harness
 
@@ -36,6 +38,7 @@ HOSTILE_TEXT = (
 )
 """Markup that is not ours (`[/]` made a successful run exit 1), a terminal hyperlink, a
 clear-screen, a window-title change, and a Markdown link."""
+MARKUP_ARGUMENT = "[/][bold][link=http://evil.example/]x[/link]"
 SGR = re.compile(r"\x1b\[[0-9;]*m")  # Rich's own colours (FORCE_COLOR=1): allowed
 
 TERMINAL = table("terminal", [
@@ -59,6 +62,14 @@ TERMINAL = table("terminal", [
             "escape sequences echoed to the terminal", {"code": 2, "one_line": True}),
     Hostile("cli-error-with-markup", ["debrief", "[/][bold]"], "no run with id '[/][bold]'",
             "MarkupError traceback instead of the error", {"code": 1, "one_line": True}),
+    Hostile("cli-watch-streamed-text", ["watch", "{run}"], "[/] [bold]x[/bold]",
+            "the model's text, as streamed, parsed as markup and its escapes obeyed",
+            {"code": 0}),
+    Hostile("cli-lessons-markup-escapes", ["lessons", "--agent", "{agent}"],
+            "[/] [bold]x[/bold]", "a lesson (text a model wrote) parsed as markup", {"code": 0}),
+    Hostile("cli-approvals-arguments", ["approvals", "--agent", "{approver}"],
+            json.dumps({"expression": MARKUP_ARGUMENT}),
+            "a waiting call's arguments (the model's) parsed as markup", {"code": 0}),
 ])  # fmt: skip
 
 
@@ -84,8 +95,27 @@ async def cli(
     await earlier.debrief_rich()
     session = adv.agent(model, agent_id=chat_agent, memory=False).session(unique("s"))
     await session.chat("hi", use_tools=False)
+    await fetch(  # a lesson as a model might write it
+        database_url,
+        "INSERT INTO agent_lessons (run_id, position, agent_id, lesson, expires_at)"
+        " VALUES (%s, 99, %s, %s, now() + interval '1 day') RETURNING id",
+        (earlier.run_id, agent, HOSTILE_TEXT),
+    )
+    approver = unique("cli-approve")  # a run waiting for approval of a hostile call
+    asks = llm.script(approver, [
+        Reply(None, [call("calculator", expression=MARKUP_ARGUMENT)]),
+        Reply("FINAL ANSWER: never approved"),
+    ])  # fmt: skip
+    waiting = adv.agent(asks, agent_id=approver, memory=False, approve_tools=["calculator"])
+    parked = await waiting.start("Compute it")
+
+    async def parked_for_approval() -> bool:
+        progress = await parked.query(names.PROGRESS_QUERY, result_type=RunProgress)
+        return progress.waiting_for == "approval"
+
+    await wait_for(parked_for_approval, seconds=60)
     fill = {"{agent}": agent, "{chat_agent}": chat_agent, "{run}": earlier.run_id,
-            "{session}": session.id}  # fmt: skip
+            "{session}": session.id, "{approver}": approver}  # fmt: skip
     workdir = tmp_path_factory.mktemp("terminal")
     env = clean_env(
         COLUMNS="200", FORCE_COLOR="1", TEMPORAL_ADDRESS=temporal_address,
@@ -98,6 +128,8 @@ async def cli(
         for row in TERMINAL
     ))  # fmt: skip
     after = await StoreSnapshot.take(database_url)
+    cancelled = await waiting.cancel(parked.id)
+    assert cancelled.terminated_by == "cancelled"
     # every workflow the cases touched: the runs the CLI started, and both agents' entities
     started = await fetch(
         database_url,
@@ -110,11 +142,13 @@ async def cli(
         *(run_id for (run_id,) in started),
         names.agent_workflow_id(agent),
         names.agent_workflow_id(chat_agent),
+        parked.id,
     )
     return {
         "results": dict(zip([r.id for r in TERMINAL], results, strict=True)),
         "changes": after.changes_since(
-            before, own=owned_by(f"run-{agent}", f"run-{chat_agent}", agent, chat_agent)
+            before,
+            own=owned_by(f"run-{agent}", f"run-{chat_agent}", agent, chat_agent, parked.id),
         ),
     }
 
@@ -135,7 +169,8 @@ def test_the_terminal_prints_text_never_markup_or_escapes(row: Hostile, cli: dic
     if row.options.get("one_line"):
         assert SGR.sub("", result.stderr).strip().count("\n") == 0, result.describe()
     if row.expect.startswith("[/]"):
-        assert "click me" in shown and "http://evil.example/\x1b" not in shown
+        assert "click me" in shown, result.describe()
+        assert "http://evil.example/\x1b" not in shown, result.describe()
 
 
 def test_the_cli_cases_changed_nothing_stored(cli: dict[str, Any]):
