@@ -252,7 +252,7 @@ def test_budgets_and_the_deadline_from_the_command_line(
             background_run(env, tmp_path, "Loop on cost", "--agent", agent,
                            "--model", cost_model, "--cost-budget", "2"),
             background_run(env, tmp_path, "Square three slowly", "--agent", agent,
-                           "--model", slow_model, "--timeout", "10"),
+                           "--model", slow_model, "--timeout", "20"),
         ]  # fmt: skip
         (t_code, tokens), (c_code, cost), (s_code, slow) = [finished(r) for r in runs]
         assert time.monotonic() - started < 80  # the slow model's 90 s answer was not awaited
@@ -263,7 +263,7 @@ def test_budgets_and_the_deadline_from_the_command_line(
         assert (c_code, cost["terminated_by"]) == (1, "budget_exceeded")
         assert cost["error"] == "cost budget of $2.0000 exceeded: $2.2000 spent"
         assert (s_code, slow["terminated_by"], slow["output"]) == (1, "timeout", "First look.")
-        assert slow["error"] == "deadline of 10 s reached during an LLM call"
+        assert slow["error"] == "deadline of 20 s reached during an LLM call"
         assert slow["debrief"]["errors_encountered"][0] == f"Stopped: {slow['error']}"
 
         def listed(*args: str) -> set[str]:
