@@ -40,7 +40,9 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 SPEC = f"hostile={sys.executable} {FIXTURES / 'mcp_hostile_server.py'}"
 RAW_SPEC = f"raw={sys.executable} {FIXTURES / 'mcp_raw_server.py'}"
 """A hand-written server that sends what the SDK's server never would."""
-TOOL_TIMEOUT = 3.0
+TOOL_TIMEOUT = 15.0
+"""Long enough for the SDK server to answer a 5 MB call on a loaded machine (3 s was not);
+the rows that time out on purpose wait for it, together."""
 SECRETS = {
     "OPENAI_API_KEY": "sk-adversarial-openai-secret",
     "DATABASE_URL": "postgresql://admin:adversarial-db-secret@db.internal/prod",
@@ -65,6 +67,16 @@ MCP_OUTPUT = table("mcp-output", [
             "a 1 MB error text in the transcript, the next prompt and the run's state"),
     Hostile("mcp-ten-thousand-blocks", ("raw__many_blocks", {}), "characters cut]",
             "60 KB of blocks into the next prompt"),
+    Hostile("mcp-rpc-error-megabyte", ("raw__rpc_error", {}), "failed: MCPError: RRRR",
+            "a 1 MB JSON-RPC error message into the transcript and the next prompt"),
+    Hostile("mcp-null-result", ("raw__null_result", {}), "timed out",
+            "a null result: the client drops it, the call waits for its timeout, not forever"),
+    Hostile("mcp-content-not-a-list", ("raw__bad_content", {}),
+            "failed: ValidationError: 1 validation error for CallToolResult",
+            "content that is not a list: an unexplained crash of the call"),
+    Hostile("mcp-unknown-block-type", ("raw__unknown_block", {}),
+            "validation errors for CallToolResult",
+            "1 MB in a content block of an unknown type"),
 ])  # fmt: skip
 
 
