@@ -116,11 +116,15 @@ class ToolActivities:
             kwargs = tool.parse_arguments(arguments)
         except ToolArgumentsError as err:
             return False, f"[Tool error: invalid arguments for {name}: {err}]"
+        deadline = asyncio.timeout(tool.timeout_seconds)
         try:
-            async with heartbeating():
-                value = await asyncio.wait_for(tool(**kwargs), timeout=tool.timeout_seconds)
-        except TimeoutError:
-            return False, f"[Tool error: {name} timed out after {tool.timeout_seconds:g}s]"
+            async with heartbeating(), deadline:
+                value = await tool(**kwargs)
+        except TimeoutError as err:
+            if deadline.expired():
+                return False, f"[Tool error: {name} timed out after {tool.timeout_seconds:g}s]"
+            # the tool's own TimeoutError (a client's deadline inside it): its message says more
+            return False, f"[Tool error: {name} failed: TimeoutError: {err or 'timed out'}]"
         except Exception as err:  # any tool failure is the model's to read, not the run's to die of
             activity.logger.info("tool %s raised %s", name, type(err).__name__)
             return False, f"[Tool error: {name} failed: {type(err).__name__}: {err}]"

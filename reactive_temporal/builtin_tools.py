@@ -178,28 +178,44 @@ def http_get_tool(allow: AllowList | None = None, *, resolve: Resolver | None = 
         if not url.startswith(("http://", "https://")):
             raise ValueError(f"only http:// and https:// URLs can be fetched, not {url[:200]!r}")
         backend = GuardedBackend(allow_list, resolve=resolve or system_resolve)
-        async with (
-            asyncio.timeout(HTTP_TIMEOUT_SECONDS),
-            httpx.AsyncClient(
-                transport=GuardedTransport(backend),
-                timeout=HTTP_TIMEOUT_SECONDS,
-                follow_redirects=True,
-                max_redirects=HTTP_MAX_REDIRECTS,
-                trust_env=False,
-                headers={"Accept-Encoding": ACCEPT_ENCODING},
-            ) as client,
-            client.stream("GET", url) as response,
-        ):
-            body, cut = await read_bounded(
-                response.aiter_raw(),
-                response.headers.get("content-encoding"),
-                max_bytes,
-                HTTP_MAX_WIRE_BYTES,
-            )
-        text = body.decode(_text_encoding(response.charset_encoding), errors="replace")
-        return f"HTTP {response.status_code}{' (truncated)' if cut else ''}\n{text}"
+        deadline = asyncio.timeout(HTTP_TIMEOUT_SECONDS)
+        try:
+            return await _fetch(url, max_bytes, backend, deadline)
+        except TimeoutError as err:
+            if not deadline.expired():
+                raise
+            raise TimeoutError(
+                f"no complete response within {HTTP_TIMEOUT_SECONDS:g}s (a server too slow, "
+                "or one that sends its body a byte at a time)"
+            ) from err
 
     return http_get
+
+
+async def _fetch(
+    url: str, max_bytes: int, backend: GuardedBackend, deadline: asyncio.Timeout
+) -> str:
+    """One GET, redirects followed through the guard, its body read within `max_bytes`."""
+    async with (
+        deadline,
+        httpx.AsyncClient(
+            transport=GuardedTransport(backend),
+            timeout=HTTP_TIMEOUT_SECONDS,
+            follow_redirects=True,
+            max_redirects=HTTP_MAX_REDIRECTS,
+            trust_env=False,
+            headers={"Accept-Encoding": ACCEPT_ENCODING},
+        ) as client,
+        client.stream("GET", url) as response,
+    ):
+        body, cut = await read_bounded(
+            response.aiter_raw(),
+            response.headers.get("content-encoding"),
+            max_bytes,
+            HTTP_MAX_WIRE_BYTES,
+        )
+    text = body.decode(_text_encoding(response.charset_encoding), errors="replace")
+    return f"HTTP {response.status_code}{' (truncated)' if cut else ''}\n{text}"
 
 
 def _text_encoding(charset: str | None) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import gzip
+import time
 import tracemalloc
 import zlib
 from collections.abc import AsyncIterator, Callable
@@ -58,6 +59,17 @@ def endless(h: BaseHTTPRequestHandler) -> None:
         h.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
 
 
+def drip(h: BaseHTTPRequestHandler) -> None:
+    """A byte every half second: no read ever times out, the whole never arrives."""
+    h.send_response(200)
+    h.send_header("Content-Length", "1000")
+    h.end_headers()
+    for _ in range(200):
+        h.wfile.write(b"x")
+        h.wfile.flush()
+        time.sleep(0.5)
+
+
 def raw_reply(data: bytes) -> Callable[[BaseHTTPRequestHandler], None]:
     def reply(h: BaseHTTPRequestHandler) -> None:
         h.wfile.write(data)
@@ -75,6 +87,7 @@ ROUTES: dict[str, Callable[[BaseHTTPRequestHandler], None]] = {
                                     {"Content-Encoding": "gzip"}),
     "/brotli": lambda h: send(h, 200, b"\x8b\x02\x80hello\x03", {"Content-Encoding": "br"}),
     "/endless": endless,
+    "/drip": drip,
     "/loop": redirect(lambda: "/loop"),
     "/to-internal": redirect(lambda: INTERNAL["server"].url("/secret")),
     "/to-metadata": redirect(lambda: "http://169.254.169.254/latest/meta-data/iam/"),
@@ -102,6 +115,9 @@ RESPONSES = table("http-responses", [
     Hostile("http-unrequested-encoding", "/brotli", "Content-Encoding 'br'",
             "an encoding nobody asked for, decoded without bound"),
     Hostile("http-endless-body", "/endless", "HTTP 200 (truncated)", "read until the timeout"),
+    Hostile("http-slow-drip", "/drip",
+            "http_get failed: TimeoutError: no complete response within 15s",
+            "read for as long as the server drips (no single read ever times out)"),
     Hostile("http-redirect-loop", "/loop", "TooManyRedirects", "followed forever"),
     Hostile("http-redirect-to-internal", "/to-internal", "a loopback address",
             "an allowed server redirecting to one that is not"),

@@ -210,7 +210,8 @@ async def test_tools_past_their_own_timeout_are_cut_once_and_the_run_goes_on(
 ):
     """A user's tools that never return, one blocking a thread and one awaiting forever, each
     with a one-second timeout: each call ends as a timeout observation after its own timeout
-    (not the activity's), runs once (no retried attempt runs it again), and the run finishes."""
+    (not the activity's), runs once (no retried attempt runs it again), and the run finishes.
+    A TimeoutError a tool raises itself is its own failure, reported with its message."""
     release = threading.Event()
     calls: list[str] = []
 
@@ -228,17 +229,24 @@ async def test_tools_past_their_own_timeout_are_cut_once_and_the_run_goes_on(
         await asyncio.Event().wait()
         return "never"
 
+    @tool(timeout_seconds=60)
+    async def gives_up(query: str) -> str:
+        """Raises its own client's TimeoutError at once: not the tool's timeout."""
+        calls.append(f"gives up {query}")
+        raise TimeoutError("the billing API did not answer within 2s")
+
     model = llm.script(unique("stuck"), [
-        Reply(None, [call("stuck_in_thread", query="a"), call("stuck_on_loop", query="b")]),
+        Reply(None, [call("stuck_in_thread", query="a"), call("stuck_on_loop", query="b"),
+                     call("gives_up", query="c")]),
         Reply("FINAL ANSWER: both timed out"),
     ])  # fmt: skip
-    tools = [stuck_in_thread, stuck_on_loop]
+    tools = [stuck_in_thread, stuck_on_loop, gives_up]
     try:
         async with running_worker(client, settings, extra_tools=tools) as h:
             started = time.monotonic()
             result = await asyncio.wait_for(
-                h.run(model, "Ask both", agent_id=unique("stuck"), memory=False,
-                      max_parallel_tools=2),
+                h.run(model, "Ask them", agent_id=unique("stuck"), memory=False,
+                      max_parallel_tools=3),
                 90,
             )  # fmt: skip
             took = time.monotonic() - started
@@ -248,7 +256,9 @@ async def test_tools_past_their_own_timeout_are_cut_once_and_the_run_goes_on(
     assert await observations(database_url, result.run_id) == [
         ("stuck_in_thread", "[Tool error: stuck_in_thread timed out after 1s]"),
         ("stuck_on_loop", "[Tool error: stuck_on_loop timed out after 1s]"),
-    ]
-    assert sorted(calls) == ["loop b", "thread a"]  # once each
+        ("gives_up", "[Tool error: gives_up failed: TimeoutError: the billing API did not "
+                     "answer within 2s]"),
+    ]  # fmt: skip
+    assert sorted(calls) == ["gives up c", "loop b", "thread a"]  # once each
     assert took < 30, f"{took:.1f}s: the tools' own timeouts did not bound their calls"
     await assert_no_failed_tasks(client, result.run_id)
