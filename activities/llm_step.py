@@ -19,6 +19,8 @@ from the step's start, and never count as the model's failures.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import functools
 from typing import Any
 
@@ -36,7 +38,7 @@ from activities.llm_calls import (
 )
 from activities.llm_context import StepContext, StepContexts
 from activities.run_events import RunEvents
-from activities.step_records import recorded, until_stored
+from activities.step_records import recorded, seconds_to_spare, until_stored
 from activities.store import Store, to_openai
 from activities.transcripts import Transcripts
 from reactive_temporal.contracts import names
@@ -110,7 +112,10 @@ class LlmActivities:
                 text.cancel()
             raise
         if text is not None:
-            await text.close()
+            # best effort: in a Postgres outage the last writes wait for a connection, and
+            # must not use up the time the reply needs to be recorded (or its failure named)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(text.close(), timeout=seconds_to_spare())
         response = completion.response
         if not response.choices:
             raise ApplicationError("LLM answered with no choices", type="LlmEmptyResponse")

@@ -34,6 +34,8 @@ FIRST_WAIT = 0.25
 MAX_WAIT = 5.0
 DEADLINE_MARGIN = timedelta(seconds=3)
 """Stop retrying this long before the attempt's start-to-close timeout, and fail cleanly."""
+MIN_TRY_SECONDS = 0.5
+"""A try that starts with less time than this left still gets this long."""
 MIN_TRYING = timedelta(seconds=5)
 """Always retry at least this long (a worker clock ahead of the server's must not turn a
 blip into a failed attempt)."""
@@ -49,16 +51,27 @@ def _deadline() -> datetime:
     return max(started + timeout - DEADLINE_MARGIN, now + MIN_TRYING)
 
 
+def seconds_to_spare() -> float:
+    """Seconds the attempt can spend on best-effort writes and still leave `until_stored`
+    its own time (MIN_TRYING) before the attempt's deadline; at least MIN_TRY_SECONDS."""
+    left = _deadline() - datetime.now(UTC) - MIN_TRYING
+    return max(left.total_seconds(), MIN_TRY_SECONDS)
+
+
 async def until_stored(operation: Callable[[], Awaitable[T]], *, what: str) -> T:
     """`operation()` (a Postgres read or write), retried while Postgres is unreachable until
     shortly before the attempt's deadline; then a retryable `StoreUnavailable` failure."""
     deadline = _deadline()
     wait = FIRST_WAIT
     while True:
+        # Each try is bounded by the deadline too: waiting for a pool connection alone can
+        # take longer than what is left, and an attempt that overran its start-to-close
+        # timeout would fail as a timeout, its cause (Postgres) lost.
+        left = (deadline - datetime.now(UTC)).total_seconds()
         try:
-            return await operation()
+            return await asyncio.wait_for(operation(), timeout=max(left, MIN_TRY_SECONDS))
         except Exception as err:
-            if not is_outage(err):
+            if not (is_outage(err) or isinstance(err, TimeoutError)):
                 raise
             left = (deadline - datetime.now(UTC)).total_seconds()
             if left <= 0:
