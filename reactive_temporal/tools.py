@@ -167,6 +167,8 @@ class Tool:
         """Validated keyword arguments, or ToolArgumentsError naming what is wrong."""
         try:
             data = json.loads(raw or "{}")
+        except RecursionError as err:
+            raise ToolArgumentsError("arguments are nested too deeply to parse") from err
         except ValueError as err:
             raise ToolArgumentsError(f"arguments are not valid JSON ({err})") from err
         if not isinstance(data, dict):
