@@ -6,10 +6,11 @@ start-to-close timeout has passed; with them, within its heartbeat timeout.
 What they cost: Temporal Cloud bills each heartbeat that reaches the server. The SDK sends the
 first `activity.heartbeat()` of an attempt at once and then at most one per 80% of the
 heartbeat timeout (the latest details), however often it is called. So the first beat comes
-a third of the heartbeat timeout into the block (3.3 s of the run's 10 s): a step shorter
+a third of the heartbeat timeout into the block (10 s of the run's 30 s): a step shorter
 than that — most model calls, every quick tool — pays nothing, a longer one one action per
-8 s. Steps wrap their whole body, not only the slow call, so time spent waiting for a
-Postgres connection or on a busy event loop before the call counts too.
+24 s. Steps wrap their whole body, not only the slow call, so time spent waiting for a
+Postgres connection or on a busy event loop before the call counts too; and a loop up to
+20 s late still beats before the timeout.
 """
 
 from __future__ import annotations

@@ -212,7 +212,12 @@ async def scenario(stack: ProcessStack, name: str, c: int, tools: int, delay: fl
             wall = time.perf_counter() - started
             log(f"{name}: {len(runs)} runs done in {wall:.1f} s; waiting for debriefs")
             model_stats = await stack.model.ask()
-            worker_stats = await worker.ask()
+            try:
+                worker_stats = await worker.ask()
+            except (ValueError, TimeoutError) as err:  # reported, not fatal to the others
+                code = worker.process.returncode if worker.process else None
+                log(f"{name}: the worker did not answer its statistics ({err!r}; exit {code})")
+                worker_stats = {}
             if kind == MEMORY_ON:
                 await asyncio.gather(
                     *(debrief_done(stack.client, r.workflow_id) for r in runs),
@@ -274,6 +279,8 @@ async def main() -> None:
 
 
 def pool_figure(w: dict[str, Any]) -> str:
+    if not w:
+        return "worker gave no statistics"
     return (
         f"{w['pool_requests_queued']} ({w['pool_wait_ms']} ms; peak {w['pool_peak_waiting']}; "
         f"size {w['pool_peak_size']}/{w['pool_max']})"
@@ -330,7 +337,9 @@ def report(
                 acc.wft_timeouts,
                 acc.activity_attempts["retries"],
                 o.heartbeats,
-                f"{o.worker['loop_lag_p99_ms']:.0f} / {o.worker['loop_lag_max_ms']:.0f}",
+                f"{o.worker['loop_lag_p99_ms']:.0f} / {o.worker['loop_lag_max_ms']:.0f}"
+                if o.worker
+                else "—",
             ]
         )
     print(f"\n### {len(outcomes)} scenario runs\n")

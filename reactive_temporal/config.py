@@ -168,15 +168,17 @@ class Settings(BaseSettings):
     _connection: TemporalConnection | None = PrivateAttr(default=None)
 
     def store_pool_size(self) -> int:
-        """The worker's Postgres pool size: the setting, else a tenth of the activity slots.
+        """The worker's Postgres pool size: the setting, else half the activity slots.
 
-        Within [10, 50]: a step holds a connection only for its reads and writes
-        (milliseconds) while its model call takes seconds, so ten slots share one; the pool
-        opens connections as they are needed, up to this.
+        Within [10, 50]. A step's reads and writes take milliseconds of its seconds, but on a
+        busy worker every statement's round trip also waits for the event loop, and runs
+        start in bursts: at 200 runs on 2 cores a pool of a tenth of the slots (20) had 1,821
+        checkouts wait, 50 had 223 (bench/README.md). The pool opens connections as they are
+        needed, up to this.
         """
         if self.db_pool_size is not None:
             return self.db_pool_size
-        wanted = self.max_concurrent_activities // 10
+        wanted = self.max_concurrent_activities // 2
         return max(MIN_DB_POOL_SIZE, min(wanted, MAX_DEFAULT_DB_POOL_SIZE))
 
     @field_validator("temporal_address")

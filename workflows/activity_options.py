@@ -36,8 +36,14 @@ INFRASTRUCTURE_RETRIES = 20
 """Attempts an LLM call may spend on failures that are not the LLM's (about ten minutes of
 outage at the backoff below) on top of the agent's `llm_max_attempts`."""
 
-HEARTBEAT = timedelta(seconds=10)
-"""Long activities (LLM calls, tools) heartbeat; a worker that dies is noticed this fast."""
+HEARTBEAT = timedelta(seconds=30)
+"""Long activities (LLM calls, tools) heartbeat; a worker that dies is noticed this fast.
+
+Not shorter: an attempt whose heartbeats stop is timed out and tried again while its model
+call or tool may still be running (a second billed call, a side effect twice), and a
+saturated worker's event loop delays its beats. At 1,000 runs on 2 cores 10 s was not
+enough (468 duplicate model calls, bench/README.md); the beats come every 10 s, so 20 s of
+lag fit. Changes no command: runs scheduled with 10 s replay as they were."""
 
 TOOL_TIMEOUT_MARGIN = timedelta(seconds=30)
 """The tool activity outlives the tool's own timeout by this much, so a slow tool is reported

@@ -58,7 +58,9 @@ def test_price_table_is_extensible(monkeypatch):
     assert cost_of("env-model", 10**6, 0, settings.model_prices) == pytest.approx(4.0)
 
 
-@pytest.mark.parametrize(("slots", "pool"), [(1, 10), (100, 10), (300, 30), (500, 50), (5_000, 50)])
+@pytest.mark.parametrize(
+    ("slots", "pool"), [(1, 10), (20, 10), (60, 30), (100, 50), (500, 50), (5_000, 50)]
+)
 def test_the_postgres_pool_follows_the_activity_slots(monkeypatch, slots, pool):
     monkeypatch.delenv("REACTIVE_TEMPORAL_DB_POOL_SIZE", raising=False)
     monkeypatch.setenv("REACTIVE_TEMPORAL_MAX_CONCURRENT_ACTIVITIES", str(slots))

@@ -108,7 +108,7 @@ async def test_a_run_upserts_no_search_attribute_between_its_first_and_last_iter
 async def test_a_worker_sizes_its_postgres_pool_from_its_activity_slots(
     client: Client, settings: Settings
 ):
-    sized = settings.model_copy(update={"max_concurrent_activities": 300})
+    sized = settings.model_copy(update={"max_concurrent_activities": 60})
     async with running_worker(client, sized) as running:
         assert running.store.pool.max_size == 30
     chosen = settings.model_copy(update={"db_pool_size": 7})
