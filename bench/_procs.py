@@ -109,8 +109,11 @@ class LineProcess:
         assert self.process is not None and self.process.stdin and self.process.stdout
         self.process.stdin.write(command.encode() + b"\n")
         await self.process.stdin.drain()
-        line = await asyncio.wait_for(self.process.stdout.readline(), seconds)
-        return dict(json.loads(line))
+        while True:  # a line that is not the answer (something in the process printed) is shown
+            line = await asyncio.wait_for(self.process.stdout.readline(), seconds)
+            if not line or line.lstrip().startswith(b"{"):
+                return dict(json.loads(line))
+            print(f"[{self.name} stdout] {line.decode(errors='replace').rstrip()}", file=sys.stderr)
 
     async def stop(self) -> None:
         process, self.process = self.process, None
