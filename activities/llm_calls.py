@@ -135,7 +135,8 @@ def raise_for_status(err: openai.APIStatusError, *, last_attempt: bool = False) 
         type="LlmHttpError" if retryable else "LlmRequestRejected",
         non_retryable=not retryable or last_attempt,
         next_retry_delay=retry_delay(err.response.headers if err.response is not None else None),
-    ) from err
+    ) from None  # not chained: the client's error holds the whole body (megabytes, maybe), and
+    # a failure past Temporal's size limit arrives as "Failure exceeds size limit", its cause lost
 
 
 @contextlib.contextmanager

@@ -24,6 +24,7 @@ from temporalio.client import (
     WorkflowUpdateFailedError,
 )
 from temporalio.common import WorkflowIDConflictPolicy
+from temporalio.exceptions import ActivityError, ChildWorkflowError
 from temporalio.service import RPCError, RPCStatusCode
 
 from reactive_temporal.contracts import names
@@ -40,6 +41,7 @@ from reactive_temporal.contracts.entity import (
     SessionRef,
 )
 from reactive_temporal.contracts.run import AgentConfig
+from reactive_temporal.sanitize import clip
 from workflows.agent_entity import AgentWorkflow
 
 ArgT = TypeVar("ArgT")
@@ -48,6 +50,22 @@ ResultT = TypeVar("ResultT")
 
 class ChatError(ValueError):
     """The agent refused a chat request (empty message, unknown session, …)."""
+
+
+CHAT_ERROR_MAX_CHARS = 2_000
+
+
+def update_failure_message(err: WorkflowUpdateFailedError) -> str:
+    """Why the update failed, as its innermost cause says it.
+
+    A failed activity's own error (the model endpoint's refusal), not "Activity task
+    failed"; clipped, since an endpoint's error body can be megabytes.
+    """
+    cause: BaseException | None = err.cause
+    while isinstance(cause, ActivityError | ChildWorkflowError) and cause.cause is not None:
+        cause = cause.cause
+    message = getattr(cause, "message", None) or str(cause or err)
+    return clip(message, CHAT_ERROR_MAX_CHARS)
 
 
 def new_session_id() -> str:
@@ -97,9 +115,7 @@ class AgentEntity:
                 update, arg, start_workflow_operation=start
             )
         except WorkflowUpdateFailedError as err:
-            cause = err.cause
-            message = getattr(cause, "message", None) or str(cause or err)
-            raise ChatError(message) from err
+            raise ChatError(update_failure_message(err)) from err
         # The SDK types a named async update's result as the coroutine; it returns its value.
         return cast(ResultT, result)
 

@@ -2,8 +2,9 @@
 
 Rows: `input` is (message, the scripted model's replies, use_tools); `expect` is the reply's
 message, or with `options["history"]` what the session's stored history must hold for the
-user's message. Each row is its own agent; afterwards its entity has no failed workflow
-task and nothing stored changed but its own rows.
+user's message, or with `options["chat_error"]` part of the ChatError the chat must raise.
+Each row is its own agent; afterwards its entity has no failed workflow task and nothing
+stored changed but its own rows.
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ from typing import Any
 import pytest
 from temporalio.client import Client
 
+from reactive_temporal.api.sessions import CHAT_ERROR_MAX_CHARS, ChatError
 from reactive_temporal.contracts import names
-from reactive_temporal.embedded.scripted_llm import Reply, ScriptedLLM, call
+from reactive_temporal.embedded.scripted_llm import HttpError, Reply, ScriptedLLM, call
 from reactive_temporal.limits import REPLY_CONTENT_MAX_CHARS
 from tests.adversarial.cases import Hostile, params, table
 from tests.adversarial.conftest import StoreSnapshot, assert_no_failed_tasks, owned_by, unique
@@ -37,6 +39,10 @@ CHAT = table("chat", [
     Hostile("chat-megabytes-reply", ("hello", [Reply("w" * 3_000_000)], False), "",
             "a 3 MB chat activity result, past Temporal's 2 MB payload limit",
             {"reply_chars": REPLY_CONTENT_MAX_CHARS}),
+    Hostile("chat-megabytes-error-body", ("hello", [HttpError(400, "e" * 3_000_000)], False),
+            "LLM endpoint answered HTTP 400: Error code: 400 - eeee",
+            "the failure was past Temporal's size limit: the chat failed with 'Activity task "
+            "failed', its cause lost", {"chat_error": True}),
     Hostile("chat-tool-path-forty-calls",
             ("calculate forty sums", [Reply(None, [call("calculator", expression=f"{i}+1")
                                                    for i in range(40)]),
@@ -54,7 +60,10 @@ async def chatted(
         model = llm.script(unique("chat"), replies, repeat_last=True)
         agent = adv.agent(model, agent_id=unique("chat"), memory=False)
         session = agent.session(unique("s"))
-        reply = await asyncio.wait_for(session.chat(message, use_tools=use_tools), 60)
+        try:
+            reply: Any = await asyncio.wait_for(session.chat(message, use_tools=use_tools), 60)
+        except ChatError as refused:
+            reply = refused
         return {"reply": reply, "agent": agent, "history": await session.history(),
                 "model_requests": len(llm.requests.get(model, []))}  # fmt: skip
 
@@ -75,7 +84,11 @@ async def test_hostile_chat_gets_a_clear_reply(
     row: Hostile, chatted: dict[str, Any], client: Client
 ):
     outcome = chatted["by_id"][row.id]
-    if row.options.get("history"):
+    if row.options.get("chat_error"):
+        error = outcome["reply"]
+        assert isinstance(error, ChatError) and row.expect in str(error), error
+        assert len(str(error)) <= CHAT_ERROR_MAX_CHARS and outcome["history"] == []
+    elif row.options.get("history"):
         assert outcome["history"][0].content == row.expect
     elif "reply_chars" in row.options:
         message = outcome["reply"].message

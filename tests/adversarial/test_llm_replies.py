@@ -6,8 +6,9 @@ repeats); `expect` is the run's output, or with `options["observation"]` a disti
 the first tool observation. Each run must end in one attempt per LLM step (no retried step:
 a retry is a step billed twice), store nothing outside its own rows, and fail no workflow task.
 More options: `config` (agent configuration), `debrief` (the stored debrief row holds
-`expect` exactly), `terminated_by` (the expected ending), `observations` (a distinctive part
-of every observation, in order), `output_chars` (the output's length instead of `expect`).
+`expect` exactly), `terminated_by` (the expected ending), `error` (a distinctive part of the
+run's error), `observations` (a distinctive part of every observation, in order),
+`output_chars` (the output's length instead of `expect`).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from temporalio.client import Client
 from reactive_temporal.builtin_tools import FILE_WRITE_MAX_CHARS
 from reactive_temporal.contracts import names
 from reactive_temporal.contracts.run import FINAL_ANSWER_TOOL
-from reactive_temporal.embedded.scripted_llm import Reply, ScriptedLLM, call
+from reactive_temporal.embedded.scripted_llm import HttpError, Reply, ScriptedLLM, call
 from reactive_temporal.limits import (
     REPLY_CONTENT_MAX_CHARS,
     SYNTHESIS_ITEMS_MAX,
@@ -108,6 +109,11 @@ LLM_REPLIES = table("llm-replies", [
              Reply("FINAL ANSWER: flat")],
             "arguments are not valid JSON (Exceeds the limit (4300 digits)",
             "a 6,000-digit number parsed in the worker", {"observation": True}),
+    Hostile("llm-megabytes-error-body", [HttpError(400, "e" * 3_000_000)], "",
+            "a 3 MB provider error body: the failure was past Temporal's size limit, and the "
+            "run's error said only 'Failure exceeds size limit'",
+            {"terminated_by": "llm_error", "error": "LLM endpoint answered HTTP 400: Error code: "
+             "400 - eeee"}),
     Hostile("llm-forty-tool-calls",
             [Reply(None, [call("calculator", expression=f"{i}+1") for i in range(40)]),
              Reply("FINAL ANSWER: done")], "done",
@@ -188,6 +194,9 @@ async def test_hostile_model_replies_get_clear_outcomes(
         assert result.output == row.expect
     if "terminated_by" in row.options:
         assert result.terminated_by == row.options["terminated_by"]
+    if "error" in row.options:
+        assert row.options["error"] in (result.error or ""), (result.error or "")[:300]
+        assert len(result.error or "") < 2_000
     if "observations" in row.options:
         assert len(found) == len(row.options["observations"])
         for expected, content in zip(row.options["observations"], found, strict=True):
