@@ -46,6 +46,8 @@ class Scenario:
     task_queue: str
     label: str = ""
     agent_id: str = ""
+    live_output: bool = True
+    """Agent runs stream their LLM calls into the live output (the project default)."""
 
     def __post_init__(self) -> None:
         self.label = self.label or self.kind
@@ -99,6 +101,7 @@ async def one_run(
         memory=scenario.memory,
         tools=["noop"],
         max_iterations=tool_calls + 5,
+        live_output=scenario.live_output,
     )
     agent = Agent(config, Runtime(client, scenario.task_queue, offline_model=False))
     handle: WorkflowHandle[Any, AgentResult] = await agent.start(task)

@@ -137,6 +137,11 @@ async def main() -> None:
     p.add_argument("--trials", type=int, default=None, help="part 2 trials (default 5; quick 2)")
     p.add_argument("--small", type=int, default=3, help="K_small (default 3)")
     p.add_argument("--big", type=int, default=30, help="K_big (default 30)")
+    p.add_argument(
+        "--no-live-output",
+        action="store_true",
+        help="agent runs without live output (on by default)",
+    )
     args = p.parse_args()
     c, k = args.concurrency, args.iterations
     batches = args.batches or (1 if args.quick else 3)
@@ -144,7 +149,8 @@ async def main() -> None:
     results = Results()
 
     async with open_process_stack() as stack, stack.worker("bench-cost") as worker:
-        scenarios = {kind: Scenario(kind, "bench-cost") for kind in SCENARIOS}
+        live = not args.no_live_output
+        scenarios = {kind: Scenario(kind, "bench-cost", live_output=live) for kind in SCENARIOS}
         log("warming up")
         for s in scenarios.values():
             await batch(stack, worker, s, 5, k)
@@ -165,6 +171,8 @@ async def main() -> None:
                 big = await sequential(stack, worker, s, args.big)
                 results.big.setdefault(kind, []).append(big)
 
+    if args.no_live_output:
+        print("\nAgent runs with `live_output=False` (`--no-live-output`).")
     report(results, c, k, batches, trials, args.small, args.big)
 
 

@@ -173,10 +173,12 @@ async def check_model(stack: ProcessStack, c: int, delay: float, backlog: str) -
     )
 
 
-async def scenario(stack: ProcessStack, name: str, c: int, tools: int, delay: float) -> Outcome:
+async def scenario(
+    stack: ProcessStack, name: str, c: int, tools: int, delay: float, live_output: bool = True
+) -> Outcome:
     task_queue = f"bench-scale-{uuid.uuid4().hex[:6]}"
     kind = FLOOR if name.startswith("floor") else MEMORY_ON
-    s = Scenario(kind, task_queue, label=name)
+    s = Scenario(kind, task_queue, label=name, live_output=live_output)
     async with stack.worker(task_queue, worker_options(name, c)) as worker:
         # one run first: the agent entity exists and the worker is warm
         await one_run(stack.client, s, tool_calls=0)
@@ -258,6 +260,11 @@ async def main() -> None:
         help="the model's listen backlog during the scenarios (default 1024; 0: as shipped, 5)",
     )
     p.add_argument("--repeat", type=int, default=1, help="run every scenario R times")
+    p.add_argument(
+        "--no-live-output",
+        action="store_true",
+        help="agent runs without live output (on by default)",
+    )
     args = p.parse_args()
     sizes = args.runs or ([50] if args.quick else [200, 1000])
     checks: list[ModelCheck] = []
@@ -274,7 +281,13 @@ async def main() -> None:
             for r in range(args.repeat):
                 order = args.scenarios if r % 2 == 0 else list(reversed(args.scenarios))
                 for name in order:
-                    outcomes.append(await scenario(stack, name, c, args.tools, args.delay))
+                    outcomes.append(
+                        await scenario(
+                            stack, name, c, args.tools, args.delay, not args.no_live_output
+                        )
+                    )
+    if args.no_live_output:
+        print("\nAgent runs with `live_output=False` (`--no-live-output`).")
     report(checks, outcomes, args.tools, args.delay, args.model_backlog)
 
 
