@@ -48,14 +48,18 @@ class RunEvents:
     async def append(self, run_id: str, events: Sequence[NewEvent]) -> None:
         """Append `events` in order, in one transaction, and wake the run's watchers.
 
-        Pipelined: the transaction's statements go to Postgres together and come back
-        together, one round trip instead of one per statement, so the connection is held
-        that much less (a step appends at least once per LLM call; at 200 concurrent runs
-        per-statement round trips made the worker's pool the queue, bench/README.md).
+        Pipelined: the whole transaction, `BEGIN` to `COMMIT`, goes to Postgres together and
+        comes back together, one round trip instead of one per statement (`conn.transaction()`
+        would wait for its `BEGIN` and its `COMMIT` on their own: three more), so the
+        connection is held that much less (a step appends at least once per LLM call; at 200
+        concurrent runs per-statement round trips made the worker's pool the queue,
+        bench/README.md). A statement that fails skips the rest, `COMMIT` included, and the
+        pool's connection context rolls the transaction back.
         """
         if not events:
             return
-        async with self.pool.connection() as conn, conn.pipeline(), conn.transaction():
+        async with self.pool.connection() as conn, conn.pipeline():
+            await conn.execute("BEGIN")
             await conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (run_id,))
             for event in events:
                 await conn.execute(
@@ -70,6 +74,7 @@ class RunEvents:
                     },
                 )
             await conn.execute("SELECT pg_notify(%s, '')", (channel_for(run_id),))
+            await conn.execute("COMMIT")
 
     async def try_append(self, run_id: str, events: Sequence[NewEvent]) -> None:
         """`append`, logging instead of raising: live output never fails a step."""

@@ -191,6 +191,15 @@ def is_outage(err: BaseException) -> bool:
 
 
 class Store:
+    """The worker's Postgres: a pool of connections in autocommit.
+
+    Autocommit because nearly every write and read here is one statement, and psycopg outside
+    autocommit waits for a `BEGIN` before it and a `COMMIT` after it: three round trips for
+    one statement (plus the pool's check of the connection), several times per LLM step.
+    A write of several statements says it is one transaction (`conn.transaction()`, or
+    `BEGIN` … `COMMIT` in a pipeline as `RunEvents.append` does).
+    """
+
     def __init__(self, pool: AsyncConnectionPool[AsyncConnection[Any]]) -> None:
         self.pool = pool
 
@@ -199,6 +208,7 @@ class Store:
         """Connect, run migrations (unless `migrate=False`), and return a ready store."""
         pool: AsyncConnectionPool[AsyncConnection[Any]] = AsyncConnectionPool(
             database_url,
+            kwargs={"autocommit": True},  # see the class docstring
             min_size=1,
             max_size=max_size,
             open=False,
@@ -288,7 +298,7 @@ class Store:
             )
             for e in entries
         ]
-        async with self.pool.connection() as conn, conn.cursor() as cur:
+        async with self.pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
             await cur.executemany(_UPSERT_MESSAGE, [(*row, None) for row in rows])
 
     async def record_step(self, run_id: str, seq: int, message: Message, result: BaseModel) -> None:

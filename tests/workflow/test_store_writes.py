@@ -1,0 +1,85 @@
+"""The store's writes are all or nothing, and leave their pooled connection ready: the pool's
+connections are in autocommit (one round trip a statement), so a write of several statements
+is atomic only because it says so. Real Postgres."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+
+import psycopg
+import pytest
+from psycopg import pq
+
+from activities.run_events import RunEvents
+from activities.store import Store
+from reactive_temporal.contracts.events import NewEvent
+from reactive_temporal.contracts.run import Message, SeqMessage
+
+pytestmark = pytest.mark.workflow
+
+TOO_BIG = 2**40
+"""Not an INTEGER: Postgres refuses the row."""
+
+
+@pytest.fixture
+async def store(database_url: str) -> AsyncIterator[Store]:
+    store = await Store.open(database_url, max_size=1)  # every call gets the same connection
+    try:
+        yield store
+    finally:
+        await store.close()
+
+
+async def events_of(store: Store, run_id: str) -> list[tuple[int, str, int]]:
+    async with store.pool.connection() as conn:
+        cur = await conn.execute(
+            'SELECT "offset", type, step FROM run_events WHERE run_id = %s ORDER BY "offset"',
+            (run_id,),
+        )
+        return [tuple(r) for r in await cur.fetchall()]  # type: ignore[misc]
+
+
+async def idle(store: Store) -> bool:
+    async with store.pool.connection() as conn:
+        return conn.info.transaction_status == pq.TransactionStatus.IDLE
+
+
+async def test_an_append_that_fails_part_way_writes_none_of_its_events(store: Store):
+    events = RunEvents(store)
+    run_id = f"run-append-{uuid.uuid4().hex[:8]}"
+    with pytest.raises(psycopg.errors.NumericValueOutOfRange):
+        await events.append(
+            run_id,
+            [
+                NewEvent(type="iteration", step=2, data={"iteration": 1}, key="iteration:2"),
+                NewEvent(type="text", step=TOO_BIG, data={"delta": "lost"}),
+            ],
+        )
+    assert await events_of(store, run_id) == []
+    assert await idle(store)  # the failed transaction did not stay open on the connection
+    await events.append(
+        run_id,
+        [
+            NewEvent(type="iteration", step=2, data={"iteration": 1}, key="iteration:2"),
+            NewEvent(type="text", step=2, data={"delta": "kept"}),
+        ],
+    )
+    assert await events_of(store, run_id) == [(0, "iteration", 2), (1, "text", 2)]
+    assert await idle(store)
+
+
+async def test_messages_that_fail_part_way_write_none_of_them(store: Store):
+    run_id = f"run-put-{uuid.uuid4().hex[:8]}"
+    rows = [
+        SeqMessage(seq=0, message=Message(role="system", content="written with the rest")),
+        SeqMessage(seq=TOO_BIG, message=Message(role="user", content="refused")),
+    ]
+    with pytest.raises(psycopg.errors.NumericValueOutOfRange):
+        await store.put_messages(run_id, rows)
+    assert await store.load_transcript(run_id) == []
+    assert await idle(store)
+    await store.put_messages(run_id, rows[:1])
+    assert [e.message.content for e in await store.load_transcript(run_id)] == [
+        "written with the rest"
+    ]
