@@ -14,6 +14,7 @@ from temporalio.api.workflowservice.v1 import GetSystemInfoRequest
 from temporalio.client import Client
 from temporalio.service import TLSConfig
 
+from tests.conftest import wait_for
 from tests.support.otlp import OtlpReceiver
 from tests.support.pki import make_pki
 from tests.support.tls_proxy import TlsProxy
@@ -61,7 +62,9 @@ async def test_tls_proxy_refuses_clients_without_a_trusted_certificate(
             client = await Client.connect(proxy.address, tls=config)
             # TLS 1.3 reports a refused client certificate after the handshake: on first use
             await client.workflow_service.get_system_info(GetSystemInfoRequest())
-        assert proxy.handshake_errors
+        # The proxy's own thread records why it refused; under load the client can give up
+        # first (its refusal arrives as the peer's alert), so wait for the proxy's record.
+        await wait_for(lambda: proxy.handshake_errors, seconds=10)
         assert proxy.connections == 0 or not proxy.requests
 
 
