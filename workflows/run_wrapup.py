@@ -1,0 +1,197 @@
+"""How a run ends: its result, its debrief kept, its agent told, its search attributes set.
+
+A mixin of AgentRunWorkflow, kept apart so the run loop in workflows/agent_run.py stays a
+loop. A trivial run keeps its deterministic debrief in its own wrap-up (one local activity
+that also tells the agent); any other starts an abandoned DebriefWorkflow child to
+synthesize the rich one, so the run never waits for it.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from temporalio import workflow
+from temporalio.exceptions import WorkflowAlreadyStartedError
+from temporalio.workflow import ParentClosePolicy
+
+with workflow.unsafe.imports_passed_through():
+    from reactive_temporal import search_attributes as sa
+    from reactive_temporal.contracts import names
+    from reactive_temporal.contracts.debrief import (
+        AgentDebrief,
+        DebriefInput,
+        DebriefWorkflowInput,
+        PersistDebriefInput,
+    )
+    from reactive_temporal.contracts.entity import NotifyAgentInput, RunFinished
+    from reactive_temporal.contracts.result import AgentResult
+    from reactive_temporal.contracts.run import AgentConfig, AgentRunInput
+    from workflows.activity_options import AGENT_SIGNAL
+    from workflows.agent_debrief import DebriefWorkflow
+    from workflows.debrief_rules import (
+        build_fallback,
+        collect_debrief_input,
+        derive_outcome,
+        ending_cause,
+        is_trivial,
+    )
+    from workflows.final_answer import missing_required_tools
+    from workflows.run_state import RunState
+
+
+class RunWrapUp:
+    """The end of AgentRunWorkflow (which provides the state and patch flags declared here)."""
+
+    input: AgentRunInput
+    agent: AgentConfig
+    run_id: str
+    state: RunState
+    trivial_debrief_in_run: bool
+    """A trivial run keeps its debrief itself (the costs patch)."""
+    failed_runs_teach: bool
+    attributes_on_change: bool
+
+    async def _finish(self, started: datetime) -> AgentResult:
+        """The result, its debrief kept (in the run's wrap-up when there is nothing to
+        synthesize, else by a DebriefWorkflow child), the agent told, the search attributes
+        set."""
+        self.state.current_tool = None
+        result = self.state.result(
+            self.run_id,
+            self.agent,
+            duration_ms=int((workflow.now() - started).total_seconds() * 1000),
+        )
+        self._publish_details(result.terminated_by)
+        debrief_input: DebriefInput | None = None
+        if self.agent.memory:
+            debrief_input = self._debrief_input(result)
+            result.debrief = build_fallback(debrief_input)
+        kept_here = (
+            self.trivial_debrief_in_run
+            and debrief_input is not None
+            and result.debrief is not None
+            and is_trivial(debrief_input, failed_runs_teach=self.failed_runs_teach)
+        )
+        await workflow.execute_local_activity(
+            names.NOTIFY_AGENT,
+            NotifyAgentInput(
+                agent=self.agent,
+                signal=names.RUN_FINISHED_SIGNAL,
+                run_finished=RunFinished(
+                    run_id=self.run_id,
+                    started_at=started,
+                    agent=self.agent,
+                    debrief=result.debrief,
+                    observations=self.state.observations,
+                ),
+                persist=(
+                    PersistDebriefInput(input=debrief_input, debrief=result.debrief)
+                    if kept_here and debrief_input is not None and result.debrief is not None
+                    else None
+                ),
+            ),
+            **AGENT_SIGNAL,
+            summary="keep the debrief, tell the agent"
+            if kept_here
+            else "tell the agent the run finished",
+        )
+        if result.debrief is not None and not kept_here:
+            await self._start_debrief(result, result.debrief)
+        outcome = (
+            result.debrief.outcome
+            if result.debrief
+            else derive_outcome(result.terminated_by, self.state.loop_errors())
+        )
+        debrief_status = "none"
+        if result.debrief is not None:
+            debrief_status = "deterministic" if kept_here else "pending"
+        attributes = [
+            sa.TERMINATED_BY.value_set(result.terminated_by),
+            sa.OUTCOME.value_set(outcome),
+            sa.DEBRIEF_STATUS.value_set(debrief_status),
+        ]
+        if self.attributes_on_change:
+            attributes += self._progress_attributes()
+        workflow.upsert_search_attributes(attributes)
+        self._count_finish(result, debrief_kept_here=kept_here)
+        return result
+
+    def _count_finish(self, result: AgentResult, *, debrief_kept_here: bool) -> None:
+        """The run (and a debrief kept in it) counted once: the workflow's metric meter
+        records nothing while the run replays (served at a worker's /metrics)."""
+        meter = workflow.metric_meter()
+        meter.create_counter(names.RUNS_METRIC, "Runs finished, by agent and how they ended").add(
+            1, {"agent": self.agent.agent_id, "terminated_by": result.terminated_by}
+        )
+        if debrief_kept_here:
+            meter.create_counter(names.DEBRIEFS_METRIC, "Debriefs persisted").add(
+                1, {"synthesized": "false"}
+            )
+
+    def _progress_attributes(self) -> list[Any]:
+        return [
+            sa.ITERATIONS.value_set(self.state.iteration),
+            sa.TOKENS_USED.value_set(self.state.tokens),
+        ]
+
+    async def _start_debrief(self, result: AgentResult, fallback: AgentDebrief) -> None:
+        """The rich debrief, in an abandoned child the run does not wait for."""
+        debrief_input = self._debrief_input(result)
+        try:
+            await workflow.start_child_workflow(
+                DebriefWorkflow.run,
+                DebriefWorkflowInput(
+                    input=debrief_input,
+                    fallback=fallback,
+                    synthesize=not is_trivial(
+                        debrief_input, failed_runs_teach=self.failed_runs_teach
+                    ),
+                    model=self.agent.debrief_model or self.agent.model,
+                    llm_timeout_seconds=self.agent.llm_timeout_seconds,
+                    agent_workflow_id=names.agent_workflow_id(self.agent.agent_id),
+                    reasoning_effort=self.agent.reasoning_effort,
+                ),
+                id=names.debrief_workflow_id(self.run_id),
+                parent_close_policy=ParentClosePolicy.ABANDON,
+                static_summary=f"debrief of {self.run_id}",
+            )
+        except WorkflowAlreadyStartedError:
+            workflow.logger.info("debrief of %s already started (a reset run)", self.run_id)
+
+    def _debrief_input(self, result: AgentResult) -> DebriefInput:
+        """What the debrief is made from; a failed run's cause joins its errors."""
+        cause = None
+        if self.failed_runs_teach:
+            missing = missing_required_tools(self.agent.required_tools, self.state.tools_used)
+            cause = ending_cause(
+                result, max_iterations=self.agent.max_iterations, missing_required=missing
+            )
+        return collect_debrief_input(
+            result,
+            self.input.task,
+            self.state.tool_calls,
+            self.state.rationale,
+            self.state.approvals,
+            cause=cause,
+            earlier_stats=self.state.earlier_tool_stats,
+            earlier_errors=self.state.earlier_errors,
+        )
+
+    def _publish_details(self, terminated_by: str | None = None) -> None:
+        tokens = tokens_label(self.state.tokens)
+        status = f"ended: {terminated_by}" if terminated_by else "running"
+        waiting = self.state.pending_approvals
+        if waiting and not terminated_by:
+            calls = ", ".join(f"{p.tool} (call {p.call_id})" for p in waiting[:5])
+            status = f"waiting for approval: {calls}"
+        tools_used = self.state.tools_used
+        workflow.set_current_details(
+            f"**{status}** · iteration {self.state.iteration}/{self.agent.max_iterations} · "
+            f"last tool: {tools_used[-1] if tools_used else '—'} · {tokens} tokens"
+        )
+
+
+def tokens_label(n: int) -> str:
+    """A token count as the Web UI shows it: 1234 → 1.2k."""
+    return f"{n / 1000:.1f}k" if n >= 1000 else str(n)
