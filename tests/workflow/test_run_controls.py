@@ -75,12 +75,16 @@ async def in_llm_call(handle, iteration: int) -> None:
 
 async def llm_call_abandoned(llm: ScriptedLLM, model: str) -> None:
     """The cancelled LLM call learned (its activity heartbeats) and hung up on the model,
-    rather than holding its worker slot until the slow reply."""
+    rather than holding its worker slot until the slow reply (SLOW seconds).
+
+    An activity learns of a cancel from the server's answer to a heartbeat, and the SDK sends
+    heartbeats at most every 0.8 × the 30 s heartbeat timeout: up to ~35 s after the cancel on
+    a loaded machine, so the wait is 75 s, still well before the reply would have come."""
 
     async def hung_up() -> bool:
         return llm.abandoned[model] == 1
 
-    await wait_for(hung_up, seconds=30)
+    await wait_for(hung_up, seconds=75)
 
 
 async def history_events(handle) -> list[int]:
