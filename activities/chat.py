@@ -41,29 +41,19 @@ class ChatActivities:
         data, then the history and the message. A request too long for the model's window
         goes again with the latest turn of history only."""
         history = input.history
-        text = (
-            self.events.text(input.stream_id, 0, activity.info().attempt)
-            if input.stream_id
-            else None
-        )
-        while True:
-            try:
-                completion = await self.llm.complete(
-                    self._request(input, history),
-                    max_attempts=input.agent.llm_max_attempts,
-                    on_text=text.add if text else None,
-                )
-                break
-            except ContextWindowExceeded:
-                if len(history) <= 2:
-                    raise
-                history = history[-2:]
-            except BaseException:
-                if text is not None:
-                    text.cancel()
-                raise
-        if text is not None:
-            await text.close()
+        async with self.events.streaming(input.stream_id or None, 0) as on_text:
+            while True:
+                try:
+                    completion = await self.llm.complete(
+                        self._request(input, history),
+                        max_attempts=input.agent.llm_max_attempts,
+                        on_text=on_text,
+                    )
+                    break
+                except ContextWindowExceeded:
+                    if len(history) <= 2:
+                        raise
+                    history = history[-2:]
         # bounded where it enters, as a run's replies are: a reply past the payload limit
         # could never be returned, and the activity (and the model) would be retried forever
         message = clip(clean_text(completion.content or ""), REPLY_CONTENT_MAX_CHARS)

@@ -19,8 +19,6 @@ from the step's start, and never count as the model's failures.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import functools
 from typing import Any
 
@@ -98,24 +96,14 @@ class LlmActivities:
             ),
             what="preparing the step's context",
         )
-        text = (
-            self.events.text(input.run_id, input.seq, activity.info().attempt)
-            if input.stream
-            else None
-        )
-        try:
+        # the last text writes may not use the time the reply needs to be recorded (or its
+        # failure named)
+        async with self.events.streaming(
+            input.run_id if input.stream else None, input.seq, time_left=seconds_to_spare
+        ) as on_text:
             completion, context, overflows = await self._complete_within_window(
-                input, transcript, tools, context, text.add if text else None
+                input, transcript, tools, context, on_text
             )
-        except BaseException:
-            if text is not None:
-                text.cancel()
-            raise
-        if text is not None:
-            # best effort: in a Postgres outage the last writes wait for a connection, and
-            # must not use up the time the reply needs to be recorded (or its failure named)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(text.close(), timeout=seconds_to_spare())
         response = completion.response
         if not response.choices:
             raise ApplicationError("LLM answered with no choices", type="LlmEmptyResponse")

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 from psycopg.types.json import Jsonb
@@ -83,9 +83,31 @@ class RunEvents:
         except Exception as err:  # best effort: see the module docstring
             log.warning("live output of %s not written: %s", run_id, err)
 
-    def text(self, run_id: str, step: int, attempt: int) -> TextStream:
-        """A writer for one LLM call's streamed text."""
-        return TextStream(self, run_id, step, attempt)
+    @contextlib.asynccontextmanager
+    async def streaming(
+        self,
+        stream_id: str | None,
+        step: int,
+        *,
+        time_left: Callable[[], float] | None = None,
+    ) -> AsyncIterator[Callable[[str], None] | None]:
+        """The sink for one LLM call's text deltas under `stream_id` (None: nothing streams).
+
+        When the call fails, writing stops; when it returns, what is left is written, within
+        `time_left()` seconds if given (best effort: in a Postgres outage the last writes wait
+        for a connection and must not use up the time the caller needs for what matters).
+        """
+        if stream_id is None:
+            yield None
+            return
+        text = TextStream(self, stream_id, step, activity.info().attempt)
+        try:
+            yield text.add
+        except BaseException:
+            text.cancel()
+            raise
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(text.close(), timeout=time_left() if time_left else None)
 
     @activity.defn(name=names.RECORD_RUN_EVENTS)
     async def record_run_events(self, input: RecordRunEventsInput) -> None:
