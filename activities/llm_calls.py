@@ -20,8 +20,8 @@ go through `LlmEndpoint.complete`:
 - the reply comes back with its token usage (reasoning tokens too) and its cost (`Completion`);
 - with `on_text`, the call streams (`stream: true`, `stream_options.include_usage`) and
   hands each text delta to `on_text` as it arrives; the chunks are put back together
-  (openai's `ChatCompletionStreamState`) into the same `ChatCompletion` an unstreamed call
-  returns, so nothing downstream knows. An endpoint that refuses to stream is asked again
+  (`activities.llm_stream`, as plain dicts) into the same `ChatCompletion` an unstreamed
+  call returns, so nothing downstream knows. An endpoint that refuses to stream is asked again
   without it, and this worker stops asking it to stream for that model.
 """
 
@@ -34,12 +34,12 @@ from datetime import timedelta
 from typing import Any, NoReturn
 
 import openai
-from openai.lib.streaming.chat import ChatCompletionStreamState
-from openai.types.chat import ChatCompletion, ChatCompletionChunk
+from openai.types.chat import ChatCompletion
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.heartbeat import heartbeating
+from activities.llm_stream import StreamedReply
 from reactive_temporal.capabilities import (
     ModelCapabilities,
     ModelQuirks,
@@ -313,17 +313,16 @@ class LlmEndpoint:
             body={**body, "stream": True, "stream_options": {"include_usage": True}},
             cast_to=ChatCompletion,
             stream=True,
-            stream_cls=openai.AsyncStream[ChatCompletionChunk],
+            stream_cls=openai.AsyncStream[object],  # chunks as decoded JSON: no model per chunk
             options={"timeout": http_timeout},
         )
-        state: ChatCompletionStreamState[None] = ChatCompletionStreamState()
+        reply = StreamedReply()
         async with stream:
             async for chunk in stream:
-                state.handle_chunk(chunk)
-                for choice in chunk.choices:
-                    if choice.index == 0 and choice.delta.content:
-                        on_text(choice.delta.content)
-        return state.get_final_completion()
+                text = reply.add(chunk)
+                if text:
+                    on_text(text)
+        return reply.completion()
 
     async def close(self) -> None:
         await self.client.close()

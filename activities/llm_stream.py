@@ -1,0 +1,150 @@
+"""A streamed chat completion put back together from its chunks, as plain data.
+
+openai's `ChatCompletionStreamState` builds model objects for every chunk and re-dumps the
+whole message so far to merge each delta in: a real model sends a chunk per token or two, so
+a long reply costs work that grows with its square, on the worker's one event loop that every
+run shares (bench/README.md, "Streamed replies"). Here the chunks stay the dicts the SSE
+decoder made (the stream is read as `AsyncStream[object]`), each delta is appended to a list,
+and one `ChatCompletion` is built at the end, the way the client builds an unstreamed reply.
+
+Chunks come from the network: anything that is not the expected shape is skipped, never
+raised on. Where providers differ, the first value stands for what names the reply or a call
+(`id`, `role`, a tool call's `id`), so an endpoint that repeats them in every chunk does not
+get them glued together; text, refusals and arguments are concatenated.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from openai.types.chat import ChatCompletion
+
+
+@dataclass
+class _ToolCall:
+    id: str = ""
+    type: str = "function"
+    name: str = ""
+    arguments: list[str] = field(default_factory=list)
+
+    def add(self, delta: dict[str, Any]) -> None:
+        if not self.id and isinstance(delta.get("id"), str):
+            self.id = delta["id"]
+        if isinstance(delta.get("type"), str):
+            self.type = delta["type"]
+        function = delta.get("function")
+        if not isinstance(function, dict):
+            return
+        name = function.get("name")
+        if isinstance(name, str) and name != self.name:  # some endpoints repeat the whole name
+            self.name += name
+        arguments = function.get("arguments")
+        if isinstance(arguments, str):
+            self.arguments.append(arguments)
+
+    def wire(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "type": self.type,
+            "function": {"name": self.name, "arguments": "".join(self.arguments)},
+        }
+
+
+@dataclass
+class _Choice:
+    index: int
+    role: str | None = None
+    content: list[str] = field(default_factory=list)
+    refusal: list[str] = field(default_factory=list)
+    tool_calls: dict[int, _ToolCall] = field(default_factory=dict)
+    finish_reason: str | None = None
+
+    def add(self, delta: dict[str, Any]) -> str:
+        """Merge one delta; the text it added."""
+        if self.role is None and isinstance(delta.get("role"), str):
+            self.role = delta["role"]
+        text = delta.get("content")
+        if isinstance(text, str) and text:
+            self.content.append(text)
+        else:
+            text = ""
+        refusal = delta.get("refusal")
+        if isinstance(refusal, str):
+            self.refusal.append(refusal)
+        calls = delta.get("tool_calls")
+        if isinstance(calls, list):
+            for call in calls:
+                if isinstance(call, dict) and isinstance(call.get("index"), int):
+                    self.tool_calls.setdefault(call["index"], _ToolCall()).add(call)
+        return text
+
+    def wire(self) -> dict[str, Any]:
+        message: dict[str, Any] = {
+            "role": self.role or "assistant",
+            "content": "".join(self.content) if self.content else None,
+            "refusal": "".join(self.refusal) if self.refusal else None,
+        }
+        if self.tool_calls:
+            message["tool_calls"] = [self.tool_calls[i].wire() for i in sorted(self.tool_calls)]
+        return {"index": self.index, "message": message, "finish_reason": self.finish_reason}
+
+
+@dataclass
+class StreamedReply:
+    """The chunks of one streamed reply, merged as they arrive."""
+
+    id: str | None = None
+    model: str | None = None
+    created: int = 0
+    system_fingerprint: str | None = None
+    service_tier: str | None = None
+    usage: dict[str, Any] | None = None
+    choices: dict[int, _Choice] = field(default_factory=dict)
+
+    def add(self, chunk: object) -> str:
+        """Merge one chunk; the text it added to the first choice ('' when none)."""
+        if not isinstance(chunk, dict):
+            return ""
+        if self.id is None and isinstance(chunk.get("id"), str):
+            self.id = chunk["id"]
+        if self.model is None and isinstance(chunk.get("model"), str):
+            self.model = chunk["model"]
+        if not self.created and isinstance(chunk.get("created"), int):
+            self.created = chunk["created"]
+        for key in ("system_fingerprint", "service_tier"):
+            if isinstance(chunk.get(key), str):
+                setattr(self, key, chunk[key])
+        if isinstance(chunk.get("usage"), dict):  # the last chunk, or with the last choice
+            self.usage = chunk["usage"]
+        text = ""
+        choices = chunk.get("choices")
+        for choice in choices if isinstance(choices, list) else []:
+            if not isinstance(choice, dict) or not isinstance(choice.get("index"), int):
+                continue
+            index = choice["index"]
+            merged = self.choices.setdefault(index, _Choice(index))
+            delta = choice.get("delta")
+            added = merged.add(delta) if isinstance(delta, dict) else ""
+            if isinstance(choice.get("finish_reason"), str):
+                merged.finish_reason = choice["finish_reason"]
+            if index == 0:
+                text += added
+        return text
+
+    def completion(self) -> ChatCompletion:
+        """The reply as an unstreamed call returns it (built without validation, as the
+        openai client builds that one)."""
+        body: dict[str, Any] = {
+            "id": self.id or "",
+            "object": "chat.completion",
+            "created": self.created,
+            "model": self.model or "",
+            "choices": [self.choices[i].wire() for i in sorted(self.choices)],
+            "usage": self.usage,
+        }
+        if self.system_fingerprint is not None:
+            body["system_fingerprint"] = self.system_fingerprint
+        if self.service_tier is not None:
+            body["service_tier"] = self.service_tier
+        return ChatCompletion.model_construct(**body)

@@ -1,0 +1,122 @@
+"""What reading a streamed reply costs the worker's event loop: openai's chunk models and
+`ChatCompletionStreamState` (before) against plain chunks merged by `StreamedReply` (now).
+
+Both read the same scripted replies over real HTTP with the same openai client, interleaved
+trial by trial; a reply of N chunks is N words of text (a real model sends about a word per
+chunk) and, for the tool-call case, a call whose arguments come in N/4 pieces. The figure is
+the CPU time of the thread running the event loop (the scripted server runs in its own
+threads and is not counted), per reply and per chunk.
+
+    .venv/bin/python -m bench.stream_merge [--trials T]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import openai
+from openai.lib.streaming.chat import ChatCompletionStreamState
+from openai.types.chat import ChatCompletion, ChatCompletionChunk
+
+from activities.llm_stream import StreamedReply
+from reactive_temporal.embedded.scripted_llm import Reply, ScriptedLLM, call
+
+SIZES = (20, 200, 1000)
+
+
+def body(model: str) -> dict[str, Any]:
+    return {
+        "model": model,
+        "messages": [{"role": "user", "content": "?"}],
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+
+
+async def with_models(client: openai.AsyncOpenAI, model: str) -> ChatCompletion:
+    """The code before: a `ChatCompletionChunk` per chunk, merged by openai's stream state."""
+    stream = await client.post(
+        "/chat/completions",
+        body=body(model),
+        cast_to=ChatCompletion,
+        stream=True,
+        stream_cls=openai.AsyncStream[ChatCompletionChunk],
+    )
+    state: ChatCompletionStreamState[None] = ChatCompletionStreamState()
+    async with stream:
+        async for chunk in stream:
+            state.handle_chunk(chunk)
+            for choice in chunk.choices:
+                if choice.index == 0 and choice.delta.content:
+                    pass  # the live output's sink
+    return state.get_final_completion()
+
+
+async def with_dicts(client: openai.AsyncOpenAI, model: str) -> ChatCompletion:
+    """The code now (`LlmEndpoint._stream`): chunks as decoded JSON, merged as data."""
+    stream = await client.post(
+        "/chat/completions",
+        body=body(model),
+        cast_to=ChatCompletion,
+        stream=True,
+        stream_cls=openai.AsyncStream[object],
+    )
+    reply = StreamedReply()
+    async with stream:
+        async for chunk in stream:
+            reply.add(chunk)
+    return reply.completion()
+
+
+async def cpu_of(
+    read: Callable[[openai.AsyncOpenAI, str], Awaitable[ChatCompletion]],
+    client: openai.AsyncOpenAI,
+    model: str,
+) -> float:
+    started = time.thread_time()
+    await read(client, model)
+    return time.thread_time() - started
+
+
+async def main(trials: int) -> None:
+    with ScriptedLLM() as llm:
+        client = openai.AsyncOpenAI(base_url=llm.base_url, api_key="bench", max_retries=0)
+        rows = []
+        for size in SIZES:
+            words = " ".join(f"w{i}" for i in range(size))
+            cases = {
+                f"text, {size} chunks": Reply(words),
+                f"text + a tool call, {size} chunks": Reply(
+                    " ".join(f"w{i}" for i in range(size // 2)),
+                    [call("lookup", query=words[: size * 3])],
+                    chunks=size // 2,
+                ),
+            }
+            for label, reply in cases.items():
+                model = f"bench-{abs(hash(label))}"
+                llm.script(model, [reply], repeat_last=True)
+                before: list[float] = []
+                after: list[float] = []
+                await with_dicts(client, model)  # warm both paths
+                await with_models(client, model)
+                for _ in range(trials):
+                    before.append(await cpu_of(with_models, client, model))
+                    after.append(await cpu_of(with_dicts, client, model))
+                b, a = statistics.median(before) * 1000, statistics.median(after) * 1000
+                rows.append((label, b, a))
+        await client.close()
+    print(f"event-loop CPU per streamed reply, median of {trials} trials (ms)\n")
+    print(f"{'reply':<34} {'openai models':>14} {'plain chunks':>13} {'ratio':>7}")
+    for label, b, a in rows:
+        print(f"{label:<34} {b:>14.2f} {a:>13.2f} {a / b:>6.2f}×")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--trials", type=int, default=15)
+    asyncio.run(main(parser.parse_args().trials))
