@@ -19,6 +19,7 @@ import contextlib
 import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 from collections.abc import AsyncIterator
@@ -79,9 +80,10 @@ class LineProcess:
     """A child process that prints `READY…` once started, then answers one JSON line per
     line written to its stdin."""
 
-    def __init__(self, name: str, argv: list[str]) -> None:
+    def __init__(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> None:
         self.name = name
         self.argv = argv
+        self.env = env
         self.process: asyncio.subprocess.Process | None = None
         self.ready_line = ""
 
@@ -96,6 +98,7 @@ class LineProcess:
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             limit=2**20,
+            env=self.env,
         )
         assert self.process.stdout is not None
         line = await asyncio.wait_for(self.process.stdout.readline(), seconds)
@@ -138,6 +141,10 @@ class ProcessStack:
     llm_base_url: str
     postgres_pid: int | None
     tmp: Path
+    pycache: Path
+    """The project's bytecode, compiled once (as the worker image has it): without it,
+    under PYTHONDONTWRITEBYTECODE, the sandbox compiles each workflow module for every
+    workflow it starts (bench/sandbox_bytecode.py)."""
     workers: list[LineProcess] = field(default_factory=list)
 
     def cpu(self, worker: LineProcess | None = None) -> dict[str, float]:
@@ -179,12 +186,26 @@ class ProcessStack:
                 "--options",
                 json.dumps(options or {}),
             ],
+            env={**os.environ, "PYTHONPYCACHEPREFIX": str(self.pycache)},
         )
         await proc.start()
         try:
             yield proc
         finally:
             await proc.stop()
+
+
+def compile_project(pycache: Path) -> Path:
+    """The project's packages compiled into a `PYTHONPYCACHEPREFIX` tree at `pycache`."""
+    root = Path(__file__).resolve().parent.parent
+    for package in ("reactive_temporal", "workflows", "activities", "bench"):
+        subprocess.run(
+            [sys.executable, "-m", "compileall", "-q", str(root / package)],
+            env={**os.environ, "PYTHONPYCACHEPREFIX": str(pycache)},
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
+    return pycache
 
 
 def delta(after: dict[str, float], before: dict[str, float]) -> dict[str, float]:
@@ -211,6 +232,7 @@ async def open_process_stack() -> AsyncIterator[ProcessStack]:
             database_url = str(postgres.get_uri())
             postgres_pid = int((tmp / "pg" / "postmaster.pid").read_text().split()[0])
         model = await LineProcess("model", [sys.executable, "-m", "bench._model"]).start()
+        pycache = await asyncio.to_thread(compile_project, tmp / "pycache")
         yield ProcessStack(
             client=client,
             server=server,
@@ -220,6 +242,7 @@ async def open_process_stack() -> AsyncIterator[ProcessStack]:
             llm_base_url=model.ready_line.split()[1],
             postgres_pid=postgres_pid,
             tmp=tmp,
+            pycache=pycache,
         )
     finally:
         log("tearing the stack down")

@@ -419,6 +419,24 @@ def test_dockerfile_has_a_healthcheck():
     assert "REACTIVE_TEMPORAL_METRICS_PORT" in source and "TEMPORAL_ADDRESS" in source
 
 
+def test_dockerfile_compiles_the_packages_the_worker_imports_from_app():
+    """With PYTHONDONTWRITEBYTECODE, nothing writes bytecode at run time; Temporal's sandbox
+    would compile each workflow module from source for every workflow it starts."""
+    instructions = dockerfile_instructions()
+    copied = {args.split()[-1].strip("./") for kw, args in instructions if kw == "COPY"}
+    compiles = [
+        args.split() for kw, args in instructions if kw == "RUN" and "compileall" in args.split()
+    ]
+    assert compiles, "no RUN python -m compileall"
+    for package in ("reactive_temporal", "workflows", "activities"):
+        assert package in copied and package in compiles[-1], package
+    position = {i: (kw, args) for i, (kw, args) in enumerate(instructions)}
+    compile_at = max(i for i, (kw, args) in position.items() if "compileall" in args)
+    user_at = max(i for i, (kw, _) in position.items() if kw == "USER")
+    last_copy = max(i for i, (kw, _) in position.items() if kw == "COPY")
+    assert last_copy < compile_at < user_at  # after the code, while /app is still writable
+
+
 def test_dockerfile_does_not_run_as_root():
     users = [args.split(":")[0] for kw, args in dockerfile_instructions() if kw == "USER"]
     assert users, "no USER instruction: the worker would run as root"
