@@ -83,3 +83,29 @@ async def test_messages_that_fail_part_way_write_none_of_them(store: Store):
     assert [e.message.content for e in await store.load_transcript(run_id)] == [
         "written with the rest"
     ]
+
+
+async def test_an_appended_event_keeps_every_character_it_was_given(store: Store):
+    """The append's values are quoted into its one query string by psycopg: text that looks
+    like SQL, quotes, backslashes, dollar quotes and non-ASCII arrive as they were sent."""
+    events = RunEvents(store)
+    run_id = f"run-quote-{uuid.uuid4().hex[:6]}'; DROP TABLE run_events; --"
+    hostile = "it's \\'; DROP TABLE run_events; -- $$ $x$ \\x00 E'\\n' ünï 🧪 \u2028"
+    await events.append(
+        run_id,
+        [
+            NewEvent(type="text", step=1, data={"delta": hostile, "n": [1, None, True]}),
+            NewEvent(type="tool_start", step=2, data={"tool": hostile}, key=f"k'{hostile}"),
+        ],
+    )
+    async with store.pool.connection() as conn:
+        cur = await conn.execute(
+            'SELECT "offset", data, key FROM run_events WHERE run_id = %s ORDER BY "offset"',
+            (run_id,),
+        )
+        rows = await cur.fetchall()
+    assert rows == [
+        (0, {"delta": hostile, "n": [1, None, True]}, None),
+        (1, {"tool": hostile}, f"k'{hostile}"),
+    ]
+    assert await idle(store)
