@@ -74,18 +74,6 @@ class LlmActivities:
             return await self._step(input)
 
     async def _step(self, input: LlmStepInput) -> LlmStepResult:
-        if input.stream:  # the live output: the turn begins (written once, however retried)
-            await self.events.try_append(
-                input.run_id,
-                [
-                    NewEvent(
-                        type="iteration",
-                        step=input.seq,
-                        data={"iteration": input.iteration + 1},
-                        key=f"iteration:{input.seq}",
-                    )
-                ],
-            )
         transcript = await until_stored(
             lambda: self.transcripts.read(input.run_id, input.seq), what="reading the transcript"
         )
@@ -99,7 +87,16 @@ class LlmActivities:
         # the last text writes may not use the time the reply needs to be recorded (or its
         # failure named)
         async with self.events.streaming(
-            input.run_id if input.stream else None, input.seq, time_left=seconds_to_spare
+            input.run_id if input.stream else None,
+            input.seq,
+            time_left=seconds_to_spare,
+            # the live output: the turn begins (written once, however retried)
+            begins=NewEvent(
+                type="iteration",
+                step=input.seq,
+                data={"iteration": input.iteration + 1},
+                key=f"iteration:{input.seq}",
+            ),
         ) as on_text:
             completion, context, overflows = await self._complete_within_window(
                 input, transcript, tools, context, on_text

@@ -9,6 +9,11 @@ a key (`tool_start:12`) are written once, however often their activity is retrie
 
 Live output is best effort: a write that fails is logged and skipped, never failing the step
 that produced it (the transcript and the result are the durable record).
+
+An event that announces work (an iteration begins, a tool starts) goes out with the work's
+next event (its first text, the tool's end) when that comes within ANNOUNCE_AFTER seconds,
+else alone once they have passed (`Announcement`): a quick step writes one transaction and
+wakes its watchers once where it wrote two, and a slow one shows that it began a second in.
 """
 
 from __future__ import annotations
@@ -37,6 +42,10 @@ SELECT {run}, coalesce(max("offset"), -1) + 1, {type}, {step}, {position}, {data
 FROM run_events WHERE run_id = {run}
 ON CONFLICT (run_id, key) WHERE key IS NOT NULL DO NOTHING"""
 )
+
+
+ANNOUNCE_AFTER = 1.0
+"""Seconds an announcing event waits for the next event to go out with (see the module)."""
 
 
 class RunEvents:
@@ -94,8 +103,10 @@ class RunEvents:
         step: int,
         *,
         time_left: Callable[[], float] | None = None,
+        begins: NewEvent | None = None,
     ) -> AsyncIterator[Callable[[str], None] | None]:
-        """The sink for one LLM call's text deltas under `stream_id` (None: nothing streams).
+        """The sink for one LLM call's text deltas under `stream_id` (None: nothing streams),
+        announced by `begins` (an `Announcement`: with the first text, or alone).
 
         When the call fails, writing stops; when it returns, what is left is written, within
         `time_left()` seconds if given (best effort: in a Postgres outage the last writes wait
@@ -104,7 +115,8 @@ class RunEvents:
         if stream_id is None:
             yield None
             return
-        text = TextStream(self, stream_id, step, activity.info().attempt)
+        prelude = self.announce(stream_id, begins) if begins is not None else None
+        text = TextStream(self, stream_id, step, activity.info().attempt, prelude)
         try:
             yield text.add
         except BaseException:
@@ -113,10 +125,49 @@ class RunEvents:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(text.close(), timeout=time_left() if time_left else None)
 
+    def announce(self, run_id: str, event: NewEvent) -> Announcement:
+        """`event`, written with the next event the caller writes or alone after
+        ANNOUNCE_AFTER seconds, whichever comes first."""
+        return Announcement(self, run_id, event, ANNOUNCE_AFTER)
+
     @activity.defn(name=names.RECORD_RUN_EVENTS)
     async def record_run_events(self, input: RecordRunEventsInput) -> None:
         """Events the workflow itself produces (approvals asked and decided)."""
         await self.try_append(input.run_id, input.events)
+
+
+class Announcement:
+    """An event announcing work, pending until the work's next write takes it (`take`) or
+    ANNOUNCE_AFTER seconds pass and it is written alone."""
+
+    def __init__(self, events: RunEvents, run_id: str, event: NewEvent, after: float) -> None:
+        self.event = event
+        self.pending = True
+        """Not written yet, nor taken, nor cancelled."""
+        self._alone = asyncio.create_task(self._write_alone(events, run_id, after))
+        self._went_alone = False
+
+    async def _write_alone(self, events: RunEvents, run_id: str, after: float) -> None:
+        await asyncio.sleep(after)
+        self.pending = False
+        self._went_alone = True
+        await events.try_append(run_id, [self.event])
+
+    async def take(self) -> list[NewEvent]:
+        """The event, for the caller's next write, when it has not gone out yet; else none
+        (once its own write has committed, so the caller's events come after it)."""
+        if self.pending:
+            self.cancel()
+            return [self.event]
+        if self._went_alone:
+            await self._alone  # writing or written: never raises (try_append)
+        return []
+
+    def cancel(self) -> None:
+        """The work failed or was cancelled: the event is not written if still pending."""
+        if self.pending:
+            self.pending = False
+            self._alone.cancel()
 
 
 class TextStream:
@@ -127,8 +178,16 @@ class TextStream:
     as soon as it comes. `close()` flushes what is left.
     """
 
-    def __init__(self, events: RunEvents, run_id: str, step: int, attempt: int) -> None:
+    def __init__(
+        self,
+        events: RunEvents,
+        run_id: str,
+        step: int,
+        attempt: int,
+        prelude: Announcement | None = None,
+    ) -> None:
         self.events = events
+        self.prelude = prelude
         self.run_id = run_id
         self.step = step
         self.attempt = attempt
@@ -152,12 +211,13 @@ class TextStream:
             await self.events.try_append(
                 self.run_id,
                 [
+                    *(await self.prelude.take() if self.prelude is not None else []),
                     NewEvent(
                         type="text",
                         step=self.step,
                         position=position,
                         data={"delta": clean_text(delta, nul=True), "attempt": self.attempt},
-                    )
+                    ),
                 ],
             )
 
@@ -167,9 +227,13 @@ class TextStream:
             with contextlib.suppress(Exception):
                 await self.flushing
         await self._flush()
+        if self.prelude is not None and (begins := await self.prelude.take()):
+            await self.events.try_append(self.run_id, begins)  # a reply with no text
 
     def cancel(self) -> None:
         """The call was cancelled: stop writing."""
+        if self.prelude is not None:
+            self.prelude.cancel()
         if self.flushing is not None:
             self.flushing.cancel()
 

@@ -20,7 +20,7 @@ from typing import Any
 from temporalio import activity
 
 from activities.heartbeat import heartbeating
-from activities.run_events import RunEvents, clip_fields, tool_event
+from activities.run_events import Announcement, RunEvents, clip_fields, tool_event
 from activities.step_records import recorded, until_stored
 from activities.store import Store
 from reactive_temporal.contracts import names
@@ -67,45 +67,58 @@ class ToolActivities:
             if earlier is not None:
                 return earlier
             started = time.monotonic()
-            if input.live_output:
+            announced = None
+            if input.live_output:  # with the end when the tool is quick, else alone
                 start = {"call_id": call.id, "tool": call.name, "arguments": call.arguments}
-                await self.events.try_append(
-                    input.run_id, [tool_event("tool_start", input.seq, clip_fields(start))]
+                announced = self.events.announce(
+                    input.run_id, tool_event("tool_start", input.seq, clip_fields(start))
                 )
-            # A name the model made up is counted as one label, not one per invention.
-            label = call.name if self.registry.get(call.name) is not None else "(unknown)"
-            with (
-                tool_call_context(ToolCallContext(input.run_id, input.seq, call.id)),
-                observe_tool_call(label, call.id) as observed,  # a span and the count
-            ):
-                success, content = await self._execute(call.name, call.arguments)
-                if not success:
-                    observed.failed()
-            content = bounded_observation(content)
-            result = ToolResult(
-                call_id=call.id,
-                name=call.name,
-                success=success,
-                content=content,
-                duration_ms=int((time.monotonic() - started) * 1000),
+            try:
+                return await self._run(input, started, announced)
+            finally:
+                if announced is not None:
+                    announced.cancel()  # failed or cancelled before its end was written
+
+    async def _run(
+        self, input: RunToolInput, started: float, announced: Announcement | None
+    ) -> ToolResult:
+        """Run the tool, record its result, write its end (announced with it)."""
+        call = input.call
+        # A name the model made up is counted as one label, not one per invention.
+        label = call.name if self.registry.get(call.name) is not None else "(unknown)"
+        with (
+            tool_call_context(ToolCallContext(input.run_id, input.seq, call.id)),
+            observe_tool_call(label, call.id) as observed,  # a span and the count
+        ):
+            success, content = await self._execute(call.name, call.arguments)
+            if not success:
+                observed.failed()
+        content = bounded_observation(content)
+        result = ToolResult(
+            call_id=call.id,
+            name=call.name,
+            success=success,
+            content=content,
+            duration_ms=int((time.monotonic() - started) * 1000),
+        )
+        message = Message(role="tool", content=content, tool_call_id=call.id, name=call.name)
+        await until_stored(
+            lambda: self.store.record_step(input.run_id, input.seq, message, result),
+            what=f"recording {call.name}'s result",
+        )
+        if announced is not None:
+            end = {
+                "call_id": call.id,
+                "tool": call.name,
+                "success": success,
+                "duration_ms": result.duration_ms,
+                "preview": content,
+            }
+            await self.events.try_append(
+                input.run_id,
+                [*await announced.take(), tool_event("tool_end", input.seq, clip_fields(end))],
             )
-            message = Message(role="tool", content=content, tool_call_id=call.id, name=call.name)
-            await until_stored(
-                lambda: self.store.record_step(input.run_id, input.seq, message, result),
-                what=f"recording {call.name}'s result",
-            )
-            if input.live_output:
-                end = {
-                    "call_id": call.id,
-                    "tool": call.name,
-                    "success": success,
-                    "duration_ms": result.duration_ms,
-                    "preview": content,
-                }
-                await self.events.try_append(
-                    input.run_id, [tool_event("tool_end", input.seq, clip_fields(end))]
-                )
-            return result
+        return result
 
     async def _execute(self, name: str, arguments: str) -> tuple[bool, str]:
         tool = self.registry.get(name)

@@ -177,8 +177,10 @@ async def test_a_terminated_run_finishes_without_a_result(
     handle = await agent.start("A long job")
     watching = asyncio.ensure_future(_collect(agent.events(handle.id)))
 
-    async def in_call() -> bool:
-        return len(llm.requests[model_name]) == 1
+    async def in_call() -> bool:  # and announced: a model silent for ANNOUNCE_AFTER seconds
+        return len(llm.requests[model_name]) == 1 and [
+            t for t, _ in await transactions(harness, handle.id)
+        ] == ["iteration"]
 
     await wait_for(in_call, seconds=30)
     await harness.client.get_workflow_handle(handle.id).terminate(reason="operator")
@@ -239,3 +241,64 @@ async def test_a_chat_stream_id_must_have_the_run_id_shape(harness: Harness, mod
     agent = harness.agent(model_name, agent_id=unique_agent())
     with pytest.raises(ChatError, match="invalid stream_id 'agent-x'"):
         await agent.chat("hello", stream_id="agent-x")
+
+
+async def transactions(harness: Harness, run_id: str) -> list[tuple[str, object]]:
+    """The run's events in order, each with the start time of the transaction that wrote it
+    (`created_at` defaults to now(): events written together share it)."""
+    async with harness.store.pool.connection() as conn:
+        cur = await conn.execute(
+            'SELECT type, created_at FROM run_events WHERE run_id = %s ORDER BY "offset"',
+            (run_id,),
+        )
+        return [tuple(r) for r in await cur.fetchall()]  # type: ignore[misc]
+
+
+async def test_a_quick_step_writes_its_announcement_with_what_follows(
+    harness: Harness, llm: ScriptedLLM, model_name, monkeypatch
+):
+    """The iteration goes out with its first text, a quick tool's start with its end: one
+    transaction and one wake-up for the watchers each, in the same order as before."""
+    monkeypatch.setattr("activities.run_events.ANNOUNCE_AFTER", 30.0)
+    llm.script(
+        model_name,
+        [Reply("Counting.", [call("calculator", expression="6*7")]), Reply("FINAL ANSWER: 42")],
+    )
+    agent = harness.agent(model_name, agent_id=unique_agent())
+    events = [e async for e in agent.run_stream("Count")]
+    assert events[-1].result is not None
+    rows = await transactions(harness, events[-1].result.run_id)
+    types = [t for t, _ in rows]
+    assert types[:2] == ["iteration", "text"] and rows[0][1] == rows[1][1]
+    start, end = types.index("tool_start"), types.index("tool_end")
+    assert end == start + 1 and rows[start][1] == rows[end][1]
+
+
+async def test_a_slow_step_announces_itself_before_it_ends(
+    harness: Harness, llm: ScriptedLLM, model_name, monkeypatch
+):
+    """A tool still running, a model that has not answered yet: their announcements go out
+    alone after ANNOUNCE_AFTER seconds, so a watcher sees the work begin while it runs."""
+    monkeypatch.setattr("activities.run_events.ANNOUNCE_AFTER", 0.2)
+    from reactive_temporal.tools import tool
+
+    @tool
+    async def slow_count(sku: str) -> str:
+        """Count a SKU, slowly."""
+        await asyncio.sleep(1.5)
+        return "7"
+
+    harness.worker.registry.add(slow_count)
+    llm.script(
+        model_name,
+        [Reply("Counting.", [call("slow_count", sku="A")], delay=1.5), Reply("FINAL ANSWER: 7")],
+    )
+    agent = harness.agent(model_name, agent_id=unique_agent())
+    events = [e async for e in agent.run_stream("Count A")]
+    assert events[-1].result is not None
+    rows = dict(enumerate(await transactions(harness, events[-1].result.run_id)))
+    types = [t for t, _ in rows.values()]
+    assert types[:2] == ["iteration", "text"]
+    assert (rows[1][1] - rows[0][1]).total_seconds() > 1.0  # the iteration, then the text
+    start, end = types.index("tool_start"), types.index("tool_end")
+    assert (rows[end][1] - rows[start][1]).total_seconds() > 1.0
