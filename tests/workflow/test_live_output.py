@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from datetime import datetime
 
 import pytest
 from temporalio.api.enums.v1 import EventType
@@ -243,7 +244,7 @@ async def test_a_chat_stream_id_must_have_the_run_id_shape(harness: Harness, mod
         await agent.chat("hello", stream_id="agent-x")
 
 
-async def transactions(harness: Harness, run_id: str) -> list[tuple[str, object]]:
+async def transactions(harness: Harness, run_id: str) -> list[tuple[str, datetime]]:
     """The run's events in order, each with the start time of the transaction that wrote it
     (`created_at` defaults to now(): events written together share it)."""
     async with harness.store.pool.connection() as conn:
