@@ -26,6 +26,10 @@ SCRIPTS = [
     "chat",
     "streaming",
     "cost",
+    "context",
+    "stream_merge",
+    "sandbox_bytecode",
+    "event_append",
     "scale",
 ]
 LONG = {"scale"}

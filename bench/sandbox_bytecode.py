@@ -12,7 +12,7 @@ sandboxed workflow, once with no bytecode and once with bytecode compiled before
 `PYTHONPYCACHEPREFIX` tree, so the source tree is left alone), alternating, both with
 `PYTHONDONTWRITEBYTECODE=1`. Printed: CPU ms per replayed workflow.
 
-    .venv/bin/python -m bench.sandbox_bytecode [--replays N] [--rounds R]
+    .venv/bin/python -m bench.sandbox_bytecode [--replays N] [--rounds R] [--quick]
 """
 
 from __future__ import annotations
@@ -91,5 +91,6 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--replays", type=int, default=20)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--quick", action="store_true", help="one round")
     args = parser.parse_args()
-    main(args.replays, args.rounds)
+    main(args.replays, 1 if args.quick else args.rounds)

@@ -7,7 +7,7 @@ chunk) and, for the tool-call case, a call whose arguments come in N/4 pieces. T
 the CPU time of the thread running the event loop (the scripted server runs in its own
 threads and is not counted), per reply and per chunk.
 
-    .venv/bin/python -m bench.stream_merge [--trials T]
+    .venv/bin/python -m bench.stream_merge [--trials T] [--quick]
 """
 
 from __future__ import annotations
@@ -119,4 +119,6 @@ async def main(trials: int) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=15)
-    asyncio.run(main(parser.parse_args().trials))
+    parser.add_argument("--quick", action="store_true", help="5 trials")
+    args = parser.parse_args()
+    asyncio.run(main(5 if args.quick else args.trials))

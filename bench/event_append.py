@@ -1,0 +1,150 @@
+"""What the live output's writes cost the worker's event loop, before and now.
+
+Every LLM step and tool call appends events to `run_events` (activities/run_events.py): a
+transaction that takes the run's lock, inserts at the next offset and NOTIFYs the watchers.
+Side by side against one Postgres, interleaved trial by trial, CPU time of the event-loop
+thread (Postgres's own work not counted):
+
+- one append of one event: the five statements pipelined (before) against one query string
+  with its values quoted by psycopg (now, `RunEvents.append`);
+- one iteration's writes for a quick LLM step and a quick tool call: before, four appends
+  (the iteration, its text, the tool's start, its end) pipelined; now, two (the iteration
+  with its text, the start with its end: `Announcement`).
+
+    .venv/bin/python -m bench.event_append [--quick]
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+
+from psycopg.types.json import Jsonb
+
+from activities.run_events import RunEvents
+from activities.store import Store
+from bench._stack import machine, open_stack, parser, print_table, run
+from reactive_temporal.contracts.events import NewEvent
+from reactive_temporal.live_output import channel_for
+from reactive_temporal.sanitize import clean_value
+
+_PIPELINED = """
+INSERT INTO run_events (run_id, "offset", type, step, position, data, key)
+SELECT %(run)s, coalesce(max("offset"), -1) + 1, %(type)s, %(step)s, %(position)s, %(data)s,
+       %(key)s
+FROM run_events WHERE run_id = %(run)s
+ON CONFLICT (run_id, key) WHERE key IS NOT NULL DO NOTHING
+"""
+
+
+async def append_pipelined(store: Store, run_id: str, events: Sequence[NewEvent]) -> None:
+    """`RunEvents.append` as it was: BEGIN, lock, inserts, NOTIFY, COMMIT in one pipeline."""
+    async with store.pool.connection() as conn, conn.pipeline():
+        await conn.execute("BEGIN")
+        await conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (run_id,))
+        for event in events:
+            await conn.execute(
+                _PIPELINED,
+                {
+                    "run": run_id,
+                    "type": event.type,
+                    "step": event.step,
+                    "position": event.position,
+                    "data": Jsonb(clean_value(event.data, nul=True)),
+                    "key": event.key,
+                },
+            )
+        await conn.execute("SELECT pg_notify(%s, '')", (channel_for(run_id),))
+        await conn.execute("COMMIT")
+
+
+def iteration(seq: int) -> list[NewEvent]:
+    """A quick iteration's events: the step begins, its text, a tool's start and end."""
+    return [
+        NewEvent(type="iteration", step=seq, data={"iteration": seq}, key=f"iteration:{seq}"),
+        NewEvent(type="text", step=seq, data={"delta": "Checking the stock.", "attempt": 1}),
+        NewEvent(
+            type="tool_start",
+            step=seq + 1,
+            data={"call_id": "c", "tool": "calculator", "arguments": '{"expression": "6*7"}'},
+            key=f"tool_start:{seq + 1}",
+        ),
+        NewEvent(
+            type="tool_end",
+            step=seq + 1,
+            data={"call_id": "c", "tool": "calculator", "success": True, "preview": "42"},
+            key=f"tool_end:{seq + 1}",
+        ),
+    ]
+
+
+async def cpu_ms(step: Callable[[int], Awaitable[None]], trials: int) -> list[float]:
+    samples = []
+    for i in range(trials):
+        started = time.thread_time()
+        await step(i)
+        samples.append((time.thread_time() - started) * 1000)
+    return samples
+
+
+async def main() -> None:
+    args = parser(__doc__ or "").parse_args()
+    trials = 200 if args.quick else 1000
+    print(f"\n## event_append — live-output writes, event-loop CPU, {trials} trials each")
+    print(f"_{machine()}_\n")
+    async with open_stack() as stack:
+        store: Store = stack.worker.store
+        events = RunEvents(store)
+        before_run, now_run = (f"bench-append-{uuid.uuid4().hex[:8]}" for _ in range(2))
+        text = NewEvent(type="text", step=1, data={"delta": "a piece of the reply"})
+
+        async def one_before(i: int) -> None:
+            await append_pipelined(store, before_run, [text])
+
+        async def one_now(i: int) -> None:
+            await events.append(now_run, [text])
+
+        async def step_before(i: int) -> None:
+            for event in iteration(1000 + 2 * i):  # four transactions
+                await append_pipelined(store, before_run, [event])
+
+        async def step_now(i: int) -> None:
+            first, text_, start, end = iteration(1000 + 2 * i)
+            await events.append(now_run, [first, text_])  # two transactions
+            await events.append(now_run, [start, end])
+
+        results: dict[str, list[float]] = {k: [] for k in ("1b", "1n", "sb", "sn")}
+        for _ in range(2):  # interleaved halves, the first one also warms up
+            results["1b"] += await cpu_ms(one_before, trials // 2)
+            results["1n"] += await cpu_ms(one_now, trials // 2)
+            results["sb"] += await cpu_ms(step_before, trials // 4)
+            results["sn"] += await cpu_ms(step_now, trials // 4)
+
+    def med(key: str) -> float:
+        return statistics.median(results[key])
+
+    print_table(
+        ["write", "before ms", "now ms", "now / before", "transactions before → now"],
+        [
+            [
+                "one event",
+                f"{med('1b'):.3f}",
+                f"{med('1n'):.3f}",
+                f"{med('1n') / med('1b'):.2f}×",
+                "1 → 1",
+            ],
+            [
+                "a quick iteration (4 events)",
+                f"{med('sb'):.3f}",
+                f"{med('sn'):.3f}",
+                f"{med('sn') / med('sb'):.2f}×",
+                "4 → 2",
+            ],
+        ],
+    )
+
+
+if __name__ == "__main__":
+    run(main)
