@@ -122,8 +122,10 @@ class RunEvents:
         except BaseException:
             text.cancel()
             raise
-        with contextlib.suppress(TimeoutError):
+        try:
             await asyncio.wait_for(text.close(), timeout=time_left() if time_left else None)
+        except TimeoutError:
+            text.cancel()  # out of time: nothing more is written, the announcement included
 
     def announce(self, run_id: str, event: NewEvent) -> Announcement:
         """`event`, written with the next event the caller writes or alone after
