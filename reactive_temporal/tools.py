@@ -306,6 +306,9 @@ class ToolRegistry:
     def __init__(self, tools: Iterable[Tool] = ()) -> None:
         """A registry holding these tools (names must be unique)."""
         self._tools: dict[str, Tool] = {}
+        self._entries: dict[str, dict[str, Any]] = {}
+        """Each tool's `tools[]` entry under its wire name, made once: pydantic builds a
+        JSON schema anew on every call, 0.6 ms per LLM step for the built-in tools."""
         for t in tools:
             self.add(t)
 
@@ -339,9 +342,12 @@ class ToolRegistry:
             if n == FINAL_ANSWER_TOOL:
                 out.append(FINAL_ANSWER_SCHEMA)
             elif (t := self._tools.get(n)) is not None:
-                schema = t.schema()
-                schema["function"] = {**schema["function"], "name": wire_name(n)}
-                out.append(schema)
+                entry = self._entries.get(n)
+                if entry is None:
+                    entry = t.schema()
+                    entry["function"] = {**entry["function"], "name": wire_name(n)}
+                    self._entries[n] = entry
+                out.append(copy.deepcopy(entry))  # the caller's to change
         return out
 
     def load_module(self, module_name: str) -> list[str]:

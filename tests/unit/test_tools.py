@@ -5,7 +5,8 @@ from __future__ import annotations
 import re
 import sys
 import types
-from typing import Annotated
+from typing import Annotated, Any
+from unittest.mock import ANY
 
 import pytest
 from pydantic import Field
@@ -19,7 +20,13 @@ from reactive_temporal.builtin_tools import (
     http_get,
     http_get_tool,
 )
-from reactive_temporal.tools import FINAL_ANSWER_SCHEMA, ToolArgumentsError, ToolRegistry, tool
+from reactive_temporal.tools import (
+    FINAL_ANSWER_SCHEMA,
+    Tool,
+    ToolArgumentsError,
+    ToolRegistry,
+    tool,
+)
 
 
 @tool
@@ -176,6 +183,26 @@ def test_registry_serves_final_answer_schema_and_rejects_duplicates(tmp_path):
     assert schemas[1] is FINAL_ANSWER_SCHEMA
     with pytest.raises(ValueError, match="unique"):
         registry.add(file_tools(tmp_path)[0])
+
+
+def test_registry_builds_each_schema_once_and_hands_out_copies(tmp_path, monkeypatch):
+    """Every LLM step asks for the tools' schemas; pydantic makes a JSON schema anew each
+    time it is asked (0.6 ms a step for the built-in tools), so the registry keeps them."""
+    registry = ToolRegistry(builtin_tools(tmp_path))
+    built: list[str] = []
+    original = Tool.schema
+
+    def counting(self: Tool) -> dict[str, Any]:
+        built.append(self.name)
+        return original(self)
+
+    monkeypatch.setattr(Tool, "schema", counting)
+    first = registry.schemas(["calculator", "file_read"])
+    first[0]["function"]["parameters"]["properties"].clear()  # a caller changing its copy
+    again = registry.schemas(["calculator", "file_read"])
+    assert built == ["calculator", "file_read"]
+    assert again[0]["function"]["parameters"]["properties"] == {"expression": ANY}
+    assert again == registry.schemas(["calculator", "file_read"])
 
 
 def test_registry_loads_user_modules(tmp_path, monkeypatch):
