@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from psycopg import AsyncConnection
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
@@ -73,12 +74,14 @@ class ContextRecords:
     """The `run_context` rows."""
 
     def __init__(self, store: Store) -> None:
-        self.pool = store.pool
+        self.store = store
 
-    async def load(self, run_id: str, seq: int) -> _Recorded:
+    async def load(
+        self, run_id: str, seq: int, *, conn: AsyncConnection[Any] | None = None
+    ) -> _Recorded:
         """The latest plan at or before this step, and the provider's count for the step
         before it (with whether that step used the same plan)."""
-        async with self.pool.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
+        async with self.store.connection(conn) as c, c.cursor(row_factory=dict_row) as cur:
             await cur.execute(
                 "(SELECT 'call' AS kind, seq, prompt_tokens, tools_tokens, NULL::jsonb AS plan"
                 "  FROM run_context WHERE run_id = %s AND seq < %s AND prompt_tokens IS NOT NULL"
@@ -111,10 +114,11 @@ class ContextRecords:
         plan: ContextPlan | None = None,
         prompt_tokens: int | None = None,
         context: StepContext,
+        conn: AsyncConnection[Any] | None = None,
     ) -> None:
         """Upsert the step's row; a plan or count already recorded is kept when not given."""
-        async with self.pool.connection() as conn:
-            await conn.execute(
+        async with self.store.connection(conn) as c:
+            await c.execute(
                 "INSERT INTO run_context (run_id, seq, plan, prompt_tokens, tools_tokens,"
                 " estimated_tokens, budget_tokens) VALUES (%s, %s, %s, %s, %s, %s, %s)"
                 " ON CONFLICT (run_id, seq) DO UPDATE SET"
@@ -150,10 +154,12 @@ class StepContexts:
         caps: ModelCapabilities,
         *,
         refused: StepContext | None = None,
+        conn: AsyncConnection[Any] | None = None,
     ) -> StepContext:
         """The view for step `seq`: the recorded plan, compacted further when the request
-        would not fit the budget (or, with `refused`, after the endpoint said it did not)."""
-        recorded = await self.records.load(run_id, seq)
+        would not fit the budget (or, with `refused`, after the endpoint said it did not);
+        on `conn` when given."""
+        recorded = await self.records.load(run_id, seq, conn=conn)
         tools_cost = tools_tokens(tools)
         reserve = reserved_output(caps.context_tokens, caps.max_output_tokens)
         budget = prompt_budget(caps.context_tokens, reserve)
@@ -183,7 +189,7 @@ class StepContexts:
             context_tokens=caps.context_tokens,
         )
         if plan != recorded.plan:  # durable before the request: a retry sends the same
-            await self.records.record(run_id, seq, plan=plan, context=context)
+            await self.records.record(run_id, seq, plan=plan, context=context, conn=conn)
         return context
 
     async def sent(self, run_id: str, seq: int, context: StepContext, prompt_tokens: int) -> None:

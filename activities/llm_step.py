@@ -74,15 +74,23 @@ class LlmActivities:
             return await self._step(input)
 
     async def _step(self, input: LlmStepInput) -> LlmStepResult:
-        transcript = await until_stored(
-            lambda: self.transcripts.read(input.run_id, input.seq), what="reading the transcript"
-        )
         tools = self.registry.schemas(input.tool_names)
-        context = await until_stored(
-            lambda: self.contexts.prepare(
-                input.run_id, input.seq, transcript, tools, self.llm.capabilities(input.model)
-            ),
-            what="preparing the step's context",
+
+        async def read_inputs() -> tuple[list[SeqMessage], StepContext]:
+            async with self.store.connection() as conn:  # one checkout for both reads
+                transcript = await self.transcripts.read(input.run_id, input.seq, conn=conn)
+                context = await self.contexts.prepare(
+                    input.run_id,
+                    input.seq,
+                    transcript,
+                    tools,
+                    self.llm.capabilities(input.model),
+                    conn=conn,
+                )
+            return transcript, context
+
+        transcript, context = await until_stored(
+            read_inputs, what="reading the transcript and the step's context"
         )
         # the last text writes may not use the time the reply needs to be recorded (or its
         # failure named)

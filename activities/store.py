@@ -6,7 +6,9 @@ a crash or a timeout: a retried step overwrites its own row instead of adding on
 
 from __future__ import annotations
 
+import contextlib
 import logging
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -234,6 +236,18 @@ class Store:
     async def close(self) -> None:
         await self.pool.close()
 
+    @contextlib.asynccontextmanager
+    async def connection(
+        self, held: AsyncConnection[Any] | None = None
+    ) -> AsyncIterator[AsyncConnection[Any]]:
+        """`held` when the caller already has one (several statements of a step on one
+        checkout: each checkout is a round trip for the pool's check), else one from the pool."""
+        if held is not None:
+            yield held
+            return
+        async with self.pool.connection() as conn:
+            yield conn
+
     async def migrate(self) -> None:
         """Apply the migrations this database lacks; without DDL when it lacks none.
 
@@ -333,12 +347,17 @@ class Store:
         return [e.message for e in await self.load_transcript(run_id, before_seq)]
 
     async def load_transcript(
-        self, run_id: str, before_seq: int | None = None, *, from_seq: int = 0
+        self,
+        run_id: str,
+        before_seq: int | None = None,
+        *,
+        from_seq: int = 0,
+        conn: AsyncConnection[Any] | None = None,
     ) -> list[SeqMessage]:
         """The run's transcript with each message's position, from `from_seq` up to (not
-        including) `before_seq`."""
+        including) `before_seq` (on `conn` when given)."""
         limit = before_seq if before_seq is not None else 2**31 - 1
-        async with self.pool.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
+        async with self.connection(conn) as c, c.cursor(row_factory=dict_row) as cur:
             await cur.execute(
                 "SELECT seq, role, content, tool_calls, tool_call_id, name FROM run_messages"
                 " WHERE run_id = %s AND seq >= %s AND seq < %s ORDER BY seq",

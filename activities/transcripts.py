@@ -19,7 +19,9 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from typing import Any
 
+from psycopg import AsyncConnection
 from temporalio import activity
 
 from activities.store import Store
@@ -62,20 +64,23 @@ class Transcripts:
         """The run and its Temporal run id (empty outside a workflow: never held long)."""
         return run_id, activity.info().workflow_run_id or ""
 
-    async def read(self, run_id: str, before_seq: int) -> list[SeqMessage]:
-        """The transcript before `before_seq`, reading from Postgres only what is not held."""
+    async def read(
+        self, run_id: str, before_seq: int, *, conn: AsyncConnection[Any] | None = None
+    ) -> list[SeqMessage]:
+        """The transcript before `before_seq`, reading from Postgres only what is not held
+        (on `conn` when given)."""
         key = self._key(run_id)
         held = self._held.get(key)
         if held is not None and held.next_seq <= before_seq:
             new = await self.store.load_transcript(
-                run_id, before_seq=before_seq, from_seq=held.next_seq
+                run_id, before_seq=before_seq, from_seq=held.next_seq, conn=conn
             )
             if [e.seq for e in new] == list(range(held.next_seq, held.next_seq + len(new))):
                 self.partial_reads += 1
                 self._keep(key, [*held.messages, *new])
                 return list(self._held[key].messages)
         self.full_reads += 1
-        transcript = await self.store.load_transcript(run_id, before_seq=before_seq)
+        transcript = await self.store.load_transcript(run_id, before_seq=before_seq, conn=conn)
         self._keep(key, transcript)
         return list(transcript)
 

@@ -194,3 +194,33 @@ async def test_a_tool_activity_lives_as_long_as_the_tools_own_timeout(
         and e.activity_task_scheduled_event_attributes.activity_type.name == names.RUN_TOOL
     ]
     assert len(timeouts) == 1 and timeouts[0] >= timedelta(seconds=600)
+
+
+async def test_an_llm_step_reads_its_transcript_and_context_on_one_checkout(
+    settings, llm: ScriptedLLM, model_name: str, database_url: str, monkeypatch
+):
+    """Each pool checkout costs a round trip for the pool's check of the connection: the
+    step's two reads (new transcript rows, the `run_context` record) share one, and the
+    reply's record takes the other."""
+    llm.script(model_name, [Reply("Counted.")])
+    store = await Store.open(database_url, max_size=2)
+    endpoint = LlmEndpoint(llm_client(settings, llm.base_url))
+    checkouts: list[str] = []
+    pool_connection = store.pool.connection
+
+    def counted(*args, **kwargs):
+        checkouts.append("checkout")
+        return pool_connection(*args, **kwargs)
+
+    try:
+        activities = LlmActivities(store, endpoint, ToolRegistry())
+        run_id = f"run-checkouts-{uuid.uuid4().hex[:8]}"
+        await store.put_messages(run_id, seeded("You are a test.", "Count."))
+        monkeypatch.setattr(store.pool, "connection", counted)
+        step = LlmStepInput(run_id=run_id, seq=2, iteration=0, model=model_name, tool_names=[])
+        result = await attempt(1).run(activities.llm_step, step)
+    finally:
+        await endpoint.close()
+        await store.close()
+    assert result.content == "Counted."
+    assert len(checkouts) == 2
