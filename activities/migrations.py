@@ -1,0 +1,149 @@
+"""The agents database's schema: numbered migrations, each applied once, in order.
+
+`Store.migrate` applies the ones a database lacks (at worker start, or with `starter.py
+migrate` as a role that may create tables). A migration is never edited once released: a
+change to the schema is a new number.
+"""
+
+from __future__ import annotations
+
+MIGRATIONS: list[tuple[int, str]] = [
+    (
+        1,
+        """
+        CREATE TABLE IF NOT EXISTS run_messages (
+            run_id       TEXT        NOT NULL,
+            seq          INTEGER     NOT NULL,
+            role         TEXT        NOT NULL,
+            content      TEXT,
+            tool_calls   JSONB,
+            tool_call_id TEXT,
+            name         TEXT,
+            created_at   TIMESTAMPTZ NOT NULL DEFAULT now(),
+            PRIMARY KEY (run_id, seq)
+        )
+        """,
+    ),
+    (
+        2,
+        """
+        CREATE TABLE IF NOT EXISTS agent_debriefs (
+            run_id           TEXT        PRIMARY KEY,
+            agent_id         TEXT        NOT NULL,
+            created_at       TIMESTAMPTZ NOT NULL DEFAULT now(),
+            updated_at       TIMESTAMPTZ NOT NULL DEFAULT now(),
+            task_prompt      TEXT        NOT NULL,
+            terminated_by    TEXT        NOT NULL,
+            output           TEXT        NOT NULL,
+            output_format    TEXT        NOT NULL,
+            outcome          TEXT        NOT NULL,
+            synthesized      BOOLEAN     NOT NULL,
+            debrief_json     JSONB       NOT NULL,
+            debrief_markdown TEXT        NOT NULL,
+            tokens_used      INTEGER,
+            duration_ms      INTEGER,
+            iterations       INTEGER
+        );
+        CREATE INDEX IF NOT EXISTS idx_debriefs_agent_created
+            ON agent_debriefs (agent_id, created_at DESC);
+        CREATE TABLE IF NOT EXISTS agent_lessons (
+            run_id     TEXT        NOT NULL,
+            position   INTEGER     NOT NULL,
+            agent_id   TEXT        NOT NULL,
+            lesson     TEXT        NOT NULL,
+            created_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+            PRIMARY KEY (run_id, position)
+        );
+        CREATE INDEX IF NOT EXISTS idx_lessons_agent_created
+            ON agent_lessons (agent_id, created_at DESC);
+        """,
+    ),
+    (
+        3,
+        """
+        CREATE TABLE IF NOT EXISTS chat_sessions (
+            agent_id   TEXT        NOT NULL,
+            session_id TEXT        NOT NULL,
+            messages   JSONB       NOT NULL,
+            created_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+            updated_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+            PRIMARY KEY (agent_id, session_id)
+        );
+        CREATE INDEX IF NOT EXISTS idx_sessions_agent_updated
+            ON chat_sessions (agent_id, updated_at DESC);
+        """,
+    ),
+    (
+        4,
+        """
+        CREATE TABLE IF NOT EXISTS run_context (
+            run_id           TEXT        NOT NULL,
+            seq              INTEGER     NOT NULL,
+            plan             JSONB,
+            prompt_tokens    INTEGER,
+            tools_tokens     INTEGER,
+            estimated_tokens INTEGER,
+            budget_tokens    INTEGER,
+            created_at       TIMESTAMPTZ NOT NULL DEFAULT now(),
+            PRIMARY KEY (run_id, seq)
+        );
+        """,
+    ),
+    (
+        5,
+        """
+        ALTER TABLE agent_lessons ADD COLUMN IF NOT EXISTS id BIGSERIAL;
+        ALTER TABLE agent_lessons ADD COLUMN IF NOT EXISTS expires_at TIMESTAMPTZ;
+        UPDATE agent_lessons SET expires_at = created_at + interval '30 days'
+            WHERE expires_at IS NULL;
+        ALTER TABLE agent_lessons ADD COLUMN IF NOT EXISTS search TSVECTOR
+            GENERATED ALWAYS AS (to_tsvector('english', lesson)) STORED;
+        CREATE UNIQUE INDEX IF NOT EXISTS idx_lessons_id ON agent_lessons (id);
+        CREATE INDEX IF NOT EXISTS idx_lessons_search ON agent_lessons USING GIN (search);
+        """,
+    ),
+    (
+        6,
+        """
+        CREATE TABLE IF NOT EXISTS chat_messages (
+            agent_id   TEXT        NOT NULL,
+            session_id TEXT        NOT NULL,
+            position   INTEGER     NOT NULL,
+            role       TEXT        NOT NULL,
+            content    TEXT        NOT NULL,
+            sent_at    TIMESTAMPTZ NOT NULL,
+            PRIMARY KEY (agent_id, session_id, position)
+        );
+        INSERT INTO chat_messages (agent_id, session_id, position, role, content, sent_at)
+            SELECT s.agent_id, s.session_id, (m.ordinality - 1)::int, m.value->>'role',
+                   m.value->>'content', (m.value->>'timestamp')::timestamptz
+            FROM chat_sessions s, jsonb_array_elements(s.messages) WITH ORDINALITY AS m
+            ON CONFLICT DO NOTHING;
+        UPDATE chat_sessions SET messages = '[]'::jsonb;
+        """,
+    ),
+    (
+        7,
+        """
+        ALTER TABLE run_messages ADD COLUMN IF NOT EXISTS step_result JSONB;
+        """,
+    ),
+    (
+        8,
+        """
+        CREATE TABLE IF NOT EXISTS run_events (
+            run_id     TEXT        NOT NULL,
+            "offset"   BIGINT      NOT NULL,
+            type       TEXT        NOT NULL,
+            step       INTEGER     NOT NULL,
+            position   INTEGER     NOT NULL DEFAULT 0,
+            data       JSONB       NOT NULL,
+            key        TEXT,
+            created_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+            PRIMARY KEY (run_id, "offset")
+        );
+        CREATE UNIQUE INDEX IF NOT EXISTS idx_run_events_key
+            ON run_events (run_id, key) WHERE key IS NOT NULL;
+        """,
+    ),
+]
