@@ -23,6 +23,7 @@ import functools
 from typing import Any
 
 from openai.types.chat import ChatCompletionMessageFunctionToolCall
+from psycopg import AsyncConnection
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
@@ -79,14 +80,7 @@ class LlmActivities:
         async def read_inputs() -> tuple[list[SeqMessage], StepContext]:
             async with self.store.connection() as conn:  # one checkout for both reads
                 transcript = await self.transcripts.read(input.run_id, input.seq, conn=conn)
-                context = await self.contexts.prepare(
-                    input.run_id,
-                    input.seq,
-                    transcript,
-                    tools,
-                    self.llm.capabilities(input.model),
-                    conn=conn,
-                )
+                context = await self._context(input, transcript, tools, conn=conn)
             return transcript, context
 
         transcript, context = await until_stored(
@@ -153,6 +147,26 @@ class LlmActivities:
         )
         return result
 
+    async def _context(
+        self,
+        input: LlmStepInput,
+        transcript: list[SeqMessage],
+        tools: list[dict[str, Any]],
+        *,
+        refused: StepContext | None = None,
+        conn: AsyncConnection[Any] | None = None,
+    ) -> StepContext:
+        """The step's view of the transcript for its model (`StepContexts.prepare`)."""
+        return await self.contexts.prepare(
+            input.run_id,
+            input.seq,
+            transcript,
+            tools,
+            self.llm.capabilities(input.model),
+            refused=refused,
+            conn=conn,
+        )
+
     async def _complete_within_window(
         self,
         input: LlmStepInput,
@@ -181,15 +195,7 @@ class LlmActivities:
                     raise
                 refused = context
                 context = await until_stored(
-                    functools.partial(
-                        self.contexts.prepare,
-                        input.run_id,
-                        input.seq,
-                        transcript,
-                        tools,
-                        self.llm.capabilities(input.model),
-                        refused=refused,
-                    ),
+                    functools.partial(self._context, input, transcript, tools, refused=refused),
                     what="compacting the step's context",
                 )
                 if context.view == refused.view:

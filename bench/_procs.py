@@ -198,13 +198,13 @@ class ProcessStack:
 def compile_project(pycache: Path) -> Path:
     """The project's packages compiled into a `PYTHONPYCACHEPREFIX` tree at `pycache`."""
     root = Path(__file__).resolve().parent.parent
-    for package in ("reactive_temporal", "workflows", "activities", "bench"):
-        subprocess.run(
-            [sys.executable, "-m", "compileall", "-q", str(root / package)],
-            env={**os.environ, "PYTHONPYCACHEPREFIX": str(pycache)},
-            check=True,
-            stdout=subprocess.DEVNULL,
-        )
+    packages = [str(root / p) for p in ("reactive_temporal", "workflows", "activities", "bench")]
+    subprocess.run(
+        [sys.executable, "-m", "compileall", "-q", *packages],
+        env={**os.environ, "PYTHONPYCACHEPREFIX": str(pycache)},
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
     return pycache
 
 

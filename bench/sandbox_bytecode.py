@@ -18,7 +18,6 @@ sandboxed workflow, once with no bytecode and once with bytecode compiled before
 from __future__ import annotations
 
 import argparse
-import compileall
 import os
 import statistics
 import subprocess
@@ -26,9 +25,10 @@ import sys
 import tempfile
 from pathlib import Path
 
+from bench._procs import compile_project
+
 ROOT = Path(__file__).resolve().parent.parent
 HISTORIES = ("approval_run.json", "cancelled_run.json", "budget_exceeded_run.json")
-PACKAGES = ("reactive_temporal", "workflows", "activities")
 
 CHILD = """
 import asyncio, json, sys, time
@@ -71,10 +71,8 @@ def per_replay_ms(replays: int, pycache: str | None) -> float:
 
 
 def main(replays: int, rounds: int) -> None:
-    with tempfile.TemporaryDirectory() as pycache:
-        sys.pycache_prefix = pycache  # compileall writes where the children will look
-        for package in PACKAGES:
-            compileall.compile_dir(str(ROOT / package), quiet=1)
+    with tempfile.TemporaryDirectory() as tmp:
+        pycache = str(compile_project(Path(tmp)))  # as the cost and scale benches' workers
         without: list[float] = []
         with_bytecode: list[float] = []
         for _ in range(rounds):
