@@ -146,4 +146,16 @@ MIGRATIONS: list[tuple[int, str]] = [
             ON run_events (run_id, key) WHERE key IS NOT NULL;
         """,
     ),
+    (
+        9,
+        """
+        CREATE TABLE IF NOT EXISTS agent_last_runs (
+            agent_id   TEXT        PRIMARY KEY,
+            run_id     TEXT        NOT NULL,
+            started_at TIMESTAMPTZ NOT NULL,
+            run        JSONB       NOT NULL,
+            updated_at TIMESTAMPTZ NOT NULL DEFAULT now()
+        );
+        """,
+    ),
 ]

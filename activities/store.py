@@ -21,6 +21,7 @@ from pydantic import BaseModel
 
 from activities.migrations import MIGRATIONS
 from reactive_temporal.contracts.debrief import AgentDebrief, DebriefInput
+from reactive_temporal.contracts.entity import RunFinished
 from reactive_temporal.contracts.run import Message, SeqMessage, ToolCall
 from reactive_temporal.memory import LESSON_TTL_DAYS
 from reactive_temporal.sanitize import clean_text, clean_value
@@ -249,7 +250,8 @@ class StoredDebrief:
 
 
 class DebriefStore:
-    """The `agent_debriefs` rows (one per run) and the `agent_lessons` experience store."""
+    """The `agent_debriefs` rows (one per run), the `agent_lessons` experience store, and each
+    agent's last finished run (`agent_last_runs`: what chat quotes of it)."""
 
     def __init__(self, store: Store, *, lesson_ttl_days: float = LESSON_TTL_DAYS) -> None:
         self.pool = store.pool
@@ -285,6 +287,13 @@ class DebriefStore:
                     m.tokens, m.duration_ms, m.iterations,
                 ),
             )  # fmt: skip
+            # The agent's last run, when it is this one, quotes the debrief written last (the
+            # rich one replaces the instant one there too).
+            await conn.execute(
+                "UPDATE agent_last_runs SET updated_at = now(),"
+                " run = jsonb_set(run, '{debrief}', %s) WHERE agent_id = %s AND run_id = %s",
+                (pg_json(debrief.model_dump(mode="json")), input.agent_id, input.run_id),
+            )
             await conn.execute("DELETE FROM agent_lessons WHERE run_id = %s", (input.run_id,))
             async with conn.cursor() as cur:
                 await cur.executemany(
@@ -295,6 +304,32 @@ class DebriefStore:
                         for i, lesson in enumerate(debrief.lessons_learned)
                     ],
                 )
+
+    async def keep_last_run(self, run: RunFinished) -> bool:
+        """Keep `run` as its agent's last run, unless a run that started later is kept already
+        (an older run finishing late never replaces a newer one's context). Whether it was."""
+        async with self.pool.connection() as conn:
+            cur = await conn.execute(
+                "INSERT INTO agent_last_runs (agent_id, run_id, started_at, run)"
+                " VALUES (%s, %s, %s, %s)"
+                " ON CONFLICT (agent_id) DO UPDATE SET run_id = EXCLUDED.run_id,"
+                " started_at = EXCLUDED.started_at, run = EXCLUDED.run, updated_at = now()"
+                " WHERE agent_last_runs.started_at <= EXCLUDED.started_at",
+                (
+                    run.agent.agent_id, run.run_id, run.started_at,
+                    pg_json(run.model_dump(mode="json")),
+                ),
+            )  # fmt: skip
+            return cur.rowcount == 1
+
+    async def last_run(self, agent_id: str) -> RunFinished | None:
+        """The agent's last finished run as it kept itself; None before any did."""
+        async with self.pool.connection() as conn:
+            cur = await conn.execute(
+                "SELECT run FROM agent_last_runs WHERE agent_id = %s", (agent_id,)
+            )
+            row = await cur.fetchone()
+        return RunFinished.model_validate(row[0]) if row else None
 
     async def get(self, run_id: str) -> StoredDebrief | None:
         rows = await self._select("WHERE run_id = %s", (run_id,))

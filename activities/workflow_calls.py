@@ -1,8 +1,10 @@
 """Activities that talk to other workflows: tell an agent about its runs, read a run's state.
 
 Workflows cannot signal-with-start or query; activities can, with the worker's client.
-`notify_agent` is also a run's wrap-up when the run keeps its own debrief (nothing to
-synthesize): it saves the deterministic debrief, then tells the agent, in one local activity.
+`notify_agent` is a run's wrap-up: it saves the deterministic debrief when the run keeps its
+own (nothing to synthesize), then tells the agent — by keeping the run as the agent's last
+run in Postgres, which the agent reads when chat needs it (no signal, no workflow task on the
+agent per run), or, for runs started before that, with a `run_finished` signal.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from reactive_temporal.contracts.entity import (
     AgentState,
     AgentWorkflowInput,
     NotifyAgentInput,
+    ReadLastRunInput,
+    ReadLastRunResult,
     ReadLiveRunsInput,
     ReadLiveRunsResult,
     ReadRunProgressInput,
@@ -53,11 +57,15 @@ class EntityActivities:
     @activity.defn(name=names.NOTIFY_AGENT)
     async def notify_agent(self, input: NotifyAgentInput) -> None:
         """Save the run's debrief when it keeps its own (first: the agent may be asked about
-        it at once), then signal the agent, starting its entity when there is none yet."""
+        it at once), then keep the run as the agent's last run, or signal the agent (starting
+        its entity when there is none yet)."""
         if input.persist is not None:
-            if self.debriefs is None:
-                raise RuntimeError("notify_agent was asked to save a debrief without a store")
-            await self.debriefs.save(input.persist.input, input.persist.debrief)
+            await self._store("save a debrief").save(input.persist.input, input.persist.debrief)
+        if input.keep_last_run:
+            if input.run_finished is None:
+                raise ValueError("notify_agent was asked to keep a last run without one")
+            await self._store("keep the last run").keep_last_run(input.run_finished)
+            return
         payload = (
             input.run_started if input.signal == names.RUN_STARTED_SIGNAL else input.run_finished
         )
@@ -65,10 +73,21 @@ class EntityActivities:
             self.client, activity.info().task_queue, input.agent, input.signal, payload
         )
 
+    def _store(self, doing: str) -> DebriefStore:
+        if self.debriefs is None:
+            raise RuntimeError(f"notify_agent was asked to {doing} without a store")
+        return self.debriefs
+
+    @activity.defn(name=names.READ_LAST_RUN)
+    async def read_last_run(self, input: ReadLastRunInput) -> ReadLastRunResult:
+        """The agent's last finished run, as the run kept it in Postgres."""
+        return ReadLastRunResult(last_run=await self._store("read").last_run(input.agent_id))
+
     @activity.defn(name=names.READ_LIVE_RUNS)
     async def read_live_runs(self, input: ReadLiveRunsInput) -> ReadLiveRunsResult:
         """The agent's runs in progress, found with Temporal's visibility (runs carry their
-        AgentName from the start), each read with its `progress` query, at once."""
+        AgentName from the start), each read with its `progress` query, at once; and, when
+        asked, its last finished run from Postgres (one activity per chat turn for both)."""
         query = (
             f"WorkflowType = '{names.AGENT_RUN_WORKFLOW}' AND ExecutionStatus = 'Running' "
             f"AND {sa.AGENT_NAME.name} = '{input.agent_id}'"  # agent ids are [A-Za-z0-9_.:-]
@@ -77,8 +96,9 @@ class EntityActivities:
             execution.id async for execution in self.client.list_workflows(query, limit=input.limit)
         ]
         reads = await asyncio.gather(*(self._progress(run_id) for run_id in run_ids))
+        last_run = await self._store("read").last_run(input.agent_id) if input.last_run else None
         return ReadLiveRunsResult(
-            runs=[p for p in reads if p is not None and p.status == "running"]
+            runs=[p for p in reads if p is not None and p.status == "running"], last_run=last_run
         )
 
     async def _progress(self, run_id: str) -> RunProgress | None:

@@ -37,7 +37,6 @@ with workflow.unsafe.imports_passed_through():
     import activities.llm_calls as llm_calls
     import activities.llm_context as llm_context
     import activities.tool_calls as tool_activities
-    import activities.workflow_calls as workflow_calls
     from bench._stack import (
         BenchStack,
         HistoryProfile,
@@ -177,19 +176,6 @@ def no_iteration_upserts() -> Iterator[None]:
         yield
 
 
-async def _no_signal(*args: Any, **kwargs: Any) -> None:
-    return None
-
-
-@contextlib.contextmanager
-def no_entity_signals() -> Iterator[None]:
-    """Skip the two signal-with-starts every run sends its agent's AgentWorkflow
-    (`run_started` inside prepare_run, `run_finished` from the notify_agent local activity),
-    to size what they cost per run (mid-run chat and last-run context then miss the run)."""
-    with patched(workflow_calls, "signal_agent", _no_signal):
-        yield
-
-
 @contextlib.contextmanager
 def store_steps_local() -> Iterator[None]:
     """Run `prepare_run` and `record_messages` (short Postgres writes) as local activities:
@@ -253,7 +239,6 @@ VARIANTS: list[tuple[str, Callable[[], contextlib.AbstractContextManager[None]]]
     ("no per-iteration search-attribute upsert", no_iteration_upserts),
     ("prepare_run, record_messages as local activities", store_steps_local),
     ("the four changes above together", all_code_changes),
-    ("entity signals skipped (run_started, run_finished)", no_entity_signals),
     ("no context management (whole transcript sent)", no_context_management),
 ]
 

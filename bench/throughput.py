@@ -6,11 +6,11 @@ starts C runs at once from this process (which also hosts the worker and the scr
 model, as an in-process `Agent` does) and waits for all of them. Scenarios, interleaved
 batch by batch on the same worker and server:
 
-- one agent, memory off: all runs belong to one agent (they all signal its AgentWorkflow);
+- one agent, memory off: all runs belong to one agent (each keeps itself as its last run);
 - one agent, memory on (the project default): the answer is trivial, so each run keeps its
   deterministic debrief itself (no child); a child, where a run starts one, is waited for,
   untimed, before the next batch;
-- C distinct agents, memory off: one AgentWorkflow per run instead of one for all;
+- C distinct agents, memory off: one last-run row per run instead of one for all;
 - the floor: C bare workflows of 6 no-op activities in sequence;
 - unless --no-variants (the default with --quick): "one agent, memory off" again under
   bench-only changes, to size what they cost.
@@ -49,7 +49,7 @@ with workflow.unsafe.imports_passed_through():
         profile_history,
         run,
     )
-    from bench.overhead import BenchBareWorkflow, bench_noop, no_entity_signals
+    from bench.overhead import BenchBareWorkflow, bench_noop
     from reactive_temporal.embedded.scripted_llm import Reply, Step, call
 
 ITERATIONS = 3
@@ -182,10 +182,7 @@ async def main() -> None:
             unsandboxed = await workers.enter_async_context(
                 stack.extra_worker(workflow_runner=UnsandboxedWorkflowRunner())
             )
-            one_agent = agent_runs(stack, model, memory=False, distinct=False)
             cases += [
-                Scenario("variant · one agent · memory off · entity signals skipped",
-                         one_agent, no_entity_signals),
                 Scenario("variant · one agent · memory off · unsandboxed worker",
                          agent_runs(stack, model, memory=False, distinct=False,
                                     task_queue=unsandboxed)),

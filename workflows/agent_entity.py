@@ -2,8 +2,11 @@
 
 It holds what chat needs, durably: the last run's debrief (instant first, upgraded when the
 rich one is ready, never replaced by an older run's late debrief), that run's tool
-observations, the runs in progress, and the open chat sessions. Runs tell it about
-themselves with signals; people talk to it with the validated `chat` update.
+observations, and the open chat sessions. Runs keep themselves in Postgres as they end, and
+the agent reads its last run there when chat needs it (with each chat turn, and for
+`read_last_run`), and asks Temporal for its runs in progress: no run signals it (runs started
+before that still do, and it still hears them). People talk to it with the validated `chat`
+update.
 
 A chat turn takes one of two paths (workflows.chat_rules.route):
 - direct: one LLM activity with the agent's system prompt, the run context (and the live
@@ -43,6 +46,8 @@ with workflow.unsafe.imports_passed_through():
         ChatRequest,
         DebriefReady,
         LoadSessionInput,
+        ReadLastRunInput,
+        ReadLastRunResult,
         ReadLiveRunsInput,
         ReadLiveRunsResult,
         ReadRunProgressInput,
@@ -167,6 +172,22 @@ class AgentWorkflow:
 
     @workflow.query(name=names.LAST_DEBRIEF_QUERY)
     def last_debrief(self) -> AgentDebrief | None:
+        """The last run's debrief as last read (`read_last_run` reads it first)."""
+        return self.state.last_debrief
+
+    @workflow.update(name=names.READ_LAST_RUN_UPDATE)
+    async def read_last_run(self) -> AgentDebrief | None:
+        """The last run's debrief, read from Postgres where runs keep themselves as they end
+        (the agent learns of the run as a `run_finished` signal would have told it)."""
+        read: ReadLastRunResult = await workflow.execute_activity(
+            names.READ_LAST_RUN,
+            ReadLastRunInput(agent_id=self.state.agent.agent_id),
+            result_type=ReadLastRunResult,
+            **RUN_QUERY,
+            summary="read the last run",
+        )
+        if read.last_run is not None:
+            self.run_finished(read.last_run)
         return self.state.last_debrief
 
     @workflow.query(name=names.HISTORY_QUERY)
@@ -275,8 +296,8 @@ class AgentWorkflow:
             if saved_per_turn:
                 await self.sessions.open(request.session_id)
             history = list(self.state.sessions.get(request.session_id, []))
+            live = await self._live_runs_context()  # learns of the last run too
             context = build_context_summary(self.state.last_debrief, self.state.last_observations)
-            live = await self._live_runs_context()
             context = "\n\n---\n\n".join(c for c in (live, context) if c)
             agent = request.agent or self.state.agent
             if route(request.message, request.use_tools) == "direct-llm":
@@ -332,16 +353,22 @@ class AgentWorkflow:
 
     async def _live_runs_context(self) -> str:
         """Mid-run chat: the live state of runs in progress, read with their query. Runs are
-        found in Temporal's visibility; entities that learned of them by `run_started`
-        signals (before that patch) replay their own list."""
+        found in Temporal's visibility, and the last finished run is read from Postgres in the
+        same activity; entities that learned of runs by `run_started` signals (before that
+        patch) replay their own list."""
         if workflow.patched(names.LIVE_RUNS_FROM_VISIBILITY_PATCH):
+            from_store = workflow.patched(names.LAST_RUN_FROM_STORE_PATCH)
             live: ReadLiveRunsResult = await workflow.execute_activity(
                 names.READ_LIVE_RUNS,
-                ReadLiveRunsInput(agent_id=self.state.agent.agent_id),
+                ReadLiveRunsInput(agent_id=self.state.agent.agent_id, last_run=from_store),
                 result_type=ReadLiveRunsResult,
                 **RUN_QUERY,
-                summary="read the runs in progress",
+                summary="read the last run and the runs in progress"
+                if from_store
+                else "read the runs in progress",
             )
+            if live.last_run is not None:
+                self.run_finished(live.last_run)
             return "\n\n".join(prompts.live_run_context(p) for p in live.runs)
         parts = []
         for run_id in list(self.state.active_runs):

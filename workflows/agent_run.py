@@ -95,6 +95,7 @@ class AgentRunWorkflow(RunWrapUp, RunControls):
         self.local_store_steps = False
         self.attributes_on_change = False
         self.trivial_debrief_in_run = False
+        self.last_run_in_store = False
         # Decisions changed since runs began that a signal handler may need: asked in the
         # first workflow task too (their markers join its batch), before any signal is handled.
         self.anchored_marker = workflow.patched(names.FINAL_ANSWER_LINE_PATCH)
@@ -142,6 +143,7 @@ class AgentRunWorkflow(RunWrapUp, RunControls):
         # that task's marker batch with prepare_run's (one billed action, not one per patch).
         self.attributes_on_change = workflow.patched(names.SEARCH_ATTRIBUTES_ON_CHANGE_PATCH)
         self.trivial_debrief_in_run = workflow.patched(names.TRIVIAL_DEBRIEF_IN_RUN_PATCH)
+        self.last_run_in_store = workflow.patched(names.LAST_RUN_IN_STORE_PATCH)
         named_at_start = workflow.info().typed_search_attributes.get(sa.AGENT_NAME) is not None
         if not (self.attributes_on_change and named_at_start):
             workflow.upsert_search_attributes([sa.AGENT_NAME.value_set(self.agent.agent_id)])

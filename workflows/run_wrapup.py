@@ -3,7 +3,8 @@
 A mixin of AgentRunWorkflow, kept apart so the run loop in workflows/agent_run.py stays a
 loop. A trivial run keeps its deterministic debrief in its own wrap-up (one local activity
 that also tells the agent); any other starts an abandoned DebriefWorkflow child to
-synthesize the rich one, so the run never waits for it.
+synthesize the rich one, so the run never waits for it. The agent is told by keeping the run
+as its last run in Postgres, which the agent reads when chat needs it: no signal per run.
 """
 
 from __future__ import annotations
@@ -49,6 +50,8 @@ class RunWrapUp:
     state: RunState
     trivial_debrief_in_run: bool
     """A trivial run keeps its debrief itself (the costs patch)."""
+    last_run_in_store: bool
+    """The agent is told through Postgres, not with a signal."""
     failed_runs_teach: bool
     attributes_on_change: bool
 
@@ -90,6 +93,7 @@ class RunWrapUp:
                     if kept_here and debrief_input is not None and result.debrief is not None
                     else None
                 ),
+                keep_last_run=self.last_run_in_store,
             ),
             **AGENT_SIGNAL,
             summary="keep the debrief, tell the agent"

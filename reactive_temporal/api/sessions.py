@@ -102,7 +102,18 @@ class AgentEntity:
         Raises:
             ChatError: the update's validator refused the request (it names the problem).
         """
-        start = WithStartWorkflowOperation(
+        try:
+            result = await self.client.execute_update_with_start_workflow(
+                update, arg, start_workflow_operation=self._start()
+            )
+        except WorkflowUpdateFailedError as err:
+            raise ChatError(update_failure_message(err)) from err
+        # The SDK types a named async update's result as the coroutine; it returns its value.
+        return cast(ResultT, result)
+
+    def _start(self) -> WithStartWorkflowOperation[AgentWorkflow, None]:
+        """The agent's AgentWorkflow, started by an update when it does not exist yet."""
+        return WithStartWorkflowOperation(
             AgentWorkflow.run,
             AgentWorkflowInput(state=AgentState(agent=self.config)),
             id=self.workflow_id,
@@ -110,14 +121,6 @@ class AgentEntity:
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
             static_summary=f"agent {self.config.agent_id}: chat, sessions, last debrief",
         )
-        try:
-            result = await self.client.execute_update_with_start_workflow(
-                update, arg, start_workflow_operation=start
-            )
-        except WorkflowUpdateFailedError as err:
-            raise ChatError(update_failure_message(err)) from err
-        # The SDK types a named async update's result as the coroutine; it returns its value.
-        return cast(ResultT, result)
 
     def handle(self) -> WorkflowHandle[AgentWorkflow, None]:
         """The agent's AgentWorkflow (which may not exist yet)."""
@@ -147,8 +150,15 @@ class AgentEntity:
         return await self.update(AgentWorkflow.chat, request)
 
     async def last_debrief(self) -> AgentDebrief | None:
-        """The last run's debrief as the agent holds it; None before its first run."""
-        return await _unless_missing(self.handle().query(AgentWorkflow.last_debrief), None)
+        """The last run's debrief; None before its first run.
+
+        An update, not a query: runs keep themselves in Postgres as they end, and the agent
+        reads its last run there (no run signals it), which a query cannot do.
+        """
+        result = await self.client.execute_update_with_start_workflow(
+            AgentWorkflow.read_last_run, start_workflow_operation=self._start()
+        )
+        return cast("AgentDebrief | None", result)
 
     async def history(self, session_id: str) -> SessionHistory:
         """A session's whole history.

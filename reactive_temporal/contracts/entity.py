@@ -216,6 +216,8 @@ class ReadLiveRunsInput(BaseModel):
     agent_id: str
     limit: int = 5
     """The most recently started running runs read; more are left out of the chat context."""
+    last_run: bool = False
+    """Also read the agent's last finished run from Postgres (the last-run-from-store patch)."""
 
 
 class ReadLiveRunsResult(BaseModel):
@@ -223,10 +225,27 @@ class ReadLiveRunsResult(BaseModel):
 
     runs: list[RunProgress] = Field(default_factory=list)
     """Newest first; only runs that answered their progress query as still running."""
+    last_run: RunFinished | None = None
+    """The agent's last finished run as it kept itself in Postgres (when asked for)."""
+
+
+class ReadLastRunInput(BaseModel):
+    """Which agent's last finished run to read (`read_last_run`)."""
+
+    agent_id: str
+
+
+class ReadLastRunResult(BaseModel):
+    """The agent's last finished run as it kept itself in Postgres; None before any."""
+
+    last_run: RunFinished | None = None
 
 
 class NotifyAgentInput(BaseModel):
-    """The `notify_agent` activity's input: which signal to send, with what."""
+    """The `notify_agent` activity's input: which signal to send, with what.
+
+    With `keep_last_run`, no signal: the finished run is kept in Postgres for its agent to read.
+    """
 
     agent: AgentConfig
     signal: Literal["run_started", "run_finished"]
@@ -235,3 +254,6 @@ class NotifyAgentInput(BaseModel):
     persist: PersistDebriefInput | None = None
     """The run's deterministic debrief, saved before the agent is told, when the run starts no
     DebriefWorkflow (nothing to synthesize)."""
+    keep_last_run: bool = False
+    """Keep `run_finished` as the agent's last run in Postgres instead of signalling it (runs
+    with the last-run-in-store patch)."""

@@ -45,6 +45,8 @@ OPEN_SESSION_UPDATE: Final = "open_session"
 END_SESSION_UPDATE: Final = "end_session"
 CHAT_UPDATE: Final = "chat"
 READ_SESSION_UPDATE: Final = "read_session"
+READ_LAST_RUN_UPDATE: Final = "read_last_run"
+"""The agent reads what it knows of its last run from Postgres and answers its debrief."""
 CONFIGURE_SIGNAL: Final = "configure"
 
 # -- activities -------------------------------------------------------------------------------
@@ -62,6 +64,7 @@ LOAD_SESSION: Final = "load_session"
 SAVE_SESSION: Final = "save_session"
 READ_RUN_PROGRESS: Final = "read_run_progress"
 READ_LIVE_RUNS: Final = "read_live_runs"
+READ_LAST_RUN: Final = "read_last_run"
 NOTIFY_AGENT: Final = "notify_agent"
 RECORD_RUN_EVENTS: Final = "record_run_events"
 """The run's own live-output events (approvals asked and decided), a local activity."""
@@ -81,6 +84,12 @@ per chat turn) instead of a `run_started` signal from every run."""
 TRIVIAL_DEBRIEF_IN_RUN_PATCH: Final = "trivial-debrief-in-run"
 """A run with nothing to synthesize persists its deterministic debrief in its own wrap-up
 (the notify_agent local activity) instead of starting a DebriefWorkflow child."""
+LAST_RUN_IN_STORE_PATCH: Final = "last-run-in-store"
+"""A run keeps what chat may quote of it (its debrief, observations, configuration) in
+Postgres in its wrap-up, instead of a `run_finished` signal to its agent's AgentWorkflow."""
+LAST_RUN_FROM_STORE_PATCH: Final = "last-run-from-store"
+"""The agent reads its last run from Postgres with each chat turn (with the runs in progress,
+in the one activity it already ran) instead of waiting for runs to signal it."""
 
 FINAL_ANSWER_LINE_PATCH: Final = "final-answer-line-anchored"
 """`FINAL ANSWER:` ends a run only at the start of a line with its colon; runs started

@@ -165,6 +165,7 @@ async def create_worker(
             entity.notify_agent,
             entity.read_run_progress,
             entity.read_live_runs,
+            entity.read_last_run,
             chat.chat_direct,
             chat.load_session,
             chat.save_session,

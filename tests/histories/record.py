@@ -10,7 +10,9 @@ only after guarding that change with `workflow.patched()` (README, "Changing wor
 code"): the old files must keep replaying, so add new files next to them (a new SUFFIX)
 rather than overwriting them. Files without a suffix predate the `local-store-steps` patch;
 `_costs` files were recorded with issue 14's patches (search attributes on change, trivial
-debriefs kept by the run, live runs from visibility).
+debriefs kept by the run, live runs from visibility); `_last_run` files with runs that keep
+themselves in Postgres for their agent instead of signalling it (`last-run-in-store`,
+`last-run-from-store`).
 Each scenario runs on a fresh dev server with scripted models.
 """
 
@@ -160,11 +162,17 @@ async def record(client: Client, task_queue: str, llm: ScriptedLLM) -> dict[str,
         task_queue=task_queue,
     )
     first_run = (await handle.describe()).run_id
+    # A run first (since `last-run-in-store` it keeps itself in Postgres, no signal), which
+    # the chat turns read, and the `read_last_run` update after them.
+    llm.script("chat-run", [Reply("FINAL ANSWER: ran before the chat")])
+    await agent("chat-run", agent_id=chat_agent).run("a run to chat about")
     llm.script("chat", [Reply(f"answer {i}") for i in range(6)])
-    session = agent("chat", agent_id=chat_agent).session("recorded")
+    chat = agent("chat", agent_id=chat_agent)
+    session = chat.session("recorded")
     for i in range(6):
         await session.chat(f"question {i}")
     await session.end()
+    await chat.get_last_debrief()
     scenarios[f"chat_session_continue_as_new.json@{first_run}"] = handle.id
     return scenarios
 
@@ -252,8 +260,29 @@ async def record_live(client: Client, task_queue: str, llm: ScriptedLLM) -> dict
     return {"live_output_run.json": handle.id}
 
 
+async def record_last_run(client: Client, task_queue: str, llm: ScriptedLLM) -> dict[str, str]:
+    """An agent that learns of its runs from Postgres: a run, then `get_last_debrief` (the
+    `read_last_run` update starts the agent), then a chat turn that reads the run again."""
+    agent_id = f"recorder-last-{uuid.uuid4().hex[:6]}"
+    llm.script(
+        "last-run",
+        [
+            Reply(None, [call("calculator", expression="5+5")]),
+            Reply(None, [call("final-answer", output="10", format="text", summary="Ten.")]),
+            Reply("It was ten."),
+        ],
+    )
+    cfg = AgentConfig(agent_id=agent_id, model="last-run")
+    agent = Agent(cfg, Runtime(client, task_queue, offline_model=False))
+    await agent.run("5+5?")
+    await agent.get_last_debrief()
+    await agent.chat("What was it?")
+    return {"last_run_read.json": names.agent_workflow_id(agent_id)}
+
+
 GROUPS = {
     "base": record,
+    "last_run": record_last_run,
     "stops": record_stops,
     "approvals": record_approvals,
     "live": record_live,

@@ -40,6 +40,7 @@ def test_the_required_histories_are_committed():
         "timeout_run",
         "approval_run",
         "live_output_run",
+        "last_run_read",
     } <= names
 
 

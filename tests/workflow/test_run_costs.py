@@ -1,6 +1,6 @@
 """What a run pays Temporal for (issue 14): no child workflow when there is nothing to
-synthesize, no search-attribute upsert per iteration (counted from real histories); and a
-worker's Postgres pool sized from its activity slots."""
+synthesize, no search-attribute upsert per iteration, no signal to its agent (counted from
+real histories); and a worker's Postgres pool sized from its activity slots."""
 
 from __future__ import annotations
 
@@ -114,3 +114,36 @@ async def test_a_worker_sizes_its_postgres_pool_from_its_activity_slots(
     chosen = settings.model_copy(update={"db_pool_size": 7})
     async with running_worker(client, chosen) as running:
         assert running.store.pool.max_size == 7
+
+
+async def test_a_run_tells_its_agent_without_a_signal(
+    harness: Harness, client: Client, llm: ScriptedLLM, model_name: str
+):
+    """The run keeps itself in Postgres as it ends: no agent entity is started or signalled
+    for it (no action, no workflow task there), and chat and `get_last_debrief` still know it."""
+    llm.script(
+        model_name,
+        [
+            Reply(None, [call("calculator", expression="40+2")]),
+            Reply(None, [call("final-answer", output="42", format="text", summary="Added them.")]),
+            Reply("I added 40 and 2."),  # the chat turn
+        ],
+    )
+    agent = harness.agent(model_name, agent_id=f"unsignalled-{uuid.uuid4().hex[:6]}")
+    result = await agent.run("Add 40 and 2")
+    entity = client.get_workflow_handle(names.agent_workflow_id(agent.config.agent_id))
+    with pytest.raises(RPCError) as missing:
+        await entity.describe()  # a run used to start it with a `run_finished` signal
+    assert missing.value.status == RPCStatusCode.NOT_FOUND
+
+    last = await agent.get_last_debrief()
+    assert last is not None and last.summary == "Added them."
+    await agent.chat("What did you do?")
+    notes = llm.requests[model_name][-1]["messages"][1]["content"]
+    assert "Summary: Added them." in notes and "calculator (1x, 100% success)" in notes
+    signals = events_of(
+        await entity.fetch_history(), EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED
+    )
+    assert signals == []  # what the agent knows of the run it read itself
+    held = await entity.query(names.LAST_DEBRIEF_QUERY)
+    assert held["summary"] == "Added them." and result.debrief is not None

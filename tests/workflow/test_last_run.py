@@ -1,0 +1,78 @@
+"""Each agent's last run, as runs keep themselves in Postgres as they end (what chat quotes of
+it, read by the agent instead of told by a signal). Real Postgres."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from activities.store import DebriefStore, Store
+from reactive_temporal.contracts.debrief import AgentDebrief, DebriefInput
+from reactive_temporal.contracts.entity import RunFinished
+from reactive_temporal.contracts.run import AgentConfig
+
+pytestmark = pytest.mark.workflow
+
+T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+
+
+@pytest.fixture
+async def debriefs(database_url: str) -> AsyncIterator[DebriefStore]:
+    store = await Store.open(database_url, max_size=2)
+    try:
+        yield DebriefStore(store)
+    finally:
+        await store.close()
+
+
+def finished(agent_id: str, run_id: str, started_at: datetime, summary: str) -> RunFinished:
+    return RunFinished(
+        run_id=run_id,
+        started_at=started_at,
+        agent=AgentConfig(agent_id=agent_id, model="m", system_prompt=f"as of {run_id}"),
+        debrief=AgentDebrief(summary=summary, outcome="success", markdown=summary),
+        observations=[f"[Tool result]: seen by {run_id}\x00"],
+    )
+
+
+async def test_the_agents_last_run_is_the_one_that_started_last(debriefs: DebriefStore):
+    agent_id = f"last-{uuid.uuid4().hex[:8]}"
+    assert await debriefs.last_run(agent_id) is None
+    first = finished(agent_id, "run-1", T0, "first")
+    second = finished(agent_id, "run-2", T0 + timedelta(seconds=5), "second")
+    assert await debriefs.keep_last_run(second)
+    assert not await debriefs.keep_last_run(first)  # older, finishing late: not kept
+    last = await debriefs.last_run(agent_id)
+    assert last is not None and last.run_id == "run-2"
+    assert last.debrief is not None and last.debrief.summary == "second"
+    assert last.agent.system_prompt == "as of run-2"
+    assert last.observations == ["[Tool result]: seen by run-2\ufffd"]  # NUL kept as U+FFFD
+    assert await debriefs.keep_last_run(second)  # the same run again (a retry): kept
+    other = await debriefs.last_run(f"other-{agent_id}")
+    assert other is None  # one row per agent
+
+
+async def test_a_rich_debrief_reaches_the_last_run_only_when_it_is_that_runs(
+    debriefs: DebriefStore,
+):
+    agent_id = f"rich-{uuid.uuid4().hex[:8]}"
+    await debriefs.keep_last_run(finished(agent_id, "run-a", T0, "instant a"))
+
+    def rich(run_id: str, summary: str) -> tuple[DebriefInput, AgentDebrief]:
+        return (
+            DebriefInput(run_id=run_id, agent_id=agent_id, task="t", terminated_by="final_answer"),
+            AgentDebrief(summary=summary, outcome="success", markdown=summary, synthesized=True),
+        )
+
+    await debriefs.save(*rich("run-old", "rich of an older run"))
+    last = await debriefs.last_run(agent_id)
+    assert last is not None and last.debrief is not None
+    assert last.debrief.summary == "instant a"
+    await debriefs.save(*rich("run-a", "rich a"))
+    last = await debriefs.last_run(agent_id)
+    assert last is not None and last.debrief is not None
+    assert last.debrief.summary == "rich a" and last.debrief.synthesized
+    assert last.observations == ["[Tool result]: seen by run-a\ufffd"]  # the rest unchanged
