@@ -96,12 +96,16 @@ class AgentRunWorkflow(RunWrapUp, RunControls):
         self.attributes_on_change = False
         self.trivial_debrief_in_run = False
         self.last_run_in_store = False
+        # A run started since RUN_PATCHES_2026_12 asks only that patch: one marker (and one
+        # TemporalChangeVersion upsert) stands for every earlier patch, instead of one each.
+        # Runs started before it replay asking each patch they asked, as they did.
+        self.current = workflow.patched(names.RUN_PATCHES_2026_12)
         # Decisions changed since runs began that a signal handler may need: asked in the
         # first workflow task too (their markers join its batch), before any signal is handled.
-        self.anchored_marker = workflow.patched(names.FINAL_ANSWER_LINE_PATCH)
-        self.check_operator_answer = workflow.patched(names.OPERATOR_ANSWER_CHECK_PATCH)
-        self.limit_tool_calls = workflow.patched(names.TOOL_CALL_LIMITS_PATCH)
-        self.continues = workflow.patched(names.RUN_CONTINUE_AS_NEW_PATCH)
+        self.anchored_marker = self.patched(names.FINAL_ANSWER_LINE_PATCH)
+        self.check_operator_answer = self.patched(names.OPERATOR_ANSWER_CHECK_PATCH)
+        self.limit_tool_calls = self.patched(names.TOOL_CALL_LIMITS_PATCH)
+        self.continues = self.patched(names.RUN_CONTINUE_AS_NEW_PATCH)
         self.started: datetime | None = None
         self.finishing_after_bug = False
         self.check_budgets = False
@@ -141,22 +145,20 @@ class AgentRunWorkflow(RunWrapUp, RunControls):
         self.started = started
         # Every patch is asked for here, in the first workflow task: its marker then shares
         # that task's marker batch with prepare_run's (one billed action, not one per patch).
-        self.attributes_on_change = workflow.patched(names.SEARCH_ATTRIBUTES_ON_CHANGE_PATCH)
-        self.trivial_debrief_in_run = workflow.patched(names.TRIVIAL_DEBRIEF_IN_RUN_PATCH)
-        self.last_run_in_store = workflow.patched(names.LAST_RUN_IN_STORE_PATCH)
+        self.attributes_on_change = self.patched(names.SEARCH_ATTRIBUTES_ON_CHANGE_PATCH)
+        self.trivial_debrief_in_run = self.patched(names.TRIVIAL_DEBRIEF_IN_RUN_PATCH)
+        self.last_run_in_store = self.patched(names.LAST_RUN_IN_STORE_PATCH)
         named_at_start = workflow.info().typed_search_attributes.get(sa.AGENT_NAME) is not None
         if not (self.attributes_on_change and named_at_start):
             workflow.upsert_search_attributes([sa.AGENT_NAME.value_set(self.agent.agent_id)])
-        self.local_store_steps = workflow.patched(names.LOCAL_STORE_STEPS_PATCH)
-        self.honest_endings = workflow.patched(names.HONEST_ENDINGS_PATCH)
-        self.failed_runs_teach = workflow.patched(names.FAILED_RUNS_TEACH_PATCH)
+        self.local_store_steps = self.patched(names.LOCAL_STORE_STEPS_PATCH)
+        self.honest_endings = self.patched(names.HONEST_ENDINGS_PATCH)
+        self.failed_runs_teach = self.patched(names.FAILED_RUNS_TEACH_PATCH)
         # Only runs with a budget or a deadline ask for those patches (and record markers).
         agent = self.agent
         has_budget = agent.token_budget is not None or agent.cost_budget is not None
-        self.check_budgets = has_budget and workflow.patched(names.RUN_BUDGETS_PATCH)
-        has_deadline = agent.timeout_seconds is not None and workflow.patched(
-            names.RUN_DEADLINE_PATCH
-        )
+        self.check_budgets = has_budget and self.patched(names.RUN_BUDGETS_PATCH)
+        has_deadline = agent.timeout_seconds is not None and self.patched(names.RUN_DEADLINE_PATCH)
         try:
             await self._loop(input, started, has_deadline)
         except (asyncio.CancelledError, ActivityError) as err:
@@ -188,10 +190,8 @@ class AgentRunWorkflow(RunWrapUp, RunControls):
             self.state.seq = prepared.next_seq
             self.marked_tools = prepared.approval_tools
         if self.agent.approve_tools or self.marked_tools:
-            self.approvals_on = workflow.patched(names.TOOL_APPROVALS_PATCH)
-            self.approval_events = self.approvals_on and workflow.patched(
-                names.APPROVAL_EVENTS_PATCH
-            )
+            self.approvals_on = self.patched(names.TOOL_APPROVALS_PATCH)
+            self.approval_events = self.approvals_on and self.patched(names.APPROVAL_EVENTS_PATCH)
         # Started once `prepare_run` (a local activity) is done, counting from the start: a
         # timer started alongside an in-flight local activity leaves that activity to be
         # re-run after an eviction (SDK warning), which stalled the first workflow task.
@@ -330,7 +330,7 @@ class AgentRunWorkflow(RunWrapUp, RunControls):
         except ActivityError as err:
             if state.operator_answer is not None:
                 return None
-            if is_store_outage(err) and workflow.patched(names.STORE_OUTAGE_WAITS_PATCH):
+            if is_store_outage(err) and self.patched(names.STORE_OUTAGE_WAITS_PATCH):
                 workflow.logger.warning("LLM step waits for Postgres: %s", _failure_message(err))
                 return STORE_OUTAGE
             state.fail(_failure_message(err))

@@ -57,6 +57,16 @@ class RunControls:
     check_budgets: bool
     deadline_hit: bool
     in_llm_call: bool
+    current: bool
+    """The run was started since RUN_PATCHES_2026_12: every patch before it is on."""
+
+    def patched(self, patch_id: str) -> bool:
+        """`workflow.patched(patch_id)`, unless the run was started since RUN_PATCHES_2026_12
+        and that bundle covers the patch: then True without asking (no marker, no
+        TemporalChangeVersion upsert of its own). A later patch is always asked."""
+        if self.current and patch_id in names.RUN_PATCHES_2026_12_COVERS:
+            return True
+        return workflow.patched(patch_id)
 
     async def _record_at(self, entries: list[SeqMessage]) -> None:
         raise NotImplementedError
@@ -101,7 +111,7 @@ class RunControls:
             ending = timeout_ending(
                 self.agent.timeout_seconds or 0, last_text=state.last_text, doing=doing
             )
-        elif workflow.cancellation_reason() is not None and workflow.patched(
+        elif workflow.cancellation_reason() is not None and self.patched(
             names.GRACEFUL_CANCEL_PATCH
         ):
             ending = cancel_ending(workflow.cancellation_reason(), last_text=state.last_text)
@@ -120,7 +130,7 @@ class RunControls:
         try:
             return await asyncio.shield(finishing)
         except asyncio.CancelledError:
-            if workflow.cancellation_reason() is None or not workflow.patched(
+            if workflow.cancellation_reason() is None or not self.patched(
                 names.GRACEFUL_CANCEL_PATCH
             ):
                 raise

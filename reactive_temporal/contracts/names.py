@@ -71,6 +71,12 @@ RECORD_RUN_EVENTS: Final = "record_run_events"
 
 # -- patches (`workflow.patched`) --------------------------------------------------------------
 
+RUN_PATCHES_2026_12: Final = "run-patches-2026-12"
+"""Every AgentRunWorkflow patch in RUN_PATCHES_2026_12_COVERS is on. A run started since asks
+only this one: each `workflow.patched` call records a marker and upserts
+TemporalChangeVersion (20 events per run for ten patches). A patch added later is not in the
+set, so it is asked on its own, until a later bundle stands for it too."""
+
 LOCAL_STORE_STEPS_PATCH: Final = "local-store-steps"
 """prepare_run and record_messages run as local activities (README, "Changing workflow
 code"); runs started before it replay them as the full activities they recorded."""
@@ -181,3 +187,28 @@ def debrief_workflow_id(run_id: str) -> str:
 def agent_workflow_id(agent_id: str) -> str:
     """One AgentWorkflow per agent name: `agent-<name>`."""
     return f"agent-{agent_id}"
+
+
+RUN_PATCHES_2026_12_COVERS: Final = frozenset(
+    {
+        FINAL_ANSWER_LINE_PATCH,
+        OPERATOR_ANSWER_CHECK_PATCH,
+        TOOL_CALL_LIMITS_PATCH,
+        RUN_CONTINUE_AS_NEW_PATCH,
+        SEARCH_ATTRIBUTES_ON_CHANGE_PATCH,
+        TRIVIAL_DEBRIEF_IN_RUN_PATCH,
+        LAST_RUN_IN_STORE_PATCH,
+        LOCAL_STORE_STEPS_PATCH,
+        HONEST_ENDINGS_PATCH,
+        FAILED_RUNS_TEACH_PATCH,
+        RUN_BUDGETS_PATCH,
+        RUN_DEADLINE_PATCH,
+        TOOL_APPROVALS_PATCH,
+        APPROVAL_EVENTS_PATCH,
+        STORE_OUTAGE_WAITS_PATCH,
+        GRACEFUL_CANCEL_PATCH,
+    }
+)
+"""The patches RUN_PATCHES_2026_12 stands for: every AgentRunWorkflow patch released before it.
+Never add to it (a run started with the bundle before a patch existed must not replay as if
+it had it); a later bundle gets a set of its own."""

@@ -12,7 +12,9 @@ rather than overwriting them. Files without a suffix predate the `local-store-st
 `_costs` files were recorded with issue 14's patches (search attributes on change, trivial
 debriefs kept by the run, live runs from visibility); `_last_run` files with runs that keep
 themselves in Postgres for their agent instead of signalling it (`last-run-in-store`,
-`last-run-from-store`).
+`last-run-from-store`); `_bundle` files with RUN_PATCHES_2026_12, one patch that stands for
+every earlier AgentRunWorkflow patch (the entity's and the debrief child's histories did not
+change with it and were not kept).
 Each scenario runs on a fresh dev server with scripted models.
 """
 

@@ -16,6 +16,7 @@ Workflow type names, which are no ordinary words, are refused anywhere.
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -194,3 +195,24 @@ def test_a_literal_planted_in_the_run_loop_is_caught():
     planted = real.replace("names.LLM_STEP", '"llm_step"', 1)
     assert planted != real
     assert [f.text for f in literal_names(planted)] == ["start_activity('llm_step', …)"]
+
+
+def test_the_run_patch_bundle_covers_exactly_the_patches_released_before_it():
+    """A run started with RUN_PATCHES_2026_12 takes every patch it covers as on, unasked: a
+    patch added to the set later would turn on in runs started before it existed (their
+    replay would diverge). New patches stay out of it and are asked on their own."""
+    assert set(names.RUN_PATCHES_2026_12_COVERS) == {
+        "final-answer-line-anchored", "operator-answer-checked", "tool-call-limits",
+        "run-continue-as-new", "search-attributes-on-change", "trivial-debrief-in-run",
+        "last-run-in-store", "local-store-steps", "honest-endings", "failed-runs-teach",
+        "run-budgets", "run-deadline", "tool-approvals", "approval-events",
+        "store-outage-waits", "graceful-cancel",
+    }  # fmt: skip
+    root = Path(__file__).resolve().parents[2] / "workflows"
+    asked: set[str] = set()
+    for module in ("agent_run.py", "run_controls.py"):
+        source = (root / module).read_text()
+        asked |= set(re.findall(r"self\.patched\(\s*names\.([A-Z0-9_]+)", source))
+        rest = source.replace("workflow.patched(names.RUN_PATCHES_2026_12)", "")
+        assert "workflow.patched(names." not in rest, f"{module}: ask run patches with self.patched"
+    assert set(names.RUN_PATCHES_2026_12_COVERS) <= {getattr(names, a) for a in asked}

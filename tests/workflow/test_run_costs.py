@@ -4,6 +4,7 @@ real histories); and a worker's Postgres pool sized from its activity slots."""
 
 from __future__ import annotations
 
+import json
 import uuid
 
 import psycopg
@@ -147,3 +148,28 @@ async def test_a_run_tells_its_agent_without_a_signal(
     assert signals == []  # what the agent knows of the run it read itself
     held = await entity.query(names.LAST_DEBRIEF_QUERY)
     assert held["summary"] == "Added them." and result.debrief is not None
+
+
+async def test_a_new_run_asks_one_patch_not_one_per_change(
+    harness: Harness, client: Client, llm: ScriptedLLM, model_name: str
+):
+    """Each `workflow.patched` records a marker and upserts TemporalChangeVersion; a run
+    started since RUN_PATCHES_2026_12 asks that one patch for every earlier one."""
+    llm.script(model_name, [Reply("FINAL ANSWER: done")])
+    # a deadline and a budget: the patches only such runs ask are covered too
+    agent_id = f"patches-{uuid.uuid4().hex[:6]}"
+    agent = harness.agent(model_name, agent_id=agent_id, timeout_seconds=60, token_budget=10**6)
+    result = await agent.run("Say done")
+    history = await client.get_workflow_handle(result.run_id).fetch_history()
+    patches = [
+        e.marker_recorded_event_attributes.details["patch-data"].payloads[0].data
+        for e in events_of(history, EventType.EVENT_TYPE_MARKER_RECORDED)
+        if e.marker_recorded_event_attributes.marker_name == "core_patch"
+    ]
+    assert [json.loads(p)["id"] for p in patches] == [names.RUN_PATCHES_2026_12]
+    version_upserts = [
+        e
+        for e in events_of(history, EventType.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES)
+        if not upserted_names(e)
+    ]
+    assert len(version_upserts) == 1
