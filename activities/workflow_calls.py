@@ -29,6 +29,7 @@ from reactive_temporal.contracts.entity import (
     ReadLiveRunsResult,
     ReadRunProgressInput,
     ReadRunProgressResult,
+    RunFinished,
 )
 from reactive_temporal.contracts.run import AgentConfig, RunProgress
 
@@ -75,13 +76,16 @@ class EntityActivities:
 
     def _store(self, doing: str) -> DebriefStore:
         if self.debriefs is None:
-            raise RuntimeError(f"notify_agent was asked to {doing} without a store")
+            raise RuntimeError(f"asked to {doing}, but this worker was given no Postgres store")
         return self.debriefs
+
+    async def _last_run(self, agent_id: str) -> RunFinished | None:
+        return await self._store("read a last run").last_run(agent_id)
 
     @activity.defn(name=names.READ_LAST_RUN)
     async def read_last_run(self, input: ReadLastRunInput) -> ReadLastRunResult:
         """The agent's last finished run, as the run kept it in Postgres."""
-        return ReadLastRunResult(last_run=await self._store("read").last_run(input.agent_id))
+        return ReadLastRunResult(last_run=await self._last_run(input.agent_id))
 
     @activity.defn(name=names.READ_LIVE_RUNS)
     async def read_live_runs(self, input: ReadLiveRunsInput) -> ReadLiveRunsResult:
@@ -96,7 +100,7 @@ class EntityActivities:
             execution.id async for execution in self.client.list_workflows(query, limit=input.limit)
         ]
         reads = await asyncio.gather(*(self._progress(run_id) for run_id in run_ids))
-        last_run = await self._store("read").last_run(input.agent_id) if input.last_run else None
+        last_run = await self._last_run(input.agent_id) if input.last_run else None
         return ReadLiveRunsResult(
             runs=[p for p in reads if p is not None and p.status == "running"], last_run=last_run
         )
