@@ -17,7 +17,7 @@ from psycopg import AsyncConnection
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from activities.migrations import MIGRATIONS
 from reactive_temporal.contracts.debrief import AgentDebrief, DebriefInput
@@ -329,7 +329,15 @@ class DebriefStore:
                 "SELECT run FROM agent_last_runs WHERE agent_id = %s", (agent_id,)
             )
             row = await cur.fetchone()
-        return RunFinished.model_validate(row[0]) if row else None
+        if row is None:
+            return None
+        try:
+            return RunFinished.model_validate(row[0])
+        except ValidationError as err:  # chat goes on without it rather than failing every turn
+            log.warning(
+                "agent %s: its last run's row does not read as a run, ignored: %s", agent_id, err
+            )
+            return None
 
     async def get(self, run_id: str) -> StoredDebrief | None:
         rows = await self._select("WHERE run_id = %s", (run_id,))

@@ -76,3 +76,14 @@ async def test_a_rich_debrief_reaches_the_last_run_only_when_it_is_that_runs(
     assert last is not None and last.debrief is not None
     assert last.debrief.summary == "rich a" and last.debrief.synthesized
     assert last.observations == ["[Tool result]: seen by run-a\ufffd"]  # the rest unchanged
+
+
+async def test_a_last_run_row_that_does_not_read_as_a_run_is_ignored(debriefs: DebriefStore):
+    """A row another version wrote, or a hand edit: chat goes on without the run's context."""
+    agent_id = f"bad-{uuid.uuid4().hex[:8]}"
+    await debriefs.keep_last_run(finished(agent_id, "run-x", T0, "fine"))
+    async with debriefs.pool.connection() as conn:
+        await conn.execute(
+            "UPDATE agent_last_runs SET run = '{\"run_id\": 42}' WHERE agent_id = %s", (agent_id,)
+        )
+    assert await debriefs.last_run(agent_id) is None
