@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import time
+import weakref
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
@@ -29,6 +31,8 @@ from reactive_temporal.tools import wire_name
 
 log = logging.getLogger(__name__)
 
+CHECK_AFTER_IDLE = 1.0
+"""Seconds a pooled connection may sit idle and still be handed out without a check."""
 _MIGRATION_LOCK = 0x5EAC7  # pg_advisory_xact_lock key: one migrating worker at a time
 
 
@@ -54,12 +58,39 @@ def is_outage(err: BaseException) -> bool:
     return isinstance(err, psycopg.OperationalError | psycopg.InterfaceError)
 
 
+class IdleChecks:
+    """The pool's check of a connection it hands out, for connections idle for a while only.
+
+    The check (`check_connection`, an empty statement) is what finds a connection a Postgres
+    restart broke; it costs a round trip and ~0.4 ms of the worker's loop, several times per
+    LLM step (7% of a busy bench worker's CPU). A connection returned less than
+    CHECK_AFTER_IDLE seconds ago is handed out unchecked: one a restart broke since fails its
+    statement as an outage (which `until_stored` and Temporal's retries wait out), and the
+    pool discards it.
+    """
+
+    def __init__(self) -> None:
+        self.returned_at: weakref.WeakKeyDictionary[AsyncConnection[Any], float] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    async def returned(self, conn: AsyncConnection[Any]) -> None:
+        self.returned_at[conn] = time.monotonic()
+
+    async def check(self, conn: AsyncConnection[Any]) -> None:
+        at = self.returned_at.get(conn)
+        if at is not None and time.monotonic() - at < CHECK_AFTER_IDLE:
+            return
+        await AsyncConnectionPool.check_connection(conn)
+
+
 class Store:
     """The worker's Postgres: a pool of connections in autocommit.
 
     Autocommit because nearly every write and read here is one statement, and psycopg outside
     autocommit waits for a `BEGIN` before it and a `COMMIT` after it: three round trips for
-    one statement (plus the pool's check of the connection), several times per LLM step.
+    one statement (plus the pool's check of a connection idle for a while: `IdleChecks`),
+    several times per LLM step.
     A write of several statements says it is one transaction (`conn.transaction()`, or
     `BEGIN` … `COMMIT` in a pipeline as `RunEvents.append` does).
     """
@@ -70,6 +101,7 @@ class Store:
     @classmethod
     async def open(cls, database_url: str, *, max_size: int = 10, migrate: bool = True) -> Store:
         """Connect, run migrations (unless `migrate=False`), and return a ready store."""
+        checks = IdleChecks()
         pool: AsyncConnectionPool[AsyncConnection[Any]] = AsyncConnectionPool(
             database_url,
             kwargs={"autocommit": True},  # see the class docstring
@@ -77,7 +109,8 @@ class Store:
             max_size=max_size,
             open=False,
             timeout=10,
-            check=AsyncConnectionPool.check_connection,  # after a Postgres restart, reconnect
+            check=checks.check,  # after a Postgres restart, reconnect
+            reset=checks.returned,
         )
         try:
             await pool.open(wait=True, timeout=15)

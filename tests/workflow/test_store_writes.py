@@ -11,8 +11,9 @@ import psycopg
 import pytest
 from psycopg import pq
 
+import activities.store as store_module
 from activities.run_events import RunEvents
-from activities.store import Store
+from activities.store import Store, is_outage
 from reactive_temporal.contracts.events import NewEvent
 from reactive_temporal.contracts.run import Message, SeqMessage
 
@@ -109,3 +110,41 @@ async def test_an_appended_event_keeps_every_character_it_was_given(store: Store
         (1, {"tool": hostile}, f"k'{hostile}"),
     ]
     assert await idle(store)
+
+
+async def test_the_pool_checks_only_connections_that_sat_idle(store: Store, monkeypatch):
+    """The check is a round trip per checkout; a connection just returned is handed out
+    unchecked, one idle past CHECK_AFTER_IDLE is checked."""
+    checked: list[int] = []
+    real = store_module.AsyncConnectionPool.check_connection
+
+    async def counted(conn):
+        checked.append(conn.info.backend_pid)
+        await real(conn)
+
+    monkeypatch.setattr(store_module.AsyncConnectionPool, "check_connection", counted)
+    for _ in range(3):
+        async with store.pool.connection() as conn:
+            await conn.execute("SELECT 1")
+    assert len(checked) <= 1  # the first checkout's connection may not have been returned yet
+    monkeypatch.setattr(store_module, "CHECK_AFTER_IDLE", 0.0)
+    async with store.pool.connection() as conn:
+        await conn.execute("SELECT 1")
+    assert len(checked) >= 1 and checked[-1] == conn.info.backend_pid
+
+
+async def test_a_recently_used_connection_a_restart_broke_fails_once_as_an_outage(
+    store: Store, database_url: str
+):
+    """Unchecked, a connection whose server process went away fails its statement as an
+    outage (which callers retry); the pool drops it and the next statement reconnects."""
+    async with store.pool.connection() as conn:
+        pid = conn.info.backend_pid
+    with psycopg.connect(database_url, autocommit=True) as admin:
+        admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+    with pytest.raises(psycopg.OperationalError) as failed:
+        await store.recorded_step("run-broken", 1)
+    assert is_outage(failed.value)
+    assert await store.recorded_step("run-broken", 1) is None  # a fresh connection
+    async with store.pool.connection() as conn:
+        assert conn.info.backend_pid != pid
