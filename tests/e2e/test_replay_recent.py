@@ -48,7 +48,8 @@ async def test_replay_recent_reports_a_run_recorded_before_an_incompatible_chang
             search_attributes=TypedSearchAttributes([SearchAttributePair(AGENT_NAME, agent)]),
         )
 
-    # 2. Then a run of today's code, with its debrief and the agent's entity workflow.
+    # 2. Then a run of today's code, with its debrief, and a chat turn about it (which starts
+    # the agent's entity workflow: runs do not).
     worker = start_worker(env, tmp_path / "worker.log")
     try:
         proc = starter("run", LONG_SUM, "--json", "--agent", agent, env=env, cwd=tmp_path)
@@ -56,6 +57,8 @@ async def test_replay_recent_reports_a_run_recorded_before_an_incompatible_chang
         new_id = json.loads(proc.stdout)["run_id"]
         done = starter("debrief", new_id, "--rich", "--json", env=env, cwd=tmp_path)
         assert done.returncode == 0, done.stderr
+        chat = starter("chat", "What did you add up?", "--agent", agent, env=env, cwd=tmp_path)
+        assert chat.returncode == 0, chat.stderr
     finally:
         stop(worker)
 

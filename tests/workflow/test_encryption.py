@@ -96,6 +96,9 @@ async def test_history_holds_only_ciphertext(
     assert result.output == answer.strip() and result.success
     rich = await result.debrief_rich()  # its child's history is checked too
     assert rich is not None and rich.synthesized
+    # the agent reads the run from Postgres into its entity workflow (checked too)
+    last = await agent.get_last_debrief()
+    assert last is not None and last.summary == "Said zanzibar quokka."
 
     plain = await Client.connect(temporal_address, data_converter=pydantic_data_converter)
     found = await histories(
