@@ -15,8 +15,8 @@ from typing import Any
 from pydantic import ValidationError
 from temporalio import activity
 
+from activities.debrief_store import DebriefStore
 from activities.llm_calls import ContextWindowExceeded, LlmEndpoint, chat_request
-from activities.store import DebriefStore
 from reactive_temporal.context_window import (
     CHARS_PER_TOKEN,
     estimate_tokens,

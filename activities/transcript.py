@@ -5,8 +5,9 @@ from __future__ import annotations
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.debrief_store import DebriefStore, StoredDebrief
 from activities.lesson_store import LessonStore
-from activities.store import DebriefStore, Store, StoredDebrief
+from activities.store import Store
 from reactive_temporal.contracts import names
 from reactive_temporal.contracts.approvals import APPROVE_ALL
 from reactive_temporal.contracts.run import (

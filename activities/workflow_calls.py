@@ -16,7 +16,7 @@ from temporalio.client import Client, WorkflowExecutionStatus, WorkflowQueryReje
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.service import RPCError
 
-from activities.store import DebriefStore
+from activities.debrief_store import DebriefStore
 from reactive_temporal import search_attributes as sa
 from reactive_temporal.contracts import names
 from reactive_temporal.contracts.entity import (

@@ -13,12 +13,13 @@ from temporalio.common import VersioningBehavior, WorkerDeploymentVersion
 from temporalio.worker import Worker, WorkerDeploymentConfig
 
 from activities.chat import ChatActivities
+from activities.debrief_store import DebriefStore
 from activities.debrief_synthesis import DebriefActivities
 from activities.llm_calls import LlmEndpoint
 from activities.llm_step import LlmActivities
 from activities.run_events import RunEvents
 from activities.session_store import SessionStore
-from activities.store import DebriefStore, Store
+from activities.store import Store
 from activities.tool_calls import ToolActivities
 from activities.transcript import TranscriptActivities
 from activities.workflow_calls import EntityActivities

@@ -9,7 +9,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from activities.store import DebriefStore, Store
+from activities.debrief_store import DebriefStore
+from activities.store import Store
 from reactive_temporal.contracts.debrief import AgentDebrief, DebriefInput
 from reactive_temporal.contracts.entity import RunFinished
 from reactive_temporal.contracts.run import AgentConfig

@@ -7,8 +7,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from activities.debrief_store import DebriefStore
 from activities.lesson_store import LessonStore
-from activities.store import DebriefStore
 from reactive_temporal.contracts.debrief import AgentDebrief, DebriefInput
 from reactive_temporal.embedded.scripted_llm import Reply, ScriptedLLM
 from reactive_temporal.memory import LESSON_TTL_DAYS, PRIOR_LESSONS

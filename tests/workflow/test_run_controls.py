@@ -12,7 +12,7 @@ import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowExecutionStatus
 
-from activities.store import DebriefStore
+from activities.debrief_store import DebriefStore
 from reactive_temporal.api.operate import list_runs, runs_query
 from reactive_temporal.contracts.run import RunProgress
 from reactive_temporal.embedded.scripted_llm import Reply, ScriptedLLM, Step, call

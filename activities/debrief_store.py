@@ -1,0 +1,146 @@
+"""What agents remember of their runs, in Postgres: a debrief per run, the lessons learned,
+and each agent's last finished run (what chat quotes of it, read by the agent entity)."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from psycopg.rows import dict_row
+from pydantic import ValidationError
+
+from activities.store import Store, pg_json, pg_text
+from reactive_temporal.contracts.debrief import AgentDebrief, DebriefInput
+from reactive_temporal.contracts.entity import RunFinished
+from reactive_temporal.memory import LESSON_TTL_DAYS
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class StoredDebrief:
+    run_id: str
+    agent_id: str
+    debrief: AgentDebrief
+    age_hours: float
+
+
+class DebriefStore:
+    """The `agent_debriefs` rows (one per run), the `agent_lessons` experience store, and each
+    agent's last finished run (`agent_last_runs`: what chat quotes of it)."""
+
+    def __init__(self, store: Store, *, lesson_ttl_days: float = LESSON_TTL_DAYS) -> None:
+        self.pool = store.pool
+        self.lesson_ttl_days = lesson_ttl_days
+
+    async def save(self, input: DebriefInput, debrief: AgentDebrief) -> None:
+        """Upsert the run's debrief and replace its lessons (which expire after the TTL), in
+        one transaction."""
+        m = debrief.metrics
+        ttl = self.lesson_ttl_days * 86_400
+        async with self.pool.connection() as conn, conn.transaction():
+            await conn.execute(
+                "INSERT INTO agent_debriefs (run_id, agent_id, task_prompt, terminated_by, output,"
+                " output_format, outcome, synthesized, debrief_json, debrief_markdown, tokens_used,"
+                " duration_ms, iterations)"
+                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+                # A rerun (a reset run) writes its own debrief over the first one's: every
+                # column but the key and created_at is the new run's.
+                " ON CONFLICT (run_id) DO UPDATE SET updated_at = now(),"
+                " agent_id = EXCLUDED.agent_id, task_prompt = EXCLUDED.task_prompt,"
+                " terminated_by = EXCLUDED.terminated_by, output = EXCLUDED.output,"
+                " output_format = EXCLUDED.output_format,"
+                " outcome = EXCLUDED.outcome, synthesized = EXCLUDED.synthesized,"
+                " debrief_json = EXCLUDED.debrief_json,"
+                " debrief_markdown = EXCLUDED.debrief_markdown,"
+                " tokens_used = EXCLUDED.tokens_used, duration_ms = EXCLUDED.duration_ms,"
+                " iterations = EXCLUDED.iterations",
+                (
+                    input.run_id, input.agent_id, pg_text(input.task), input.terminated_by,
+                    pg_text(input.final_output) or "", input.output_format, debrief.outcome,
+                    debrief.synthesized, pg_json(debrief.model_dump(mode="json")),
+                    pg_text(debrief.markdown),
+                    m.tokens, m.duration_ms, m.iterations,
+                ),
+            )  # fmt: skip
+            # The agent's last run, when it is this one, quotes the debrief written last (the
+            # rich one replaces the instant one there too).
+            await conn.execute(
+                "UPDATE agent_last_runs SET updated_at = now(),"
+                " run = jsonb_set(run, '{debrief}', %s) WHERE agent_id = %s AND run_id = %s",
+                (pg_json(debrief.model_dump(mode="json")), input.agent_id, input.run_id),
+            )
+            await conn.execute("DELETE FROM agent_lessons WHERE run_id = %s", (input.run_id,))
+            async with conn.cursor() as cur:
+                await cur.executemany(
+                    "INSERT INTO agent_lessons (run_id, position, agent_id, lesson, expires_at)"
+                    " VALUES (%s, %s, %s, %s, now() + make_interval(secs => %s))",
+                    [
+                        (input.run_id, i, input.agent_id, pg_text(lesson), ttl)
+                        for i, lesson in enumerate(debrief.lessons_learned)
+                    ],
+                )
+
+    async def keep_last_run(self, run: RunFinished) -> bool:
+        """Keep `run` as its agent's last run, unless a run that started later is kept already
+        (an older run finishing late never replaces a newer one's context). Whether it was."""
+        async with self.pool.connection() as conn:
+            cur = await conn.execute(
+                "INSERT INTO agent_last_runs (agent_id, run_id, started_at, run)"
+                " VALUES (%s, %s, %s, %s)"
+                " ON CONFLICT (agent_id) DO UPDATE SET run_id = EXCLUDED.run_id,"
+                " started_at = EXCLUDED.started_at, run = EXCLUDED.run, updated_at = now()"
+                " WHERE agent_last_runs.started_at <= EXCLUDED.started_at",
+                (
+                    run.agent.agent_id, run.run_id, run.started_at,
+                    pg_json(run.model_dump(mode="json")),
+                ),
+            )  # fmt: skip
+            return cur.rowcount == 1
+
+    async def last_run(self, agent_id: str) -> RunFinished | None:
+        """The agent's last finished run as it kept itself; None before any did."""
+        async with self.pool.connection() as conn:
+            cur = await conn.execute(
+                "SELECT run FROM agent_last_runs WHERE agent_id = %s", (agent_id,)
+            )
+            row = await cur.fetchone()
+        if row is None:
+            return None
+        try:
+            return RunFinished.model_validate(row[0])
+        except ValidationError as err:  # chat goes on without it rather than failing every turn
+            log.warning(
+                "agent %s: its last run's row does not read as a run, ignored: %s", agent_id, err
+            )
+            return None
+
+    async def get(self, run_id: str) -> StoredDebrief | None:
+        rows = await self._select("WHERE run_id = %s", (run_id,))
+        return rows[0] if rows else None
+
+    async def latest(self, agent_id: str, max_age_hours: float) -> StoredDebrief | None:
+        rows = await self._select(
+            "WHERE agent_id = %s AND created_at > now() - make_interval(secs => %s)"
+            " ORDER BY created_at DESC LIMIT 1",
+            (agent_id, max_age_hours * 3600),
+        )
+        return rows[0] if rows else None
+
+    async def _select(self, where: str, params: tuple[object, ...]) -> list[StoredDebrief]:
+        query = (
+            "SELECT run_id, agent_id, debrief_json,"
+            " extract(epoch FROM now() - created_at) / 3600 AS age_hours FROM agent_debriefs "
+        )
+        async with self.pool.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
+            await cur.execute(query + where, params)  # type: ignore[arg-type]
+            rows = await cur.fetchall()
+        return [
+            StoredDebrief(
+                run_id=r["run_id"],
+                agent_id=r["agent_id"],
+                debrief=AgentDebrief.model_validate(r["debrief_json"]),
+                age_hours=float(r["age_hours"]),
+            )
+            for r in rows
+        ]
