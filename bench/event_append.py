@@ -1,4 +1,5 @@
-"""What the live output's writes cost the worker's event loop, before and now.
+"""What the live output's writes (and a pool checkout) cost the worker's event loop, before
+and now.
 
 Every LLM step and tool call appends events to `run_events` (activities/run_events.py): a
 transaction that takes the run's lock, inserts at the next offset and NOTIFYs the watchers.
@@ -9,7 +10,10 @@ thread (Postgres's own work not counted):
   with its values quoted by psycopg (now, `RunEvents.append`);
 - one iteration's writes for a quick LLM step and a quick tool call: before, four appends
   (the iteration, its text, the tool's start, its end) pipelined; now, two (the iteration
-  with its text, the start with its end: `Announcement`).
+  with its text, the start with its end: `Announcement`);
+- one pool checkout with one statement (every store read and write is at least that): the
+  pool checking the connection on every checkout (before) against checking only a connection
+  idle for a while (now, `activities.store.IdleChecks`).
 
     .venv/bin/python -m bench.event_append [--quick]
 """
@@ -20,8 +24,11 @@ import statistics
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
 
+from psycopg import AsyncConnection
 from psycopg.types.json import Jsonb
+from psycopg_pool import AsyncConnectionPool
 
 from activities.run_events import RunEvents
 from activities.store import Store
@@ -115,12 +122,35 @@ async def main() -> None:
             await events.append(now_run, [first, text_])  # two transactions
             await events.append(now_run, [start, end])
 
-        results: dict[str, list[float]] = {k: [] for k in ("1b", "1n", "sb", "sn")}
-        for _ in range(2):  # interleaved halves, the first one also warms up
-            results["1b"] += await cpu_ms(one_before, trials // 2)
-            results["1n"] += await cpu_ms(one_now, trials // 2)
-            results["sb"] += await cpu_ms(step_before, trials // 4)
-            results["sn"] += await cpu_ms(step_now, trials // 4)
+        always: AsyncConnectionPool[AsyncConnection[Any]] = AsyncConnectionPool(
+            stack.database_url,
+            kwargs={"autocommit": True},
+            min_size=1,
+            max_size=1,
+            open=False,
+            check=AsyncConnectionPool.check_connection,  # the pool as it was configured
+        )
+        await always.open(wait=True)
+
+        async def checkout_before(i: int) -> None:
+            async with always.connection() as conn:
+                await conn.execute("SELECT 1")
+
+        async def checkout_now(i: int) -> None:
+            async with store.pool.connection() as conn:
+                await conn.execute("SELECT 1")
+
+        results: dict[str, list[float]] = {k: [] for k in ("1b", "1n", "sb", "sn", "cb", "cn")}
+        try:
+            for _ in range(2):  # interleaved halves, the first one also warms up
+                results["1b"] += await cpu_ms(one_before, trials // 2)
+                results["1n"] += await cpu_ms(one_now, trials // 2)
+                results["sb"] += await cpu_ms(step_before, trials // 4)
+                results["sn"] += await cpu_ms(step_now, trials // 4)
+                results["cb"] += await cpu_ms(checkout_before, trials // 2)
+                results["cn"] += await cpu_ms(checkout_now, trials // 2)
+        finally:
+            await always.close()
 
     def med(key: str) -> float:
         return statistics.median(results[key])
@@ -141,6 +171,13 @@ async def main() -> None:
                 f"{med('sn'):.3f}",
                 f"{med('sn') / med('sb'):.2f}×",
                 "4 → 2",
+            ],
+            [
+                "a checkout and one statement",
+                f"{med('cb'):.3f}",
+                f"{med('cn'):.3f}",
+                f"{med('cn') / med('cb'):.2f}×",
+                "round trips 2 → 1",
             ],
         ],
     )
