@@ -38,6 +38,7 @@ class DebriefStore:
         one transaction."""
         m = debrief.metrics
         ttl = self.lesson_ttl_days * 86_400
+        as_json = pg_json(debrief.model_dump(mode="json"))  # the row's, and the last run's
         async with self.pool.connection() as conn, conn.transaction():
             await conn.execute(
                 "INSERT INTO agent_debriefs (run_id, agent_id, task_prompt, terminated_by, output,"
@@ -58,7 +59,7 @@ class DebriefStore:
                 (
                     input.run_id, input.agent_id, pg_text(input.task), input.terminated_by,
                     pg_text(input.final_output) or "", input.output_format, debrief.outcome,
-                    debrief.synthesized, pg_json(debrief.model_dump(mode="json")),
+                    debrief.synthesized, as_json,
                     pg_text(debrief.markdown),
                     m.tokens, m.duration_ms, m.iterations,
                 ),
@@ -68,7 +69,7 @@ class DebriefStore:
             await conn.execute(
                 "UPDATE agent_last_runs SET updated_at = now(),"
                 " run = jsonb_set(run, '{debrief}', %s) WHERE agent_id = %s AND run_id = %s",
-                (pg_json(debrief.model_dump(mode="json")), input.agent_id, input.run_id),
+                (as_json, input.agent_id, input.run_id),
             )
             await conn.execute("DELETE FROM agent_lessons WHERE run_id = %s", (input.run_id,))
             async with conn.cursor() as cur:

@@ -99,7 +99,7 @@ class AgentRunWorkflow(RunWrapUp, RunControls):
         # A run started since RUN_PATCHES_2026_12 asks only that patch: one marker (and one
         # TemporalChangeVersion upsert) stands for every earlier patch, instead of one each.
         # Runs started before it replay asking each patch they asked, as they did.
-        self.current = workflow.patched(names.RUN_PATCHES_2026_12)
+        self.bundled_patches = workflow.patched(names.RUN_PATCHES_2026_12)
         # Decisions changed since runs began that a signal handler may need: asked in the
         # first workflow task too (their markers join its batch), before any signal is handled.
         self.anchored_marker = self.patched(names.FINAL_ANSWER_LINE_PATCH)
