@@ -153,7 +153,7 @@ class RunWrapUp:
                     ),
                     model=self.agent.debrief_model or self.agent.model,
                     llm_timeout_seconds=self.agent.llm_timeout_seconds,
-                    agent_workflow_id=names.agent_workflow_id(self.agent.agent_id),
+                    agent_workflow_id=self._debrief_signal_to(),
                     reasoning_effort=self.agent.reasoning_effort,
                 ),
                 id=names.debrief_workflow_id(self.run_id),
@@ -162,6 +162,16 @@ class RunWrapUp:
             )
         except WorkflowAlreadyStartedError:
             workflow.logger.info("debrief of %s already started (a reset run)", self.run_id)
+
+    def _debrief_signal_to(self) -> str | None:
+        """The agent the debrief child signals with the rich debrief: none once runs keep
+        themselves in the store, where the child's `persist_debrief` upgrades the agent's last
+        run (a signal would only add an action, the debrief twice more in histories, and a
+        workflow task on the agent). Replay does not compare a child's input, so runs from
+        before that change replay either way."""
+        if self.last_run_in_store:
+            return None
+        return names.agent_workflow_id(self.agent.agent_id)
 
     def _debrief_input(self, result: AgentResult) -> DebriefInput:
         """What the debrief is made from; a failed run's cause joins its errors."""

@@ -125,7 +125,8 @@ class DebriefWorkflowInput(BaseModel):
     model: str
     llm_timeout_seconds: float = 120
     agent_workflow_id: str | None = None
-    """Signalled `debrief_ready` with the result, when it exists."""
+    """Signalled `debrief_ready` with the result, when it exists: only a child of a run from
+    before runs kept themselves in Postgres (since, `persist_debrief` tells the agent)."""
     reasoning_effort: str | None = None
     """The agent's reasoning effort, for a reasoning model writing the debrief."""
 

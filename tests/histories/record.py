@@ -14,7 +14,10 @@ debriefs kept by the run, live runs from visibility); `_last_run` files with run
 themselves in Postgres for their agent instead of signalling it (`last-run-in-store`,
 `last-run-from-store`); `_bundle` files with RUN_PATCHES_2026_12, one patch that stands for
 every earlier AgentRunWorkflow patch (the entity's and the debrief child's histories did not
-change with it and were not kept).
+change with it and were not kept); `_unsignalled` (debrief children and the run that starts
+one) with debrief children that no longer signal the agent `debrief_ready` (their run keeps
+itself in Postgres, where the child's debrief reaches the agent; only the child's input
+changed, so no patch: the other groups' files were not kept).
 Each scenario runs on a fresh dev server with scripted models.
 """
 

@@ -150,6 +150,52 @@ async def test_a_run_tells_its_agent_without_a_signal(
     assert held["summary"] == "Added them." and result.debrief is not None
 
 
+async def test_a_rich_debrief_reaches_the_agent_without_a_signal(
+    harness: Harness, client: Client, llm: ScriptedLLM, model_name: str
+):
+    """The debrief child keeps the rich debrief in Postgres, where the agent reads its last
+    run: it signals nobody (a signal was an action and the debrief twice more in histories),
+    and an agent already running learns of it all the same."""
+    synthesis = {
+        "summary": "Multiplied twelve by three.",
+        "key_findings": ["12*3 is 36"],
+        "errors_encountered": [],
+        "lessons_learned": ["Check the units"],
+        "caveats": "",
+    }
+    long_answer = "Twelve times three is thirty-six, as the calculator confirmed. " * 4
+    llm.script(
+        model_name,
+        [
+            Reply("Hello."),  # the chat turn that starts the agent before the run
+            Reply(None, [call("calculator", expression="12*3")]),
+            Reply(
+                None, [call("final-answer", output=long_answer, format="text", summary="Did it.")]
+            ),
+        ],
+    )
+    synth = llm.script(f"{model_name}-debrief", [Reply(json.dumps(synthesis))])
+    agent = harness.agent(model_name, agent_id=f"rich-{uuid.uuid4().hex[:6]}", debrief_model=synth)
+    await agent.chat("Hi")
+    result = await agent.run("What is 12*3?")
+    rich = await result.debrief_rich()
+    assert rich is not None and rich.synthesized and rich.summary == synthesis["summary"]
+
+    child = await client.get_workflow_handle(
+        names.debrief_workflow_id(result.run_id)
+    ).fetch_history()
+    assert not events_of(
+        child, EventType.EVENT_TYPE_SIGNAL_EXTERNAL_WORKFLOW_EXECUTION_INITIATED
+    )  # it used to signal the agent `debrief_ready`
+    last = await agent.get_last_debrief()
+    assert last is not None and last.synthesized and last.summary == synthesis["summary"]
+    entity = client.get_workflow_handle(names.agent_workflow_id(agent.config.agent_id))
+    signals = events_of(
+        await entity.fetch_history(), EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED
+    )
+    assert [s.workflow_execution_signaled_event_attributes.signal_name for s in signals] == []
+
+
 async def test_a_new_run_asks_one_patch_not_one_per_change(
     harness: Harness, client: Client, llm: ScriptedLLM, model_name: str
 ):
