@@ -14,6 +14,10 @@ An event that announces work (an iteration begins, a tool starts) goes out with 
 next event (its first text, the tool's end) when that comes within ANNOUNCE_AFTER seconds,
 else alone once they have passed (`Announcement`): a quick step writes one transaction and
 wakes its watchers once where it wrote two, and a slow one shows that it began a second in.
+
+A streamed reply's text goes out as it comes, but at most once per TEXT_WRITE_INTERVAL
+(`TextStream`): a model streaming 50 chunks a second wrote 50 transactions and NOTIFYs a
+second per run, which at a thousand runs is Postgres's and the worker's whole capacity.
 """
 
 from __future__ import annotations
@@ -46,6 +50,10 @@ ON CONFLICT (run_id, key) WHERE key IS NOT NULL DO NOTHING"""
 
 ANNOUNCE_AFTER = 1.0
 """Seconds an announcing event waits for the next event to go out with (see the module)."""
+
+TEXT_WRITE_INTERVAL = 0.2
+"""Seconds from one text write of a reply to its next: the first text goes out at once, what
+comes meanwhile goes out together (five updates a second reads as live to a person)."""
 
 
 class RunEvents:
@@ -175,9 +183,10 @@ class Announcement:
 class TextStream:
     """One LLM call's text deltas, appended as they come without waiting on each write.
 
-    At most one write is in flight: deltas that arrive meanwhile go out together in the
-    next one, so a fast model costs a few writes per reply and a slow one shows every piece
-    as soon as it comes. `close()` flushes what is left.
+    The first delta is written at once; later ones at most every TEXT_WRITE_INTERVAL
+    seconds, deltas that arrive meanwhile going out together, so a reply costs a few writes
+    per second however finely the model streams it. At most one write is in flight.
+    `close()` writes what is left without waiting for the interval.
     """
 
     def __init__(
@@ -197,6 +206,11 @@ class TextStream:
         """Characters handed to a write so far (the next delta's position)."""
         self.buffer = ""
         self.flushing: asyncio.Task[None] | None = None
+        self.next_write_at = 0.0
+        """Loop time before which the next write waits (unless the reply has ended)."""
+        self.pausing = False
+        """The flushing task is waiting for the interval, not writing."""
+        self.closing = False
 
     def add(self, delta: str) -> None:
         """Queue a delta; a write starts at once unless one is already in flight."""
@@ -207,7 +221,16 @@ class TextStream:
             self.flushing = asyncio.create_task(self._flush())
 
     async def _flush(self) -> None:
+        loop = asyncio.get_running_loop()
         while self.buffer:
+            pause = self.next_write_at - loop.time()
+            if pause > 0 and not self.closing:
+                self.pausing = True
+                try:
+                    await asyncio.sleep(pause)
+                finally:
+                    self.pausing = False
+            self.next_write_at = loop.time() + TEXT_WRITE_INTERVAL
             delta, self.buffer = self.buffer, ""
             position, self.written = self.written, self.written + len(delta)
             await self.events.try_append(
@@ -224,10 +247,12 @@ class TextStream:
             )
 
     async def close(self) -> None:
-        """Wait for the writes in flight, then write what is left."""
+        """Wait for the write in flight (not for the interval), then write what is left."""
+        self.closing = True
         if self.flushing is not None:
-            with contextlib.suppress(Exception):
-                await self.flushing
+            if self.pausing:
+                self.flushing.cancel()  # what it waited to write is still in the buffer
+            await asyncio.wait([self.flushing])  # never raises: try_append does not either
         await self._flush()
         if self.prelude is not None and (begins := await self.prelude.take()):
             await self.events.try_append(self.run_id, begins)  # a reply with no text

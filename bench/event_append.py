@@ -13,13 +13,18 @@ thread (Postgres's own work not counted):
   with its text, the start with its end: `Announcement`);
 - one pool checkout with one statement (every store read and write is at least that): the
   pool checking the connection on every checkout (before) against checking only a connection
-  idle for a while (now, `activities.store.IdleChecks`).
+  idle for a while (now, `activities.store.IdleChecks`);
+- one reply streamed at a model's pace (100 chunks, 20 ms apart: 2 s) through `TextStream`:
+  a write per chunk (before: no interval) against at most one per TEXT_WRITE_INTERVAL (now);
+  the loop's CPU over the whole reply (the feeding and its timers included, the same in both)
+  and the transactions written.
 
     .venv/bin/python -m bench.event_append [--quick]
 """
 
 from __future__ import annotations
 
+import asyncio
 import statistics
 import time
 import uuid
@@ -30,7 +35,8 @@ from psycopg import AsyncConnection
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
-from activities.run_events import RunEvents
+import activities.run_events
+from activities.run_events import RunEvents, TextStream
 from activities.store import Store
 from bench._stack import machine, open_stack, parser, print_table, run
 from reactive_temporal.contracts.events import NewEvent
@@ -96,6 +102,35 @@ async def cpu_ms(step: Callable[[int], Awaitable[None]], trials: int) -> list[fl
     return samples
 
 
+REPLY_CHUNKS, CHUNK_GAP = 100, 0.02
+
+
+async def streamed_reply(events: RunEvents, run_id: str, interval: float) -> tuple[float, int]:
+    """Loop CPU ms and transactions for one reply streamed through `TextStream`."""
+    writes = 0
+    append = events.try_append
+
+    async def counted(run: str, batch: Sequence[NewEvent]) -> None:
+        nonlocal writes
+        writes += 1
+        await append(run, batch)
+
+    events.try_append = counted  # type: ignore[method-assign]
+    saved = activities.run_events.TEXT_WRITE_INTERVAL
+    activities.run_events.TEXT_WRITE_INTERVAL = interval
+    try:
+        started = time.thread_time()
+        text = TextStream(events, run_id, step=1, attempt=1)
+        for i in range(REPLY_CHUNKS):
+            text.add(f"w{i} ")
+            await asyncio.sleep(CHUNK_GAP)
+        await text.close()
+        return (time.thread_time() - started) * 1000, writes
+    finally:
+        activities.run_events.TEXT_WRITE_INTERVAL = saved
+        events.try_append = append  # type: ignore[method-assign]
+
+
 async def main() -> None:
     args = parser(__doc__ or "").parse_args()
     trials = 200 if args.quick else 1000
@@ -151,9 +186,21 @@ async def main() -> None:
                 results["cn"] += await cpu_ms(checkout_now, trials // 2)
         finally:
             await always.close()
+        replies: dict[str, list[tuple[float, int]]] = {"before": [], "now": []}
+        for _ in range(2 if args.quick else 5):  # 2 s each
+            replies["before"].append(await streamed_reply(events, before_run, 0.0))
+            replies["now"].append(
+                await streamed_reply(events, now_run, activities.run_events.TEXT_WRITE_INTERVAL)
+            )
 
     def med(key: str) -> float:
         return statistics.median(results[key])
+
+    def reply_ms(key: str) -> float:
+        return statistics.median(ms for ms, _ in replies[key])
+
+    def reply_writes(key: str) -> int:
+        return int(statistics.median(n for _, n in replies[key]))
 
     print_table(
         ["write", "before ms", "now ms", "now / before", "transactions before → now"],
@@ -178,6 +225,13 @@ async def main() -> None:
                 f"{med('cn'):.3f}",
                 f"{med('cn') / med('cb'):.2f}×",
                 "round trips 2 → 1",
+            ],
+            [
+                f"a reply of {REPLY_CHUNKS} chunks over {REPLY_CHUNKS * CHUNK_GAP:g} s",
+                f"{reply_ms('before'):.2f}",
+                f"{reply_ms('now'):.2f}",
+                f"{reply_ms('now') / reply_ms('before'):.2f}×",
+                f"{reply_writes('before')} → {reply_writes('now')}",
             ],
         ],
     )

@@ -11,6 +11,7 @@ from datetime import datetime
 import pytest
 from temporalio.api.enums.v1 import EventType
 
+from activities.run_events import TEXT_WRITE_INTERVAL
 from reactive_temporal.contracts.events import RunEvent
 from reactive_temporal.contracts.run import RunProgress
 from reactive_temporal.embedded.scripted_llm import Reply, ScriptedLLM, call
@@ -242,6 +243,25 @@ async def test_a_chat_stream_id_must_have_the_run_id_shape(harness: Harness, mod
     agent = harness.agent(model_name, agent_id=unique_agent())
     with pytest.raises(ChatError, match="invalid stream_id 'agent-x'"):
         await agent.chat("hello", stream_id="agent-x")
+
+
+async def test_a_finely_streamed_reply_is_written_a_few_times_a_second(
+    harness: Harness, llm: ScriptedLLM, model_name
+):
+    """A model streaming 60 chunks over about 1.2 s: its text goes out while it streams, at
+    most once per TEXT_WRITE_INTERVAL (it was a transaction and a NOTIFY per chunk), and a
+    watcher reads every character once."""
+    words = " ".join(f"w{i}" for i in range(60))
+    llm.script(model_name, [Reply(f"FINAL ANSWER: {words}", chunks=60, chunk_delay=0.02)])
+    agent = harness.agent(model_name, agent_id=unique_agent(), memory=False)
+    events = [e async for e in agent.run_stream("Count")]
+    result = events[-1].result
+    assert result is not None and result.output == words
+    assert texts_by_step(events) == {events[1].step: f"FINAL ANSWER: {words}"}
+    written = [at for kind, at in await transactions(harness, result.run_id) if kind == "text"]
+    streamed_for = (written[-1] - written[0]).total_seconds()
+    assert streamed_for > 0.6  # the first text went out long before the reply ended
+    assert 3 <= len(written) <= streamed_for / TEXT_WRITE_INTERVAL + 2
 
 
 async def transactions(harness: Harness, run_id: str) -> list[tuple[str, datetime]]:
