@@ -1,8 +1,10 @@
 """What reading a streamed reply costs the worker's event loop: openai's chunk models and
-`ChatCompletionStreamState` (before) against plain chunks merged by `StreamedReply` (now).
+`ChatCompletionStreamState` (before) against plain chunks merged by `StreamedReply` (now),
+and, beside them, the same request sent with httpx2 (the HTTP client openai itself uses)
+directly and its SSE lines read by hand: what the openai client's own request and stream
+machinery costs on top of HTTP.
 
-Both read the same scripted replies over real HTTP with the same openai client, interleaved
-trial by trial; a reply of N chunks is N words of text (a real model sends about a word per
+All read the same scripted replies over real HTTP, interleaved trial by trial; a reply of N chunks is N words of text (a real model sends about a word per
 chunk) and, for the tool-call case, a call whose arguments come in N/4 pieces. The figure is
 the CPU time of the thread running the event loop (the scripted server runs in its own
 threads and is not counted), per reply and per chunk.
@@ -14,11 +16,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import statistics
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import httpx2
 import openai
 from openai.lib.streaming.chat import ChatCompletionStreamState
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
@@ -73,6 +77,34 @@ async def with_dicts(client: openai.AsyncOpenAI, model: str) -> ChatCompletion:
     return reply.completion()
 
 
+async def with_httpx(client: openai.AsyncOpenAI, model: str) -> ChatCompletion:
+    """No openai client: one POST on an httpx2 client like openai's, `data:` lines parsed
+    as JSON and merged by `StreamedReply` (what a thin client of our own would do)."""
+    http: httpx2.AsyncClient = RAW[0]
+    reply = StreamedReply()
+    async with http.stream(
+        "POST", f"{client.base_url}chat/completions", json=body(model), headers=RAW_HEADERS
+    ) as response:
+        response.raise_for_status()
+        async for line in response.aiter_lines():
+            if line.startswith("data: ") and line != "data: [DONE]":
+                reply.add(json.loads(line[6:]))
+    return reply.completion()
+
+
+def same_reply(a: ChatCompletion, b: ChatCompletion) -> bool:
+    """The same text and calls (the scripted model makes up call ids per request)."""
+    ma, mb = a.choices[0].message, b.choices[0].message
+    calls = [
+        [(c.function.name, c.function.arguments) for c in m.tool_calls or []] for m in (ma, mb)
+    ]  # type: ignore[union-attr]
+    return ma.content == mb.content and calls[0] == calls[1]
+
+
+RAW: list[httpx2.AsyncClient] = []
+RAW_HEADERS = {"Authorization": "Bearer bench"}
+
+
 async def cpu_of(
     read: Callable[[openai.AsyncOpenAI, str], Awaitable[ChatCompletion]],
     client: openai.AsyncOpenAI,
@@ -86,6 +118,7 @@ async def cpu_of(
 async def main(trials: int) -> None:
     with ScriptedLLM() as llm:
         client = openai.AsyncOpenAI(base_url=llm.base_url, api_key="bench", max_retries=0)
+        RAW.append(httpx2.AsyncClient(timeout=60))
         rows = []
         for size in SIZES:
             words = " ".join(f"w{i}" for i in range(size))
@@ -102,18 +135,26 @@ async def main(trials: int) -> None:
                 llm.script(model, [reply], repeat_last=True)
                 before: list[float] = []
                 after: list[float] = []
-                await with_dicts(client, model)  # warm both paths
+                raw: list[float] = []
+                await with_dicts(client, model)  # warm every path
                 await with_models(client, model)
+                direct, usual = await with_httpx(client, model), await with_dicts(client, model)
+                assert same_reply(direct, usual), f"{label}: the direct read merged another reply"
                 for _ in range(trials):
                     before.append(await cpu_of(with_models, client, model))
                     after.append(await cpu_of(with_dicts, client, model))
+                    raw.append(await cpu_of(with_httpx, client, model))
                 b, a = statistics.median(before) * 1000, statistics.median(after) * 1000
-                rows.append((label, b, a))
+                rows.append((label, b, a, statistics.median(raw) * 1000))
         await client.close()
+        await RAW[0].aclose()
     print(f"event-loop CPU per streamed reply, median of {trials} trials (ms)\n")
-    print(f"{'reply':<34} {'openai models':>14} {'plain chunks':>13} {'ratio':>7}")
-    for label, b, a in rows:
-        print(f"{label:<34} {b:>14.2f} {a:>13.2f} {a / b:>6.2f}×")
+    print(
+        f"{'reply':<34} {'openai models':>14} {'plain chunks':>13} {'ratio':>7}"
+        f" {'httpx2 directly':>16} {'plain / direct':>15}"
+    )
+    for label, b, a, r in rows:
+        print(f"{label:<34} {b:>14.2f} {a:>13.2f} {a / b:>6.2f}× {r:>16.2f} {a / r:>14.2f}×")
 
 
 if __name__ == "__main__":
