@@ -115,7 +115,7 @@ async def streamed_reply(events: RunEvents, run_id: str, interval: float) -> tup
         writes += 1
         await append(run, batch)
 
-    events.try_append = counted  # type: ignore[method-assign]
+    events.try_append = counted  # type: ignore[method-assign,assignment]
     saved = activities.run_events.TEXT_WRITE_INTERVAL
     activities.run_events.TEXT_WRITE_INTERVAL = interval
     try:

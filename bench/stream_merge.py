@@ -4,10 +4,12 @@ and, beside them, the same request sent with httpx2 (the HTTP client openai itse
 directly and its SSE lines read by hand: what the openai client's own request and stream
 machinery costs on top of HTTP.
 
-All read the same scripted replies over real HTTP, interleaved trial by trial; a reply of N chunks is N words of text (a real model sends about a word per
-chunk) and, for the tool-call case, a call whose arguments come in N/4 pieces. The figure is
-the CPU time of the thread running the event loop (the scripted server runs in its own
-threads and is not counted), per reply and per chunk.
+All read the same scripted replies over real HTTP, interleaved trial by trial; a reply of N
+chunks is N words of text (a real model sends about a word per chunk) and, for the tool-call
+case, a call whose arguments come in N/4 pieces. The figure is the CPU time of the thread
+running the event loop (the scripted server runs in its own threads and is not counted), per
+reply. The openai client on its aiohttp transport (`openai[aiohttp]`, `DefaultAioHttpClient`)
+was measured the same way once (2026-12-01, bench/README.md) and is not kept here.
 
     .venv/bin/python -m bench.stream_merge [--trials T] [--quick]
 """
@@ -25,7 +27,11 @@ from typing import Any
 import httpx2
 import openai
 from openai.lib.streaming.chat import ChatCompletionStreamState
-from openai.types.chat import ChatCompletion, ChatCompletionChunk
+from openai.types.chat import (
+    ChatCompletion,
+    ChatCompletionChunk,
+    ChatCompletionMessageFunctionToolCall,
+)
 
 from activities.llm_stream import StreamedReply
 from reactive_temporal.embedded.scripted_llm import Reply, ScriptedLLM, call
@@ -96,8 +102,13 @@ def same_reply(a: ChatCompletion, b: ChatCompletion) -> bool:
     """The same text and calls (the scripted model makes up call ids per request)."""
     ma, mb = a.choices[0].message, b.choices[0].message
     calls = [
-        [(c.function.name, c.function.arguments) for c in m.tool_calls or []] for m in (ma, mb)
-    ]  # type: ignore[union-attr]
+        [
+            (c.function.name, c.function.arguments)
+            for c in m.tool_calls or []
+            if isinstance(c, ChatCompletionMessageFunctionToolCall)
+        ]
+        for m in (ma, mb)
+    ]
     return ma.content == mb.content and calls[0] == calls[1]
 
 
