@@ -8,7 +8,10 @@ listening socket's backlog N, bench-side: socketserver's default is 5) until std
 
 The model name says what to answer (no scripting round trip, any number of concurrent runs):
 `bench-t<N>-d<S>` calls the `noop` tool until the request holds N tool results, then answers
-`FINAL ANSWER: done`; every reply takes S seconds (a slow model). A request is identified by
+`FINAL ANSWER: done`; every reply takes S seconds (a slow model). `bench-t<N>-d<S>-s<K>`
+streams a streamed request's reply as a real model does: its first chunk after S/2 seconds,
+then K chunks over the other S/2 (a request not streamed still waits S seconds; peak in flight
+counts the first half). A request is identified by
 its first user message (each bench run has its own task) and the number of assistant
 messages in it (the iteration), so a second request with the same pair is a duplicate call:
 the same model call made again.
@@ -27,11 +30,11 @@ from typing import Any
 
 from reactive_temporal.embedded.scripted_llm import Reply, ScriptedLLM, Step, call
 
-MODEL = re.compile(r"^bench-t(?P<tools>\d+)-d(?P<delay>[\d.]+)$")
+MODEL = re.compile(r"^bench-t(?P<tools>\d+)-d(?P<delay>[\d.]+)(?:-s(?P<chunks>\d+))?$")
 
 
-def model_name(tool_calls: int, delay: float = 0.0) -> str:
-    return f"bench-t{tool_calls}-d{delay:g}"
+def model_name(tool_calls: int, delay: float = 0.0, chunks: int = 0) -> str:
+    return f"bench-t{tool_calls}-d{delay:g}" + (f"-s{chunks}" if chunks else "")
 
 
 class Counting:
@@ -57,6 +60,9 @@ class Counting:
         match = MODEL.match(str(request.get("model", "")))
         tools = int(match["tools"]) if match else 0
         delay = float(match["delay"]) if match else 0.0
+        chunks = int(match["chunks"] or 0) if match and request.get("stream") else 0
+        if chunks:
+            delay /= 2  # the first half before the first chunk, the other while streaming
         with self.lock:
             now = time.monotonic()
             self.first_at = self.first_at or now
@@ -72,9 +78,11 @@ class Counting:
                 self.in_flight -= 1
                 self.last_at = time.monotonic()
         results = sum(1 for m in messages if m.get("role") == "tool")
+        pace = delay / chunks if chunks else 0.0
         if results < tools:
-            return Reply("Calling noop.", [call("noop")])
-        return Reply("FINAL ANSWER: done")
+            text = f"Calling noop.{' Thinking.' * chunks}"
+            return Reply(text, [call("noop")], chunks=chunks or None, chunk_delay=pace)
+        return Reply("FINAL ANSWER: done", chunks=chunks or None, chunk_delay=pace)
 
     def stats(self) -> dict[str, Any]:
         with self.lock:

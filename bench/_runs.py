@@ -77,6 +77,7 @@ async def one_run(
     tool_calls: int,
     delay: float = 0.0,
     task: str | None = None,
+    chunks: int = 0,
 ) -> Run:
     """Start one run of `tool_calls` + 1 iterations and wait for its result."""
     task = task or f"Bench run {uuid.uuid4().hex}: call noop {tool_calls} times, then answer."
@@ -87,7 +88,7 @@ async def one_run(
             "BenchFloorWorkflow",
             FloorInput(
                 iterations=tool_calls + 1,
-                model=model_name(tool_calls, delay) if delay else None,
+                model=model_name(tool_calls, delay, chunks) if delay else None,
                 task=task,
             ),
             id=workflow_id,
@@ -97,7 +98,7 @@ async def one_run(
         return Run(workflow_id, time.perf_counter() - started, iterations)
     config = AgentConfig(
         agent_id=scenario.agent_id,
-        model=model_name(tool_calls, delay),
+        model=model_name(tool_calls, delay, chunks),
         memory=scenario.memory,
         tools=["noop"],
         max_iterations=tool_calls + 5,

@@ -32,7 +32,11 @@ end of the runs and their debrief children); workflow-task timeouts and activity
 worker's event-loop lag; and where a run's time went (server event times).
 
     .venv/bin/python -m bench.scale [--quick] [--runs C …] [--tools K] [--delay S]
-        [--scenarios NAME …] [--model-backlog N] [--repeat R]
+        [--scenarios NAME …] [--model-backlog N] [--repeat R] [--stream-chunks N]
+
+--stream-chunks N: a streamed reply comes as a real model's does, its first chunk after half
+the delay and N chunks over the other half (default 0: the whole reply after the delay);
+the floor's requests are not streamed and wait the whole delay.
 
 --quick: C = 50 only. Default: C = 200 and 1000 (about 15 minutes on 2 cores).
 """
@@ -174,7 +178,13 @@ async def check_model(stack: ProcessStack, c: int, delay: float, backlog: str) -
 
 
 async def scenario(
-    stack: ProcessStack, name: str, c: int, tools: int, delay: float, live_output: bool = True
+    stack: ProcessStack,
+    name: str,
+    c: int,
+    tools: int,
+    delay: float,
+    live_output: bool = True,
+    chunks: int = 0,
 ) -> Outcome:
     task_queue = f"bench-scale-{uuid.uuid4().hex[:6]}"
     kind = FLOOR if name.startswith("floor") else MEMORY_ON
@@ -201,6 +211,7 @@ async def scenario(
                         s,
                         tool_calls=tools,
                         delay=delay,
+                        chunks=chunks,
                         task=f"Scale run {i} {uuid.uuid4().hex[:8]}: call noop {tools} times.",
                     )
                 )
@@ -261,6 +272,12 @@ async def main() -> None:
     )
     p.add_argument("--repeat", type=int, default=1, help="run every scenario R times")
     p.add_argument(
+        "--stream-chunks",
+        type=int,
+        default=0,
+        help="stream each reply in N chunks over the second half of the delay (default 0)",
+    )
+    p.add_argument(
         "--no-live-output",
         action="store_true",
         help="agent runs without live output (on by default)",
@@ -283,11 +300,19 @@ async def main() -> None:
                 for name in order:
                     outcomes.append(
                         await scenario(
-                            stack, name, c, args.tools, args.delay, not args.no_live_output
+                            stack,
+                            name,
+                            c,
+                            args.tools,
+                            args.delay,
+                            not args.no_live_output,
+                            args.stream_chunks,
                         )
                     )
     if args.no_live_output:
         print("\nAgent runs with `live_output=False` (`--no-live-output`).")
+    if args.stream_chunks:
+        print(f"\nReplies streamed in {args.stream_chunks} chunks (`--stream-chunks`).")
     report(checks, outcomes, args.tools, args.delay, args.model_backlog)
 
 

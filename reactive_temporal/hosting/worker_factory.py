@@ -69,12 +69,16 @@ def build_registry(
 
 def llm_client(settings: Settings, base_url: str | None = None) -> openai.AsyncOpenAI:
     """The OpenAI-compatible client; `max_retries=0` because Temporal owns retries; a
-    connection for every activity slot (`llm_connection_limits`)."""
+    connection for every activity slot (`llm_connection_limits`). HTTP goes through aiohttp
+    (openai's own `DefaultAioHttpClient`, the `openai[aiohttp]` extra), not httpx2: a
+    streamed reply cost the worker's loop 0.66–0.78× as much CPU, one streamed at a model's
+    pace 0.68×, and at 200 runs streaming at once the worker's CPU per run fell by a tenth
+    (bench/README.md, "The model client's transport")."""
     return openai.AsyncOpenAI(
         base_url=base_url or settings.openai_base_url,
         api_key=settings.openai_api_key or OFFLINE_API_KEY,
         max_retries=0,
-        http_client=openai.DefaultAsyncHttpxClient(
+        http_client=openai.DefaultAioHttpClient(
             limits=llm_connection_limits(settings.max_concurrent_activities)
         ),
     )
@@ -83,9 +87,10 @@ def llm_client(settings: Settings, base_url: str | None = None) -> openai.AsyncO
 def llm_connection_limits(activity_slots: int) -> Any:
     """The client's pool: at least one connection per activity slot, so no model call waits
     for a connection (the client's default allows 1,000); idle connections kept alive as the
-    client keeps them (100). Keeping one per slot was measured slower: the client's pool
-    walks, and probes, every idle connection each time a request comes or goes — 500
-    concurrent 0.5 s calls in waves cost 8.1–8.9 ms of CPU per call with 500 kept alive,
+    client keeps them (100; aiohttp's connector keeps every idle one until `keepalive_expiry`
+    instead, at no cost per request). With httpx2's pool, keeping one per slot was measured
+    slower: it walks, and probes, every idle connection each time a request comes or goes —
+    500 concurrent 0.5 s calls in waves cost 8.1–8.9 ms of CPU per call with 500 kept alive,
     3.2–3.9 ms with 100, 2.7 ms with none (bench/README.md, issue 14 after)."""
     default = openai.DEFAULT_CONNECTION_LIMITS  # httpx's or httpx2's Limits, by version
     return type(default)(

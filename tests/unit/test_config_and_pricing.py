@@ -7,7 +7,7 @@ import pytest
 from pydantic import ValidationError
 
 from reactive_temporal.config import Settings
-from reactive_temporal.hosting.worker_factory import llm_connection_limits
+from reactive_temporal.hosting.worker_factory import llm_client, llm_connection_limits
 from reactive_temporal.pricing import cost_of, price_for, register_price
 
 
@@ -85,3 +85,13 @@ def test_the_model_client_has_a_connection_for_every_activity_slot(slots, connec
         limits.max_keepalive_connections
         == openai.DEFAULT_CONNECTION_LIMITS.max_keepalive_connections
     )
+
+
+async def test_the_model_client_sends_through_aiohttp():
+    """openai's aiohttp transport, not httpx2's: a streamed reply costs the worker's loop
+    about two thirds of the CPU (bench/README.md, "The model client's transport")."""
+    client = llm_client(Settings(_env_file=None), "http://127.0.0.1:9/v1")  # type: ignore[call-arg]
+    try:
+        assert isinstance(client._client, openai.DefaultAioHttpClient)
+    finally:
+        await client.close()
