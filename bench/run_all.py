@@ -28,6 +28,7 @@ SCRIPTS = [
     "cost",
     "context",
     "stream_merge",
+    "llm_transport",
     "sandbox_bytecode",
     "event_append",
     "scale",
