@@ -92,3 +92,20 @@ async def test_llm_fault(name: str, harness: Harness, llm: ScriptedLLM, model_na
 def test_cases_cover_the_issue_list():
     assert len(CASES) >= 7
     assert json.dumps(sorted(CASES))  # names are plain strings, shown in the report
+
+
+async def test_a_reply_broken_off_counts_against_the_llm_attempts(
+    harness: Harness, llm: ScriptedLLM, model_name: str
+):
+    """An endpoint that cuts every streamed reply part-way is the LLM failing, each time a
+    billed call: `llm_max_attempts` calls, then `llm_error` — never retried as an outage (up
+    to 20 calls more). openai wraps the transport's error mid-stream as it does before the
+    response starts; this keeps an upgrade of it or of the transport honest."""
+    cut = Reply("The answer is forty-two, because", chunks=6, chunk_delay=0.05, drop_after_chunks=3)
+    llm.script(model_name, [cut], repeat_last=True)
+    result = await asyncio.wait_for(
+        harness.run(model_name, "What is 6*7?", llm_max_attempts=2), timeout=60
+    )
+    assert result.terminated_by == "llm_error", result
+    assert len(llm.requests[model_name]) == 2
+    assert result.error is not None and "LlmConnectionError" in result.error
