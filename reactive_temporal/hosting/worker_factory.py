@@ -70,10 +70,9 @@ def build_registry(
 def llm_client(settings: Settings, base_url: str | None = None) -> openai.AsyncOpenAI:
     """The OpenAI-compatible client; `max_retries=0` because Temporal owns retries; a
     connection for every activity slot (`llm_connection_limits`). HTTP goes through aiohttp
-    (openai's own `DefaultAioHttpClient`, the `openai[aiohttp]` extra), not httpx2: a
-    streamed reply cost the worker's loop 0.66–0.78× as much CPU, one streamed at a model's
-    pace 0.68×, and at 200 runs streaming at once the worker's CPU per run fell by a tenth
-    (bench/README.md, "The model client's transport")."""
+    (openai's own `DefaultAioHttpClient`, the `openai[aiohttp]` extra), not httpx2: reading a
+    streamed reply costs the worker's loop 0.75–0.77× the CPU, 0.67× when it comes at a
+    model's pace, 0.56× with 200 streaming at once (`bench.llm_transport`, bench/README.md)."""
     return openai.AsyncOpenAI(
         base_url=base_url or settings.openai_base_url,
         api_key=settings.openai_api_key or OFFLINE_API_KEY,

@@ -88,8 +88,8 @@ def test_the_model_client_has_a_connection_for_every_activity_slot(slots, connec
 
 
 async def test_the_model_client_sends_through_aiohttp():
-    """openai's aiohttp transport, not httpx2's: a streamed reply costs the worker's loop
-    about two thirds of the CPU (bench/README.md, "The model client's transport")."""
+    """openai's aiohttp transport, not httpx2's: reading a streamed reply costs the worker's
+    loop 0.56–0.77× the CPU (`bench.llm_transport`)."""
     client = llm_client(Settings(_env_file=None), "http://127.0.0.1:9/v1")  # type: ignore[call-arg]
     try:
         assert isinstance(client._client, openai.DefaultAioHttpClient)
