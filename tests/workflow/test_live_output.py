@@ -261,7 +261,8 @@ async def test_a_finely_streamed_reply_is_written_a_few_times_a_second(
     written = [at for kind, at in await transactions(harness, result.run_id) if kind == "text"]
     streamed_for = (written[-1] - written[0]).total_seconds()
     assert streamed_for > 0.6  # the first text went out long before the reply ended
-    assert 3 <= len(written) <= streamed_for / TEXT_WRITE_INTERVAL + 2
+    # a second of slack: transaction start times, not the worker's clock, under any load
+    assert 3 <= len(written) <= (streamed_for + 1.0) / TEXT_WRITE_INTERVAL + 2
 
 
 async def transactions(harness: Harness, run_id: str) -> list[tuple[str, datetime]]:
