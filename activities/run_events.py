@@ -196,8 +196,10 @@ class TextStream:
         step: int,
         attempt: int,
         prelude: Announcement | None = None,
+        write_interval: float = TEXT_WRITE_INTERVAL,
     ) -> None:
         self.events = events
+        self.write_interval = write_interval
         self.prelude = prelude
         self.run_id = run_id
         self.step = step
@@ -208,9 +210,8 @@ class TextStream:
         self.flushing: asyncio.Task[None] | None = None
         self.next_write_at = 0.0
         """Loop time before which the next write waits (unless the reply has ended)."""
-        self.pausing = False
-        """The flushing task is waiting for the interval, not writing."""
-        self.closing = False
+        self.ended = asyncio.Event()
+        """Set by `close()`: what is left goes out without waiting for the interval."""
 
     def add(self, delta: str) -> None:
         """Queue a delta; a write starts at once unless one is already in flight."""
@@ -224,13 +225,10 @@ class TextStream:
         loop = asyncio.get_running_loop()
         while self.buffer:
             pause = self.next_write_at - loop.time()
-            if pause > 0 and not self.closing:
-                self.pausing = True
-                try:
-                    await asyncio.sleep(pause)
-                finally:
-                    self.pausing = False
-            self.next_write_at = loop.time() + TEXT_WRITE_INTERVAL
+            if pause > 0:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.ended.wait(), pause)
+            self.next_write_at = loop.time() + self.write_interval
             delta, self.buffer = self.buffer, ""
             position, self.written = self.written, self.written + len(delta)
             await self.events.try_append(
@@ -247,12 +245,11 @@ class TextStream:
             )
 
     async def close(self) -> None:
-        """Wait for the write in flight (not for the interval), then write what is left."""
-        self.closing = True
+        """Write what is left now (not after the interval), once the write in flight is done."""
+        self.ended.set()
         if self.flushing is not None:
-            if self.pausing:
-                self.flushing.cancel()  # what it waited to write is still in the buffer
-            await asyncio.wait([self.flushing])  # never raises: try_append does not either
+            with contextlib.suppress(Exception):
+                await self.flushing
         await self._flush()
         if self.prelude is not None and (begins := await self.prelude.take()):
             await self.events.try_append(self.run_id, begins)  # a reply with no text

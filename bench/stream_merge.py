@@ -83,19 +83,29 @@ async def with_dicts(client: openai.AsyncOpenAI, model: str) -> ChatCompletion:
     return reply.completion()
 
 
-async def with_httpx(client: openai.AsyncOpenAI, model: str) -> ChatCompletion:
-    """No openai client: one POST on an httpx2 client like openai's, `data:` lines parsed
-    as JSON and merged by `StreamedReply` (what a thin client of our own would do)."""
-    http: httpx2.AsyncClient = RAW[0]
-    reply = StreamedReply()
-    async with http.stream(
-        "POST", f"{client.base_url}chat/completions", json=body(model), headers=RAW_HEADERS
-    ) as response:
-        response.raise_for_status()
-        async for line in response.aiter_lines():
-            if line.startswith("data: ") and line != "data: [DONE]":
-                reply.add(json.loads(line[6:]))
-    return reply.completion()
+Reader = Callable[[openai.AsyncOpenAI, str], Awaitable[ChatCompletion]]
+
+
+def httpx_reader(http: httpx2.AsyncClient) -> Reader:
+    """A reader with no openai client: one POST on `http` (an httpx2 client like openai's),
+    `data:` lines parsed as JSON and merged by `StreamedReply` (what a thin client of our
+    own would do); the openai client only lends its base URL."""
+
+    async def with_httpx(client: openai.AsyncOpenAI, model: str) -> ChatCompletion:
+        reply = StreamedReply()
+        async with http.stream(
+            "POST",
+            f"{client.base_url}chat/completions",
+            json=body(model),
+            headers={"Authorization": "Bearer bench"},
+        ) as response:
+            response.raise_for_status()
+            async for line in response.aiter_lines():
+                if line.startswith("data: ") and line != "data: [DONE]":
+                    reply.add(json.loads(line[6:]))
+        return reply.completion()
+
+    return with_httpx
 
 
 def same_reply(a: ChatCompletion, b: ChatCompletion) -> bool:
@@ -112,12 +122,8 @@ def same_reply(a: ChatCompletion, b: ChatCompletion) -> bool:
     return ma.content == mb.content and calls[0] == calls[1]
 
 
-RAW: list[httpx2.AsyncClient] = []
-RAW_HEADERS = {"Authorization": "Bearer bench"}
-
-
 async def cpu_of(
-    read: Callable[[openai.AsyncOpenAI, str], Awaitable[ChatCompletion]],
+    read: Reader,
     client: openai.AsyncOpenAI,
     model: str,
 ) -> float:
@@ -129,7 +135,8 @@ async def cpu_of(
 async def main(trials: int) -> None:
     with ScriptedLLM() as llm:
         client = openai.AsyncOpenAI(base_url=llm.base_url, api_key="bench", max_retries=0)
-        RAW.append(httpx2.AsyncClient(timeout=60))
+        http = httpx2.AsyncClient(timeout=60)
+        with_httpx = httpx_reader(http)
         rows = []
         for size in SIZES:
             words = " ".join(f"w{i}" for i in range(size))
@@ -158,7 +165,7 @@ async def main(trials: int) -> None:
                 b, a = statistics.median(before) * 1000, statistics.median(after) * 1000
                 rows.append((label, b, a, statistics.median(raw) * 1000))
         await client.close()
-        await RAW[0].aclose()
+        await http.aclose()
     print(f"event-loop CPU per streamed reply, median of {trials} trials (ms)\n")
     print(
         f"{'reply':<34} {'openai models':>14} {'plain chunks':>13} {'ratio':>7}"
