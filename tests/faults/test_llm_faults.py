@@ -103,8 +103,8 @@ async def test_a_reply_broken_off_counts_against_the_llm_attempts(
     response starts; this keeps an upgrade of it or of the transport honest."""
     cut = Reply("The answer is forty-two, because", chunks=6, chunk_delay=0.05, drop_after_chunks=3)
     llm.script(model_name, [cut], repeat_last=True)
-    result = await asyncio.wait_for(
-        harness.run(model_name, "What is 6*7?", llm_max_attempts=2), timeout=60
+    result = await asyncio.wait_for(  # no memory: a failed run's debrief would ask this model too
+        harness.run(model_name, "What is 6*7?", llm_max_attempts=2, memory=False), timeout=60
     )
     assert result.terminated_by == "llm_error", result
     assert len(llm.requests[model_name]) == 2
