@@ -36,7 +36,11 @@ def test_dev_serves_runs_and_stops_on_ctrl_c(tmp_path: Path):
         published = json.loads((data / "stack.json").read_text())
         assert published["temporal_address"] == f"127.0.0.1:{port}"
         assert published["web_ui"] == f"http://127.0.0.1:{ui_port}"
-        assert f"http://127.0.0.1:{ui_port}" in (tmp_path / "dev.log").read_text()
+        # the banner is printed just after the stack is published: wait for it, not race it
+        while f"http://127.0.0.1:{ui_port}" not in (tmp_path / "dev.log").read_text():
+            assert dev.poll() is None, (tmp_path / "dev.log").read_text()
+            assert time.monotonic() < deadline, "dev printed no banner with the Web UI"
+            time.sleep(0.2)
         with urllib.request.urlopen(published["web_ui"], timeout=10) as page:  # the Web UI serves
             assert page.status == 200
 
