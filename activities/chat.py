@@ -41,13 +41,13 @@ class ChatActivities:
         data, then the history and the message. A request too long for the model's window
         goes again with the latest turn of history only."""
         history = input.history
-        async with self.events.streaming(input.stream_id or None, 0) as on_text:
+        async with self.events.streaming(input.stream_id or None, 0) as text:
             while True:
                 try:
                     completion = await self.llm.complete(
                         self._request(input, history),
                         max_attempts=input.agent.llm_max_attempts,
-                        on_text=on_text,
+                        on_text=text.add if text is not None else None,
                     )
                     break
                 except ContextWindowExceeded:

@@ -37,7 +37,7 @@ from activities.llm_calls import (
 )
 from activities.llm_context import StepContext, StepContexts
 from activities.run_events import RunEvents
-from activities.step_records import recorded, seconds_to_spare, until_stored
+from activities.step_records import record_step, recorded, seconds_to_spare, until_stored
 from activities.store import Store, to_openai
 from activities.transcripts import Transcripts
 from reactive_temporal.contracts import names
@@ -99,12 +99,15 @@ class LlmActivities:
                 data={"iteration": input.iteration + 1},
                 key=f"iteration:{input.seq}",
             ),
-        ) as on_text:
+            hand_over=True,  # the last text goes out with the reply's record, below
+        ) as text:
             completion, context, overflows = await self._complete_within_window(
-                input, transcript, tools, context, on_text
+                input, transcript, tools, context, text.add if text is not None else None
             )
         response = completion.response
         if not response.choices:
+            if text is not None:
+                await self.events.try_append(input.run_id, text.last)
             raise ApplicationError("LLM answered with no choices", type="LlmEmptyResponse")
         choice = response.choices[0]
         real_names = {wire_name(n): n for n in input.tool_names}
@@ -134,8 +137,13 @@ class LlmActivities:
             context=context.report(overflows),
         )
         reply = Message(role="assistant", content=content, tool_calls=calls)
-        await until_stored(
-            lambda: self.store.record_step(input.run_id, input.seq, reply, result),
+        await record_step(
+            self.store,
+            input.run_id,
+            input.seq,
+            reply,
+            result,
+            events=text.last if text is not None else (),
             what="recording the model's reply",
         )
         self.transcripts.add(input.run_id, input.seq, reply)

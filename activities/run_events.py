@@ -48,6 +48,38 @@ ON CONFLICT (run_id, key) WHERE key IS NOT NULL DO NOTHING"""
 )
 
 
+def transaction(run_id: str, events: Sequence[NewEvent]) -> sql.Composed:
+    """The statements that append `events` to the run's log and wake its watchers, as one
+    query string, `BEGIN` to `COMMIT`, each value quoted by psycopg (`sql.Literal`).
+
+    One round trip and one simple-protocol message. Each statement takes its own snapshot,
+    so the next offset is read after the run's lock is held (one statement could not: its
+    snapshot would predate the lock). A connection held per statement made the worker's pool
+    the queue at 200 concurrent runs, and the pipelined form of the same five statements cost
+    the worker's loop 0.20 ms of CPU against 0.13 ms (bench/README.md). A step sends it after
+    its record, in the same string (`activities.step_records.record_step`).
+    """
+    run = sql.Literal(run_id)
+    statements = [
+        sql.SQL("BEGIN"),
+        sql.SQL("SELECT pg_advisory_xact_lock(hashtext({}))").format(run),
+        *(
+            _APPEND.format(
+                run=run,
+                type=sql.Literal(event.type),
+                step=sql.Literal(event.step),
+                position=sql.Literal(event.position),
+                data=sql.Literal(Jsonb(clean_value(event.data, nul=True))),
+                key=sql.Literal(event.key),
+            )
+            for event in events
+        ),
+        sql.SQL("SELECT pg_notify({}, '')").format(sql.Literal(channel_for(run_id))),
+        sql.SQL("COMMIT"),
+    ]
+    return sql.SQL("; ").join(statements)
+
+
 ANNOUNCE_AFTER = 1.0
 """Seconds an announcing event waits for the next event to go out with (see the module)."""
 
@@ -63,39 +95,13 @@ class RunEvents:
         self.pool = store.pool
 
     async def append(self, run_id: str, events: Sequence[NewEvent]) -> None:
-        """Append `events` in order, in one transaction, and wake the run's watchers.
-
-        One query string, `BEGIN` to `COMMIT`, each value quoted by psycopg (`sql.Literal`):
-        one round trip and one simple-protocol message. Each statement takes its own
-        snapshot, so the next offset is read after the run's lock is held (one statement
-        could not: its snapshot would predate the lock). A connection held per statement
-        made the worker's pool the queue at 200 concurrent runs, and the pipelined form of
-        the same five statements cost the worker's loop 0.20 ms of CPU against 0.13 ms
-        (bench/README.md). A statement that fails skips the rest, `COMMIT` included, and the
-        pool rolls the transaction back.
-        """
+        """Append `events` in order, in one transaction, and wake the run's watchers
+        (`transaction`: one round trip). A statement that fails skips the rest, `COMMIT`
+        included, and the pool rolls the transaction back."""
         if not events:
             return
-        run = sql.Literal(run_id)
-        statements = [
-            sql.SQL("BEGIN"),
-            sql.SQL("SELECT pg_advisory_xact_lock(hashtext({}))").format(run),
-            *(
-                _APPEND.format(
-                    run=run,
-                    type=sql.Literal(event.type),
-                    step=sql.Literal(event.step),
-                    position=sql.Literal(event.position),
-                    data=sql.Literal(Jsonb(clean_value(event.data, nul=True))),
-                    key=sql.Literal(event.key),
-                )
-                for event in events
-            ),
-            sql.SQL("SELECT pg_notify({}, '')").format(sql.Literal(channel_for(run_id))),
-            sql.SQL("COMMIT"),
-        ]
         async with self.pool.connection() as conn:
-            await conn.execute(sql.SQL("; ").join(statements))
+            await conn.execute(transaction(run_id, events))
 
     async def try_append(self, run_id: str, events: Sequence[NewEvent]) -> None:
         """`append`, logging instead of raising: live output never fails a step."""
@@ -112,13 +118,17 @@ class RunEvents:
         *,
         time_left: Callable[[], float] | None = None,
         begins: NewEvent | None = None,
-    ) -> AsyncIterator[Callable[[str], None] | None]:
-        """The sink for one LLM call's text deltas under `stream_id` (None: nothing streams),
-        announced by `begins` (an `Announcement`: with the first text, or alone).
+        hand_over: bool = False,
+    ) -> AsyncIterator[TextStream | None]:
+        """One LLM call's text stream under `stream_id` (None: nothing streams); its `add`
+        takes the text deltas. Announced by `begins` (an `Announcement`: with the first text,
+        or alone).
 
-        When the call fails, writing stops; when it returns, what is left is written, within
-        `time_left()` seconds if given (best effort: in a Postgres outage the last writes wait
-        for a connection and must not use up the time the caller needs for what matters).
+        When the call fails, writing stops; when it returns, what is left is written — or,
+        with `hand_over`, left in the stream's `last` for the caller to write with its own
+        (`step_records.record_step`) — once the write in flight is done, within `time_left()`
+        seconds if given (best effort: in a Postgres outage the last writes wait for a
+        connection and must not use up the time the caller needs for what matters).
         """
         if stream_id is None:
             yield None
@@ -126,12 +136,14 @@ class RunEvents:
         prelude = self.announce(stream_id, begins) if begins is not None else None
         text = TextStream(self, stream_id, step, activity.info().attempt, prelude)
         try:
-            yield text.add
+            yield text
         except BaseException:
             text.cancel()
             raise
         try:
-            await asyncio.wait_for(text.close(), timeout=time_left() if time_left else None)
+            await asyncio.wait_for(
+                text.close(write=not hand_over), timeout=time_left() if time_left else None
+            )
         except TimeoutError:
             text.cancel()  # out of time: nothing more is written, the announcement included
 
@@ -212,6 +224,8 @@ class TextStream:
         """Loop time before which the next write waits (unless the reply has ended)."""
         self.ended = asyncio.Event()
         """Set by `close()`: what is left goes out without waiting for the interval."""
+        self.last: list[NewEvent] = []
+        """After `close(write=False)`: the events it did not write (see `close`)."""
 
     def add(self, delta: str) -> None:
         """Queue a delta; a write starts at once unless one is already in flight."""
@@ -229,30 +243,32 @@ class TextStream:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self.ended.wait(), pause)
             self.next_write_at = loop.time() + self.write_interval
-            delta, self.buffer = self.buffer, ""
-            position, self.written = self.written, self.written + len(delta)
-            await self.events.try_append(
-                self.run_id,
-                [
-                    *(await self.prelude.take() if self.prelude is not None else []),
-                    NewEvent(
-                        type="text",
-                        step=self.step,
-                        position=position,
-                        data={"delta": clean_text(delta, nul=True), "attempt": self.attempt},
-                    ),
-                ],
-            )
+            text = self._take_text()
+            prelude = await self.prelude.take() if self.prelude is not None else []
+            await self.events.try_append(self.run_id, [*prelude, *text])
 
-    async def close(self) -> None:
-        """Write what is left now (not after the interval), once the write in flight is done."""
+    def _take_text(self) -> list[NewEvent]:
+        """The text not written yet, as one event (none when there is none)."""
+        if not self.buffer:
+            return []
+        delta, self.buffer = self.buffer, ""
+        position, self.written = self.written, self.written + len(delta)
+        data = {"delta": clean_text(delta, nul=True), "attempt": self.attempt}
+        return [NewEvent(type="text", step=self.step, position=position, data=data)]
+
+    async def close(self, *, write: bool = True) -> None:
+        """Once the write in flight is done, write what is left now (not after the
+        interval), the announcement too when no text took it; with `write=False`, leave
+        those events in `last` instead, for the caller to write."""
         self.ended.set()
         if self.flushing is not None:
             with contextlib.suppress(Exception):
                 await self.flushing
-        await self._flush()
-        if self.prelude is not None and (begins := await self.prelude.take()):
-            await self.events.try_append(self.run_id, begins)  # a reply with no text
+        prelude = await self.prelude.take() if self.prelude is not None else []
+        self.last = [*prelude, *self._take_text()]
+        if write and self.last:
+            await self.events.try_append(self.run_id, self.last)
+            self.last = []
 
     def cancel(self) -> None:
         """The call was cancelled: stop writing."""

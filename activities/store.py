@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import psycopg
-from psycopg import AsyncConnection
+from psycopg import AsyncConnection, sql
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
@@ -206,10 +206,21 @@ class Store:
         async with self.pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
             await cur.executemany(_UPSERT_MESSAGE, [(*row, None) for row in rows])
 
-    async def record_step(self, run_id: str, seq: int, message: Message, result: BaseModel) -> None:
+    async def record_step(
+        self,
+        run_id: str,
+        seq: int,
+        message: Message,
+        result: BaseModel,
+        *,
+        then: sql.Composable | None = None,
+    ) -> None:
         """A step's message at its place in the transcript, with the step's whole result, in
         one write: a retried step finds it (`recorded_step`) and returns it instead of doing
-        its work (the model call, the tool) again."""
+        its work (the model call, the tool) again.
+
+        `then`: statements sent in the same round trip, after the record has committed in a
+        transaction of its own (when they fail, the error is raised, the record stands)."""
         row = (
             run_id,
             seq,
@@ -221,7 +232,13 @@ class Store:
             pg_json(result.model_dump(mode="json")),
         )
         async with self.pool.connection() as conn:
-            await conn.execute(_UPSERT_MESSAGE, row)
+            if then is None:
+                await conn.execute(_UPSERT_MESSAGE, row)
+                return
+            record = sql.SQL(_UPSERT_MESSAGE.replace("%s", "{}")).format(*map(sql.Literal, row))
+            await conn.execute(
+                sql.SQL("; ").join([sql.SQL("BEGIN"), record, sql.SQL("COMMIT"), then])
+            )
 
     async def recorded_step(self, run_id: str, seq: int) -> dict[str, Any] | None:
         """The result `record_step` kept for this step, None when it never completed."""

@@ -21,7 +21,7 @@ from temporalio import activity
 
 from activities.heartbeat import heartbeating
 from activities.run_events import Announcement, RunEvents, clip_fields, tool_event
-from activities.step_records import recorded, until_stored
+from activities.step_records import record_step, recorded
 from activities.store import Store
 from reactive_temporal.contracts import names
 from reactive_temporal.contracts.run import Message, RunToolInput, ToolResult
@@ -82,7 +82,8 @@ class ToolActivities:
     async def _run(
         self, input: RunToolInput, started: float, announced: Announcement | None
     ) -> ToolResult:
-        """Run the tool, record its result, write its end (announced with it)."""
+        """Run the tool, record its result and write its end (with its start, when that is
+        still pending) in one round trip."""
         call = input.call
         # A name the model made up is counted as one label, not one per invention.
         label = call.name if self.registry.get(call.name) is not None else "(unknown)"
@@ -102,10 +103,7 @@ class ToolActivities:
             duration_ms=int((time.monotonic() - started) * 1000),
         )
         message = Message(role="tool", content=content, tool_call_id=call.id, name=call.name)
-        await until_stored(
-            lambda: self.store.record_step(input.run_id, input.seq, message, result),
-            what=f"recording {call.name}'s result",
-        )
+        events = []
         if announced is not None:
             end = {
                 "call_id": call.id,
@@ -114,10 +112,16 @@ class ToolActivities:
                 "duration_ms": result.duration_ms,
                 "preview": content,
             }
-            await self.events.try_append(
-                input.run_id,
-                [*await announced.take(), tool_event("tool_end", input.seq, clip_fields(end))],
-            )
+            events = [*await announced.take(), tool_event("tool_end", input.seq, clip_fields(end))]
+        await record_step(
+            self.store,
+            input.run_id,
+            input.seq,
+            message,
+            result,
+            events=events,  # in the same round trip, after the record
+            what=f"recording {call.name}'s result",
+        )
         return result
 
     async def _execute(self, name: str, arguments: str) -> tuple[bool, str]:

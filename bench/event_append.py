@@ -11,6 +11,9 @@ thread (Postgres's own work not counted):
 - one iteration's writes for a quick LLM step and a quick tool call: before, four appends
   (the iteration, its text, the tool's start, its end) pipelined; now, two (the iteration
   with its text, the start with its end: `Announcement`);
+- one quick iteration's records with their events (an LLM step whose reply is a tool call,
+  announced; the tool's start and end): each record and its events in two checkouts and
+  round trips (before) against one (now, `activities.step_records.record_step`);
 - one pool checkout with one statement (every store read and write is at least that): the
   pool checking the connection on every checkout (before) against checking only a connection
   idle for a while (now, `activities.store.IdleChecks`);
@@ -35,10 +38,11 @@ from psycopg import AsyncConnection
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
-from activities.run_events import TEXT_WRITE_INTERVAL, RunEvents, TextStream
+from activities.run_events import TEXT_WRITE_INTERVAL, RunEvents, TextStream, transaction
 from activities.store import Store
 from bench._stack import machine, open_stack, parser, print_table, run
 from reactive_temporal.contracts.events import NewEvent
+from reactive_temporal.contracts.run import LlmStepResult, Message, ToolCall, ToolResult
 from reactive_temporal.live_output import channel_for
 from reactive_temporal.sanitize import clean_value
 
@@ -147,6 +151,32 @@ async def main() -> None:
             await events.append(now_run, [first, text_])  # two transactions
             await events.append(now_run, [start, end])
 
+        call = ToolCall(id="c", name="calculator", arguments='{"expression": "6*7"}')
+        reply, replied = (
+            Message(role="assistant", tool_calls=[call]),
+            LlmStepResult(tool_calls=[call], finish_reason="tool_calls"),
+        )
+        observation = Message(role="tool", content="42", tool_call_id="c", name="calculator")
+        observed = ToolResult(call_id="c", name="calculator", success=True, content="42")
+
+        async def records_before(i: int) -> None:
+            seq = 1000 + 2 * i
+            first, _, start, end = iteration(seq)
+            await store.record_step(before_run, seq, reply, replied)
+            await events.append(before_run, [first])
+            await store.record_step(before_run, seq + 1, observation, observed)
+            await events.append(before_run, [start, end])
+
+        async def records_now(i: int) -> None:
+            seq = 1000 + 2 * i
+            first, _, start, end = iteration(seq)
+            await store.record_step(
+                now_run, seq, reply, replied, then=transaction(now_run, [first])
+            )
+            await store.record_step(
+                now_run, seq + 1, observation, observed, then=transaction(now_run, [start, end])
+            )
+
         always: AsyncConnectionPool[AsyncConnection[Any]] = AsyncConnectionPool(
             stack.database_url,
             kwargs={"autocommit": True},
@@ -165,13 +195,17 @@ async def main() -> None:
             async with store.pool.connection() as conn:
                 await conn.execute("SELECT 1")
 
-        results: dict[str, list[float]] = {k: [] for k in ("1b", "1n", "sb", "sn", "cb", "cn")}
+        results: dict[str, list[float]] = {
+            k: [] for k in ("1b", "1n", "sb", "sn", "rb", "rn", "cb", "cn")
+        }
         try:
             for _ in range(2):  # interleaved halves, the first one also warms up
                 results["1b"] += await cpu_ms(one_before, trials // 2)
                 results["1n"] += await cpu_ms(one_now, trials // 2)
                 results["sb"] += await cpu_ms(step_before, trials // 4)
                 results["sn"] += await cpu_ms(step_now, trials // 4)
+                results["rb"] += await cpu_ms(records_before, trials // 4)
+                results["rn"] += await cpu_ms(records_now, trials // 4)
                 results["cb"] += await cpu_ms(checkout_before, trials // 2)
                 results["cn"] += await cpu_ms(checkout_now, trials // 2)
         finally:
@@ -205,6 +239,13 @@ async def main() -> None:
                 f"{med('sb'):.3f}",
                 f"{med('sn'):.3f}",
                 f"{med('sn') / med('sb'):.2f}×",
+                "4 → 2",
+            ],
+            [
+                "a quick iteration's records with their events",
+                f"{med('rb'):.3f}",
+                f"{med('rn'):.3f}",
+                f"{med('rn') / med('rb'):.2f}×",
                 "4 → 2",
             ],
             [

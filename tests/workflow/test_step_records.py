@@ -224,3 +224,96 @@ async def test_an_llm_step_reads_its_transcript_and_context_on_one_checkout(
         await store.close()
     assert result.content == "Counted."
     assert len(checkouts) == 2
+
+
+async def live_events(store: Store, run_id: str) -> list[str]:
+    async with store.pool.connection() as conn:
+        cur = await conn.execute(
+            'SELECT type FROM run_events WHERE run_id = %s ORDER BY "offset"', (run_id,)
+        )
+        return [r[0] for r in await cur.fetchall()]
+
+
+async def test_a_step_writes_its_record_and_its_live_output_in_one_checkout(
+    settings, llm: ScriptedLLM, model_name: str
+):
+    """A quick tool step records its result and writes its start and end in one checkout and
+    round trip (it took two); an LLM step whose reply is a tool call reads in one and records
+    with its announcement in another (it took three)."""
+
+    @tool
+    async def count(n: int) -> str:
+        """Count."""
+        return f"counted {n}"
+
+    store = await Store.open(settings.database_url, migrate=False)  # its own pool: its counts
+    endpoint = LlmEndpoint(llm_client(settings, llm.base_url))
+
+    def checkouts() -> int:
+        return store.pool.get_stats().get("requests_num", 0)
+
+    try:
+        run_id = f"run-one-trip-{uuid.uuid4().hex[:8]}"
+        await store.put_messages(run_id, seeded("You count.", "Count to 2."))
+        llm.script(model_name, [Reply("", [call("count", n=2)])])
+        step = LlmStepInput(
+            run_id=run_id,
+            seq=2,
+            iteration=0,
+            model=model_name,
+            tool_names=["count"],
+            stream=True,
+        )
+        before = checkouts()
+        reply = await attempt(1).run(
+            LlmActivities(store, endpoint, ToolRegistry([count])).llm_step, step
+        )
+        assert checkouts() - before == 2
+        assert [c.name for c in reply.tool_calls] == ["count"]
+
+        before = checkouts()
+        tool_step = RunToolInput(run_id=run_id, seq=3, call=reply.tool_calls[0], live_output=True)
+        result = await attempt(1).run(
+            ToolActivities(store, ToolRegistry([count])).run_tool, tool_step
+        )
+        assert checkouts() - before == 1
+        assert result.content == "counted 2"
+
+        assert await live_events(store, run_id) == ["iteration", "tool_start", "tool_end"]
+        assert await store.recorded_step(run_id, 2) == reply.model_dump(mode="json")
+        assert await store.recorded_step(run_id, 3) == result.model_dump(mode="json")
+    finally:
+        await endpoint.close()
+        await store.close()
+
+
+async def test_a_record_stands_when_the_live_output_written_with_it_fails(
+    harness: Harness, monkeypatch
+):
+    """The live output is best effort, the record is not: when the events sent with a
+    step's record fail, the step still returns its result, recorded, once."""
+    from psycopg import sql
+
+    monkeypatch.setattr(
+        "activities.run_events.transaction", lambda run_id, events: sql.SQL("SELECT 1/0")
+    )
+    ran: list[int] = []
+
+    @tool
+    async def count(n: int) -> str:
+        """Count."""
+        ran.append(n)
+        return f"counted {n}"
+
+    run_id = f"run-no-live-{uuid.uuid4().hex[:8]}"
+    step = RunToolInput(
+        run_id=run_id,
+        seq=3,
+        call=ToolCall(id="c1", name="count", arguments='{"n": 3}'),
+        live_output=True,
+    )
+    activities = ToolActivities(harness.store, ToolRegistry([count]))
+    result = await attempt(1).run(activities.run_tool, step)
+    assert result.content == "counted 3" and ran == [3]
+    assert await harness.store.recorded_step(run_id, 3) == result.model_dump(mode="json")
+    assert await live_events(harness.store, run_id) == []
