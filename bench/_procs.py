@@ -80,10 +80,17 @@ class LineProcess:
     """A child process that prints `READY…` once started, then answers one JSON line per
     line written to its stdin."""
 
-    def __init__(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        argv: list[str],
+        env: dict[str, str] | None = None,
+        cwd: Path | None = None,
+    ) -> None:
         self.name = name
         self.argv = argv
         self.env = env
+        self.cwd = cwd
         self.process: asyncio.subprocess.Process | None = None
         self.ready_line = ""
 
@@ -99,6 +106,7 @@ class LineProcess:
             stdout=asyncio.subprocess.PIPE,
             limit=2**20,
             env=self.env,
+            cwd=self.cwd,
         )
         assert self.process.stdout is not None
         line = await asyncio.wait_for(self.process.stdout.readline(), seconds)
@@ -165,9 +173,10 @@ class ProcessStack:
 
     @contextlib.asynccontextmanager
     async def worker(
-        self, task_queue: str, options: dict[str, Any] | None = None
+        self, task_queue: str, options: dict[str, Any] | None = None, *, root: Path | None = None
     ) -> AsyncIterator[LineProcess]:
-        """A bench worker process on `task_queue` with these Worker options."""
+        """A bench worker process on `task_queue` with these Worker options, running the
+        project's code in `root` (default: this tree; compiled with `compile_project` first)."""
         assert self.server is not None
         proc = LineProcess(
             f"worker {task_queue}",
@@ -187,6 +196,7 @@ class ProcessStack:
                 json.dumps(options or {}),
             ],
             env={**os.environ, "PYTHONPYCACHEPREFIX": str(self.pycache)},
+            cwd=root,
         )
         await proc.start()
         try:
@@ -195,9 +205,12 @@ class ProcessStack:
             await proc.stop()
 
 
-def compile_project(pycache: Path) -> Path:
-    """The project's packages compiled into a `PYTHONPYCACHEPREFIX` tree at `pycache`."""
-    root = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def compile_project(pycache: Path, root: Path = ROOT) -> Path:
+    """The project's packages in `root` compiled into a `PYTHONPYCACHEPREFIX` tree at
+    `pycache` (which mirrors absolute paths: several trees can share it)."""
     packages = [str(root / p) for p in ("reactive_temporal", "workflows", "activities", "bench")]
     subprocess.run(
         [sys.executable, "-m", "compileall", "-q", *packages],
