@@ -14,6 +14,9 @@ thread (Postgres's own work not counted):
 - one quick iteration's records with their events (an LLM step whose reply is a tool call,
   announced; the tool's start and end): each record and its events in two checkouts and
   round trips (before) against one (now, `activities.step_records.record_step`);
+- 50 runs' text written at once (as 50 streaming runs' writes come due together): a
+  transaction each, on as many checkouts (before) against the appends queued while one is
+  written going out together (now, `RunEvents.append`);
 - one pool checkout with one statement (every store read and write is at least that): the
   pool checking the connection on every checkout (before) against checking only a connection
   idle for a while (now, `activities.store.IdleChecks`);
@@ -106,6 +109,7 @@ async def cpu_ms(step: Callable[[int], Awaitable[None]], trials: int) -> list[fl
 
 
 REPLY_CHUNKS, CHUNK_GAP = 100, 0.02
+CROWD = 50
 
 
 async def streamed_reply(events: RunEvents, interval: float) -> tuple[float, int]:
@@ -177,6 +181,18 @@ async def main() -> None:
                 now_run, seq + 1, observation, observed, then=transaction(now_run, [start, end])
             )
 
+        crowd = [f"bench-crowd-{uuid.uuid4().hex[:8]}" for _ in range(CROWD)]
+
+        async def alone(run_id: str, events: Sequence[NewEvent]) -> None:
+            async with store.pool.connection() as conn:
+                await conn.execute(transaction(run_id, events))
+
+        async def crowd_before(i: int) -> None:
+            await asyncio.gather(*(alone(r, [text]) for r in crowd))
+
+        async def crowd_now(i: int) -> None:
+            await asyncio.gather(*(events.append(r, [text]) for r in crowd))
+
         always: AsyncConnectionPool[AsyncConnection[Any]] = AsyncConnectionPool(
             stack.database_url,
             kwargs={"autocommit": True},
@@ -196,7 +212,7 @@ async def main() -> None:
                 await conn.execute("SELECT 1")
 
         results: dict[str, list[float]] = {
-            k: [] for k in ("1b", "1n", "sb", "sn", "rb", "rn", "cb", "cn")
+            k: [] for k in ("1b", "1n", "sb", "sn", "rb", "rn", "xb", "xn", "cb", "cn")
         }
         try:
             for _ in range(2):  # interleaved halves, the first one also warms up
@@ -206,6 +222,8 @@ async def main() -> None:
                 results["sn"] += await cpu_ms(step_now, trials // 4)
                 results["rb"] += await cpu_ms(records_before, trials // 4)
                 results["rn"] += await cpu_ms(records_now, trials // 4)
+                results["xb"] += await cpu_ms(crowd_before, trials // 20)
+                results["xn"] += await cpu_ms(crowd_now, trials // 20)
                 results["cb"] += await cpu_ms(checkout_before, trials // 2)
                 results["cn"] += await cpu_ms(checkout_now, trials // 2)
         finally:
@@ -247,6 +265,13 @@ async def main() -> None:
                 f"{med('rn'):.3f}",
                 f"{med('rn') / med('rb'):.2f}×",
                 "4 → 2",
+            ],
+            [
+                f"{CROWD} runs' text at once",
+                f"{med('xb'):.3f}",
+                f"{med('xn'):.3f}",
+                f"{med('xn') / med('xb'):.2f}×",
+                f"{CROWD} → 1–2",
             ],
             [
                 "a checkout and one statement",

@@ -4,6 +4,7 @@ is atomic only because it says so. Real Postgres."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import AsyncIterator
 
@@ -67,6 +68,55 @@ async def test_an_append_that_fails_part_way_writes_none_of_its_events(store: St
         ],
     )
     assert await events_of(store, run_id) == [(0, "iteration", 2), (1, "text", 2)]
+    assert await idle(store)
+
+
+async def transactions_of(store: Store, run_ids: list[str]) -> int:
+    """How many transactions wrote these runs' events (rows written together share xmin)."""
+    async with store.pool.connection() as conn:
+        cur = await conn.execute(
+            "SELECT count(DISTINCT xmin::text) FROM run_events WHERE run_id = ANY(%s)",
+            (run_ids,),
+        )
+        row = await cur.fetchone()
+    return row[0] if row else 0
+
+
+async def test_appends_made_while_one_is_written_go_out_together(store: Store):
+    """Many runs streaming at once write their text in a few transactions, not one each
+    (each was a pool checkout and a round trip), every run's events at its own offsets."""
+    events = RunEvents(store)
+    runs = [f"run-batch-{uuid.uuid4().hex[:8]}" for _ in range(20)]
+    await asyncio.gather(
+        *(
+            events.append(run_id, [NewEvent(type="text", step=1, data={"delta": f"hi {i}"})])
+            for i, run_id in enumerate(runs)
+        )
+    )
+    assert await transactions_of(store, runs) <= 2
+    for run_id in runs:
+        assert await events_of(store, run_id) == [(0, "text", 1)]
+    assert await idle(store)
+
+
+async def test_one_bad_append_among_many_costs_only_its_own_events(store: Store):
+    events = RunEvents(store)
+    good = [f"run-good-{uuid.uuid4().hex[:8]}" for _ in range(5)]
+    bad = f"run-bad-{uuid.uuid4().hex[:8]}"
+    outcomes = await asyncio.gather(
+        events.append(good[0], [NewEvent(type="text", step=1, data={"delta": "first"})]),
+        *(
+            events.append(r, [NewEvent(type="text", step=1, data={"delta": "ok"})])
+            for r in good[1:]
+        ),
+        events.append(bad, [NewEvent(type="text", step=TOO_BIG, data={"delta": "lost"})]),
+        return_exceptions=True,
+    )
+    assert outcomes[:-1] == [None] * len(good)
+    assert isinstance(outcomes[-1], psycopg.errors.NumericValueOutOfRange)
+    for run_id in good:
+        assert await events_of(store, run_id) == [(0, "text", 1)]
+    assert await events_of(store, bad) == []
     assert await idle(store)
 
 
