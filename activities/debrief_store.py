@@ -3,9 +3,13 @@ and each agent's last finished run (what chat quotes of it, read by the agent en
 
 from __future__ import annotations
 
+import contextlib
 import logging
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from typing import Any
 
+from psycopg import AsyncConnection
 from psycopg.rows import dict_row
 from pydantic import ValidationError
 
@@ -33,13 +37,39 @@ class DebriefStore:
         self.pool = store.pool
         self.lesson_ttl_days = lesson_ttl_days
 
-    async def save(self, input: DebriefInput, debrief: AgentDebrief) -> None:
+    @contextlib.asynccontextmanager
+    async def pipelined(
+        self, held: AsyncConnection[Any] | None = None
+    ) -> AsyncIterator[AsyncConnection[Any]]:
+        """`held`, or a connection in pipeline mode: its statements go out together, in a
+        round trip or two, as the block ends or a read needs its rows. A run's wrap-up writes
+        its debrief and keeps its last run on one: one statement a round trip, it was seven,
+        each holding the connection as long as the busy worker took to come back to it (at
+        200 runs ending at once, a pool's worth)."""
+        if held is not None:
+            yield held
+            return
+        async with self.pool.connection() as conn, conn.pipeline():
+            yield conn
+
+    async def save(
+        self,
+        input: DebriefInput,
+        debrief: AgentDebrief,
+        *,
+        conn: AsyncConnection[Any] | None = None,
+    ) -> None:
         """Upsert the run's debrief and replace its lessons (which expire after the TTL), in
-        one transaction."""
+        one transaction, pipelined (on `conn` when given: a `pipelined()` one).
+
+        `BEGIN` and `COMMIT` are statements of the pipeline: psycopg's `transaction()` syncs
+        the pipeline as it opens and closes (four round trips for two statements). A failed
+        statement leaves the transaction aborted; the pool rolls it back."""
         m = debrief.metrics
         ttl = self.lesson_ttl_days * 86_400
         as_json = pg_json(debrief.model_dump(mode="json"))  # the row's, and the last run's
-        async with self.pool.connection() as conn, conn.transaction():
+        async with self.pipelined(conn) as conn:
+            await conn.execute("BEGIN")
             await conn.execute(
                 "INSERT INTO agent_debriefs (run_id, agent_id, task_prompt, terminated_by, output,"
                 " output_format, outcome, synthesized, debrief_json, debrief_markdown, tokens_used,"
@@ -81,23 +111,37 @@ class DebriefStore:
                         for i, lesson in enumerate(debrief.lessons_learned)
                     ],
                 )
+            await conn.execute("COMMIT")
 
-    async def keep_last_run(self, run: RunFinished) -> bool:
+    async def keep_last_run(
+        self, run: RunFinished, *, conn: AsyncConnection[Any] | None = None
+    ) -> bool:
         """Keep `run` as its agent's last run, unless a run that started later is kept already
-        (an older run finishing late never replaces a newer one's context). Whether it was."""
-        async with self.pool.connection() as conn:
+        (an older run finishing late never replaces a newer one's context). Whether it was
+        (on `conn` when given)."""
+        async with self._connection(conn) as conn:
             cur = await conn.execute(
                 "INSERT INTO agent_last_runs (agent_id, run_id, started_at, run)"
                 " VALUES (%s, %s, %s, %s)"
                 " ON CONFLICT (agent_id) DO UPDATE SET run_id = EXCLUDED.run_id,"
                 " started_at = EXCLUDED.started_at, run = EXCLUDED.run, updated_at = now()"
-                " WHERE agent_last_runs.started_at <= EXCLUDED.started_at",
+                " WHERE agent_last_runs.started_at <= EXCLUDED.started_at RETURNING 1",
                 (
                     run.agent.agent_id, run.run_id, run.started_at,
                     pg_json(run.model_dump(mode="json")),
                 ),
             )  # fmt: skip
-            return cur.rowcount == 1
+            return await cur.fetchone() is not None
+
+    @contextlib.asynccontextmanager
+    async def _connection(
+        self, held: AsyncConnection[Any] | None
+    ) -> AsyncIterator[AsyncConnection[Any]]:
+        if held is not None:
+            yield held
+            return
+        async with self.pool.connection() as conn:
+            yield conn
 
     async def last_run(self, agent_id: str) -> RunFinished | None:
         """The agent's last finished run as it kept itself; None before any did."""

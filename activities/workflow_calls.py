@@ -60,13 +60,17 @@ class EntityActivities:
         """Save the run's debrief when it keeps its own (first: the agent may be asked about
         it at once), then keep the run as the agent's last run, or signal the agent (starting
         its entity when there is none yet)."""
-        if input.persist is not None:
-            await self._store("save a debrief").save(input.persist.input, input.persist.debrief)
-        if input.keep_last_run:
-            if input.run_finished is None:
-                raise ValueError("notify_agent was asked to keep a last run without one")
-            await self._store("keep the last run").keep_last_run(input.run_finished)
-            return
+        if input.keep_last_run and input.run_finished is None:
+            raise ValueError("notify_agent was asked to keep a last run without one")
+        if input.persist is not None or input.keep_last_run:
+            store = self._store("save a debrief" if input.persist else "keep the last run")
+            async with store.pipelined() as conn:  # one round trip for both
+                if input.persist is not None:
+                    await store.save(input.persist.input, input.persist.debrief, conn=conn)
+                if input.keep_last_run and input.run_finished is not None:
+                    await store.keep_last_run(input.run_finished, conn=conn)
+            if input.keep_last_run:
+                return
         payload = (
             input.run_started if input.signal == names.RUN_STARTED_SIGNAL else input.run_finished
         )

@@ -88,3 +88,64 @@ async def test_a_last_run_row_that_does_not_read_as_a_run_is_ignored(debriefs: D
             "UPDATE agent_last_runs SET run = '{\"run_id\": 42}' WHERE agent_id = %s", (agent_id,)
         )
     assert await debriefs.last_run(agent_id) is None
+
+
+async def test_a_runs_wrap_up_writes_its_debrief_and_last_run_on_one_checkout(
+    debriefs: DebriefStore,
+):
+    """`notify_agent` saves the run's debrief and keeps it as the agent's last run on one
+    pipelined connection (they were two checkouts and seven round trips)."""
+    from temporalio.testing import ActivityEnvironment
+
+    from activities.workflow_calls import EntityActivities
+    from reactive_temporal.contracts.debrief import PersistDebriefInput
+    from reactive_temporal.contracts.entity import NotifyAgentInput
+
+    agent_id = f"wrap-{uuid.uuid4().hex[:8]}"
+    run_id = f"run-{agent_id}"
+    run = finished(agent_id, run_id, T0, "wrapped up")
+    debrief = AgentDebrief(
+        summary="wrapped up", outcome="success", lessons_learned=["check the stock", "twice"]
+    )
+    run.debrief = debrief
+    persist = PersistDebriefInput(
+        input=DebriefInput(
+            run_id=run_id, agent_id=agent_id, task="count", terminated_by="final_answer"
+        ),
+        debrief=debrief,
+    )
+    activities = EntityActivities(client=None, debriefs=debriefs)  # type: ignore[arg-type]
+    before = debriefs.pool.get_stats().get("requests_num", 0)
+    await ActivityEnvironment().run(
+        activities.notify_agent,
+        NotifyAgentInput(
+            agent=run.agent,
+            signal="run_finished",
+            run_finished=run,
+            persist=persist,
+            keep_last_run=True,
+        ),
+    )
+    assert debriefs.pool.get_stats().get("requests_num", 0) - before == 1
+    kept = await debriefs.last_run(agent_id)
+    assert kept is not None and kept.debrief is not None
+    assert kept.debrief.summary == "wrapped up"
+    stored = await debriefs.get(run_id)
+    assert stored is not None and stored.debrief.lessons_learned == debrief.lessons_learned
+
+
+async def test_a_debrief_that_fails_to_save_leaves_nothing_half_written(debriefs: DebriefStore):
+    agent_id = f"fail-{uuid.uuid4().hex[:8]}"
+    run_id = f"run-{agent_id}"
+    debrief = AgentDebrief(summary="too big", outcome="success", lessons_learned=["not kept"])
+    debrief.metrics.tokens = 2**40  # not an INTEGER: Postgres refuses the row
+    entry = DebriefInput(run_id=run_id, agent_id=agent_id, task="t", terminated_by="final_answer")
+    with pytest.raises(Exception, match="out of range"):
+        await debriefs.save(entry, debrief)
+    assert await debriefs.get(run_id) is None
+    async with debriefs.pool.connection() as conn:
+        cur = await conn.execute("SELECT count(*) FROM agent_lessons WHERE run_id = %s", (run_id,))
+        assert await cur.fetchone() == (0,)
+    debrief.metrics.tokens = 10
+    await debriefs.save(entry, debrief)  # the pool's connections are fine afterwards
+    assert (await debriefs.get(run_id)) is not None
