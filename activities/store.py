@@ -203,8 +203,13 @@ class Store:
             )
             for e in entries
         ]
-        async with self.pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
+        # pipelined, `BEGIN` and `COMMIT` its statements: one round trip or two where
+        # `transaction()` took four (it syncs the pipeline as it opens and closes); a failed
+        # row leaves the transaction aborted and the pool rolls it back
+        async with self.pool.connection() as conn, conn.pipeline(), conn.cursor() as cur:
+            await cur.execute("BEGIN")
             await cur.executemany(_UPSERT_MESSAGE, [(*row, None) for row in rows])
+            await cur.execute("COMMIT")
 
     async def record_step(
         self,
