@@ -31,6 +31,7 @@ SCRIPTS = [
     "llm_transport",
     "sandbox_bytecode",
     "event_append",
+    "round_trips",
     "scale",
 ]
 LONG = {"scale"}
