@@ -135,7 +135,13 @@ async def record_step(
                 )
                 return
             except Exception as err:
-                log.warning("live output of %s not written: %s", run_id, err)
+                log.warning(
+                    "%s #%d: the record with its live output failed (%s); the record goes "
+                    "again alone, the live output is dropped",
+                    run_id,
+                    seq,
+                    err,
+                )
                 if is_outage(err):
                     raise  # until_stored waits it out, then writes the record alone
         await store.record_step(run_id, seq, message, result)
