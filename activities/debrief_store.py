@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
-from psycopg import AsyncConnection
+from psycopg import AsyncConnection, AsyncCursor
 from psycopg.rows import dict_row
 from pydantic import ValidationError
 
@@ -42,8 +42,8 @@ class DebriefStore:
         self, held: AsyncConnection[Any] | None = None
     ) -> AsyncIterator[AsyncConnection[Any]]:
         """`held`, or a connection in pipeline mode: its statements go out together, in a
-        round trip or two, as the block ends or a read needs its rows. A run's wrap-up writes
-        its debrief and keeps its last run on one: one statement a round trip, it was seven,
+        round trip, as the block ends (a read inside would cost one more). A run's wrap-up
+        writes its debrief and keeps its last run on one: one statement a round trip, it was seven,
         each holding the connection as long as the busy worker took to come back to it (at
         200 runs ending at once, a pool's worth)."""
         if held is not None:
@@ -113,35 +113,29 @@ class DebriefStore:
                 )
             await conn.execute("COMMIT")
 
-    async def keep_last_run(
-        self, run: RunFinished, *, conn: AsyncConnection[Any] | None = None
-    ) -> bool:
+    async def keep_last_run(self, run: RunFinished) -> bool:
         """Keep `run` as its agent's last run, unless a run that started later is kept already
-        (an older run finishing late never replaces a newer one's context). Whether it was
-        (on `conn` when given)."""
-        async with self._connection(conn) as conn:
-            cur = await conn.execute(
-                "INSERT INTO agent_last_runs (agent_id, run_id, started_at, run)"
-                " VALUES (%s, %s, %s, %s)"
-                " ON CONFLICT (agent_id) DO UPDATE SET run_id = EXCLUDED.run_id,"
-                " started_at = EXCLUDED.started_at, run = EXCLUDED.run, updated_at = now()"
-                " WHERE agent_last_runs.started_at <= EXCLUDED.started_at RETURNING 1",
-                (
-                    run.agent.agent_id, run.run_id, run.started_at,
-                    pg_json(run.model_dump(mode="json")),
-                ),
-            )  # fmt: skip
+        (an older run finishing late never replaces a newer one's context). Whether it was."""
+        async with self.pool.connection() as conn:
+            cur = await self.keep_last_run_on(conn, run)
             return await cur.fetchone() is not None
 
-    @contextlib.asynccontextmanager
-    async def _connection(
-        self, held: AsyncConnection[Any] | None
-    ) -> AsyncIterator[AsyncConnection[Any]]:
-        if held is not None:
-            yield held
-            return
-        async with self.pool.connection() as conn:
-            yield conn
+    async def keep_last_run_on(
+        self, conn: AsyncConnection[Any], run: RunFinished
+    ) -> AsyncCursor[Any]:
+        """`keep_last_run`'s statement sent on `conn` (a `pipelined()` one goes out with the
+        rest, as the block ends); its cursor has a row when the run was kept."""
+        return await conn.execute(
+            "INSERT INTO agent_last_runs (agent_id, run_id, started_at, run)"
+            " VALUES (%s, %s, %s, %s)"
+            " ON CONFLICT (agent_id) DO UPDATE SET run_id = EXCLUDED.run_id,"
+            " started_at = EXCLUDED.started_at, run = EXCLUDED.run, updated_at = now()"
+            " WHERE agent_last_runs.started_at <= EXCLUDED.started_at RETURNING 1",
+            (
+                run.agent.agent_id, run.run_id, run.started_at,
+                pg_json(run.model_dump(mode="json")),
+            ),
+        )  # fmt: skip
 
     async def last_run(self, agent_id: str) -> RunFinished | None:
         """The agent's last finished run as it kept itself; None before any did."""

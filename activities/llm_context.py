@@ -13,7 +13,7 @@ The transcript itself (`run_messages`) is never shortened.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -65,9 +65,26 @@ class StepContext:
 
 
 @dataclass(frozen=True)
-class _Recorded:
+class ContextRecord:
+    """What `run_context` holds for a step: the plan it uses, the last call's count."""
+
     previous: PreviousCall | None
     plan: ContextPlan
+
+
+def _recorded(rows: dict[str, dict[str, Any]]) -> ContextRecord:
+    plan_row, call_row = rows.get("plan"), rows.get("call")
+    plan = ContextPlan.model_validate(plan_row["plan"]) if plan_row else ContextPlan()
+    previous = None
+    # a plan made since that call: the provider's count no longer describes the view
+    if call_row is not None and (plan_row is None or plan_row["seq"] <= call_row["seq"]):
+        previous = PreviousCall(
+            seq=call_row["seq"],
+            prompt_tokens=call_row["prompt_tokens"],
+            plan=plan,
+            tools_tokens=call_row["tools_tokens"] or 0,
+        )
+    return ContextRecord(previous=previous, plan=plan)
 
 
 class ContextRecords:
@@ -78,33 +95,37 @@ class ContextRecords:
 
     async def load(
         self, run_id: str, seq: int, *, conn: AsyncConnection[Any] | None = None
-    ) -> _Recorded:
+    ) -> ContextRecord:
         """The latest plan at or before this step, and the provider's count for the step
         before it (with whether that step used the same plan)."""
-        async with self.store.connection(conn) as c, c.cursor(row_factory=dict_row) as cur:
-            await cur.execute(
-                "(SELECT 'call' AS kind, seq, prompt_tokens, tools_tokens, NULL::jsonb AS plan"
-                "  FROM run_context WHERE run_id = %s AND seq < %s AND prompt_tokens IS NOT NULL"
-                "  ORDER BY seq DESC LIMIT 1)"
-                " UNION ALL"
-                " (SELECT 'plan', seq, NULL, NULL, plan FROM run_context"
-                "  WHERE run_id = %s AND seq <= %s AND plan IS NOT NULL"
-                "  ORDER BY seq DESC LIMIT 1)",
-                (run_id, seq, run_id, seq),
-            )
-            rows = {r["kind"]: r for r in await cur.fetchall()}
-        plan_row, call_row = rows.get("plan"), rows.get("call")
-        plan = ContextPlan.model_validate(plan_row["plan"]) if plan_row else ContextPlan()
-        previous = None
-        # a plan made since that call: the provider's count no longer describes the view
-        if call_row is not None and (plan_row is None or plan_row["seq"] <= call_row["seq"]):
-            previous = PreviousCall(
-                seq=call_row["seq"],
-                prompt_tokens=call_row["prompt_tokens"],
-                plan=plan,
-                tools_tokens=call_row["tools_tokens"] or 0,
-            )
-        return _Recorded(previous=previous, plan=plan)
+        async with self.store.connection(conn) as c:
+            return await (await self.begin_load(run_id, seq, c))()
+
+    async def begin_load(
+        self, run_id: str, seq: int, conn: AsyncConnection[Any]
+    ) -> Callable[[], Awaitable[ContextRecord]]:
+        """`load`'s query sent on `conn`; what it returns reads the answer. On a connection
+        in pipeline mode the query goes out with the next one whose rows are read: the LLM
+        step reads its transcript and this in one round trip."""
+        cur = conn.cursor(row_factory=dict_row)
+        await cur.execute(
+            "(SELECT 'call' AS kind, seq, prompt_tokens, tools_tokens, NULL::jsonb AS plan"
+            "  FROM run_context WHERE run_id = %s AND seq < %s AND prompt_tokens IS NOT NULL"
+            "  ORDER BY seq DESC LIMIT 1)"
+            " UNION ALL"
+            " (SELECT 'plan', seq, NULL, NULL, plan FROM run_context"
+            "  WHERE run_id = %s AND seq <= %s AND plan IS NOT NULL"
+            "  ORDER BY seq DESC LIMIT 1)",
+            (run_id, seq, run_id, seq),
+        )
+
+        async def answer() -> ContextRecord:
+            try:
+                return _recorded({r["kind"]: r for r in await cur.fetchall()})
+            finally:
+                await cur.close()
+
+        return answer
 
     async def record(
         self,
@@ -155,11 +176,13 @@ class StepContexts:
         *,
         refused: StepContext | None = None,
         conn: AsyncConnection[Any] | None = None,
+        recorded: ContextRecord | None = None,
     ) -> StepContext:
-        """The view for step `seq`: the recorded plan, compacted further when the request
-        would not fit the budget (or, with `refused`, after the endpoint said it did not);
-        on `conn` when given."""
-        recorded = await self.records.load(run_id, seq, conn=conn)
+        """The view for step `seq`: the recorded plan (`recorded`, when the caller read it
+        already), compacted further when the request would not fit the budget (or, with
+        `refused`, after the endpoint said it did not); on `conn` when given."""
+        if recorded is None:
+            recorded = await self.records.load(run_id, seq, conn=conn)
         tools_cost = tools_tokens(tools)
         reserve = reserved_output(caps.context_tokens, caps.max_output_tokens)
         budget = prompt_budget(caps.context_tokens, reserve)

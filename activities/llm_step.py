@@ -35,7 +35,7 @@ from activities.llm_calls import (
     TextSink,
     chat_request,
 )
-from activities.llm_context import StepContext, StepContexts
+from activities.llm_context import ContextRecord, StepContext, StepContexts
 from activities.run_events import RunEvents
 from activities.step_records import record_step, recorded, seconds_to_spare, until_stored
 from activities.store import Store, to_openai
@@ -78,9 +78,16 @@ class LlmActivities:
         tools = self.registry.schemas(input.tool_names)
 
         async def read_inputs() -> tuple[list[SeqMessage], StepContext]:
-            async with self.store.connection() as conn:  # one checkout for both reads
-                transcript = await self.transcripts.read(input.run_id, input.seq, conn=conn)
-                context = await self._context(input, transcript, tools, conn=conn)
+            # one checkout and one round trip for both reads: both queries in a pipeline,
+            # their answers read once it has ended (a read inside would sync it once more)
+            async with self.store.connection() as conn:
+                async with conn.pipeline():
+                    reading = await self.transcripts.begin_read(input.run_id, input.seq, conn)
+                    loading = await self.contexts.records.begin_load(input.run_id, input.seq, conn)
+                transcript = await reading()
+                context = await self._context(
+                    input, transcript, tools, conn=conn, recorded=await loading()
+                )
             return transcript, context
 
         transcript, context = await until_stored(
@@ -163,6 +170,7 @@ class LlmActivities:
         *,
         refused: StepContext | None = None,
         conn: AsyncConnection[Any] | None = None,
+        recorded: ContextRecord | None = None,
     ) -> StepContext:
         """The step's view of the transcript for its model (`StepContexts.prepare`)."""
         return await self.contexts.prepare(
@@ -173,6 +181,7 @@ class LlmActivities:
             self.llm.capabilities(input.model),
             refused=refused,
             conn=conn,
+            recorded=recorded,
         )
 
     async def _complete_within_window(

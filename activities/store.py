@@ -10,7 +10,7 @@ import contextlib
 import logging
 import time
 import weakref
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import psycopg
@@ -269,27 +269,42 @@ class Store:
     ) -> list[SeqMessage]:
         """The run's transcript with each message's position, from `from_seq` up to (not
         including) `before_seq` (on `conn` when given)."""
+        async with self.connection(conn) as c:
+            return await (await self.begin_transcript(run_id, before_seq, from_seq, c))()
+
+    async def begin_transcript(
+        self, run_id: str, before_seq: int | None, from_seq: int, conn: AsyncConnection[Any]
+    ) -> Callable[[], Awaitable[list[SeqMessage]]]:
+        """`load_transcript`'s query sent on `conn`; what it returns reads the answer (on a
+        connection in pipeline mode, once the pipeline has ended: one round trip for all)."""
         limit = before_seq if before_seq is not None else 2**31 - 1
-        async with self.connection(conn) as c, c.cursor(row_factory=dict_row) as cur:
-            await cur.execute(
-                "SELECT seq, role, content, tool_calls, tool_call_id, name FROM run_messages"
-                " WHERE run_id = %s AND seq >= %s AND seq < %s ORDER BY seq",
-                (run_id, from_seq, limit),
-            )
-            rows = await cur.fetchall()
-        return [
-            SeqMessage(
-                seq=r["seq"],
-                message=Message(
-                    role=r["role"],
-                    content=r["content"],
-                    tool_calls=[ToolCall(**c) for c in (r["tool_calls"] or [])],
-                    tool_call_id=r["tool_call_id"],
-                    name=r["name"],
-                ),
-            )
-            for r in rows
-        ]
+        cur = conn.cursor(row_factory=dict_row)
+        await cur.execute(
+            "SELECT seq, role, content, tool_calls, tool_call_id, name FROM run_messages"
+            " WHERE run_id = %s AND seq >= %s AND seq < %s ORDER BY seq",
+            (run_id, from_seq, limit),
+        )
+
+        async def answer() -> list[SeqMessage]:
+            try:
+                rows = await cur.fetchall()
+            finally:
+                await cur.close()
+            return [
+                SeqMessage(
+                    seq=r["seq"],
+                    message=Message(
+                        role=r["role"],
+                        content=r["content"],
+                        tool_calls=[ToolCall(**c) for c in (r["tool_calls"] or [])],
+                        tool_call_id=r["tool_call_id"],
+                        name=r["name"],
+                    ),
+                )
+                for r in rows
+            ]
+
+        return answer
 
 
 def pg_text(text: str | None) -> str | None:

@@ -18,6 +18,7 @@ least recently used first out.
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -69,20 +70,35 @@ class Transcripts:
     ) -> list[SeqMessage]:
         """The transcript before `before_seq`, reading from Postgres only what is not held
         (on `conn` when given)."""
+        async with self.store.connection(conn) as c:
+            return await (await self.begin_read(run_id, before_seq, c))()
+
+    async def begin_read(
+        self, run_id: str, before_seq: int, conn: AsyncConnection[Any]
+    ) -> Callable[[], Awaitable[list[SeqMessage]]]:
+        """`read`'s query sent on `conn`; what it returns reads the answer (on a connection
+        in pipeline mode, once the pipeline has ended) and, when the new rows are not the
+        next positions, the whole transcript (another round trip)."""
         key = self._key(run_id)
         held = self._held.get(key)
-        if held is not None and held.next_seq <= before_seq:
-            new = await self.store.load_transcript(
-                run_id, before_seq=before_seq, from_seq=held.next_seq, conn=conn
-            )
-            if [e.seq for e in new] == list(range(held.next_seq, held.next_seq + len(new))):
-                self.partial_reads += 1
-                self._keep(key, [*held.messages, *new])
-                return list(self._held[key].messages)
-        self.full_reads += 1
-        transcript = await self.store.load_transcript(run_id, before_seq=before_seq, conn=conn)
-        self._keep(key, transcript)
-        return list(transcript)
+        if held is None or held.next_seq > before_seq:
+            held = None
+        from_seq = held.next_seq if held is not None else 0
+        reading = await self.store.begin_transcript(run_id, before_seq, from_seq, conn)
+
+        async def answer() -> list[SeqMessage]:
+            new = await reading()
+            if held is not None:
+                if [e.seq for e in new] == list(range(held.next_seq, held.next_seq + len(new))):
+                    self.partial_reads += 1
+                    self._keep(key, [*held.messages, *new])
+                    return list(self._held[key].messages)
+                new = await self.store.load_transcript(run_id, before_seq=before_seq, conn=conn)
+            self.full_reads += 1
+            self._keep(key, new)
+            return list(new)
+
+        return answer
 
     def add(self, run_id: str, seq: int, message: Message) -> None:
         """The step's own reply, as recorded: the next step need not read it back."""

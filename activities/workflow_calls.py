@@ -68,7 +68,7 @@ class EntityActivities:
                 if input.persist is not None:
                     await store.save(input.persist.input, input.persist.debrief, conn=conn)
                 if input.keep_last_run and input.run_finished is not None:
-                    await store.keep_last_run(input.run_finished, conn=conn)
+                    await store.keep_last_run_on(conn, input.run_finished)
             if input.keep_last_run:
                 return
         payload = (

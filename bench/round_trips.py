@@ -9,6 +9,9 @@ is its number of round trips (local work adds well under one), and its pool chec
 read from psycopg_pool's statistics. Side by side, for each operation, the code before (as
 it was, inlined here) and now:
 
+- an LLM step's reads (the transcript rows since its last step, its context record): one
+  after the other on one checkout (before) against both queries in one pipeline (now,
+  `LlmActivities._step`);
 - a quick iteration's records with their live-output events (an LLM step whose reply is a
   tool call, announced; the tool's start and end): each record and its events apart (before)
   against one round trip each (now, `activities.step_records.record_step`);
@@ -38,6 +41,7 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
 from activities.debrief_store import DebriefStore
+from activities.llm_context import ContextRecords
 from activities.run_events import RunEvents, transaction
 from activities.store import _UPSERT_MESSAGE, Store, pg_json, pg_text
 from bench._stack import _start_postgres, log, machine, parser, print_table, run
@@ -179,6 +183,7 @@ async def main() -> None:
     results: dict[str, list[tuple[float, int]]] = {}
     try:
         events, debriefs = RunEvents(store), DebriefStore(store)
+        seed = [SeqMessage(seq=i, message=Message(role="user", content=f"m{i}")) for i in range(3)]
         call = ToolCall(id="c", name="calculator", arguments='{"expression": "6*7"}')
         reply = Message(role="assistant", tool_calls=[call])
         replied = LlmStepResult(tool_calls=[call], finish_reason="tool_calls")
@@ -231,9 +236,7 @@ async def main() -> None:
             entry, debrief, finished = wrap_up()
             async with debriefs.pipelined() as conn:
                 await debriefs.save(entry, debrief, conn=conn)
-                await debriefs.keep_last_run(finished, conn=conn)
-
-        seed = [SeqMessage(seq=i, message=Message(role="user", content=f"m{i}")) for i in range(3)]
+                await debriefs.keep_last_run_on(conn, finished)
 
         async def messages_before() -> None:
             await put_messages_before(store, f"rt-{uuid.uuid4().hex[:8]}", seed)
@@ -254,7 +257,25 @@ async def main() -> None:
             runs = [f"rt-{uuid.uuid4().hex[:8]}" for _ in range(20)]
             await asyncio.gather(*(events.append(r, [text]) for r in runs))
 
+        records = ContextRecords(store)
+        read_run = f"rt-{uuid.uuid4().hex[:8]}"
+        await store.put_messages(read_run, seed)
+
+        async def reads_before() -> None:
+            async with store.connection() as conn:
+                await store.load_transcript(read_run, 3, from_seq=2, conn=conn)
+                await records.load(read_run, 3, conn=conn)
+
+        async def reads_now() -> None:
+            async with store.connection() as conn:
+                async with conn.pipeline():
+                    reading = await store.begin_transcript(read_run, 3, 2, conn)
+                    loading = await records.begin_load(read_run, 3, conn)
+                await reading()
+                await loading()
+
         operations = {
+            "reads": (reads_before, reads_now),
             "records": (records_before, records_now),
             "wrap-up": (wrap_up_before, wrap_up_now),
             "messages": (messages_before, messages_now),
@@ -283,6 +304,7 @@ async def main() -> None:
         return f"{trips:.1f} · {checkouts:g}"
 
     labels = {
+        "reads": "an LLM step's reads (new transcript rows, context record)",
         "records": "a quick iteration's records with their events",
         "wrap-up": "a run's wrap-up writes (debrief with 2 lessons, last run)",
         "messages": "a run's first 3 transcript rows",

@@ -317,3 +317,48 @@ async def test_a_record_stands_when_the_live_output_written_with_it_fails(
     assert result.content == "counted 3" and ran == [3]
     assert await harness.store.recorded_step(run_id, 3) == result.model_dump(mode="json")
     assert await live_events(harness.store, run_id) == []
+
+
+async def test_a_quick_iteration_costs_three_round_trips_to_postgres(
+    settings, llm: ScriptedLLM, model_name: str
+):
+    """Counted at a proxy in front of Postgres: an LLM step reads its transcript and its
+    context record in one round trip (pipelined) and records its reply with its live output
+    in another; the tool step records its result with its start and end in one. (Five
+    before this session's changes: two reads, the record, then each step's events.)"""
+    from tests.support.pg_proxy import CountingProxy
+
+    @tool
+    async def count(n: int) -> str:
+        """Count."""
+        return f"counted {n}"
+
+    proxy = await CountingProxy(settings.database_url).start()
+    store = await Store.open(proxy.url, max_size=1)
+    endpoint = LlmEndpoint(llm_client(settings, llm.base_url))
+    try:
+        run_id = f"run-trips-{uuid.uuid4().hex[:8]}"
+        await store.put_messages(run_id, seeded("You count.", "Count to 2."))
+        llm.script(model_name, [Reply("", [call("count", n=2)])])
+        step = LlmStepInput(
+            run_id=run_id,
+            seq=2,
+            iteration=0,
+            model=model_name,
+            tool_names=["count"],
+            stream=True,
+        )
+        proxy.round_trips = 0
+        reply = await attempt(1).run(
+            LlmActivities(store, endpoint, ToolRegistry([count])).llm_step, step
+        )
+        assert proxy.round_trips == 2
+        proxy.round_trips = 0
+        tool_step = RunToolInput(run_id=run_id, seq=3, call=reply.tool_calls[0], live_output=True)
+        await attempt(1).run(ToolActivities(store, ToolRegistry([count])).run_tool, tool_step)
+        assert proxy.round_trips == 1
+        assert await live_events(store, run_id) == ["iteration", "tool_start", "tool_end"]
+    finally:
+        await endpoint.close()
+        await store.close()
+        await proxy.stop()

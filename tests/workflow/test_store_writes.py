@@ -198,3 +198,34 @@ async def test_a_recently_used_connection_a_restart_broke_fails_once_as_an_outag
     assert await store.recorded_step("run-broken", 1) is None  # a fresh connection
     async with store.pool.connection() as conn:
         assert conn.info.backend_pid != pid
+
+
+async def test_a_runs_first_rows_and_many_runs_text_take_one_round_trip_each(
+    database_url: str,
+):
+    """Counted at a proxy in front of Postgres: a run's first transcript rows go in one
+    round trip (BEGIN and COMMIT pipelined with them; `transaction()` took three), and 20
+    runs' text due at once in one (it was one each)."""
+    from tests.support.pg_proxy import CountingProxy
+
+    proxy = await CountingProxy(database_url).start()
+    store = await Store.open(proxy.url, max_size=1)
+    try:
+        run_id = f"run-trips-{uuid.uuid4().hex[:8]}"
+        seed = [SeqMessage(seq=i, message=Message(role="user", content=f"m{i}")) for i in range(3)]
+        await idle(store)  # the pool's connection, used: not checked again
+        proxy.round_trips = 0
+        await store.put_messages(run_id, seed)
+        assert proxy.round_trips == 1
+        assert [m.content for m in await store.load_messages(run_id)] == ["m0", "m1", "m2"]
+
+        events = RunEvents(store)
+        runs = [f"run-trips-{uuid.uuid4().hex[:8]}" for _ in range(20)]
+        proxy.round_trips = 0
+        await asyncio.gather(
+            *(events.append(r, [NewEvent(type="text", step=1, data={"delta": "hi"})]) for r in runs)
+        )
+        assert proxy.round_trips <= 2
+    finally:
+        await store.close()
+        await proxy.stop()
