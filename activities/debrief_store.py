@@ -5,15 +5,14 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
 from psycopg import AsyncConnection, AsyncCursor
-from psycopg.rows import dict_row
 from pydantic import ValidationError
 
-from activities.store import Store, pg_json, pg_text
+from activities.store import Rows, Store, pending_rows, pg_json, pg_text
 from reactive_temporal.contracts.debrief import AgentDebrief, DebriefInput
 from reactive_temporal.contracts.entity import RunFinished
 from reactive_temporal.memory import LESSON_TTL_DAYS
@@ -159,27 +158,55 @@ class DebriefStore:
         return rows[0] if rows else None
 
     async def latest(self, agent_id: str, max_age_hours: float) -> StoredDebrief | None:
-        rows = await self._select(
+        async with self.pool.connection() as conn:
+            reading = await self.begin_latest(conn, agent_id, max_age_hours)
+            return await reading()
+
+    async def begin_latest(
+        self, conn: AsyncConnection[Any], agent_id: str, max_age_hours: float
+    ) -> Callable[[], Awaitable[StoredDebrief | None]]:
+        """`latest`'s query sent on `conn`; what it returns reads the answer (`pending_rows`:
+        on a pipelined connection, with the other queries sent in it)."""
+        reading = await self._begin_select(
+            conn,
             "WHERE agent_id = %s AND created_at > now() - make_interval(secs => %s)"
             " ORDER BY created_at DESC LIMIT 1",
             (agent_id, max_age_hours * 3600),
         )
-        return rows[0] if rows else None
+
+        async def answer() -> StoredDebrief | None:
+            rows = await reading()
+            return rows[0] if rows else None
+
+        return answer
 
     async def _select(self, where: str, params: tuple[object, ...]) -> list[StoredDebrief]:
+        async with self.pool.connection() as conn:
+            reading = await self._begin_select(conn, where, params)
+            return await reading()
+
+    async def _begin_select(
+        self, conn: AsyncConnection[Any], where: str, params: tuple[object, ...]
+    ) -> Callable[[], Awaitable[list[StoredDebrief]]]:
         query = (
             "SELECT run_id, agent_id, debrief_json,"
             " extract(epoch FROM now() - created_at) / 3600 AS age_hours FROM agent_debriefs "
         )
-        async with self.pool.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
-            await cur.execute(query + where, params)  # type: ignore[arg-type]
-            rows = await cur.fetchall()
-        return [
-            StoredDebrief(
-                run_id=r["run_id"],
-                agent_id=r["agent_id"],
-                debrief=AgentDebrief.model_validate(r["debrief_json"]),
-                age_hours=float(r["age_hours"]),
-            )
-            for r in rows
-        ]
+        reading = await pending_rows(conn, query + where, params)
+
+        async def answer() -> list[StoredDebrief]:
+            return _stored(await reading())
+
+        return answer
+
+
+def _stored(rows: Rows) -> list[StoredDebrief]:
+    return [
+        StoredDebrief(
+            run_id=r["run_id"],
+            agent_id=r["agent_id"],
+            debrief=AgentDebrief.model_validate(r["debrief_json"]),
+            age_hours=float(r["age_hours"]),
+        )
+        for r in rows
+    ]

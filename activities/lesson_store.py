@@ -9,12 +9,13 @@ Expired lessons are never chosen nor listed, and are purged when lessons are lis
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
+from psycopg import AsyncConnection
 from psycopg.rows import dict_row
 
-from activities.store import Store
+from activities.store import Store, pending_rows
 from reactive_temporal.contracts.debrief import StoredLesson
 from reactive_temporal.memory import LessonNote, relevance_query_text
 
@@ -30,25 +31,45 @@ class LessonStore:
         self, agent_id: str, task: str, *, limit: int, exclude_run: str | None = None
     ) -> list[LessonNote]:
         """The agent's live lessons that share words with the task, most relevant first."""
-        async with self.pool.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
-            await cur.execute(
-                "WITH q AS (SELECT NULLIF(replace(plainto_tsquery('english', %s)::text,"
-                " ' & ', ' | '), '') AS words)"
-                " SELECT lesson, run_id, created_at FROM agent_lessons, q"
-                f" WHERE agent_id = %s AND {_LIVE} AND run_id <> %s"
-                " AND q.words IS NOT NULL AND search @@ q.words::tsquery"
-                " ORDER BY ts_rank(search, q.words::tsquery) DESC, created_at DESC, position"
-                " LIMIT %s",
-                (relevance_query_text(task), agent_id, exclude_run or "", limit * 3),
+        async with self.pool.connection() as conn:
+            reading = await self.begin_relevant(
+                conn, agent_id, task, limit=limit, exclude_run=exclude_run
             )
-            rows = await cur.fetchall()
-        seen: set[str] = set()
-        notes: list[LessonNote] = []
-        for r in rows:  # the same lesson learned twice is shown once, where it ranks best
-            if r["lesson"] not in seen:
-                seen.add(r["lesson"])
-                notes.append(LessonNote(r["lesson"], r["run_id"], r["created_at"]))
-        return notes[:limit]
+            return await reading()
+
+    async def begin_relevant(
+        self,
+        conn: AsyncConnection[Any],
+        agent_id: str,
+        task: str,
+        *,
+        limit: int,
+        exclude_run: str | None = None,
+    ) -> Callable[[], Awaitable[list[LessonNote]]]:
+        """`relevant`'s query sent on `conn`; what it returns reads the answer
+        (`pending_rows`: on a pipelined connection, with the other queries sent in it)."""
+        reading = await pending_rows(
+            conn,
+            "WITH q AS (SELECT NULLIF(replace(plainto_tsquery('english', %s)::text,"
+            " ' & ', ' | '), '') AS words)"
+            " SELECT lesson, run_id, created_at FROM agent_lessons, q"
+            f" WHERE agent_id = %s AND {_LIVE} AND run_id <> %s"
+            " AND q.words IS NOT NULL AND search @@ q.words::tsquery"
+            " ORDER BY ts_rank(search, q.words::tsquery) DESC, created_at DESC, position"
+            " LIMIT %s",
+            (relevance_query_text(task), agent_id, exclude_run or "", limit * 3),
+        )
+
+        async def answer() -> list[LessonNote]:
+            seen: set[str] = set()
+            notes: list[LessonNote] = []
+            for r in await reading():  # the same lesson learned twice: shown where it ranks best
+                if r["lesson"] not in seen:
+                    seen.add(r["lesson"])
+                    notes.append(LessonNote(r["lesson"], r["run_id"], r["created_at"]))
+            return notes[:limit]
+
+        return answer
 
     async def listed(self, agent_id: str | None = None) -> list[StoredLesson]:
         """Live lessons, newest first; every agent's when `agent_id` is None."""

@@ -18,10 +18,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from psycopg import AsyncConnection
-from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
-from activities.store import Store
+from activities.store import Store, pending_rows
 from reactive_temporal.capabilities import ModelCapabilities
 from reactive_temporal.context_window import (
     ContextPlan,
@@ -99,7 +98,8 @@ class ContextRecords:
         """The latest plan at or before this step, and the provider's count for the step
         before it (with whether that step used the same plan)."""
         async with self.store.connection(conn) as c:
-            return await (await self.begin_load(run_id, seq, c))()
+            reading = await self.begin_load(run_id, seq, c)
+            return await reading()
 
     async def begin_load(
         self, run_id: str, seq: int, conn: AsyncConnection[Any]
@@ -107,8 +107,8 @@ class ContextRecords:
         """`load`'s query sent on `conn`; what it returns reads the answer. On a connection
         in pipeline mode the query goes out with the next one whose rows are read: the LLM
         step reads its transcript and this in one round trip."""
-        cur = conn.cursor(row_factory=dict_row)
-        await cur.execute(
+        reading = await pending_rows(
+            conn,
             "(SELECT 'call' AS kind, seq, prompt_tokens, tools_tokens, NULL::jsonb AS plan"
             "  FROM run_context WHERE run_id = %s AND seq < %s AND prompt_tokens IS NOT NULL"
             "  ORDER BY seq DESC LIMIT 1)"
@@ -120,10 +120,7 @@ class ContextRecords:
         )
 
         async def answer() -> ContextRecord:
-            try:
-                return _recorded({r["kind"]: r for r in await cur.fetchall()})
-            finally:
-                await cur.close()
+            return _recorded({r["kind"]: r for r in await reading()})
 
         return answer
 

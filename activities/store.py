@@ -270,7 +270,8 @@ class Store:
         """The run's transcript with each message's position, from `from_seq` up to (not
         including) `before_seq` (on `conn` when given)."""
         async with self.connection(conn) as c:
-            return await (await self.begin_transcript(run_id, before_seq, from_seq, c))()
+            reading = await self.begin_transcript(run_id, before_seq, from_seq, c)
+            return await reading()
 
     async def begin_transcript(
         self, run_id: str, before_seq: int | None, from_seq: int, conn: AsyncConnection[Any]
@@ -278,18 +279,14 @@ class Store:
         """`load_transcript`'s query sent on `conn`; what it returns reads the answer (on a
         connection in pipeline mode, once the pipeline has ended: one round trip for all)."""
         limit = before_seq if before_seq is not None else 2**31 - 1
-        cur = conn.cursor(row_factory=dict_row)
-        await cur.execute(
+        reading = await pending_rows(
+            conn,
             "SELECT seq, role, content, tool_calls, tool_call_id, name FROM run_messages"
             " WHERE run_id = %s AND seq >= %s AND seq < %s ORDER BY seq",
             (run_id, from_seq, limit),
         )
 
         async def answer() -> list[SeqMessage]:
-            try:
-                rows = await cur.fetchall()
-            finally:
-                await cur.close()
             return [
                 SeqMessage(
                     seq=r["seq"],
@@ -301,10 +298,33 @@ class Store:
                         name=r["name"],
                     ),
                 )
-                for r in rows
+                for r in await reading()
             ]
 
         return answer
+
+
+Rows = list[dict[str, Any]]
+
+
+async def pending_rows(
+    conn: AsyncConnection[Any], query: str, params: tuple[object, ...]
+) -> Callable[[], Awaitable[Rows]]:
+    """`query` sent on `conn`; what it returns reads its rows, as dicts.
+
+    On a connection in pipeline mode, the queries sent this way go out together and their
+    answers are read once the pipeline has ended: one round trip for all. (A read inside the
+    pipeline would sync it, and its end syncs it again: two.)"""
+    cur = conn.cursor(row_factory=dict_row)
+    await cur.execute(query, params)  # type: ignore[arg-type]
+
+    async def rows() -> Rows:
+        try:
+            return await cur.fetchall()
+        finally:
+            await cur.close()
+
+    return rows
 
 
 def pg_text(text: str | None) -> str | None:

@@ -83,12 +83,17 @@ class TranscriptActivities:
         """What the agent remembers for this task: its last run (if recent) and the lessons
         most relevant to the task, as quoted data."""
         agent_id = input.agent.agent_id
-        last = await self.debriefs.latest(agent_id, PRIOR_RUN_MAX_AGE_HOURS)
+        async with self.store.connection() as conn:
+            async with conn.pipeline():  # both queries in one round trip
+                reading_last = await self.debriefs.begin_latest(
+                    conn, agent_id, PRIOR_RUN_MAX_AGE_HOURS
+                )
+                reading_lessons = await self.lessons.begin_relevant(
+                    conn, agent_id, input.task, limit=PRIOR_LESSONS, exclude_run=input.run_id
+                )
+            last, lessons = await reading_last(), await reading_lessons()
         if last is not None and last.run_id == input.run_id:
             last = None  # a rerun does not remember itself
-        lessons = await self.lessons.relevant(
-            agent_id, input.task, limit=PRIOR_LESSONS, exclude_run=input.run_id
-        )
         return run_notes(prior_run(last) if last else None, lessons)
 
     @activity.defn(name=names.RECORD_MESSAGES)

@@ -71,7 +71,8 @@ class Transcripts:
         """The transcript before `before_seq`, reading from Postgres only what is not held
         (on `conn` when given)."""
         async with self.store.connection(conn) as c:
-            return await (await self.begin_read(run_id, before_seq, c))()
+            reading = await self.begin_read(run_id, before_seq, c)
+            return await reading()
 
     async def begin_read(
         self, run_id: str, before_seq: int, conn: AsyncConnection[Any]

@@ -12,6 +12,8 @@ it was, inlined here) and now:
 - an LLM step's reads (the transcript rows since its last step, its context record): one
   after the other on one checkout (before) against both queries in one pipeline (now,
   `LlmActivities._step`);
+- a run's memory reads as it starts (its agent's last debrief, the lessons relevant to the
+  task): one after the other (before) against both in one pipeline (now, `prepare_run`);
 - a quick iteration's records with their live-output events (an LLM step whose reply is a
   tool call, announced; the tool's start and end): each record and its events apart (before)
   against one round trip each (now, `activities.step_records.record_step`);
@@ -41,6 +43,7 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
 from activities.debrief_store import DebriefStore
+from activities.lesson_store import LessonStore
 from activities.llm_context import ContextRecords
 from activities.run_events import RunEvents, transaction
 from activities.store import _UPSERT_MESSAGE, Store, pg_json, pg_text
@@ -274,7 +277,24 @@ async def main() -> None:
                 await reading()
                 await loading()
 
+        lessons = LessonStore(store)
+
+        async def memory_before() -> None:
+            await debriefs.latest("rt-agent", 72)
+            await lessons.relevant("rt-agent", "count the stock", limit=5)
+
+        async def memory_now() -> None:
+            async with store.connection() as conn:
+                async with conn.pipeline():
+                    last = await debriefs.begin_latest(conn, "rt-agent", 72)
+                    relevant = await lessons.begin_relevant(
+                        conn, "rt-agent", "count the stock", limit=5
+                    )
+                await last()
+                await relevant()
+
         operations = {
+            "memory": (memory_before, memory_now),
             "reads": (reads_before, reads_now),
             "records": (records_before, records_now),
             "wrap-up": (wrap_up_before, wrap_up_now),
@@ -304,6 +324,7 @@ async def main() -> None:
         return f"{trips:.1f} · {checkouts:g}"
 
     labels = {
+        "memory": "a run's memory reads as it starts (last debrief, lessons)",
         "reads": "an LLM step's reads (new transcript rows, context record)",
         "records": "a quick iteration's records with their events",
         "wrap-up": "a run's wrap-up writes (debrief with 2 lessons, last run)",

@@ -159,3 +159,48 @@ async def test_a_debrief_that_fails_to_save_leaves_nothing_half_written(debriefs
     debrief.metrics.tokens = 10
     await debriefs.save(entry, debrief)  # the pool's connections are fine afterwards
     assert (await debriefs.get(run_id)) is not None
+
+
+async def test_a_run_with_memory_starts_in_two_round_trips(database_url: str):
+    """`prepare_run` reads the agent's last debrief and its relevant lessons in one round
+    trip (pipelined) and seeds the transcript in another (counted at a proxy; it was three
+    and five)."""
+    from temporalio.testing import ActivityEnvironment
+
+    from activities.transcript import TranscriptActivities
+    from reactive_temporal.contracts.run import PrepareRunInput
+    from reactive_temporal.tools import ToolRegistry
+    from tests.support.pg_proxy import CountingProxy
+
+    agent_id = f"start-{uuid.uuid4().hex[:8]}"
+    proxy = await CountingProxy(database_url).start()
+    store = await Store.open(proxy.url, max_size=1)
+    debriefs = DebriefStore(store)
+    try:
+        earlier = AgentDebrief(
+            summary="counted the stock", outcome="success", lessons_learned=["count twice"]
+        )
+        await debriefs.save(
+            DebriefInput(
+                run_id=f"run-{agent_id}-1", agent_id=agent_id, task="count the stock",
+                terminated_by="final_answer",
+            ),
+            earlier,
+        )  # fmt: skip
+        activities = TranscriptActivities(store, debriefs, ToolRegistry([]))
+        proxy.round_trips = 0
+        prepared = await ActivityEnvironment().run(
+            activities.prepare_run,
+            PrepareRunInput(
+                run_id=f"run-{agent_id}-2",
+                task="count the stock again",
+                agent=AgentConfig(agent_id=agent_id, model="m", tools=[], memory=True),
+            ),
+        )
+        assert proxy.round_trips == 2
+        seeded = await store.load_messages(f"run-{agent_id}-2")
+        assert prepared.next_seq == 3 and "count twice" in (seeded[2].content or "")
+        assert "counted the stock" in (seeded[2].content or "")
+    finally:
+        await store.close()
+        await proxy.stop()
