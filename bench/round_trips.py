@@ -3,11 +3,11 @@
 On a busy worker every round trip holds its pooled connection until the event loop comes
 back to the statement's result, which at 200 runs at once takes tens to hundreds of
 milliseconds: a write's round trips, more than its CPU, are what makes the pool a queue
-(bench.scale's pool waits). This script puts a TCP proxy between the store and Postgres that
-holds each of Postgres's replies DELAY seconds, so an operation's wall time divided by DELAY
-is its number of round trips (local work adds well under one), and its pool checkouts are
-read from psycopg_pool's statistics. Side by side, for each operation, the code before (as
-it was, inlined here) and now:
+(bench.scale's pool waits). This script puts the tests' counting proxy
+(`tests/support/pg_proxy.py`: a round trip is a burst of the client's bytes after the
+server's; nothing is timed) between the store and Postgres, and reads pool checkouts from
+psycopg_pool's statistics. Side by side, for each operation, the code before (as it was,
+inlined here) and now:
 
 - an LLM step's reads (the transcript rows since its last step, its context record): one
   after the other on one checkout (before) against both queries in one pipeline (now,
@@ -35,12 +35,10 @@ import os
 import shutil
 import statistics
 import tempfile
-import time
 import uuid
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from urllib.parse import parse_qs, urlparse
 
 from activities.debrief_store import DebriefStore
 from activities.lesson_store import LessonStore
@@ -59,61 +57,7 @@ from reactive_temporal.contracts.run import (
     ToolCall,
     ToolResult,
 )
-
-DELAY = 0.02
-"""Seconds the proxy holds each reply of Postgres's."""
-
-
-class SlowProxy:
-    """A TCP proxy to Postgres that holds each chunk Postgres sends DELAY seconds."""
-
-    def __init__(self, database_url: str) -> None:
-        url = urlparse(database_url)
-        socket_dir = parse_qs(url.query).get("host", [""])[0]
-        self.unix = f"{socket_dir}/.s.PGSQL.{url.port or 5432}" if socket_dir else None
-        self.target = (url.hostname or "127.0.0.1", url.port or 5432)
-        self.user = url.username or "postgres"
-        self.database = url.path.lstrip("/") or "postgres"
-        self.server: asyncio.Server | None = None
-
-    @property
-    def url(self) -> str:
-        assert self.server is not None
-        port = self.server.sockets[0].getsockname()[1]
-        return f"postgresql://{self.user}@127.0.0.1:{port}/{self.database}"
-
-    async def start(self) -> SlowProxy:
-        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
-        return self
-
-    async def stop(self) -> None:
-        if self.server is not None:
-            self.server.close()
-
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        if self.unix:
-            up_reader, up_writer = await asyncio.open_unix_connection(self.unix)
-        else:
-            up_reader, up_writer = await asyncio.open_connection(*self.target)
-        await asyncio.gather(
-            self._pump(reader, up_writer, 0.0), self._pump(up_reader, writer, DELAY)
-        )
-
-    @staticmethod
-    async def _pump(
-        reader: asyncio.StreamReader, writer: asyncio.StreamWriter, delay: float
-    ) -> None:
-        try:
-            while data := await reader.read(65536):
-                if delay:
-                    await asyncio.sleep(delay)
-                writer.write(data)
-                await writer.drain()
-        except (ConnectionError, asyncio.CancelledError):
-            pass
-        finally:
-            writer.close()
-
+from tests.support.pg_proxy import CountingProxy
 
 # -- the code before, as it was -----------------------------------------------------------
 
@@ -159,13 +103,14 @@ async def put_messages_before(store: Store, run_id: str, entries: list[SeqMessag
 # -- measuring ------------------------------------------------------------------------------
 
 
-async def measured(store: Store, operation: Callable[[], Awaitable[None]]) -> tuple[float, int]:
-    """Round trips (wall time / DELAY) and pool checkouts of one `operation()`."""
+async def measured(
+    proxy: CountingProxy, store: Store, operation: Callable[[], Awaitable[None]]
+) -> tuple[int, int]:
+    """Round trips and pool checkouts of one `operation()`."""
     checkouts = store.pool.get_stats().get("requests_num", 0)
-    started = time.perf_counter()
+    proxy.round_trips = 0
     await operation()
-    trips = (time.perf_counter() - started) / DELAY
-    return trips, store.pool.get_stats().get("requests_num", 0) - checkouts
+    return proxy.round_trips, store.pool.get_stats().get("requests_num", 0) - checkouts
 
 
 async def main() -> None:
@@ -181,7 +126,7 @@ async def main() -> None:
         postgres = await asyncio.to_thread(_start_postgres, tmp / "pg")
         database_url = str(postgres.get_uri())
     await (await Store.open(database_url)).close()  # migrated
-    proxy = await SlowProxy(database_url).start()
+    proxy = await CountingProxy(database_url).start()
     store = await Store.open(proxy.url, max_size=25, migrate=False)
     results: dict[str, list[tuple[float, int]]] = {}
     try:
@@ -309,7 +254,7 @@ async def main() -> None:
             for name, (before, now) in operations.items():
                 for version, operation in (("before", before), ("now", now)):
                     results.setdefault(f"{name} {version}", []).append(
-                        await measured(store, operation)
+                        await measured(proxy, store, operation)
                     )
     finally:
         await store.close()
@@ -321,7 +266,7 @@ async def main() -> None:
     def cell(key: str) -> str:
         trips = statistics.median(t for t, _ in results[key])
         checkouts = statistics.median(c for _, c in results[key])
-        return f"{trips:.1f} · {checkouts:g}"
+        return f"{trips:g} · {checkouts:g}"
 
     labels = {
         "memory": "a run's memory reads as it starts (last debrief, lessons)",
@@ -331,8 +276,7 @@ async def main() -> None:
         "messages": "a run's first 3 transcript rows",
         "texts": "20 runs' text due at once (all 20 together)",
     }
-    print(f"Round trips (wall time / {DELAY * 1000:g} ms held per reply) · pool checkouts, "
-          "medians.\n")  # fmt: skip
+    print("Round trips · pool checkouts, medians.\n")
     print_table(
         ["operation", "before", "now"],
         [[label, cell(f"{name} before"), cell(f"{name} now")] for name, label in labels.items()],

@@ -234,59 +234,6 @@ async def live_events(store: Store, run_id: str) -> list[str]:
         return [r[0] for r in await cur.fetchall()]
 
 
-async def test_a_step_writes_its_record_and_its_live_output_in_one_checkout(
-    settings, llm: ScriptedLLM, model_name: str
-):
-    """A quick tool step records its result and writes its start and end in one checkout and
-    round trip (it took two); an LLM step whose reply is a tool call reads in one and records
-    with its announcement in another (it took three)."""
-
-    @tool
-    async def count(n: int) -> str:
-        """Count."""
-        return f"counted {n}"
-
-    store = await Store.open(settings.database_url, migrate=False)  # its own pool: its counts
-    endpoint = LlmEndpoint(llm_client(settings, llm.base_url))
-
-    def checkouts() -> int:
-        return store.pool.get_stats().get("requests_num", 0)
-
-    try:
-        run_id = f"run-one-trip-{uuid.uuid4().hex[:8]}"
-        await store.put_messages(run_id, seeded("You count.", "Count to 2."))
-        llm.script(model_name, [Reply("", [call("count", n=2)])])
-        step = LlmStepInput(
-            run_id=run_id,
-            seq=2,
-            iteration=0,
-            model=model_name,
-            tool_names=["count"],
-            stream=True,
-        )
-        before = checkouts()
-        reply = await attempt(1).run(
-            LlmActivities(store, endpoint, ToolRegistry([count])).llm_step, step
-        )
-        assert checkouts() - before == 2
-        assert [c.name for c in reply.tool_calls] == ["count"]
-
-        before = checkouts()
-        tool_step = RunToolInput(run_id=run_id, seq=3, call=reply.tool_calls[0], live_output=True)
-        result = await attempt(1).run(
-            ToolActivities(store, ToolRegistry([count])).run_tool, tool_step
-        )
-        assert checkouts() - before == 1
-        assert result.content == "counted 2"
-
-        assert await live_events(store, run_id) == ["iteration", "tool_start", "tool_end"]
-        assert await store.recorded_step(run_id, 2) == reply.model_dump(mode="json")
-        assert await store.recorded_step(run_id, 3) == result.model_dump(mode="json")
-    finally:
-        await endpoint.close()
-        await store.close()
-
-
 async def test_a_record_stands_when_the_live_output_written_with_it_fails(
     harness: Harness, monkeypatch
 ):
@@ -322,10 +269,11 @@ async def test_a_record_stands_when_the_live_output_written_with_it_fails(
 async def test_a_quick_iteration_costs_three_round_trips_to_postgres(
     settings, llm: ScriptedLLM, model_name: str
 ):
-    """Counted at a proxy in front of Postgres: an LLM step reads its transcript and its
-    context record in one round trip (pipelined) and records its reply with its live output
-    in another; the tool step records its result with its start and end in one. (Five
-    before this session's changes: two reads, the record, then each step's events.)"""
+    """Counted at a proxy in front of Postgres and at the pool: an LLM step reads its
+    transcript and its context record in one round trip (pipelined) and records its reply
+    with its live output in another; the tool step records its result with its start and end
+    in one. Each on a checkout of its own: three, where there were five of each (two reads,
+    the record, then each step's events apart)."""
     from tests.support.pg_proxy import CountingProxy
 
     @tool
@@ -336,6 +284,10 @@ async def test_a_quick_iteration_costs_three_round_trips_to_postgres(
     proxy = await CountingProxy(settings.database_url).start()
     store = await Store.open(proxy.url, max_size=1)
     endpoint = LlmEndpoint(llm_client(settings, llm.base_url))
+
+    def checkouts() -> int:
+        return store.pool.get_stats().get("requests_num", 0)
+
     try:
         run_id = f"run-trips-{uuid.uuid4().hex[:8]}"
         await store.put_messages(run_id, seeded("You count.", "Count to 2."))
@@ -348,16 +300,21 @@ async def test_a_quick_iteration_costs_three_round_trips_to_postgres(
             tool_names=["count"],
             stream=True,
         )
-        proxy.round_trips = 0
+        proxy.round_trips, before = 0, checkouts()
         reply = await attempt(1).run(
             LlmActivities(store, endpoint, ToolRegistry([count])).llm_step, step
         )
-        assert proxy.round_trips == 2
-        proxy.round_trips = 0
+        assert (proxy.round_trips, checkouts() - before) == (2, 2)
+        assert [c.name for c in reply.tool_calls] == ["count"]
+        proxy.round_trips, before = 0, checkouts()
         tool_step = RunToolInput(run_id=run_id, seq=3, call=reply.tool_calls[0], live_output=True)
-        await attempt(1).run(ToolActivities(store, ToolRegistry([count])).run_tool, tool_step)
-        assert proxy.round_trips == 1
+        result = await attempt(1).run(
+            ToolActivities(store, ToolRegistry([count])).run_tool, tool_step
+        )
+        assert (proxy.round_trips, checkouts() - before) == (1, 1)
         assert await live_events(store, run_id) == ["iteration", "tool_start", "tool_end"]
+        assert await store.recorded_step(run_id, 2) == reply.model_dump(mode="json")
+        assert await store.recorded_step(run_id, 3) == result.model_dump(mode="json")
     finally:
         await endpoint.close()
         await store.close()
