@@ -154,8 +154,9 @@ class DebriefStore:
             return None
 
     async def get(self, run_id: str) -> StoredDebrief | None:
-        rows = await self._select("WHERE run_id = %s", (run_id,))
-        return rows[0] if rows else None
+        async with self.pool.connection() as conn:
+            reading = await pending_rows(conn, _SELECT + "WHERE run_id = %s", (run_id,), _first)
+            return await reading()
 
     async def latest(self, agent_id: str, max_age_hours: float) -> StoredDebrief | None:
         async with self.pool.connection() as conn:
@@ -167,37 +168,23 @@ class DebriefStore:
     ) -> Callable[[], Awaitable[StoredDebrief | None]]:
         """`latest`'s query sent on `conn`; what it returns reads the answer (`pending_rows`:
         on a pipelined connection, with the other queries sent in it)."""
-        reading = await self._begin_select(
+        return await pending_rows(
             conn,
-            "WHERE agent_id = %s AND created_at > now() - make_interval(secs => %s)"
+            _SELECT + "WHERE agent_id = %s AND created_at > now() - make_interval(secs => %s)"
             " ORDER BY created_at DESC LIMIT 1",
             (agent_id, max_age_hours * 3600),
+            _first,
         )
 
-        async def answer() -> StoredDebrief | None:
-            rows = await reading()
-            return rows[0] if rows else None
 
-        return answer
+_SELECT = (
+    "SELECT run_id, agent_id, debrief_json,"
+    " extract(epoch FROM now() - created_at) / 3600 AS age_hours FROM agent_debriefs "
+)
 
-    async def _select(self, where: str, params: tuple[object, ...]) -> list[StoredDebrief]:
-        async with self.pool.connection() as conn:
-            reading = await self._begin_select(conn, where, params)
-            return await reading()
 
-    async def _begin_select(
-        self, conn: AsyncConnection[Any], where: str, params: tuple[object, ...]
-    ) -> Callable[[], Awaitable[list[StoredDebrief]]]:
-        query = (
-            "SELECT run_id, agent_id, debrief_json,"
-            " extract(epoch FROM now() - created_at) / 3600 AS age_hours FROM agent_debriefs "
-        )
-        reading = await pending_rows(conn, query + where, params)
-
-        async def answer() -> list[StoredDebrief]:
-            return _stored(await reading())
-
-        return answer
+def _first(rows: Rows) -> StoredDebrief | None:
+    return next(iter(_stored(rows)), None)
 
 
 def _stored(rows: Rows) -> list[StoredDebrief]:

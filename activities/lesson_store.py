@@ -15,7 +15,7 @@ from typing import Any
 from psycopg import AsyncConnection
 from psycopg.rows import dict_row
 
-from activities.store import Store, pending_rows
+from activities.store import Rows, Store, pending_rows
 from reactive_temporal.contracts.debrief import StoredLesson
 from reactive_temporal.memory import LessonNote, relevance_query_text
 
@@ -48,7 +48,7 @@ class LessonStore:
     ) -> Callable[[], Awaitable[list[LessonNote]]]:
         """`relevant`'s query sent on `conn`; what it returns reads the answer
         (`pending_rows`: on a pipelined connection, with the other queries sent in it)."""
-        reading = await pending_rows(
+        return await pending_rows(
             conn,
             "WITH q AS (SELECT NULLIF(replace(plainto_tsquery('english', %s)::text,"
             " ' & ', ' | '), '') AS words)"
@@ -58,18 +58,8 @@ class LessonStore:
             " ORDER BY ts_rank(search, q.words::tsquery) DESC, created_at DESC, position"
             " LIMIT %s",
             (relevance_query_text(task), agent_id, exclude_run or "", limit * 3),
+            lambda rows: _distinct_notes(rows)[:limit],
         )
-
-        async def answer() -> list[LessonNote]:
-            seen: set[str] = set()
-            notes: list[LessonNote] = []
-            for r in await reading():  # the same lesson learned twice: shown where it ranks best
-                if r["lesson"] not in seen:
-                    seen.add(r["lesson"])
-                    notes.append(LessonNote(r["lesson"], r["run_id"], r["created_at"]))
-            return notes[:limit]
-
-        return answer
 
     async def listed(self, agent_id: str | None = None) -> list[StoredLesson]:
         """Live lessons, newest first; every agent's when `agent_id` is None."""
@@ -106,3 +96,14 @@ class LessonStore:
             )
             deleted = [StoredLesson.model_validate(r) for r in await cur.fetchall()]
         return sorted(deleted, key=lambda lesson: lesson.id)
+
+
+def _distinct_notes(rows: Rows) -> list[LessonNote]:
+    """The rows' lessons in order, the same lesson learned twice shown where it ranks best."""
+    seen: set[str] = set()
+    notes: list[LessonNote] = []
+    for r in rows:
+        if r["lesson"] not in seen:
+            seen.add(r["lesson"])
+            notes.append(LessonNote(r["lesson"], r["run_id"], r["created_at"]))
+    return notes

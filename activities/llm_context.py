@@ -20,7 +20,7 @@ from typing import Any
 from psycopg import AsyncConnection
 from psycopg.types.json import Jsonb
 
-from activities.store import Store, pending_rows
+from activities.store import Rows, Store, pending_rows
 from reactive_temporal.capabilities import ModelCapabilities
 from reactive_temporal.context_window import (
     ContextPlan,
@@ -71,8 +71,9 @@ class ContextRecord:
     plan: ContextPlan
 
 
-def _recorded(rows: dict[str, dict[str, Any]]) -> ContextRecord:
-    plan_row, call_row = rows.get("plan"), rows.get("call")
+def _recorded(rows: Rows) -> ContextRecord:
+    by_kind = {r["kind"]: r for r in rows}
+    plan_row, call_row = by_kind.get("plan"), by_kind.get("call")
     plan = ContextPlan.model_validate(plan_row["plan"]) if plan_row else ContextPlan()
     previous = None
     # a plan made since that call: the provider's count no longer describes the view
@@ -107,7 +108,7 @@ class ContextRecords:
         """`load`'s query sent on `conn`; what it returns reads the answer. On a connection
         in pipeline mode the query goes out with the next one whose rows are read: the LLM
         step reads its transcript and this in one round trip."""
-        reading = await pending_rows(
+        return await pending_rows(
             conn,
             "(SELECT 'call' AS kind, seq, prompt_tokens, tools_tokens, NULL::jsonb AS plan"
             "  FROM run_context WHERE run_id = %s AND seq < %s AND prompt_tokens IS NOT NULL"
@@ -117,12 +118,8 @@ class ContextRecords:
             "  WHERE run_id = %s AND seq <= %s AND plan IS NOT NULL"
             "  ORDER BY seq DESC LIMIT 1)",
             (run_id, seq, run_id, seq),
+            _recorded,
         )
-
-        async def answer() -> ContextRecord:
-            return _recorded({r["kind"]: r for r in await reading()})
-
-        return answer
 
     async def record(
         self,

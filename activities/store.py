@@ -11,7 +11,7 @@ import logging
 import time
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import psycopg
 from psycopg import AsyncConnection, sql
@@ -279,38 +279,26 @@ class Store:
         """`load_transcript`'s query sent on `conn`; what it returns reads the answer (on a
         connection in pipeline mode, once the pipeline has ended: one round trip for all)."""
         limit = before_seq if before_seq is not None else 2**31 - 1
-        reading = await pending_rows(
+        return await pending_rows(
             conn,
             "SELECT seq, role, content, tool_calls, tool_call_id, name FROM run_messages"
             " WHERE run_id = %s AND seq >= %s AND seq < %s ORDER BY seq",
             (run_id, from_seq, limit),
+            _seq_messages,
         )
-
-        async def answer() -> list[SeqMessage]:
-            return [
-                SeqMessage(
-                    seq=r["seq"],
-                    message=Message(
-                        role=r["role"],
-                        content=r["content"],
-                        tool_calls=[ToolCall(**c) for c in (r["tool_calls"] or [])],
-                        tool_call_id=r["tool_call_id"],
-                        name=r["name"],
-                    ),
-                )
-                for r in await reading()
-            ]
-
-        return answer
 
 
 Rows = list[dict[str, Any]]
+R = TypeVar("R")
 
 
 async def pending_rows(
-    conn: AsyncConnection[Any], query: str, params: tuple[object, ...]
-) -> Callable[[], Awaitable[Rows]]:
-    """`query` sent on `conn`; what it returns reads its rows, as dicts.
+    conn: AsyncConnection[Any],
+    query: str,
+    params: tuple[object, ...],
+    read: Callable[[Rows], R],
+) -> Callable[[], Awaitable[R]]:
+    """`query` sent on `conn`; what it returns reads its rows (as dicts) with `read`.
 
     On a connection in pipeline mode, the queries sent this way go out together and their
     answers are read once the pipeline has ended: one round trip for all. (A read inside the
@@ -318,13 +306,29 @@ async def pending_rows(
     cur = conn.cursor(row_factory=dict_row)
     await cur.execute(query, params)  # type: ignore[arg-type]
 
-    async def rows() -> Rows:
+    async def answer() -> R:
         try:
-            return await cur.fetchall()
+            return read(await cur.fetchall())
         finally:
             await cur.close()
 
-    return rows
+    return answer
+
+
+def _seq_messages(rows: Rows) -> list[SeqMessage]:
+    return [
+        SeqMessage(
+            seq=r["seq"],
+            message=Message(
+                role=r["role"],
+                content=r["content"],
+                tool_calls=[ToolCall(**c) for c in (r["tool_calls"] or [])],
+                tool_call_id=r["tool_call_id"],
+                name=r["name"],
+            ),
+        )
+        for r in rows
+    ]
 
 
 def pg_text(text: str | None) -> str | None:
