@@ -109,6 +109,14 @@ comes meanwhile goes out together (five updates a second reads as live to a pers
 MAX_BATCH_APPENDS = 200
 """At most this many appends (one run's events each) go in one transaction."""
 
+Append = tuple[str, Sequence[NewEvent], "asyncio.Future[None]"]
+"""A run, its events, and the future its appender waits on."""
+
+
+def _fail(append: Append, err: Exception) -> None:
+    if not append[2].done():
+        append[2].set_exception(err)
+
 
 class RunEvents:
     """Appends to runs' event logs, on the store's pool.
@@ -121,7 +129,7 @@ class RunEvents:
 
     def __init__(self, store: Store) -> None:
         self.pool = store.pool
-        self.queued: list[tuple[str, Sequence[NewEvent], asyncio.Future[None]]] = []
+        self.queued: list[Append] = []
         self.writing: asyncio.Task[None] | None = None
 
     async def append(self, run_id: str, events: Sequence[NewEvent]) -> None:
@@ -144,32 +152,24 @@ class RunEvents:
             del self.queued[:MAX_BATCH_APPENDS]
             try:
                 await self._write(batch)
-            except Exception:
+            except Exception as err:
                 if len(batch) == 1:
+                    _fail(batch[0], err)
                     continue
                 for append in batch:  # one bad append must not cost the others theirs
-                    with contextlib.suppress(Exception):
+                    try:
                         await self._write([append])
-
-    async def _write(
-        self, batch: list[tuple[str, Sequence[NewEvent], asyncio.Future[None]]]
-    ) -> None:
-        """One transaction for `batch`; each append's waiter told how it went."""
-        try:
-            async with self.pool.connection() as conn:
-                await conn.execute(
-                    transaction_of([(run_id, events) for run_id, events, _ in batch])
-                )
-        except BaseException as err:
-            if len(batch) == 1 or not isinstance(err, Exception):  # not retried one by one
+                    except Exception as its_own:
+                        _fail(append, its_own)
+            except BaseException:  # the writer itself was cancelled (the worker stops)
                 for _, _, done in batch:
-                    if done.done():
-                        continue
-                    if isinstance(err, Exception):
-                        done.set_exception(err)
-                    else:
-                        done.cancel()  # the writer itself was cancelled (the worker stops)
-            raise
+                    done.cancel()
+                raise
+
+    async def _write(self, batch: list[Append]) -> None:
+        """One transaction for `batch`; each append's waiter told it is written."""
+        async with self.pool.connection() as conn:
+            await conn.execute(transaction_of([(run_id, events) for run_id, events, _ in batch]))
         for _, _, done in batch:
             if not done.done():
                 done.set_result(None)
