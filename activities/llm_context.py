@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from psycopg import AsyncConnection
+from psycopg import AsyncConnection, sql
 from psycopg.types.json import Jsonb
 
 from activities.store import Rows, Store, pending_rows
@@ -134,24 +134,38 @@ class ContextRecords:
         """Upsert the step's row; a plan or count already recorded is kept when not given."""
         async with self.store.connection(conn) as c:
             await c.execute(
-                "INSERT INTO run_context (run_id, seq, plan, prompt_tokens, tools_tokens,"
-                " estimated_tokens, budget_tokens) VALUES (%s, %s, %s, %s, %s, %s, %s)"
-                " ON CONFLICT (run_id, seq) DO UPDATE SET"
-                " plan = COALESCE(EXCLUDED.plan, run_context.plan),"
-                " prompt_tokens = COALESCE(EXCLUDED.prompt_tokens, run_context.prompt_tokens),"
-                " tools_tokens = EXCLUDED.tools_tokens,"
-                " estimated_tokens = EXCLUDED.estimated_tokens,"
-                " budget_tokens = EXCLUDED.budget_tokens",
-                (
-                    run_id,
-                    seq,
-                    Jsonb(plan.model_dump(mode="json")) if plan is not None else None,
-                    prompt_tokens,
-                    context.tools_tokens,
-                    context.estimated,
-                    context.budget,
-                ),
+                _UPSERT_CONTEXT, _context_row(run_id, seq, plan, prompt_tokens, context)
             )
+
+
+_UPSERT_CONTEXT = (
+    "INSERT INTO run_context (run_id, seq, plan, prompt_tokens, tools_tokens,"
+    " estimated_tokens, budget_tokens) VALUES (%s, %s, %s, %s, %s, %s, %s)"
+    " ON CONFLICT (run_id, seq) DO UPDATE SET"
+    " plan = COALESCE(EXCLUDED.plan, run_context.plan),"
+    " prompt_tokens = COALESCE(EXCLUDED.prompt_tokens, run_context.prompt_tokens),"
+    " tools_tokens = EXCLUDED.tools_tokens,"
+    " estimated_tokens = EXCLUDED.estimated_tokens,"
+    " budget_tokens = EXCLUDED.budget_tokens"
+)
+
+
+def _context_row(
+    run_id: str,
+    seq: int,
+    plan: ContextPlan | None,
+    prompt_tokens: int | None,
+    context: StepContext,
+) -> tuple[object, ...]:
+    return (
+        run_id,
+        seq,
+        Jsonb(plan.model_dump(mode="json")) if plan is not None else None,
+        prompt_tokens,
+        context.tools_tokens,
+        context.estimated,
+        context.budget,
+    )
 
 
 class StepContexts:
@@ -209,9 +223,15 @@ class StepContexts:
             await self.records.record(run_id, seq, plan=plan, context=context, conn=conn)
         return context
 
-    async def sent(self, run_id: str, seq: int, context: StepContext, prompt_tokens: int) -> None:
-        """Keep the provider's count for the next step's estimate, once it matters."""
+    def sent(
+        self, run_id: str, seq: int, context: StepContext, prompt_tokens: int
+    ) -> sql.Composed | None:
+        """The statement that keeps the provider's count for the next step's estimate, once
+        it matters (None before): the step sends it in its record's transaction
+        (`step_records.record_step`), where it cost a round trip of its own."""
         if prompt_tokens > 0 and (
             context.plan.compacted or context.estimated >= context.budget * RECORD_FROM
         ):
-            await self.records.record(run_id, seq, prompt_tokens=prompt_tokens, context=context)
+            row = _context_row(run_id, seq, None, prompt_tokens, context)
+            return sql.SQL(_UPSERT_CONTEXT.replace("%s", "{}")).format(*map(sql.Literal, row))
+        return None

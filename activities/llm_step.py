@@ -37,7 +37,13 @@ from activities.llm_calls import (
 )
 from activities.llm_context import ContextRecord, StepContext, StepContexts
 from activities.run_events import RunEvents
-from activities.step_records import record_step, recorded, seconds_to_spare, until_stored
+from activities.step_records import (
+    StepRecords,
+    record_step,
+    recorded,
+    seconds_to_spare,
+    until_stored,
+)
 from activities.store import Store, to_openai
 from activities.transcripts import Transcripts
 from reactive_temporal.contracts import names
@@ -57,8 +63,15 @@ MAX_OVERFLOW_RETRIES = 3
 
 
 class LlmActivities:
-    def __init__(self, store: Store, llm: LlmEndpoint, registry: ToolRegistry) -> None:
+    def __init__(
+        self,
+        store: Store,
+        llm: LlmEndpoint,
+        registry: ToolRegistry,
+        records: StepRecords | None = None,
+    ) -> None:
         self.store = store
+        self.records = records or StepRecords(store)
         self.llm = llm
         self.registry = registry
         self.contexts = StepContexts(store)
@@ -145,21 +158,18 @@ class LlmActivities:
         )
         reply = Message(role="assistant", content=content, tool_calls=calls)
         await record_step(
-            self.store,
+            self.records,
             input.run_id,
             input.seq,
             reply,
             result,
             events=text.last if text is not None else (),
+            also=self.contexts.sent(
+                input.run_id, input.seq, context, completion.usage.prompt_tokens
+            ),
             what="recording the model's reply",
         )
         self.transcripts.add(input.run_id, input.seq, reply)
-        await until_stored(
-            lambda: self.contexts.sent(
-                input.run_id, input.seq, context, completion.usage.prompt_tokens
-            ),
-            what="recording the step's context",
-        )
         return result
 
     async def _context(

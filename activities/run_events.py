@@ -32,6 +32,7 @@ from psycopg import sql
 from psycopg.types.json import Jsonb
 from temporalio import activity
 
+from activities.group_commit import GroupCommit
 from activities.store import Store
 from reactive_temporal.contracts import names
 from reactive_temporal.contracts.events import NewEvent, RecordRunEventsInput
@@ -109,70 +110,31 @@ comes meanwhile goes out together (five updates a second reads as live to a pers
 MAX_BATCH_APPENDS = 200
 """At most this many appends (one run's events each) go in one transaction."""
 
-Append = tuple[str, Sequence[NewEvent], "asyncio.Future[None]"]
-"""A run, its events, and the future its appender waits on."""
-
-
-def _fail(append: Append, err: Exception) -> None:
-    if not append[2].done():
-        append[2].set_exception(err)
-
 
 class RunEvents:
     """Appends to runs' event logs, on the store's pool.
 
     Appends made while one is being written are written together, in the next transaction
-    (a group commit): a lone append goes out at once, and at 200 runs streaming at once their
+    (`GroupCommit`): a lone append goes out at once, and at 200 runs streaming at once their
     text goes out in a few transactions a second instead of a thousand, each a pool checkout
     that durable writes queued behind (bench/README.md).
     """
 
     def __init__(self, store: Store) -> None:
         self.pool = store.pool
-        self.queued: list[Append] = []
-        self.writing: asyncio.Task[None] | None = None
+        self.commit = GroupCommit(self._write, max_batch=MAX_BATCH_APPENDS)
 
     async def append(self, run_id: str, events: Sequence[NewEvent]) -> None:
         """Append `events` in order, in one transaction, and wake the run's watchers; return
         once written. A statement that fails skips the rest, `COMMIT` included, and the pool
         rolls the transaction back; the appends written with it are then written one by
         one, so only the failing one raises."""
-        if not events:
-            return
-        loop = asyncio.get_running_loop()
-        done = loop.create_future()
-        self.queued.append((run_id, events, done))
-        if self.writing is None or self.writing.done() or self.writing.get_loop() is not loop:
-            self.writing = asyncio.create_task(self._write_queued())
-        await done
+        if events:
+            await self.commit.submit((run_id, events))
 
-    async def _write_queued(self) -> None:
-        while self.queued:
-            batch = self.queued[:MAX_BATCH_APPENDS]
-            del self.queued[:MAX_BATCH_APPENDS]
-            try:
-                await self._write(batch)
-            except Exception as err:
-                if len(batch) == 1:
-                    _fail(batch[0], err)
-                    continue
-                for append in batch:  # one bad append must not cost the others theirs
-                    try:
-                        await self._write([append])
-                    except Exception as its_own:
-                        _fail(append, its_own)
-            except BaseException:  # the writer itself was cancelled (the worker stops)
-                for _, _, done in batch:
-                    done.cancel()
-                raise
-
-    async def _write(self, batch: list[Append]) -> None:
-        """One transaction for `batch`; each append's waiter told it is written."""
+    async def _write(self, batch: list[tuple[str, Sequence[NewEvent]]]) -> None:
         async with self.pool.connection() as conn:
-            await conn.execute(transaction_of([(run_id, events) for run_id, events, _ in batch]))
-        for _, _, done in batch:
-            if not done.done():
-                done.set_result(None)
+            await conn.execute(transaction_of(batch))
 
     async def try_append(self, run_id: str, events: Sequence[NewEvent]) -> None:
         """`append`, logging instead of raising: live output never fails a step."""

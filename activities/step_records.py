@@ -18,15 +18,18 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TypeVar
 
+from psycopg import sql
 from pydantic import BaseModel
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities import run_events
-from activities.store import Store, is_outage
+from activities.group_commit import GroupCommit
+from activities.store import Store, is_outage, record_row
 from reactive_temporal.contracts.events import NewEvent
 from reactive_temporal.contracts.run import Message
 
@@ -104,35 +107,78 @@ async def recorded(store: Store, run_id: str, seq: int, kind: type[M]) -> M | No
     return kind.model_validate(kept)
 
 
+MAX_BATCH_RECORDS = 100
+"""At most this many steps' records go in one transaction."""
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    """One step's record (`store.record_row`), with what goes in its round trip: statements
+    in its transaction (`also`) and live-output events after it."""
+
+    run_id: str
+    row: tuple[object, ...]
+    also: sql.Composable | None = None
+    events: Sequence[NewEvent] = ()
+
+
+class StepRecords:
+    """The steps' records, written together when they come together (`GroupCommit`).
+
+    At a thousand runs, runs' steps end in bursts, and each step's record was a pool
+    checkout and a round trip of its own: the pool's connections were the queue. Records
+    that come while one is being written share the next transaction, their events the
+    transaction after it, in the same round trip. Each step returns once its own record has
+    committed, as before.
+    """
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.commit = GroupCommit(self._write, max_batch=MAX_BATCH_RECORDS)
+
+    async def write(self, record: StepRecord) -> None:
+        await self.commit.submit(record)
+
+    async def _write(self, batch: list[StepRecord]) -> None:
+        appends = [(r.run_id, r.events) for r in batch if r.events]
+        await self.store.record_steps(
+            [r.row for r in batch],
+            also=[r.also for r in batch if r.also is not None],
+            then=run_events.transaction_of(appends) if appends else None,
+        )
+
+
 async def record_step(
-    store: Store,
+    records: StepRecords,
     run_id: str,
     seq: int,
     message: Message,
     result: BaseModel,
     *,
     events: Sequence[NewEvent] = (),
+    also: sql.Composable | None = None,
     what: str,
 ) -> None:
-    """The step's record (`Store.record_step`), written through outages (`until_stored`),
-    with the step's last live-output `events` in the same round trip: the record commits
-    first, in a transaction of its own, then the events in theirs.
+    """The step's record, written through outages (`until_stored`), with the step's last
+    live-output `events` in the same round trip (the record commits first, in a transaction
+    of its own, then the events in theirs) and `also`, best-effort statements for the
+    record's transaction; with other steps' records when they come together (`StepRecords`).
 
-    A step wrote them in two checkouts and two round trips before (about a tenth of a quick
-    tool step's loop time, bench/README.md). The record stays the durable part and the events
-    best effort: when the write with them fails, the events are dropped (logged) and the
-    record is written again alone — an upsert of the same row, whether or not it had landed.
+    A step wrote its record and its events in two checkouts and two round trips before (about
+    a tenth of a quick tool step's loop time, bench/README.md). The record stays the durable
+    part, the rest best effort: when the write with them fails, they are dropped (logged)
+    and the record is written again alone — an upsert of the same row, whether or not it
+    had landed.
     """
-    with_events = bool(events)
+    row = record_row(run_id, seq, message, result)
+    extras = bool(events) or also is not None
 
     async def write() -> None:
-        nonlocal with_events
-        if with_events:
-            with_events = False  # at most once: a retry writes the record alone
+        nonlocal extras
+        if extras:
+            extras = False  # at most once: a retry writes the record alone
             try:
-                await store.record_step(
-                    run_id, seq, message, result, then=run_events.transaction(run_id, events)
-                )
+                await records.write(StepRecord(run_id, row, also, events))
                 return
             except Exception as err:
                 log.warning(
@@ -144,6 +190,6 @@ async def record_step(
                 )
                 if is_outage(err):
                     raise  # until_stored waits it out, then writes the record alone
-        await store.record_step(run_id, seq, message, result)
+        await records.write(StepRecord(run_id, row))
 
     await until_stored(write, what=what)

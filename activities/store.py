@@ -10,7 +10,7 @@ import contextlib
 import logging
 import time
 import weakref
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 import psycopg
@@ -36,7 +36,7 @@ class StoreUnavailable(RuntimeError):
     """Postgres could not be reached or migrated."""
 
 
-_UPSERT_MESSAGE = (
+UPSERT_MESSAGE = (
     "INSERT INTO run_messages"
     " (run_id, seq, role, content, tool_calls, tool_call_id, name, step_result)"
     " VALUES (%s, %s, %s, %s, %s, %s, %s, %s)"
@@ -47,6 +47,23 @@ _UPSERT_MESSAGE = (
 )
 """One transcript row; a row the workflow rewrites (e.g. an observation after a failed tool
 activity) keeps no step result."""
+_UPSERT_RECORD = UPSERT_MESSAGE.replace("%s", "{}")
+"""The same, its values quoted in (`sql.Literal`): for writes of several statements in one
+query string."""
+
+
+def record_row(run_id: str, seq: int, message: Message, result: BaseModel) -> tuple[object, ...]:
+    """A step's record: its transcript message with the step's whole result."""
+    return (
+        run_id,
+        seq,
+        message.role,
+        pg_text(message.content),
+        pg_json([c.model_dump() for c in message.tool_calls]) if message.tool_calls else None,
+        message.tool_call_id,
+        message.name,
+        pg_json(result.model_dump(mode="json")),
+    )
 
 
 def is_outage(err: BaseException) -> bool:
@@ -208,7 +225,7 @@ class Store:
         # row leaves the transaction aborted and the pool rolls it back
         async with self.pool.connection() as conn, conn.pipeline(), conn.cursor() as cur:
             await cur.execute("BEGIN")
-            await cur.executemany(_UPSERT_MESSAGE, [(*row, None) for row in rows])
+            await cur.executemany(UPSERT_MESSAGE, [(*row, None) for row in rows])
             await cur.execute("COMMIT")
 
     async def record_step(
@@ -226,24 +243,28 @@ class Store:
 
         `then`: statements sent in the same round trip, after the record has committed in a
         transaction of its own (when they fail, the error is raised, the record stands)."""
-        row = (
-            run_id,
-            seq,
-            message.role,
-            pg_text(message.content),
-            pg_json([c.model_dump() for c in message.tool_calls]) if message.tool_calls else None,
-            message.tool_call_id,
-            message.name,
-            pg_json(result.model_dump(mode="json")),
-        )
+        await self.record_steps([record_row(run_id, seq, message, result)], then=then)
+
+    async def record_steps(
+        self,
+        rows: Sequence[tuple[object, ...]],
+        *,
+        also: Sequence[sql.Composable] = (),
+        then: sql.Composable | None = None,
+    ) -> None:
+        """Steps' records (`record_row`) in one transaction, with the statements `also`, then
+        the statements `then` in the same round trip (see `record_step`). One record alone is
+        one parameterized statement."""
+        if len(rows) == 1 and not also and then is None:
+            async with self.pool.connection() as conn:
+                await conn.execute(UPSERT_MESSAGE, rows[0])
+            return
+        records = [sql.SQL(_UPSERT_RECORD).format(*map(sql.Literal, row)) for row in rows]
+        statements = [sql.SQL("BEGIN"), *records, *also, sql.SQL("COMMIT")]
+        if then is not None:
+            statements.append(then)
         async with self.pool.connection() as conn:
-            if then is None:
-                await conn.execute(_UPSERT_MESSAGE, row)
-                return
-            record = sql.SQL(_UPSERT_MESSAGE.replace("%s", "{}")).format(*map(sql.Literal, row))
-            await conn.execute(
-                sql.SQL("; ").join([sql.SQL("BEGIN"), record, sql.SQL("COMMIT"), then])
-            )
+            await conn.execute(sql.SQL("; ").join(statements))
 
     async def recorded_step(self, run_id: str, seq: int) -> dict[str, Any] | None:
         """The result `record_step` kept for this step, None when it never completed."""

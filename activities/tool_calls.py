@@ -21,7 +21,7 @@ from temporalio import activity
 
 from activities.heartbeat import heartbeating
 from activities.run_events import Announcement, RunEvents, clip_fields, tool_event
-from activities.step_records import record_step, recorded
+from activities.step_records import StepRecords, record_step, recorded
 from activities.store import Store
 from reactive_temporal.contracts import names
 from reactive_temporal.contracts.run import Message, RunToolInput, ToolResult
@@ -53,8 +53,11 @@ def bounded_observation(text: str) -> str:
 
 
 class ToolActivities:
-    def __init__(self, store: Store, registry: ToolRegistry) -> None:
+    def __init__(
+        self, store: Store, registry: ToolRegistry, records: StepRecords | None = None
+    ) -> None:
         self.store = store
+        self.records = records or StepRecords(store)
         self.registry = registry
         self.events = RunEvents(store)
 
@@ -114,7 +117,7 @@ class ToolActivities:
             }
             events = [*await announced.take(), tool_event("tool_end", input.seq, clip_fields(end))]
         await record_step(
-            self.store,
+            self.records,
             input.run_id,
             input.seq,
             message,

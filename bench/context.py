@@ -79,7 +79,7 @@ async def main() -> None:
 
             async def fits(run_id: str = run_id, seq: int = seq, e: list = entries) -> object:
                 context = await contexts.prepare(run_id, seq, e, [], roomy)
-                await contexts.sent(run_id, seq, context, 1_000)
+                assert contexts.sent(run_id, seq, context, 1_000) is None  # under RECORD_FROM
                 return context
 
             small = capabilities_for("bench", context_tokens=max(4_096, turns * 150))

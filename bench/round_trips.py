@@ -44,7 +44,7 @@ from activities.debrief_store import DebriefStore
 from activities.lesson_store import LessonStore
 from activities.llm_context import ContextRecords
 from activities.run_events import RunEvents, transaction
-from activities.store import _UPSERT_MESSAGE, Store, pg_json, pg_text
+from activities.store import UPSERT_MESSAGE, Store, pg_json, pg_text
 from bench._stack import _start_postgres, log, machine, parser, print_table, run
 from reactive_temporal.contracts.debrief import AgentDebrief, DebriefInput
 from reactive_temporal.contracts.entity import RunFinished
@@ -97,7 +97,7 @@ async def put_messages_before(store: Store, run_id: str, entries: list[SeqMessag
         for e in entries
     ]
     async with store.pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
-        await cur.executemany(_UPSERT_MESSAGE, rows)
+        await cur.executemany(UPSERT_MESSAGE, rows)
 
 
 # -- measuring ------------------------------------------------------------------------------

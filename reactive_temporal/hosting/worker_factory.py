@@ -19,6 +19,7 @@ from activities.llm_calls import LlmEndpoint
 from activities.llm_step import LlmActivities
 from activities.run_events import RunEvents
 from activities.session_store import SessionStore
+from activities.step_records import StepRecords
 from activities.store import Store
 from activities.tool_calls import ToolActivities
 from activities.transcript import TranscriptActivities
@@ -137,8 +138,9 @@ async def create_worker(
         capabilities=settings.model_capabilities,
         context_tokens=settings.context_tokens,
     )
-    llm = LlmActivities(store, endpoint, registry)
-    tools = ToolActivities(store, registry)
+    records = StepRecords(store)  # the LLM and tool steps' records written together
+    llm = LlmActivities(store, endpoint, registry, records)
+    tools = ToolActivities(store, registry, records)
     debriefs = DebriefStore(store, lesson_ttl_days=settings.lesson_ttl_days)
     entity = EntityActivities(client, debriefs)
     transcript = TranscriptActivities(store, debriefs, registry)

@@ -242,7 +242,7 @@ async def test_a_record_stands_when_the_live_output_written_with_it_fails(
     from psycopg import sql
 
     monkeypatch.setattr(
-        "activities.run_events.transaction", lambda run_id, events: sql.SQL("SELECT 1/0")
+        "activities.run_events.transaction_of", lambda appends: sql.SQL("SELECT 1/0")
     )
     ran: list[int] = []
 
