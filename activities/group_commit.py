@@ -40,7 +40,16 @@ class GroupCommit(Generic[T]):
         self.queued.append((item, done))
         if self.writing is None or self.writing.done() or self.writing.get_loop() is not loop:
             self.writing = asyncio.create_task(self._write_queued())
+            self.writing.add_done_callback(self._stopped)
         await done
+
+    def _stopped(self, writing: asyncio.Task[None]) -> None:
+        """The writer was cancelled (the worker stops): what it had not taken yet is not
+        written either, and its waiters are told so."""
+        if writing.cancelled():
+            queued, self.queued = self.queued, []
+            for _, done in queued:
+                done.cancel()
 
     async def _write_queued(self) -> None:
         while self.queued:
