@@ -17,6 +17,9 @@ thread (Postgres's own work not counted):
 - 50 runs' text written at once (as 50 streaming runs' writes come due together): a
   transaction each, on as many checkouts (before) against the appends queued while one is
   written going out together (now, `RunEvents.append`);
+- 50 runs' tool steps ending at once, each record with its tool's start and end: a checkout
+  and a round trip each (before) against the records queued while one is written going out
+  together (now, `activities.step_records.StepRecords`);
 - one pool checkout with one statement (every store read and write is at least that): the
   pool checking the connection on every checkout (before) against checking only a connection
   idle for a while (now, `activities.store.IdleChecks`);
@@ -42,7 +45,8 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
 from activities.run_events import TEXT_WRITE_INTERVAL, RunEvents, TextStream, transaction
-from activities.store import Store
+from activities.step_records import StepRecord, StepRecords
+from activities.store import Store, record_row
 from bench._stack import machine, open_stack, parser, print_table, run
 from reactive_temporal.contracts.events import NewEvent
 from reactive_temporal.contracts.run import LlmStepResult, Message, ToolCall, ToolResult
@@ -193,6 +197,26 @@ async def main() -> None:
         async def crowd_now(i: int) -> None:
             await asyncio.gather(*(events.append(r, [text]) for r in crowd))
 
+        step_records = StepRecords(store)
+        crowds = {
+            v: [f"bench-steps-{v}-{uuid.uuid4().hex[:8]}" for _ in range(CROWD)] for v in "bn"
+        }
+
+        async def steps_before(i: int) -> None:
+            async def one(r: str) -> None:
+                await store.record_step(
+                    r, i, observation, observed, then=transaction(r, iteration(i)[2:])
+                )
+
+            await asyncio.gather(*(one(r) for r in crowds["b"]))
+
+        async def steps_now(i: int) -> None:
+            async def one(r: str) -> None:
+                row = record_row(r, i, observation, observed)
+                await step_records.write(StepRecord(r, row, events=iteration(i)[2:]))
+
+            await asyncio.gather(*(one(r) for r in crowds["n"]))
+
         always: AsyncConnectionPool[AsyncConnection[Any]] = AsyncConnectionPool(
             stack.database_url,
             kwargs={"autocommit": True},
@@ -212,7 +236,7 @@ async def main() -> None:
                 await conn.execute("SELECT 1")
 
         results: dict[str, list[float]] = {
-            k: [] for k in ("1b", "1n", "sb", "sn", "rb", "rn", "xb", "xn", "cb", "cn")
+            k: [] for k in ("1b", "1n", "sb", "sn", "rb", "rn", "xb", "xn", "kb", "kn", "cb", "cn")
         }
         try:
             for _ in range(2):  # interleaved halves, the first one also warms up
@@ -224,6 +248,8 @@ async def main() -> None:
                 results["rn"] += await cpu_ms(records_now, trials // 4)
                 results["xb"] += await cpu_ms(crowd_before, trials // 20)
                 results["xn"] += await cpu_ms(crowd_now, trials // 20)
+                results["kb"] += await cpu_ms(steps_before, trials // 20)
+                results["kn"] += await cpu_ms(steps_now, trials // 20)
                 results["cb"] += await cpu_ms(checkout_before, trials // 2)
                 results["cn"] += await cpu_ms(checkout_now, trials // 2)
         finally:
@@ -271,6 +297,13 @@ async def main() -> None:
                 f"{med('xb'):.3f}",
                 f"{med('xn'):.3f}",
                 f"{med('xn') / med('xb'):.2f}×",
+                f"{CROWD} → 1–2",
+            ],
+            [
+                f"{CROWD} runs' tool steps ending at once: records with their events",
+                f"{med('kb'):.3f}",
+                f"{med('kn'):.3f}",
+                f"{med('kn') / med('kb'):.2f}×",
                 f"{CROWD} → 1–2",
             ],
             [

@@ -23,7 +23,10 @@ inlined here) and now:
 - a run's first three transcript rows: `transaction()` around `executemany` (before)
   against a pipeline with `BEGIN` and `COMMIT` in it (now, `Store.put_messages`);
 - 20 runs' text due at once: a transaction each (before) against the appends queued while
-  one is written going out together (now, `RunEvents.append`).
+  one is written going out together (now, `RunEvents.append`);
+- 20 runs' tool steps ending at once, each record with its tool's start and end: a round
+  trip and a checkout each (before) against the records queued while one is written going
+  out together, their events in the transaction after theirs (now, `StepRecords`).
 
     .venv/bin/python -m bench.round_trips [--quick]
 """
@@ -44,7 +47,8 @@ from activities.debrief_store import DebriefStore
 from activities.lesson_store import LessonStore
 from activities.llm_context import ContextRecords
 from activities.run_events import RunEvents, transaction
-from activities.store import UPSERT_MESSAGE, Store, pg_json, pg_text
+from activities.step_records import StepRecord, StepRecords
+from activities.store import UPSERT_MESSAGE, Store, pg_json, pg_text, record_row
 from bench._stack import _start_postgres, log, machine, parser, print_table, run
 from reactive_temporal.contracts.debrief import AgentDebrief, DebriefInput
 from reactive_temporal.contracts.entity import RunFinished
@@ -205,6 +209,23 @@ async def main() -> None:
             runs = [f"rt-{uuid.uuid4().hex[:8]}" for _ in range(20)]
             await asyncio.gather(*(events.append(r, [text]) for r in runs))
 
+        step_records = StepRecords(store)
+
+        async def steps_before() -> None:
+            async def one(run_id: str) -> None:
+                await store.record_step(
+                    run_id, 3, observation, observed, then=transaction(run_id, iteration(2)[1])
+                )
+
+            await asyncio.gather(*(one(f"rt-{uuid.uuid4().hex[:8]}") for _ in range(20)))
+
+        async def steps_now() -> None:
+            async def one(run_id: str) -> None:
+                row = record_row(run_id, 3, observation, observed)
+                await step_records.write(StepRecord(run_id, row, events=iteration(2)[1]))
+
+            await asyncio.gather(*(one(f"rt-{uuid.uuid4().hex[:8]}") for _ in range(20)))
+
         records = ContextRecords(store)
         read_run = f"rt-{uuid.uuid4().hex[:8]}"
         await store.put_messages(read_run, seed)
@@ -245,6 +266,7 @@ async def main() -> None:
             "wrap-up": (wrap_up_before, wrap_up_now),
             "messages": (messages_before, messages_now),
             "texts": (texts_before, texts_now),
+            "steps": (steps_before, steps_now),
         }
         for before, now in operations.values():  # warm: connections open, checked
             await before()
@@ -275,6 +297,7 @@ async def main() -> None:
         "wrap-up": "a run's wrap-up writes (debrief with 2 lessons, last run)",
         "messages": "a run's first 3 transcript rows",
         "texts": "20 runs' text due at once (all 20 together)",
+        "steps": "20 runs' tool steps ending at once: records with their events",
     }
     print("Round trips · pool checkouts, medians.\n")
     print_table(
