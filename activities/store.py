@@ -97,6 +97,22 @@ class IdleChecks:
         await AsyncConnectionPool.check_connection(conn)
 
 
+WARM_SHARE = 4
+"""A pool keeps a WARM_SHARE-th of its connections open (`warm_connections`)."""
+
+
+def warm_connections(max_size: int) -> int:
+    """How many connections a pool of `max_size` opens at once and keeps when idle.
+
+    psycopg_pool grows one connection at a time, each a connect and an authentication: runs
+    starting in a burst queued for the pool while it grew. At 200 and 1,000 runs on the
+    worker's default pool (50) a quarter of it, opened up front, was enough for no request
+    to wait (bench/README.md: 17 and 62 waits with one connection up front), and it is what
+    an idle worker holds of a Postgres shared with others (the rest closes when idle).
+    """
+    return max(1, max_size // WARM_SHARE)
+
+
 class Store:
     """The worker's Postgres: a pool of connections in autocommit.
 
@@ -118,7 +134,7 @@ class Store:
         pool: AsyncConnectionPool[AsyncConnection[Any]] = AsyncConnectionPool(
             database_url,
             kwargs={"autocommit": True},  # see the class docstring
-            min_size=1,
+            min_size=warm_connections(max_size),
             max_size=max_size,
             open=False,
             timeout=10,
