@@ -22,6 +22,7 @@ from reactive_temporal.embedded.scripted_llm import Reply, ScriptedLLM
 from reactive_temporal.hosting.worker_factory import llm_client
 from reactive_temporal.tools import ToolRegistry
 from tests.workflow.test_step_records import attempt, live_events, seeded
+from tests.workflow.test_store_writes import transactions_of
 
 pytestmark = pytest.mark.workflow
 
@@ -47,17 +48,6 @@ def ended(seq: int) -> list[NewEvent]:
     return [NewEvent(type="tool_end", step=seq, data={"preview": "ok"}, key=f"tool_end:{seq}")]
 
 
-async def transactions_of(store: Store, run_ids: list[str]) -> int:
-    """How many transactions wrote these runs' records (rows written together share xmin)."""
-    async with store.pool.connection() as conn:
-        cur = await conn.execute(
-            "SELECT count(DISTINCT xmin::text) FROM run_messages WHERE run_id = ANY(%s)",
-            (run_ids,),
-        )
-        row = await cur.fetchone()
-    return row[0] if row else 0
-
-
 async def test_records_of_steps_that_end_together_go_out_in_one_transaction(store: Store):
     """Twenty runs' tool steps ending at once: their records in at most two transactions
     (the first goes out alone, the rest together) on at most two checkouts, where each was a
@@ -79,7 +69,7 @@ async def test_records_of_steps_that_end_together_go_out_in_one_transaction(stor
         await asyncio.gather(*(step(run_id) for run_id in runs))
 
     await attempt(1).run(all_steps)
-    assert await transactions_of(store, runs) <= 2
+    assert await transactions_of(store, runs, "run_messages") <= 2
     writes = store.pool.get_stats().get("requests_num", 0) - checkouts - len(runs)  # less reads
     assert writes <= 2
     for run_id in runs:

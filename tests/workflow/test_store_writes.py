@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 
 import psycopg
 import pytest
-from psycopg import pq
+from psycopg import pq, sql
 
 import activities.store as store_module
 from activities.run_events import RunEvents
@@ -71,13 +71,12 @@ async def test_an_append_that_fails_part_way_writes_none_of_its_events(store: St
     assert await idle(store)
 
 
-async def transactions_of(store: Store, run_ids: list[str]) -> int:
-    """How many transactions wrote these runs' events (rows written together share xmin)."""
+async def transactions_of(store: Store, run_ids: list[str], table: str = "run_events") -> int:
+    """How many transactions wrote these runs' rows of `table` (rows written together share
+    xmin)."""
+    query = sql.SQL("SELECT count(DISTINCT xmin::text) FROM {} WHERE run_id = ANY(%s)")
     async with store.pool.connection() as conn:
-        cur = await conn.execute(
-            "SELECT count(DISTINCT xmin::text) FROM run_events WHERE run_id = ANY(%s)",
-            (run_ids,),
-        )
+        cur = await conn.execute(query.format(sql.Identifier(table)), (run_ids,))
         row = await cur.fetchone()
     return row[0] if row else 0
 
