@@ -28,9 +28,20 @@ class GroupCommit(Generic[T]):
     transaction), or be safe to repeat for what it wrote.
     """
 
-    def __init__(self, write: Callable[[list[T]], Awaitable[None]], *, max_batch: int) -> None:
+    def __init__(
+        self,
+        write: Callable[[list[T]], Awaitable[None]],
+        *,
+        max_batch: int,
+        size: Callable[[T], int] | None = None,
+        max_size: int = 0,
+    ) -> None:
+        """`max_batch` items at most in one write, and with `size`, items of at most
+        `max_size` in all (an item bigger than that goes alone)."""
         self.write = write
         self.max_batch = max_batch
+        self.size = size
+        self.max_size = max_size
         self.queued: list[tuple[T, asyncio.Future[None]]] = []
         self.writing: asyncio.Task[None] | None = None
 
@@ -53,8 +64,7 @@ class GroupCommit(Generic[T]):
 
     async def _write_queued(self) -> None:
         while self.queued:
-            batch = self.queued[: self.max_batch]
-            del self.queued[: self.max_batch]
+            batch = self._next_batch()
             try:
                 await self._write(batch)
             except Exception as err:
@@ -71,6 +81,19 @@ class GroupCommit(Generic[T]):
                 for _, done in batch:
                     done.cancel()
                 raise
+
+    def _next_batch(self) -> list[tuple[T, asyncio.Future[None]]]:
+        taken = min(len(self.queued), self.max_batch)
+        if self.size is not None:
+            total = 0
+            for i, (item, _) in enumerate(self.queued[:taken]):
+                total += self.size(item)
+                if total > self.max_size and i > 0:
+                    taken = i
+                    break
+        batch = self.queued[:taken]
+        del self.queued[:taken]
+        return batch
 
     async def _write(self, batch: list[tuple[T, asyncio.Future[None]]]) -> None:
         await self.write([item for item, _ in batch])

@@ -108,7 +108,10 @@ async def recorded(store: Store, run_id: str, seq: int, kind: type[M]) -> M | No
 
 
 MAX_BATCH_RECORDS = 100
-"""At most this many steps' records go in one transaction."""
+"""At most this many steps' records go in one transaction,"""
+MAX_BATCH_CHARS = 4_000_000
+"""and at most about this many characters of them (a reply may be 1.5 MB, and its record
+holds it twice): one query string stays a few megabytes however many replies are long."""
 
 
 @dataclass(frozen=True)
@@ -120,6 +123,8 @@ class StepRecord:
     row: tuple[object, ...]
     also: sql.Composable | None = None
     events: Sequence[NewEvent] = ()
+    chars: int = 0
+    """About how many characters the record holds (`MAX_BATCH_CHARS`)."""
 
 
 class StepRecords:
@@ -134,7 +139,12 @@ class StepRecords:
 
     def __init__(self, store: Store) -> None:
         self.store = store
-        self.commit = GroupCommit(self._write, max_batch=MAX_BATCH_RECORDS)
+        self.commit = GroupCommit(
+            self._write,
+            max_batch=MAX_BATCH_RECORDS,
+            size=lambda record: record.chars,
+            max_size=MAX_BATCH_CHARS,
+        )
 
     async def write(self, record: StepRecord) -> None:
         await self.commit.submit(record)
@@ -171,6 +181,7 @@ async def record_step(
     had landed.
     """
     row = record_row(run_id, seq, message, result)
+    chars = 2 * (len(message.content or "") + sum(len(c.arguments) for c in message.tool_calls))
     extras = bool(events) or also is not None
 
     async def write() -> None:
@@ -178,7 +189,7 @@ async def record_step(
         if extras:
             extras = False  # at most once: a retry writes the record alone
             try:
-                await records.write(StepRecord(run_id, row, also, events))
+                await records.write(StepRecord(run_id, row, also, events, chars))
                 return
             except Exception as err:
                 log.warning(
@@ -190,6 +201,6 @@ async def record_step(
                 )
                 if is_outage(err):
                     raise  # until_stored waits it out, then writes the record alone
-        await records.write(StepRecord(run_id, row))
+        await records.write(StepRecord(run_id, row, chars=chars))
 
     await until_stored(write, what=what)

@@ -36,7 +36,9 @@ async def in_flight(writes: Writes) -> None:
     await writes.began.wait()
 
 
-async def submitted(commit: GroupCommit[str], writes: Writes, items: str) -> list[object]:
+async def submitted(
+    commit: GroupCommit[str], writes: Writes, items: str | list[str]
+) -> list[object]:
     """The first item submitted alone, the rest while its write is in flight."""
     first = asyncio.ensure_future(commit.submit(items[0]))
     await in_flight(writes)
@@ -97,3 +99,12 @@ async def test_a_writer_cancelled_before_it_began_cancels_its_waiters():
     commit.writing.cancel()
     with pytest.raises(asyncio.CancelledError):
         await asyncio.wait_for(waiting, timeout=5)
+
+
+async def test_a_batch_stays_within_its_size_and_a_big_item_goes_alone():
+    """Records of long replies: a batch holds items up to `max_size` in all; an item bigger
+    than that is written alone, never held back."""
+    writes = Writes()
+    commit = GroupCommit(writes, max_batch=10, size=len, max_size=4)
+    assert await submitted(commit, writes, ["a", "bb", "cc", "dddddd", "e"]) == [None] * 5
+    assert writes.batches == [["a"], ["bb", "cc"], ["dddddd"], ["e"]]
