@@ -21,8 +21,7 @@ from reactive_temporal.contracts.run import LlmStepInput, Message, ToolResult
 from reactive_temporal.embedded.scripted_llm import Reply, ScriptedLLM
 from reactive_temporal.hosting.worker_factory import llm_client
 from reactive_temporal.tools import ToolRegistry
-from tests.workflow.test_step_records import attempt, live_events, seeded
-from tests.workflow.test_store_writes import transactions_of
+from tests.support.steps import attempt, live_events, seeded, transactions_of
 
 pytestmark = pytest.mark.workflow
 

@@ -3,14 +3,12 @@ a tool's activity lives as long as the tool's own timeout. Real Postgres, real d
 
 from __future__ import annotations
 
-import dataclasses
 import uuid
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
-from temporalio.testing import ActivityEnvironment
 
 from activities.llm_calls import LlmEndpoint
 from activities.llm_step import LlmActivities
@@ -22,35 +20,16 @@ from reactive_temporal.contracts.run import (
     LlmStepInput,
     Message,
     RunToolInput,
-    SeqMessage,
     ToolCall,
     ToolResult,
 )
 from reactive_temporal.embedded.scripted_llm import Reply, ScriptedLLM, call
 from reactive_temporal.hosting.worker_factory import llm_client
 from reactive_temporal.tools import ToolRegistry, current_tool_call, tool
+from tests.support.steps import attempt, live_events, seeded
 from tests.workflow.conftest import Harness, running_worker
 
 pytestmark = pytest.mark.workflow
-
-
-def attempt(number: int, workflow_run_id: str = "temporal-run-1") -> ActivityEnvironment:
-    env = ActivityEnvironment()
-    env.info = dataclasses.replace(
-        env.info,
-        attempt=number,
-        started_time=datetime.now(UTC),
-        start_to_close_timeout=timedelta(seconds=30),
-        workflow_run_id=workflow_run_id,
-    )
-    return env
-
-
-def seeded(*contents: str, first: int = 0) -> list[SeqMessage]:
-    return [
-        SeqMessage(seq=first + i, message=Message(role="user", content=c))
-        for i, c in enumerate(contents)
-    ]
 
 
 async def test_a_retried_llm_step_returns_the_recorded_reply_without_calling_the_model(
@@ -224,14 +203,6 @@ async def test_an_llm_step_reads_its_transcript_and_context_on_one_checkout(
         await store.close()
     assert result.content == "Counted."
     assert len(checkouts) == 2
-
-
-async def live_events(store: Store, run_id: str) -> list[str]:
-    async with store.pool.connection() as conn:
-        cur = await conn.execute(
-            'SELECT type FROM run_events WHERE run_id = %s ORDER BY "offset"', (run_id,)
-        )
-        return [r[0] for r in await cur.fetchall()]
 
 
 async def test_a_record_stands_when_the_live_output_written_with_it_fails(

@@ -10,13 +10,14 @@ from collections.abc import AsyncIterator
 
 import psycopg
 import pytest
-from psycopg import pq, sql
+from psycopg import pq
 
 import activities.store as store_module
 from activities.run_events import RunEvents
 from activities.store import Store, is_outage
 from reactive_temporal.contracts.events import NewEvent
 from reactive_temporal.contracts.run import Message, SeqMessage
+from tests.support.steps import transactions_of
 
 pytestmark = pytest.mark.workflow
 
@@ -69,16 +70,6 @@ async def test_an_append_that_fails_part_way_writes_none_of_its_events(store: St
     )
     assert await events_of(store, run_id) == [(0, "iteration", 2), (1, "text", 2)]
     assert await idle(store)
-
-
-async def transactions_of(store: Store, run_ids: list[str], table: str = "run_events") -> int:
-    """How many transactions wrote these runs' rows of `table` (rows written together share
-    xmin)."""
-    query = sql.SQL("SELECT count(DISTINCT xmin::text) FROM {} WHERE run_id = ANY(%s)")
-    async with store.pool.connection() as conn:
-        cur = await conn.execute(query.format(sql.Identifier(table)), (run_ids,))
-        row = await cur.fetchone()
-    return row[0] if row else 0
 
 
 async def test_appends_made_while_one_is_written_go_out_together(store: Store):
