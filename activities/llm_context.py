@@ -20,7 +20,7 @@ from typing import Any
 from psycopg import AsyncConnection, sql
 from psycopg.types.json import Jsonb
 
-from activities.store import Rows, Store, pending_rows
+from activities.store import Rows, Store, pending_rows, quoted
 from reactive_temporal.capabilities import ModelCapabilities
 from reactive_temporal.context_window import (
     ContextPlan,
@@ -232,6 +232,5 @@ class StepContexts:
         if prompt_tokens > 0 and (
             context.plan.compacted or context.estimated >= context.budget * RECORD_FROM
         ):
-            row = _context_row(run_id, seq, None, prompt_tokens, context)
-            return sql.SQL(_UPSERT_CONTEXT.replace("%s", "{}")).format(*map(sql.Literal, row))
+            return quoted(_UPSERT_CONTEXT, _context_row(run_id, seq, None, prompt_tokens, context))
         return None

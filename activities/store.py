@@ -47,9 +47,13 @@ UPSERT_MESSAGE = (
 )
 """One transcript row; a row the workflow rewrites (e.g. an observation after a failed tool
 activity) keeps no step result."""
-_UPSERT_RECORD = UPSERT_MESSAGE.replace("%s", "{}")
-"""The same, its values quoted in (`sql.Literal`): for writes of several statements in one
-query string."""
+
+
+def quoted(query: str, params: tuple[object, ...]) -> sql.Composed:
+    """`query` with its `%s` parameters quoted in by psycopg (`sql.Literal`): a statement
+    that can go in one query string with others (one round trip, one simple-protocol
+    message), where a parameterized statement must go alone."""
+    return sql.SQL(query.replace("%s", "{}")).format(*map(sql.Literal, params))
 
 
 def record_row(run_id: str, seq: int, message: Message, result: BaseModel) -> tuple[object, ...]:
@@ -275,7 +279,7 @@ class Store:
             async with self.pool.connection() as conn:
                 await conn.execute(UPSERT_MESSAGE, rows[0])
             return
-        records = [sql.SQL(_UPSERT_RECORD).format(*map(sql.Literal, row)) for row in rows]
+        records = [quoted(UPSERT_MESSAGE, row) for row in rows]
         statements = [sql.SQL("BEGIN"), *records, *also, sql.SQL("COMMIT")]
         if then is not None:
             statements.append(then)
