@@ -440,6 +440,7 @@ class AgentWorkflow:
                         request.message, context, history, quoted=self._chat_notes_as_data()
                     ),
                     agent=agent,
+                    patch_bundle=names.RUN_PATCHES_2026_12,
                 ),
                 id=run_id,
                 static_summary=f"chat: {request.message[:200]}",

@@ -96,10 +96,11 @@ class AgentRunWorkflow(RunWrapUp, RunControls):
         self.attributes_on_change = False
         self.trivial_debrief_in_run = False
         self.last_run_in_store = False
-        # A run started since RUN_PATCHES_2026_12 asks only that patch: one marker (and one
-        # TemporalChangeVersion upsert) stands for every earlier patch, instead of one each.
-        # Runs started before it replay asking each patch they asked, as they did.
-        self.bundled_patches = workflow.patched(names.RUN_PATCHES_2026_12)
+        # A run started with the bundle in its input asks no patch it covers; one started
+        # without it asks RUN_PATCHES_2026_12 (one marker and one TemporalChangeVersion upsert
+        # for every earlier patch); runs started before that replay asking each patch they asked.
+        with_bundle = input.patch_bundle == names.RUN_PATCHES_2026_12
+        self.bundled_patches = with_bundle or workflow.patched(names.RUN_PATCHES_2026_12)
         # Decisions changed since runs began that a signal handler may need: asked in the
         # first workflow task too (their markers join its batch), before any signal is handled.
         self.anchored_marker = self.patched(names.FINAL_ANSWER_LINE_PATCH)

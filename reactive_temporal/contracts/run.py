@@ -163,6 +163,12 @@ class AgentRunInput(BaseModel):
     Temporal suggests it, or every 500 iterations (tests set a low number)."""
     continuation: RunContinuation | None = None
     """Set when this is a run continuing as new, not a new run."""
+    patch_bundle: str | None = None
+    """The patch bundle (`names.RUN_PATCHES_2026_12`) the run was started with, set by the
+    project's starters: the run then takes its patches as on without asking Temporal, which
+    costs a marker and a TemporalChangeVersion upsert (two events and a visibility write).
+    Any other value (None: a run started before it was set, or by a starter that does not
+    set it) makes the run ask `workflow.patched`, as such runs always did."""
 
     @field_validator("task")
     @classmethod

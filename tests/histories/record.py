@@ -17,7 +17,9 @@ every earlier AgentRunWorkflow patch (the entity's and the debrief child's histo
 change with it and were not kept); `_unsignalled` (debrief children and the run that starts
 one) with debrief children that no longer signal the agent `debrief_ready` (their run keeps
 itself in Postgres, where the child's debrief reaches the agent; only the child's input
-changed, so no patch: the other groups' files were not kept).
+changed, so no patch: the other groups' files were not kept); `_unasked` (runs only) with
+runs that carry RUN_PATCHES_2026_12 in their input (`AgentRunInput.patch_bundle`) and so ask
+no patch at all (no marker, no TemporalChangeVersion upsert).
 Each scenario runs on a fresh dev server with scripted models.
 """
 
@@ -148,7 +150,12 @@ async def record(client: Client, task_queue: str, llm: ScriptedLLM) -> dict[str,
     continued = agent("continued", memory=False)
     handle_long = await client.start_workflow(
         AgentRunWorkflow.run,
-        AgentRunInput(task="triple 0-3", agent=continued.config, continue_as_new_every=2),
+        AgentRunInput(
+            task="triple 0-3",
+            agent=continued.config,
+            continue_as_new_every=2,
+            patch_bundle=names.RUN_PATCHES_2026_12,
+        ),
         id=names.run_workflow_id(continued.name, uuid.uuid4()),
         task_queue=task_queue,
     )

@@ -14,8 +14,10 @@ from temporalio.client import Client, WorkflowHistory
 from temporalio.service import RPCError, RPCStatusCode
 
 from reactive_temporal import search_attributes as sa
+from reactive_temporal.api.agents import build_run_input
 from reactive_temporal.config import Settings
 from reactive_temporal.contracts import names
+from reactive_temporal.contracts.result import AgentResult
 from reactive_temporal.embedded.scripted_llm import Reply, ScriptedLLM, call
 from tests.workflow.conftest import Harness, running_worker
 
@@ -196,26 +198,56 @@ async def test_a_rich_debrief_reaches_the_agent_without_a_signal(
     assert [s.workflow_execution_signaled_event_attributes.signal_name for s in signals] == []
 
 
-async def test_a_new_run_asks_one_patch_not_one_per_change(
+def asked_patches(history: WorkflowHistory) -> list[str]:
+    return [
+        json.loads(e.marker_recorded_event_attributes.details["patch-data"].payloads[0].data)["id"]
+        for e in events_of(history, EventType.EVENT_TYPE_MARKER_RECORDED)
+        if e.marker_recorded_event_attributes.marker_name == "core_patch"
+    ]
+
+
+def version_upserts(history: WorkflowHistory) -> list:
+    """Upserts of TemporalChangeVersion alone: what each `workflow.patched` adds."""
+    return [
+        e
+        for e in events_of(history, EventType.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES)
+        if not upserted_names(e)
+    ]
+
+
+async def test_a_new_run_asks_no_patch(
     harness: Harness, client: Client, llm: ScriptedLLM, model_name: str
 ):
-    """Each `workflow.patched` records a marker and upserts TemporalChangeVersion; a run
-    started since RUN_PATCHES_2026_12 asks that one patch for every earlier one."""
+    """Each `workflow.patched` records a marker and upserts TemporalChangeVersion (two events
+    and a visibility write); a run started by the project carries RUN_PATCHES_2026_12 in its
+    input, so it asks none of the patches the bundle covers, not even the bundle."""
     llm.script(model_name, [Reply("FINAL ANSWER: done")])
     # a deadline and a budget: the patches only such runs ask are covered too
     agent_id = f"patches-{uuid.uuid4().hex[:6]}"
     agent = harness.agent(model_name, agent_id=agent_id, timeout_seconds=60, token_budget=10**6)
     result = await agent.run("Say done")
     history = await client.get_workflow_handle(result.run_id).fetch_history()
-    patches = [
-        e.marker_recorded_event_attributes.details["patch-data"].payloads[0].data
-        for e in events_of(history, EventType.EVENT_TYPE_MARKER_RECORDED)
-        if e.marker_recorded_event_attributes.marker_name == "core_patch"
-    ]
-    assert [json.loads(p)["id"] for p in patches] == [names.RUN_PATCHES_2026_12]
-    version_upserts = [
-        e
-        for e in events_of(history, EventType.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES)
-        if not upserted_names(e)
-    ]
-    assert len(version_upserts) == 1
+    assert asked_patches(history) == []
+    assert version_upserts(history) == []
+
+
+async def test_a_run_started_without_the_bundle_asks_it_once(
+    harness: Harness, client: Client, llm: ScriptedLLM, model_name: str
+):
+    """A run whose input lacks the bundle (started before it was carried, or by hand with
+    Temporal's client) asks RUN_PATCHES_2026_12 once, for every earlier patch."""
+    llm.script(model_name, [Reply("FINAL ANSWER: done")])
+    agent_id = f"patches-{uuid.uuid4().hex[:6]}"
+    agent = harness.agent(model_name, agent_id=agent_id, timeout_seconds=60, token_budget=10**6)
+    run_input = build_run_input(agent.config, "Say done").model_copy(update={"patch_bundle": None})
+    handle = await client.start_workflow(
+        names.AGENT_RUN_WORKFLOW,
+        run_input,
+        id=names.run_workflow_id(agent_id, uuid.uuid4()),
+        task_queue=harness.task_queue,
+        result_type=AgentResult,
+    )
+    assert (await handle.result()).terminated_by == "final_answer"
+    history = await handle.fetch_history()
+    assert asked_patches(history) == [names.RUN_PATCHES_2026_12]
+    assert len(version_upserts(history)) == 1
