@@ -26,6 +26,7 @@ from activities.transcript import TranscriptActivities
 from activities.workflow_calls import EntityActivities
 from reactive_temporal.builtin_tools import builtin_tools
 from reactive_temporal.config import Settings
+from reactive_temporal.hosting.bytecode import warn_when_compiled_per_workflow
 from reactive_temporal.search_attributes import ensure_registered
 from reactive_temporal.tools import Tool, ToolRegistry
 from workflows.agent_debrief import DebriefWorkflow
@@ -130,6 +131,7 @@ async def create_worker(
     come from `settings`; `graceful_shutdown` is how long in-flight activities may finish
     after `shutdown()` (None: cancelled at once, the SDK's default)."""
     registry = build_registry(settings, tool_modules, extra_tools)
+    warn_when_compiled_per_workflow(WORKFLOWS)
     await ensure_registered(client, client.namespace)
     store = await Store.open(database_url, max_size=settings.store_pool_size())
     endpoint = LlmEndpoint(
