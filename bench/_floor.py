@@ -7,6 +7,12 @@ no-ops, unless `model` is set: then `bench_llm` sends one chat-completions reque
 worker's LLM endpoint (the scale bench's 2 s model), so the floor waits on the same model
 as the agent runs do.
 
+The floor with I/O (`io=True`, bench/cost.py's "floor + I/O"): `bench_llm_io` and
+`bench_tool_io` instead, which do only the I/O an agent's steps cannot skip: the model call,
+streamed through the project's own client (`llm_client`: openai's client on aiohttp), and one
+committed Postgres write per step (the reply, the tool's result). What an agent run costs
+above it is the framework's; what the floor with I/O costs above the floor is the I/O's.
+
 Registered on the bench workers next to the project's workflows (bench/_worker.py).
 """
 
@@ -14,6 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Any
 
 from temporalio import activity, workflow
 
@@ -27,6 +34,8 @@ class FloorInput:
     """Call the LLM endpoint with this model in `bench_llm` (None: a no-op)."""
     task: str = ""
     """Sent as the user message, so the model can tell runs apart (duplicate counting)."""
+    io: bool = False
+    """The floor with I/O: the `_io` activities (see the module's docstring)."""
 
 
 @dataclass
@@ -40,15 +49,16 @@ class FloorLlmInput:
 class BenchFloorWorkflow:
     @workflow.run
     async def run(self, input: FloorInput) -> int:
+        llm, tool = ("bench_llm_io", "bench_tool_io") if input.io else ("bench_llm", "bench_tool")
         for i in range(input.iterations):
             await workflow.execute_activity(
-                "bench_llm",
+                llm,
                 FloorLlmInput(iteration=i, model=input.model, task=input.task),
                 start_to_close_timeout=LLM_TIMEOUT,
             )
             if i < input.iterations - 1:
                 await workflow.execute_activity(
-                    "bench_tool", i, start_to_close_timeout=timedelta(seconds=30)
+                    tool, i, start_to_close_timeout=timedelta(seconds=30)
                 )
         return input.iterations
 
@@ -92,3 +102,58 @@ class FloorActivities:
 
         if isinstance(self._http, httpx2.AsyncClient):
             await self._http.aclose()
+
+
+FLOOR_IO_TABLE = "bench_floor_steps"
+
+
+class FloorIoActivities:
+    """The floor with I/O's steps: the model call through `client` (the project's
+    `llm_client`), streamed as the agent runs' calls are, then one row written and committed
+    on a connection from `pool` (a psycopg `AsyncConnectionPool`), as a step's record is."""
+
+    def __init__(self, client: Any, pool: Any) -> None:
+        self.client = client
+        self.pool = pool
+
+    async def open(self) -> None:
+        await self.pool.open()
+        async with self.pool.connection() as conn:
+            await conn.execute(
+                f"CREATE TABLE IF NOT EXISTS {FLOOR_IO_TABLE} "
+                "(id bigserial PRIMARY KEY, task text NOT NULL, step int NOT NULL, body text)"
+            )
+
+    async def _write(self, task: str, step: int, body: str) -> None:
+        async with self.pool.connection() as conn:  # one transaction, committed on exit
+            await conn.execute(
+                f"INSERT INTO {FLOOR_IO_TABLE} (task, step, body) VALUES (%s, %s, %s)",
+                (task, step, body),
+            )
+
+    @activity.defn(name="bench_llm_io")
+    async def bench_llm_io(self, input: FloorLlmInput) -> int:
+        messages = [{"role": "user", "content": input.task}]
+        messages += [{"role": "assistant", "content": "…"}] * input.iteration
+        stream = await self.client.chat.completions.create(
+            model=input.model or "floor",
+            messages=messages,
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+        text = []
+        async with stream:
+            async for chunk in stream:
+                for choice in chunk.choices:
+                    text.append(choice.delta.content or "")
+        await self._write(input.task, 2 * input.iteration, "".join(text))
+        return input.iteration
+
+    @activity.defn(name="bench_tool_io")
+    async def bench_tool_io(self, i: int) -> int:
+        await self._write(activity.info().workflow_id or "", 2 * i + 1, str(i))
+        return i
+
+    async def close(self) -> None:
+        await self.client.close()
+        await self.pool.close()

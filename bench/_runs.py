@@ -34,13 +34,16 @@ from reactive_temporal.contracts.run import AgentConfig
 from reactive_temporal.hosting.runtime import Runtime
 
 FLOOR = "floor"
+FLOOR_IO = "floor + I/O"
+"""The floor whose steps do the I/O an agent's cannot skip (bench/_floor.py)."""
+FLOORS = (FLOOR, FLOOR_IO)
 MEMORY_OFF = "memory off"
 MEMORY_ON = "memory on"
 
 
 @dataclass
 class Scenario:
-    """What a batch runs: `kind` (FLOOR, MEMORY_OFF, MEMORY_ON) on `task_queue`."""
+    """What a batch runs: `kind` (FLOOR, FLOOR_IO, MEMORY_OFF, MEMORY_ON) on `task_queue`."""
 
     kind: str
     task_queue: str
@@ -60,7 +63,7 @@ class Scenario:
 
     @property
     def entity_id(self) -> str | None:
-        return None if self.kind == FLOOR else agent_workflow_id(self.agent_id)
+        return None if self.kind in FLOORS else agent_workflow_id(self.agent_id)
 
 
 @dataclass
@@ -82,14 +85,16 @@ async def one_run(
     """Start one run of `tool_calls` + 1 iterations and wait for its result."""
     task = task or f"Bench run {uuid.uuid4().hex}: call noop {tool_calls} times, then answer."
     started = time.perf_counter()
-    if scenario.kind == FLOOR:
+    if scenario.kind in FLOORS:
         workflow_id = f"bench-floor-{uuid.uuid4().hex[:12]}"
+        io = scenario.kind == FLOOR_IO
         iterations = await client.execute_workflow(
             "BenchFloorWorkflow",
             FloorInput(
                 iterations=tool_calls + 1,
-                model=model_name(tool_calls, delay, chunks) if delay else None,
+                model=model_name(tool_calls, delay, chunks) if delay or io else None,
                 task=task,
+                io=io,
             ),
             id=workflow_id,
             task_queue=scenario.task_queue,
@@ -219,7 +224,7 @@ async def account(
                         acc.activity_attempts["retries"] += attempt - 1
 
     jobs = [read(r.workflow_id, "run") for r in runs]
-    if scenario.kind != FLOOR:
+    if scenario.kind not in FLOORS:
         jobs += [read(debrief_workflow_id(r.workflow_id), "debrief child") for r in runs]
         assert scenario.entity_id is not None
         jobs.append(read(scenario.entity_id, "agent entity", entity_from))
@@ -235,15 +240,16 @@ def time_breakdown(profiles: list[HistoryProfile]) -> dict[str, float]:
         return values[len(values) // 2] if values else float("nan")
 
     def first_llm(p: HistoryProfile) -> float:
-        return p.first_scheduled.get("llm_step", p.first_scheduled.get("bench_llm", 0.0))
+        kinds = ("llm_step", "bench_llm", "bench_llm_io")
+        return next((p.first_scheduled[k] for k in kinds if k in p.first_scheduled), 0.0)
 
     def running(kinds: tuple[str, ...]) -> Any:
         return lambda p: sum(sum(p.activity_exec.get(k, [])) for k in kinds)
 
     return {
         "start → first LLM activity scheduled": med(first_llm),
-        "LLM activities running": med(running(("llm_step", "bench_llm"))),
-        "tool activities running": med(running(("run_tool", "bench_tool"))),
+        "LLM activities running": med(running(("llm_step", "bench_llm", "bench_llm_io"))),
+        "tool activities running": med(running(("run_tool", "bench_tool", "bench_tool_io"))),
         "activities queued (scheduled → started)": med(
             lambda p: sum(sum(v) for v in p.activity_queue.values())
         ),

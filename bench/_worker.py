@@ -32,13 +32,16 @@ import time
 from pathlib import Path
 from typing import Any
 
+from psycopg_pool import AsyncConnectionPool
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from bench._floor import BenchFloorWorkflow, FloorActivities
+    from activities.store import warm_connections
+    from bench._floor import BenchFloorWorkflow, FloorActivities, FloorIoActivities
     from bench._stack import _start_project_worker, _stop_worker, noop
     from reactive_temporal.config import Settings
     from reactive_temporal.embedded.stack import connect
+    from reactive_temporal.hosting.worker_factory import llm_client
 
 SAMPLE_SECONDS = 0.05
 
@@ -114,6 +117,16 @@ async def main() -> None:
     )
     client = await connect(args.address, args.namespace)
     floor = FloorActivities(args.llm_base_url)
+    floor_io = FloorIoActivities(
+        llm_client(settings, args.llm_base_url),
+        AsyncConnectionPool(  # sized and opened warm as the project's pool is
+            args.database_url,
+            min_size=warm_connections(settings.store_pool_size()),
+            max_size=settings.store_pool_size(),
+            open=False,
+        ),
+    )
+    await floor_io.open()
     agent_worker = await _start_project_worker(
         client,
         settings,
@@ -121,7 +134,7 @@ async def main() -> None:
         args.task_queue,
         [noop],
         [BenchFloorWorkflow],
-        [floor.bench_llm, floor.bench_tool],
+        [floor.bench_llm, floor.bench_tool, floor_io.bench_llm_io, floor_io.bench_tool_io],
         options,
     )
     running = asyncio.create_task(agent_worker.worker.run())
@@ -144,6 +157,7 @@ async def main() -> None:
     sampling.cancel()
     await _stop_worker(agent_worker, running)
     await floor.close()
+    await floor_io.close()
 
 
 async def _answer(sampler: Sampler, command: str) -> dict[str, Any]:

@@ -2,10 +2,13 @@
 
 Every part of the stack runs in its own process (bench/_procs.py): the Temporal dev server,
 Postgres, the bench model (zero latency), and one project worker with the project's default
-settings; this process only starts runs and reads histories. Three scenarios, interleaved
+settings; this process only starts runs and reads histories. Four scenarios, interleaved
 on that worker and server:
 
 - floor: `BenchFloorWorkflow` (bench/_floor.py), the same LLM and tool activities as no-ops;
+- floor + I/O: the same workflow, its steps doing only the I/O an agent's cannot skip (the
+  model call through the project's client, streamed; one committed Postgres write per
+  step): the agent runs' cost above it is the framework's, its own above the floor the I/O's;
 - memory off: agent runs with `memory=False`;
 - memory on (the project default): agent runs with `memory=True` (debrief child, lessons).
 
@@ -35,6 +38,7 @@ from bench._actions import heartbeats, server_action_total
 from bench._procs import ProcessStack, delta, open_process_stack
 from bench._runs import (
     FLOOR,
+    FLOOR_IO,
     MEMORY_OFF,
     MEMORY_ON,
     Accounting,
@@ -49,7 +53,7 @@ from bench._runs import (
 from bench._stack import Summary, log, machine, parser, print_table, run
 
 PROCESSES = ("worker", "server", "model", "client", "postgres")
-SCENARIOS = (FLOOR, MEMORY_OFF, MEMORY_ON)
+SCENARIOS = (FLOOR, FLOOR_IO, MEMORY_OFF, MEMORY_ON)
 
 
 @dataclass
@@ -300,6 +304,22 @@ def report(
     goal_rows.append(["both", f"{c} concurrent runs: latency memory on / off ≤ 1.05×",
                       f"{on_off:.2f}×"])  # fmt: skip
     print_table(["scenario", "goal", "measured"], goal_rows)
+
+    io, fio = (
+        {fn: per_batch(FLOOR_IO, fn) for fn in (rate, worker_server, server)},
+        per_iter[FLOOR_IO],
+    )
+    print("\n### The same ratios against the floor with I/O (what the framework adds to the I/O)\n")
+    print_table(
+        ["scenario", "worker + server CPU per run", "server CPU per run", "runs/s",
+         "ms per iteration"],
+        [[kind, *(f"{per_batch(kind, fn) / io[fn]:.2f}×" for fn in (worker_server, server)),
+          f"{per_batch(kind, rate) / io[rate]:.2f}×", f"{per_iter[kind]['ms'] / fio['ms']:.2f}×"]
+         for kind in (MEMORY_OFF, MEMORY_ON)]
+        + [[f"({FLOOR_IO} vs {FLOOR})",
+            *(f"{io[fn] / floor[fn]:.2f}×" for fn in (worker_server, server)),
+            f"{io[rate] / floor[rate]:.2f}×", f"{fio['ms'] / f['ms']:.2f}×"]],
+    )  # fmt: skip
 
 
 def per_iteration(results: Results, kind: str, small: int, big: int) -> dict[str, float]:
