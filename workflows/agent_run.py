@@ -96,11 +96,17 @@ class AgentRunWorkflow(RunWrapUp, RunControls):
         self.attributes_on_change = False
         self.trivial_debrief_in_run = False
         self.last_run_in_store = False
-        # A run started with the bundle in its input asks no patch it covers; one started
-        # without it asks RUN_PATCHES_2026_12 (one marker and one TemporalChangeVersion upsert
-        # for every earlier patch); runs started before that replay asking each patch they asked.
-        with_bundle = input.patch_bundle == names.RUN_PATCHES_2026_12
-        self.bundled_patches = with_bundle or workflow.patched(names.RUN_PATCHES_2026_12)
+        # A run started with the bundle in its input asks no patch (no marker, no
+        # TemporalChangeVersion upsert); one started without it asks RUN_PATCHES_2026_12, for
+        # every earlier patch; runs started before that replay asking each patch they asked.
+        self.bundled_patches = True
+        if input.patch_bundle != names.RUN_PATCHES_2026_12:
+            self.bundled_patches = workflow.patched(names.RUN_PATCHES_2026_12)
+        elif workflow.unsafe.is_replaying():
+            # A worker from before the field (one deploy behind its starter) began the run
+            # and asked the bundle: its replay must ask it again, where one begun here finds
+            # no marker and records none.
+            workflow.patched(names.RUN_PATCHES_2026_12)
         # Decisions changed since runs began that a signal handler may need: asked in the
         # first workflow task too (their markers join its batch), before any signal is handled.
         self.anchored_marker = self.patched(names.FINAL_ANSWER_LINE_PATCH)

@@ -6,15 +6,18 @@ A change that alters a decision old runs already made fails here: guard it with
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
 from temporalio import workflow
+from temporalio.client import WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
 from reactive_temporal.api.operate import load_history_file, replay, reset_point
+from reactive_temporal.contracts import names
 from reactive_temporal.contracts.result import AgentResult
 from reactive_temporal.contracts.run import AgentRunInput
 from reactive_temporal.hosting.worker_factory import WORKFLOWS
@@ -48,6 +51,33 @@ def test_the_required_histories_are_committed():
 async def test_committed_history_replays(path: Path):
     report = await replay(load_history_file(path), replayer())
     assert report.ok, report.error
+
+
+BUNDLE_HISTORIES = [p for p in HISTORIES if p.stem.endswith("_bundle")]
+
+
+def with_bundle_in_input(history: WorkflowHistory) -> WorkflowHistory:
+    """The history as if its starter had been the current one (the bundle in the run's
+    input) while a worker from before the field ran it (it asked the bundle's patch)."""
+    started = history.events[0].workflow_execution_started_event_attributes
+    payload = started.input.payloads[0]
+    body = json.loads(payload.data)
+    assert "patch_bundle" not in body
+    payload.data = json.dumps({**body, "patch_bundle": names.RUN_PATCHES_2026_12}).encode()
+    return history
+
+
+@pytest.mark.parametrize("path", BUNDLE_HISTORIES, ids=lambda p: p.stem)
+async def test_a_run_a_worker_one_deploy_behind_began_replays(path: Path):
+    """Starters and workers deploy apart: a run started with the bundle in its input but
+    begun by a worker that did not know the field carries the bundle's patch marker, and
+    the current code, which asks no patch for such a run, must still meet it on replay."""
+    report = await replay(with_bundle_in_input(load_history_file(path)), replayer())
+    assert report.ok, report.error
+
+
+def test_every_kind_of_run_has_a_bundle_history():
+    assert len(BUNDLE_HISTORIES) >= 16
 
 
 @workflow.defn(name="AgentRunWorkflow", sandboxed=False)
