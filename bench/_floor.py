@@ -18,6 +18,7 @@ Registered on the bench workers next to the project's workflows (bench/_worker.p
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -110,21 +111,32 @@ FLOOR_IO_TABLE = "bench_floor_steps"
 class FloorIoActivities:
     """The floor with I/O's steps: the model call through `client` (the project's
     `llm_client`), streamed as the agent runs' calls are, then one row written and committed
-    on a connection from `pool` (a psycopg `AsyncConnectionPool`), as a step's record is."""
+    on a connection from `pool` (a psycopg `AsyncConnectionPool`), as a step's record is.
+
+    The pool opens (and its table is made) at the first step, so a worker that never runs
+    the floor with I/O (`bench.scale`, `bench.ab`) holds none of its connections."""
 
     def __init__(self, client: Any, pool: Any) -> None:
         self.client = client
         self.pool = pool
+        self._opened = False
+        self._opening = asyncio.Lock()
 
-    async def open(self) -> None:
-        await self.pool.open()
-        async with self.pool.connection() as conn:
-            await conn.execute(
-                f"CREATE TABLE IF NOT EXISTS {FLOOR_IO_TABLE} "
-                "(id bigserial PRIMARY KEY, task text NOT NULL, step int NOT NULL, body text)"
-            )
+    async def _open(self) -> None:
+        async with self._opening:
+            if self._opened:
+                return
+            await self.pool.open()
+            async with self.pool.connection() as conn:
+                await conn.execute(
+                    f"CREATE TABLE IF NOT EXISTS {FLOOR_IO_TABLE} "
+                    "(id bigserial PRIMARY KEY, task text NOT NULL, step int NOT NULL, body text)"
+                )
+            self._opened = True
 
     async def _write(self, task: str, step: int, body: str) -> None:
+        if not self._opened:
+            await self._open()
         async with self.pool.connection() as conn:  # one transaction, committed on exit
             await conn.execute(
                 f"INSERT INTO {FLOOR_IO_TABLE} (task, step, body) VALUES (%s, %s, %s)",
@@ -156,4 +168,5 @@ class FloorIoActivities:
 
     async def close(self) -> None:
         await self.client.close()
-        await self.pool.close()
+        if self._opened:
+            await self.pool.close()

@@ -126,7 +126,6 @@ async def main() -> None:
             open=False,
         ),
     )
-    await floor_io.open()
     agent_worker = await _start_project_worker(
         client,
         settings,

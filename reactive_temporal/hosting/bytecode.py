@@ -60,12 +60,10 @@ def has_fresh_bytecode(source: Path) -> bool:
     return mtime == int(stat.st_mtime) & 0xFFFFFFFF and size == stat.st_size & 0xFFFFFFFF
 
 
-def compiled_per_workflow(
-    workflows: Iterable[type], *, dont_write_bytecode: bool | None = None
-) -> list[Path]:
+def compiled_per_workflow(workflows: Iterable[type]) -> list[Path]:
     """The sandboxed sources that every workflow will compile again: none while Python may
     write bytecode (the first import writes it), else those without fresh bytecode."""
-    if not (sys.dont_write_bytecode if dont_write_bytecode is None else dont_write_bytecode):
+    if not sys.dont_write_bytecode:
         return []
     return [p for p in sandboxed_sources(workflows) if not has_fresh_bytecode(p)]
 

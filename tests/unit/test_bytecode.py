@@ -70,12 +70,15 @@ def test_bytecode_is_fresh_only_for_the_source_it_was_compiled_from(workflow_pac
     assert not has_fresh_bytecode(flow)
 
 
-def test_only_sources_without_bytecode_are_compiled_per_workflow(workflow_package: type):
+def test_only_sources_without_bytecode_are_compiled_per_workflow(
+    workflow_package: type, monkeypatch: pytest.MonkeyPatch
+):
     init, flow = sandboxed_sources([workflow_package])
     py_compile.compile(str(init), doraise=True)
     assert compiled_per_workflow([workflow_package]) == [flow]
     # Python that may write bytecode writes it at the first import: nothing to say
-    assert compiled_per_workflow([workflow_package], dont_write_bytecode=False) == []
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)
+    assert compiled_per_workflow([workflow_package]) == []
 
 
 def test_the_worker_names_the_files_and_the_fix_once(
