@@ -150,6 +150,13 @@ class Settings(BaseSettings):
             "REACTIVE_TEMPORAL_MAX_CONCURRENT_WORKFLOW_TASKS", "max_concurrent_workflow_tasks"
         ),
     )
+    sandbox_workflows: bool = Field(
+        default=False,
+        validation_alias=AliasChoices("REACTIVE_TEMPORAL_SANDBOX_WORKFLOWS", "sandbox_workflows"),
+    )
+    """Run the project's own workflows in Temporal's sandbox as well (default: outside it, a
+    quarter less worker CPU per run; `reactive_temporal/hosting/sandbox.py` says why that is
+    safe). Any other workflow on the worker is sandboxed either way."""
     db_pool_size: int | None = Field(
         default=None,
         ge=1,

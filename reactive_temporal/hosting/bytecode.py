@@ -8,6 +8,8 @@ agent entity compiles `workflows/agent_run.py` and its package again: about 3.5 
 worker CPU per run (bench/sandbox_bytecode.py). The fix is a build step, `python -m
 compileall workflows` (the Dockerfile and the Makefile's targets run it); the worker only
 says so, once, at start: it does not write into a tree it was told not to write bytecode in.
+Only a worker that sandboxes the project's workflows (`REACTIVE_TEMPORAL_SANDBOX_WORKFLOWS`,
+`reactive_temporal/hosting/sandbox.py`) imports them per workflow, so only such a worker checks.
 """
 
 from __future__ import annotations

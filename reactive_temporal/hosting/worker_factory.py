@@ -10,7 +10,8 @@ from typing import Any
 import openai
 from temporalio.client import Client
 from temporalio.common import VersioningBehavior, WorkerDeploymentVersion
-from temporalio.worker import Worker, WorkerDeploymentConfig
+from temporalio.worker import Worker, WorkerDeploymentConfig, WorkflowRunner
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from activities.chat import ChatActivities
 from activities.debrief_store import DebriefStore
@@ -27,6 +28,7 @@ from activities.workflow_calls import EntityActivities
 from reactive_temporal.builtin_tools import builtin_tools
 from reactive_temporal.config import Settings
 from reactive_temporal.hosting.bytecode import warn_when_compiled_per_workflow
+from reactive_temporal.hosting.sandbox import OwnWorkflowsUnsandboxed
 from reactive_temporal.search_attributes import ensure_registered
 from reactive_temporal.tools import Tool, ToolRegistry
 from workflows.agent_debrief import DebriefWorkflow
@@ -101,6 +103,14 @@ def llm_connection_limits(activity_slots: int) -> Any:
     )
 
 
+def workflow_runner(settings: Settings) -> WorkflowRunner:
+    """The project's workflows outside Temporal's sandbox unless `sandbox_workflows` is set;
+    any other workflow on the worker inside it (`reactive_temporal/hosting/sandbox.py`)."""
+    if settings.sandbox_workflows:
+        return SandboxedWorkflowRunner()
+    return OwnWorkflowsUnsandboxed(WORKFLOWS)
+
+
 @dataclass
 class AgentWorker:
     """A worker and what it owns; `close()` releases the Postgres pool."""
@@ -131,7 +141,8 @@ async def create_worker(
     come from `settings`; `graceful_shutdown` is how long in-flight activities may finish
     after `shutdown()` (None: cancelled at once, the SDK's default)."""
     registry = build_registry(settings, tool_modules, extra_tools)
-    warn_when_compiled_per_workflow(WORKFLOWS)
+    if settings.sandbox_workflows:
+        warn_when_compiled_per_workflow(WORKFLOWS)
     await ensure_registered(client, client.namespace)
     store = await Store.open(database_url, max_size=settings.store_pool_size())
     endpoint = LlmEndpoint(
@@ -151,6 +162,7 @@ async def create_worker(
     chat = ChatActivities(SessionStore(store), endpoint, events)
     extra: dict[str, Any] = {
         "max_concurrent_activities": settings.max_concurrent_activities,
+        "workflow_runner": workflow_runner(settings),
         "max_concurrent_workflow_tasks": settings.max_concurrent_workflow_tasks,
     }
     if max_cached_workflows is not None:
