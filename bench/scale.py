@@ -9,7 +9,11 @@ run in their own process (bench/_procs.py), one worker at a time, fresh for each
   sends the same 2 s request to the same model (plain httpx), and whose tool activity is a
   no-op, on the project's worker with its defaults (500 activity slots; the SDK's own
   default, 100, was the project's too when the "before" figures were taken);
-- floor · activity slots = C: the same with `max_concurrent_activities=C` (set as an
+- floor + I/O · project defaults: the same workflow, its steps doing only the I/O an agent's
+  cannot skip (the model call streamed through the project's own client, one committed
+  Postgres write per step; bench/_floor.py `FloorIoActivities`), so the agent runs' wall
+  time above it is the framework's;
+- floor · activity slots = C: the same as the first with `max_concurrent_activities=C` (set as an
   operator sets it, so the Postgres pool and the model client's connections follow);
 - ours · project defaults: agent runs, memory on (the project default), on a worker with the
   project's own defaults;
@@ -38,7 +42,7 @@ worker's event-loop lag; and where a run's time went (server event times).
 the delay and N chunks over the other half (default 0: the whole reply after the delay);
 the floor's requests are not streamed and wait the whole delay.
 
---quick: C = 50 only. Default: C = 200 and 1000 (about 15 minutes on 2 cores).
+--quick: C = 50 only. Default: C = 200 and 1000 (about 20 minutes on 2 cores).
 """
 
 from __future__ import annotations
@@ -59,6 +63,7 @@ from bench._model import model_name
 from bench._procs import ProcessStack, delta, open_process_stack, rss_mib
 from bench._runs import (
     FLOOR,
+    FLOOR_IO,
     MEMORY_ON,
     Accounting,
     Run,
@@ -74,6 +79,7 @@ from bench._stack import Summary, log, machine, parser, print_table, run
 PROCESSES = ("worker", "server", "model", "client", "postgres")
 SCENARIOS = (
     "floor · project defaults",
+    "floor + I/O · project defaults",
     "floor · activity slots = C",
     "ours · project defaults",
     "ours · activity slots = C",
@@ -187,7 +193,13 @@ async def scenario(
     chunks: int = 0,
 ) -> Outcome:
     task_queue = f"bench-scale-{uuid.uuid4().hex[:6]}"
-    kind = FLOOR if name.startswith("floor") else MEMORY_ON
+    kind = (
+        FLOOR_IO
+        if name.startswith("floor + I/O")
+        else FLOOR
+        if name.startswith("floor")
+        else MEMORY_ON
+    )
     s = Scenario(kind, task_queue, label=name, live_output=live_output)
     async with stack.worker(task_queue, worker_options(name, c)) as worker:
         # one run first: the agent entity exists and the worker is warm
@@ -351,9 +363,18 @@ def report(
         walls = [x.wall for x in outcomes if x.c == o.c and x.name == twin]
         return statistics.median(walls) if walls else None
 
+    def io_floor_wall(o: Outcome) -> float | None:
+        if o.name.startswith("floor") or "default" not in o.name:
+            return None
+        walls = [
+            x.wall for x in outcomes if x.c == o.c and x.name == "floor + I/O · project defaults"
+        ]
+        return statistics.median(walls) if walls else None
+
     rows = []
     for o in outcomes:
         fw = floor_wall(o)
+        iw = io_floor_wall(o)
         lat = Summary.of(o.latencies)
         acc = o.accounting
         rows.append(
@@ -363,6 +384,7 @@ def report(
                 f"{o.wall:.1f}",
                 f"{o.wall / ideal:.2f}×",
                 f"{o.wall / fw:.2f}×" if fw else "—",
+                f"{o.wall / iw:.2f}×" if iw else "—",
                 f"{o.succeeded}/{o.c}",
                 f"{lat.p50:.1f} / {lat.p95:.1f}",
                 o.model["peak_in_flight"],
@@ -382,8 +404,8 @@ def report(
         )
     print(f"\n### {len(outcomes)} scenario runs\n")
     print_table(
-        ["C", "scenario", "wall s", "vs ideal", "vs floor (same settings)", "succeeded",
-         "latency p50 / p95 s", "LLM calls in flight, peak", "duplicate LLM calls",
+        ["C", "scenario", "wall s", "vs ideal", "vs floor (same settings)", "vs floor + I/O",
+         "succeeded", "latency p50 / p95 s", "LLM calls in flight, peak", "duplicate LLM calls",
          "pool: requests that waited (total wait; peak waiting; size/max)",
          "worker RSS MiB idle → peak (per run)", "CPU ms/run, all processes",
          "CPU ms/run worker / server", "WFT timeouts", "activity retries", "heartbeats",
