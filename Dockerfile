@@ -29,8 +29,9 @@ COPY starter.py worker.py ./
 RUN pip install --no-deps . \
     && rm -rf build ./*.egg-info
 # The worker imports its packages from /app, where PYTHONDONTWRITEBYTECODE leaves no bytecode:
-# Temporal's sandbox then compiles each workflow module from source again for every workflow
-# it starts (~7 ms of worker CPU per run, bench/sandbox_bytecode.py). Compiled once, here.
+# every start would compile them, and with REACTIVE_TEMPORAL_SANDBOX_WORKFLOWS=true Temporal's
+# sandbox compiles each workflow module again for every workflow it starts (~7 ms of worker CPU
+# per run, bench/sandbox_bytecode.py). Compiled once, here.
 RUN python -m compileall -q reactive_temporal workflows activities
 
 # Unprivileged user. The data directory holds the file tools' workspace (mount a volume on

@@ -16,8 +16,9 @@ $(VENV)/.installed: requirements-test.lock pyproject.toml | $(BIN)/python
 	$(BIN)/pip install --quiet --no-deps -e .
 	touch $@
 
-# The workflow modules' bytecode, which Temporal's sandbox loads for every workflow it starts
-# instead of compiling them again where PYTHONDONTWRITEBYTECODE is set (hosting/bytecode.py).
+# The workflow modules' bytecode, which Temporal's sandbox (REACTIVE_TEMPORAL_SANDBOX_WORKFLOWS=true)
+# loads for every workflow it starts instead of compiling them again where PYTHONDONTWRITEBYTECODE
+# is set (hosting/bytecode.py).
 setup: $(VENV)/.installed
 	$(BIN)/python -m compileall -q workflows
 

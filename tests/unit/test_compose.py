@@ -420,8 +420,9 @@ def test_dockerfile_has_a_healthcheck():
 
 
 def test_dockerfile_compiles_the_packages_the_worker_imports_from_app():
-    """With PYTHONDONTWRITEBYTECODE, nothing writes bytecode at run time; Temporal's sandbox
-    would compile each workflow module from source for every workflow it starts."""
+    """With PYTHONDONTWRITEBYTECODE, nothing writes bytecode at run time; every start would
+    compile the packages, and a worker that sandboxes the workflows each workflow module for
+    every workflow it starts."""
     instructions = dockerfile_instructions()
     copied = {args.split()[-1].strip("./") for kw, args in instructions if kw == "COPY"}
     compiles = [
