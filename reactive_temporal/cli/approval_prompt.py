@@ -125,7 +125,9 @@ async def _unless_decided(
     client: Client, run_id: str, call: PendingApproval, answer: asyncio.Future[str]
 ) -> str | None:
     """The typed answer, or None (said so) once the call no longer waits for it."""
-    handle = client.get_workflow_handle_for(AgentRunWorkflow.run, run_id)
+    # described and queried only: no result type to infer (mypy inferred this one's from
+    # `AgentRunWorkflow.run` in some import orders and not in others)
+    handle: WorkflowHandle[Any, Any] = client.get_workflow_handle(run_id)
     polls = 0
     while True:
         try:
