@@ -193,13 +193,9 @@ async def scenario(
     chunks: int = 0,
 ) -> Outcome:
     task_queue = f"bench-scale-{uuid.uuid4().hex[:6]}"
-    kind = (
-        FLOOR_IO
-        if name.startswith("floor + I/O")
-        else FLOOR
-        if name.startswith("floor")
-        else MEMORY_ON
-    )
+    kind = MEMORY_ON
+    if name.startswith("floor"):
+        kind = FLOOR_IO if name.startswith("floor + I/O") else FLOOR
     s = Scenario(kind, task_queue, label=name, live_output=live_output)
     async with stack.worker(task_queue, worker_options(name, c)) as worker:
         # one run first: the agent entity exists and the worker is warm
@@ -358,18 +354,18 @@ def report(
     )  # fmt: skip
     print(f"\nDuring the scenarios the model's listen backlog is {backlog or '5 (as shipped)'}.")
 
+    def wall_of(name: str, c: int) -> float | None:
+        walls = [x.wall for x in outcomes if x.c == c and x.name == name]
+        return statistics.median(walls) if walls else None
+
     def floor_wall(o: Outcome) -> float | None:
         twin = "floor · project defaults" if "default" in o.name else "floor · activity slots = C"
-        walls = [x.wall for x in outcomes if x.c == o.c and x.name == twin]
-        return statistics.median(walls) if walls else None
+        return wall_of(twin, o.c)
 
     def io_floor_wall(o: Outcome) -> float | None:
         if o.name.startswith("floor") or "default" not in o.name:
             return None
-        walls = [
-            x.wall for x in outcomes if x.c == o.c and x.name == "floor + I/O · project defaults"
-        ]
-        return statistics.median(walls) if walls else None
+        return wall_of("floor + I/O · project defaults", o.c)
 
     rows = []
     for o in outcomes:

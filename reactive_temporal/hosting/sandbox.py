@@ -38,12 +38,12 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 
 class OwnWorkflowsUnsandboxed(WorkflowRunner):
-    """Runs the workflow classes in `own` without the sandbox and every other in `sandboxed`
-    (Temporal's `SandboxedWorkflowRunner()` unless given)."""
+    """Runs the workflow classes in `own` without the sandbox and every other in Temporal's
+    `SandboxedWorkflowRunner()`."""
 
-    def __init__(self, own: Iterable[type], sandboxed: WorkflowRunner | None = None) -> None:
+    def __init__(self, own: Iterable[type]) -> None:
         self.own = frozenset(own)
-        self.sandboxed = sandboxed or SandboxedWorkflowRunner()
+        self.sandboxed = SandboxedWorkflowRunner()
         self.unsandboxed = UnsandboxedWorkflowRunner()
 
     def runner_for(self, defn: workflow._Definition) -> WorkflowRunner:
