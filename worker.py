@@ -5,6 +5,7 @@
     python worker.py --mcp "fs=npx -y @modelcontextprotocol/server-filesystem /tmp"
     python worker.py --mcp github=https://mcp.example.com/mcp   # streamable HTTP
     python worker.py --mcp "gh=npx -y @modelcontextprotocol/server-github" --mcp-env GITHUB_TOKEN
+    python worker.py --processes 4            # four worker processes here: one per core
 
 Several workers may serve one task queue; Temporal spreads runs across them. This is
 `python starter.py worker` (reactive_temporal/cli/serve_commands.py), under its own name.

@@ -155,11 +155,11 @@ class ProcessStack:
     workflow it starts (bench/sandbox_bytecode.py)."""
     workers: list[LineProcess] = field(default_factory=list)
 
-    def cpu(self, worker: LineProcess | None = None) -> dict[str, float]:
-        """CPU seconds so far, by process."""
+    def cpu(self, *workers: LineProcess | None) -> dict[str, float]:
+        """CPU seconds so far, by process (the workers' added up)."""
         assert self.server.process is not None
         out = {
-            "worker": cpu_of(worker.pid) if worker is not None else 0.0,
+            "worker": sum(cpu_of(w.pid) for w in workers if w is not None),
             "server": cpu_of(self.server.process.pid),
             "model": cpu_of(self.model.pid),
             "client": cpu_of(os.getpid()),

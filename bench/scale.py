@@ -17,7 +17,10 @@ run in their own process (bench/_procs.py), one worker at a time, fresh for each
   operator sets it, so the Postgres pool and the model client's connections follow);
 - ours · project defaults: agent runs, memory on (the project default), on a worker with the
   project's own defaults;
-- ours · activity slots = C: the same with `max_concurrent_activities=C`.
+- ours · activity slots = C: the same with `max_concurrent_activities=C`;
+- floor · 2 worker processes, ours · 2 worker processes (only with `--scenarios`): the first
+  and the fourth with two worker processes on the task queue, as `worker --processes 2`
+  runs them (each its own pool; their CPU, RSS and pool figures added up).
 
 First, the model alone: C concurrent 2 s requests sent straight to it (httpx, no pool
 limit), to show whether the scripted model can hold C slow requests at once
@@ -83,11 +86,35 @@ SCENARIOS = (
     "floor · activity slots = C",
     "ours · project defaults",
     "ours · activity slots = C",
+    "floor · 2 worker processes",
+    "ours · 2 worker processes",
 )
+
+
+DEFAULT_SCENARIOS = SCENARIOS[:5]
+"""The two-process scenarios run when asked for (`--scenarios`): on 2 cores they measure the
+processes' competition for the cores more than the workflow."""
 
 
 def worker_options(name: str, c: int) -> dict[str, Any]:
     return {"max_concurrent_activities": c} if name.endswith("slots = C") else {}
+
+
+def worker_processes(name: str) -> int:
+    """How many worker processes a scenario runs on its task queue (each with its own pool)."""
+    return 2 if name.endswith("2 worker processes") else 1
+
+
+def merged_stats(stats: list[dict[str, Any]]) -> dict[str, Any]:
+    """Several workers' statistics as one: counts and sizes added, peaks and lags the worst."""
+    if not stats or not all(stats):
+        return {}
+    merged: dict[str, Any] = {}
+    for key in stats[0]:
+        values = [s[key] for s in stats]
+        worst = "peak" in key or "lag" in key
+        merged[key] = max(values) if worst else sum(values)
+    return merged
 
 
 @dataclass
@@ -120,17 +147,22 @@ class Outcome:
     wft_queue: list[float] = field(default_factory=list)
 
 
+def rss_of(pids: list[int]) -> float:
+    return sum(rss_mib(pid) for pid in pids)
+
+
 @contextlib.contextmanager
-def sampling_rss(pid: int, peaks: list[float]) -> Iterator[None]:
-    """Sample a process's RSS every 0.2 s (in a thread) and append the peak to `peaks`."""
+def sampling_rss(pids: list[int], peaks: list[float]) -> Iterator[None]:
+    """Sample the processes' RSS (added up) every 0.2 s (in a thread) and append the peak to
+    `peaks`."""
     import threading
 
     stop = threading.Event()
-    peak = [rss_mib(pid)]
+    peak = [rss_of(pids)]
 
     def sample() -> None:
         while not stop.wait(0.2):
-            peak[0] = max(peak[0], rss_mib(pid))
+            peak[0] = max(peak[0], rss_of(pids))
 
     thread = threading.Thread(target=sample, daemon=True)
     thread.start()
@@ -139,7 +171,7 @@ def sampling_rss(pid: int, peaks: list[float]) -> Iterator[None]:
     finally:
         stop.set()
         thread.join()
-        peaks.append(max(peak[0], rss_mib(pid)))
+        peaks.append(max(peak[0], rss_of(pids)))
 
 
 async def check_model(stack: ProcessStack, c: int, delay: float, backlog: str) -> ModelCheck:
@@ -197,17 +229,22 @@ async def scenario(
     if name.startswith("floor"):
         kind = FLOOR_IO if name.startswith("floor + I/O") else FLOOR
     s = Scenario(kind, task_queue, label=name, live_output=live_output)
-    async with stack.worker(task_queue, worker_options(name, c)) as worker:
+    async with contextlib.AsyncExitStack() as opened:
+        workers = [
+            await opened.enter_async_context(stack.worker(task_queue, worker_options(name, c)))
+            for _ in range(worker_processes(name))
+        ]
+        pids = [w.pid for w in workers]
         # one run first: the agent entity exists and the worker is warm
         await one_run(stack.client, s, tool_calls=0)
         await asyncio.sleep(2)
         entity_from = await entity_position(stack.client, s)
         await stack.model.ask("reset")
-        await worker.ask("reset")
+        await asyncio.gather(*(w.ask("reset") for w in workers))
         metrics0 = stack.metrics.read()
-        rss_idle = rss_mib(worker.pid)
+        rss_idle = rss_of(pids)
         peaks: list[float] = []
-        cpu0 = stack.cpu(worker)
+        cpu0 = stack.cpu(*workers)
         failures: list[str] = []
         runs: list[Run] = []
 
@@ -227,24 +264,27 @@ async def scenario(
                 failures.append(f"{type(err).__name__}: {err}"[:300])
 
         log(f"{name}: starting {c} runs")
-        with sampling_rss(worker.pid, peaks):
+        with sampling_rss(pids, peaks):
             started = time.perf_counter()
             await asyncio.gather(*(one(i) for i in range(c)))
             wall = time.perf_counter() - started
             log(f"{name}: {len(runs)} runs done in {wall:.1f} s; waiting for debriefs")
             model_stats = await stack.model.ask()
-            try:
-                worker_stats = await worker.ask()
-            except (ValueError, TimeoutError) as err:  # reported, not fatal to the others
-                code = worker.process.returncode if worker.process else None
-                log(f"{name}: the worker did not answer its statistics ({err!r}; exit {code})")
-                worker_stats = {}
+            each: list[dict[str, Any]] = []
+            for worker in workers:
+                try:
+                    each.append(await worker.ask())
+                except (ValueError, TimeoutError) as err:  # reported, not fatal to the others
+                    code = worker.process.returncode if worker.process else None
+                    log(f"{name}: a worker did not answer its statistics ({err!r}; exit {code})")
+                    each.append({})
+            worker_stats = merged_stats(each)
             if kind == MEMORY_ON:
                 await asyncio.gather(
                     *(debrief_done(stack.client, r.workflow_id) for r in runs),
                     return_exceptions=True,
                 )
-            cpu1 = stack.cpu(worker)
+            cpu1 = stack.cpu(*workers)
         await asyncio.sleep(2)
         metrics1 = stack.metrics.read()
         log(f"{name}: reading {len(runs)} histories")
@@ -271,7 +311,7 @@ async def main() -> None:
     p.add_argument("--runs", type=int, nargs="+", default=None, help="C values (200 1000)")
     p.add_argument("--tools", type=int, default=3, help="K tool calls per run (default 3)")
     p.add_argument("--delay", type=float, default=2.0, help="seconds per LLM call (default 2)")
-    p.add_argument("--scenarios", nargs="+", choices=SCENARIOS, default=list(SCENARIOS))
+    p.add_argument("--scenarios", nargs="+", choices=SCENARIOS, default=list(DEFAULT_SCENARIOS))
     p.add_argument(
         "--model-backlog",
         type=int,
@@ -359,11 +399,10 @@ def report(
         return statistics.median(walls) if walls else None
 
     def floor_wall(o: Outcome) -> float | None:
-        twin = "floor · project defaults" if "default" in o.name else "floor · activity slots = C"
-        return wall_of(twin, o.c)
+        return wall_of("floor · " + o.name.split(" · ", 1)[1], o.c)  # the same worker settings
 
     def io_floor_wall(o: Outcome) -> float | None:
-        if o.name.startswith("floor") or "default" not in o.name:
+        if o.name != "ours · project defaults":
             return None
         return wall_of("floor + I/O · project defaults", o.c)
 

@@ -31,6 +31,8 @@ DEFAULT_MAX_CONCURRENT_ACTIVITIES = 500
 would cap it at 100 calls whatever its CPU)."""
 DEFAULT_MAX_CONCURRENT_WORKFLOW_TASKS = 100
 """Workflow tasks are short and CPU-bound: the SDK's default."""
+MAX_WORKER_PROCESSES = 64
+"""More worker processes than this on one host is a typo, not a plan."""
 MIN_DB_POOL_SIZE = 10
 MAX_DEFAULT_DB_POOL_SIZE = 50
 """A default pool never asks for more: Postgres allows 100 connections unless told otherwise,
@@ -128,6 +130,14 @@ class Settings(BaseSettings):
         validation_alias=AliasChoices("REACTIVE_TEMPORAL_METRICS_PORT", "metrics_port"),
     )
     """Serve Prometheus text at /metrics and /healthz on this port (worker and dev)."""
+    worker_processes: int = Field(
+        default=1,
+        ge=1,
+        le=MAX_WORKER_PROCESSES,
+        validation_alias=AliasChoices("REACTIVE_TEMPORAL_WORKER_PROCESSES", "worker_processes"),
+    )
+    """`worker`: how many worker processes to run on this host, one per core it can give
+    them (`hosting/worker_processes.py`)."""
     graceful_shutdown_seconds: float = Field(
         default=DEFAULT_GRACEFUL_SHUTDOWN_SECONDS,
         ge=0,

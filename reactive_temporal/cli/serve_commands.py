@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import sys
 from dataclasses import asdict
 from typing import Annotated
 
@@ -27,7 +28,7 @@ from reactive_temporal.cli.common import (
     run_command,
 )
 from reactive_temporal.cli.terminal import safe
-from reactive_temporal.config import Settings
+from reactive_temporal.config import MAX_WORKER_PROCESSES, Settings
 from reactive_temporal.embedded.stack import (
     EmbeddedStack,
     StackError,
@@ -43,6 +44,7 @@ from reactive_temporal.hosting.worker_lifecycle import (
     start_worker_host,
     stop_signals,
 )
+from reactive_temporal.hosting.worker_processes import run_workers, worker_commands
 
 ToolsOption = Annotated[
     list[str] | None,
@@ -121,6 +123,17 @@ BuildIdOption = Annotated[
         help="Worker Versioning: this build's id (env TEMPORAL_WORKER_BUILD_ID).",
     ),
 ]
+ProcessesOption = Annotated[
+    int | None,
+    typer.Option(
+        "--processes",
+        min=1,
+        max=MAX_WORKER_PROCESSES,
+        help="Run N worker processes here, one per core you can give them: one process "
+        "uses one core (env REACTIVE_TEMPORAL_WORKER_PROCESSES; default 1). Worker i serves "
+        "metrics on --metrics-port + i.",
+    ),
+]
 ProfileOption = Annotated[
     str | None,
     typer.Option(
@@ -146,14 +159,15 @@ def worker(
     max_concurrent_workflow_tasks: MaxWorkflowTasksOption = None,
     deployment_name: DeploymentNameOption = None,
     build_id: BuildIdOption = None,
+    processes: ProcessesOption = None,
     profile: ProfileOption = None,
 ) -> None:
     """Run a worker: every workflow and activity, built-in and user tools, until Ctrl-C.
 
     It serves TEMPORAL_ADDRESS and DATABASE_URL (or a temporal.toml profile), or the
     `starter.py dev` stack running here. Several workers may serve one task queue; Temporal
-    spreads runs across them. SIGTERM drains: polling stops, in-flight activities finish (up
-    to --graceful-shutdown seconds), then it exits 0.
+    spreads runs across them (--processes N runs N here). SIGTERM drains: polling stops,
+    in-flight activities finish (up to --graceful-shutdown seconds), then it exits 0.
     """
     logging.basicConfig(
         level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -168,7 +182,20 @@ def worker(
             max_concurrent_workflow_tasks,
             deployment_name,
             build_id,
+            processes,
         )
+        if settings.worker_processes > 1:
+            command = worker_command(
+                tools,
+                mcp,
+                mcp_env,
+                graceful_shutdown,
+                max_concurrent_activities,
+                max_concurrent_workflow_tasks,
+                deployment_name,
+                build_id,
+            )
+            return await serve_in_processes(command, settings)
         try:
             target = WorkerTarget.resolve(settings)
         except NoServerError as e:
@@ -304,6 +331,7 @@ def serving_settings(
     max_concurrent_workflow_tasks: int | None,
     deployment_name: str | None,
     build_id: str | None,
+    processes: int | None = None,
 ) -> Settings:
     """The settings of a process that serves runs: its options over the environment, and
     Worker Versioning's two names checked together."""
@@ -314,12 +342,57 @@ def serving_settings(
         max_concurrent_workflow_tasks=max_concurrent_workflow_tasks,
         deployment_name=deployment_name,
         build_id=build_id,
+        worker_processes=processes,
     )
     try:
         settings.worker_version()
     except ValueError as e:
         raise CliError(str(e)) from e
     return settings
+
+
+def worker_command(
+    tools: list[str] | None,
+    mcp: list[str] | None,
+    mcp_env: list[str] | None,
+    graceful_shutdown: float | None,
+    max_concurrent_activities: int | None,
+    max_concurrent_workflow_tasks: int | None,
+    deployment_name: str | None,
+    build_id: str | None,
+) -> list[str]:
+    """This `worker` command as one process runs it: the options given, the rest from the
+    environment it inherits (a --profile is in it already: `use_profile`)."""
+    command = [sys.executable, "-m", "reactive_temporal.cli", "worker"]
+    for flag, values in (("--tools", tools), ("--mcp", mcp), ("--mcp-env", mcp_env)):
+        for value in values or []:
+            command += [flag, value]
+    for flag, given in (
+        ("--graceful-shutdown", graceful_shutdown),
+        ("--max-concurrent-activities", max_concurrent_activities),
+        ("--max-concurrent-workflow-tasks", max_concurrent_workflow_tasks),
+        ("--deployment-name", deployment_name),
+        ("--build-id", build_id),
+    ):
+        if given is not None:
+            command += [flag, str(given)]
+    return command
+
+
+async def serve_in_processes(command: list[str], settings: Settings) -> int:
+    """`worker --processes N`: N workers here until Ctrl-C or SIGTERM, or until one exits."""
+    n = settings.worker_processes
+    try:
+        commands = worker_commands(command, n, settings.metrics_port)
+    except ValueError as e:
+        raise CliError(str(e)) from e
+    print(
+        f"starting {n} worker processes (each with a Postgres pool of up to "
+        f"{settings.store_pool_size()} connections)",
+        flush=True,
+    )
+    with stop_signals() as stop:
+        return await run_workers(commands, stop, lambda line: print(line, flush=True))
 
 
 def use_profile(profile: str | None) -> None:

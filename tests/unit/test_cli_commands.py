@@ -34,7 +34,9 @@ def test_worker_takes_the_worker_options_dev_takes():
         # operating a worker (issue 13)
         "metrics_port", "graceful_shutdown", "max_concurrent_activities",
         "max_concurrent_workflow_tasks", "deployment_name", "build_id", "profile",
+        "processes",  # several worker processes here (issue 14)
     }  # fmt: skip
+    del worker["processes"]  # `dev` runs its one worker in its own process
     assert worker.items() <= dev.items()  # same names, same types, same help
 
 
