@@ -21,6 +21,9 @@ run in their own process (bench/_procs.py), one worker at a time, fresh for each
 - floor · 2 worker processes, ours · 2 worker processes (only with `--scenarios`): the first
   and the fourth with two worker processes on the task queue, as `worker --processes 2`
   runs them (each its own pool; their CPU, RSS and pool figures added up).
+- ours · workflow cache 3,000 (only with `--scenarios`): the fourth with room for 3,000 open
+  workflows in the worker's cache (the SDK's default, 1,000, is less than a run, its debrief
+  child and the entity at 1,000 runs: evicted runs replay their history at their next task).
 
 First, the model alone: C concurrent 2 s requests sent straight to it (httpx, no pool
 limit), to show whether the scripted model can hold C slow requests at once
@@ -88,6 +91,7 @@ SCENARIOS = (
     "ours · activity slots = C",
     "floor · 2 worker processes",
     "ours · 2 worker processes",
+    "ours · workflow cache 3,000",
 )
 
 
@@ -97,6 +101,8 @@ processes' competition for the cores more than the workflow."""
 
 
 def worker_options(name: str, c: int) -> dict[str, Any]:
+    if name.endswith("workflow cache 3,000"):
+        return {"max_cached_workflows": 3000}
     return {"max_concurrent_activities": c} if name.endswith("slots = C") else {}
 
 
