@@ -1,9 +1,11 @@
 """The layers a reader can see, held by tests: what each layer may import, and what importing
 a workflow costs.
 
-- Workflow modules run in Temporal's sandbox and are replayed: importing one must not pull in
-  the Temporal client, openai, psycopg, cryptography or http.server (checked in a fresh
-  interpreter, since this one has imported everything already).
+- Workflow modules are replayed, and imported again for every workflow when a worker
+  sandboxes them (`REACTIVE_TEMPORAL_SANDBOX_WORKFLOWS=true`, and the `replay` command):
+  importing one must not pull in the Temporal client, openai, psycopg, cryptography or
+  http.server (checked in a fresh interpreter, since this one has imported everything
+  already).
 - Every import arrow points down: contracts, config and tool definitions import nothing from
   `workflows/`, `activities/` or the client side; workflows and activities never import each
   other; only the top layer (worker factory, runtime, Python API, CLI) imports them.
