@@ -20,6 +20,7 @@ own Postgres pool: N workers may hold N times a pool's connections.
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -50,6 +51,19 @@ def worker_commands(
         ports = [] if metrics_port is None else ["--metrics-port", str(metrics_port + i)]
         commands.append([*command, "--processes", "1", *ports])
     return commands
+
+
+def worker_environment() -> dict[str, str]:
+    """This process's environment, its first import path put in front of PYTHONPATH.
+
+    A worker starts as `python -m reactive_temporal.cli`, which looks for modules in its
+    working directory first; this process, started as `python worker.py`, looked in
+    worker.py's directory. With that directory in front, a worker finds the project and the
+    `--tools` modules where this process would have, wherever it was started from."""
+    env = dict(os.environ)
+    first = sys.path[0] or os.getcwd()
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (first, env.get("PYTHONPATH")) if p)
+    return env
 
 
 def exit_code(returncode: int) -> int:
@@ -105,6 +119,7 @@ async def copy_lines(
 async def start_worker(command: Sequence[str], number: int, total: int) -> Worker:
     process = await asyncio.create_subprocess_exec(
         *command,
+        env=worker_environment(),
         stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,

@@ -6,12 +6,18 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import os
 import sys
 
 import pytest
 
 from reactive_temporal.cli import serve_commands
-from reactive_temporal.hosting.worker_processes import exit_code, run_workers, worker_commands
+from reactive_temporal.hosting.worker_processes import (
+    exit_code,
+    run_workers,
+    worker_commands,
+    worker_environment,
+)
 
 WORKER = """
 import signal, sys, time
@@ -43,6 +49,16 @@ def test_metrics_ports_past_65535_name_the_options():
 
 def test_a_worker_killed_by_a_signal_exits_as_a_shell_says():
     assert exit_code(-9) == 137 and exit_code(3) == 3 and exit_code(0) == 0
+
+
+def test_workers_look_for_modules_where_this_process_did(monkeypatch: pytest.MonkeyPatch):
+    """`python /opt/app/worker.py --tools my_tools` run from elsewhere: its workers (started
+    with `-m`) find my_tools in /opt/app, as it would have, before PYTHONPATH's own."""
+    monkeypatch.setattr(sys, "path", ["/opt/app", *sys.path[1:]])
+    monkeypatch.setenv("PYTHONPATH", "/site/extra")
+    assert worker_environment()["PYTHONPATH"] == os.pathsep.join(["/opt/app", "/site/extra"])
+    monkeypatch.delenv("PYTHONPATH")
+    assert worker_environment()["PYTHONPATH"] == "/opt/app"
 
 
 def test_every_worker_option_reaches_the_workers():
