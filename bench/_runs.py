@@ -28,6 +28,7 @@ from bench._floor import FloorInput
 from bench._model import model_name
 from bench._stack import HistoryProfile, profile_history
 from reactive_temporal.api.agents import Agent
+from reactive_temporal.api.results import result_of
 from reactive_temporal.contracts.names import agent_workflow_id, debrief_workflow_id
 from reactive_temporal.contracts.result import AgentResult
 from reactive_temporal.contracts.run import AgentConfig
@@ -88,7 +89,7 @@ async def one_run(
     if scenario.kind in FLOORS:
         workflow_id = f"bench-floor-{uuid.uuid4().hex[:12]}"
         io = scenario.kind == FLOOR_IO
-        iterations = await client.execute_workflow(
+        floor = await client.start_workflow(
             "BenchFloorWorkflow",
             FloorInput(
                 iterations=tool_calls + 1,
@@ -100,6 +101,7 @@ async def one_run(
             task_queue=scenario.task_queue,
             result_type=int,
         )
+        iterations = await result_of(floor)  # past 1,200 waiters the server turns some away
         return Run(workflow_id, time.perf_counter() - started, iterations)
     config = AgentConfig(
         agent_id=scenario.agent_id,
@@ -111,7 +113,7 @@ async def one_run(
     )
     agent = Agent(config, Runtime(client, scenario.task_queue, offline_model=False))
     handle: WorkflowHandle[Any, AgentResult] = await agent.start(task)
-    result = await handle.result()
+    result = await result_of(handle)
     latency = time.perf_counter() - started
     if result.terminated_by != "final_answer" or result.metadata.iterations != tool_calls + 1:
         raise RuntimeError(f"bench run {handle.id} ended unexpectedly: {result!r}")
@@ -123,7 +125,7 @@ async def debrief_done(client: Client, run_workflow_id: str) -> None:
     starts none and keeps its debrief itself; as a run's close waits for its child to be
     started, a child missing once the run has closed is never coming."""
     try:
-        await client.get_workflow_handle(debrief_workflow_id(run_workflow_id)).result()
+        await result_of(client.get_workflow_handle(debrief_workflow_id(run_workflow_id)))
     except RPCError as err:
         if err.status != RPCStatusCode.NOT_FOUND:
             raise

@@ -31,6 +31,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from reactive_temporal import search_attributes as sa
 from reactive_temporal.api.control import PendingCall, decide, pending_calls, request_cancel
 from reactive_temporal.api.operate import fetch_rich_debrief
+from reactive_temporal.api.results import result_of
 from reactive_temporal.api.sessions import AgentEntity, Session
 from reactive_temporal.api.watching import follow_events, stream_events
 from reactive_temporal.config import Settings, load_settings
@@ -80,7 +81,7 @@ async def run_result(client: Client, handle: WorkflowHandle[Any, AgentResult]) -
         AgentRunError: when the run produced none (it failed, or was terminated).
     """
     try:
-        plain = await handle.result()
+        plain = await result_of(handle)
     except WorkflowFailureError as err:
         raise AgentRunError(f"run {handle.id} failed: {root_cause(err)}") from err
     result = RunResult.model_validate(plain.model_dump())
@@ -480,7 +481,7 @@ class Agent:
         client = self.runtime.client
         waits = {
             run_id: asyncio.ensure_future(
-                client.get_workflow_handle(names.debrief_workflow_id(run_id)).result()
+                result_of(client.get_workflow_handle(names.debrief_workflow_id(run_id)))
             )
             for run_id in pending
         }

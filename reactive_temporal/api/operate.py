@@ -31,6 +31,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import Replayer
 
 from reactive_temporal import search_attributes as sa
+from reactive_temporal.api.results import result_of
 from reactive_temporal.contracts import names
 from reactive_temporal.contracts.debrief import AgentDebrief
 from reactive_temporal.contracts.result import AgentResult
@@ -123,7 +124,7 @@ async def load_debrief(client: Client, run_id: str, *, wait_for_rich: bool) -> A
     run = client.get_workflow_handle(run_id, result_type=AgentResult)
     await require_run(client, run_id)
     try:
-        result = await run.result()
+        result = await result_of(run)
     except WorkflowFailureError as err:
         raise ValueError(
             f"run {run_id!r} failed before it could be debriefed: {root_cause(err)}"
@@ -167,7 +168,7 @@ async def fetch_rich_debrief(
     """
     handle = client.get_workflow_handle(names.debrief_workflow_id(run_id), result_type=AgentDebrief)
     try:
-        return await handle.result()
+        return await result_of(handle)
     except RPCError as err:
         if err.status == RPCStatusCode.NOT_FOUND:
             return fallback

@@ -20,6 +20,7 @@ from psycopg.rows import dict_row
 from temporalio.client import Client, WorkflowFailureError
 
 from reactive_temporal.api.operate import require_run
+from reactive_temporal.api.results import result_of
 from reactive_temporal.contracts.events import RunEvent
 from reactive_temporal.contracts.result import AgentResult
 from reactive_temporal.live_output import TextFold, channel_for
@@ -63,7 +64,7 @@ async def _outcome(client: Client, run_id: str) -> tuple[str, AgentResult | None
     """Wait for the run to close: its status and its result (None without one)."""
     handle = client.get_workflow_handle_for(AgentRunWorkflow.run, run_id)
     try:
-        return "completed", await handle.result()
+        return "completed", await result_of(handle)
     except WorkflowFailureError:
         status = (await handle.describe()).status
         return (status.name.lower() if status else "closed"), None

@@ -1,0 +1,49 @@
+"""Awaiting a workflow's result through a busy Temporal frontend.
+
+A result is awaited with a long poll, and a frontend holds only so many long polls of one
+kind per namespace at once (`frontend.namespaceCount`: 1,200 by default, per frontend and per
+API method). Past that it answers RESOURCE_EXHAUSTED, the SDK retries for some seconds, and
+`handle.result()` raises an RPCError although the run is fine: 2,000 awaits of 20-second
+workflows from one process had 796 fail so on a dev server, and `bench.scale` lost 239 of 1,500
+runs' results. The run goes on durably whatever its waiter does, so the wait goes on too:
+`result_of` tries again, later, for as long as the server is busy. A caller that will not wait
+that long bounds it itself (`asyncio.wait_for`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from typing import Any, TypeVar
+
+from temporalio.client import WorkflowHandle
+from temporalio.service import RPCError, RPCStatusCode
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+FIRST_PAUSE_SECONDS = 0.5
+LONGEST_PAUSE_SECONDS = 10.0
+"""Pauses double up to this between two tries, each drawn from its half to its whole so that
+the waiters turned away together do not come back together."""
+
+
+async def result_of(handle: WorkflowHandle[Any, T]) -> T:
+    """`handle.result()`, tried again while the server is too busy to take the wait."""
+    pause = FIRST_PAUSE_SECONDS
+    told = False
+    while True:
+        try:
+            return await handle.result()
+        except RPCError as err:
+            if err.status != RPCStatusCode.RESOURCE_EXHAUSTED:
+                raise
+            if not told:
+                log.warning(
+                    "Temporal is too busy to wait for %s's result (%s); waiting on", handle.id, err
+                )
+                told = True
+        await asyncio.sleep(random.uniform(pause / 2, pause))
+        pause = min(pause * 2, LONGEST_PAUSE_SECONDS)

@@ -1,0 +1,130 @@
+"""Results awaited through a frontend that turns long polls away (`api/results.py`).
+
+A dev server of its own holds 8 long polls per API method (`frontend.namespaceCount=8`; 1,200
+by default), and the waiting client gives up on a refused call at once instead of after the
+SDK's 10 s of retries, so what a crowd of waiters meets on a busy cluster happens here in
+seconds. A plain `handle.result()` fails; `result_of`, and the agent API built on it, wait on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+from datetime import timedelta
+
+import pytest
+from temporalio import workflow
+from temporalio.client import Client
+from temporalio.service import RetryConfig, RPCError, RPCStatusCode
+from temporalio.worker import UnsandboxedWorkflowRunner, Worker
+
+from reactive_temporal.api.agents import Agent
+from reactive_temporal.api.results import result_of
+from reactive_temporal.codec import build_data_converter
+from reactive_temporal.config import Settings
+from reactive_temporal.contracts.run import AgentConfig
+from reactive_temporal.embedded.scripted_llm import Reply, ScriptedLLM
+from reactive_temporal.embedded.stack import DevServer
+from reactive_temporal.hosting.runtime import Runtime
+from tests.workflow.conftest import running_worker
+
+pytestmark = pytest.mark.workflow
+
+LONG_POLLS = 8
+"""More than a worker's pollers of one kind (5), fewer than the waiters."""
+WAITERS = 24
+
+
+@workflow.defn(name="NapWorkflow")
+class NapWorkflow:
+    @workflow.run
+    async def run(self, seconds: float) -> str:
+        await workflow.sleep(timedelta(seconds=seconds))
+        return "rested"
+
+
+@pytest.fixture(scope="module")
+async def busy(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[DevServer]:
+    server = DevServer(
+        db_file=None,
+        log_file=tmp_path_factory.mktemp("busy") / "temporal.log",
+        extra_args=["--dynamic-config-value", f"frontend.namespaceCount={LONG_POLLS}"],
+    )
+    await server.start()
+    yield server
+    await server.stop()
+
+
+async def project_client(server: DevServer, retry_config: RetryConfig | None = None) -> Client:
+    return await Client.connect(
+        server.address, data_converter=build_data_converter(None), retry_config=retry_config
+    )
+
+
+async def impatient_client(server: DevServer) -> Client:
+    """A client that gives up on a refused call at once (the SDK retries for 10 s)."""
+    return await project_client(server, RetryConfig(max_retries=1, max_elapsed_time_millis=200))
+
+
+async def test_waiters_turned_away_wait_on_for_their_results(busy: DevServer):
+    worker_client = await project_client(busy)
+    waiting = await impatient_client(busy)
+    task_queue = f"naps-{uuid.uuid4().hex[:8]}"
+    async with Worker(
+        worker_client,
+        task_queue=task_queue,
+        workflows=[NapWorkflow],
+        workflow_runner=UnsandboxedWorkflowRunner(),
+    ):
+
+        async def naps() -> list:
+            return [
+                await waiting.start_workflow(
+                    NapWorkflow.run, 3.0, id=f"nap-{uuid.uuid4().hex[:8]}", task_queue=task_queue
+                )
+                for _ in range(WAITERS)
+            ]
+
+        # The control: plain awaits of three times as many naps as the server holds fail.
+        plain = await asyncio.gather(*(h.result() for h in await naps()), return_exceptions=True)
+        refused = [r for r in plain if isinstance(r, RPCError)]
+        statuses = {(r.status, str(r)) for r in refused}
+        assert (
+            RPCStatusCode.RESOURCE_EXHAUSTED,
+            "namespace concurrent poller limit exceeded",
+        ) in statuses, statuses
+
+        results = await asyncio.wait_for(
+            asyncio.gather(*(result_of(h) for h in await naps())), timeout=60
+        )
+    assert results == ["rested"] * WAITERS
+
+
+async def test_agent_runs_awaited_by_a_crowd_all_return(
+    busy: DevServer, settings: Settings, llm: ScriptedLLM
+):
+    model = llm.script(
+        f"slow-{uuid.uuid4().hex[:6]}",
+        [Reply("FINAL ANSWER: done", delay=2.0)],
+        repeat_last=True,
+    )
+    worker_client = await project_client(busy)
+    waiting = await impatient_client(busy)
+    async with running_worker(worker_client, settings, max_cached_workflows=100) as harness:
+        agent = Agent(
+            AgentConfig(agent_id="crowded", model=model, memory=False),
+            Runtime(waiting, harness.task_queue, offline_model=False),
+        )
+        results = await asyncio.wait_for(
+            asyncio.gather(*(agent.run(f"Task {i}") for i in range(WAITERS))), timeout=120
+        )
+    assert [r.output for r in results] == ["done"] * WAITERS
+    assert all(r.success for r in results)
+
+
+async def test_other_errors_are_not_waited_out(client: Client):
+    """Only a busy server is waited out: a run that does not exist is an error at once."""
+    with pytest.raises(RPCError) as raised:
+        await asyncio.wait_for(result_of(client.get_workflow_handle("no-such-run")), timeout=20)
+    assert raised.value.status == RPCStatusCode.NOT_FOUND
