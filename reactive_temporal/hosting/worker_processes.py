@@ -31,7 +31,7 @@ READY = "worker on "
 OUTPUT_GRACE_SECONDS = 2.0
 """How long a worker's last output may come after its exit."""
 LINE_LIMIT = 1 << 20
-"""The longest line a worker may print (asyncio's default, 64 KiB, ends the stream)."""
+"""The longest line of a worker's output that comes through whole."""
 
 
 def worker_commands(
@@ -104,16 +104,32 @@ async def copy_lines(
     tag: str,
     ready: asyncio.Event | None,
 ) -> None:
-    """Every line of `stream` to `out()`, after `tag`; `ready` set at the worker's ready line."""
+    """Every line of `stream` to `out()`, after `tag`; `ready` set at the worker's ready line.
+
+    Read in chunks, not lines: a line longer than the reader's limit would end a line reader,
+    and a worker whose pipe nobody drains blocks on its next write. A line longer than
+    LINE_LIMIT comes through in pieces."""
     if stream is None:
         return
-    while line := await stream.readline():
+
+    def write(line: bytes) -> None:
         text = line.decode(errors="replace")
         if ready is not None and READY in text:
             ready.set()
         sink = out()
-        sink.write(tag + text if text.endswith("\n") else f"{tag}{text}\n")
+        sink.write(f"{tag}{text}\n")
         sink.flush()
+
+    pending = b""
+    while chunk := await stream.read(1 << 16):
+        *lines, pending = (pending + chunk).split(b"\n")
+        for line in lines:
+            write(line)
+        if len(pending) > LINE_LIMIT:
+            write(pending)
+            pending = b""
+    if pending:
+        write(pending)
 
 
 async def start_worker(command: Sequence[str], number: int, total: int) -> Worker:
@@ -123,7 +139,6 @@ async def start_worker(command: Sequence[str], number: int, total: int) -> Worke
         stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
-        limit=LINE_LIMIT,
     )
     worker = Worker(number, process)
     tag = f"[worker {number}/{total}] "

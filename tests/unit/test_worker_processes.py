@@ -107,3 +107,29 @@ async def test_a_stop_reaches_every_worker_and_their_output_comes_through(
     for n in (1, 2, 3):
         assert f"[worker {n}/3] worker on here" in captured.out
         assert f"[worker {n}/3] a warning" in captured.err
+
+
+async def test_a_line_longer_than_any_limit_neither_stops_the_output_nor_the_worker(
+    capfd: pytest.CaptureFixture[str],
+):
+    """A 3 MiB line (a huge log record): what follows it still comes through, so the ready
+    line is seen and the worker's pipe never fills up and blocks it."""
+    huge = """
+import signal, sys, time
+signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+print("x" * (3 << 20), flush=True)
+print("worker on here", flush=True)
+time.sleep(60)
+"""
+    said: list[str] = []
+    stop = asyncio.Event()
+
+    def say(line: str) -> None:
+        said.append(line)
+        if "polling" in line:
+            stop.set()
+
+    code = await asyncio.wait_for(run_workers([script(huge)] * 2, stop, say), 30)
+    assert code == 0 and any("2 worker processes polling" in line for line in said), said
+    out = capfd.readouterr().out
+    assert out.count("x") == 2 * (3 << 20) and "[worker 2/2] worker on here" in out
