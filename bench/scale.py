@@ -3,7 +3,7 @@
 Each run: K `noop` tool calls, then `FINAL ANSWER: done` — K+1 LLM calls of `--delay` s
 each, so the ideal wall time is (K+1) × delay (8 s for K=3, 2 s). Runs are started all at
 once from this process; the worker, the Temporal dev server, the model and Postgres each
-run in their own process (bench/_procs.py), one worker at a time, fresh for each scenario:
+run in their own process (bench/_procs.py), the workers fresh for each scenario:
 
 - floor · project defaults: `BenchFloorWorkflow` (bench/_floor.py) whose LLM activity
   sends the same 2 s request to the same model (plain httpx), and whose tool activity is a
@@ -96,8 +96,9 @@ SCENARIOS = (
 
 
 DEFAULT_SCENARIOS = SCENARIOS[:5]
-"""The two-process scenarios run when asked for (`--scenarios`): on 2 cores they measure the
-processes' competition for the cores more than the workflow."""
+"""The last three run when named (`--scenarios`): on 2 cores two worker processes measure
+their competition for the cores more than the workflow, and a larger workflow cache measured
+the same as the default (bench/README.md)."""
 
 
 def worker_options(name: str, c: int) -> dict[str, Any]:
