@@ -84,6 +84,11 @@ class Worker:
     def running(self) -> bool:
         return self.process.returncode is None
 
+    @property
+    def code(self) -> int:
+        """Its exit code, once it has exited."""
+        return exit_code(self.process.returncode or 0)
+
     async def exited(self) -> int:
         """Its exit code, once it has exited and its output has come through (not waiting
         long for the end of its output: a process it started may hold the pipe open)."""
@@ -175,8 +180,8 @@ async def run_workers(
                 if not worker.ready.is_set():
                     ended_by = None if stop.is_set() else worker
                     if ended_by is not None:
-                        code = exit_code(await worker.process.wait())
-                        say(f"worker 1/{total} exited with code {code} before it polled")
+                        await worker.process.wait()
+                        say(f"worker 1/{total} exited with code {worker.code} before it polled")
                     return await _stop_all(workers, ended_by)
         exits = {asyncio.ensure_future(w.process.wait()): w for w in workers}
         everyone_ready = asyncio.ensure_future(asyncio.gather(*(w.ready.wait() for w in workers)))
@@ -188,10 +193,8 @@ async def run_workers(
         await first_of(stopping, *exits)
         ended_by = next((w for f, w in exits.items() if f.done()), None)
         if ended_by is not None:
-            say(
-                f"worker {ended_by.number}/{total} exited with code "
-                f"{exit_code(ended_by.process.returncode or 0)}: stopping the others"
-            )
+            number, code = ended_by.number, ended_by.code
+            say(f"worker {number}/{total} exited with code {code}: stopping the others")
         else:
             say(f"stopping {total} worker processes (each finishes its steps in flight)")
         return await _stop_all(workers, ended_by)
@@ -206,5 +209,5 @@ async def _stop_all(workers: list[Worker], ended_by: Worker | None) -> int:
         worker.stop()
     codes = [await worker.exited() for worker in workers]
     if ended_by is not None:
-        return exit_code(ended_by.process.returncode or 0)
+        return ended_by.code
     return next((code for code in codes if code != 0), 0)
