@@ -22,8 +22,8 @@ from reactive_temporal.hosting.worker_processes import (
 WORKER = """
 import signal, sys, time
 signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # drains, as a real worker does
+print("a warning", file=sys.stderr, flush=True)  # before the ready line: a stop may follow it
 print("worker on here", flush=True)
-print("a warning", file=sys.stderr, flush=True)
 time.sleep(60)
 """
 FAILING = "import sys; print('error: no Postgres', flush=True); sys.exit(3)"
