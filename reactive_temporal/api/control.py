@@ -7,6 +7,7 @@ Client-side functions the Python API (`Agent.cancel`, `Agent.approve`, …) and 
 from __future__ import annotations
 
 import getpass
+import uuid
 from datetime import datetime
 from typing import Any
 
@@ -22,6 +23,7 @@ from temporalio.service import RPCError
 
 from reactive_temporal import search_attributes as sa
 from reactive_temporal.api.operate import quote_literal, require_run
+from reactive_temporal.api.results import while_busy
 from reactive_temporal.contracts import names
 from reactive_temporal.contracts.approvals import ApprovalDecision, ApprovalOutcome
 from reactive_temporal.contracts.result import AgentResult
@@ -148,8 +150,15 @@ async def decide(
     except ValueError as err:
         raise ValueError(f"invalid decision: {err}") from err
     handle = await running_run(client, run_id)
+    update_id = str(uuid.uuid4())  # one id for every try: a decision sent again is made once
+
+    async def attempt() -> ApprovalOutcome:
+        return await handle.execute_update(
+            AgentRunWorkflow.decide_tool_calls, decision, id=update_id
+        )
+
     try:
-        return await handle.execute_update(AgentRunWorkflow.decide_tool_calls, decision)
+        return await while_busy(attempt, f"a decision on {run_id}")
     except WorkflowUpdateFailedError as err:
         cause = err.cause
         message = getattr(cause, "message", None) or str(cause or err)

@@ -1,4 +1,4 @@
-"""Awaiting a workflow's result through a busy Temporal frontend.
+"""Awaiting a workflow's result, and sending updates, through a busy Temporal frontend.
 
 A result is awaited with a long poll, and a frontend holds only so many long polls of one
 kind per namespace at once (`frontend.namespaceCount`: 1,200 by default, per frontend and per
@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from temporalio.client import WorkflowHandle
@@ -32,18 +33,27 @@ the waiters turned away together do not come back together."""
 
 async def result_of(handle: WorkflowHandle[Any, T]) -> T:
     """`handle.result()`, tried again while the server is too busy to take the wait."""
+    return await while_busy(handle.result, f"{handle.id}'s result")
+
+
+async def while_busy(attempt: Callable[[], Awaitable[T]], what: str) -> T:
+    """`attempt()`, tried again for as long as the server answers RESOURCE_EXHAUSTED.
+
+    Only what is safe to send twice goes through here: an await, or an update with its own
+    update id, which the server runs once however often it is sent. Besides the long-poll limit
+    above, a workflow admits 10 updates in flight at once (`history.maxInFlightUpdates`): the
+    eleventh chat turn sent to one agent at once is refused, not queued, and waits here.
+    """
     pause = FIRST_PAUSE_SECONDS
     told = False
     while True:
         try:
-            return await handle.result()
+            return await attempt()
         except RPCError as err:
             if err.status != RPCStatusCode.RESOURCE_EXHAUSTED:
                 raise
             if not told:
-                log.warning(
-                    "Temporal is too busy to wait for %s's result (%s); waiting on", handle.id, err
-                )
+                log.warning("Temporal is too busy to take %s now (%s); waiting on", what, err)
                 told = True
         await asyncio.sleep(random.uniform(pause / 2, pause))
         pause = min(pause * 2, LONGEST_PAUSE_SECONDS)

@@ -11,6 +11,7 @@ ChatError naming what was wrong, and nothing is recorded.
 
 from __future__ import annotations
 
+import contextlib
 import time
 import uuid
 from collections.abc import Awaitable, Coroutine
@@ -24,9 +25,10 @@ from temporalio.client import (
     WorkflowUpdateFailedError,
 )
 from temporalio.common import WorkflowIDConflictPolicy
-from temporalio.exceptions import ActivityError, ChildWorkflowError
+from temporalio.exceptions import ActivityError, ChildWorkflowError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
+from reactive_temporal.api.results import while_busy
 from reactive_temporal.contracts import names
 from reactive_temporal.contracts.debrief import AgentDebrief
 from reactive_temporal.contracts.entity import (
@@ -99,17 +101,42 @@ class AgentEntity:
     ) -> ResultT:
         """Run an update on the agent's AgentWorkflow, starting the workflow if needed.
 
+        The update has one id for all its tries, so a turn sent again while Temporal is busy
+        (`while_busy`) runs once.
+
         Raises:
             ChatError: the update's validator refused the request (it names the problem).
         """
         try:
-            result = await self.client.execute_update_with_start_workflow(
-                update, arg, start_workflow_operation=self._start()
-            )
+            result = await self._send(update, [arg])
         except WorkflowUpdateFailedError as err:
             raise ChatError(update_failure_message(err)) from err
         # The SDK types a named async update's result as the coroutine; it returns its value.
         return cast(ResultT, result)
+
+    async def _send(
+        self, update: workflow.UpdateMethodMultiParam[Any, Any], args: list[Any]
+    ) -> Any:
+        """An update-with-start, sent again while Temporal is too busy to take it.
+
+        Its one update id makes the server run it once however often it is sent.
+        """
+        update_id = str(uuid.uuid4())
+
+        async def attempt() -> Any:
+            start = self._start()
+            try:
+                return await self.client.execute_update_with_start_workflow(
+                    update, args=args, id=update_id, start_workflow_operation=start
+                )
+            except RPCError:
+                # The start operation keeps its own copy of the error; read it, or asyncio
+                # logs "exception was never retrieved" for every refused try.
+                with contextlib.suppress(RPCError, WorkflowAlreadyStartedError):
+                    await start.workflow_handle()
+                raise
+
+        return await while_busy(attempt, f"an update of {self.workflow_id}")
 
     def _start(self) -> WithStartWorkflowOperation[AgentWorkflow, None]:
         """The agent's AgentWorkflow, started by an update when it does not exist yet."""
@@ -155,10 +182,7 @@ class AgentEntity:
         An update, not a query: runs keep themselves in Postgres as they end, and the agent
         reads its last run there (no run signals it), which a query cannot do.
         """
-        result = await self.client.execute_update_with_start_workflow(
-            AgentWorkflow.read_last_run, start_workflow_operation=self._start()
-        )
-        return cast("AgentDebrief | None", result)
+        return cast("AgentDebrief | None", await self._send(AgentWorkflow.read_last_run, []))
 
     async def history(self, session_id: str) -> SessionHistory:
         """A session's whole history.

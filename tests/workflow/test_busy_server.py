@@ -1,9 +1,11 @@
-"""Results awaited through a frontend that turns long polls away (`api/results.py`).
+"""Results awaited and chat turns sent through a Temporal that turns calls away (`api/results.py`).
 
 A dev server of its own holds 8 long polls per API method (`frontend.namespaceCount=8`; 1,200
 by default), and the waiting client gives up on a refused call at once instead of after the
 SDK's 10 s of retries, so what a crowd of waiters meets on a busy cluster happens here in
 seconds. A plain `handle.result()` fails; `result_of`, and the agent API built on it, wait on.
+A crowd chatting with one agent meets a limit every server has: 10 updates in flight per
+workflow.
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ pytestmark = pytest.mark.workflow
 LONG_POLLS = 8
 """More than a worker's pollers of one kind (5), fewer than the waiters."""
 WAITERS = 24
+CHATTERS = 16
+"""More than the 10 updates a workflow admits in flight (`history.maxInFlightUpdates`)."""
 
 
 @workflow.defn(name="NapWorkflow")
@@ -121,6 +125,40 @@ async def test_agent_runs_awaited_by_a_crowd_all_return(
         )
     assert [r.output for r in results] == ["done"] * WAITERS
     assert all(r.success for r in results)
+
+
+async def test_a_crowd_chatting_with_one_agent_is_answered_once_each(
+    client: Client, settings: Settings, llm: ScriptedLLM, caplog: pytest.LogCaptureFixture
+):
+    """16 sessions' turns at once, on a server that admits 10 updates in flight per workflow:
+    the six refused are sent again, under their own update ids, and every turn runs once."""
+    model = llm.script(
+        f"slow-chat-{uuid.uuid4().hex[:6]}", [Reply("hello there", delay=3.0)], repeat_last=True
+    )
+    chatting = await Client.connect(
+        client.service_client.config.target_host,
+        data_converter=build_data_converter(None),
+        retry_config=RetryConfig(max_retries=1, max_elapsed_time_millis=200),
+    )
+    async with running_worker(client, settings, max_cached_workflows=100) as harness:
+        agent = Agent(
+            AgentConfig(agent_id=f"crowd-{uuid.uuid4().hex[:6]}", model=model, memory=False),
+            Runtime(chatting, harness.task_queue, offline_model=False),
+        )
+        sessions = [agent.session() for _ in range(CHATTERS)]
+        replies = await asyncio.wait_for(
+            asyncio.gather(*(s.chat(f"Question {i}") for i, s in enumerate(sessions))),
+            timeout=120,
+        )
+        histories = [await s.history() for s in sessions]
+    assert [r.message for r in replies] == ["hello there"] * CHATTERS
+    assert "in-flight updates" in caplog.text  # the limit was met, and waited out
+    assert len(llm.requests[model]) == CHATTERS  # no turn ran twice
+    for i, history in enumerate(histories):
+        assert [(m.role, m.content) for m in history] == [
+            ("user", f"Question {i}"),
+            ("assistant", "hello there"),
+        ]
 
 
 async def test_other_errors_are_not_waited_out(client: Client):
