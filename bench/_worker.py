@@ -104,16 +104,21 @@ async def main() -> None:
 
     tmp = Path(tempfile.mkdtemp(prefix="rt-bench-worker-"))
     options = json.loads(args.options)
-    # Activity slots go through the settings, as an operator sets them, so what the project
-    # sizes from them (the Postgres pool, the model client's connections) follows.
-    slots = options.pop("max_concurrent_activities", None)
+    # Activity slots and the sticky queue's timeout go through the settings, as an operator
+    # sets them, so what the project sizes from the slots (the Postgres pool, the model
+    # client's connections) follows.
+    chosen = {
+        name: options.pop(name)
+        for name in ("max_concurrent_activities", "sticky_queue_timeout_seconds")
+        if name in options
+    }
     settings = Settings(
         database_url=args.database_url,
         openai_base_url=args.llm_base_url,
         openai_api_key="bench",
         data_dir=tmp / "data",
         workspace_dir=tmp / "workspace",
-        **({} if slots is None else {"max_concurrent_activities": slots}),
+        **chosen,
     )
     client = await connect(args.address, args.namespace)
     floor = FloorActivities(args.llm_base_url)

@@ -24,6 +24,10 @@ run in their own process (bench/_procs.py), the workers fresh for each scenario:
 - ours · workflow cache 3,000 (only with `--scenarios`): the fourth with room for 3,000 open
   workflows in the worker's cache (the SDK's default, 1,000, is less than a run, its debrief
   child and the entity at 1,000 runs: evicted runs replay their history at their next task).
+- floor · sticky queue 10 s, ours · sticky queue 10 s (only with `--scenarios`): the first
+  and the fourth with the SDK's 10 s for a workflow task on the worker's sticky queue
+  instead of the project's 60 s (`REACTIVE_TEMPORAL_STICKY_QUEUE_TIMEOUT`):
+  past it a task goes to the shared queue, a workflow-task timeout in the run's history.
 
 First, the model alone: C concurrent 2 s requests sent straight to it (httpx, no pool
 limit), to show whether the scripted model can hold C slow requests at once
@@ -92,16 +96,21 @@ SCENARIOS = (
     "floor · 2 worker processes",
     "ours · 2 worker processes",
     "ours · workflow cache 3,000",
+    "floor · sticky queue 10 s",
+    "ours · sticky queue 10 s",
 )
 
 
 DEFAULT_SCENARIOS = SCENARIOS[:5]
-"""The last three run when named (`--scenarios`): on 2 cores two worker processes measure
-their competition for the cores more than the workflow, and a larger workflow cache measured
-the same as the default (bench/README.md)."""
+"""The last five run when named (`--scenarios`): on 2 cores two worker processes measure
+their competition for the cores more than the workflow, a larger workflow cache measured the
+same as the default, and the SDK's sticky-queue timeout is the default this project replaced
+(bench/README.md)."""
 
 
 def worker_options(name: str, c: int) -> dict[str, Any]:
+    if name.endswith("sticky queue 10 s"):
+        return {"sticky_queue_timeout_seconds": 10}
     if name.endswith("workflow cache 3,000"):
         return {"max_cached_workflows": 3000}
     return {"max_concurrent_activities": c} if name.endswith("slots = C") else {}

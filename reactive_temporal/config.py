@@ -38,6 +38,14 @@ MAX_DEFAULT_DB_POOL_SIZE = 50
 """A default pool never asks for more: Postgres allows 100 connections unless told otherwise,
 and several workers share them. More is one setting away (REACTIVE_TEMPORAL_DB_POOL_SIZE)."""
 DEFAULT_GRACEFUL_SHUTDOWN_SECONDS = 30.0
+DEFAULT_STICKY_QUEUE_TIMEOUT_SECONDS = 60.0
+"""How long a run's next workflow task waits for the worker that has the run in memory before
+any worker may take it (the SDK's default is 10 s). A saturated worker is late to poll: at
+1,000 runs on 2 cores 58–545 tasks of a bench passed that 10 s and went to the shared queue,
+each a timeout in its run's history and handed out again with the whole history; at 60 s none
+did (bench/README.md).
+The cost: tasks already queued for a worker that dies without shutting down wait this long
+(newer tasks of its runs go to the shared queue once it stops polling)."""
 _HOST_PORT = re.compile(r"^[A-Za-z0-9_.\-\[\]:]+:\d{1,5}$")
 
 
@@ -160,6 +168,14 @@ class Settings(BaseSettings):
             "REACTIVE_TEMPORAL_MAX_CONCURRENT_WORKFLOW_TASKS", "max_concurrent_workflow_tasks"
         ),
     )
+    sticky_queue_timeout_seconds: float = Field(
+        default=DEFAULT_STICKY_QUEUE_TIMEOUT_SECONDS,
+        gt=0,
+        validation_alias=AliasChoices(
+            "REACTIVE_TEMPORAL_STICKY_QUEUE_TIMEOUT", "sticky_queue_timeout_seconds"
+        ),
+    )
+    """Seconds a workflow task waits on the sticky queue of the worker that holds its run."""
     sandbox_workflows: bool = Field(
         default=False,
         validation_alias=AliasChoices("REACTIVE_TEMPORAL_SANDBOX_WORKFLOWS", "sandbox_workflows"),

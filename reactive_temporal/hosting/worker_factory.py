@@ -164,6 +164,9 @@ async def create_worker(
         "max_concurrent_activities": settings.max_concurrent_activities,
         "workflow_runner": workflow_runner(settings),
         "max_concurrent_workflow_tasks": settings.max_concurrent_workflow_tasks,
+        "sticky_queue_schedule_to_start_timeout": timedelta(
+            seconds=settings.sticky_queue_timeout_seconds
+        ),
     }
     if max_cached_workflows is not None:
         extra["max_cached_workflows"] = max_cached_workflows

@@ -75,6 +75,16 @@ def test_the_postgres_pool_size_is_an_operators_to_set(monkeypatch):
         Settings(_env_file=None)  # type: ignore[call-arg]
 
 
+def test_a_workflow_task_waits_a_minute_for_the_worker_that_holds_its_run(monkeypatch):
+    monkeypatch.delenv("REACTIVE_TEMPORAL_STICKY_QUEUE_TIMEOUT", raising=False)
+    assert Settings(_env_file=None).sticky_queue_timeout_seconds == 60  # type: ignore[call-arg]
+    monkeypatch.setenv("REACTIVE_TEMPORAL_STICKY_QUEUE_TIMEOUT", "12.5")
+    assert Settings(_env_file=None).sticky_queue_timeout_seconds == 12.5  # type: ignore[call-arg]
+    monkeypatch.setenv("REACTIVE_TEMPORAL_STICKY_QUEUE_TIMEOUT", "0")
+    with pytest.raises(ValidationError, match="REACTIVE_TEMPORAL_STICKY_QUEUE_TIMEOUT"):
+        Settings(_env_file=None)  # type: ignore[call-arg]
+
+
 @pytest.mark.parametrize(("slots", "connections"), [(100, 1_000), (500, 1_000), (3_000, 3_000)])
 def test_the_model_client_has_a_connection_for_every_activity_slot(slots, connections):
     limits = llm_connection_limits(slots)
