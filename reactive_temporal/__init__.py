@@ -13,13 +13,8 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from reactive_temporal.api.agents import (
-        Agent,
-        AgentBuilder,
-        AgentRunError,
-        ReactiveAgents,
-        RunResult,
-    )
+    from reactive_temporal.api.agents import Agent, AgentRunError, RunResult
+    from reactive_temporal.api.builder import AgentBuilder, ReactiveAgents
     from reactive_temporal.api.sessions import ChatError, Session
     from reactive_temporal.config import Settings
     from reactive_temporal.contracts.debrief import AgentDebrief
@@ -30,9 +25,9 @@ if TYPE_CHECKING:
 
 _EXPORTS = {
     "Agent": "reactive_temporal.api.agents",
-    "AgentBuilder": "reactive_temporal.api.agents",
+    "AgentBuilder": "reactive_temporal.api.builder",
     "AgentRunError": "reactive_temporal.api.agents",
-    "ReactiveAgents": "reactive_temporal.api.agents",
+    "ReactiveAgents": "reactive_temporal.api.builder",
     "RunResult": "reactive_temporal.api.agents",
     "ChatError": "reactive_temporal.api.sessions",
     "Session": "reactive_temporal.api.sessions",

@@ -12,7 +12,8 @@ from pydantic import ValidationError
 from pydantic_settings import SettingsError
 from rich.console import Console
 
-from reactive_temporal.api.agents import Agent, AgentBuilder
+from reactive_temporal.api.agents import Agent
+from reactive_temporal.api.builder import AgentBuilder
 from reactive_temporal.cli.terminal import safe
 from reactive_temporal.config import Settings, load_settings, settings_error_message
 from reactive_temporal.connection import ConnectionConfigError

@@ -14,13 +14,8 @@ from rich.panel import Panel
 from rich.text import Text
 from temporalio.client import WorkflowHandle
 
-from reactive_temporal.api.agents import (
-    Agent,
-    AgentBuilder,
-    AgentRunError,
-    RunResult,
-    build_run_input,
-)
+from reactive_temporal.api.agents import Agent, AgentRunError, RunResult, build_run_input
+from reactive_temporal.api.builder import AgentBuilder
 from reactive_temporal.api.operate import load_debrief
 from reactive_temporal.api.watching import LiveOutputUnavailable
 from reactive_temporal.cli.approval_prompt import Ask, ask_inline

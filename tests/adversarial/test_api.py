@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from reactive_temporal.api.agents import AgentBuilder
+from reactive_temporal.api.builder import AgentBuilder
 from reactive_temporal.config import Settings
 from reactive_temporal.embedded.scripted_llm import Reply, ScriptedLLM
 from tests.adversarial.cases import Hostile, params, table

@@ -30,7 +30,8 @@ import pytest
 from pydantic import ValidationError
 from temporalio.client import Client, WorkflowFailureError
 
-from reactive_temporal.api.agents import Agent, AgentBuilder, AgentRunError, ReactiveAgents
+from reactive_temporal.api.agents import Agent, AgentRunError
+from reactive_temporal.api.builder import AgentBuilder, ReactiveAgents
 from reactive_temporal.api.sessions import ChatError, Session
 from reactive_temporal.config import Settings
 from reactive_temporal.contracts.entity import ChatRequest
