@@ -36,8 +36,21 @@ async def result_of(handle: WorkflowHandle[Any, T]) -> T:
     return await while_busy(handle.result, f"{handle.id}'s result")
 
 
-async def while_busy(attempt: Callable[[], Awaitable[T]], what: str) -> T:
-    """`attempt()`, tried again for as long as the server answers RESOURCE_EXHAUSTED.
+def busy(err: RPCError) -> bool:
+    """The server is too busy to take the call now.
+
+    It holds as many long polls, or as many updates in flight on the workflow, as it takes.
+    """
+    return err.status == RPCStatusCode.RESOURCE_EXHAUSTED
+
+
+async def while_busy(
+    attempt: Callable[[], Awaitable[T]],
+    what: str,
+    *,
+    passing: Callable[[RPCError], bool] = busy,
+) -> T:
+    """`attempt()`, tried again for as long as the server's refusal is `passing`.
 
     Only what is safe to send twice goes through here: an await, or an update with its own
     update id, which the server runs once however often it is sent. Besides the long-poll limit
@@ -50,10 +63,10 @@ async def while_busy(attempt: Callable[[], Awaitable[T]], what: str) -> T:
         try:
             return await attempt()
         except RPCError as err:
-            if err.status != RPCStatusCode.RESOURCE_EXHAUSTED:
+            if not passing(err):
                 raise
             if not told:
-                log.warning("Temporal is too busy to take %s now (%s); waiting on", what, err)
+                log.warning("Temporal cannot take %s now (%s); waiting on", what, err)
                 told = True
         await asyncio.sleep(random.uniform(pause / 2, pause))
         pause = min(pause * 2, LONGEST_PAUSE_SECONDS)

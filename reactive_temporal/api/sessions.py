@@ -28,7 +28,7 @@ from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.exceptions import ActivityError, ChildWorkflowError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from reactive_temporal.api.results import while_busy
+from reactive_temporal.api.results import busy, while_busy
 from reactive_temporal.contracts import names
 from reactive_temporal.contracts.debrief import AgentDebrief
 from reactive_temporal.contracts.entity import (
@@ -68,6 +68,27 @@ def update_failure_message(err: WorkflowUpdateFailedError) -> str:
         cause = cause.cause
     message = getattr(cause, "message", None) or str(cause or err)
     return clip(message, CHAT_ERROR_MAX_CHARS)
+
+
+ENTITY_BETWEEN_RUNS = (
+    (RPCStatusCode.FAILED_PRECONDITION, "limit on number of total updates"),  # older servers
+    (RPCStatusCode.FAILED_PRECONDITION, "total number of distinct updates"),
+    (RPCStatusCode.UNAVAILABLE, "workflow update was aborted"),
+)
+"""How the server refuses an update while the agent's entity moves to its next run: one run
+takes at most 2,000 updates (`history.maxTotalUpdates`; it is told to continue as new at 90%),
+and the updates it had admitted but not begun when it does are aborted. Its messages (which
+changed between server versions) are the only mark of either."""
+
+
+def busy_or_between_runs(err: RPCError) -> bool:
+    """Refused for now: the server is busy, or the entity is continuing as new.
+
+    Its next run takes the update, under the same update id, so it still runs once.
+    """
+    return busy(err) or any(
+        err.status == status and text in err.message for status, text in ENTITY_BETWEEN_RUNS
+    )
 
 
 def new_session_id() -> str:
@@ -136,7 +157,9 @@ class AgentEntity:
                     await start.workflow_handle()
                 raise
 
-        return await while_busy(attempt, f"an update of {self.workflow_id}")
+        return await while_busy(
+            attempt, f"an update of {self.workflow_id}", passing=busy_or_between_runs
+        )
 
     def _start(self) -> WithStartWorkflowOperation[AgentWorkflow, None]:
         """The agent's AgentWorkflow, started by an update when it does not exist yet."""

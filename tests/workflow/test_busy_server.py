@@ -37,6 +37,7 @@ LONG_POLLS = 8
 """More than a worker's pollers of one kind (5), fewer than the waiters."""
 WAITERS = 24
 CHATTERS = 16
+UPDATES_PER_RUN = 12
 """More than the 10 updates a workflow admits in flight (`history.maxInFlightUpdates`)."""
 
 
@@ -159,6 +160,54 @@ async def test_a_crowd_chatting_with_one_agent_is_answered_once_each(
             ("user", f"Question {i}"),
             ("assistant", "hello there"),
         ]
+
+
+@pytest.fixture(scope="module")
+async def few_updates(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[DevServer]:
+    """A dev server whose workflows take 12 updates per run (2,000 by default), and suggest
+    continuing as new at 11 (90%, as by default)."""
+    server = DevServer(
+        db_file=None,
+        log_file=tmp_path_factory.mktemp("few-updates") / "temporal.log",
+        extra_args=["--dynamic-config-value", f"history.maxTotalUpdates={UPDATES_PER_RUN}"],
+    )
+    await server.start()
+    yield server
+    await server.stop()
+
+
+async def test_turns_past_the_updates_one_entity_run_takes_wait_for_the_next_run(
+    few_updates: DevServer, settings: Settings, llm: ScriptedLLM
+):
+    """20 turns at once, 40 updates with their sessions' opening: the agent's entity refuses
+    the 13th of its run ("limit on number of total updates"), finishes its handlers and
+    continues as new, and the refused turns go to the next run; each runs once."""
+    model = llm.script(
+        f"many-turns-{uuid.uuid4().hex[:6]}", [Reply("noted", delay=0.5)], repeat_last=True
+    )
+    client = await project_client(few_updates)
+    async with running_worker(client, settings, max_cached_workflows=100) as harness:
+        agent = Agent(
+            AgentConfig(agent_id=f"talked-{uuid.uuid4().hex[:6]}", model=model, memory=False),
+            Runtime(client, harness.task_queue, offline_model=False),
+        )
+        sessions = [agent.session() for _ in range(20)]
+        replies = await asyncio.wait_for(
+            asyncio.gather(*(s.chat(f"Note {i}") for i, s in enumerate(sessions))), timeout=120
+        )
+        histories = [await s.history() for s in sessions]
+        runs = [
+            r
+            async for r in client.list_workflows(
+                f"WorkflowId = '{agent.entity.workflow_id}'"
+            )
+        ]
+    assert [r.message for r in replies] == ["noted"] * 20
+    assert len(llm.requests[model]) == 20
+    assert [[m.content for m in h] for h in histories] == [
+        [f"Note {i}", "noted"] for i in range(20)
+    ]
+    assert len(runs) >= 4  # 40 updates, at most 12 per run
 
 
 async def test_other_errors_are_not_waited_out(client: Client):
