@@ -197,10 +197,7 @@ async def test_turns_past_the_updates_one_entity_run_takes_wait_for_the_next_run
         )
         histories = [await s.history() for s in sessions]
         runs = [
-            r
-            async for r in client.list_workflows(
-                f"WorkflowId = '{agent.entity.workflow_id}'"
-            )
+            r async for r in client.list_workflows(f"WorkflowId = '{agent.entity.workflow_id}'")
         ]
     assert [r.message for r in replies] == ["noted"] * 20
     assert len(llm.requests[model]) == 20
