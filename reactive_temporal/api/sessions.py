@@ -11,6 +11,7 @@ ChatError naming what was wrong, and nothing is recorded.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import time
 import uuid
@@ -152,9 +153,10 @@ class AgentEntity:
                 )
             except RPCError:
                 # The start operation keeps its own copy of the error; read it, or asyncio
-                # logs "exception was never retrieved" for every refused try.
-                with contextlib.suppress(RPCError, WorkflowAlreadyStartedError):
-                    await start.workflow_handle()
+                # logs "exception was never retrieved" for every refused try. (Bounded: an
+                # error raised before the start was sent leaves it unset.)
+                with contextlib.suppress(RPCError, WorkflowAlreadyStartedError, TimeoutError):
+                    await asyncio.wait_for(start.workflow_handle(), timeout=1)
                 raise
 
         return await while_busy(
