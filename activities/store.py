@@ -101,7 +101,7 @@ class IdleChecks:
         await AsyncConnectionPool.check_connection(conn)
 
 
-WARM_SHARE = 4
+WARM_SHARE = 3
 """A pool keeps a WARM_SHARE-th of its connections open (`warm_connections`)."""
 
 
@@ -109,10 +109,11 @@ def warm_connections(max_size: int) -> int:
     """How many connections a pool of `max_size` opens at once and keeps when idle.
 
     psycopg_pool grows one connection at a time, each a connect and an authentication: runs
-    starting in a burst queued for the pool while it grew. At 200 and 1,000 runs on the
-    worker's default pool (50) a quarter of it, opened up front, was enough for no request
-    to wait (bench/README.md: 17 and 62 waits with one connection up front), and it is what
-    an idle worker holds of a Postgres shared with others (the rest closes when idle).
+    starting in a burst queued for the pool while it grew. At 1,000 runs on the worker's
+    default pool (50) the pool reached 13–15 connections: with a quarter of it (12) opened up
+    front, 0–24 requests per bench waited a few ms in the first burst, with a third (16) none
+    did (bench/README.md; 17 and 62 waited with one connection up front). It is what an idle
+    worker holds of a Postgres shared with others (the rest closes when idle).
     """
     return max(1, max_size // WARM_SHARE)
 
