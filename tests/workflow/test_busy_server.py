@@ -13,7 +13,9 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 from temporalio import workflow
@@ -49,16 +51,26 @@ class NapWorkflow:
         return "rested"
 
 
-@pytest.fixture(scope="module")
-async def busy(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[DevServer]:
+@asynccontextmanager
+async def dev_server_with(directory: Path, setting: str) -> AsyncIterator[DevServer]:
+    """A dev server of its own, with one dynamic-config value changed."""
     server = DevServer(
         db_file=None,
-        log_file=tmp_path_factory.mktemp("busy") / "temporal.log",
-        extra_args=["--dynamic-config-value", f"frontend.namespaceCount={LONG_POLLS}"],
+        log_file=directory / "temporal.log",
+        extra_args=["--dynamic-config-value", setting],
     )
     await server.start()
-    yield server
-    await server.stop()
+    try:
+        yield server
+    finally:
+        await server.stop()
+
+
+@pytest.fixture(scope="module")
+async def busy(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[DevServer]:
+    setting = f"frontend.namespaceCount={LONG_POLLS}"
+    async with dev_server_with(tmp_path_factory.mktemp("busy"), setting) as server:
+        yield server
 
 
 async def project_client(server: DevServer, retry_config: RetryConfig | None = None) -> Client:
@@ -166,14 +178,9 @@ async def test_a_crowd_chatting_with_one_agent_is_answered_once_each(
 async def few_updates(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[DevServer]:
     """A dev server whose workflows take 12 updates per run (2,000 by default), and suggest
     continuing as new at 11 (90%, as by default)."""
-    server = DevServer(
-        db_file=None,
-        log_file=tmp_path_factory.mktemp("few-updates") / "temporal.log",
-        extra_args=["--dynamic-config-value", f"history.maxTotalUpdates={UPDATES_PER_RUN}"],
-    )
-    await server.start()
-    yield server
-    await server.stop()
+    setting = f"history.maxTotalUpdates={UPDATES_PER_RUN}"
+    async with dev_server_with(tmp_path_factory.mktemp("few-updates"), setting) as server:
+        yield server
 
 
 async def test_turns_past_the_updates_one_entity_run_takes_wait_for_the_next_run(
