@@ -4,8 +4,8 @@ A dev server of its own holds 8 long polls per API method (`frontend.namespaceCo
 by default), and the waiting client gives up on a refused call at once instead of after the
 SDK's 10 s of retries, so what a crowd of waiters meets on a busy cluster happens here in
 seconds. A plain `handle.result()` fails; `result_of`, and the agent API built on it, wait on.
-A crowd chatting with one agent meets a limit every server has: 10 updates in flight per
-workflow.
+A crowd chatting with one agent, or deciding one run's tool calls, meets a limit every
+server has: 10 updates in flight per workflow.
 """
 
 from __future__ import annotations
@@ -27,11 +27,15 @@ from reactive_temporal.api.agents import Agent
 from reactive_temporal.api.results import result_of
 from reactive_temporal.codec import build_data_converter
 from reactive_temporal.config import Settings
-from reactive_temporal.contracts.run import AgentConfig
-from reactive_temporal.embedded.scripted_llm import Reply, ScriptedLLM
+from reactive_temporal.contracts.run import AgentConfig, RunProgress
+from reactive_temporal.embedded.scripted_llm import Reply, ScriptedLLM, call
 from reactive_temporal.embedded.stack import DevServer
 from reactive_temporal.hosting.runtime import Runtime
+from reactive_temporal.hosting.worker_lifecycle import WorkerHost, start_worker_host
+from reactive_temporal.limits import MAX_TOOL_CALLS_PER_TURN
+from tests.conftest import wait_for
 from tests.workflow.conftest import running_worker
+from workflows.agent_run import AgentRunWorkflow
 
 pytestmark = pytest.mark.workflow
 
@@ -79,9 +83,21 @@ async def project_client(server: DevServer, retry_config: RetryConfig | None = N
     )
 
 
+IMPATIENT = RetryConfig(max_retries=1, max_elapsed_time_millis=200)
+"""Gives up on a refused call at once (the SDK retries for 10 s)."""
+
+
 async def impatient_client(server: DevServer) -> Client:
-    """A client that gives up on a refused call at once (the SDK retries for 10 s)."""
-    return await project_client(server, RetryConfig(max_retries=1, max_elapsed_time_millis=200))
+    return await project_client(server, IMPATIENT)
+
+
+async def impatient_twin(client: Client) -> Client:
+    """A client of `client`'s server that gives up on a refused call at once."""
+    return await Client.connect(
+        client.service_client.config.target_host,
+        data_converter=build_data_converter(None),
+        retry_config=IMPATIENT,
+    )
 
 
 async def test_waiters_turned_away_wait_on_for_their_results(busy: DevServer):
@@ -148,11 +164,7 @@ async def test_a_crowd_chatting_with_one_agent_is_answered_once_each(
     model = llm.script(
         f"slow-chat-{uuid.uuid4().hex[:6]}", [Reply("hello there", delay=3.0)], repeat_last=True
     )
-    chatting = await Client.connect(
-        client.service_client.config.target_host,
-        data_converter=build_data_converter(None),
-        retry_config=RetryConfig(max_retries=1, max_elapsed_time_millis=200),
-    )
+    chatting = await impatient_twin(client)
     async with running_worker(client, settings, max_cached_workflows=100) as harness:
         agent = Agent(
             AgentConfig(agent_id=f"crowd-{uuid.uuid4().hex[:6]}", model=model, memory=False),
@@ -172,6 +184,76 @@ async def test_a_crowd_chatting_with_one_agent_is_answered_once_each(
             ("user", f"Question {i}"),
             ("assistant", "hello there"),
         ]
+
+
+async def test_decisions_past_the_updates_in_flight_are_each_made_once(
+    client: Client, settings: Settings, llm: ScriptedLLM, caplog: pytest.LogCaptureFixture
+):
+    """A run waits for approval of 16 calls; 16 people decide one call each at once while no
+    worker is there to take their updates, so the server admits 10 and refuses 6. The refused
+    are sent again until it takes them, and each call is decided once, by its person."""
+    calls = MAX_TOOL_CALLS_PER_TURN
+    model = llm.script(
+        f"many-calls-{uuid.uuid4().hex[:6]}",
+        [
+            Reply("Computing.", [call("calculator", expression=f"{i}+1") for i in range(calls)]),
+            Reply("FINAL ANSWER: done"),
+        ],
+    )
+    task_queue = f"decide-{uuid.uuid4().hex[:8]}"
+
+    async def worker() -> WorkerHost:  # on this test's task queue
+        return await start_worker_host(
+            client,
+            settings,
+            database_url=settings.database_url or "",
+            task_queue=task_queue,
+            max_cached_workflows=100,
+        )
+
+    deciding = await impatient_twin(client)
+    agent = Agent(
+        AgentConfig(
+            agent_id=f"approver-{uuid.uuid4().hex[:6]}",
+            model=model,
+            approve_tools=["calculator"],
+        ),
+        Runtime(deciding, task_queue, offline_model=False),
+    )
+    host = await worker()
+    try:
+        handle = await agent.start("Compute them all")
+        waiting: list[RunProgress] = []
+
+        async def parked() -> bool:
+            waiting[:] = [await handle.query(AgentRunWorkflow.progress)]
+            return len(waiting[0].pending_approvals) == calls
+
+        await wait_for(parked, seconds=30)
+    finally:
+        await host.stop()
+    pending = [p.call_id for p in waiting[0].pending_approvals]
+    decisions = asyncio.gather(
+        *(agent.approve(handle.id, call_id, by=f"person-{i}") for i, call_id in enumerate(pending))
+    )
+    try:
+        # the limit met (or, were refusals not waited out, a decision failed: raised below)
+        await wait_for(lambda: "in-flight updates" in caplog.text or decisions.done(), 30)
+    finally:
+        host = await worker()
+    try:
+        outcomes = await asyncio.wait_for(decisions, timeout=120)
+        result = await asyncio.wait_for(agent.result(handle), timeout=60)
+    finally:
+        await host.stop()
+    assert [[(r.call_id, r.by) for r in o.decided] for o in outcomes] == [
+        [(call_id, f"person-{i}")] for i, call_id in enumerate(pending)
+    ]
+    assert (result.output, result.success) == ("done", True)
+    assert result.debrief is not None
+    assert sorted((r.call_id, r.decision) for r in result.debrief.approvals) == sorted(
+        (call_id, "approved") for call_id in pending
+    )
 
 
 @pytest.fixture(scope="module")
