@@ -388,6 +388,9 @@ class HistoryProfile:
     """Activity type -> scheduled->started."""
     wft: list[float]
     """Workflow tasks: scheduled->completed (queueing + worker processing)."""
+    wft_wait: list[float]
+    """Workflow tasks: scheduled->started (waiting for the worker to take them; past the
+    sticky queue's timeout a task is taken from the shared queue instead)."""
     first_scheduled: dict[str, float]
     """Activity type -> first event -> its first ActivityTaskScheduled."""
     tail: float
@@ -409,6 +412,7 @@ def profile_history(history: WorkflowHistory) -> HistoryProfile:
     queue: dict[str, list[float]] = defaultdict(list)
     wft_scheduled: dict[int, float] = {}
     wft: list[float] = []
+    wft_wait: list[float] = []
     by_type: dict[str, int] = defaultdict(int)
     first: dict[str, float] = {}
     last_completed = 0.0
@@ -433,6 +437,9 @@ def profile_history(history: WorkflowHistory) -> HistoryProfile:
             last_completed = t
         elif e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED:
             wft_scheduled[e.event_id] = t
+        elif e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_STARTED:
+            s = e.workflow_task_started_event_attributes.scheduled_event_id
+            wft_wait.append(t - wft_scheduled[s])
         elif e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
             s = e.workflow_task_completed_event_attributes.scheduled_event_id
             wft.append(t - wft_scheduled[s])
@@ -441,6 +448,7 @@ def profile_history(history: WorkflowHistory) -> HistoryProfile:
         activity_exec=dict(exec_),
         activity_queue=dict(queue),
         wft=wft,
+        wft_wait=wft_wait,
         first_scheduled=first,
         tail=_seconds(events[-1]) - last_completed if events and last_completed else 0.0,
         events=len(events),

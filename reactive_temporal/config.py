@@ -38,14 +38,15 @@ MAX_DEFAULT_DB_POOL_SIZE = 50
 """A default pool never asks for more: Postgres allows 100 connections unless told otherwise,
 and several workers share them. More is one setting away (REACTIVE_TEMPORAL_DB_POOL_SIZE)."""
 DEFAULT_GRACEFUL_SHUTDOWN_SECONDS = 30.0
-DEFAULT_STICKY_QUEUE_TIMEOUT_SECONDS = 60.0
+DEFAULT_STICKY_QUEUE_TIMEOUT_SECONDS = 30.0
 """How long a run's next workflow task waits for the worker that has the run in memory before
 any worker may take it (the SDK's default is 10 s). A saturated worker is late to poll: at
 1,000 runs on 2 cores 58–545 tasks of a bench passed that 10 s and went to the shared queue,
-each a timeout in its run's history and handed out again with the whole history; at 60 s none
-did (bench/README.md).
+each a timeout in its run's history and handed out again with the whole history; at 30 s and
+at 60 s none did, the longest wait being 12–14 s (bench/README.md).
 The cost: tasks already queued for a worker that dies without shutting down wait this long
-(newer tasks of its runs go to the shared queue once it stops polling)."""
+(newer tasks of its runs go to the shared queue once it stops polling): 30 s, as long as
+Temporal waits for a dead worker's steps to stop heartbeating."""
 _HOST_PORT = re.compile(r"^[A-Za-z0-9_.\-\[\]:]+:\d{1,5}$")
 
 

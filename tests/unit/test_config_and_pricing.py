@@ -77,7 +77,7 @@ def test_the_postgres_pool_size_is_an_operators_to_set(monkeypatch):
 
 def test_a_workflow_task_waits_a_minute_for_the_worker_that_holds_its_run(monkeypatch):
     monkeypatch.delenv("REACTIVE_TEMPORAL_STICKY_QUEUE_TIMEOUT", raising=False)
-    assert Settings(_env_file=None).sticky_queue_timeout_seconds == 60  # type: ignore[call-arg]
+    assert Settings(_env_file=None).sticky_queue_timeout_seconds == 30  # type: ignore[call-arg]
     monkeypatch.setenv("REACTIVE_TEMPORAL_STICKY_QUEUE_TIMEOUT", "12.5")
     assert Settings(_env_file=None).sticky_queue_timeout_seconds == 12.5  # type: ignore[call-arg]
     monkeypatch.setenv("REACTIVE_TEMPORAL_STICKY_QUEUE_TIMEOUT", "0")
