@@ -77,32 +77,20 @@ async def busy(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[DevSer
         yield server
 
 
-async def project_client(server: DevServer, retry_config: RetryConfig | None = None) -> Client:
+async def project_client(address: str, retry_config: RetryConfig | None = None) -> Client:
     return await Client.connect(
-        server.address, data_converter=build_data_converter(None), retry_config=retry_config
+        address, data_converter=build_data_converter(None), retry_config=retry_config
     )
 
 
-IMPATIENT = RetryConfig(max_retries=1, max_elapsed_time_millis=200)
-"""Gives up on a refused call at once (the SDK retries for 10 s)."""
-
-
-async def impatient_client(server: DevServer) -> Client:
-    return await project_client(server, IMPATIENT)
-
-
-async def impatient_twin(client: Client) -> Client:
-    """A client of `client`'s server that gives up on a refused call at once."""
-    return await Client.connect(
-        client.service_client.config.target_host,
-        data_converter=build_data_converter(None),
-        retry_config=IMPATIENT,
-    )
+async def impatient_client(address: str) -> Client:
+    """A client that gives up on a refused call at once (the SDK retries for 10 s)."""
+    return await project_client(address, RetryConfig(max_retries=1, max_elapsed_time_millis=200))
 
 
 async def test_waiters_turned_away_wait_on_for_their_results(busy: DevServer):
-    worker_client = await project_client(busy)
-    waiting = await impatient_client(busy)
+    worker_client = await project_client(busy.address)
+    waiting = await impatient_client(busy.address)
     task_queue = f"naps-{uuid.uuid4().hex[:8]}"
     async with Worker(
         worker_client,
@@ -142,8 +130,8 @@ async def test_agent_runs_awaited_by_a_crowd_all_return(
         [Reply("FINAL ANSWER: done", delay=2.0)],
         repeat_last=True,
     )
-    worker_client = await project_client(busy)
-    waiting = await impatient_client(busy)
+    worker_client = await project_client(busy.address)
+    waiting = await impatient_client(busy.address)
     async with running_worker(worker_client, settings, max_cached_workflows=100) as harness:
         agent = Agent(
             AgentConfig(agent_id="crowded", model=model, memory=False),
@@ -164,7 +152,7 @@ async def test_a_crowd_chatting_with_one_agent_is_answered_once_each(
     model = llm.script(
         f"slow-chat-{uuid.uuid4().hex[:6]}", [Reply("hello there", delay=3.0)], repeat_last=True
     )
-    chatting = await impatient_twin(client)
+    chatting = await impatient_client(client.service_client.config.target_host)
     async with running_worker(client, settings, max_cached_workflows=100) as harness:
         agent = Agent(
             AgentConfig(agent_id=f"crowd-{uuid.uuid4().hex[:6]}", model=model, memory=False),
@@ -211,7 +199,7 @@ async def test_decisions_past_the_updates_in_flight_are_each_made_once(
             max_cached_workflows=100,
         )
 
-    deciding = await impatient_twin(client)
+    deciding = await impatient_client(client.service_client.config.target_host)
     agent = Agent(
         AgentConfig(
             agent_id=f"approver-{uuid.uuid4().hex[:6]}",
@@ -274,7 +262,7 @@ async def test_turns_past_the_updates_one_entity_run_takes_wait_for_the_next_run
     model = llm.script(
         f"many-turns-{uuid.uuid4().hex[:6]}", [Reply("noted", delay=0.5)], repeat_last=True
     )
-    client = await project_client(few_updates)
+    client = await project_client(few_updates.address)
     async with running_worker(client, settings, max_cached_workflows=100) as harness:
         agent = Agent(
             AgentConfig(agent_id=f"talked-{uuid.uuid4().hex[:6]}", model=model, memory=False),
