@@ -185,7 +185,11 @@ async def test_decisions_past_the_updates_in_flight_are_each_made_once(
         f"many-calls-{uuid.uuid4().hex[:6]}",
         [
             Reply("Computing.", [call("calculator", expression=f"{i}+1") for i in range(calls)]),
-            Reply("FINAL ANSWER: done"),
+            # The run stays open past the longest pause between tries (10 s), so every
+            # decision's answer comes back while it runs: with an instant answer, CI once saw a
+            # decision's call end in "workflow update was aborted" after its run had finished,
+            # although every decision had been made.
+            Reply("FINAL ANSWER: done", delay=12.0),
         ],
     )
     task_queue = f"decide-{uuid.uuid4().hex[:8]}"
