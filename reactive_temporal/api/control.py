@@ -23,7 +23,7 @@ from temporalio.service import RPCError
 
 from reactive_temporal import search_attributes as sa
 from reactive_temporal.api.operate import quote_literal, require_run
-from reactive_temporal.api.results import while_busy
+from reactive_temporal.api.results import busy_or_aborted, while_busy
 from reactive_temporal.contracts import names
 from reactive_temporal.contracts.approvals import ApprovalDecision, ApprovalOutcome
 from reactive_temporal.contracts.result import AgentResult
@@ -158,7 +158,7 @@ async def decide(
         )
 
     try:
-        return await while_busy(attempt, f"a decision on {run_id}")
+        return await while_busy(attempt, f"a decision on {run_id}", passing=busy_or_aborted)
     except WorkflowUpdateFailedError as err:
         cause = err.cause
         message = getattr(cause, "message", None) or str(cause or err)

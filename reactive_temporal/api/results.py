@@ -44,6 +44,21 @@ def busy(err: RPCError) -> bool:
     return err.status == RPCStatusCode.RESOURCE_EXHAUSTED
 
 
+UPDATE_ABORTED = (RPCStatusCode.UNAVAILABLE, "workflow update was aborted")
+"""How the server drops an update it had admitted but not yet handed to the workflow: when the
+workflow continues as new, or its state is reloaded. It asks the caller to send it again."""
+
+
+def busy_or_aborted(err: RPCError) -> bool:
+    """The server is too busy to take an update now, or dropped it before the workflow saw it.
+
+    Sent again under the same update id it still runs once, and once its workflow has closed
+    the server answers with the outcome it had.
+    """
+    status, text = UPDATE_ABORTED
+    return busy(err) or (err.status == status and text in err.message)
+
+
 async def while_busy(
     attempt: Callable[[], Awaitable[T]],
     what: str,

@@ -29,7 +29,7 @@ from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.exceptions import ActivityError, ChildWorkflowError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from reactive_temporal.api.results import busy, while_busy
+from reactive_temporal.api.results import busy_or_aborted, while_busy
 from reactive_temporal.contracts import names
 from reactive_temporal.contracts.debrief import AgentDebrief
 from reactive_temporal.contracts.entity import (
@@ -74,12 +74,11 @@ def update_failure_message(err: WorkflowUpdateFailedError) -> str:
 ENTITY_BETWEEN_RUNS = (
     (RPCStatusCode.FAILED_PRECONDITION, "limit on number of total updates"),  # older servers
     (RPCStatusCode.FAILED_PRECONDITION, "total number of distinct updates"),
-    (RPCStatusCode.UNAVAILABLE, "workflow update was aborted"),
 )
 """How the server refuses an update while the agent's entity moves to its next run: one run
 takes at most 2,000 updates (`history.maxTotalUpdates`; it is told to continue as new at 90%),
-and the updates it had admitted but not begun when it does are aborted. Its messages (which
-changed between server versions) are the only mark of either."""
+and the updates it had admitted but not begun when it does are aborted (`UPDATE_ABORTED`). Its
+messages (which changed between server versions) are the only mark of either."""
 
 
 def busy_or_between_runs(err: RPCError) -> bool:
@@ -87,7 +86,7 @@ def busy_or_between_runs(err: RPCError) -> bool:
 
     Its next run takes the update, under the same update id, so it still runs once.
     """
-    return busy(err) or any(
+    return busy_or_aborted(err) or any(
         err.status == status and text in err.message for status, text in ENTITY_BETWEEN_RUNS
     )
 

@@ -186,9 +186,9 @@ async def test_decisions_past_the_updates_in_flight_are_each_made_once(
         [
             Reply("Computing.", [call("calculator", expression=f"{i}+1") for i in range(calls)]),
             # The run stays open past the longest pause between tries (10 s), so every
-            # decision's answer comes back while it runs: with an instant answer, CI once saw a
-            # decision's call end in "workflow update was aborted" after its run had finished,
-            # although every decision had been made.
+            # decision's answer comes back while it runs. (With an instant answer, CI once saw
+            # a decision's call end in "workflow update was aborted" as its run finished, every
+            # decision made; `decide` now sends such an update again: tests/unit/test_refusals.)
             Reply("FINAL ANSWER: done", delay=12.0),
         ],
     )

@@ -1,0 +1,54 @@
+"""Which refusals of the server a caller waits out (`api/results.py`, `api/sessions.py`): the
+server being busy, an update it dropped before the workflow saw it, and (for the agent's
+entity) its move to the next run; anything else is an error at once."""
+
+from __future__ import annotations
+
+import pytest
+from temporalio.service import RPCError, RPCStatusCode
+
+from reactive_temporal.api.results import busy_or_aborted, while_busy
+from reactive_temporal.api.sessions import busy_or_between_runs
+
+IN_FLIGHT = RPCError(
+    "limit on number of concurrent in-flight updates has been reached (10)",
+    RPCStatusCode.RESOURCE_EXHAUSTED,
+    b"",
+)
+ABORTED = RPCError("workflow update was aborted", RPCStatusCode.UNAVAILABLE, b"")
+TOTAL = RPCError(
+    "The limit on the total number of distinct updates in this workflow has been reached (2000)",
+    RPCStatusCode.FAILED_PRECONDITION,
+    b"",
+)
+CLOSED = RPCError("workflow execution already completed", RPCStatusCode.NOT_FOUND, b"")
+DOWN = RPCError("tcp connect error", RPCStatusCode.UNAVAILABLE, b"")
+
+
+@pytest.mark.parametrize(
+    ("err", "waited_out"), [(IN_FLIGHT, True), (ABORTED, True), (TOTAL, False), (CLOSED, False),
+                            (DOWN, False)],
+)  # fmt: skip
+def test_a_run_waits_out_a_busy_server_and_a_dropped_update(err: RPCError, waited_out: bool):
+    assert busy_or_aborted(err) is waited_out
+
+
+@pytest.mark.parametrize(
+    ("err", "waited_out"), [(IN_FLIGHT, True), (ABORTED, True), (TOTAL, True), (CLOSED, False),
+                            (DOWN, False)],
+)  # fmt: skip
+def test_the_entity_also_waits_out_its_move_to_the_next_run(err: RPCError, waited_out: bool):
+    assert busy_or_between_runs(err) is waited_out
+
+
+async def test_a_dropped_update_is_sent_again():
+    tries: list[int] = []
+
+    async def attempt() -> str:
+        tries.append(len(tries))
+        if len(tries) == 1:
+            raise ABORTED
+        return "decided"
+
+    assert await while_busy(attempt, "a decision", passing=busy_or_aborted) == "decided"
+    assert len(tries) == 2
