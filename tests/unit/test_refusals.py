@@ -26,19 +26,15 @@ DOWN = RPCError("tcp connect error", RPCStatusCode.UNAVAILABLE, b"")
 
 
 @pytest.mark.parametrize(
-    ("err", "waited_out"), [(IN_FLIGHT, True), (ABORTED, True), (TOTAL, False), (CLOSED, False),
-                            (DOWN, False)],
+    ("err", "run_waits", "entity_waits"),
+    [(IN_FLIGHT, True, True), (ABORTED, True, True), (TOTAL, False, True), (CLOSED, False, False),
+     (DOWN, False, False)],
 )  # fmt: skip
-def test_a_run_waits_out_a_busy_server_and_a_dropped_update(err: RPCError, waited_out: bool):
-    assert busy_or_aborted(err) is waited_out
-
-
-@pytest.mark.parametrize(
-    ("err", "waited_out"), [(IN_FLIGHT, True), (ABORTED, True), (TOTAL, True), (CLOSED, False),
-                            (DOWN, False)],
-)  # fmt: skip
-def test_the_entity_also_waits_out_its_move_to_the_next_run(err: RPCError, waited_out: bool):
-    assert busy_or_between_runs(err) is waited_out
+def test_which_refusals_are_waited_out(err: RPCError, run_waits: bool, entity_waits: bool):
+    """A run's updates (approval decisions) wait out a busy server and a dropped update; the
+    agent's entity also its move to its next run."""
+    assert busy_or_aborted(err) is run_waits
+    assert busy_or_between_runs(err) is entity_waits
 
 
 async def test_a_dropped_update_is_sent_again():
