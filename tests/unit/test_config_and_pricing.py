@@ -75,7 +75,7 @@ def test_the_postgres_pool_size_is_an_operators_to_set(monkeypatch):
         Settings(_env_file=None)  # type: ignore[call-arg]
 
 
-def test_a_workflow_task_waits_a_minute_for_the_worker_that_holds_its_run(monkeypatch):
+def test_a_workflow_task_waits_30_s_for_the_worker_that_holds_its_run(monkeypatch):
     monkeypatch.delenv("REACTIVE_TEMPORAL_STICKY_QUEUE_TIMEOUT", raising=False)
     assert Settings(_env_file=None).sticky_queue_timeout_seconds == 30  # type: ignore[call-arg]
     monkeypatch.setenv("REACTIVE_TEMPORAL_STICKY_QUEUE_TIMEOUT", "12.5")

@@ -48,15 +48,21 @@ class Harness:
 
 @asynccontextmanager
 async def running_worker(
-    client: Client, settings: Settings, *, database_url: str | None = None, **options: Any
+    client: Client,
+    settings: Settings,
+    *,
+    database_url: str | None = None,
+    task_queue: str | None = None,
+    **options: Any,
 ) -> AsyncIterator[Harness]:
-    """A worker in this process on a fresh task queue, for as long as the block runs.
+    """A worker in this process on a fresh task queue (or `task_queue`, to take over an
+    earlier worker's runs), for as long as the block runs.
 
     By default every workflow task replays its history (`max_cached_workflows=0`), so a
     nondeterministic change shows up in any test.
     """
     options.setdefault("max_cached_workflows", 0)
-    task_queue = f"test-{uuid.uuid4().hex[:10]}"
+    task_queue = task_queue or f"test-{uuid.uuid4().hex[:10]}"
     host = await start_worker_host(
         client,
         settings,

@@ -31,7 +31,6 @@ from reactive_temporal.contracts.run import AgentConfig, RunProgress
 from reactive_temporal.embedded.scripted_llm import Reply, ScriptedLLM, call
 from reactive_temporal.embedded.stack import DevServer
 from reactive_temporal.hosting.runtime import Runtime
-from reactive_temporal.hosting.worker_lifecycle import WorkerHost, start_worker_host
 from reactive_temporal.limits import MAX_TOOL_CALLS_PER_TURN
 from tests.conftest import wait_for
 from tests.workflow.conftest import running_worker
@@ -193,16 +192,6 @@ async def test_decisions_past_the_updates_in_flight_are_each_made_once(
         ],
     )
     task_queue = f"decide-{uuid.uuid4().hex[:8]}"
-
-    async def worker() -> WorkerHost:  # on this test's task queue
-        return await start_worker_host(
-            client,
-            settings,
-            database_url=settings.database_url or "",
-            task_queue=task_queue,
-            max_cached_workflows=100,
-        )
-
     deciding = await impatient_client(client.service_client.config.target_host)
     agent = Agent(
         AgentConfig(
@@ -212,8 +201,7 @@ async def test_decisions_past_the_updates_in_flight_are_each_made_once(
         ),
         Runtime(deciding, task_queue, offline_model=False),
     )
-    host = await worker()
-    try:
+    async with running_worker(client, settings, task_queue=task_queue, max_cached_workflows=100):
         handle = await agent.start("Compute them all")
         waiting: list[RunProgress] = []
 
@@ -222,22 +210,15 @@ async def test_decisions_past_the_updates_in_flight_are_each_made_once(
             return len(waiting[0].pending_approvals) == calls
 
         await wait_for(parked, seconds=30)
-    finally:
-        await host.stop()
     pending = [p.call_id for p in waiting[0].pending_approvals]
     decisions = asyncio.gather(
         *(agent.approve(handle.id, call_id, by=f"person-{i}") for i, call_id in enumerate(pending))
     )
-    try:
-        # the limit met (or, were refusals not waited out, a decision failed: raised below)
-        await wait_for(lambda: "in-flight updates" in caplog.text or decisions.done(), 30)
-    finally:
-        host = await worker()
-    try:
+    # the limit met (or, were refusals not waited out, a decision failed: raised below)
+    await wait_for(lambda: "in-flight updates" in caplog.text or decisions.done(), 30)
+    async with running_worker(client, settings, task_queue=task_queue, max_cached_workflows=100):
         outcomes = await asyncio.wait_for(decisions, timeout=120)
         result = await asyncio.wait_for(agent.result(handle), timeout=60)
-    finally:
-        await host.stop()
     assert [[(r.call_id, r.by) for r in o.decided] for o in outcomes] == [
         [(call_id, f"person-{i}")] for i, call_id in enumerate(pending)
     ]
