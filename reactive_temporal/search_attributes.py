@@ -60,17 +60,20 @@ def dev_server_flags() -> list[str]:
 
 
 async def ensure_registered(client: Client, namespace: str) -> list[str]:
-    """Register the attributes the server does not have yet; returns the names added."""
-    listed = await client.operator_service.list_search_attributes(
-        ListSearchAttributesRequest(namespace=namespace)
-    )
-    known = set(listed.custom_attributes) | set(listed.system_attributes)
-    missing = {name: kind for name, kind in ALL.items() if name not in known}
+    """Register the attributes the server does not have yet; returns the names added.
+
+    Both calls are retried as the SDK retries its own (`retry=True`: the server unavailable or
+    busy), and a listing the server cancelled is sent again: a loaded dev server once answered
+    the listing "operation was canceled" and a test's worker refused to start. Adding what is
+    there already is no error (workers starting together on a new namespace all add them).
+    """
+    missing = await _missing(client, namespace)
     if not missing:
         return []
     try:
         await client.operator_service.add_search_attributes(
-            AddSearchAttributesRequest(search_attributes=missing, namespace=namespace)
+            AddSearchAttributesRequest(search_attributes=missing, namespace=namespace),
+            retry=True,
         )
     except Exception as err:
         commands = "\n".join(
@@ -84,3 +87,19 @@ async def ensure_registered(client: Client, namespace: str) -> list[str]:
         ) from err
     log.info("registered search attributes %s", ", ".join(missing))
     return list(missing)
+
+
+async def _missing(client: Client, namespace: str) -> dict[str, IndexedValueType.ValueType]:
+    from temporalio.service import RPCStatusCode  # here: workflows import this module
+
+    from reactive_temporal.api.results import while_busy
+
+    listed = await while_busy(
+        lambda: client.operator_service.list_search_attributes(
+            ListSearchAttributesRequest(namespace=namespace), retry=True
+        ),
+        f"the listing of namespace {namespace!r}'s search attributes",
+        passing=lambda err: err.status == RPCStatusCode.CANCELLED,
+    )
+    known = set(listed.custom_attributes) | set(listed.system_attributes)
+    return {name: kind for name, kind in ALL.items() if name not in known}

@@ -1,12 +1,18 @@
 """Which refusals of the server a caller waits out (`api/results.py`, `api/sessions.py`): the
 server being busy, an update it dropped before the workflow saw it, and (for the agent's
-entity) its move to the next run; anything else is an error at once."""
+entity) its move to the next run; anything else is an error at once. A worker's start waits
+out a listing of the search attributes the server cancelled."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
+from temporalio.api.enums.v1 import IndexedValueType
+from temporalio.api.operatorservice.v1 import ListSearchAttributesResponse
 from temporalio.service import RPCError, RPCStatusCode
 
+from reactive_temporal import search_attributes
 from reactive_temporal.api.results import busy_or_aborted, while_busy
 from reactive_temporal.api.sessions import busy_or_between_runs
 
@@ -48,3 +54,28 @@ async def test_a_dropped_update_is_sent_again():
 
     assert await while_busy(attempt, "a decision", passing=busy_or_aborted) == "decided"
     assert len(tries) == 2
+
+
+async def test_a_cancelled_listing_of_the_search_attributes_is_sent_again():
+    """A loaded dev server cancelled a worker's listing once ("operation was canceled") and the
+    worker refused to start; the listing is read-only, so it is sent again."""
+    listing = ListSearchAttributesResponse(
+        custom_attributes=dict.fromkeys(
+            search_attributes.ALL, IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD
+        )
+    )
+    sent: list[bool] = []
+
+    async def list_search_attributes(
+        request: object, *, retry: bool
+    ) -> ListSearchAttributesResponse:
+        sent.append(retry)
+        if len(sent) == 1:
+            raise RPCError("operation was canceled", RPCStatusCode.CANCELLED, b"")
+        return listing
+
+    client = SimpleNamespace(
+        operator_service=SimpleNamespace(list_search_attributes=list_search_attributes)
+    )
+    assert await search_attributes.ensure_registered(client, "default") == []  # type: ignore[arg-type]
+    assert sent == [True, True]  # each try also retried as the SDK retries its own calls

@@ -8,15 +8,19 @@ import uuid
 from pathlib import Path
 
 import pytest
+from google.protobuf.duration_pb2 import Duration
+from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
 from temporalio.api.sdk.v1 import WorkflowMetadata
+from temporalio.api.workflowservice.v1 import RegisterNamespaceRequest
 from temporalio.client import Client
 
 from reactive_temporal import search_attributes as sa
+from reactive_temporal.config import Settings
 from reactive_temporal.contracts.run import RunProgress
 from reactive_temporal.embedded.scripted_llm import HttpError, Reply, ScriptedLLM, call
 from tests.conftest import wait_for
 from tests.processes import PYTHON, REPO, clean_env
-from tests.workflow.conftest import Harness
+from tests.workflow.conftest import Harness, running_worker
 
 pytestmark = pytest.mark.workflow
 
@@ -85,6 +89,32 @@ async def test_web_ui_sees_summary_details_activity_summaries_and_attributes(
     assert attrs.get(sa.ITERATIONS) == 2
     assert attrs.get(sa.TOKENS_USED) == result.metadata.tokens_used
     assert attrs.get(sa.DEBRIEF_STATUS) == "deterministic"  # trivial: kept by the run itself
+
+
+async def test_workers_on_a_namespace_new_to_us_register_the_attributes_its_runs_carry(
+    client: Client, settings: Settings, llm: ScriptedLLM, model_name
+):
+    """Two workers starting together on a namespace that has never seen us both register the
+    search attributes (adding what the other added is no error), and a run there carries them."""
+    namespace = f"fresh-{uuid.uuid4().hex[:8]}"
+    await client.workflow_service.register_namespace(
+        RegisterNamespaceRequest(
+            namespace=namespace, workflow_execution_retention_period=Duration(seconds=86_400)
+        )
+    )
+    fresh = await Client.connect(client.service_client.config.target_host, namespace=namespace)
+    listed = await fresh.operator_service.list_search_attributes(
+        ListSearchAttributesRequest(namespace=namespace)
+    )
+    assert not set(sa.ALL) & set(listed.custom_attributes)
+    llm.script(model_name, [Reply("FINAL ANSWER: 4")])
+    async with running_worker(fresh, settings) as first, running_worker(fresh, settings):
+        handle = await first.start(model_name, "Add two and two", agent_id="newcomer")
+        assert (await handle.result()).output == "4"
+    attrs = (await handle.describe()).typed_search_attributes
+    assert attrs.get(sa.AGENT_NAME) == "newcomer"
+    assert attrs.get(sa.OUTCOME) == "success"
+    assert await sa.ensure_registered(fresh, namespace) == []
 
 
 async def test_runs_json_filters_by_agent(
