@@ -33,8 +33,11 @@ lint: setup
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy .
 
+# Two test processes, each with its own dev server, Postgres and scripted LLM (session
+# fixtures); a module's tests stay in one process, which sets up its fixtures once.
+TEST_PROCESSES ?= 2
 test: lint  ## lint, type-check, then every test (unit, workflow, end-to-end)
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -n $(TEST_PROCESSES) --dist loadfile
 
 # Re-resolve both lock files from pyproject.toml's bounds, with hashes, for every platform.
 # Keeps every pin that still fits; UPGRADE=--upgrade moves everything to the newest versions
