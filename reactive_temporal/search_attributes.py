@@ -17,6 +17,9 @@ from temporalio.api.operatorservice.v1 import (
     ListSearchAttributesRequest,
 )
 from temporalio.common import SearchAttributeKey
+from temporalio.service import RPCStatusCode
+
+from reactive_temporal.refusals import while_busy
 
 if TYPE_CHECKING:  # workflows import the keys; they must not import the client
     from temporalio.client import Client
@@ -90,10 +93,6 @@ async def ensure_registered(client: Client, namespace: str) -> list[str]:
 
 
 async def _missing(client: Client, namespace: str) -> dict[str, IndexedValueType.ValueType]:
-    from temporalio.service import RPCStatusCode  # here: workflows import this module
-
-    from reactive_temporal.api.results import while_busy
-
     listed = await while_busy(
         lambda: client.operator_service.list_search_attributes(
             ListSearchAttributesRequest(namespace=namespace), retry=True

@@ -23,10 +23,10 @@ from temporalio.service import RPCError
 
 from reactive_temporal import search_attributes as sa
 from reactive_temporal.api.operate import quote_literal, require_run
-from reactive_temporal.api.results import busy_or_aborted, while_busy
 from reactive_temporal.contracts import names
 from reactive_temporal.contracts.approvals import ApprovalDecision, ApprovalOutcome
 from reactive_temporal.contracts.result import AgentResult
+from reactive_temporal.refusals import busy_or_aborted, while_busy
 from workflows.agent_run import AgentRunWorkflow
 
 CANCEL_REASON_MAX_CHARS = 500

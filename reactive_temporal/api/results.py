@@ -1,4 +1,4 @@
-"""Awaiting a workflow's result, and sending updates, through a busy Temporal frontend.
+"""Awaiting a workflow's result through a busy Temporal frontend.
 
 A result is awaited with a long poll, and a frontend holds only so many long polls of one
 kind per namespace at once (`frontend.namespaceCount`: 1,200 by default, per frontend and per
@@ -6,82 +6,21 @@ API method). Past that it answers RESOURCE_EXHAUSTED, the SDK retries for some s
 `handle.result()` raises an RPCError although the run is fine: 2,000 awaits of 20-second
 workflows from one process had 796 fail so on a dev server, and `bench.scale` lost 239 of 1,500
 runs' results. The run goes on durably whatever its waiter does, so the wait goes on too:
-`result_of` tries again, later, for as long as the server is busy. A caller that will not wait
-that long bounds it itself (`asyncio.wait_for`).
+`result_of` tries again, later, for as long as the server is busy (`reactive_temporal.refusals`).
+A caller that will not wait that long bounds it itself (`asyncio.wait_for`).
 """
 
 from __future__ import annotations
 
-import asyncio
-import logging
-import random
-from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from temporalio.client import WorkflowHandle
-from temporalio.service import RPCError, RPCStatusCode
 
-log = logging.getLogger(__name__)
+from reactive_temporal.refusals import while_busy
 
 T = TypeVar("T")
-
-FIRST_PAUSE_SECONDS = 0.5
-LONGEST_PAUSE_SECONDS = 10.0
-"""Pauses double up to this between two tries, each drawn from its half to its whole so that
-the waiters turned away together do not come back together."""
 
 
 async def result_of(handle: WorkflowHandle[Any, T]) -> T:
     """`handle.result()`, tried again while the server is too busy to take the wait."""
     return await while_busy(handle.result, f"{handle.id}'s result")
-
-
-def busy(err: RPCError) -> bool:
-    """The server is too busy to take the call now.
-
-    It holds as many long polls, or as many updates in flight on the workflow, as it takes.
-    """
-    return err.status == RPCStatusCode.RESOURCE_EXHAUSTED
-
-
-UPDATE_ABORTED = (RPCStatusCode.UNAVAILABLE, "workflow update was aborted")
-"""How the server drops an update it had admitted but not yet handed to the workflow: when the
-workflow continues as new, or its state is reloaded. It asks the caller to send it again."""
-
-
-def busy_or_aborted(err: RPCError) -> bool:
-    """The server is too busy to take an update now, or dropped it before the workflow saw it.
-
-    Sent again under the same update id it still runs once, and once its workflow has closed
-    the server answers with the outcome it had.
-    """
-    status, text = UPDATE_ABORTED
-    return busy(err) or (err.status == status and text in err.message)
-
-
-async def while_busy(
-    attempt: Callable[[], Awaitable[T]],
-    what: str,
-    *,
-    passing: Callable[[RPCError], bool] = busy,
-) -> T:
-    """`attempt()`, tried again for as long as the server's refusal is `passing`.
-
-    Only what is safe to send twice goes through here: an await, or an update with its own
-    update id, which the server runs once however often it is sent. Besides the long-poll limit
-    above, a workflow admits 10 updates in flight at once (`history.maxInFlightUpdates`): the
-    eleventh chat turn sent to one agent at once is refused, not queued, and waits here.
-    """
-    pause = FIRST_PAUSE_SECONDS
-    told = False
-    while True:
-        try:
-            return await attempt()
-        except RPCError as err:
-            if not passing(err):
-                raise
-            if not told:
-                log.warning("Temporal cannot take %s now (%s); waiting on", what, err)
-                told = True
-        await asyncio.sleep(random.uniform(pause / 2, pause))
-        pause = min(pause * 2, LONGEST_PAUSE_SECONDS)

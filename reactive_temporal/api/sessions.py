@@ -29,7 +29,6 @@ from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.exceptions import ActivityError, ChildWorkflowError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from reactive_temporal.api.results import busy_or_aborted, while_busy
 from reactive_temporal.contracts import names
 from reactive_temporal.contracts.debrief import AgentDebrief
 from reactive_temporal.contracts.entity import (
@@ -44,6 +43,7 @@ from reactive_temporal.contracts.entity import (
     SessionRef,
 )
 from reactive_temporal.contracts.run import AgentConfig
+from reactive_temporal.refusals import busy_or_aborted, while_busy
 from reactive_temporal.sanitize import clip
 from workflows.agent_entity import AgentWorkflow
 

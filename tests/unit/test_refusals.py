@@ -13,8 +13,8 @@ from temporalio.api.operatorservice.v1 import ListSearchAttributesResponse
 from temporalio.service import RPCError, RPCStatusCode
 
 from reactive_temporal import search_attributes
-from reactive_temporal.api.results import busy_or_aborted, while_busy
 from reactive_temporal.api.sessions import busy_or_between_runs
+from reactive_temporal.refusals import busy_or_aborted, while_busy
 
 IN_FLIGHT = RPCError(
     "limit on number of concurrent in-flight updates has been reached (10)",
