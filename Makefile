@@ -34,10 +34,11 @@ lint: setup
 	$(BIN)/mypy .
 
 # Two test processes, each with its own dev server, Postgres and scripted LLM (session
-# fixtures); a module's tests stay in one process, which sets up its fixtures once.
+# fixtures); a process that runs out of tests takes some of the other's (worksteal), so one
+# slow module at the end does not leave a core idle. The 15 slowest tests are listed at the end.
 TEST_PROCESSES ?= 2
 test: lint  ## lint, type-check, then every test (unit, workflow, end-to-end)
-	$(BIN)/pytest -q -n $(TEST_PROCESSES) --dist loadfile
+	$(BIN)/pytest -q -n $(TEST_PROCESSES) --dist worksteal --durations=15
 
 # Re-resolve both lock files from pyproject.toml's bounds, with hashes, for every platform.
 # Keeps every pin that still fits; UPGRADE=--upgrade moves everything to the newest versions
