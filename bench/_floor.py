@@ -37,6 +37,10 @@ class FloorInput:
     """Sent as the user message, so the model can tell runs apart (duplicate counting)."""
     io: bool = False
     """The floor with I/O: the `_io` activities (see the module's docstring)."""
+    prepare: str | None = None
+    """With `io`, where the run's first write (an agent run's seeded transcript) is made:
+    `local` in a local activity before the first step (an agent run's `prepare_run`),
+    `step` in the first LLM step itself; None: not at all (bench/prepare_fold.py)."""
 
 
 @dataclass
@@ -44,6 +48,8 @@ class FloorLlmInput:
     iteration: int
     model: str | None
     task: str
+    seed: bool = False
+    """Write the run's first row before the call (`FloorInput.prepare == "step"`)."""
 
 
 @workflow.defn(name="BenchFloorWorkflow")
@@ -51,10 +57,15 @@ class BenchFloorWorkflow:
     @workflow.run
     async def run(self, input: FloorInput) -> int:
         llm, tool = ("bench_llm_io", "bench_tool_io") if input.io else ("bench_llm", "bench_tool")
+        if input.prepare == "local":
+            await workflow.execute_local_activity(
+                "bench_prepare_io", input.task, start_to_close_timeout=timedelta(seconds=30)
+            )
         for i in range(input.iterations):
+            seed = i == 0 and input.prepare == "step"
             await workflow.execute_activity(
                 llm,
-                FloorLlmInput(iteration=i, model=input.model, task=input.task),
+                FloorLlmInput(iteration=i, model=input.model, task=input.task, seed=seed),
                 start_to_close_timeout=LLM_TIMEOUT,
             )
             if i < input.iterations - 1:
@@ -143,8 +154,14 @@ class FloorIoActivities:
                 (task, step, body),
             )
 
+    @activity.defn(name="bench_prepare_io")
+    async def bench_prepare_io(self, task: str) -> None:
+        await self._write(task, -1, "seed")
+
     @activity.defn(name="bench_llm_io")
     async def bench_llm_io(self, input: FloorLlmInput) -> int:
+        if input.seed:
+            await self._write(input.task, -1, "seed")
         messages = [{"role": "user", "content": input.task}]
         messages += [{"role": "assistant", "content": "…"}] * input.iteration
         stream = await self.client.chat.completions.create(

@@ -37,7 +37,12 @@ from reactive_temporal.hosting.runtime import Runtime
 FLOOR = "floor"
 FLOOR_IO = "floor + I/O"
 """The floor whose steps do the I/O an agent's cannot skip (bench/_floor.py)."""
-FLOORS = (FLOOR, FLOOR_IO)
+FLOOR_IO_LOCAL_PREPARE = "floor + I/O · prepare as a local activity"
+FLOOR_IO_STEP_PREPARE = "floor + I/O · prepare in the first LLM step"
+"""The floor with I/O whose run also writes a first row, as an agent run seeds its transcript:
+before its first step in a local activity (`prepare_run`'s way), or in that step itself."""
+PREPARE = {FLOOR_IO_LOCAL_PREPARE: "local", FLOOR_IO_STEP_PREPARE: "step"}
+FLOORS = (FLOOR, FLOOR_IO, *PREPARE)
 MEMORY_OFF = "memory off"
 MEMORY_ON = "memory on"
 
@@ -88,7 +93,7 @@ async def one_run(
     started = time.perf_counter()
     if scenario.kind in FLOORS:
         workflow_id = f"bench-floor-{uuid.uuid4().hex[:12]}"
-        io = scenario.kind == FLOOR_IO
+        io = scenario.kind != FLOOR
         floor = await client.start_workflow(
             "BenchFloorWorkflow",
             FloorInput(
@@ -96,6 +101,7 @@ async def one_run(
                 model=model_name(tool_calls, delay, chunks) if delay or io else None,
                 task=task,
                 io=io,
+                prepare=PREPARE.get(scenario.kind),
             ),
             id=workflow_id,
             task_queue=scenario.task_queue,

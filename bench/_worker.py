@@ -138,7 +138,13 @@ async def main() -> None:
         args.task_queue,
         [noop],
         [BenchFloorWorkflow],
-        [floor.bench_llm, floor.bench_tool, floor_io.bench_llm_io, floor_io.bench_tool_io],
+        [
+            floor.bench_llm,
+            floor.bench_tool,
+            floor_io.bench_llm_io,
+            floor_io.bench_tool_io,
+            floor_io.bench_prepare_io,
+        ],
         options,
     )
     running = asyncio.create_task(agent_worker.worker.run())

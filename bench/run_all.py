@@ -32,6 +32,7 @@ SCRIPTS = [
     "sandbox_bytecode",
     "event_append",
     "round_trips",
+    "prepare_fold",
     "scale",
 ]
 LONG = {"scale"}
