@@ -39,13 +39,15 @@ def is_chat(request: dict[str, Any]) -> bool:
 
 
 def run_then_chat(run_steps: list[Step]) -> Any:
-    """A responder: the run's steps in order, and a fixed reply to every chat turn."""
+    """A responder: the run's steps in order, a fixed reply to every chat turn, and an
+    instant one to whatever comes after the steps (the debrief's synthesis: were it given the
+    last, slow step again, `debrief_rich()` would wait out its delay)."""
     steps = iter(run_steps)
 
     def respond(request: dict[str, Any]) -> Step:
         if is_chat(request):
             return Reply("(chat reply)")
-        return next(steps, run_steps[-1])
+        return next(steps, Reply("(after the run's steps)"))
 
     return respond
 
