@@ -1,4 +1,4 @@
-"""Which refusals of the server a caller waits out (`api/results.py`, `api/sessions.py`): the
+"""Which refusals of the server a caller waits out (`refusals.py`, `api/sessions.py`): the
 server being busy, an update it dropped before the workflow saw it, and (for the agent's
 entity) its move to the next run; anything else is an error at once. A worker's start waits
 out a listing of the search attributes the server cancelled."""

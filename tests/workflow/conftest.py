@@ -86,3 +86,13 @@ async def running_worker(
 async def harness(client: Client, settings: Settings) -> AsyncIterator[Harness]:
     async with running_worker(client, settings) as running:
         yield running
+
+
+@pytest.fixture
+async def cached_harness(client: Client, settings: Settings) -> AsyncIterator[Harness]:
+    """A worker with a workflow cache, as in production, for tests the default's replay of
+    every task makes slow for nothing they test: runs started at once (each run's first task
+    evicts the others' while their `prepare_run` is in flight, and those tasks time out after
+    10 s) and long histories (replayed whole at every task)."""
+    async with running_worker(client, settings, max_cached_workflows=100) as running:
+        yield running

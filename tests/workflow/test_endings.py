@@ -6,15 +6,13 @@ import asyncio
 import time
 
 import pytest
-from temporalio.client import Client
 
 from reactive_temporal.api.agents import AgentRunError
 from reactive_temporal.cli.run_commands import progress_line
-from reactive_temporal.config import Settings
 from reactive_temporal.contracts.run import FinalAnswerCapture, RunProgress
 from reactive_temporal.embedded.scripted_llm import Drop, HttpError, Reply, ScriptedLLM, call
 from tests.conftest import wait_for
-from tests.workflow.conftest import Harness, running_worker
+from tests.workflow.conftest import Harness
 from workflows.agent_run import AgentRunWorkflow
 
 pytestmark = pytest.mark.workflow
@@ -257,25 +255,20 @@ async def test_unknown_agent_tool_fails_the_run_with_a_clear_error(harness: Harn
         await harness.run(model_name, "Go", tools=["calculator", "teleport"])
 
 
-async def test_concurrent_runs_do_not_mix_transcripts(
-    client: Client, settings: Settings, llm: ScriptedLLM
-):
-    """On a worker with a workflow cache: with none (the suite's default, every task
-    replayed), each run's first task evicts the others' while their `prepare_run` is in
-    flight, and those tasks time out (10 s each, 30 s for the last of four)."""
+async def test_concurrent_runs_do_not_mix_transcripts(cached_harness: Harness, llm: ScriptedLLM):
+    harness = cached_harness  # runs started at once: see the fixture
     models = []
     for i in range(4):
         models.append(llm.script(f"concurrent-{i}-{time.time_ns()}", [Reply(f"FINAL ANSWER: {i}")]))
-    async with running_worker(client, settings, max_cached_workflows=100) as harness:
-        results = await asyncio.gather(*(harness.run(m, f"task {i}") for i, m in enumerate(models)))
-        assert [r.output for r in results] == ["0", "1", "2", "3"]
-        for i, result in enumerate(results):  # each run's transcript is its own, in order
-            transcript = [  # the shared test agent's memory notes, when it has any, aside
-                m
-                for m in await harness.store.load_messages(result.run_id)
-                if not (m.content or "").startswith("Notes from earlier runs.")
-            ]
-            assert [m.role for m in transcript] == ["system", "user", "assistant"]
-            assert transcript[1].content == f"task {i}"
-            assert transcript[2].content == f"FINAL ANSWER: {i}"
-            assert llm.requests[models[i]][0]["messages"][1]["content"] == f"task {i}"
+    results = await asyncio.gather(*(harness.run(m, f"task {i}") for i, m in enumerate(models)))
+    assert [r.output for r in results] == ["0", "1", "2", "3"]
+    for i, result in enumerate(results):  # each run's transcript is its own, in order
+        transcript = [  # the shared test agent's memory notes, when it has any, aside
+            m
+            for m in await harness.store.load_messages(result.run_id)
+            if not (m.content or "").startswith("Notes from earlier runs.")
+        ]
+        assert [m.role for m in transcript] == ["system", "user", "assistant"]
+        assert transcript[1].content == f"task {i}"
+        assert transcript[2].content == f"FINAL ANSWER: {i}"
+        assert llm.requests[models[i]][0]["messages"][1]["content"] == f"task {i}"

@@ -94,8 +94,8 @@ async def test_web_ui_sees_summary_details_activity_summaries_and_attributes(
 async def test_workers_on_a_namespace_new_to_us_register_the_attributes_its_runs_carry(
     client: Client, settings: Settings, llm: ScriptedLLM, model_name
 ):
-    """Two workers starting together on a namespace that has never seen us both register the
-    search attributes (adding what the other added is no error), and a run there carries them."""
+    """A worker on a namespace that has never seen us registers the search attributes, a
+    second worker starts there finding them, and a run there carries them."""
     namespace = f"fresh-{uuid.uuid4().hex[:8]}"
     await client.workflow_service.register_namespace(
         RegisterNamespaceRequest(

@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client, WorkflowExecutionStatus
 
-from reactive_temporal.config import Settings
 from reactive_temporal.contracts import names
 from reactive_temporal.contracts.entity import AgentState, AgentWorkflowInput, SessionRef
 from reactive_temporal.contracts.run import AgentConfig, RunProgress
@@ -18,7 +17,7 @@ from reactive_temporal.embedded.scripted_llm import Reply, ScriptedLLM, call
 from reactive_temporal.embedded.stack import temporal_binary
 from tests.conftest import wait_for
 from tests.processes import clean_env, starter_async
-from tests.workflow.conftest import Harness, running_worker
+from tests.workflow.conftest import Harness
 from workflows.agent_entity import AgentWorkflow
 
 pytestmark = pytest.mark.workflow
@@ -129,48 +128,48 @@ async def test_idle_sessions_close_saved_and_resume(
 
 
 async def test_two_hundred_max_length_turns_keep_the_entity_small(
-    client: Client, settings: Settings, llm: ScriptedLLM, model_name: str
+    client: Client, cached_harness: Harness, llm: ScriptedLLM, model_name: str
 ) -> None:
     """Slow on purpose (200 chat turns): the agent entity's continue-as-new input stays under
     512 KB however much is said, and the whole session stays readable. On a worker with a
-    workflow cache, as in production: with none (the suite's default), every turn replayed
-    the entity's history of up to 400 events of 20,000-character messages (~120 s in all)."""
+    cache: with none, every turn replayed the entity's history of up to 400 events of
+    20,000-character messages (~120 s in all)."""
+    harness = cached_harness
     agent_id = unique("chatty")
     turns = 200
     reply = "r" * 20_000
     llm.script(model_name, [Reply(reply)], repeat_last=True)
     config = AgentConfig(agent_id=agent_id, model=model_name)
     workflow_id = names.agent_workflow_id(agent_id)
-    async with running_worker(client, settings, max_cached_workflows=100) as harness:
-        await client.start_workflow(
-            AgentWorkflow.run,
-            AgentWorkflowInput(state=AgentState(agent=config), continue_as_new_after_events=400),
-            id=workflow_id,
-            task_queue=harness.task_queue,
-        )
-        agent = harness.agent(model_name, agent_id=agent_id)
-        session = agent.session(unique("s"))
-        for i in range(turns):
-            message = f"{i:04d}" + "m" * (20_000 - 4)  # the longest message chat accepts
-            await session.chat(message, use_tools=False)
+    await client.start_workflow(
+        AgentWorkflow.run,
+        AgentWorkflowInput(state=AgentState(agent=config), continue_as_new_after_events=400),
+        id=workflow_id,
+        task_queue=harness.task_queue,
+    )
+    agent = harness.agent(model_name, agent_id=agent_id)
+    session = agent.session(unique("s"))
+    for i in range(turns):
+        message = f"{i:04d}" + "m" * (20_000 - 4)  # the longest message chat accepts
+        await session.chat(message, use_tools=False)
 
-        sizes = []
-        async for execution in client.list_workflows(f'WorkflowId = "{workflow_id}"'):
-            history = await client.get_workflow_handle(
-                workflow_id, run_id=execution.run_id
-            ).fetch_history()
-            started = history.events[0].workflow_execution_started_event_attributes
-            sizes.append(sum(len(p.data) for p in started.input.payloads))
-        print(f"continue-as-new inputs of {len(sizes)} runs: {sizes} bytes")
-        assert len(sizes) >= 3  # it continued as new, more than once
-        assert max(sizes) < 512 * 1024, sizes
-        description = await client.get_workflow_handle(workflow_id).describe()
-        assert description.status == WorkflowExecutionStatus.RUNNING
+    sizes = []
+    async for execution in client.list_workflows(f'WorkflowId = "{workflow_id}"'):
+        history = await client.get_workflow_handle(
+            workflow_id, run_id=execution.run_id
+        ).fetch_history()
+        started = history.events[0].workflow_execution_started_event_attributes
+        sizes.append(sum(len(p.data) for p in started.input.payloads))
+    print(f"continue-as-new inputs of {len(sizes)} runs: {sizes} bytes")
+    assert len(sizes) >= 3  # it continued as new, more than once
+    assert max(sizes) < 512 * 1024, sizes
+    description = await client.get_workflow_handle(workflow_id).describe()
+    assert description.status == WorkflowExecutionStatus.RUNNING
 
-        whole = await session.history()
-        assert len(whole) == 2 * turns
-        assert [m.content[:4] for m in whole[::2]] == [f"{i:04d}" for i in range(turns)]
-        assert all(m.content == reply for m in whole[1::2])
+    whole = await session.history()
+    assert len(whole) == 2 * turns
+    assert [m.content[:4] for m in whole[::2]] == [f"{i:04d}" for i in range(turns)]
+    assert all(m.content == reply for m in whole[1::2])
 
 
 async def test_mid_run_chat_after_a_terminate_says_the_run_is_not_running(
