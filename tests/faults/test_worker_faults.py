@@ -16,6 +16,7 @@ from reactive_temporal.api.agents import Agent
 from reactive_temporal.contracts.run import AgentConfig
 from reactive_temporal.embedded.scripted_llm import ScriptedLLM
 from reactive_temporal.hosting.runtime import Runtime
+from reactive_temporal.prompts import NOTES_LABEL
 from tests.conftest import wait_for
 from tests.faults.conftest import slow_demo
 from tests.processes import start_worker, stop, worker_env
@@ -29,15 +30,26 @@ def agent(client: Client, queue: str, model: str, name: str) -> Agent:
 
 
 def transcript_shapes(database_url: str, run_ids: list[str]) -> dict[str, list[tuple[int, str]]]:
+    """Each run's transcript as (seq, role), less the memory notes a run may start with.
+
+    A run whose first workflow task died with its worker runs that task again on the next
+    worker, later: it remembers the runs of this test that ended meanwhile, as a user-role
+    note after the task (seq 2), and the rest of its transcript moves one place along. Those
+    notes must name another run of this test; the shape is compared without them."""
     with psycopg.connect(database_url) as conn:
         rows = conn.execute(
-            "SELECT run_id, seq, role FROM run_messages"
+            "SELECT run_id, seq, role, content FROM run_messages"
             " WHERE run_id = ANY(%s) ORDER BY run_id, seq",
             (run_ids,),
         ).fetchall()
     shapes: dict[str, list[tuple[int, str]]] = {r: [] for r in run_ids}
-    for run_id, seq, role in rows:
-        shapes[run_id].append((seq, role))
+    notes: set[str] = set()
+    for run_id, seq, role, content in rows:
+        if seq == 2 and role == "user" and content.startswith(NOTES_LABEL):
+            assert any(other in content for other in run_ids if other != run_id), content
+            notes.add(run_id)
+            continue
+        shapes[run_id].append((seq - 1 if run_id in notes else seq, role))
     return shapes
 
 
@@ -70,7 +82,7 @@ async def test_ten_runs_survive_two_worker_kills(
     workers = [start_worker(env, log)]
     try:
         started = time.monotonic()
-        runner = agent(client, queue, model, "crash-test")
+        runner = agent(client, queue, model, f"crash-test-{uuid.uuid4().hex[:6]}")
         tasks = [asyncio.ensure_future(runner.run(f"What is {i} * 7 + 1?")) for i in range(10)]
 
         for threshold in (6, 16):  # kill mid-flight, twice
@@ -90,7 +102,8 @@ async def test_ten_runs_survive_two_worker_kills(
     assert all(r.success and r.terminated_by == "final_answer_tool" for r in results)
     run_ids = [r.run_id for r in results]
     shapes = transcript_shapes(database_url, run_ids)
-    assert all(shape == EXPECTED_SHAPE for shape in shapes.values()), shapes
+    odd = {run_id: shape for run_id, shape in shapes.items() if shape != EXPECTED_SHAPE}
+    assert not odd, odd
     assert debrief_rows(database_url, run_ids) == {run_id: 1 for run_id in run_ids}
     print(f"10 runs, 2 worker kills: {elapsed:.1f}s")
 
