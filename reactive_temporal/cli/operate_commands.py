@@ -12,7 +12,9 @@ from rich.console import Group, JustifyMethod, RenderableType
 from rich.table import Table
 from temporalio.client import Client, WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.converter import DataConverter
 from temporalio.service import RPCError, RPCStatusCode
+from temporalio.worker import Replayer
 
 from reactive_temporal.api.agents import Agent, AgentRunError
 from reactive_temporal.api.operate import (
@@ -36,7 +38,6 @@ from reactive_temporal.cli.common import CliError, cli_runtime, err, out, run_co
 from reactive_temporal.cli.run_commands import watch_and_print
 from reactive_temporal.cli.terminal import plain, safe
 from reactive_temporal.contracts.result import AgentResult
-from reactive_temporal.hosting.worker_factory import WORKFLOWS
 from reactive_temporal.private_files import write_private
 
 
@@ -173,7 +174,7 @@ def replay_command(
                 converter = runtime.client.data_converter
             finally:
                 await runtime.close()
-        report = await replay(history, quiet_replayer(WORKFLOWS, converter))
+        report = await replay(history, _replayer(converter))
         if as_json:
             print(json.dumps(report.__dict__))
         else:
@@ -201,6 +202,14 @@ def _print_replay(report: ReplayReport) -> None:
         )
 
 
+def _replayer(converter: DataConverter) -> Replayer:
+    """A Replayer of the worker's workflows (`WORKFLOWS` imported here: the worker factory's
+    modules are about a second of the start of every command, which most do not need)."""
+    from reactive_temporal.hosting.worker_factory import WORKFLOWS
+
+    return quiet_replayer(WORKFLOWS, converter)
+
+
 async def _replay_batch(recent: int, agent: str | None, query: str | None, as_json: bool) -> int:
     try:
         check_recent(recent)
@@ -209,7 +218,7 @@ async def _replay_batch(recent: int, agent: str | None, query: str | None, as_js
         raise CliError(str(e)) from e
     runtime = await cli_runtime()
     try:
-        replayer = quiet_replayer(WORKFLOWS, runtime.client.data_converter)
+        replayer = _replayer(runtime.client.data_converter)
         try:
             batch = await replay_recent(runtime.client, replayer, recent=recent, query=visibility)
         except ValueError as e:

@@ -12,16 +12,15 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from temporalio.client import Client
 
 from reactive_temporal.config import Settings
 from reactive_temporal.embedded.stack import EmbeddedStack, connect, read_published_stack
-from reactive_temporal.hosting.worker_lifecycle import (
-    WorkerHost,
-    WorkerOptions,
-    start_embedded_worker,
-)
+
+if TYPE_CHECKING:
+    from reactive_temporal.hosting.worker_lifecycle import WorkerHost
 
 log = logging.getLogger("reactive_temporal")
 
@@ -83,6 +82,10 @@ async def open_runtime(settings: Settings, *, tool_modules: Sequence[str] = ()) 
             published.offline_model,
             database_url=settings.database_url or published.database_url,
         )
+
+    # imported here: the worker (the model client, MCP, the activities) is a second's import
+    # that a command talking to running servers never needs
+    from reactive_temporal.hosting.worker_lifecycle import WorkerOptions, start_embedded_worker
 
     stack, host = await start_embedded_worker(settings, WorkerOptions(tool_modules=tool_modules))
     assert stack.client is not None

@@ -21,7 +21,7 @@ import signal
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from temporalio.client import Client
 
@@ -30,9 +30,10 @@ from reactive_temporal.connection import TemporalConnection
 from reactive_temporal.embedded.scripted_llm import ScriptedLLM
 from reactive_temporal.embedded.stack import EmbeddedStack, read_published_stack
 from reactive_temporal.hosting.observability import Observability
-from reactive_temporal.hosting.worker_factory import AgentWorker, create_worker
-from reactive_temporal.mcp_tools import McpToolbox
 from reactive_temporal.tools import Tool
+
+if TYPE_CHECKING:
+    from reactive_temporal.hosting.worker_factory import AgentWorker
 
 
 @dataclass(frozen=True)
@@ -165,6 +166,11 @@ async def start_worker_host(
     """Build a worker (with its MCP servers, and an offline model when asked) and start it;
     `extra_tools` are tools built in code rather than loaded from a module. The host owns
     `observability` (the process's metrics endpoint and tracing) from here on."""
+    # imported here, not above: the worker's modules (the model client, MCP, activities) are
+    # about a second of every CLI command's start, and most commands host no worker
+    from reactive_temporal.hosting.worker_factory import create_worker
+    from reactive_temporal.mcp_tools import McpToolbox
+
     resources = contextlib.AsyncExitStack()
     try:
         if offline_model and llm_base_url is None:
