@@ -18,11 +18,12 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import (
     ExecuteWorkflowInput,
     Interceptor,
-    Replayer,
     WorkflowInboundInterceptor,
     WorkflowInterceptorClassInput,
 )
 
+from reactive_temporal.api.operate import replay
+from reactive_temporal.api.replay_batch import quiet_replayer
 from reactive_temporal.config import Settings
 from reactive_temporal.contracts import names
 from reactive_temporal.embedded.scripted_llm import Reply, ScriptedLLM, call
@@ -89,7 +90,7 @@ async def test_workflows_whose_first_task_failed_finish_and_replay(
     assert reply.message == "I multiplied six by seven."
     assert rich is not None and rich.synthesized and rich.summary == SYNTHESIS["summary"]
 
-    replayer = Replayer(workflows=WORKFLOWS, data_converter=pydantic_data_converter)
+    replayer = quiet_replayer(WORKFLOWS, pydantic_data_converter)  # as `starter.py replay`
     workflow_ids = [
         result.run_id,
         names.debrief_workflow_id(result.run_id),
@@ -100,5 +101,5 @@ async def test_workflows_whose_first_task_failed_finish_and_replay(
         history = await client.get_workflow_handle(workflow_id).fetch_history()
         types = [e.event_type for e in history.events]
         assert types[3] == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED, workflow_id
-        outcome = await replayer.replay_workflow(history, raise_on_replay_failure=False)
-        assert outcome.replay_failure is None, (workflow_id, outcome.replay_failure)
+        report = await replay(history, replayer)
+        assert report.ok, report.error
