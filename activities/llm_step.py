@@ -27,6 +27,7 @@ from psycopg import AsyncConnection
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.debrief_store import DebriefStore
 from activities.heartbeat import heartbeating
 from activities.llm_calls import (
     Completion,
@@ -37,6 +38,7 @@ from activities.llm_calls import (
 )
 from activities.llm_context import ContextRecord, StepContext, StepContexts
 from activities.run_events import RunEvents
+from activities.run_seed import RunSeeding, resolve_tools, seed_length, seed_messages
 from activities.step_records import (
     StepRecords,
     record_step,
@@ -52,6 +54,8 @@ from reactive_temporal.contracts.run import (
     LlmStepInput,
     LlmStepResult,
     Message,
+    PrepareRunResult,
+    RunSeed,
     SeqMessage,
     ToolCall,
 )
@@ -69,25 +73,64 @@ class LlmActivities:
         llm: LlmEndpoint,
         registry: ToolRegistry,
         records: StepRecords | None = None,
+        seeding: RunSeeding | None = None,
     ) -> None:
         self.store = store
         self.records = records or StepRecords(store)
         self.llm = llm
         self.registry = registry
+        self.seeding = seeding or RunSeeding(store, DebriefStore(store), registry)
         self.contexts = StepContexts(store)
         self.transcripts = Transcripts(store)
         self.events = RunEvents(store)
 
     @activity.defn(name=names.LLM_STEP)
     async def llm_step(self, input: LlmStepInput) -> LlmStepResult:
-        """One model call over the transcript so far, recorded before it is returned."""
+        """One model call over the transcript so far, recorded before it is returned; a run's
+        first step seeds the transcript first."""
         async with heartbeating():
+            prepared = None
+            if input.seed is not None:
+                input, prepared, fresh = await self._seeded(input, input.seed)
+                if fresh:  # the seed was only now written: no reply can be recorded yet
+                    return await self._step(input, prepared)
             earlier = await recorded(self.store, input.run_id, input.seq, LlmStepResult)
             if earlier is not None:
                 return earlier
-            return await self._step(input)
+            return await self._step(input, prepared)
 
-    async def _step(self, input: LlmStepInput) -> LlmStepResult:
+    async def _seeded(
+        self, input: LlmStepInput, seed: RunSeed
+    ) -> tuple[LlmStepInput, PrepareRunResult, bool]:
+        """The first step's input once its run is seeded (`activities.run_seed`): at the
+        reply's position, with the run's tools; and whether the seed was written just now
+        (an attempt after one that wrote it goes on after that seed, notes and all)."""
+        prepared = resolve_tools(seed, self.registry)
+        written, notes = await until_stored(
+            functools.partial(self.seeding.written_or_notes, input.run_id, seed),
+            what="reading the run's transcript and its agent's notes",
+        )
+        fresh = not written
+        if fresh:
+            written = seed_messages(seed, notes)
+            await until_stored(
+                functools.partial(self.store.put_messages, input.run_id, written),
+                what="seeding the transcript",
+            )
+            self.transcripts.seed(input.run_id, written)
+        prepared = prepared.model_copy(update={"next_seq": seed_length(written)})
+        step = input.model_copy(
+            update={
+                "seq": prepared.next_seq,
+                "tool_names": [*prepared.tool_names, *input.tool_names],
+                "seed": None,
+            }
+        )
+        return step, prepared, fresh
+
+    async def _step(
+        self, input: LlmStepInput, prepared: PrepareRunResult | None = None
+    ) -> LlmStepResult:
         tools = self.registry.schemas(input.tool_names)
 
         async def read_inputs() -> tuple[list[SeqMessage], StepContext]:
@@ -155,6 +198,7 @@ class LlmActivities:
             cost=completion.cost,
             rationale=rationale,
             context=context.report(overflows),
+            prepared=prepared,
         )
         reply = Message(role="assistant", content=content, tool_calls=calls)
         await record_step(

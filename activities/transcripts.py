@@ -101,6 +101,10 @@ class Transcripts:
 
         return answer
 
+    def seed(self, run_id: str, entries: list[SeqMessage]) -> None:
+        """The run's seed, as its first step wrote it: that step need not read it back."""
+        self._keep(self._key(run_id), list(entries))
+
     def add(self, run_id: str, seq: int, message: Message) -> None:
         """The step's own reply, as recorded: the next step need not read it back."""
         key = self._key(run_id)

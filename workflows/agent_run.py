@@ -1,7 +1,9 @@
 """AgentRunWorkflow: one durable ReAct run.
 
 The loop, as it runs:
-  1. `prepare_run` seeds the transcript (system prompt, task) in Postgres and resolves tools.
+  1. The first `llm_step` seeds the transcript in Postgres (system prompt, task, the agent's
+     notes) and resolves the run's tools (runs started before the first-step-seeds patch
+     did that in a `prepare_run` local activity first).
   2. `llm_step` sends the transcript so far, with the tools visible at this iteration
      (`final-answer` only once the gate opens), and records the model's reply.
   3. The reply decides the turn (`workflows.turns.decide_turn`): run its tool calls as
@@ -45,6 +47,7 @@ with workflow.unsafe.imports_passed_through():
         RecordMessagesInput,
         RunContinuation,
         RunProgress,
+        RunSeed,
         SeqMessage,
     )
     from workflows.activity_options import STORE, llm_options
@@ -61,7 +64,7 @@ with workflow.unsafe.imports_passed_through():
         should_continue_as_new,
     )
     from workflows.run_state import RunState
-    from workflows.run_tools import RunTools, failure_message
+    from workflows.run_tools import RunTools, failure_message, failure_type
     from workflows.run_wrapup import RunWrapUp, tokens_label
     from workflows.turns import Act, Ending, Nudge, decide_turn
 
@@ -85,17 +88,7 @@ class AgentRunWorkflow(RunWrapUp, RunControls, RunTools):
         self.attributes_on_change = False
         self.trivial_debrief_in_run = False
         self.last_run_in_store = False
-        # A run started with the bundle in its input asks no patch (no marker, no
-        # TemporalChangeVersion upsert); one started without it asks RUN_PATCHES_2026_12, for
-        # every earlier patch; runs started before that replay asking each patch they asked.
-        self.bundled_patches = True
-        if input.patch_bundle != names.RUN_PATCHES_2026_12:
-            self.bundled_patches = workflow.patched(names.RUN_PATCHES_2026_12)
-        elif workflow.unsafe.is_replaying():
-            # A worker from before the field (one deploy behind its starter) began the run
-            # and asked the bundle: its replay must ask it again, where one begun here finds
-            # no marker and records none.
-            workflow.patched(names.RUN_PATCHES_2026_12)
+        self.covered_patches = self._patch_bundle(input.patch_bundle)
         # Decisions changed since runs began that a signal handler may need: asked in the
         # first workflow task too (their markers join its batch), before any signal is handled.
         self.anchored_marker = self.patched(names.FINAL_ANSWER_LINE_PATCH)
@@ -113,6 +106,33 @@ class AgentRunWorkflow(RunWrapUp, RunControls, RunTools):
         self.in_llm_call = False
         self.honest_endings = False
         self.failed_runs_teach = False
+        self.unseeded: RunSeed | None = None
+        """The seed the run's first LLM step writes, until it has (first-step-seeds patch)."""
+
+    @staticmethod
+    def _patch_bundle(bundle: str | None) -> frozenset[str]:
+        """The patches the run takes as on without asking. A run started with a bundle in its
+        input asks no patch (no marker, no TemporalChangeVersion upsert); one started without
+        asks the newest bundle once, for every patch it covers; runs started before bundles
+        replay asking each patch they asked."""
+        if bundle == names.RUN_PATCHES_2026_12_03:
+            if workflow.unsafe.is_replaying() and workflow.patched(names.RUN_PATCHES_2026_12):
+                # begun by a worker that knew only the earlier bundle (one deploy behind its
+                # starter): it asked that bundle and ran with its patches
+                return names.RUN_PATCHES_2026_12_COVERS
+            return names.RUN_PATCHES_2026_12_03_COVERS
+        if bundle == names.RUN_PATCHES_2026_12:
+            if workflow.unsafe.is_replaying():
+                # A worker from before the field (one deploy behind its starter) began the
+                # run and asked the bundle: its replay must ask it again, where one begun
+                # since finds no marker and records none.
+                workflow.patched(names.RUN_PATCHES_2026_12)
+            return names.RUN_PATCHES_2026_12_COVERS
+        if workflow.patched(names.RUN_PATCHES_2026_12_03):
+            return names.RUN_PATCHES_2026_12_03_COVERS
+        if workflow.patched(names.RUN_PATCHES_2026_12):
+            return names.RUN_PATCHES_2026_12_COVERS
+        return frozenset()
 
     @workflow.run
     async def run(self, input: AgentRunInput) -> AgentResult:
@@ -172,6 +192,9 @@ class AgentRunWorkflow(RunWrapUp, RunControls, RunTools):
         if input.continuation is not None:
             self.state = RunState.model_validate(input.continuation.state)
             self.marked_tools = list(input.continuation.approval_tools)
+            self._decide_approvals()
+        elif self.patched(names.FIRST_STEP_SEEDS_PATCH):
+            self.unseeded = RunSeed.of(input.task, self.agent)  # the first LLM step seeds
         else:
             prepared: PrepareRunResult = await self._store_step(
                 names.PREPARE_RUN,
@@ -181,13 +204,7 @@ class AgentRunWorkflow(RunWrapUp, RunControls, RunTools):
                 result_type=PrepareRunResult,
                 summary="prepare run",
             )
-            self.state.tool_names = prepared.tool_names
-            self.state.tool_timeouts = prepared.tool_timeouts
-            self.state.seq = prepared.next_seq
-            self.marked_tools = prepared.approval_tools
-        if self.agent.approve_tools or self.marked_tools:
-            self.approvals_on = self.patched(names.TOOL_APPROVALS_PATCH)
-            self.approval_events = self.approvals_on and self.patched(names.APPROVAL_EVENTS_PATCH)
+            self._take_prepared(prepared)
         # Started once `prepare_run` (a local activity) is done, counting from the start: a
         # timer started alongside an in-flight local activity leaves that activity to be
         # re-run after an eviction (SDK warning), which stalled the first workflow task.
@@ -209,6 +226,19 @@ class AgentRunWorkflow(RunWrapUp, RunControls, RunTools):
                 ended=self.state.ended or self.state.iteration >= self.agent.max_iterations,
             ):
                 await self._continue_as_new(input, started)
+
+    def _take_prepared(self, prepared: PrepareRunResult) -> None:
+        """The run's tools and where its transcript goes on, as its seed resolved them."""
+        self.state.tool_names = prepared.tool_names
+        self.state.tool_timeouts = prepared.tool_timeouts
+        self.state.seq = prepared.next_seq
+        self.marked_tools = prepared.approval_tools
+        self._decide_approvals()
+
+    def _decide_approvals(self) -> None:
+        if self.agent.approve_tools or self.marked_tools:
+            self.approvals_on = self.patched(names.TOOL_APPROVALS_PATCH)
+            self.approval_events = self.approvals_on and self.patched(names.APPROVAL_EVENTS_PATCH)
 
     async def _continue_as_new(self, input: AgentRunInput, started: datetime) -> NoReturn:
         """Hand the run to a fresh Temporal run: same workflow id, its state compacted."""
@@ -304,6 +334,7 @@ class AgentRunWorkflow(RunWrapUp, RunControls, RunTools):
                 max_attempts=self.agent.llm_max_attempts,
                 reasoning_effort=self.agent.reasoning_effort,
                 stream=self.agent.live_output,
+                seed=self.unseeded,
             ),
             result_type=LlmStepResult,
             **llm_options(self.agent.llm_timeout_seconds, self.agent.llm_max_attempts),
@@ -322,8 +353,10 @@ class AgentRunWorkflow(RunWrapUp, RunControls, RunTools):
         if not handle.done():
             handle.cancel()
         try:
-            return await handle
+            step = await handle
         except ActivityError as err:
+            if self.unseeded is not None and failure_type(err) == "UnknownToolError":
+                raise  # the run names tools the worker lacks: refused, as prepare_run did
             if state.operator_answer is not None:
                 return None
             if is_store_outage(err) and self.patched(names.STORE_OUTAGE_WAITS_PATCH):
@@ -333,6 +366,10 @@ class AgentRunWorkflow(RunWrapUp, RunControls, RunTools):
             return None
         except asyncio.CancelledError:
             return None
+        if step.prepared is not None:
+            self.unseeded = None
+            self._take_prepared(step.prepared)
+        return step
 
     # -- transcript -----------------------------------------------------------------------
 

@@ -99,7 +99,7 @@ class ChatPaths:
                         request.message, context, history, quoted=self._chat_notes_as_data()
                     ),
                     agent=agent,
-                    patch_bundle=names.RUN_PATCHES_2026_12,
+                    patch_bundle=names.RUN_PATCH_BUNDLE,
                 ),
                 id=run_id,
                 static_summary=f"chat: {request.message[:200]}",

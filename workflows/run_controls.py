@@ -57,14 +57,14 @@ class RunControls:
     check_budgets: bool
     deadline_hit: bool
     in_llm_call: bool
-    bundled_patches: bool
+    covered_patches: frozenset[str]
     """The run was started since RUN_PATCHES_2026_12: every patch before it is on."""
 
     def patched(self, patch_id: str) -> bool:
-        """`workflow.patched(patch_id)`, unless the run was started since RUN_PATCHES_2026_12
-        and that bundle covers the patch: then True without asking (no marker, no
-        TemporalChangeVersion upsert of its own). A later patch is always asked."""
-        if self.bundled_patches and patch_id in names.RUN_PATCHES_2026_12_COVERS:
+        """`workflow.patched(patch_id)`, unless the run was started with a patch bundle that
+        covers the patch: then True without asking (no marker, no TemporalChangeVersion
+        upsert of its own). A later patch is always asked."""
+        if patch_id in self.covered_patches:
             return True
         return workflow.patched(patch_id)
 

@@ -163,8 +163,18 @@ def _tool_summary(call: ToolCall, limit: int = 80) -> str:
     return f"tool {call.name}({args})"
 
 
-def failure_message(err: ActivityError) -> str:
+def _application_cause(err: ActivityError) -> BaseException:
     cause: BaseException = err
     while not isinstance(cause, ApplicationError) and isinstance(cause.__cause__, BaseException):
         cause = cause.__cause__
-    return str(cause)
+    return cause
+
+
+def failure_message(err: ActivityError) -> str:
+    return str(_application_cause(err))
+
+
+def failure_type(err: ActivityError) -> str | None:
+    """The activity's ApplicationError type (e.g. `UnknownToolError`), if it raised one."""
+    cause = _application_cause(err)
+    return cause.type if isinstance(cause, ApplicationError) else None

@@ -99,7 +99,7 @@ def build_run_input(
         updates["required_tools"] = required_tools
     try:
         agent = AgentConfig.model_validate({**config.model_dump(), **updates})
-        return AgentRunInput(task=task, agent=agent, patch_bundle=names.RUN_PATCHES_2026_12)
+        return AgentRunInput(task=task, agent=agent, patch_bundle=names.RUN_PATCH_BUNDLE)
     except ValidationError as err:
         raise ValueError(f"invalid run: {describe_validation_error(err)}") from err
 

@@ -136,6 +136,19 @@ Temporal suggests it or every CONTINUE_AS_NEW_EVERY_ITERATIONS iterations."""
 STORE_OUTAGE_WAITS_PATCH: Final = "store-outage-waits"
 """An LLM step that failed for good only because Postgres stayed unreachable is waited out
 and taken again, instead of ending the run as `llm_error` (the LLM did not fail)."""
+FIRST_STEP_SEEDS_PATCH: Final = "first-step-seeds"
+"""A run's first LLM step seeds its transcript and resolves its tools (`LlmStepInput.seed`)
+where a `prepare_run` local activity did before it: one action, one local-activity task and
+one second activation of the first workflow task less per run."""
+
+RUN_PATCHES_2026_12_03: Final = "run-patches-2026-12-03"
+"""Every AgentRunWorkflow patch in RUN_PATCHES_2026_12_03_COVERS is on: RUN_PATCHES_2026_12's
+and FIRST_STEP_SEEDS_PATCH. A run started with it in its input asks no patch at all; a run
+started without a bundle asks this one. A run with it in its input that a worker knowing
+only RUN_PATCHES_2026_12 began (one deploy behind its starter) asked that bundle's patch,
+and replays with that bundle's patches."""
+RUN_PATCH_BUNDLE: Final = RUN_PATCHES_2026_12_03
+"""The bundle the project's starters put in a run's input (`AgentRunInput.patch_bundle`)."""
 
 # -- metrics the workflows record ---------------------------------------------------------------
 # With `workflow.metric_meter()`, which records nothing while a workflow replays: a run is
@@ -212,3 +225,6 @@ RUN_PATCHES_2026_12_COVERS: Final = frozenset(
 """The patches RUN_PATCHES_2026_12 stands for: every AgentRunWorkflow patch released before it.
 Never add to it (a run started with the bundle before a patch existed must not replay as if
 it had it); a later bundle gets a set of its own."""
+
+RUN_PATCHES_2026_12_03_COVERS: Final = RUN_PATCHES_2026_12_COVERS | {FIRST_STEP_SEEDS_PATCH}
+"""The patches RUN_PATCHES_2026_12_03 stands for; never added to, as its predecessor's."""

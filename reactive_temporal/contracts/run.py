@@ -164,11 +164,12 @@ class AgentRunInput(BaseModel):
     continuation: RunContinuation | None = None
     """Set when this is a run continuing as new, not a new run."""
     patch_bundle: str | None = None
-    """The patch bundle (`names.RUN_PATCHES_2026_12`) the run was started with, set by the
-    project's starters: the run then takes its patches as on without asking Temporal, which
-    costs a marker and a TemporalChangeVersion upsert (two events and a visibility write).
-    Any other value (None: a run started before it was set, or by a starter that does not
-    set it) makes the run ask `workflow.patched`, as such runs always did."""
+    """The patch bundle (`names.RUN_PATCH_BUNDLE`, or an earlier one) the run was started
+    with, set by the project's starters: the run then takes the bundle's patches as on
+    without asking Temporal, which costs a marker and a TemporalChangeVersion upsert (two
+    events and a visibility write). Any other value (None: a run started before it was set,
+    or by a starter that does not set it) makes the run ask `workflow.patched`, as such runs
+    always did."""
 
     @field_validator("task")
     @classmethod
@@ -188,6 +189,37 @@ class PrepareRunInput(BaseModel):
     agent: AgentConfig
     started_at: datetime | None = None
     """When set, the agent's AgentWorkflow is told the run started (for mid-run chat)."""
+
+
+class RunSeed(BaseModel):
+    """What a run's first LLM step needs to seed its transcript and resolve its tools.
+
+    With it no `prepare_run` step comes before the first (the first-step-seeds patch). It
+    holds the task and the parts of the agent that decide its prompt, tools and notes.
+    """
+
+    task: str
+    agent_id: str
+    system_prompt: str | None = None
+    tools: list[str] | None = None
+    required_tools: list[str] = Field(default_factory=list)
+    approve_tools: list[str] = Field(default_factory=list)
+    audit_rationale: bool = False
+    memory: bool = True
+
+    @classmethod
+    def of(cls, task: str, agent: AgentConfig) -> RunSeed:
+        """The seed of a run of `agent` on `task`."""
+        return cls(
+            task=task,
+            agent_id=agent.agent_id,
+            system_prompt=agent.system_prompt,
+            tools=agent.tools,
+            required_tools=agent.required_tools,
+            approve_tools=agent.approve_tools,
+            audit_rationale=agent.audit_rationale,
+            memory=agent.memory,
+        )
 
 
 class PrepareRunResult(BaseModel):
@@ -228,6 +260,11 @@ class LlmStepInput(BaseModel):
     reasoning_effort: str | None = None
     stream: bool = False
     """Stream the reply into the run's live output (text deltas as they arrive)."""
+    seed: RunSeed | None = None
+    """Set on a run's first step (the first-step-seeds patch): the step seeds the transcript
+    and resolves the run's tools first, and returns them as `LlmStepResult.prepared`. `seq`
+    is then where the seed begins (0) and `tool_names` the tools offered after the resolved
+    ones (the final-answer tool, when the gate is open)."""
 
 
 class ContextReport(BaseModel):
@@ -256,6 +293,9 @@ class LlmStepResult(BaseModel):
     rationale: dict[int, RationaleDetail] = Field(default_factory=dict)
     """Audit mode: rationale blocks by 1-based tool-call position (stripped from `content`)."""
     context: ContextReport | None = None
+    prepared: PrepareRunResult | None = None
+    """A run's first step (given a `seed`): its tools, and the reply's position in
+    `next_seq`."""
 
 
 class RunToolInput(BaseModel):

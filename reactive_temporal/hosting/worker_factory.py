@@ -152,11 +152,11 @@ async def create_worker(
         context_tokens=settings.context_tokens,
     )
     records = StepRecords(store)  # the LLM and tool steps' records written together
-    llm = LlmActivities(store, endpoint, registry, records)
-    tools = ToolActivities(store, registry, records)
     debriefs = DebriefStore(store, lesson_ttl_days=settings.lesson_ttl_days)
-    entity = EntityActivities(client, debriefs)
     transcript = TranscriptActivities(store, debriefs, registry)
+    llm = LlmActivities(store, endpoint, registry, records, transcript.seeding)
+    tools = ToolActivities(store, registry, records)
+    entity = EntityActivities(client, debriefs)
     debrief = DebriefActivities(debriefs, endpoint)
     events = RunEvents(store)
     chat = ChatActivities(SessionStore(store), endpoint, events)

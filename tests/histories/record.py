@@ -19,7 +19,11 @@ one) with debrief children that no longer signal the agent `debrief_ready` (thei
 itself in Postgres, where the child's debrief reaches the agent; only the child's input
 changed, so no patch: the other groups' files were not kept); `_unasked` (runs only) with
 runs that carry RUN_PATCHES_2026_12 in their input (`AgentRunInput.patch_bundle`) and so ask
-no patch at all (no marker, no TemporalChangeVersion upsert).
+no patch at all (no marker, no TemporalChangeVersion upsert); `_seeded` (runs only) with runs
+that carry RUN_PATCHES_2026_12_03 and seed their transcript in their first LLM step (the
+first-step-seeds patch: no `prepare_run` local activity). `continued_run_first_seeds_asked.json`
+is that scenario started with RUN_PATCHES_2026_12 in its input on a worker that knows the
+newer bundle (a starter one deploy behind): it asks `first-step-seeds` on its own.
 Each scenario runs on a fresh dev server with scripted models.
 """
 
@@ -154,7 +158,7 @@ async def record(client: Client, task_queue: str, llm: ScriptedLLM) -> dict[str,
             task="triple 0-3",
             agent=continued.config,
             continue_as_new_every=2,
-            patch_bundle=names.RUN_PATCHES_2026_12,
+            patch_bundle=names.RUN_PATCH_BUNDLE,
         ),
         id=names.run_workflow_id(continued.name, uuid.uuid4()),
         task_queue=task_queue,

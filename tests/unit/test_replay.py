@@ -65,23 +65,26 @@ async def test_committed_history_replays(path: Path):
 BUNDLE_HISTORIES = [p for p in HISTORIES if p.stem.endswith("_bundle")]
 
 
-def with_bundle_in_input(history: WorkflowHistory) -> WorkflowHistory:
-    """The history as if its starter had been the current one (the bundle in the run's
-    input) while a worker from before the field ran it (it asked the bundle's patch)."""
+def with_bundle_in_input(history: WorkflowHistory, bundle: str) -> WorkflowHistory:
+    """The history as if its starter had put `bundle` in the run's input while a worker
+    that knew only RUN_PATCHES_2026_12 (or not even the field) ran it: it asked that
+    bundle's patch."""
     started = history.events[0].workflow_execution_started_event_attributes
     payload = started.input.payloads[0]
     body = json.loads(payload.data)
     assert "patch_bundle" not in body
-    payload.data = json.dumps({**body, "patch_bundle": names.RUN_PATCHES_2026_12}).encode()
+    payload.data = json.dumps({**body, "patch_bundle": bundle}).encode()
     return history
 
 
+@pytest.mark.parametrize("bundle", [names.RUN_PATCHES_2026_12, names.RUN_PATCHES_2026_12_03])
 @pytest.mark.parametrize("path", BUNDLE_HISTORIES, ids=lambda p: p.stem)
-async def test_a_run_a_worker_one_deploy_behind_began_replays(path: Path):
-    """Starters and workers deploy apart: a run started with the bundle in its input but
-    begun by a worker that did not know the field carries the bundle's patch marker, and
-    the current code, which asks no patch for such a run, must still meet it on replay."""
-    report = await replay(with_bundle_in_input(load_history_file(path)), replayer())
+async def test_a_run_a_worker_one_deploy_behind_began_replays(path: Path, bundle: str):
+    """Starters and workers deploy apart: a run started with a bundle in its input but
+    begun by a worker one deploy behind carries the earlier bundle's patch marker and ran
+    with that bundle's patches (a `prepare_run` first), and the current code, which asks no
+    patch for such a run, must still meet it on replay."""
+    report = await replay(with_bundle_in_input(load_history_file(path), bundle), replayer())
     assert report.ok, report.error
 
 

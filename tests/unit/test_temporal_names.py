@@ -213,6 +213,17 @@ def test_the_run_patch_bundle_covers_exactly_the_patches_released_before_it():
     for module in ("agent_run.py", "run_controls.py"):
         source = (root / module).read_text()
         asked |= set(re.findall(r"self\.patched\(\s*names\.([A-Z0-9_]+)", source))
-        rest = source.replace("workflow.patched(names.RUN_PATCHES_2026_12)", "")
+        rest = re.sub(r"workflow\.patched\(names\.RUN_PATCHES_2026_12(_03)?\)", "", source)
         assert "workflow.patched(names." not in rest, f"{module}: ask run patches with self.patched"
     assert set(names.RUN_PATCHES_2026_12_COVERS) <= {getattr(names, a) for a in asked}
+    assert set(names.RUN_PATCHES_2026_12_03_COVERS) <= {getattr(names, a) for a in asked}
+
+
+def test_the_newer_bundle_covers_the_earlier_one_and_the_first_step_seeds():
+    """RUN_PATCHES_2026_12_03 stands for every patch of the bundle before it, and for the one
+    patch released since; the starters put it in every run's input."""
+    assert names.RUN_PATCHES_2026_12_03_COVERS - names.RUN_PATCHES_2026_12_COVERS == {
+        "first-step-seeds"
+    }
+    assert names.RUN_PATCHES_2026_12_COVERS < names.RUN_PATCHES_2026_12_03_COVERS
+    assert names.RUN_PATCH_BUNDLE == "run-patches-2026-12-03"

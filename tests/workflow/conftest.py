@@ -91,8 +91,9 @@ async def harness(client: Client, settings: Settings) -> AsyncIterator[Harness]:
 @pytest.fixture
 async def cached_harness(client: Client, settings: Settings) -> AsyncIterator[Harness]:
     """A worker with a workflow cache, as in production, for tests the default's replay of
-    every task makes slow for nothing they test: runs started at once (each run's first task
-    evicts the others' while their `prepare_run` is in flight, and those tasks time out after
-    10 s) and long histories (replayed whole at every task)."""
+    every task makes slow for nothing they test: long histories (replayed whole at every
+    task), and runs started at once when their first task runs a local activity (each run's
+    first task evicts the others' while it is in flight, and those tasks time out after 10 s:
+    runs started before the first-step-seeds patch, whose `prepare_run` was one)."""
     async with running_worker(client, settings, max_cached_workflows=100) as running:
         yield running

@@ -233,7 +233,7 @@ async def test_a_new_run_asks_no_patch(
     harness: Harness, client: Client, llm: ScriptedLLM, model_name: str
 ):
     """Each `workflow.patched` records a marker and upserts TemporalChangeVersion (two events
-    and a visibility write); a run started by the project carries RUN_PATCHES_2026_12 in its
+    and a visibility write); a run started by the project carries its patch bundle in its
     input, so it asks none of the patches the bundle covers, not even the bundle."""
     llm.script(model_name, [Reply("FINAL ANSWER: done")])
     # a deadline and a budget: the patches only such runs ask are covered too
@@ -249,7 +249,7 @@ async def test_a_run_started_without_the_bundle_asks_it_once(
     harness: Harness, client: Client, llm: ScriptedLLM, model_name: str
 ):
     """A run whose input lacks the bundle (started before it was carried, or by hand with
-    Temporal's client) asks RUN_PATCHES_2026_12 once, for every earlier patch."""
+    Temporal's client) asks the newest bundle once, for every earlier patch."""
     llm.script(model_name, [Reply("FINAL ANSWER: done")])
     agent_id = f"patches-{uuid.uuid4().hex[:6]}"
     agent = harness.agent(model_name, agent_id=agent_id, timeout_seconds=60, token_budget=10**6)
@@ -263,5 +263,5 @@ async def test_a_run_started_without_the_bundle_asks_it_once(
     )
     assert (await handle.result()).terminated_by == "final_answer"
     history = await handle.fetch_history()
-    assert asked_patches(history) == [names.RUN_PATCHES_2026_12]
+    assert asked_patches(history) == [names.RUN_PATCHES_2026_12_03]
     assert len(version_upserts(history)) == 1
