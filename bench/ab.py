@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import statistics
 import subprocess
 import tempfile
@@ -36,6 +37,7 @@ from bench._procs import ROOT, compile_project, open_process_stack
 from bench._runs import FLOOR, MEMORY_OFF, MEMORY_ON, Scenario
 from bench._stack import Summary, log, machine, parser, print_table, run
 from bench.cost import Batch, batch
+from reactive_temporal.contracts import names
 
 VERSIONS = ("before", "now")
 
@@ -60,6 +62,29 @@ def git(*argv: str) -> str:
     """What `git argv…` prints in this repository."""
     done = subprocess.run(["git", "-C", str(ROOT), *argv], check=True, capture_output=True)
     return done.stdout.decode().strip()
+
+
+def starters_bundle(root: Path) -> str | None:
+    """The patch bundle the starters of the tree at `root` put in a run's input (None: the
+    tree predates bundles). A worker given a newer bundle than it knows asks its own bundle's
+    patch (a marker and an upsert more per run), so each version's runs carry their own."""
+    source = (root / "reactive_temporal" / "contracts" / "names.py").read_text()
+    constants = dict(re.findall(r'^([A-Z0-9_]+): Final = "([^"]*)"', source, re.MULTILINE))
+    alias = re.search(r"^RUN_PATCH_BUNDLE: Final = ([A-Z0-9_]+)$", source, re.MULTILINE)
+    if alias:
+        return constants[alias.group(1)]
+    return constants.get("RUN_PATCHES_2026_12")
+
+
+@contextlib.contextmanager
+def starting_with(bundle: str | None) -> Iterator[None]:
+    """This process's starters (`Agent.start`) put `bundle` in the runs they start."""
+    now = names.RUN_PATCH_BUNDLE
+    names.RUN_PATCH_BUNDLE = bundle  # type: ignore[misc,assignment]
+    try:
+        yield
+    finally:
+        names.RUN_PATCH_BUNDLE = now  # type: ignore[misc]
 
 
 def ratio_summary(nows: list[float], befores: list[float]) -> str:
@@ -95,17 +120,20 @@ async def main() -> None:
                 stack.worker("bench-ab-now", root=roots["now"]) as now_worker,
             ):
                 workers = {"before": before_worker, "now": now_worker}
+                bundles = {v: starters_bundle(roots[v]) for v in VERSIONS}
                 agents = {v: Scenario(kind, f"bench-ab-{v}") for v in VERSIONS}
                 floors = {v: Scenario(FLOOR, f"bench-ab-{v}") for v in VERSIONS}
                 log("warming up")
                 for v in VERSIONS:
-                    await batch(stack, workers[v], agents[v], 5, k)
+                    with starting_with(bundles[v]):
+                        await batch(stack, workers[v], agents[v], 5, k)
                     await batch(stack, workers[v], floors[v], 5, k)
                 for r in range(rounds):
                     order = VERSIONS if r % 2 == 0 else tuple(reversed(VERSIONS))
                     for v in order:
                         log(f"round {r + 1}/{rounds}: {v}, {c} × {k} iterations, {kind}")
-                        agent[v].append(await batch(stack, workers[v], agents[v], c, k))
+                        with starting_with(bundles[v]):
+                            agent[v].append(await batch(stack, workers[v], agents[v], c, k))
                     for v in order:
                         log(f"round {r + 1}/{rounds}: {v}, {c} × {k} iterations, floor")
                         floor[v].append(await batch(stack, workers[v], floors[v], c, k))
