@@ -58,7 +58,7 @@ class RunControls:
     deadline_hit: bool
     in_llm_call: bool
     covered_patches: frozenset[str]
-    """The run was started since RUN_PATCHES_2026_12: every patch before it is on."""
+    """The patches the run's bundle stands for (`AgentRunWorkflow._patch_bundle`): on, unasked."""
 
     def patched(self, patch_id: str) -> bool:
         """`workflow.patched(patch_id)`, unless the run was started with a patch bundle that
