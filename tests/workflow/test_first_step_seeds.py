@@ -5,6 +5,7 @@ HTTP."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 
 import pytest
@@ -106,3 +107,26 @@ async def test_a_retried_first_step_goes_on_after_the_seed_it_wrote(
     assert [(e.seq, e.message.role) for e in transcript] == [
         (0, "system"), (1, "user"), (2, "assistant")
     ]  # fmt: skip
+
+
+async def test_runs_started_at_once_lose_no_first_workflow_task_on_a_worker_without_a_cache(
+    harness: Harness, client: Client, llm: ScriptedLLM
+):
+    """The suite's worker keeps no workflow cache: every task replays, and runs started
+    together take turns at it. A first task that ran a local activity (`prepare_run`) lost
+    it to the next run's task and timed out 10 s later (10, 20, 30 s for three of four
+    runs); a first task with nothing in flight completes. (The wrap-up's `notify_agent` is
+    still a local activity: runs ending together on such a worker can lose that task.)"""
+    models = [
+        llm.script(f"at-once-{i}-{uuid.uuid4().hex[:6]}", [Reply("FINAL ANSWER: ok")])
+        for i in range(4)
+    ]
+    results = await asyncio.gather(*(harness.run(m, f"task {i}") for i, m in enumerate(models)))
+    assert [r.terminated_by for r in results] == ["final_answer"] * 4
+    for result in results:
+        history = await client.get_workflow_handle(result.run_id).fetch_history()
+        types = [e.event_type for e in history.events]
+        first_step = types.index(EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED)
+        assert EventType.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT not in types[:first_step], " ".join(
+            EventType.Name(t).removeprefix("EVENT_TYPE_") for t in types[:first_step]
+        )
