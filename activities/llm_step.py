@@ -36,7 +36,7 @@ from activities.llm_calls import (
     TextSink,
     chat_request,
 )
-from activities.llm_context import ContextRecord, StepContext, StepContexts
+from activities.llm_context import ContextPlan, ContextRecord, StepContext, StepContexts
 from activities.run_events import RunEvents
 from activities.run_seed import RunSeeding, resolve_tools, seed_length, seed_messages
 from activities.step_records import (
@@ -64,6 +64,8 @@ from reactive_temporal.rationale import parse_rationale_blocks, strip_rationale_
 from reactive_temporal.tools import ToolRegistry, wire_name
 
 MAX_OVERFLOW_RETRIES = 3
+NO_RECORD = ContextRecord(previous=None, plan=ContextPlan())
+"""A new run's context record: no plan, no earlier call."""
 
 
 class LlmActivities:
@@ -91,9 +93,9 @@ class LlmActivities:
         async with heartbeating():
             prepared = None
             if input.seed is not None:
-                input, prepared, fresh = await self._seeded(input, input.seed)
-                if fresh:  # the seed was only now written: no reply can be recorded yet
-                    return await self._step(input, prepared)
+                input, prepared, seeded = await self._seeded(input, input.seed)
+                if seeded is not None:  # written only now: no reply can be recorded yet
+                    return await self._step(input, prepared, seeded)
             earlier = await recorded(self.store, input.run_id, input.seq, LlmStepResult)
             if earlier is not None:
                 return earlier
@@ -101,18 +103,18 @@ class LlmActivities:
 
     async def _seeded(
         self, input: LlmStepInput, seed: RunSeed
-    ) -> tuple[LlmStepInput, PrepareRunResult, bool]:
+    ) -> tuple[LlmStepInput, PrepareRunResult, list[SeqMessage] | None]:
         """The first step's input once its run is seeded (`activities.run_seed`): at the
-        reply's position, with the run's tools; and whether the seed was written just now
-        (an attempt after one that wrote it goes on after that seed, notes and all)."""
+        reply's position, with the run's tools; and the seed when this attempt wrote it (an
+        attempt after one that wrote it goes on after that seed, notes and all)."""
         prepared = resolve_tools(seed, self.registry)
         written, notes = await until_stored(
             functools.partial(self.seeding.written_or_notes, input.run_id, seed),
             what="reading the run's transcript and its agent's notes",
         )
-        fresh = not written
-        if fresh:
-            written = seed_messages(seed, notes)
+        seeded = None
+        if not written:
+            written = seeded = seed_messages(seed, notes)
             await until_stored(
                 functools.partial(self.store.put_messages, input.run_id, written),
                 what="seeding the transcript",
@@ -126,10 +128,13 @@ class LlmActivities:
                 "seed": None,
             }
         )
-        return step, prepared, fresh
+        return step, prepared, seeded
 
     async def _step(
-        self, input: LlmStepInput, prepared: PrepareRunResult | None = None
+        self,
+        input: LlmStepInput,
+        prepared: PrepareRunResult | None = None,
+        seeded: list[SeqMessage] | None = None,
     ) -> LlmStepResult:
         tools = self.registry.schemas(input.tool_names)
 
@@ -146,9 +151,16 @@ class LlmActivities:
                 )
             return transcript, context
 
-        transcript, context = await until_stored(
-            read_inputs, what="reading the transcript and the step's context"
-        )
+        if seeded is not None:  # this attempt wrote the transcript, and nothing else is stored
+            transcript = seeded
+            context = await until_stored(
+                functools.partial(self._context, input, transcript, tools, recorded=NO_RECORD),
+                what="planning the step's context",
+            )
+        else:
+            transcript, context = await until_stored(
+                read_inputs, what="reading the transcript and the step's context"
+            )
         # the last text writes may not use the time the reply needs to be recorded (or its
         # failure named)
         async with self.events.streaming(

@@ -15,11 +15,14 @@ from temporalio.client import Client
 from activities.debrief_store import DebriefStore
 from activities.llm_calls import LlmEndpoint
 from activities.llm_step import LlmActivities
+from activities.store import Store
 from reactive_temporal.contracts.debrief import AgentDebrief, DebriefInput
 from reactive_temporal.contracts.run import LlmStepInput, RunSeed
 from reactive_temporal.embedded.scripted_llm import HttpError, Reply, ScriptedLLM, call
 from reactive_temporal.hosting.worker_factory import llm_client
 from reactive_temporal.prompts import NOTES_LABEL
+from reactive_temporal.tools import ToolRegistry
+from tests.support.pg_proxy import CountingProxy
 from tests.support.steps import attempt
 from tests.workflow.conftest import Harness
 
@@ -130,3 +133,39 @@ async def test_runs_started_at_once_lose_no_first_workflow_task_on_a_worker_with
         assert EventType.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT not in types[:first_step], " ".join(
             EventType.Name(t).removeprefix("EVENT_TYPE_") for t in types[:first_step]
         )
+
+
+async def test_a_first_step_with_memory_reaches_the_model_in_two_round_trips(
+    database_url: str, settings, llm: ScriptedLLM, model_name: str
+):
+    """Before the model call: the transcript and the agent's notes in one round trip, the
+    seed in another; the step holds the seed it wrote and reads nothing back. The reply's
+    record is one more (counted at a proxy; nothing timed)."""
+    agent_id = f"trips-{uuid.uuid4().hex[:8]}"
+    proxy = await CountingProxy(database_url).start()
+    store = await Store.open(proxy.url, max_size=1)
+    endpoint = LlmEndpoint(llm_client(settings, llm.base_url))
+    try:
+        await DebriefStore(store).save(
+            DebriefInput(
+                run_id=f"run-{agent_id}-1", agent_id=agent_id, task="count the stock",
+                terminated_by="final_answer",
+            ),
+            AgentDebrief(summary="counted", outcome="success", lessons_learned=["count twice"]),
+        )  # fmt: skip
+        llm.script(model_name, [Reply("done")])
+        activities = LlmActivities(store, endpoint, ToolRegistry([]))
+        step = LlmStepInput(
+            run_id=f"run-{agent_id}-2", seq=0, iteration=0, model=model_name, tool_names=[],
+            seed=RunSeed(task="count the stock again", agent_id=agent_id, tools=[]),
+        )  # fmt: skip
+        proxy.round_trips = 0
+        result = await attempt(1).run(activities.llm_step, step)
+        assert result.prepared is not None and result.prepared.next_seq == 3
+        assert proxy.round_trips == 3
+        request = llm.requests[model_name][0]
+        assert "count twice" in request["messages"][2]["content"]
+    finally:
+        await endpoint.close()
+        await store.close()
+        await proxy.stop()
