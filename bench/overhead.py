@@ -290,11 +290,6 @@ def breakdown(
             once(bare, lambda p: p.first_scheduled.get("bench_noop", 0.0)),
         ],
         [
-            "once per run, ms: `prepare_run` running",
-            once(agent, exec_of("prepare_run")),
-            "—",
-        ],
-        [
             "once per run, ms: last activity completed → run closed",
             once(agent, lambda p: p.tail),
             once(bare, lambda p: p.tail),

@@ -1,6 +1,6 @@
 """Throughput: C concurrent 3-iteration agent runs on one worker (default C = 50).
 
-Each run: `prepare_run`, then 3 iterations of a zero-latency scripted model (call `noop`,
+Each run: 3 iterations of a zero-latency scripted model (call `noop`,
 call `noop`, then `FINAL ANSWER: done`): 3 `llm_step` and 2 `run_tool` activities. A batch
 starts C runs at once from this process (which also hosts the worker and the scripted
 model, as an in-process `Agent` does) and waits for all of them. Scenarios, interleaved
@@ -46,7 +46,6 @@ with workflow.unsafe.imports_passed_through():
         open_stack,
         parser,
         print_table,
-        profile_history,
         run,
     )
     from bench.overhead import BenchBareWorkflow, bench_noop
@@ -54,8 +53,6 @@ with workflow.unsafe.imports_passed_through():
 
 ITERATIONS = 3
 TASK = "Benchmark run: call the noop tool twice, then answer."
-PROFILED_RUNS = 10
-"""Histories read after each batch (untimed) for the `prepare_run` figure."""
 
 
 def three_iterations(request: dict[str, Any]) -> Step:
@@ -72,7 +69,6 @@ class Batch:
     latencies: list[float]
     cpu_here: float
     cpu_server: float
-    prepare_run: list[float]
 
 
 @dataclass
@@ -104,17 +100,7 @@ async def batch(stack: BenchStack, scenario: Scenario, concurrency: int) -> Batc
     for run_id, memory in ids:  # untimed: let debriefs finish before the next batch
         if memory is not None:
             await debrief_done(stack.client, run_id)
-    prepare: list[float] = []
-    for workflow_id, _ in ids[:PROFILED_RUNS]:
-        history = await stack.client.get_workflow_handle(workflow_id).fetch_history()
-        prepare += profile_history(history).activity_exec.get("prepare_run", [])
-    return Batch(
-        wall,
-        latencies,
-        (here1 - here0) / concurrency,
-        (server1 - server0) / concurrency,
-        prepare,
-    )
+    return Batch(wall, latencies, (here1 - here0) / concurrency, (server1 - server0) / concurrency)
 
 
 def agent_runs(
@@ -203,7 +189,6 @@ async def main() -> None:
     for case in cases:
         rates = Summary.of([c / b.wall for b in case.batches])
         lat = Summary.of([x for b in case.batches for x in b.latencies])
-        prep = [x for b in case.batches for x in b.prepare_run]
         rows.append(
             [
                 case.name,
@@ -214,7 +199,6 @@ async def main() -> None:
                 f"{lat.p95 * 1000:.0f}",
                 f"{Summary.of([b.cpu_here for b in case.batches]).p50 * 1000:.0f}",
                 f"{Summary.of([b.cpu_server for b in case.batches]).p50 * 1000:.0f}",
-                f"{Summary.of(prep).p50 * 1000:.0f}" if prep else "—",
             ]
         )
     print_table(
@@ -227,7 +211,6 @@ async def main() -> None:
             "latency p95 ms",
             "CPU ms/run: this process",
             "CPU ms/run: Temporal",
-            "`prepare_run` p50 ms",
         ],
         rows,
     )
