@@ -209,17 +209,8 @@ class RunSeed(BaseModel):
 
     @classmethod
     def of(cls, task: str, agent: AgentConfig) -> RunSeed:
-        """The seed of a run of `agent` on `task`."""
-        return cls(
-            task=task,
-            agent_id=agent.agent_id,
-            system_prompt=agent.system_prompt,
-            tools=agent.tools,
-            required_tools=agent.required_tools,
-            approve_tools=agent.approve_tools,
-            audit_rationale=agent.audit_rationale,
-            memory=agent.memory,
-        )
+        """The seed of a run of `agent` on `task` (the agent's fields of the same names)."""
+        return cls(task=task, **agent.model_dump(include=set(cls.model_fields) - {"task"}))
 
 
 class PrepareRunResult(BaseModel):
