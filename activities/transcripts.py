@@ -102,7 +102,7 @@ class Transcripts:
         return answer
 
     def seed(self, run_id: str, entries: list[SeqMessage]) -> None:
-        """The run's seed, as its first step wrote it: that step need not read it back."""
+        """The run's seed, as its first step wrote it: the steps after read only what is new."""
         self._keep(self._key(run_id), list(entries))
 
     def add(self, run_id: str, seq: int, message: Message) -> None:

@@ -265,3 +265,27 @@ async def test_a_run_started_without_the_bundle_asks_it_once(
     history = await handle.fetch_history()
     assert asked_patches(history) == [names.RUN_PATCHES_2026_12_03]
     assert len(version_upserts(history)) == 1
+
+
+async def test_a_run_started_with_the_earlier_bundle_asks_only_the_patch_since(
+    harness: Harness, client: Client, llm: ScriptedLLM, model_name: str
+):
+    """A starter one deploy behind its workers puts RUN_PATCHES_2026_12 in the run's input:
+    the run takes that bundle's patches unasked and asks `first-step-seeds` on its own (and
+    then seeds in its first LLM step)."""
+    llm.script(model_name, [Reply("FINAL ANSWER: done")])
+    agent = harness.agent(model_name, agent_id=f"patches-{uuid.uuid4().hex[:6]}")
+    run_input = build_run_input(agent.config, "Say done").model_copy(
+        update={"patch_bundle": names.RUN_PATCHES_2026_12}
+    )
+    handle = await client.start_workflow(
+        names.AGENT_RUN_WORKFLOW,
+        run_input,
+        id=names.run_workflow_id(agent.config.agent_id, uuid.uuid4()),
+        task_queue=harness.task_queue,
+        result_type=AgentResult,
+    )
+    assert (await handle.result()).terminated_by == "final_answer"
+    history = await handle.fetch_history()
+    assert asked_patches(history) == [names.FIRST_STEP_SEEDS_PATCH]
+    assert len(version_upserts(history)) == 1
