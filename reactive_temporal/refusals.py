@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import time
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
@@ -55,8 +56,10 @@ async def while_busy(
     what: str,
     *,
     passing: Callable[[RPCError], bool] = busy,
+    give_up_after: float | None = None,
 ) -> T:
-    """`attempt()`, tried again for as long as the server's refusal is `passing`.
+    """`attempt()`, tried again for as long as the server's refusal is `passing` (or, with
+    `give_up_after`, until that many seconds of refusals: then the last one is raised).
 
     Only what is safe to send twice goes through here: an await, or an update with its own
     update id, which the server runs once however often it is sent. Besides the long-poll limit
@@ -66,11 +69,12 @@ async def while_busy(
     """
     pause = FIRST_PAUSE_SECONDS
     told = False
+    deadline = None if give_up_after is None else time.monotonic() + give_up_after
     while True:
         try:
             return await attempt()
         except RPCError as err:
-            if not passing(err):
+            if not passing(err) or (deadline is not None and time.monotonic() >= deadline):
                 raise
             if not told:
                 log.warning("Temporal cannot take %s now (%s); waiting on", what, err)

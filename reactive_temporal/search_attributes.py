@@ -17,7 +17,7 @@ from temporalio.api.operatorservice.v1 import (
     ListSearchAttributesRequest,
 )
 from temporalio.common import SearchAttributeKey
-from temporalio.service import RPCStatusCode
+from temporalio.service import RPCError, RPCStatusCode
 
 from reactive_temporal.refusals import while_busy
 
@@ -51,7 +51,8 @@ _TYPE_NAMES = {
 
 
 class SearchAttributesMissing(RuntimeError):
-    """The server lacks our search attributes and would not let us add them."""
+    """The server lacks our search attributes and would not let us add them (or would not
+    say which it has)."""
 
 
 def dev_server_flags() -> list[str]:
@@ -62,13 +63,19 @@ def dev_server_flags() -> list[str]:
     return flags
 
 
+LISTING_PATIENCE_SECONDS = 120.0
+"""How long a worker's start sends the listing again while the server cancels it."""
+
+
 async def ensure_registered(client: Client, namespace: str) -> list[str]:
     """Register the attributes the server does not have yet; returns the names added.
 
     Both calls are retried as the SDK retries its own (`retry=True`: the server unavailable or
     busy), and a listing the server cancelled is sent again: a loaded dev server once answered
-    the listing "operation was canceled" and a test's worker refused to start. Adding what is
-    there already is no error (workers starting together on a new namespace all add them).
+    the listing "operation was canceled" and a test's worker refused to start. A server that
+    cancels it for LISTING_PATIENCE_SECONDS gets a clear error instead of a worker waiting at
+    its start for ever. Adding what is there already is no error (workers starting together
+    on a new namespace all add them).
     """
     missing = await _missing(client, namespace)
     if not missing:
@@ -93,12 +100,23 @@ async def ensure_registered(client: Client, namespace: str) -> list[str]:
 
 
 async def _missing(client: Client, namespace: str) -> dict[str, IndexedValueType.ValueType]:
-    listed = await while_busy(
-        lambda: client.operator_service.list_search_attributes(
-            ListSearchAttributesRequest(namespace=namespace), retry=True
-        ),
-        f"the listing of namespace {namespace!r}'s search attributes",
-        passing=lambda err: err.status == RPCStatusCode.CANCELLED,
-    )
+    try:
+        listed = await while_busy(
+            lambda: client.operator_service.list_search_attributes(
+                ListSearchAttributesRequest(namespace=namespace), retry=True
+            ),
+            f"the listing of namespace {namespace!r}'s search attributes",
+            passing=lambda err: err.status == RPCStatusCode.CANCELLED,
+            give_up_after=LISTING_PATIENCE_SECONDS,
+        )
+    except RPCError as err:
+        if err.status != RPCStatusCode.CANCELLED:
+            raise
+        raise SearchAttributesMissing(
+            f"Temporal cancelled every listing of namespace {namespace!r}'s search attributes "
+            f"for {LISTING_PATIENCE_SECONDS:.0f} s ({err.message}), so this worker cannot "
+            "tell whether its runs' attributes are registered. Check the server's health "
+            "(`temporal operator cluster health`) and start the worker again."
+        ) from err
     known = set(listed.custom_attributes) | set(listed.system_attributes)
     return {name: kind for name, kind in ALL.items() if name not in known}

@@ -79,3 +79,22 @@ async def test_a_cancelled_listing_of_the_search_attributes_is_sent_again():
     )
     assert await search_attributes.ensure_registered(client, "default") == []  # type: ignore[arg-type]
     assert sent == [True, True]  # each try also retried as the SDK retries its own calls
+
+
+async def test_a_listing_cancelled_for_good_stops_the_worker_with_a_clear_error(monkeypatch):
+    """A server that cancels every listing would leave the worker waiting at its start for
+    ever, with one warning; past the patience it refuses to start and says why."""
+    monkeypatch.setattr(search_attributes, "LISTING_PATIENCE_SECONDS", 0.01)
+    sent: list[bool] = []
+
+    async def list_search_attributes(request: object, *, retry: bool) -> object:
+        sent.append(retry)
+        raise RPCError("operation was canceled", RPCStatusCode.CANCELLED, b"")
+
+    client = SimpleNamespace(
+        operator_service=SimpleNamespace(list_search_attributes=list_search_attributes)
+    )
+    with pytest.raises(search_attributes.SearchAttributesMissing) as refused:
+        await search_attributes.ensure_registered(client, "prod")  # type: ignore[arg-type]
+    assert "cancelled every listing of namespace 'prod'" in str(refused.value)
+    assert "operation was canceled" in str(refused.value) and len(sent) >= 2
