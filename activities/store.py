@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import time
-import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
@@ -21,14 +19,13 @@ from psycopg_pool import AsyncConnectionPool
 from pydantic import BaseModel
 
 from activities.migrations import MIGRATIONS
+from activities.pool import IdleChecks, warm_connections
 from reactive_temporal.contracts.run import Message, SeqMessage, ToolCall
 from reactive_temporal.sanitize import clean_text, clean_value
 from reactive_temporal.tools import wire_name
 
 log = logging.getLogger(__name__)
 
-CHECK_AFTER_IDLE = 1.0
-"""Seconds a pooled connection may sit idle and still be handed out without a check."""
 _MIGRATION_LOCK = 0x5EAC7  # pg_advisory_xact_lock key: one migrating worker at a time
 
 
@@ -73,49 +70,6 @@ def record_row(run_id: str, seq: int, message: Message, result: BaseModel) -> tu
 def is_outage(err: BaseException) -> bool:
     """Postgres unreachable, restarting or out of connections: wait and try again."""
     return isinstance(err, psycopg.OperationalError | psycopg.InterfaceError)
-
-
-class IdleChecks:
-    """The pool's check of a connection it hands out, for connections idle for a while only.
-
-    The check (`check_connection`, an empty statement) is what finds a connection a Postgres
-    restart broke; it costs a round trip and ~0.4 ms of the worker's loop, several times per
-    LLM step (7% of a busy bench worker's CPU). A connection returned less than
-    CHECK_AFTER_IDLE seconds ago is handed out unchecked: one a restart broke since fails its
-    statement as an outage (which `until_stored` and Temporal's retries wait out), and the
-    pool discards it.
-    """
-
-    def __init__(self) -> None:
-        self.returned_at: weakref.WeakKeyDictionary[AsyncConnection[Any], float] = (
-            weakref.WeakKeyDictionary()
-        )
-
-    async def returned(self, conn: AsyncConnection[Any]) -> None:
-        self.returned_at[conn] = time.monotonic()
-
-    async def check(self, conn: AsyncConnection[Any]) -> None:
-        at = self.returned_at.get(conn)
-        if at is not None and time.monotonic() - at < CHECK_AFTER_IDLE:
-            return
-        await AsyncConnectionPool.check_connection(conn)
-
-
-WARM_SHARE = 3
-"""A pool keeps a WARM_SHARE-th of its connections open (`warm_connections`)."""
-
-
-def warm_connections(max_size: int) -> int:
-    """How many connections a pool of `max_size` opens at once and keeps when idle.
-
-    psycopg_pool grows one connection at a time, each a connect and an authentication: runs
-    starting in a burst queued for the pool while it grew. At 1,000 runs on the worker's
-    default pool (50) the pool reached 13–15 connections: with a quarter of it (12) opened up
-    front, 0–24 requests per bench waited a few ms in the first burst, with a third (16) none
-    did (bench/README.md; 17 and 62 waited with one connection up front). It is what an idle
-    worker holds of a Postgres shared with others (the rest closes when idle).
-    """
-    return max(1, max_size // WARM_SHARE)
 
 
 class Store:

@@ -36,7 +36,7 @@ from psycopg_pool import AsyncConnectionPool
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from activities.store import warm_connections
+    from activities.pool import warm_connections
     from bench._floor import BenchFloorWorkflow, FloorActivities, FloorIoActivities
     from bench._stack import _start_project_worker, _stop_worker, noop
     from reactive_temporal.config import Settings

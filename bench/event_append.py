@@ -22,7 +22,7 @@ thread (Postgres's own work not counted):
   together (now, `activities.step_records.StepRecords`);
 - one pool checkout with one statement (every store read and write is at least that): the
   pool checking the connection on every checkout (before) against checking only a connection
-  idle for a while (now, `activities.store.IdleChecks`);
+  idle for a while (now, `activities.pool.IdleChecks`);
 - one reply streamed at a model's pace (100 chunks, 20 ms apart: 2 s) through `TextStream`:
   a write per chunk (before: no interval) against at most one per TEXT_WRITE_INTERVAL (now);
   the loop's CPU over the whole reply (the feeding and its timers included, the same in both)

@@ -12,6 +12,7 @@ import psycopg
 import pytest
 from psycopg import pq
 
+import activities.pool as pool_module
 import activities.store as store_module
 from activities.run_events import RunEvents
 from activities.store import Store, is_outage
@@ -167,7 +168,7 @@ async def test_the_pool_checks_only_connections_that_sat_idle(store: Store, monk
         async with store.pool.connection() as conn:
             await conn.execute("SELECT 1")
     assert len(checked) <= 1  # the first checkout's connection may not have been returned yet
-    monkeypatch.setattr(store_module, "CHECK_AFTER_IDLE", 0.0)
+    monkeypatch.setattr(pool_module, "CHECK_AFTER_IDLE", 0.0)
     async with store.pool.connection() as conn:
         await conn.execute("SELECT 1")
     assert len(checked) >= 1 and checked[-1] == conn.info.backend_pid
