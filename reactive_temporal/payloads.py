@@ -27,6 +27,7 @@ from temporalio.converter import (
     JSONPlainPayloadConverter,
 )
 
+from reactive_temporal.contracts.internal import InternalPayload
 from reactive_temporal.sanitize import clean_value
 
 REFUSED_ENCODING = "binary/plaintext-refused"
@@ -37,15 +38,22 @@ class PlaintextPayloadError(ValueError):
 
 
 class SanitizingJSONPayloadConverter(PydanticJSONPlainPayloadConverter):
-    """pydantic's JSON converter; text it cannot encode is cleaned, not fatal."""
+    """pydantic's JSON converter; text it cannot encode is cleaned, not fatal; an internal
+    payload is written without its fields at their defaults (contracts/internal.py)."""
 
     def to_payload(self, value: Any) -> Payload | None:
         try:
-            return super().to_payload(value)
+            return self._to_payload(value)
         except (PydanticSerializationError, UnicodeEncodeError) as err:
             if "surrogate" not in str(err):
                 raise
-            return super().to_payload(clean_value(value))
+            return self._to_payload(clean_value(value))
+
+    def _to_payload(self, value: Any) -> Payload | None:
+        if isinstance(value, InternalPayload):
+            data = value.model_dump_json(exclude_defaults=True).encode()
+            return Payload(metadata={"encoding": self.encoding.encode()}, data=data)
+        return super().to_payload(value)
 
 
 class RefusedPlaintextConverter(EncodingPayloadConverter):

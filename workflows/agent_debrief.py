@@ -24,7 +24,7 @@ with workflow.unsafe.imports_passed_through():
     from reactive_temporal.contracts.entity import DebriefReady
     from workflows.activity_options import STORE, llm_options
     from workflows.bugs import BUG_EXCEPTIONS
-    from workflows.debrief_rules import merge_synthesis
+    from workflows.debrief_rules import build_fallback, merge_synthesis
 
 SYNTHESIS_ATTEMPTS = 3
 
@@ -33,7 +33,8 @@ SYNTHESIS_ATTEMPTS = 3
 class DebriefWorkflow:
     @workflow.run
     async def run(self, input: DebriefWorkflowInput) -> AgentDebrief:
-        debrief = input.fallback
+        fallback = input.fallback or build_fallback(input.input)
+        debrief = fallback
         workflow.upsert_search_attributes(
             [
                 sa.AGENT_NAME.value_set(input.input.agent_id),
@@ -55,7 +56,7 @@ class DebriefWorkflow:
                     **llm_options(input.llm_timeout_seconds, SYNTHESIS_ATTEMPTS),
                     summary=f"debrief synthesis · {input.model}",
                 )
-                debrief = merge_synthesis(input.input, input.fallback, result)
+                debrief = merge_synthesis(input.input, fallback, result)
             except ActivityError as err:
                 workflow.logger.warning("debrief synthesis failed, keeping the fallback: %s", err)
         workflow.set_current_details("persisting the debrief")

@@ -20,7 +20,6 @@ with workflow.unsafe.imports_passed_through():
     from reactive_temporal import search_attributes as sa
     from reactive_temporal.contracts import names
     from reactive_temporal.contracts.debrief import (
-        AgentDebrief,
         DebriefInput,
         DebriefWorkflowInput,
         PersistDebriefInput,
@@ -101,7 +100,7 @@ class RunWrapUp:
             else "tell the agent the run finished",
         )
         if result.debrief is not None and not kept_here:
-            await self._start_debrief(result, result.debrief)
+            await self._start_debrief(result)
         outcome = (
             result.debrief.outcome
             if result.debrief
@@ -139,15 +138,16 @@ class RunWrapUp:
             sa.TOKENS_USED.value_set(self.state.tokens),
         ]
 
-    async def _start_debrief(self, result: AgentResult, fallback: AgentDebrief) -> None:
-        """The rich debrief, in an abandoned child the run does not wait for."""
+    async def _start_debrief(self, result: AgentResult) -> None:
+        """The rich debrief, in an abandoned child the run does not wait for; the child builds
+        the deterministic debrief it starts from out of the same input, as the run did.
+        Replay does not compare a child's input, so runs that passed it replay either way."""
         debrief_input = self._debrief_input(result)
         try:
             await workflow.start_child_workflow(
                 DebriefWorkflow.run,
                 DebriefWorkflowInput(
                     input=debrief_input,
-                    fallback=fallback,
                     synthesize=not is_trivial(
                         debrief_input, failed_runs_teach=self.failed_runs_teach
                     ),

@@ -13,6 +13,7 @@ from typing import Literal
 from pydantic import AliasChoices, BaseModel, Field, field_validator
 
 from reactive_temporal.contracts.approvals import ApprovalRecord
+from reactive_temporal.contracts.internal import InternalPayload
 from reactive_temporal.contracts.run import FinalAnswerCapture, RationaleDetail, TerminatedBy
 
 Outcome = Literal["success", "partial", "failed"]
@@ -115,11 +116,14 @@ class DebriefInput(BaseModel):
     approvals: list[ApprovalRecord] = Field(default_factory=list)
 
 
-class DebriefWorkflowInput(BaseModel):
+class DebriefWorkflowInput(InternalPayload):
     """The DebriefWorkflow's input (`input` is the run's DebriefInput)."""
 
     input: DebriefInput
-    fallback: AgentDebrief
+    fallback: AgentDebrief | None = None
+    """The deterministic debrief, as the run returned it; none since runs leave the child to
+    build it from `input` (the same pure `build_fallback`), which kept it twice in the run's
+    history (in its result and in this input)."""
     synthesize: bool
     """False for trivial runs: the fallback is persisted as it is, with no LLM call."""
     model: str
@@ -131,7 +135,7 @@ class DebriefWorkflowInput(BaseModel):
     """The agent's reasoning effort, for a reasoning model writing the debrief."""
 
 
-class SynthesisRequest(BaseModel):
+class SynthesisRequest(InternalPayload):
     """The `synthesize_debrief` activity's input."""
 
     input: DebriefInput
@@ -173,7 +177,7 @@ class SynthesisFields(BaseModel):
         return value if isinstance(value, str) else None
 
 
-class SynthesisResult(BaseModel):
+class SynthesisResult(InternalPayload):
     """What the synthesis LLM said, validated; `parsed` is None when its answer was unusable."""
 
     parsed: SynthesisFields | None = None
@@ -181,7 +185,7 @@ class SynthesisResult(BaseModel):
     tokens: SynthesisTokens = Field(default_factory=SynthesisTokens)
 
 
-class PersistDebriefInput(BaseModel):
+class PersistDebriefInput(InternalPayload):
     """The `persist_debrief` activity's input: the debrief and its run."""
 
     input: DebriefInput

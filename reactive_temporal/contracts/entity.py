@@ -11,6 +11,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from reactive_temporal.contracts.debrief import AgentDebrief, PersistDebriefInput
+from reactive_temporal.contracts.internal import InternalPayload
 from reactive_temporal.contracts.run import AgentConfig, RunProgress
 
 CHAT_MESSAGE_MAX_CHARS = 20_000
@@ -151,7 +152,7 @@ class AgentWorkflowInput(BaseModel):
     suggests it."""
 
 
-class ChatDirectInput(BaseModel):
+class ChatDirectInput(InternalPayload):
     """The `chat_direct` activity's input: one direct LLM call."""
 
     agent: AgentConfig
@@ -166,7 +167,7 @@ class ChatDirectInput(BaseModel):
     """Stream the reply into the live output under this id (the chat turn's `stream_id`)."""
 
 
-class ChatDirectResult(BaseModel):
+class ChatDirectResult(InternalPayload):
     """The direct chat path's answer, tokens and cost."""
 
     message: str
@@ -174,7 +175,7 @@ class ChatDirectResult(BaseModel):
     cost: float = 0.0
 
 
-class SaveSessionInput(BaseModel):
+class SaveSessionInput(InternalPayload):
     """The `save_session` activity's input: a session to store in Postgres."""
 
     agent_id: str
@@ -185,7 +186,7 @@ class SaveSessionInput(BaseModel):
     session, replacing what was saved."""
 
 
-class LoadSessionInput(BaseModel):
+class LoadSessionInput(InternalPayload):
     """The `load_session` activity's input: a session to read from Postgres."""
 
     agent_id: str
@@ -198,19 +199,19 @@ class LoadSessionInput(BaseModel):
     """Only the latest messages that fit the agent's window of the session."""
 
 
-class ReadRunProgressInput(BaseModel):
+class ReadRunProgressInput(InternalPayload):
     """The `read_run_progress` activity's input: the run to query."""
 
     run_id: str
 
 
-class ReadRunProgressResult(BaseModel):
+class ReadRunProgressResult(InternalPayload):
     """A run's live state; None when the run is gone."""
 
     progress: RunProgress | None = None
 
 
-class ReadLiveRunsInput(BaseModel):
+class ReadLiveRunsInput(InternalPayload):
     """Which agent's running runs mid-run chat reads (read_live_runs)."""
 
     agent_id: str
@@ -220,7 +221,7 @@ class ReadLiveRunsInput(BaseModel):
     """Also read the agent's last finished run from Postgres (the last-run-from-store patch)."""
 
 
-class ReadLiveRunsResult(BaseModel):
+class ReadLiveRunsResult(InternalPayload):
     """The agent's runs in progress, as their progress queries answered."""
 
     runs: list[RunProgress] = Field(default_factory=list)
@@ -229,19 +230,19 @@ class ReadLiveRunsResult(BaseModel):
     """The agent's last finished run as it kept itself in Postgres (when asked for)."""
 
 
-class ReadLastRunInput(BaseModel):
+class ReadLastRunInput(InternalPayload):
     """Which agent's last finished run to read (`read_last_run`)."""
 
     agent_id: str
 
 
-class ReadLastRunResult(BaseModel):
+class ReadLastRunResult(InternalPayload):
     """The agent's last finished run as it kept itself in Postgres; None before any."""
 
     last_run: RunFinished | None = None
 
 
-class NotifyAgentInput(BaseModel):
+class NotifyAgentInput(InternalPayload):
     """The `notify_agent` activity's input: which signal to send, with what.
 
     With `keep_last_run`, no signal: the finished run is kept in Postgres for its agent to read.

@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from reactive_temporal.contracts.internal import InternalPayload
 from reactive_temporal.contracts.result import AgentResult
 
 RunEventType = Literal["iteration", "text", "tool_start", "tool_end", "approval", "finished"]
@@ -43,7 +44,7 @@ class NewEvent(BaseModel):
     (`tool_start:12`); text deltas have none."""
 
 
-class RecordRunEventsInput(BaseModel):
+class RecordRunEventsInput(InternalPayload):
     """The `record_run_events` activity's input (the run's approval events)."""
 
     run_id: str

@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, field_validator
 
 from reactive_temporal.contracts.approvals import PendingApproval
+from reactive_temporal.contracts.internal import InternalPayload
 
 TerminatedBy = Literal[
     "final_answer_tool",
@@ -181,7 +182,7 @@ class AgentRunInput(BaseModel):
         return task
 
 
-class PrepareRunInput(BaseModel):
+class PrepareRunInput(InternalPayload):
     """The `prepare_run` activity's input."""
 
     run_id: str
@@ -213,7 +214,7 @@ class RunSeed(BaseModel):
         return cls(task=task, **agent.model_dump(include=set(cls.model_fields) - {"task"}))
 
 
-class PrepareRunResult(BaseModel):
+class PrepareRunResult(InternalPayload):
     """What `prepare_run` resolved: the run's tools and where its transcript goes on."""
 
     tool_names: list[str]
@@ -235,7 +236,7 @@ class RationaleDetail(BaseModel):
     confidence: float | None = None
 
 
-class LlmStepInput(BaseModel):
+class LlmStepInput(InternalPayload):
     """The `llm_step` activity's input: a reference to the transcript, not the transcript."""
 
     run_id: str
@@ -273,7 +274,7 @@ class ContextReport(BaseModel):
     """Times the endpoint said the request was too long and it went again compacted harder."""
 
 
-class LlmStepResult(BaseModel):
+class LlmStepResult(InternalPayload):
     """The model's reply in one step, with its usage and cost."""
 
     content: str | None = None
@@ -289,7 +290,7 @@ class LlmStepResult(BaseModel):
     `next_seq`."""
 
 
-class RunToolInput(BaseModel):
+class RunToolInput(InternalPayload):
     """The `run_tool` activity's input: one tool call and where its observation goes."""
 
     run_id: str
@@ -300,7 +301,7 @@ class RunToolInput(BaseModel):
     """Write `tool_start` and `tool_end` to the run's live output."""
 
 
-class ToolResult(BaseModel):
+class ToolResult(InternalPayload):
     """One tool call's outcome; failures are observations too."""
 
     call_id: str
@@ -310,7 +311,7 @@ class ToolResult(BaseModel):
     duration_ms: int = 0
 
 
-class RecordMessagesInput(BaseModel):
+class RecordMessagesInput(InternalPayload):
     """The `record_messages` activity's input: messages at their transcript positions."""
 
     run_id: str

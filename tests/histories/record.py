@@ -24,6 +24,9 @@ that carry RUN_PATCHES_2026_12_03 and seed their transcript in their first LLM s
 first-step-seeds patch: no `prepare_run` local activity). `continued_run_first_seeds_asked.json`
 is that scenario started with RUN_PATCHES_2026_12 in its input on a worker that knows the
 newer bundle (a starter one deploy behind): it asks `first-step-seeds` on its own.
+`_internal` (every group) with internal payloads written without their fields at defaults
+(contracts/internal.py) and debrief children that build their deterministic debrief
+themselves (no `fallback` in their input): payloads only, no decision changed, so no patch.
 Each scenario runs on a fresh dev server with scripted models.
 """
 

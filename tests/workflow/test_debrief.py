@@ -211,3 +211,20 @@ async def test_dispose_waits_for_rich_debriefs_within_a_bound(harness: Harness, 
     assert time.monotonic() - started < 3
     late_rich = await late.debrief_rich()
     assert late_rich is not None and late_rich.synthesized  # it still finishes, durably
+
+
+async def test_the_child_builds_the_deterministic_debrief_the_run_returned(
+    harness: Harness, llm, model_name
+):
+    """A run's history holds its deterministic debrief once, in its result: the debrief
+    child's input carries none, and the child builds the same one from what it is given."""
+    non_trivial_run(llm, model_name)
+    synth = llm.script(f"{model_name}-debrief", [Reply("Not JSON, so the fallback stands.")])
+    result = await harness.agent(model_name, debrief_model=synth).run("Summarize")
+    rich = await result.debrief_rich()
+    assert rich is not None and not rich.synthesized
+    assert rich == result.debrief
+    child = harness.client.get_workflow_handle(names.debrief_workflow_id(result.run_id))
+    started = (await child.fetch_history()).events[0].workflow_execution_started_event_attributes
+    child_input = json.loads(started.input.payloads[0].data)
+    assert child_input["synthesize"] is True and "fallback" not in child_input
