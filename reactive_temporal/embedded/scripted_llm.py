@@ -29,337 +29,51 @@ parameter an unknown model rejects, a context window — with the providers' exa
 from __future__ import annotations
 
 import json
-import re
 import select
 import socket
 import threading
 import time
-import uuid
 from collections import defaultdict
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field, replace
+from collections.abc import Iterable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from reactive_temporal.prompts import CHAT_STYLE, SYNTHESIS_SYSTEM_PROMPT
+from reactive_temporal.embedded.offline_model import demo_responder
+from reactive_temporal.embedded.openai_wire import (
+    Endpoint,
+    completion_body,
+    estimate_request_tokens,
+    split_text,
+    stream_chunks,
+)
+from reactive_temporal.embedded.scripted_replies import (
+    Drop,
+    HttpError,
+    Reply,
+    Responder,
+    Script,
+    ScriptedCall,
+    Step,
+    call,
+)
 
-
-@dataclass
-class ScriptedCall:
-    name: str
-    arguments: dict[str, Any] | str = field(default_factory=dict)
-    id: str | None = None
-    """The call's id as the model sends it; None for a fresh `call_<12 hex>`."""
-
-
-def call(
-    name: str, raw_arguments: str | None = None, *, call_id: str | None = None, **arguments: Any
-) -> ScriptedCall:
-    """A tool call for a Reply; `raw_arguments` sends exactly that text (e.g. broken JSON),
-    `call_id` an id of the test's choosing."""
-    return ScriptedCall(name, raw_arguments if raw_arguments is not None else arguments, call_id)
-
-
-@dataclass
-class Reply:
-    content: str | None = None
-    tool_calls: list[ScriptedCall] = field(default_factory=list)
-    delay: float = 0.0
-    """Seconds to wait before answering (a slow model, or one slower than a timeout)."""
-    usage: tuple[int, int] | None = None
-    """(prompt, completion) tokens; estimated from the text when None."""
-    chunks: int | None = None
-    """Streamed requests: the content (and each tool call's arguments) in this many pieces;
-    None means one piece per word, as a real model's tokens arrive."""
-    chunk_delay: float = 0.0
-    """Streamed requests: seconds between two chunks."""
-    drop_after_chunks: int | None = None
-    """Streamed requests: close the connection after this many content/tool chunks, with
-    no finish chunk and no `[DONE]` (a stream cut off mid-answer)."""
-    reasoning_tokens: int | None = None
-    """Reported as `usage.completion_tokens_details.reasoning_tokens` (and counted in the
-    completion tokens, as providers bill them) when set."""
-
-
-@dataclass
-class HttpError:
-    status: int
-    message: str = "scripted error"
-    headers: dict[str, str] = field(default_factory=dict)
-    body: dict[str, Any] | None = None
-    """The exact JSON body to answer with; None: a generic `{"error": {...}}` from `message`."""
-
-
-@dataclass
-class Drop:
-    """Close the connection without answering."""
-
-
-Step = Reply | HttpError | Drop
-Responder = Callable[[dict[str, Any]], Step]
-
-
-class Script:
-    """Steps answered in order; `repeat_last` keeps answering with the final step."""
-
-    def __init__(self, steps: Iterable[Step], *, repeat_last: bool = False) -> None:
-        self.steps = list(steps)
-        self.repeat_last = repeat_last
-        self.position = 0
-        self.lock = threading.Lock()
-
-    def __call__(self, request: dict[str, Any]) -> Step:
-        with self.lock:
-            if self.position >= len(self.steps):
-                if self.repeat_last and self.steps:
-                    return self.steps[-1]
-                return HttpError(500, f"script exhausted after {len(self.steps)} steps")
-            step = self.steps[self.position]
-            self.position += 1
-            return step
-
-
-def _estimate_tokens(text: str) -> int:
-    return max(1, len(text) // 4)
-
-
-def estimate_request_tokens(request: dict[str, Any]) -> int:
-    """What a context-limited endpoint counts a request as: its messages and tool schemas."""
-    tokens = _estimate_tokens(json.dumps(request.get("messages", [])))
-    if request.get("tools"):
-        tokens += _estimate_tokens(json.dumps(request["tools"]))
-    return tokens
-
-
-def invalid_request(message: str, *, param: str | None, code: str | None) -> HttpError:
-    """An HTTP 400 with OpenAI's error body shape."""
-    body = {
-        "error": {
-            "message": message,
-            "type": "invalid_request_error",
-            "param": param,
-            "code": code,
-        }
-    }
-    return HttpError(400, message, body=body)
-
-
-def _listed(values: Iterable[str]) -> str:
-    quoted = [f"'{v}'" for v in values]
-    return quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + f", and {quoted[-1]}"
-
-
-@dataclass
-class Endpoint:
-    """How a provider treats a model's requests, checked before the model's script answers.
-
-    Each refusal is the provider's own HTTP 400 body, so code that learns from those bodies is
-    tested against what it will meet. `Endpoint.reasoning_model()` is an OpenAI o-series or
-    gpt-5 model.
-    """
-
-    unsupported_parameters: dict[str, str] = field(default_factory=dict)
-    """Parameter → advice appended to the message; sending it at all is a 400
-    `unsupported_parameter`."""
-    default_only: dict[str, float] = field(default_factory=dict)
-    """Parameter → its only accepted value; any other value is a 400 `unsupported_value`."""
-    unrecognized: tuple[str, ...] = ()
-    """Parameters refused the older way: `param: null`, "Unrecognized request argument
-    supplied: X" (what OpenAI-compatible servers often answer)."""
-    reasoning_efforts: tuple[str, ...] | None = None
-    """Accepted `reasoning_effort` values; None: the parameter is not checked."""
-    reasoning_tokens: int | None = None
-    """Reasoning tokens reported with every reply (and billed as completion tokens)."""
-    context_tokens: int | None = None
-    """The context window: a request whose estimated tokens (plus the output it asks for)
-    exceed it is a 400 `context_length_exceeded`."""
-
-    @classmethod
-    def reasoning_model(
-        cls, *, reasoning_tokens: int = 64, context_tokens: int | None = None
-    ) -> Endpoint:
-        return cls(
-            unsupported_parameters={"max_tokens": "Use 'max_completion_tokens' instead."},
-            default_only={"temperature": 1, "top_p": 1},
-            reasoning_efforts=("minimal", "low", "medium", "high"),
-            reasoning_tokens=reasoning_tokens,
-            context_tokens=context_tokens,
-        )
-
-    def check(self, request: dict[str, Any]) -> HttpError | None:
-        """The provider's 400 for this request, or None when it would be served."""
-        for name in self.unrecognized:
-            if name in request:
-                return invalid_request(
-                    f"Unrecognized request argument supplied: {name}", param=None, code=None
-                )
-        for name, advice in self.unsupported_parameters.items():
-            if name in request:
-                message = f"Unsupported parameter: '{name}' is not supported with this model."
-                return invalid_request(
-                    f"{message} {advice}".strip(), param=name, code="unsupported_parameter"
-                )
-        for name, default in self.default_only.items():
-            value = request.get(name)
-            if value is not None and value != default:
-                return invalid_request(
-                    f"Unsupported value: '{name}' does not support {value} with this model. "
-                    f"Only the default ({default}) value is supported.",
-                    param=name,
-                    code="unsupported_value",
-                )
-        effort = request.get("reasoning_effort")
-        if self.reasoning_efforts is not None and effort is not None:
-            if effort not in self.reasoning_efforts:
-                return invalid_request(
-                    f"Unsupported value: 'reasoning_effort' does not support '{effort}' with "
-                    f"this model. Supported values are: {_listed(self.reasoning_efforts)}.",
-                    param="reasoning_effort",
-                    code="unsupported_value",
-                )
-        return self._check_context(request)
-
-    def _check_context(self, request: dict[str, Any]) -> HttpError | None:
-        if self.context_tokens is None:
-            return None
-        prompt = estimate_request_tokens(request)
-        output = request.get("max_completion_tokens") or request.get("max_tokens") or 0
-        limit = self.context_tokens
-        if prompt > limit:
-            message = (
-                f"This model's maximum context length is {limit} tokens. However, your messages "
-                f"resulted in {prompt} tokens. Please reduce the length of the messages."
-            )
-        elif prompt + output > limit:
-            message = (
-                f"This model's maximum context length is {limit} tokens. However, you requested "
-                f"{prompt + output} tokens ({prompt} in the messages, {output} in the "
-                "completion). Please reduce the length of the messages or completion."
-            )
-        else:
-            return None
-        return invalid_request(message, param="messages", code="context_length_exceeded")
-
-    def shape(self, reply: Reply, request: dict[str, Any]) -> Reply:
-        """The reply as this endpoint reports it: reasoning tokens, prompt tokens counted the
-        way its context window counts them."""
-        changes: dict[str, Any] = {}
-        if self.reasoning_tokens is not None and reply.reasoning_tokens is None:
-            changes["reasoning_tokens"] = self.reasoning_tokens
-        if self.context_tokens is not None and reply.usage is None:
-            calls = json.dumps([[c.name, c.arguments] for c in reply.tool_calls])
-            completion = _estimate_tokens((reply.content or "") + calls)
-            changes["usage"] = (estimate_request_tokens(request), completion)
-        return replace(reply, **changes) if changes else reply
-
-
-def completion_body(model: str, reply: Reply, request: dict[str, Any]) -> dict[str, Any]:
-    tool_calls = [
-        {
-            "id": c.id if c.id is not None else f"call_{uuid.uuid4().hex[:12]}",
-            "type": "function",
-            "function": {
-                "name": c.name,
-                "arguments": c.arguments
-                if isinstance(c.arguments, str)
-                else json.dumps(c.arguments),
-            },
-        }
-        for c in reply.tool_calls
-    ]
-    message: dict[str, Any] = {"role": "assistant", "content": reply.content}
-    if tool_calls:
-        message["tool_calls"] = tool_calls
-    prompt, completion = reply.usage or (
-        _estimate_tokens(json.dumps(request.get("messages", []))),
-        _estimate_tokens((reply.content or "") + json.dumps(message.get("tool_calls", []))),
-    )
-    usage: dict[str, Any] = {
-        "prompt_tokens": prompt,
-        "completion_tokens": completion,
-        "total_tokens": prompt + completion,
-    }
-    if reply.reasoning_tokens is not None:
-        completion += reply.reasoning_tokens
-        usage.update(
-            completion_tokens=completion,
-            total_tokens=prompt + completion,
-            completion_tokens_details={"reasoning_tokens": reply.reasoning_tokens},
-        )
-    return {
-        "id": f"chatcmpl-{uuid.uuid4().hex[:12]}",
-        "object": "chat.completion",
-        "created": int(time.time()),
-        "model": model,
-        "choices": [
-            {
-                "index": 0,
-                "message": message,
-                "finish_reason": "tool_calls" if tool_calls else "stop",
-            }
-        ],
-        "usage": usage,
-    }
-
-
-def split_text(text: str, pieces: int | None) -> list[str]:
-    """`text` in `pieces` non-empty parts that join back to it (None: one per word)."""
-    if not text:
-        return []
-    if pieces is None:
-        return re.findall(r"\S+\s*|\s+", text)
-    pieces = max(1, min(pieces, len(text)))
-    size, extra = divmod(len(text), pieces)
-    parts, start = [], 0
-    for i in range(pieces):
-        end = start + size + (1 if i < extra else 0)
-        parts.append(text[start:end])
-        start = end
-    return parts
-
-
-def stream_chunks(model: str, reply: Reply, request: dict[str, Any]) -> list[dict[str, Any]]:
-    """The `chat.completion.chunk` objects that stream the same answer `completion_body`
-    gives: a role chunk, content pieces, tool-call fragments, a finish chunk, and a usage
-    chunk when the request's `stream_options.include_usage` asks for one."""
-    whole = completion_body(model, reply, request)
-    message = whole["choices"][0]["message"]
-    base = {
-        "id": whole["id"],
-        "object": "chat.completion.chunk",
-        "created": whole["created"],
-        "model": model,
-    }
-    include_usage = bool((request.get("stream_options") or {}).get("include_usage"))
-
-    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
-        body = {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
-        if include_usage:
-            body["usage"] = None
-        return body
-
-    chunks = [chunk({"role": "assistant", "content": ""})]
-    chunks += [chunk({"content": piece}) for piece in split_text(reply.content or "", reply.chunks)]
-    for index, tool_call in enumerate(message.get("tool_calls", [])):
-        function = tool_call["function"]
-        header = {"index": index, "id": tool_call["id"], "type": "function"}
-        chunks.append(
-            chunk(
-                {
-                    "tool_calls": [
-                        {**header, "function": {"name": function["name"], "arguments": ""}}
-                    ]
-                }
-            )
-        )
-        chunks += [
-            chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
-            for piece in split_text(function["arguments"], reply.chunks)
-        ]
-    chunks.append(chunk({}, whole["choices"][0]["finish_reason"]))
-    if include_usage:
-        chunks.append({**base, "choices": [], "usage": whole["usage"]})
-    return chunks
+__all__ = [
+    "Drop",
+    "Endpoint",
+    "HttpError",
+    "Reply",
+    "ScriptedCall",
+    "ScriptedLLM",
+    "Step",
+    "call",
+    "completion_body",
+    "demo_responder",
+    "estimate_request_tokens",
+    "split_text",
+    "stream_chunks",
+]
+"""What tests, benches and the demo import from here; the replies, the wire format and the
+offline model live in `scripted_replies`, `openai_wire` and `offline_model`."""
 
 
 class ScriptedLLM:
@@ -539,100 +253,3 @@ def _handler_for(llm: ScriptedLLM) -> type[BaseHTTPRequestHandler]:
                 pass  # the client gave up (a timeout test): nothing to answer
 
     return Handler
-
-
-# -- the offline demo model --------------------------------------------------------------
-
-_EXPRESSION = re.compile(r"[-+(]*\d[\d\s.+\-*/^%()]*[\d)]")
-_OPERATOR = re.compile(r"\d\s*(\*\*|[-+*/^%])\s*[-+(]*\d")
-"""A binary operator between two numbers: `17 * 23`, `2**10`, `2^-3`, `2*(3+4)`."""
-OFFLINE_NOTE = (
-    "(offline model) I only know arithmetic and the time. Point OPENAI_BASE_URL / "
-    "OPENAI_API_KEY at a real model for anything else."
-)
-
-
-def _find_expression(task: str) -> str | None:
-    candidates = [m.group(0).strip() for m in _EXPRESSION.finditer(task)]
-    with_operator = [c for c in candidates if _OPERATOR.search(c)]
-    return max(with_operator, key=len) if with_operator else None
-
-
-def _demo_debrief(messages: list[dict[str, Any]]) -> Reply:
-    """Answer a debrief synthesis request with the JSON it asks for."""
-    prompt = next((m.get("content") or "" for m in messages if m.get("role") == "user"), "")
-    task = prompt.split("\n", 1)[0].removeprefix("Task: ").strip()
-    output = prompt.split("what the user received as the task answer):\n", 1)[-1]
-    output = output.split("\n\nTerminated by:", 1)[0].strip()
-    tools = re.findall(r"^- ([\w/.-]+): (\d+) call", prompt, re.MULTILINE)
-    used = ", ".join(f"{name} ({calls}x)" for name, calls in tools) or "no tools"
-    return Reply(
-        json.dumps(
-            {
-                "summary": f'The agent worked on "{task[:120]}" using {used} and answered: '
-                f"{output[:200]}",
-                "key_findings": [f"Answer: {output[:200]}"],
-                "errors_encountered": [],
-                "lessons_learned": [f"For tasks like this, {used} gets the answer directly."],
-                "caveats": "Written by the offline scripted model, not a real LLM.",
-            }
-        )
-    )
-
-
-def _demo_chat(system: str) -> Reply:
-    """A direct-path chat turn: quote what the context says about the last run."""
-    summary = re.search(r"^Summary: (.+)$", system, re.MULTILINE)
-    result = re.search(r"^\[Tool result\]: (.+)$", system, re.MULTILINE)
-    live = re.search(r"^Run (\S+) is at iteration (\d+) of (\d+)\.$", system, re.MULTILINE)
-    if live:
-        return Reply(f"(offline model) Run {live[1]} is at iteration {live[2]} of {live[3]}.")
-    if summary:
-        found = f" The tool returned {result[1]}." if result else ""
-        return Reply(f"(offline model) In my last run: {summary[1]}{found}")
-    return Reply(f"(offline model) I have no runs to talk about yet. {OFFLINE_NOTE}")
-
-
-def demo_responder(request: dict[str, Any]) -> Step:
-    """A tiny deterministic agent: calculator or current_time, then final-answer."""
-    messages = request.get("messages", [])
-    system = next((m.get("content") or "" for m in messages if m.get("role") == "system"), "")
-    if system == SYNTHESIS_SYSTEM_PROMPT:
-        return _demo_debrief(messages)
-    if system.endswith(CHAT_STYLE) and not request.get("tools"):
-        # what the agent knows may come quoted ("> " lines) in a user-role notes message
-        known = "\n".join(m.get("content") or "" for m in messages[:-1])
-        return _demo_chat(re.sub(r"^> ?", "", known, flags=re.MULTILINE))
-    offered = {t["function"]["name"] for t in request.get("tools", [])}
-    task = next((m.get("content") or "" for m in messages if m.get("role") == "user"), "")
-    observations = [m.get("content") or "" for m in messages if m.get("role") == "tool"]
-    expression = _find_expression(task)
-    wants_time = re.search(r"\b(time|date|today)\b", task, re.I) is not None
-
-    if not observations:
-        if expression and "calculator" in offered:
-            return Reply(
-                content=f"I'll compute {expression} with the calculator.",
-                tool_calls=[call("calculator", expression=expression)],
-            )
-        if wants_time and "current_time" in offered:
-            return Reply(content="I'll check the clock.", tool_calls=[call("current_time")])
-        return Reply(content=f"FINAL ANSWER: {OFFLINE_NOTE}")
-
-    result = observations[-1]
-    answer = f"{expression} = {result}" if expression else f"It is now {result}."
-    if "final-answer" in offered:
-        return Reply(
-            content="I have the result; submitting it.",
-            tool_calls=[
-                call(
-                    "final-answer",
-                    output=answer,
-                    format="text",
-                    summary=f"Used the {'calculator' if expression else 'current_time'} tool "
-                    "and reported its result.",
-                    confidence="high",
-                )
-            ],
-        )
-    return Reply(content=f"FINAL ANSWER: {answer}")

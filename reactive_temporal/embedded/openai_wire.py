@@ -1,0 +1,258 @@
+"""The scripted model's side of OpenAI's chat-completions wire: a provider's 400s before a
+script answers (`Endpoint`), a reply as a `chat.completion` body, and the same reply as the
+`chat.completion.chunk` objects a streamed request gets."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from reactive_temporal.embedded.scripted_replies import HttpError, Reply
+
+
+def _estimate_tokens(text: str) -> int:
+    return max(1, len(text) // 4)
+
+
+def estimate_request_tokens(request: dict[str, Any]) -> int:
+    """What a context-limited endpoint counts a request as: its messages and tool schemas."""
+    tokens = _estimate_tokens(json.dumps(request.get("messages", [])))
+    if request.get("tools"):
+        tokens += _estimate_tokens(json.dumps(request["tools"]))
+    return tokens
+
+
+def invalid_request(message: str, *, param: str | None, code: str | None) -> HttpError:
+    """An HTTP 400 with OpenAI's error body shape."""
+    body = {
+        "error": {
+            "message": message,
+            "type": "invalid_request_error",
+            "param": param,
+            "code": code,
+        }
+    }
+    return HttpError(400, message, body=body)
+
+
+def _listed(values: Iterable[str]) -> str:
+    quoted = [f"'{v}'" for v in values]
+    return quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + f", and {quoted[-1]}"
+
+
+@dataclass
+class Endpoint:
+    """How a provider treats a model's requests, checked before the model's script answers.
+
+    Each refusal is the provider's own HTTP 400 body, so code that learns from those bodies is
+    tested against what it will meet. `Endpoint.reasoning_model()` is an OpenAI o-series or
+    gpt-5 model.
+    """
+
+    unsupported_parameters: dict[str, str] = field(default_factory=dict)
+    """Parameter → advice appended to the message; sending it at all is a 400
+    `unsupported_parameter`."""
+    default_only: dict[str, float] = field(default_factory=dict)
+    """Parameter → its only accepted value; any other value is a 400 `unsupported_value`."""
+    unrecognized: tuple[str, ...] = ()
+    """Parameters refused the older way: `param: null`, "Unrecognized request argument
+    supplied: X" (what OpenAI-compatible servers often answer)."""
+    reasoning_efforts: tuple[str, ...] | None = None
+    """Accepted `reasoning_effort` values; None: the parameter is not checked."""
+    reasoning_tokens: int | None = None
+    """Reasoning tokens reported with every reply (and billed as completion tokens)."""
+    context_tokens: int | None = None
+    """The context window: a request whose estimated tokens (plus the output it asks for)
+    exceed it is a 400 `context_length_exceeded`."""
+
+    @classmethod
+    def reasoning_model(
+        cls, *, reasoning_tokens: int = 64, context_tokens: int | None = None
+    ) -> Endpoint:
+        return cls(
+            unsupported_parameters={"max_tokens": "Use 'max_completion_tokens' instead."},
+            default_only={"temperature": 1, "top_p": 1},
+            reasoning_efforts=("minimal", "low", "medium", "high"),
+            reasoning_tokens=reasoning_tokens,
+            context_tokens=context_tokens,
+        )
+
+    def check(self, request: dict[str, Any]) -> HttpError | None:
+        """The provider's 400 for this request, or None when it would be served."""
+        for name in self.unrecognized:
+            if name in request:
+                return invalid_request(
+                    f"Unrecognized request argument supplied: {name}", param=None, code=None
+                )
+        for name, advice in self.unsupported_parameters.items():
+            if name in request:
+                message = f"Unsupported parameter: '{name}' is not supported with this model."
+                return invalid_request(
+                    f"{message} {advice}".strip(), param=name, code="unsupported_parameter"
+                )
+        for name, default in self.default_only.items():
+            value = request.get(name)
+            if value is not None and value != default:
+                return invalid_request(
+                    f"Unsupported value: '{name}' does not support {value} with this model. "
+                    f"Only the default ({default}) value is supported.",
+                    param=name,
+                    code="unsupported_value",
+                )
+        effort = request.get("reasoning_effort")
+        if self.reasoning_efforts is not None and effort is not None:
+            if effort not in self.reasoning_efforts:
+                return invalid_request(
+                    f"Unsupported value: 'reasoning_effort' does not support '{effort}' with "
+                    f"this model. Supported values are: {_listed(self.reasoning_efforts)}.",
+                    param="reasoning_effort",
+                    code="unsupported_value",
+                )
+        return self._check_context(request)
+
+    def _check_context(self, request: dict[str, Any]) -> HttpError | None:
+        if self.context_tokens is None:
+            return None
+        prompt = estimate_request_tokens(request)
+        output = request.get("max_completion_tokens") or request.get("max_tokens") or 0
+        limit = self.context_tokens
+        if prompt > limit:
+            message = (
+                f"This model's maximum context length is {limit} tokens. However, your messages "
+                f"resulted in {prompt} tokens. Please reduce the length of the messages."
+            )
+        elif prompt + output > limit:
+            message = (
+                f"This model's maximum context length is {limit} tokens. However, you requested "
+                f"{prompt + output} tokens ({prompt} in the messages, {output} in the "
+                "completion). Please reduce the length of the messages or completion."
+            )
+        else:
+            return None
+        return invalid_request(message, param="messages", code="context_length_exceeded")
+
+    def shape(self, reply: Reply, request: dict[str, Any]) -> Reply:
+        """The reply as this endpoint reports it: reasoning tokens, prompt tokens counted the
+        way its context window counts them."""
+        changes: dict[str, Any] = {}
+        if self.reasoning_tokens is not None and reply.reasoning_tokens is None:
+            changes["reasoning_tokens"] = self.reasoning_tokens
+        if self.context_tokens is not None and reply.usage is None:
+            calls = json.dumps([[c.name, c.arguments] for c in reply.tool_calls])
+            completion = _estimate_tokens((reply.content or "") + calls)
+            changes["usage"] = (estimate_request_tokens(request), completion)
+        return replace(reply, **changes) if changes else reply
+
+
+def completion_body(model: str, reply: Reply, request: dict[str, Any]) -> dict[str, Any]:
+    tool_calls = [
+        {
+            "id": c.id if c.id is not None else f"call_{uuid.uuid4().hex[:12]}",
+            "type": "function",
+            "function": {
+                "name": c.name,
+                "arguments": c.arguments
+                if isinstance(c.arguments, str)
+                else json.dumps(c.arguments),
+            },
+        }
+        for c in reply.tool_calls
+    ]
+    message: dict[str, Any] = {"role": "assistant", "content": reply.content}
+    if tool_calls:
+        message["tool_calls"] = tool_calls
+    prompt, completion = reply.usage or (
+        _estimate_tokens(json.dumps(request.get("messages", []))),
+        _estimate_tokens((reply.content or "") + json.dumps(message.get("tool_calls", []))),
+    )
+    usage: dict[str, Any] = {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+    }
+    if reply.reasoning_tokens is not None:
+        completion += reply.reasoning_tokens
+        usage.update(
+            completion_tokens=completion,
+            total_tokens=prompt + completion,
+            completion_tokens_details={"reasoning_tokens": reply.reasoning_tokens},
+        )
+    return {
+        "id": f"chatcmpl-{uuid.uuid4().hex[:12]}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "message": message,
+                "finish_reason": "tool_calls" if tool_calls else "stop",
+            }
+        ],
+        "usage": usage,
+    }
+
+
+def split_text(text: str, pieces: int | None) -> list[str]:
+    """`text` in `pieces` non-empty parts that join back to it (None: one per word)."""
+    if not text:
+        return []
+    if pieces is None:
+        return re.findall(r"\S+\s*|\s+", text)
+    pieces = max(1, min(pieces, len(text)))
+    size, extra = divmod(len(text), pieces)
+    parts, start = [], 0
+    for i in range(pieces):
+        end = start + size + (1 if i < extra else 0)
+        parts.append(text[start:end])
+        start = end
+    return parts
+
+
+def stream_chunks(model: str, reply: Reply, request: dict[str, Any]) -> list[dict[str, Any]]:
+    """The `chat.completion.chunk` objects that stream the same answer `completion_body`
+    gives: a role chunk, content pieces, tool-call fragments, a finish chunk, and a usage
+    chunk when the request's `stream_options.include_usage` asks for one."""
+    whole = completion_body(model, reply, request)
+    message = whole["choices"][0]["message"]
+    base = {
+        "id": whole["id"],
+        "object": "chat.completion.chunk",
+        "created": whole["created"],
+        "model": model,
+    }
+    include_usage = bool((request.get("stream_options") or {}).get("include_usage"))
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        body = {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+        if include_usage:
+            body["usage"] = None
+        return body
+
+    chunks = [chunk({"role": "assistant", "content": ""})]
+    chunks += [chunk({"content": piece}) for piece in split_text(reply.content or "", reply.chunks)]
+    for index, tool_call in enumerate(message.get("tool_calls", [])):
+        function = tool_call["function"]
+        header = {"index": index, "id": tool_call["id"], "type": "function"}
+        chunks.append(
+            chunk(
+                {
+                    "tool_calls": [
+                        {**header, "function": {"name": function["name"], "arguments": ""}}
+                    ]
+                }
+            )
+        )
+        chunks += [
+            chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
+            for piece in split_text(function["arguments"], reply.chunks)
+        ]
+    chunks.append(chunk({}, whole["choices"][0]["finish_reason"]))
+    if include_usage:
+        chunks.append({**base, "choices": [], "usage": whole["usage"]})
+    return chunks

@@ -1,0 +1,84 @@
+"""What a scripted model's script is made of: replies, tool calls, HTTP errors, dropped
+connections, and the script that answers them in order (`ScriptedLLM.script`)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class ScriptedCall:
+    name: str
+    arguments: dict[str, Any] | str = field(default_factory=dict)
+    id: str | None = None
+    """The call's id as the model sends it; None for a fresh `call_<12 hex>`."""
+
+
+def call(
+    name: str, raw_arguments: str | None = None, *, call_id: str | None = None, **arguments: Any
+) -> ScriptedCall:
+    """A tool call for a Reply; `raw_arguments` sends exactly that text (e.g. broken JSON),
+    `call_id` an id of the test's choosing."""
+    return ScriptedCall(name, raw_arguments if raw_arguments is not None else arguments, call_id)
+
+
+@dataclass
+class Reply:
+    content: str | None = None
+    tool_calls: list[ScriptedCall] = field(default_factory=list)
+    delay: float = 0.0
+    """Seconds to wait before answering (a slow model, or one slower than a timeout)."""
+    usage: tuple[int, int] | None = None
+    """(prompt, completion) tokens; estimated from the text when None."""
+    chunks: int | None = None
+    """Streamed requests: the content (and each tool call's arguments) in this many pieces;
+    None means one piece per word, as a real model's tokens arrive."""
+    chunk_delay: float = 0.0
+    """Streamed requests: seconds between two chunks."""
+    drop_after_chunks: int | None = None
+    """Streamed requests: close the connection after this many content/tool chunks, with
+    no finish chunk and no `[DONE]` (a stream cut off mid-answer)."""
+    reasoning_tokens: int | None = None
+    """Reported as `usage.completion_tokens_details.reasoning_tokens` (and counted in the
+    completion tokens, as providers bill them) when set."""
+
+
+@dataclass
+class HttpError:
+    status: int
+    message: str = "scripted error"
+    headers: dict[str, str] = field(default_factory=dict)
+    body: dict[str, Any] | None = None
+    """The exact JSON body to answer with; None: a generic `{"error": {...}}` from `message`."""
+
+
+@dataclass
+class Drop:
+    """Close the connection without answering."""
+
+
+Step = Reply | HttpError | Drop
+Responder = Callable[[dict[str, Any]], Step]
+
+
+class Script:
+    """Steps answered in order; `repeat_last` keeps answering with the final step."""
+
+    def __init__(self, steps: Iterable[Step], *, repeat_last: bool = False) -> None:
+        self.steps = list(steps)
+        self.repeat_last = repeat_last
+        self.position = 0
+        self.lock = threading.Lock()
+
+    def __call__(self, request: dict[str, Any]) -> Step:
+        with self.lock:
+            if self.position >= len(self.steps):
+                if self.repeat_last and self.steps:
+                    return self.steps[-1]
+                return HttpError(500, f"script exhausted after {len(self.steps)} steps")
+            step = self.steps[self.position]
+            self.position += 1
+            return step
