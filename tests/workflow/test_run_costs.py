@@ -15,7 +15,7 @@ from temporalio.client import Client, WorkflowHistory
 from temporalio.service import RPCError, RPCStatusCode
 
 from reactive_temporal import search_attributes as sa
-from reactive_temporal.api.agents import build_run_input
+from reactive_temporal.api.agents import Agent, build_run_input
 from reactive_temporal.config import Settings
 from reactive_temporal.contracts import names
 from reactive_temporal.contracts.result import AgentResult
@@ -229,6 +229,25 @@ def version_upserts(history: WorkflowHistory) -> list:
     ]
 
 
+async def run_with_bundle(
+    harness: Harness, client: Client, agent: Agent, bundle: str | None
+) -> WorkflowHistory:
+    """Run "Say done" started with Temporal's client, `bundle` in its input in place of the
+    one the project's starters put; its history once it answered."""
+    run_input = build_run_input(agent.config, "Say done").model_copy(
+        update={"patch_bundle": bundle}
+    )
+    handle = await client.start_workflow(
+        names.AGENT_RUN_WORKFLOW,
+        run_input,
+        id=names.run_workflow_id(agent.config.agent_id, uuid.uuid4()),
+        task_queue=harness.task_queue,
+        result_type=AgentResult,
+    )
+    assert (await handle.result()).terminated_by == "final_answer"
+    return await handle.fetch_history()
+
+
 async def test_a_new_run_asks_no_patch(
     harness: Harness, client: Client, llm: ScriptedLLM, model_name: str
 ):
@@ -253,16 +272,7 @@ async def test_a_run_started_without_the_bundle_asks_it_once(
     llm.script(model_name, [Reply("FINAL ANSWER: done")])
     agent_id = f"patches-{uuid.uuid4().hex[:6]}"
     agent = harness.agent(model_name, agent_id=agent_id, timeout_seconds=60, token_budget=10**6)
-    run_input = build_run_input(agent.config, "Say done").model_copy(update={"patch_bundle": None})
-    handle = await client.start_workflow(
-        names.AGENT_RUN_WORKFLOW,
-        run_input,
-        id=names.run_workflow_id(agent_id, uuid.uuid4()),
-        task_queue=harness.task_queue,
-        result_type=AgentResult,
-    )
-    assert (await handle.result()).terminated_by == "final_answer"
-    history = await handle.fetch_history()
+    history = await run_with_bundle(harness, client, agent, None)
     assert asked_patches(history) == [names.RUN_PATCHES_2026_12_03]
     assert len(version_upserts(history)) == 1
 
@@ -275,17 +285,6 @@ async def test_a_run_started_with_the_earlier_bundle_asks_only_the_patch_since(
     then seeds in its first LLM step)."""
     llm.script(model_name, [Reply("FINAL ANSWER: done")])
     agent = harness.agent(model_name, agent_id=f"patches-{uuid.uuid4().hex[:6]}")
-    run_input = build_run_input(agent.config, "Say done").model_copy(
-        update={"patch_bundle": names.RUN_PATCHES_2026_12}
-    )
-    handle = await client.start_workflow(
-        names.AGENT_RUN_WORKFLOW,
-        run_input,
-        id=names.run_workflow_id(agent.config.agent_id, uuid.uuid4()),
-        task_queue=harness.task_queue,
-        result_type=AgentResult,
-    )
-    assert (await handle.result()).terminated_by == "final_answer"
-    history = await handle.fetch_history()
+    history = await run_with_bundle(harness, client, agent, names.RUN_PATCHES_2026_12)
     assert asked_patches(history) == [names.FIRST_STEP_SEEDS_PATCH]
     assert len(version_upserts(history)) == 1
