@@ -33,6 +33,7 @@ from reactive_temporal.cli import (
     operate_commands,
     run_commands,
     serve_commands,
+    serve_options,
 )
 
 app = typer.Typer(
@@ -41,9 +42,9 @@ app = typer.Typer(
 
 
 @app.callback()
-def connection_profile(profile: serve_commands.ProfileOption = None) -> None:
+def connection_profile(profile: serve_options.ProfileOption = None) -> None:
     # `starter.py --profile prod run …`: every command connects with that temporal.toml profile.
-    serve_commands.use_profile(profile)
+    serve_options.use_profile(profile)
 
 
 app.command()(run_commands.run)

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from reactive_temporal.cli import serve_commands
+from reactive_temporal.cli import serve_commands, serve_options
 from reactive_temporal.hosting.worker_processes import (
     exit_code,
     run_workers,
@@ -65,9 +65,9 @@ def test_every_worker_option_reaches_the_workers():
     """A new `worker` option must be passed on by `worker_command` (or be one of the three
     that are not: each worker's own port, `--processes 1`, the profile in the environment)."""
     worker = set(inspect.signature(serve_commands.worker).parameters)
-    forwarded = set(inspect.signature(serve_commands.worker_command).parameters)
+    forwarded = set(inspect.signature(serve_options.worker_command).parameters)
     assert worker - forwarded == {"metrics_port", "processes", "profile"}
-    command = serve_commands.worker_command(
+    command = serve_options.worker_command(
         ["a", "b"], ["fs=x"], ["TOKEN"], 5.0, 7, 9, "deploy", "b1"
     )
     assert command[1:4] == ["-m", "reactive_temporal.cli", "worker"]
