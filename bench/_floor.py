@@ -9,8 +9,9 @@ as the agent runs do.
 
 The floor with I/O (`io=True`, bench/cost.py's "floor + I/O"): `bench_llm_io` and
 `bench_tool_io` instead, which do only the I/O an agent's steps cannot skip: the model call,
-streamed through the project's own client (`llm_client`: openai's client on aiohttp), and one
-committed Postgres write per step (the reply, the tool's result). What an agent run costs
+streamed through the project's own client (`llm_client`: openai's client on aiohttp) and
+read as `llm_step` reads it, and one committed Postgres write per step (the reply, the
+tool's result). What an agent run costs
 above it is the framework's; what the floor with I/O costs above the floor is the I/O's.
 
 Registered on the bench workers next to the project's workflows (bench/_worker.py).
@@ -162,19 +163,30 @@ class FloorIoActivities:
     async def bench_llm_io(self, input: FloorLlmInput) -> int:
         if input.seed:
             await self._write(input.task, -1, "seed")
+        import openai  # the worker process only (the floor's workflow module is sandboxed)
+
         messages = [{"role": "user", "content": input.task}]
         messages += [{"role": "assistant", "content": "…"}] * input.iteration
-        stream = await self.client.chat.completions.create(
-            model=input.model or "floor",
-            messages=messages,
+        # posted and read as `llm_step` does (activities/llm_calls.py `_stream`): the body as
+        # it is, the chunks as decoded JSON; openai's typed `chat.completions.create` would
+        # also transform the request and build a model per chunk, CPU no agent run pays
+        stream = await self.client.post(
+            "/chat/completions",
+            body={
+                "model": input.model or "floor",
+                "messages": messages,
+                "stream": True,
+                "stream_options": {"include_usage": True},
+            },
+            cast_to=object,
             stream=True,
-            stream_options={"include_usage": True},
+            stream_cls=openai.AsyncStream[object],
         )
         text = []
         async with stream:
             async for chunk in stream:
-                for choice in chunk.choices:
-                    text.append(choice.delta.content or "")
+                for choice in chunk.get("choices") or []:
+                    text.append((choice.get("delta") or {}).get("content") or "")
         await self._write(input.task, 2 * input.iteration, "".join(text))
         return input.iteration
 

@@ -5,7 +5,9 @@
 
 runs the project's worker (`create_worker`, every project workflow and activity, plus the
 `noop` tool and the floor workflow of bench/_floor.py) with these extra `Worker(...)`
-options (JSON object, e.g. '{"max_concurrent_activities": 1000}'), prints `READY`, then
+options (JSON object, e.g. '{"max_concurrent_activities": 1000}'; `"floor_unsandboxed":
+true` runs the floor outside Temporal's sandbox, as the project's own workflows run, where
+by default it runs inside, as a user's bare workflow would), prints `READY`, then
 answers one JSON line of statistics for each line it reads on stdin (`stats`; `reset`
 zeroes the peaks and counters first) until stdin closes, and shuts down.
 
@@ -41,7 +43,8 @@ with workflow.unsafe.imports_passed_through():
     from bench._stack import _start_project_worker, _stop_worker, noop
     from reactive_temporal.config import Settings
     from reactive_temporal.embedded.stack import connect
-    from reactive_temporal.hosting.worker_factory import llm_client
+    from reactive_temporal.hosting.sandbox import OwnWorkflowsUnsandboxed
+    from reactive_temporal.hosting.worker_factory import WORKFLOWS, llm_client
 
 SAMPLE_SECONDS = 0.05
 
@@ -112,6 +115,8 @@ async def main() -> None:
         for name in ("max_concurrent_activities", "sticky_queue_timeout_seconds")
         if name in options
     }
+    if options.pop("floor_unsandboxed", False):
+        options["workflow_runner"] = OwnWorkflowsUnsandboxed([*WORKFLOWS, BenchFloorWorkflow])
     settings = Settings(
         database_url=args.database_url,
         openai_base_url=args.llm_base_url,

@@ -5,7 +5,9 @@ Postgres, the bench model (zero latency), and one project worker with the projec
 settings; this process only starts runs and reads histories. Four scenarios, interleaved
 on that worker and server:
 
-- floor: `BenchFloorWorkflow` (bench/_floor.py), the same LLM and tool activities as no-ops;
+- floor: `BenchFloorWorkflow` (bench/_floor.py), the same LLM and tool activities as no-ops,
+  in Temporal's sandbox as a user's bare workflow runs (ours run outside it; with
+  `--floor-unsandboxed`, the floor does too);
 - floor + I/O: the same workflow, its steps doing only the I/O an agent's cannot skip (the
   model call through the project's client, streamed; one committed Postgres write per
   step): the agent runs' cost above it is the framework's, its own above the floor the I/O's;
@@ -24,6 +26,7 @@ interleaved; the per-iteration figures are the differences between the two sizes
 K_big - K_small (fixed per-run costs cancel), plus ms per iteration of the K_big run.
 
     .venv/bin/python -m bench.cost [--quick] [--concurrency C] [--batches B] [--trials T]
+        [--floor-unsandboxed]
 """
 
 from __future__ import annotations
@@ -142,6 +145,12 @@ async def main() -> None:
     p.add_argument("--small", type=int, default=3, help="K_small (default 3)")
     p.add_argument("--big", type=int, default=30, help="K_big (default 30)")
     p.add_argument(
+        "--floor-unsandboxed",
+        action="store_true",
+        help="run the floor outside Temporal's sandbox, as the project's workflows run "
+        "(default: inside, as a user's bare workflow would)",
+    )
+    p.add_argument(
         "--no-live-output",
         action="store_true",
         help="agent runs without live output (on by default)",
@@ -152,7 +161,8 @@ async def main() -> None:
     trials = args.trials or (2 if args.quick else 5)
     results = Results()
 
-    async with open_process_stack() as stack, stack.worker("bench-cost") as worker:
+    options = {"floor_unsandboxed": True} if args.floor_unsandboxed else None
+    async with open_process_stack() as stack, stack.worker("bench-cost", options) as worker:
         live = not args.no_live_output
         scenarios = {kind: Scenario(kind, "bench-cost", live_output=live) for kind in SCENARIOS}
         log("warming up")
@@ -177,6 +187,8 @@ async def main() -> None:
 
     if args.no_live_output:
         print("\nAgent runs with `live_output=False` (`--no-live-output`).")
+    if args.floor_unsandboxed:
+        print("\nThe floor runs outside Temporal's sandbox, as ours does (`--floor-unsandboxed`).")
     report(results, c, k, batches, trials, args.small, args.big)
 
 
