@@ -9,8 +9,9 @@ on that worker and server:
   in Temporal's sandbox as a user's bare workflow runs (ours run outside it; with
   `--floor-unsandboxed`, the floor does too);
 - floor + I/O: the same workflow, its steps doing only the I/O an agent's cannot skip (the
-  model call through the project's client, streamed; one committed Postgres write per
-  step): the agent runs' cost above it is the framework's, its own above the floor the I/O's;
+  model call through the project's client, streamed, posted and read as `llm_step` does; one
+  committed Postgres write per step): the agent runs' cost above it is the framework's, its
+  own above the floor the I/O's;
 - memory off: agent runs with `memory=False`;
 - memory on (the project default): agent runs with `memory=True` (debrief child, lessons).
 
