@@ -99,8 +99,8 @@ class RunWrapUp:
             if kept_here
             else "tell the agent the run finished",
         )
-        if result.debrief is not None and not kept_here:
-            await self._start_debrief(result)
+        if debrief_input is not None and result.debrief is not None and not kept_here:
+            await self._start_debrief(debrief_input)
         outcome = (
             result.debrief.outcome
             if result.debrief
@@ -138,11 +138,10 @@ class RunWrapUp:
             sa.TOKENS_USED.value_set(self.state.tokens),
         ]
 
-    async def _start_debrief(self, result: AgentResult) -> None:
+    async def _start_debrief(self, debrief_input: DebriefInput) -> None:
         """The rich debrief, in an abandoned child the run does not wait for; the child builds
         the deterministic debrief it starts from out of the same input, as the run did.
         Replay does not compare a child's input, so runs that passed it replay either way."""
-        debrief_input = self._debrief_input(result)
         try:
             await workflow.start_child_workflow(
                 DebriefWorkflow.run,
