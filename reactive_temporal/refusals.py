@@ -44,8 +44,11 @@ workflow continues as new, or its state is reloaded. It asks the caller to send 
 def busy_or_aborted(err: RPCError) -> bool:
     """The server is too busy to take an update now, or dropped it before the workflow saw it.
 
-    Sent again under the same update id it still runs once, and once its workflow has closed
-    the server answers with the outcome it had.
+    Sent again under the same update id it runs once in the run it reaches. The server says
+    "aborted" also, rarely, for an update the run it was sent to had already run, as that run
+    continued as new; sent again, it reaches the next run, which has not seen its id. The agent
+    entity answers such a chat turn from the replies it carries over
+    (`reactive_temporal.answered_turns`).
     """
     status, text = UPDATE_ABORTED
     return busy(err) or (err.status == status and text in err.message)

@@ -29,6 +29,7 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from reactive_temporal import prompts
+    from reactive_temporal.answered_turns import answered_before, remember
     from reactive_temporal.contracts import names
     from reactive_temporal.contracts.debrief import AgentDebrief
     from reactive_temporal.contracts.entity import (
@@ -275,6 +276,10 @@ class AgentWorkflow(ChatPaths):
 
     @workflow.update(name=names.CHAT_UPDATE)
     async def chat(self, request: ChatRequest) -> ChatReply:
+        turn_id = _update_id()
+        earlier = answered_before(self.state.answered_turns, turn_id)
+        if earlier is not None:  # an earlier run answered it; the server sent it again
+            return earlier
         saved_per_turn = self._sessions_saved_per_turn()
         async with self.sessions.lock(request.session_id):
             if saved_per_turn:
@@ -300,6 +305,9 @@ class AgentWorkflow(ChatPaths):
             else:
                 self.state.sessions.setdefault(request.session_id, []).extend(turn)
             self.state.chat_turns += 1
+            self.state.answered_turns = remember(
+                self.state.answered_turns, turn_id, reply, workflow.now()
+            )
             workflow.set_current_details(
                 f"{self.state.chat_turns} chat turns · {len(self.state.sessions)} open sessions · "
                 f"last run {self.state.last_run_id or '—'}"
@@ -368,6 +376,13 @@ class AgentWorkflow(ChatPaths):
                 continue
             parts.append(prompts.live_run_context(read.progress))
         return "\n\n".join(parts)
+
+
+def _update_id() -> str:
+    info = workflow.current_update_info()
+    if info is None:  # only an update handler calls this
+        raise RuntimeError("not in an update handler")
+    return info.id
 
 
 def _require_valid_id(session_id: str) -> None:

@@ -84,7 +84,9 @@ messages (which changed between server versions) are the only mark of either."""
 def busy_or_between_runs(err: RPCError) -> bool:
     """Refused for now: the server is busy, or the entity is continuing as new.
 
-    Its next run takes the update, under the same update id, so it still runs once.
+    Its next run takes the update, under the same update id; a chat turn the last run had
+    answered is answered from the replies it carried over (`reactive_temporal.answered_turns`),
+    so it still runs once.
     """
     return busy_or_aborted(err) or any(
         err.status == status and text in err.message for status, text in ENTITY_BETWEEN_RUNS
@@ -123,7 +125,7 @@ class AgentEntity:
         """Run an update on the agent's AgentWorkflow, starting the workflow if needed.
 
         The update has one id for all its tries, so a turn sent again while Temporal is busy
-        (`while_busy`) runs once.
+        (`while_busy`) runs once, in whichever of the entity's runs it reaches.
 
         Raises:
             ChatError: the update's validator refused the request (it names the problem).
@@ -140,7 +142,8 @@ class AgentEntity:
     ) -> Any:
         """An update-with-start, sent again while Temporal is too busy to take it.
 
-        Its one update id makes the server run it once however often it is sent.
+        Its one update id makes a run of the entity run it once however often it is sent (and
+        the next run answer a chat turn the last one answered from its carried-over replies).
         """
         update_id = str(uuid.uuid4())
 

@@ -57,6 +57,14 @@ class ChatReply(BaseModel):
     """The tool path's run, which has its own debrief."""
 
 
+class AnsweredTurn(BaseModel):
+    """A chat turn the agent answered, by the id of the update that asked it."""
+
+    update_id: str
+    at: datetime
+    reply: ChatReply
+
+
 class RunStarted(BaseModel):
     """A run tells its agent it started (for mid-run chat)."""
 
@@ -139,6 +147,9 @@ class AgentState(BaseModel):
     """Open sessions saved turn by turn: their size in Postgres and when last used."""
     agent_set_at: datetime | None = None
     """When the builder last set `agent` (a run that started before does not replace it)."""
+    answered_turns: list[AnsweredTurn] = Field(default_factory=list)
+    """The latest chat turns' replies (`reactive_temporal.answered_turns`): a turn the server
+    hands to the next run again is answered from here, not asked of the model twice."""
 
 
 class AgentWorkflowInput(BaseModel):

@@ -27,6 +27,9 @@ newer bundle (a starter one deploy behind): it asks `first-step-seeds` on its ow
 `_internal` (every group) with internal payloads written without their fields at defaults
 (contracts/internal.py) and debrief children that build their deterministic debrief
 themselves (no `fallback` in their input): payloads only, no decision changed, so no patch.
+`chat_turn_sent_again.json` (group `answered`) is an entity's second run answering a turn its
+first run answered, sent again under its update id, from the reply carried over
+(`reactive_temporal.answered_turns`): no patch, as no earlier run's input carried a reply.
 Each scenario runs on a fresh dev server with scripted models.
 """
 
@@ -46,7 +49,7 @@ from reactive_temporal.api.agents import Agent
 from reactive_temporal.api.operate import history_to_json
 from reactive_temporal.config import Settings
 from reactive_temporal.contracts import names
-from reactive_temporal.contracts.entity import AgentState, AgentWorkflowInput
+from reactive_temporal.contracts.entity import AgentState, AgentWorkflowInput, ChatRequest
 from reactive_temporal.contracts.run import AgentConfig, AgentRunInput, FinalAnswerCapture
 from reactive_temporal.embedded.scripted_llm import HttpError, Reply, ScriptedLLM, call
 from reactive_temporal.embedded.stack import DevServer
@@ -299,8 +302,30 @@ async def record_last_run(client: Client, task_queue: str, llm: ScriptedLLM) -> 
     return {"last_run_read.json": names.agent_workflow_id(agent_id)}
 
 
+async def record_answered(client: Client, task_queue: str, llm: ScriptedLLM) -> dict[str, str]:
+    """A chat turn the server hands the entity's next run again (its update id unknown there),
+    answered from the reply the last run carried over: no model call, no session write."""
+    agent_id = f"recorder-again-{uuid.uuid4().hex[:6]}"
+    config = AgentConfig(agent_id=agent_id, model="again", memory=False)
+    handle = await client.start_workflow(
+        AgentWorkflow.run,
+        AgentWorkflowInput(state=AgentState(agent=config), continue_as_new_after_events=5),
+        id=names.agent_workflow_id(agent_id),
+        task_queue=task_queue,
+    )
+    first_run = (await handle.describe()).run_id
+    llm.script("again", [Reply("said once")])
+    turn = ChatRequest(message="say it once", agent=config)
+    await handle.execute_update(AgentWorkflow.chat, turn, id="turn-1")
+    while (second_run := (await handle.describe()).run_id) == first_run:
+        await asyncio.sleep(0.1)
+    await handle.execute_update(AgentWorkflow.chat, turn, id="turn-1")
+    return {f"chat_turn_sent_again.json@{second_run}": handle.id}
+
+
 GROUPS = {
     "base": record,
+    "answered": record_answered,
     "last_run": record_last_run,
     "stops": record_stops,
     "approvals": record_approvals,

@@ -53,6 +53,7 @@ def test_the_required_histories_are_committed():
         "approval_run",
         "live_output_run",
         "last_run_read",
+        "chat_turn_sent_again",
     } <= names
 
 

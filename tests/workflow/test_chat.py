@@ -11,7 +11,13 @@ from temporalio.client import Client
 
 from reactive_temporal.api.sessions import ChatError
 from reactive_temporal.contracts import names
-from reactive_temporal.contracts.entity import AgentState, AgentWorkflowInput, ChatRequest
+from reactive_temporal.contracts.entity import (
+    DEFAULT_SESSION,
+    AgentState,
+    AgentWorkflowInput,
+    ChatReply,
+    ChatRequest,
+)
 from reactive_temporal.contracts.run import AgentConfig, RunProgress
 from reactive_temporal.embedded.scripted_llm import HttpError, Reply, ScriptedLLM, call
 from tests.conftest import wait_for
@@ -294,6 +300,39 @@ async def test_continue_as_new_mid_session_keeps_history_and_debrief(
     history = await session.history()
     assert [m.content for m in history] == [x for i in range(8) for x in (f"q{i}", f"a{i}")]
     assert (await agent.get_last_debrief()).summary == "Ran once."  # type: ignore[union-attr]
+
+
+async def test_a_turn_sent_again_to_the_next_run_is_answered_once(
+    harness: Harness, client: Client, llm: ScriptedLLM, model_name
+):
+    """The server can hand a turn its entity's last run answered to the next run again
+    (reactive_temporal.answered_turns); the next run does not know the update's id, and
+    answers from the reply it carried over instead of asking the model twice."""
+    agent_id = unique_agent()
+    config = AgentConfig(agent_id=agent_id, model=model_name, memory=False)
+    handle = await client.start_workflow(
+        "AgentWorkflow",
+        AgentWorkflowInput(state=AgentState(agent=config), continue_as_new_after_events=5),
+        id=names.agent_workflow_id(agent_id),
+        task_queue=harness.task_queue,
+    )
+    first_run_id = (await handle.describe()).run_id
+    llm.script(model_name, [Reply("Once."), Reply("Twice.")])
+    turn = ChatRequest(message="Say it once", agent=config)
+    first = await handle.execute_update(names.CHAT_UPDATE, turn, id="turn-1", result_type=ChatReply)
+
+    async def continued() -> bool:
+        return (await handle.describe()).run_id != first_run_id
+
+    await wait_for(continued, seconds=20)
+    again = await handle.execute_update(names.CHAT_UPDATE, turn, id="turn-1", result_type=ChatReply)
+    assert (first.message, again) == ("Once.", first)
+    assert len(llm.requests[model_name]) == 1
+    saved = await harness.agent(model_name, agent_id=agent_id).session(DEFAULT_SESSION).history()
+    assert [m.content for m in saved] == ["Say it once", "Once."]
+    # a new turn, under its own id, is asked of the model
+    other = await handle.execute_update(names.CHAT_UPDATE, turn, id="turn-2", result_type=ChatReply)
+    assert other.message == "Twice."
 
 
 async def test_mid_run_chat_answers_from_the_live_state(harness: Harness, llm, model_name):
