@@ -17,7 +17,9 @@ wakes its watchers once where it wrote two, and a slow one shows that it began a
 
 A streamed reply's text goes out as it comes, but at most once per TEXT_WRITE_INTERVAL
 (`TextStream`): a model streaming 50 chunks a second wrote 50 transactions and NOTIFYs a
-second per run, which at a thousand runs is Postgres's and the worker's whole capacity.
+second per run, which at a thousand runs is Postgres's and the worker's whole capacity. Its
+first text waits FIRST_TEXT_AFTER seconds, so a reply that ends by then goes out with the
+step's record.
 """
 
 from __future__ import annotations
@@ -103,8 +105,13 @@ ANNOUNCE_AFTER = 1.0
 """Seconds an announcing event waits for the next event to go out with (see the module)."""
 
 TEXT_WRITE_INTERVAL = 0.2
-"""Seconds from one text write of a reply to its next: the first text goes out at once, what
-comes meanwhile goes out together (five updates a second reads as live to a person)."""
+"""Seconds from one text write of a reply to its next: what comes meanwhile goes out
+together (five updates a second reads as live to a person)."""
+FIRST_TEXT_AFTER = 0.1
+"""Seconds a reply's first text waits before it is written: a reply that ends sooner goes out
+with the step's record, in its transaction (a short reply, or a quick model: one transaction
+and NOTIFY a step instead of two), and a person watching sees a longer one start a tenth of a
+second later."""
 
 
 MAX_BATCH_APPENDS = 200
@@ -228,10 +235,11 @@ class Announcement:
 class TextStream:
     """One LLM call's text deltas, appended as they come without waiting on each write.
 
-    The first delta is written at once; later ones at most every TEXT_WRITE_INTERVAL
-    seconds, deltas that arrive meanwhile going out together, so a reply costs a few writes
-    per second however finely the model streams it. At most one write is in flight.
-    `close()` writes what is left without waiting for the interval.
+    The first delta is written FIRST_TEXT_AFTER seconds after it comes; later ones at most
+    every TEXT_WRITE_INTERVAL seconds, deltas that arrive meanwhile going out together, so a
+    reply costs a few writes per second however finely the model streams it. At most one
+    write is in flight. `close()` writes what is left without waiting for the interval (or
+    leaves it for the caller's own write).
     """
 
     def __init__(
@@ -242,9 +250,11 @@ class TextStream:
         attempt: int,
         prelude: Announcement | None = None,
         write_interval: float = TEXT_WRITE_INTERVAL,
+        first_after: float = FIRST_TEXT_AFTER,
     ) -> None:
         self.events = events
         self.write_interval = write_interval
+        self.first_after = first_after
         self.prelude = prelude
         self.run_id = run_id
         self.step = step
@@ -264,6 +274,8 @@ class TextStream:
         """Queue a delta; a write starts at once unless one is already in flight."""
         if not delta:
             return
+        if not self.written and not self.buffer:  # the reply's first text
+            self.next_write_at = asyncio.get_running_loop().time() + self.first_after
         self.buffer += delta
         if self.flushing is None or self.flushing.done():
             self.flushing = asyncio.create_task(self._flush())
@@ -275,6 +287,8 @@ class TextStream:
             if pause > 0:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self.ended.wait(), pause)
+                if self.ended.is_set():
+                    return  # the reply ended meanwhile: `close()` takes what is left
             self.next_write_at = loop.time() + self.write_interval
             text = self._take_text()
             prelude = await self.prelude.take() if self.prelude is not None else []

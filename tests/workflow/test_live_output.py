@@ -97,7 +97,9 @@ async def test_history_per_llm_call_is_the_same_for_1_and_50_chunks(
     harness: Harness, llm: ScriptedLLM, model_name
 ):
     async def history_of(chunks: int) -> list[int]:
-        model = llm.script(f"{model_name}-{chunks}", [Reply(ANSWER, chunks=chunks)])
+        # streamed over half a second: its text goes out before the reply ends
+        reply = Reply(ANSWER, chunks=chunks, chunk_delay=0.5 / chunks)
+        model = llm.script(f"{model_name}-{chunks}", [reply])
         agent = harness.agent(model, agent_id=unique_agent(), memory=False)
         events = [e async for e in agent.run_stream("Count")]
         assert texts_by_step(events) == {events[1].step: ANSWER}
@@ -139,7 +141,8 @@ async def test_a_retry_that_answers_differently_restarts_the_step(
     llm.script(
         model_name,
         [
-            Reply("I think the answer is 41", chunks=6, chunk_delay=0.02, drop_after_chunks=5),
+            # cut after a quarter of a second: its text has gone out (FIRST_TEXT_AFTER)
+            Reply("I think the answer is 41", chunks=6, chunk_delay=0.05, drop_after_chunks=5),
             Reply(ANSWER, chunks=3),
         ],
     )
@@ -279,8 +282,9 @@ async def transactions(harness: Harness, run_id: str) -> list[tuple[str, datetim
 async def test_a_quick_step_writes_its_announcement_with_what_follows(
     harness: Harness, llm: ScriptedLLM, model_name, monkeypatch
 ):
-    """The iteration goes out with its first text, a quick tool's start with its end: one
-    transaction and one wake-up for the watchers each, in the same order as before."""
+    """The iteration goes out with its first text, and a quick reply's text with the reply's
+    record; a quick tool's start with its end: one transaction and one wake-up for the
+    watchers each, in the same order as before."""
     monkeypatch.setattr("activities.run_events.ANNOUNCE_AFTER", 30.0)
     llm.script(
         model_name,
@@ -292,6 +296,14 @@ async def test_a_quick_step_writes_its_announcement_with_what_follows(
     rows = await transactions(harness, events[-1].result.run_id)
     types = [t for t, _ in rows]
     assert types[:2] == ["iteration", "text"] and rows[0][1] == rows[1][1]
+    async with harness.store.pool.connection() as conn:
+        cur = await conn.execute(
+            "SELECT created_at FROM run_messages WHERE run_id = %s AND role = 'assistant' "
+            "ORDER BY seq LIMIT 1",
+            (events[-1].result.run_id,),
+        )
+        reply = await cur.fetchone()
+    assert reply is not None and reply[0] == rows[0][1]  # written with the reply's record
     start, end = types.index("tool_start"), types.index("tool_end")
     assert end == start + 1 and rows[start][1] == rows[end][1]
 
