@@ -317,7 +317,10 @@ async def record_answered(client: Client, task_queue: str, llm: ScriptedLLM) -> 
     llm.script("again", [Reply("said once")])
     turn = ChatRequest(message="say it once", agent=config)
     await handle.execute_update(AgentWorkflow.chat, turn, id="turn-1")
-    while (second_run := (await handle.describe()).run_id) == first_run:
+    for _ in range(200):  # the first run continues as new once the turn is done
+        second_run = (await handle.describe()).run_id
+        if second_run != first_run:
+            break
         await asyncio.sleep(0.1)
     await handle.execute_update(AgentWorkflow.chat, turn, id="turn-1")
     return {f"chat_turn_sent_again.json@{second_run}": handle.id}
