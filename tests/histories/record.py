@@ -49,7 +49,12 @@ from reactive_temporal.api.agents import Agent
 from reactive_temporal.api.operate import history_to_json
 from reactive_temporal.config import Settings
 from reactive_temporal.contracts import names
-from reactive_temporal.contracts.entity import AgentState, AgentWorkflowInput, ChatRequest
+from reactive_temporal.contracts.entity import (
+    AgentState,
+    AgentWorkflowInput,
+    ChatReply,
+    ChatRequest,
+)
 from reactive_temporal.contracts.run import AgentConfig, AgentRunInput, FinalAnswerCapture
 from reactive_temporal.embedded.scripted_llm import HttpError, Reply, ScriptedLLM, call
 from reactive_temporal.embedded.stack import DevServer
@@ -316,13 +321,13 @@ async def record_answered(client: Client, task_queue: str, llm: ScriptedLLM) -> 
     first_run = (await handle.describe()).run_id
     llm.script("again", [Reply("said once")])
     turn = ChatRequest(message="say it once", agent=config)
-    await handle.execute_update(AgentWorkflow.chat, turn, id="turn-1")
+    await handle.execute_update(names.CHAT_UPDATE, turn, id="turn-1", result_type=ChatReply)
     for _ in range(200):  # the first run continues as new once the turn is done
         second_run = (await handle.describe()).run_id
         if second_run != first_run:
             break
         await asyncio.sleep(0.1)
-    await handle.execute_update(AgentWorkflow.chat, turn, id="turn-1")
+    await handle.execute_update(names.CHAT_UPDATE, turn, id="turn-1", result_type=ChatReply)
     return {f"chat_turn_sent_again.json@{second_run}": handle.id}
 
 
