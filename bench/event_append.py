@@ -23,6 +23,10 @@ thread (Postgres's own work not counted):
 - one pool checkout with one statement (every store read and write is at least that): the
   pool checking the connection on every checkout (before) against checking only a connection
   idle for a while (now, `activities.pool.IdleChecks`);
+- an LLM step's quick reply (its text in three deltas, then the step ends) streamed and
+  recorded: the first text written at once and what came meanwhile when the reply ended,
+  then the record (before) against the text held FIRST_TEXT_AFTER and handed to the record,
+  one transaction (now, `TextStream`);
 - one reply streamed at a model's pace (100 chunks, 20 ms apart: 2 s) through `TextStream`:
   a write per chunk (before: no interval) against at most one per TEXT_WRITE_INTERVAL (now);
   the loop's CPU over the whole reply (the feeding and its timers included, the same in both)
@@ -34,6 +38,8 @@ thread (Postgres's own work not counted):
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import itertools
 import statistics
 import time
 import uuid
@@ -103,6 +109,20 @@ def iteration(seq: int) -> list[NewEvent]:
     ]
 
 
+async def writes_per_step(store: Store, run_id: str) -> float:
+    """Transactions per step of `run_id`: its events' and records' distinct (step, start
+    time of the transaction that wrote them) pairs, per step."""
+    async with store.pool.connection() as conn:
+        cur = await conn.execute(
+            "SELECT count(*)::float / greatest(count(DISTINCT seq), 1) FROM ("
+            " SELECT step AS seq, created_at FROM run_events WHERE run_id = %(run)s"
+            " UNION SELECT seq, created_at FROM run_messages WHERE run_id = %(run)s) AS w",
+            {"run": run_id},
+        )
+        row = await cur.fetchone()
+    return float(row[0]) if row else 0.0
+
+
 async def cpu_ms(step: Callable[[int], Awaitable[None]], trials: int) -> list[float]:
     samples = []
     for i in range(trials):
@@ -110,6 +130,35 @@ async def cpu_ms(step: Callable[[int], Awaitable[None]], trials: int) -> list[fl
         await step(i)
         samples.append((time.thread_time() - started) * 1000)
     return samples
+
+
+class TextStreamBefore(TextStream):
+    """`TextStream` as it was: the first text at once, and what is buffered when the reply
+    ends written by the stream, not left for the record."""
+
+    def __init__(self, events: RunEvents, run_id: str, step: int) -> None:
+        super().__init__(events, run_id, step, attempt=1, first_after=0.0)
+
+    async def _flush(self) -> None:
+        loop = asyncio.get_running_loop()
+        while self.buffer:
+            pause = self.next_write_at - loop.time()
+            if pause > 0:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.ended.wait(), pause)
+            self.next_write_at = loop.time() + self.write_interval
+            await self.events.try_append(self.run_id, self._take_text())
+
+
+async def quick_reply(store: Store, text: TextStream, seq: int, reply: Message) -> None:
+    """An LLM step's reply of three deltas, streamed, then recorded with what it left."""
+    for delta in ("Calling ", "the calculator", "."):
+        text.add(delta)
+        await asyncio.sleep(0.001)  # the next chunk off the socket
+    await text.close(write=False)
+    step = LlmStepResult(content="Calling the calculator.", finish_reason="tool_calls")
+    events = transaction(text.run_id, text.last) if text.last else None
+    await store.record_step(text.run_id, seq, reply, step, then=events)
 
 
 REPLY_CHUNKS, CHUNK_GAP = 100, 0.02
@@ -185,6 +234,21 @@ async def main() -> None:
                 now_run, seq + 1, observation, observed, then=transaction(now_run, [start, end])
             )
 
+        said = Message(role="assistant", content="Calling the calculator.", tool_calls=[call])
+
+        quick_runs = {k: f"bench-quick-{k}-{uuid.uuid4().hex[:8]}" for k in ("qb", "qn")}
+
+        steps = itertools.count()
+
+        async def quick_before(i: int) -> None:
+            seq = next(steps)
+            await quick_reply(store, TextStreamBefore(events, quick_runs["qb"], seq), seq, said)
+
+        async def quick_now(i: int) -> None:
+            seq = next(steps)
+            text = TextStream(events, quick_runs["qn"], seq, attempt=1)
+            await quick_reply(store, text, seq, said)
+
         crowd = [f"bench-crowd-{uuid.uuid4().hex[:8]}" for _ in range(CROWD)]
 
         async def alone(run_id: str, events: Sequence[NewEvent]) -> None:
@@ -236,7 +300,11 @@ async def main() -> None:
                 await conn.execute("SELECT 1")
 
         results: dict[str, list[float]] = {
-            k: [] for k in ("1b", "1n", "sb", "sn", "rb", "rn", "xb", "xn", "kb", "kn", "cb", "cn")
+            k: []
+            for k in (
+                *("1b", "1n", "sb", "sn", "rb", "rn", "qb", "qn"),
+                *("xb", "xn", "kb", "kn", "cb", "cn"),
+            )
         }
         try:
             for _ in range(2):  # interleaved halves, the first one also warms up
@@ -246,6 +314,8 @@ async def main() -> None:
                 results["sn"] += await cpu_ms(step_now, trials // 4)
                 results["rb"] += await cpu_ms(records_before, trials // 4)
                 results["rn"] += await cpu_ms(records_now, trials // 4)
+                results["qb"] += await cpu_ms(quick_before, trials // 10)
+                results["qn"] += await cpu_ms(quick_now, trials // 10)
                 results["xb"] += await cpu_ms(crowd_before, trials // 20)
                 results["xn"] += await cpu_ms(crowd_now, trials // 20)
                 results["kb"] += await cpu_ms(steps_before, trials // 20)
@@ -258,6 +328,8 @@ async def main() -> None:
         for _ in range(2 if args.quick else 5):  # 2 s each
             replies["before"].append(await streamed_reply(events, 0.0))
             replies["now"].append(await streamed_reply(events, TEXT_WRITE_INTERVAL))
+
+        quick_writes = {k: await writes_per_step(store, r) for k, r in quick_runs.items()}
 
     def med(key: str) -> float:
         return statistics.median(results[key])
@@ -291,6 +363,13 @@ async def main() -> None:
                 f"{med('rn'):.3f}",
                 f"{med('rn') / med('rb'):.2f}×",
                 "4 → 2",
+            ],
+            [
+                "a quick reply streamed and recorded",
+                f"{med('qb'):.3f}",
+                f"{med('qn'):.3f}",
+                f"{med('qn') / med('qb'):.2f}×",
+                f"{quick_writes['qb']:.1f} → {quick_writes['qn']:.1f}",
             ],
             [
                 f"{CROWD} runs' text at once",
