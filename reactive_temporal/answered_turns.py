@@ -7,7 +7,7 @@ new run again: an update completed in the task that continued as new
 sent it again under its id (`reactive_temporal.refusals`). The new run has never seen that
 id, so it would ask the model again: a second billed call, and the turn saved twice. Measured
 in `tests/workflow/test_busy_server.py`'s crowd (20 turns, an entity run every 12 updates):
-1 turn in about 30 crowds.
+1 turn in about 35 crowds, under CPU load.
 
 So the entity keeps the latest turns' replies by update id in its state, which it carries
 across continue-as-new, and a turn it finds there gets the same reply without being run
@@ -25,11 +25,11 @@ from datetime import datetime, timedelta
 
 from reactive_temporal.contracts.entity import AnsweredTurn, ChatReply
 
-KEEP_FOR = timedelta(minutes=10)
+KEEP_FOR = timedelta(minutes=2)
 """How long a reply is remembered (a turn sent again comes within seconds)."""
-KEEP_TURNS = 64
+KEEP_TURNS = 32
 """The most replies remembered."""
-KEEP_BYTES = 256_000
+KEEP_BYTES = 128_000
 """The most bytes of remembered replies (the newest is kept whatever its size: a reply is
 bounded by `limits.REPLY_CONTENT_MAX_CHARS`)."""
 TURN_OVERHEAD_BYTES = 256

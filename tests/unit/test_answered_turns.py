@@ -60,7 +60,7 @@ def test_at_most_so_many_replies_are_kept():
 
 
 def test_the_replies_kept_fit_their_byte_budget_and_the_newest_is_kept_whatever_its_size():
-    big = "é" * (REPLY_CONTENT_MAX_CHARS // 2)  # two bytes a character: 64,000 bytes
+    big = "é" * (REPLY_CONTENT_MAX_CHARS // 4)  # two bytes a character: 32,000 bytes
     turns: list[AnsweredTurn] = []
     for i in range(5):
         turns = remember(turns, f"big-{i}", reply(big), NOON + timedelta(seconds=i))
