@@ -58,6 +58,11 @@ def remember(
     return kept[::-1]
 
 
+def recent(turns: Sequence[AnsweredTurn], now: datetime) -> list[AnsweredTurn]:
+    """`turns` without those older than KEEP_FOR (what a run carries to the next)."""
+    return [t for t in turns if now - t.at <= KEEP_FOR]
+
+
 def turn_bytes(turn: AnsweredTurn) -> int:
     """What a remembered reply weighs in the entity's state, about."""
     return len(turn.reply.message.encode("utf-8", "replace")) + TURN_OVERHEAD_BYTES

@@ -29,7 +29,7 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from reactive_temporal import prompts
-    from reactive_temporal.answered_turns import answered_before, remember
+    from reactive_temporal.answered_turns import answered_before, recent, remember
     from reactive_temporal.contracts import names
     from reactive_temporal.contracts.debrief import AgentDebrief
     from reactive_temporal.contracts.entity import (
@@ -98,6 +98,7 @@ class AgentWorkflow(ChatPaths):
         else:  # an entity started before sessions were saved turn by turn
             await workflow.wait_condition(self._time_to_continue_as_new)
         await workflow.wait_condition(workflow.all_handlers_finished)
+        self.state.answered_turns = recent(self.state.answered_turns, workflow.now())
         workflow.continue_as_new(
             AgentWorkflowInput(
                 state=self.state,

@@ -9,6 +9,7 @@ from reactive_temporal.answered_turns import (
     KEEP_FOR,
     KEEP_TURNS,
     answered_before,
+    recent,
     remember,
 )
 from reactive_temporal.contracts.entity import AgentState, AnsweredTurn, ChatReply
@@ -69,3 +70,10 @@ def test_the_replies_kept_fit_their_byte_budget_and_the_newest_is_kept_whatever_
     assert [t.update_id for t in turns] == ["big-2", "big-3", "big-4"]
     huge = "é" * (KEEP_BYTES // 2 + 1)  # over the budget alone
     assert [t.update_id for t in remember(turns, "huge", reply(huge), NOON)] == ["huge"]
+
+
+def test_a_run_carries_only_the_recent_replies_to_the_next():
+    turns = answered(3, every=KEEP_FOR / 2)  # at noon, +1 min, +2 min
+    assert [t.update_id for t in recent(turns, NOON + KEEP_FOR)] == ["turn-0", "turn-1", "turn-2"]
+    assert [t.update_id for t in recent(turns, NOON + KEEP_FOR * 1.5)] == ["turn-1", "turn-2"]
+    assert recent(turns, NOON + KEEP_FOR * 3) == []
