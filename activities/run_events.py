@@ -109,9 +109,9 @@ TEXT_WRITE_INTERVAL = 0.2
 together (five updates a second reads as live to a person)."""
 FIRST_TEXT_AFTER = 0.1
 """Seconds a reply's first text waits before it is written: a reply that ends sooner goes out
-with the step's record, in its transaction (a short reply, or a quick model: one transaction
-and NOTIFY a step instead of two), and a person watching sees a longer one start a tenth of a
-second later."""
+with the step's record, in its round trip (a short reply, or a quick model: one write and one
+NOTIFY a step instead of three writes and two), and a person watching sees a longer one start
+a tenth of a second later."""
 
 
 MAX_BATCH_APPENDS = 200

@@ -26,7 +26,7 @@ thread (Postgres's own work not counted):
 - an LLM step's quick reply (its text in three deltas, then the step ends) streamed and
   recorded: the first text written at once and what came meanwhile when the reply ended,
   then the record (before) against the text held FIRST_TEXT_AFTER and handed to the record,
-  one transaction (now, `TextStream`);
+  in its round trip (now, `TextStream`): round trips per step;
 - one reply streamed at a model's pace (100 chunks, 20 ms apart: 2 s) through `TextStream`:
   a write per chunk (before: no interval) against at most one per TEXT_WRITE_INTERVAL (now);
   the loop's CPU over the whole reply (the feeding and its timers included, the same in both)
@@ -110,8 +110,9 @@ def iteration(seq: int) -> list[NewEvent]:
 
 
 async def writes_per_step(store: Store, run_id: str) -> float:
-    """Transactions per step of `run_id`: its events' and records' distinct (step, start
-    time of the transaction that wrote them) pairs, per step."""
+    """Writes (round trips) per step of `run_id`: its events' and records' distinct (step,
+    transaction start time) pairs, per step (the transactions of one query string, as a
+    record's and its events' are, share their start time)."""
     async with store.pool.connection() as conn:
         cur = await conn.execute(
             "SELECT count(*)::float / greatest(count(DISTINCT seq), 1) FROM ("
@@ -369,7 +370,7 @@ async def main() -> None:
                 f"{med('qb'):.3f}",
                 f"{med('qn'):.3f}",
                 f"{med('qn') / med('qb'):.2f}×",
-                f"{quick_writes['qb']:.1f} → {quick_writes['qn']:.1f}",
+                f"round trips {quick_writes['qb']:.1f} → {quick_writes['qn']:.1f}",
             ],
             [
                 f"{CROWD} runs' text at once",
