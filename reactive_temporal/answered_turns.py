@@ -48,9 +48,7 @@ def remember(
     oldest past KEEP_TURNS or KEEP_BYTES, forgotten."""
     kept = [AnsweredTurn(update_id=update_id, at=now, reply=reply)]
     size = turn_bytes(kept[0])
-    for turn in reversed(turns):
-        if len(kept) >= KEEP_TURNS or now - turn.at > KEEP_FOR:
-            break
+    for turn in reversed(recent(turns, now)[-(KEEP_TURNS - 1) :]):
         size += turn_bytes(turn)
         if size > KEEP_BYTES:
             break

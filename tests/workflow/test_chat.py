@@ -5,9 +5,10 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
+from typing import Any
 
 import pytest
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowHandle
 
 from reactive_temporal.api.sessions import ChatError
 from reactive_temporal.contracts import names
@@ -274,18 +275,34 @@ async def test_last_debrief_upgrades_to_the_rich_one(harness: Harness, llm, mode
     await wait_for(upgraded, seconds=20)
 
 
+async def start_entity(
+    client: Client, harness: Harness, config: AgentConfig, *, continue_after: int
+) -> tuple[WorkflowHandle[Any, Any], str]:
+    """The agent's entity, continuing as new past `continue_after` events; and its first run."""
+    handle = await client.start_workflow(
+        "AgentWorkflow",
+        AgentWorkflowInput(
+            state=AgentState(agent=config), continue_as_new_after_events=continue_after
+        ),
+        id=names.agent_workflow_id(config.agent_id),
+        task_queue=harness.task_queue,
+    )
+    return handle, (await handle.describe()).run_id
+
+
+async def continued_as_new(handle: WorkflowHandle[Any, Any], first_run_id: str) -> None:
+    async def continued() -> bool:
+        return (await handle.describe()).run_id != first_run_id
+
+    await wait_for(continued, seconds=20)
+
+
 async def test_continue_as_new_mid_session_keeps_history_and_debrief(
     harness: Harness, client: Client, llm: ScriptedLLM, model_name
 ):
     agent_id = unique_agent()
     config = AgentConfig(agent_id=agent_id, model=model_name)
-    handle = await client.start_workflow(
-        "AgentWorkflow",
-        AgentWorkflowInput(state=AgentState(agent=config), continue_as_new_after_events=40),
-        id=names.agent_workflow_id(agent_id),
-        task_queue=harness.task_queue,
-    )
-    first_run_id = (await handle.describe()).run_id
+    handle, first_run_id = await start_entity(client, harness, config, continue_after=40)
     llm.script(model_name, [Reply("FINAL ANSWER: Ran once.")] + [Reply(f"a{i}") for i in range(8)])
     agent = harness.agent(model_name, agent_id=agent_id)
     await agent.run("run once")
@@ -293,10 +310,7 @@ async def test_continue_as_new_mid_session_keeps_history_and_debrief(
     for i in range(8):
         await session.chat(f"q{i}")
 
-    async def continued() -> bool:
-        return (await handle.describe()).run_id != first_run_id
-
-    await wait_for(continued, seconds=20)
+    await continued_as_new(handle, first_run_id)
     history = await session.history()
     assert [m.content for m in history] == [x for i in range(8) for x in (f"q{i}", f"a{i}")]
     assert (await agent.get_last_debrief()).summary == "Ran once."  # type: ignore[union-attr]
@@ -310,21 +324,12 @@ async def test_a_turn_sent_again_to_the_next_run_is_answered_once(
     answers from the reply it carried over instead of asking the model twice."""
     agent_id = unique_agent()
     config = AgentConfig(agent_id=agent_id, model=model_name, memory=False)
-    handle = await client.start_workflow(
-        "AgentWorkflow",
-        AgentWorkflowInput(state=AgentState(agent=config), continue_as_new_after_events=5),
-        id=names.agent_workflow_id(agent_id),
-        task_queue=harness.task_queue,
-    )
-    first_run_id = (await handle.describe()).run_id
+    handle, first_run_id = await start_entity(client, harness, config, continue_after=5)
     llm.script(model_name, [Reply("Once."), Reply("Twice.")])
     turn = ChatRequest(message="Say it once", agent=config)
     first = await handle.execute_update(names.CHAT_UPDATE, turn, id="turn-1", result_type=ChatReply)
 
-    async def continued() -> bool:
-        return (await handle.describe()).run_id != first_run_id
-
-    await wait_for(continued, seconds=20)
+    await continued_as_new(handle, first_run_id)
     again = await handle.execute_update(names.CHAT_UPDATE, turn, id="turn-1", result_type=ChatReply)
     assert (first.message, again) == ("Once.", first)
     assert len(llm.requests[model_name]) == 1
