@@ -122,7 +122,8 @@ async def test_a_retried_llm_call_shows_its_text_once(
     llm.script(
         model_name,
         [
-            Reply(ANSWER, chunks=10, chunk_delay=0.02, drop_after_chunks=4),  # cut mid-answer
+            # cut mid-answer, 0.2 s in: its first text has gone out (FIRST_TEXT_AFTER)
+            Reply(ANSWER, chunks=10, chunk_delay=0.05, drop_after_chunks=4),
             Reply(ANSWER, chunks=7),  # the retry: the same answer, cut differently
         ],
     )
@@ -214,7 +215,9 @@ async def test_a_chat_turn_streams_its_reply_and_its_tool_path_run(
     llm.script(
         model_name,
         [
-            Reply(reply_text, chunks=6, chunk_delay=0.02),  # the direct path's answer
+            # the direct path's answer, streamed over 0.3 s: its first text goes out before
+            # the reply ends (FIRST_TEXT_AFTER), however loaded the machine
+            Reply(reply_text, chunks=6, chunk_delay=0.05),
             Reply("Computing.", [call("calculator", expression="7*6")]),  # the tool path's run
             Reply("FINAL ANSWER: 42"),
         ],
