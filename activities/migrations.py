@@ -158,4 +158,44 @@ MIGRATIONS: list[tuple[int, str]] = [
         );
         """,
     ),
+    (
+        10,
+        # One call appends a run's events, given as a JSON array of {type, step, position,
+        # data, key} (activities/run_events.py): its statements' plans are kept for the
+        # session, where an INSERT per event sent as text was planned anew every time, a
+        # third of what an LLM step's record and events cost Postgres (bench/README.md). The
+        # lock is the one every writer of a run takes, this release's and those before it.
+        """
+        CREATE OR REPLACE FUNCTION append_run_events(
+            p_run_id  TEXT,
+            p_channel TEXT,
+            p_events  JSONB
+        ) RETURNS INTEGER LANGUAGE plpgsql AS $$
+        DECLARE
+            next_offset BIGINT;
+            written     INTEGER := 0;
+            e           JSONB;
+        BEGIN
+            PERFORM pg_advisory_xact_lock(hashtext(p_run_id));
+            SELECT coalesce(max("offset"), -1) + 1 INTO next_offset
+                FROM run_events WHERE run_id = p_run_id;
+            FOR e IN SELECT value FROM jsonb_array_elements(p_events) WITH ORDINALITY
+                     ORDER BY ordinality LOOP
+                INSERT INTO run_events (run_id, "offset", type, step, position, data, key)
+                VALUES (p_run_id, next_offset, e->>'type', (e->>'step')::INTEGER,
+                        (e->>'position')::INTEGER, e->'data', e->>'key')
+                ON CONFLICT (run_id, key) WHERE key IS NOT NULL DO NOTHING;
+                IF FOUND THEN
+                    next_offset := next_offset + 1;
+                    written := written + 1;
+                END IF;
+            END LOOP;
+            IF written > 0 THEN
+                PERFORM pg_notify(p_channel, '');
+            END IF;
+            RETURN written;
+        END
+        $$;
+        """,
+    ),
 ]

@@ -2,10 +2,11 @@
 streams, tool calls starting and ending, approvals. Postgres, not Temporal history: a reply
 streamed in 50 chunks adds nothing to the run's history (bench/streaming.py).
 
-Each run's events get dense offsets in commit order (a per-run transaction lock), so a
-watcher that has read up to offset N never misses an event committed later below N; each
-commit `NOTIFY`s the run's channel (`reactive_temporal.live_output.channel_for`). Events with
-a key (`tool_start:12`) are written once, however often their activity is retried.
+Each run's events get dense offsets in commit order (a per-run transaction lock, taken by
+the database's `append_run_events`, migration 10), so a watcher that has read up to offset N
+never misses an event committed later below N; each commit `NOTIFY`s the run's channel
+(`reactive_temporal.live_output.channel_for`). Events with a key (`tool_start:12`) are
+written once, however often their activity is retried.
 
 Live output is best effort: a write that fails is logged and skipped, never failing the step
 that produced it (the transcript and the result are the durable record).
@@ -43,12 +44,10 @@ from reactive_temporal.sanitize import clean_text, clean_value, clip
 
 log = logging.getLogger(__name__)
 
-_APPEND = sql.SQL(
-    """INSERT INTO run_events (run_id, "offset", type, step, position, data, key)
-SELECT {run}, coalesce(max("offset"), -1) + 1, {type}, {step}, {position}, {data}, {key}
-FROM run_events WHERE run_id = {run}
-ON CONFLICT (run_id, key) WHERE key IS NOT NULL DO NOTHING"""
-)
+_APPEND = sql.SQL("SELECT append_run_events({run}, {channel}, {events})")
+"""One run's events, in order, as one call of the database's `append_run_events` (migration
+10): it takes the run's lock, appends each event at the run's next offset unless the run has
+its key already, and wakes the run's watchers."""
 
 
 def transaction(run_id: str, events: Sequence[NewEvent]) -> sql.Composed:
@@ -59,46 +58,42 @@ def transaction(run_id: str, events: Sequence[NewEvent]) -> sql.Composed:
 
 def transaction_of(appends: Sequence[tuple[str, Sequence[NewEvent]]]) -> sql.Composed:
     """The statements that append each run's events to its log, in order, and wake each
-    run's watchers, as one query string, `BEGIN` to `COMMIT`, each value quoted by psycopg
-    (`sql.Literal`).
+    run's watchers, as one query string, `BEGIN` to `COMMIT`: one `append_run_events` call
+    per run, its events one JSON array, each value quoted by psycopg (`sql.Literal`).
 
-    One round trip and one simple-protocol message. Each statement takes its own snapshot,
-    so a run's next offset is read after its lock is held (one statement could not: its
-    snapshot would predate the lock); the runs' locks are taken in one order, so two writers
-    never wait on each other in a cycle. A connection held per statement made the worker's
-    pool the queue at 200 concurrent runs, and the pipelined form of the same five statements
-    cost the worker's loop 0.20 ms of CPU against 0.13 ms (bench/README.md). A step sends
-    its last events after its record, in the same string (`step_records.record_step`).
+    One round trip and one simple-protocol message. The function's statements are planned
+    once a session: each event as an `INSERT … SELECT max("offset")` of its own was planned
+    every time, a quarter of the Postgres CPU of an LLM step's record and events
+    (bench/README.md). The runs are called in one order, so two writers never wait on each
+    other's run locks in a cycle. A connection held per statement made the worker's pool the
+    queue at 200 concurrent runs, and the pipelined form cost the worker's loop 0.20 ms of CPU
+    against 0.13 ms. A step sends its last events after its record, in the same string
+    (`step_records.record_step`).
     """
     by_run: dict[str, list[NewEvent]] = {}
     for run_id, events in appends:
         by_run.setdefault(run_id, []).extend(events)
-    runs = sorted(r for r, events in by_run.items() if events)
-    statements = [
-        sql.SQL("BEGIN"),
-        *(
-            sql.SQL("SELECT pg_advisory_xact_lock(hashtext({}))").format(sql.Literal(run_id))
-            for run_id in runs
-        ),
-        *(
-            _APPEND.format(
-                run=sql.Literal(run_id),
-                type=sql.Literal(event.type),
-                step=sql.Literal(event.step),
-                position=sql.Literal(event.position),
-                data=sql.Literal(Jsonb(clean_value(event.data, nul=True))),
-                key=sql.Literal(event.key),
-            )
-            for run_id in runs
-            for event in by_run[run_id]
-        ),
-        *(
-            sql.SQL("SELECT pg_notify({}, '')").format(sql.Literal(channel_for(run_id)))
-            for run_id in runs
-        ),
-        sql.SQL("COMMIT"),
+    calls = [
+        _APPEND.format(
+            run=sql.Literal(run_id),
+            channel=sql.Literal(channel_for(run_id)),
+            events=sql.Literal(Jsonb(clean_value([_fields(e) for e in events], nul=True))),
+        )
+        for run_id, events in sorted(by_run.items())
+        if events
     ]
-    return sql.SQL("; ").join(statements)
+    return sql.SQL("; ").join([sql.SQL("BEGIN"), *calls, sql.SQL("COMMIT")])
+
+
+def _fields(event: NewEvent) -> dict[str, Any]:
+    """An event as `append_run_events` reads it (a plain dict: no pydantic dump per event)."""
+    return {
+        "type": event.type,
+        "step": event.step,
+        "position": event.position,
+        "data": event.data,
+        "key": event.key,
+    }
 
 
 ANNOUNCE_AFTER = 1.0

@@ -31,6 +31,7 @@ SCRIPTS = [
     "llm_transport",
     "sandbox_bytecode",
     "event_append",
+    "event_statements",
     "round_trips",
     "prepare_fold",
     "scale",

@@ -19,7 +19,9 @@ from urllib.parse import quote
 import psycopg
 import pytest
 
+from activities.run_events import RunEvents
 from activities.store import Store, StoreUnavailable
+from reactive_temporal.contracts.events import NewEvent
 from reactive_temporal.contracts.run import Message, SeqMessage
 from tests.processes import REPO, clean_env
 
@@ -109,6 +111,12 @@ async def test_migrate_as_the_owner_then_workers_read_and_write_without_ddl(post
         )
         messages = await store.load_messages("roles-run")
         assert [m.content for m in messages] == ["hello again"]
+        await RunEvents(store).append(  # the migrator's function, called by the worker role
+            "roles-run", [NewEvent(type="text", step=1, data={"delta": "hi"})]
+        )
+        async with store.pool.connection() as conn:
+            cur = await conn.execute("SELECT type FROM run_events WHERE run_id = 'roles-run'")
+            assert await cur.fetchall() == [("text",)]
     finally:
         await store.close()
 
@@ -118,6 +126,8 @@ async def test_migrate_as_the_owner_then_workers_read_and_write_without_ddl(post
             "DROP TABLE run_messages",
             "ALTER TABLE run_messages ADD COLUMN x int",
             "TRUNCATE run_messages",
+            "CREATE OR REPLACE FUNCTION append_run_events(text, text, jsonb) RETURNS int"
+            " LANGUAGE sql AS 'SELECT 0'",
         ):
             with pytest.raises(psycopg.errors.InsufficientPrivilege):
                 await conn.execute(ddl)

@@ -14,6 +14,7 @@ from psycopg import pq
 
 import activities.pool as pool_module
 import activities.store as store_module
+from activities import run_events
 from activities.run_events import RunEvents
 from activities.store import Store, is_outage
 from reactive_temporal.contracts.events import NewEvent
@@ -243,3 +244,86 @@ async def test_a_burst_of_checkouts_up_to_a_third_of_the_pool_waits_for_none(dat
         assert stats["pool_size"] == 4
     finally:
         await store.close()
+
+
+async def test_a_runs_events_are_one_call_of_the_database_function():
+    """Each run's events go in one `append_run_events` call, whose statements Postgres plans
+    once a session, not one INSERT per event planned every time (bench/README.md)."""
+    text = run_events.transaction_of(
+        [
+            ("run-b", [NewEvent(type="text", step=1, data={"delta": "INSERT"})] * 3),
+            ("run-a", [NewEvent(type="iteration", step=1, data={})]),
+            ("run-b", [NewEvent(type="text", step=2, data={"delta": "x"})]),
+        ]
+    ).as_string(None)
+    assert text.startswith("BEGIN; SELECT append_run_events('run-a'") and text.endswith("COMMIT")
+    assert text.count("SELECT append_run_events(") == 2
+    assert "INSERT INTO" not in text
+
+
+async def test_many_writers_of_one_run_get_dense_offsets_and_its_keyed_event_once(
+    store: Store, database_url: str
+):
+    """Two workers' pools appending to one run at once, a keyed event among them sent six
+    times (a retried tool step): every event at the next offset, none skipped, the keyed one
+    written once."""
+    other = await Store.open(database_url, max_size=4)
+    try:
+        writers = [RunEvents(store), RunEvents(other)]
+        run_id = f"run-dense-{uuid.uuid4().hex[:8]}"
+        started = NewEvent(type="tool_start", step=2, data={"tool": "t"}, key="tool_start:2")
+        await asyncio.gather(
+            *(
+                writers[i % 2].append(
+                    run_id, [NewEvent(type="text", step=1, position=i, data={"delta": "x"})]
+                )
+                for i in range(40)
+            ),
+            *(writers[i % 2].append(run_id, [started]) for i in range(6)),
+        )
+        written = await events_of(store, run_id)
+        assert [offset for offset, _, _ in written] == list(range(41))
+        assert [type for _, type, _ in written].count("tool_start") == 1
+    finally:
+        await other.close()
+
+
+PREVIOUS_APPEND = """INSERT INTO run_events (run_id, "offset", type, step, position, data, key)
+SELECT %(run)s, coalesce(max("offset"), -1) + 1, 'text', 1, 0, '{}', %(key)s
+FROM run_events WHERE run_id = %(run)s
+ON CONFLICT (run_id, key) WHERE key IS NOT NULL DO NOTHING"""
+"""How a release before migration 10 appended an event, after taking the run's lock."""
+
+
+async def test_a_worker_of_the_previous_release_and_this_one_share_a_runs_offsets(
+    store: Store, database_url: str
+):
+    """During a rolling deploy both kinds of worker write one run's events: they take the same
+    lock, so the offsets stay dense and a key is still written once."""
+    run_id = f"run-mixed-{uuid.uuid4().hex[:8]}"
+    previous = await psycopg.AsyncConnection.connect(database_url, autocommit=True)
+
+    async def previous_release(key: str | None) -> None:
+        async with previous.transaction():
+            await previous.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (run_id,))
+            await previous.execute(PREVIOUS_APPEND, {"run": run_id, "key": key})
+
+    try:
+        events = RunEvents(store)
+        for i in range(10):
+            await asyncio.gather(
+                previous_release("tool_end:3" if i == 4 else None),
+                events.append(
+                    run_id,
+                    [
+                        NewEvent(type="text", step=1, data={"delta": "now"}),
+                        NewEvent(type="tool_end", step=3, data={}, key="tool_end:3"),
+                    ],
+                ),
+            )
+        written = await events_of(store, run_id)
+        assert [offset for offset, _, _ in written] == list(range(len(written)))
+        assert [type for _, type, _ in written].count("text") == 10 + 9
+        assert len(written) == 10 + 9 + 1
+    finally:
+        await previous.close()
