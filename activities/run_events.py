@@ -63,7 +63,7 @@ def transaction_of(appends: Sequence[tuple[str, Sequence[NewEvent]]]) -> sql.Com
 
     One round trip and one simple-protocol message. The function's statements are planned
     once a session: each event as an `INSERT … SELECT max("offset")` of its own was planned
-    every time, a quarter of the Postgres CPU of an LLM step's record and events
+    every time, a third of the Postgres CPU of an LLM step's record and events
     (bench/README.md). The runs are called in one order, so two writers never wait on each
     other's run locks in a cycle. A connection held per statement made the worker's pool the
     queue at 200 concurrent runs, and the pipelined form cost the worker's loop 0.20 ms of CPU
