@@ -31,15 +31,19 @@ import shlex
 from collections.abc import Sequence
 from contextlib import AsyncExitStack
 from types import TracebackType
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit
 
-import mcp_types
-from mcp import ClientSession, StdioServerParameters, stdio_client
-from mcp.client.streamable_http import streamable_http_client
 from pydantic import BaseModel, ConfigDict
 
 from reactive_temporal.tools import Tool, ToolFunction
+
+if TYPE_CHECKING:
+    # The MCP SDK is imported where a server is connected or a result read, not here: every
+    # worker opens a toolbox, most with no server, and the SDK is ~0.4 s of CPU to import
+    # (a tenth of `starter.py run` on the embedded stack).
+    import mcp_types
+    from mcp import ClientSession
 
 SERVER_NAME = re.compile(r"^[A-Za-z0-9_-]+$")
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -120,6 +124,8 @@ def render_call_result(result: mcp_types.CallToolResult) -> str:
     A result with no content but structured content is that content as JSON. An error result
     raises McpToolError with the server's text, which `run_tool` turns into an observation.
     """
+    import mcp_types
+
     parts: list[str] = []
     for block in result.content:
         if isinstance(block, mcp_types.TextContent):
@@ -210,6 +216,9 @@ class McpToolbox:
         await self._stack.aclose()
 
     async def _connect(self, server: McpServerSpec) -> None:
+        from mcp import ClientSession, StdioServerParameters, stdio_client
+        from mcp.client.streamable_http import streamable_http_client
+
         try:
             async with AsyncExitStack() as attempt:
                 if server.transport == "http":
@@ -252,6 +261,8 @@ class McpToolbox:
 
 
 async def _list_all_tools(session: ClientSession) -> list[mcp_types.Tool]:
+    import mcp_types
+
     tools: list[mcp_types.Tool] = []
     cursor: str | None = None
     while True:

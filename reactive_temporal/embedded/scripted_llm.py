@@ -35,6 +35,7 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Iterable
+from functools import partial
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -74,6 +75,10 @@ __all__ = [
 ]
 """What tests, benches and the demo import from here; the replies, the wire format and the
 offline model live in `scripted_replies`, `openai_wire` and `offline_model`."""
+
+STOP_POLL_SECONDS = 0.05
+"""How often the serving loop looks whether `stop()` was called (socketserver's default:
+0.5 s, which every stop waited out)."""
 
 
 class ScriptedLLM:
@@ -128,9 +133,10 @@ class ScriptedLLM:
         return step
 
     def start(self) -> ScriptedLLM:
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, name="scripted-llm", daemon=True
-        )
+        # `stop()` waits for the serving loop to look at its flag: every 0.5 s by default,
+        # a quarter of a second of every `starter.py run` on the offline model
+        serve = partial(self._server.serve_forever, poll_interval=STOP_POLL_SECONDS)
+        self._thread = threading.Thread(target=serve, name="scripted-llm", daemon=True)
         self._thread.start()
         return self
 

@@ -245,3 +245,24 @@ def test_every_public_name_is_documented():
                     if not (function.__doc__ or "").strip():
                         undocumented.append(f"{name}.{attr}")
     assert undocumented == []
+
+
+def test_a_worker_with_no_mcp_server_does_not_import_the_mcp_sdk():
+    """Every worker opens an MCP toolbox, most with no server; the SDK is ~0.4 s of CPU to
+    import (a tenth of `starter.py run` on the embedded stack), so only a server loads it."""
+    code = (
+        "import asyncio, sys\n"
+        "from reactive_temporal.hosting import worker_factory, worker_lifecycle\n"
+        "from reactive_temporal.mcp_tools import McpToolbox, parse_mcp_spec\n"
+        "async def main():\n"
+        "    async with McpToolbox([]) as toolbox:\n"
+        "        assert toolbox.tools == []\n"
+        "asyncio.run(main())\n"
+        "parse_mcp_spec('fs=npx server /tmp')\n"
+        "print(sorted(m for m in ('mcp', 'mcp_types') if m in sys.modules))\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == "[]"
