@@ -92,8 +92,7 @@ class Transcripts:
             if held is not None:
                 if [e.seq for e in new] == list(range(held.next_seq, held.next_seq + len(new))):
                     self.partial_reads += 1
-                    self._keep(key, [*held.messages, *new])
-                    return list(self._held[key].messages)
+                    return list(self._extend(key, held, new))
                 new = await self.store.load_transcript(run_id, before_seq=before_seq, conn=conn)
             self.full_reads += 1
             self._keep(key, new)
@@ -110,7 +109,7 @@ class Transcripts:
         key = self._key(run_id)
         held = self._held.get(key)
         if held is not None and held.next_seq == seq:
-            self._keep(key, [*held.messages, SeqMessage(seq=seq, message=message)])
+            self._extend(key, held, [SeqMessage(seq=seq, message=message)])
 
     def _keep(self, key: tuple[str, str], messages: list[SeqMessage]) -> None:
         old = self._held.pop(key, None)
@@ -119,6 +118,25 @@ class Transcripts:
         held = _Held(messages, sum(_size(e) for e in messages))
         self._held[key] = held
         self._chars += held.chars
+        self._evict()
+
+    def _extend(self, key: tuple[str, str], held: _Held, new: list[SeqMessage]) -> list[SeqMessage]:
+        """`new` after what `held` holds, measuring only `new`: a step of a long run does
+        not walk its whole transcript again (reads hand out copies: the list is ours alone).
+        Returns the run's messages."""
+        if self._held.get(key) is not held:  # evicted or replaced meanwhile: keep anew
+            messages = [*held.messages, *new]
+            self._keep(key, messages)
+            return messages
+        added = sum(_size(e) for e in new)
+        held.messages.extend(new)
+        held.chars += added
+        self._chars += added
+        self._held.move_to_end(key)
+        self._evict()
+        return held.messages
+
+    def _evict(self) -> None:
         while self._held and (len(self._held) > self.max_runs or self._chars > self.max_chars):
             _, evicted = self._held.popitem(last=False)
             self._chars -= evicted.chars

@@ -20,6 +20,7 @@ from reactive_temporal.contracts.run import (
     LlmStepInput,
     Message,
     RunToolInput,
+    SeqMessage,
     ToolCall,
     ToolResult,
 )
@@ -97,6 +98,51 @@ def test_held_transcripts_are_bounded(harness: Harness):
     assert list(transcripts._held) == [("run-1", "r"), ("run-2", "r")]
     env.run(transcripts._keep, ("run-3", "r"), seeded("y" * 20_000))
     assert list(transcripts._held) == []  # one run bigger than the bound is not held
+
+
+async def test_a_step_of_a_long_run_measures_only_what_is_new(harness: Harness, monkeypatch):
+    """What a worker holds is bounded by its size in characters; a step used to measure the
+    run's whole transcript again, so a run of N steps measured N²/2 messages."""
+    import activities.transcripts as held_module
+
+    measured: list[int] = []
+    size = held_module._size
+
+    def counted(entry: SeqMessage) -> int:
+        measured.append(entry.seq)
+        return size(entry)
+
+    monkeypatch.setattr(held_module, "_size", counted)
+    store: Store = harness.store
+    run_id = f"run-long-{uuid.uuid4().hex[:8]}"
+    transcripts = Transcripts(store)
+    env = attempt(1)
+    env.run(transcripts.seed, run_id, seeded(*(f"message {i}" for i in range(200))))
+    measured.clear()
+    env.run(transcripts.add, run_id, 200, Message(role="assistant", content="a reply"))
+    await store.put_messages(run_id, seeded(*(f"row {i}" for i in range(201)), first=0))
+    await store.put_messages(run_id, seeded("tool result", "another", first=201))
+    read = await env.run(transcripts.read, run_id, 203)
+    assert measured == [200, 201, 202]  # the reply, then the two new rows: not the 200 held
+    assert [e.seq for e in read] == list(range(203)) and transcripts.partial_reads == 1
+    assert transcripts._chars == sum(size(e) for e in read)  # the bound still counts it all
+
+
+async def test_a_run_evicted_while_its_step_reads_is_held_anew(harness: Harness):
+    store: Store = harness.store
+    run_id = f"run-evicted-{uuid.uuid4().hex[:8]}"
+    transcripts = Transcripts(store, max_runs=1)
+    env = attempt(1)
+    env.run(transcripts.seed, run_id, seeded("system", "task"))
+    await store.put_messages(run_id, seeded("system", "task", "reply"))
+    async with store.pool.connection() as conn:
+        reading = await env.run(transcripts.begin_read, run_id, 3, conn)
+        env.run(transcripts.seed, "another-run", seeded("x"))  # the bound evicts ours
+        read = await reading()
+    assert [e.message.content for e in read] == ["system", "task", "reply"]
+    key = (run_id, "temporal-run-1")  # attempt()'s
+    assert list(transcripts._held) == [key]
+    assert transcripts._chars == transcripts._held[key].chars
 
 
 async def test_a_retried_tool_step_returns_the_recorded_result_without_running_the_tool(
