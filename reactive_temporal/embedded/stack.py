@@ -181,15 +181,19 @@ class DevServer:
                 await asyncio.sleep(0.1)
 
     async def stop(self) -> None:
+        """Stop the server at once (SIGKILL), losing nothing it has committed.
+
+        Asked to stop (SIGTERM), Temporal leaves its cluster membership and waits for the
+        gossip to spread: 1.3 s, which every command on the embedded stack waited out before
+        it returned (`starter.py run` 3.2 s in all). Everything the server has acknowledged is
+        committed in its SQLite file, which a killed process leaves whole, and a Temporal
+        server resumes after a crash as after a stop (tests/faults/test_server_restarts.py).
+        """
         process, self.process = self.process, None
         if process is None or process.poll() is not None:
             return
-        process.terminate()
-        try:
-            await asyncio.to_thread(process.wait, 15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            await asyncio.to_thread(process.wait)
+        process.kill()
+        await asyncio.to_thread(process.wait, 15)
 
 
 async def connect(

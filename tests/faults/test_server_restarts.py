@@ -101,3 +101,35 @@ async def test_temporal_restart_mid_runs_resumes(
         await restarted.stop()
 
     assert [r.output for r in results] == [f"{i} + 1000 = {i + 1000}" for i in range(5)]
+
+
+async def test_a_stopped_dev_server_is_killed_and_keeps_what_it_committed(
+    settings: Settings, database_url: str, llm: ScriptedLLM, tmp_path: Path
+):
+    """The embedded stack stops its server at once: Temporal's own shutdown (1.3 s of
+    membership gossip) was most of every short command's time. Killed, it loses nothing."""
+    port = free_port()
+    server = DevServer(db_file=tmp_path / "t.sqlite", log_file=tmp_path / "t.log", port=port)
+    client = await server.start()
+    model = llm.script(f"kill-{uuid.uuid4().hex[:6]}", slow_demo(0.0))
+    restarted = DevServer(db_file=tmp_path / "t.sqlite", log_file=tmp_path / "t.log", port=port)
+    try:
+        async with running_worker(client, settings, database_url=database_url) as running:
+            runner = Agent(
+                AgentConfig(agent_id="killed-server", model=model, memory=False),
+                Runtime(client, running.task_queue, offline_model=False),
+            )
+            handle = await runner.start("What is 2 + 40?")
+            result = await handle.result()
+            events = len((await handle.fetch_history()).events)
+        process = server.process
+        assert process is not None
+        await server.stop()
+        assert process.returncode == -9  # SIGKILL, not a graceful shutdown waited out
+        operator = await restarted.start()
+        kept = operator.get_workflow_handle(handle.id, result_type=AgentResult)
+        assert (await kept.result()).output == result.output
+        assert len((await kept.fetch_history()).events) == events
+    finally:
+        await server.stop()
+        await restarted.stop()
