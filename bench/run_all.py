@@ -26,6 +26,7 @@ SCRIPTS = [
     "chat",
     "streaming",
     "cost",
+    "features",
     "context",
     "stream_merge",
     "llm_transport",
