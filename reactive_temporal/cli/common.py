@@ -73,10 +73,11 @@ def cli_settings(**overrides: object) -> Settings:
         raise CliError(str(e)) from e
 
 
-async def cli_runtime(settings: Settings | None = None) -> Runtime:
-    """The runtime a command needs, or a one-line error (unreachable server, bad keys…)."""
+async def cli_runtime(settings: Settings | None = None, *, worker: bool = True) -> Runtime:
+    """The runtime a command needs, or a one-line error (unreachable server, bad keys…);
+    `worker=False` for a command that only reads (no worker started for it)."""
     try:
-        return await open_runtime(settings or cli_settings())
+        return await open_runtime(settings or cli_settings(), worker=worker)
     except (StackError, ValueError) as e:
         raise CliError(str(e)) from e
 

@@ -34,7 +34,7 @@ async def lesson_store(settings: Settings) -> AsyncIterator[LessonStore]:
     url = settings.database_url or (published.database_url if published else None)
     runtime = None
     if url is None:
-        runtime = await cli_runtime(settings)
+        runtime = await cli_runtime(settings, worker=False)
         assert runtime.stack is not None
         url = runtime.stack.database_url
     try:

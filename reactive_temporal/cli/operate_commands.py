@@ -64,7 +64,7 @@ def runs(
             query = runs_query(agent, status, terminated_by)
         except ValueError as e:
             raise CliError(str(e)) from e
-        runtime = await cli_runtime()
+        runtime = await cli_runtime(worker=False)
         try:
             found = await list_runs(runtime.client, query, limit)
         finally:
@@ -168,7 +168,7 @@ def replay_command(
             converter = pydantic_data_converter
         else:
             assert workflow_id is not None
-            runtime = await cli_runtime()
+            runtime = await cli_runtime(worker=False)
             try:
                 history = await _history(runtime.client, workflow_id)
                 converter = runtime.client.data_converter
@@ -216,7 +216,7 @@ async def _replay_batch(recent: int, agent: str | None, query: str | None, as_js
         visibility = recent_runs_query(agent, query)
     except ValueError as e:
         raise CliError(str(e)) from e
-    runtime = await cli_runtime()
+    runtime = await cli_runtime(worker=False)
     try:
         replayer = _replayer(runtime.client.data_converter)
         try:
@@ -255,7 +255,7 @@ def export(
     """Write a workflow's history as JSON (what `replay --file` and tests/histories/ use)."""
 
     async def main() -> int:
-        runtime = await cli_runtime()
+        runtime = await cli_runtime(worker=False)
         try:
             history = await _history(runtime.client, workflow_id)
         finally:

@@ -278,7 +278,7 @@ def debrief(
     """Show a run's debrief: the best one available now, or with --rich the synthesized one."""
 
     async def main() -> int:
-        runtime = await cli_runtime()
+        runtime = await cli_runtime(worker=rich)  # only a wait for the synthesis needs one
         try:
             found = await load_debrief(runtime.client, run_id, wait_for_rich=rich)
         except ValueError as e:

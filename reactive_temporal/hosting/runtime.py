@@ -4,7 +4,8 @@ Three situations, tried in order:
 1. `TEMPORAL_ADDRESS` is set: connect to it; workers run elsewhere (`python worker.py`).
 2. `python starter.py dev` is running here: connect to its published stack and worker.
 3. Nothing is running: start the embedded stack and a worker inside this process, for as
-   long as it lives. This is what makes the first command on a fresh clone work.
+   long as it lives (no worker for a command that only reads). This is what makes the first
+   command on a fresh clone work.
 """
 
 from __future__ import annotations
@@ -52,9 +53,13 @@ class Runtime:
             await stack.stop()
 
 
-async def open_runtime(settings: Settings, *, tool_modules: Sequence[str] = ()) -> Runtime:
+async def open_runtime(
+    settings: Settings, *, tool_modules: Sequence[str] = (), worker: bool = True
+) -> Runtime:
     """Connect to the configured server, else to `starter.py dev`'s, else start the embedded
-    stack and a worker in this process."""
+    stack and a worker in this process (without the worker when `worker` is False: for a
+    command that only reads what is stored, the worker's imports and start are most of its
+    time)."""
     if settings.temporal_address is not None:
         client = await connect(
             settings.temporal_connection(),  # TLS, API key, metadata: temporal.toml, TEMPORAL_*
@@ -81,6 +86,17 @@ async def open_runtime(settings: Settings, *, tool_modules: Sequence[str] = ()) 
             published.task_queue,
             published.offline_model,
             database_url=settings.database_url or published.database_url,
+        )
+
+    if not worker:
+        stack = await EmbeddedStack(settings).start()
+        assert stack.client is not None
+        return Runtime(
+            stack.client,
+            settings.temporal_task_queue,
+            stack.offline_model,
+            stack=stack,
+            database_url=stack.database_url,
         )
 
     # imported here: the worker (the model client, MCP, the activities) is a second's import

@@ -127,9 +127,22 @@ def test_embedded_default_with_nothing_configured(tmp_path: Path):
     assert "offline scripted model" in proc.stderr
     assert (tmp_path / "data" / "temporal.sqlite").exists()  # runs persist across commands
     assert (tmp_path / "data" / "postgres" / "PG_VERSION").exists()
-    again = starter("run", "What is 2**10?", "--json", env=env, cwd=tmp_path, timeout=180)
+    imports = {**env, "PYTHONPROFILEIMPORTTIME": "1"}  # every module imported, on stderr
+    again = starter("run", "What is 2**10?", "--json", env=imports, cwd=tmp_path, timeout=180)
     assert again.returncode == 0, again.stderr
-    assert json.loads(again.stdout)["output"] == "2**10 = 1024"  # README: make demo TASK=…
+    run = json.loads(again.stdout)
+    assert run["output"] == "2**10 = 1024"  # README: make demo TASK=…
+    worker = "reactive_temporal.hosting.worker_factory"
+    assert worker in again.stderr  # a run is served by a worker in the command's process...
+
+    # ...a command that only reads starts none (its imports and start were most of its time)
+    listed = starter("runs", "--json", env=imports, cwd=tmp_path, timeout=180)
+    assert listed.returncode == 0, listed.stderr
+    assert run["run_id"] in [r["run_id"] for r in json.loads(listed.stdout)["runs"]]
+    shown = starter("debrief", run["run_id"], "--json", env=imports, cwd=tmp_path, timeout=180)
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout)["outcome"] == "success"
+    assert worker not in listed.stderr and worker not in shown.stderr
 
 
 def test_debrief_command(worker_env: dict[str, str], llm: ScriptedLLM, tmp_path: Path):
