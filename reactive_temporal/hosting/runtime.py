@@ -88,22 +88,19 @@ async def open_runtime(
             database_url=settings.database_url or published.database_url,
         )
 
-    if not worker:
-        stack = await EmbeddedStack(settings).start()
-        assert stack.client is not None
-        return Runtime(
-            stack.client,
-            settings.temporal_task_queue,
-            stack.offline_model,
-            stack=stack,
-            database_url=stack.database_url,
+    host = None
+    if worker:
+        # imported here: the worker (the model client, MCP, the activities) is a second's
+        # import that a command talking to running servers never needs
+        from reactive_temporal.hosting.worker_lifecycle import (
+            WorkerOptions,
+            start_embedded_worker,
         )
 
-    # imported here: the worker (the model client, MCP, the activities) is a second's import
-    # that a command talking to running servers never needs
-    from reactive_temporal.hosting.worker_lifecycle import WorkerOptions, start_embedded_worker
-
-    stack, host = await start_embedded_worker(settings, WorkerOptions(tool_modules=tool_modules))
+        options = WorkerOptions(tool_modules=tool_modules)
+        stack, host = await start_embedded_worker(settings, options)
+    else:
+        stack = await EmbeddedStack(settings).start()
     assert stack.client is not None
     return Runtime(
         stack.client,

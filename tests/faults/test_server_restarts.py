@@ -64,14 +64,22 @@ async def test_postgres_restart_mid_runs_loses_nothing(
     assert all(top == 5 for _, _, top in messages)
 
 
+def one_server_twice(tmp_path: Path) -> tuple[DevServer, DevServer]:
+    """A dev server and the one that restarts it: the same port and database file."""
+    port = free_port()
+    db_file, log_file = tmp_path / "t.sqlite", tmp_path / "t.log"
+    return (
+        DevServer(db_file=db_file, log_file=log_file, port=port),
+        DevServer(db_file=db_file, log_file=log_file, port=port),
+    )
+
+
 async def test_temporal_restart_mid_runs_resumes(
     settings: Settings, database_url: str, llm: ScriptedLLM, tmp_path: Path
 ):
-    port = free_port()
-    server = DevServer(db_file=tmp_path / "t.sqlite", log_file=tmp_path / "t.log", port=port)
+    server, restarted = one_server_twice(tmp_path)
     client = await server.start()
     model = llm.script(f"tr-{uuid.uuid4().hex[:6]}", slow_demo(0.5))
-    restarted = DevServer(db_file=tmp_path / "t.sqlite", log_file=tmp_path / "t.log", port=port)
     try:
         async with running_worker(
             client, settings, database_url=database_url, max_cached_workflows=None
@@ -108,11 +116,9 @@ async def test_a_stopped_dev_server_is_killed_and_keeps_what_it_committed(
 ):
     """The embedded stack stops its server at once: Temporal's own shutdown (1.3 s of
     membership gossip) was most of every short command's time. Killed, it loses nothing."""
-    port = free_port()
-    server = DevServer(db_file=tmp_path / "t.sqlite", log_file=tmp_path / "t.log", port=port)
+    server, restarted = one_server_twice(tmp_path)
     client = await server.start()
     model = llm.script(f"kill-{uuid.uuid4().hex[:6]}", slow_demo(0.0))
-    restarted = DevServer(db_file=tmp_path / "t.sqlite", log_file=tmp_path / "t.log", port=port)
     try:
         async with running_worker(client, settings, database_url=database_url) as running:
             runner = Agent(
