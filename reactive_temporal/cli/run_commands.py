@@ -135,6 +135,11 @@ def run(
     run_command(main, as_json=as_json)
 
 
+SAY_SYNTHESIS_AFTER = 0.5
+"""Seconds the rich debrief may take before `run` says it is being written (a synthesis takes
+a model call; a run that kept its debrief itself answers at once)."""
+
+
 async def watch_and_print(
     agent: Agent, handle: WorkflowHandle[Any, AgentResult], *, as_json: bool
 ) -> RunResult:
@@ -142,11 +147,15 @@ async def watch_and_print(
     result = await _watch(agent, handle, show=not as_json)
     print_outcome(result, as_json=as_json)
     if result.debrief is not None and agent.runtime.host is not None:
-        # This process hosts the only worker: finish the rich debrief before leaving.
-        if not as_json:
+        # This process hosts the only worker: finish the rich debrief before leaving. Said
+        # only when it takes a while: a run with nothing to synthesize kept its debrief itself.
+        rich_debrief = asyncio.ensure_future(result.debrief_rich())
+        done, _ = await asyncio.wait({rich_debrief}, timeout=SAY_SYNTHESIS_AFTER)
+        if not done and not as_json:
             err.print("[dim]writing the rich debrief…[/]")
-        rich = await result.debrief_rich()
+        rich = await rich_debrief
         if rich is not None and rich.synthesized and not as_json:
+            err.print(f"[dim]synthesized debrief of {safe(result.run_id)}[/]")
             out.print(markdown(rich.markdown))
     return result
 

@@ -125,6 +125,12 @@ def test_embedded_default_with_nothing_configured(tmp_path: Path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "(17 * 23) + 4 = 395" in proc.stdout
     assert "offline scripted model" in proc.stderr
+    # a run with nothing to synthesize kept its debrief itself: nothing more is being written
+    assert "rich debrief" not in proc.stderr and "synthesized debrief" not in proc.stderr
+    capped = starter("run", "What is 3 * 3?", "--max-iterations", "1", env=env, cwd=tmp_path)
+    assert capped.returncode == 1, capped.stdout + capped.stderr  # stopped at its cap
+    assert "synthesized debrief of run-" in capped.stderr  # the second debrief, named
+    assert capped.stdout.count("Agent Debrief") == 2
     assert (tmp_path / "data" / "temporal.sqlite").exists()  # runs persist across commands
     assert (tmp_path / "data" / "postgres" / "PG_VERSION").exists()
     imports = {**env, "PYTHONPROFILEIMPORTTIME": "1"}  # every module imported, on stderr
