@@ -39,6 +39,7 @@ from activities.llm_calls import (
 from activities.llm_context import ContextPlan, ContextRecord, StepContext, StepContexts
 from activities.run_events import RunEvents
 from activities.run_seed import RunSeeding, resolve_tools, seed_length, seed_messages
+from activities.run_stops import RUN_STOPS
 from activities.step_records import (
     StepRecords,
     record_step,
@@ -89,8 +90,8 @@ class LlmActivities:
     @activity.defn(name=names.LLM_STEP)
     async def llm_step(self, input: LlmStepInput) -> LlmStepResult:
         """One model call over the transcript so far, recorded before it is returned; a run's
-        first step seeds the transcript first."""
-        async with heartbeating():
+        first step seeds the transcript first; stopped with its run (`activities.run_stops`)."""
+        async with RUN_STOPS.stoppable(), heartbeating():
             prepared = None
             if input.seed is not None:
                 input, prepared, seeded = await self._seeded(input, input.seed)

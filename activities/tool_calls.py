@@ -21,6 +21,7 @@ from temporalio import activity
 
 from activities.heartbeat import heartbeating
 from activities.run_events import Announcement, RunEvents, clip_fields, tool_event
+from activities.run_stops import RUN_STOPS
 from activities.step_records import StepRecords, record_step, recorded
 from activities.store import Store
 from reactive_temporal.contracts import names
@@ -63,9 +64,10 @@ class ToolActivities:
 
     @activity.defn(name=names.RUN_TOOL)
     async def run_tool(self, input: RunToolInput) -> ToolResult:
-        """Run the call's tool once, record its observation and result together, return it."""
+        """Run the call's tool once, record its observation and result together, return it;
+        stopped with its run (`activities.run_stops`)."""
         call = input.call
-        async with heartbeating():
+        async with RUN_STOPS.stoppable(), heartbeating():
             earlier = await recorded(self.store, input.run_id, input.seq, ToolResult)
             if earlier is not None:
                 return earlier

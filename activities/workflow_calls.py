@@ -4,7 +4,8 @@ Workflows cannot signal-with-start or query; activities can, with the worker's c
 `notify_agent` is a run's wrap-up: it saves the deterministic debrief when the run keeps its
 own (nothing to synthesize), then tells the agent — by keeping the run as the agent's last
 run in Postgres, which the agent reads when chat needs it (no signal, no workflow task on the
-agent per run), or, for runs started before that, with a `run_finished` signal.
+agent per run), or, for runs started before that, with a `run_finished` signal. It also stops
+the run's calls still in flight (`activities.run_stops`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.service import RPCError
 
 from activities.debrief_store import DebriefStore
+from activities.run_stops import RUN_STOPS, announce_stop
 from reactive_temporal import search_attributes as sa
 from reactive_temporal.contracts import names
 from reactive_temporal.contracts.entity import (
@@ -62,9 +64,17 @@ class EntityActivities:
         its entity when there is none yet)."""
         if input.keep_last_run and input.run_finished is None:
             raise ValueError("notify_agent was asked to keep a last run without one")
-        if input.persist is not None or input.keep_last_run:
-            store = self._store("save a debrief" if input.persist else "keep the last run")
-            async with store.pipelined() as conn:  # one round trip for both
+        finished = input.signal == names.RUN_FINISHED_SIGNAL
+        run_key = activity.info().workflow_run_id if finished else None
+        if run_key:  # whatever of the run still runs on this worker is nobody's to wait for
+            RUN_STOPS.stop(run_key)
+        announce = run_key if input.calls_in_flight else None  # and on the other workers
+        if input.persist is not None or input.keep_last_run or announce:
+            doing = "save a debrief" if input.persist else "keep the last run"
+            store = self._store(doing if input.persist or input.keep_last_run else "stop calls")
+            async with store.pipelined() as conn:  # one round trip for all
+                if announce:
+                    await announce_stop(conn, announce)
                 if input.persist is not None:
                     await store.save(input.persist.input, input.persist.debrief, conn=conn)
                 if input.keep_last_run and input.run_finished is not None:

@@ -104,6 +104,8 @@ class AgentRunWorkflow(RunWrapUp, RunControls, RunTools):
         self.deadline_hit = False
         self.deadline: asyncio.Task[None] | None = None
         self.in_llm_call = False
+        self.calls_abandoned = False
+        """A model call or a tool was left running when the run stopped (its wrap-up stops it)."""
         self.honest_endings = False
         self.failed_runs_teach = False
         self.unseeded: RunSeed | None = None
@@ -347,11 +349,12 @@ class AgentRunWorkflow(RunWrapUp, RunControls, RunTools):
                 lambda: handle.done() or state.operator_answer is not None
             )
         except asyncio.CancelledError:
-            handle.cancel()  # a cancel request or the deadline: the call learns at its heartbeat
+            handle.cancel()  # a cancel request or the deadline: the wrap-up stops the call
             raise
         self.in_llm_call = False
         if not handle.done():
-            handle.cancel()
+            handle.cancel()  # the operator answered
+            self.calls_abandoned = True
         try:
             step = await handle
         except ActivityError as err:

@@ -57,6 +57,7 @@ class RunControls:
     check_budgets: bool
     deadline_hit: bool
     in_llm_call: bool
+    calls_abandoned: bool
     covered_patches: frozenset[str]
     """The patches the run's bundle stands for (`AgentRunWorkflow._patch_bundle`): on, unasked."""
 
@@ -118,6 +119,7 @@ class RunControls:
         else:
             return False
         state.end(ending)
+        self.calls_abandoned = True  # whatever was in flight (a model call, tools) was cancelled
         task = asyncio.current_task()
         if task is not None:
             task.uncancel()  # the interruption is handled: later awaits must not re-raise it

@@ -53,6 +53,8 @@ class RunWrapUp:
     """The agent is told through Postgres, not with a signal."""
     failed_runs_teach: bool
     attributes_on_change: bool
+    calls_abandoned: bool
+    """Calls were left in flight: the wrap-up tells every worker to stop them."""
 
     async def _finish(self, started: datetime) -> AgentResult:
         """The result, its debrief kept (in the run's wrap-up when there is nothing to
@@ -93,6 +95,7 @@ class RunWrapUp:
                     else None
                 ),
                 keep_last_run=self.last_run_in_store,
+                calls_in_flight=self.calls_abandoned,
             ),
             **AGENT_SIGNAL,
             summary="keep the debrief, tell the agent"

@@ -269,3 +269,6 @@ class NotifyAgentInput(InternalPayload):
     keep_last_run: bool = False
     """Keep `run_finished` as the agent's last run in Postgres instead of signalling it (runs
     with the last-run-in-store patch)."""
+    calls_in_flight: bool = False
+    """The run ended while a model call or a tool of its ran (cancelled, past its deadline,
+    answered by an operator): every worker is told to stop them (`activities.run_stops`)."""

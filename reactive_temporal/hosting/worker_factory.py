@@ -19,6 +19,7 @@ from activities.debrief_synthesis import DebriefActivities
 from activities.llm_calls import LlmEndpoint
 from activities.llm_step import LlmActivities
 from activities.run_events import RunEvents
+from activities.run_stops import StopListener
 from activities.session_store import SessionStore
 from activities.step_records import StepRecords
 from activities.store import Store
@@ -119,8 +120,11 @@ class AgentWorker:
     store: Store
     registry: ToolRegistry
     llm: LlmEndpoint
+    stops: StopListener
+    """Stops this worker's calls of runs that ended on another worker (`activities.run_stops`)."""
 
     async def close(self) -> None:
+        await self.stops.close()
         await self.llm.close()
         await self.store.close()
 
@@ -197,4 +201,5 @@ async def create_worker(
         ],
         **extra,
     )
-    return AgentWorker(worker=worker, store=store, registry=registry, llm=endpoint)
+    stops = StopListener(database_url).start()
+    return AgentWorker(worker=worker, store=store, registry=registry, llm=endpoint, stops=stops)

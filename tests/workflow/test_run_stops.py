@@ -1,0 +1,180 @@
+"""A run's calls in flight on other workers stop with the run: the wrap-up's NOTIFY and each
+worker's listener (`activities.run_stops`), on a real Postgres and dev server."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from psycopg import AsyncConnection
+from temporalio.exceptions import ApplicationError
+from temporalio.testing import ActivityEnvironment
+
+from activities import run_stops
+from activities.run_stops import (
+    APPLICATION_NAME,
+    CHANNEL,
+    RunStops,
+    StopListener,
+    announce_stop,
+)
+from reactive_temporal.contracts import names
+from reactive_temporal.contracts.run import FinalAnswerCapture
+from reactive_temporal.embedded.scripted_llm import Reply, ScriptedLLM, call
+from tests.conftest import wait_for
+from tests.workflow.conftest import Harness
+
+pytestmark = pytest.mark.workflow
+
+
+@pytest.fixture(autouse=True)
+def short_waits(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(run_stops, "STOP_GRACE_SECONDS", 0.01)
+    monkeypatch.setattr(run_stops, "RECONNECT_SECONDS", (0.1, 0.5))
+
+
+@pytest.fixture
+async def listener(database_url: str) -> AsyncIterator[StopListener]:
+    listening = StopListener(database_url, RunStops()).start()
+    try:
+        await asyncio.wait_for(listening.listening.wait(), 15)
+        yield listening
+    finally:
+        await listening.close()
+
+
+async def call_of(stops: RunStops, run_key: str) -> asyncio.Task[Any]:
+    """A call of `run_key` in flight on the listener's worker, waiting forever."""
+    env = ActivityEnvironment()
+    env.info = dataclasses.replace(env.info, workflow_run_id=run_key)
+    started = asyncio.Event()
+
+    async def waiting() -> None:
+        async with stops.stoppable():
+            started.set()
+            await asyncio.Event().wait()
+
+    task = asyncio.create_task(env.run(waiting))
+    await started.wait()
+    return task
+
+
+async def announce(database_url: str, run_key: str) -> None:
+    """What a run's wrap-up on another worker sends."""
+    async with await AsyncConnection.connect(database_url, autocommit=True) as conn:
+        await announce_stop(conn, run_key)
+
+
+async def test_a_stop_announced_by_another_worker_stops_this_worker_s_call(
+    listener: StopListener, database_url: str
+):
+    run_key = str(uuid.uuid4())
+    stopped = await call_of(listener.stops, run_key)
+    going = await call_of(listener.stops, str(uuid.uuid4()))
+
+    await announce(database_url, run_key)
+    with pytest.raises(ApplicationError, match="stopped"):
+        await asyncio.wait_for(stopped, 10)
+    assert not going.done()
+    going.cancel()
+
+
+async def listener_pids(conn: AsyncConnection[Any]) -> set[int]:
+    cur = await conn.execute(
+        "SELECT pid FROM pg_stat_activity WHERE application_name = %s "
+        "AND datname = current_database()",
+        (APPLICATION_NAME,),
+    )
+    return {pid for (pid,) in await cur.fetchall()}
+
+
+async def test_the_listener_listens_again_after_losing_its_connection(
+    listener: StopListener, database_url: str
+):
+    async with await AsyncConnection.connect(database_url, autocommit=True) as admin:
+        before = await listener_pids(admin)
+        assert before
+        await admin.execute(
+            "SELECT pg_terminate_backend(pid) FROM unnest(%s::int[]) pid", (list(before),)
+        )
+
+        async def listening_again() -> bool:
+            return listener.listening.is_set() and bool((await listener_pids(admin)) - before)
+
+        await wait_for(listening_again, seconds=10)
+    run_key = str(uuid.uuid4())
+    stopped = await call_of(listener.stops, run_key)
+    await announce(database_url, run_key)
+    with pytest.raises(ApplicationError):
+        await asyncio.wait_for(stopped, 10)
+
+
+@contextlib.asynccontextmanager
+async def notices(database_url: str) -> AsyncIterator[list[str]]:
+    """The run ids announced on the stop channel while the block runs."""
+    heard: list[str] = []
+    async with await AsyncConnection.connect(database_url, autocommit=True) as conn:
+        await conn.execute(f"LISTEN {CHANNEL}")
+
+        async def collect() -> None:
+            async for notice in conn.notifies():
+                heard.append(notice.payload)
+
+        collecting = asyncio.create_task(collect())
+        try:
+            yield heard
+        finally:
+            collecting.cancel()
+            await asyncio.gather(collecting, return_exceptions=True)
+
+
+async def test_a_run_stopped_during_a_call_announces_it_and_one_that_ends_does_not(
+    harness: Harness, llm: ScriptedLLM, model_name: str, database_url: str
+):
+    slow, quick = f"{model_name}-slow", f"{model_name}-quick"
+    llm.script(slow, [Reply("Thinking hard.", delay=90)], repeat_last=True)
+    llm.script(quick, [Reply("", [call("calculator", expression="1+1")]), Reply("FINAL ANSWER: 2")])
+    async with notices(database_url) as heard:
+        ended = await harness.run(quick, "Add one and one", memory=False)
+        assert ended.output == "2"
+        handle = await harness.start(slow, "Think", memory=False)
+
+        async def asked() -> bool:
+            return len(llm.requests[slow]) == 1
+
+        await wait_for(asked, seconds=30)
+        await handle.cancel()
+        temporal_run_id = (await handle.describe()).run_id
+
+        async def announced() -> bool:
+            return heard == [temporal_run_id]  # the cancelled run's, not the finished one's
+
+        await wait_for(announced, seconds=15)
+
+
+async def test_an_operator_s_answer_during_a_call_hangs_up_on_the_model(
+    harness: Harness, llm: ScriptedLLM, model_name: str
+):
+    """The signal ends the run at once; the model's connection closes with the run, not at
+    the call's first heartbeat (10 s into it)."""
+    llm.script(model_name, [Reply("FINAL ANSWER: mine", delay=90)], repeat_last=True)
+    agent = harness.agent(model_name, agent_id=f"stops-{uuid.uuid4().hex[:8]}", memory=False)
+    handle = await agent.start("Answer slowly")
+
+    async def asked() -> bool:
+        return len(llm.requests[model_name]) == 1
+
+    await wait_for(asked, seconds=30)
+    await handle.signal(names.FINAL_ANSWER_SIGNAL, FinalAnswerCapture(output="the operator's"))
+    result = await agent.result(handle)
+    assert (result.terminated_by, result.output) == ("final_answer_tool", "the operator's")
+
+    async def hung_up() -> bool:
+        return llm.abandoned[model_name] == 1
+
+    await wait_for(hung_up, seconds=4)
