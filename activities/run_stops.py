@@ -18,7 +18,8 @@ coroutine cancelled), then waits `STOP_GRACE_SECONDS` before failing with a beni
 non-retryable `RunStopped`. The wait is for the run: its last workflow task is completing
 while the call stops, and an activity's failure arriving during that task would make
 Temporal refuse the run's completion and ask for one more task. Temporal's own cancel,
-arriving meanwhile, ends the call as it always did.
+arriving meanwhile, ends the call as it always did; when that cancel says the run is gone
+(a terminated run's calls learn so at their heartbeat), the call ends as a benign `RunGone`.
 """
 
 from __future__ import annotations
@@ -95,8 +96,13 @@ class RunStops:
         try:
             yield
         except asyncio.CancelledError:
-            if not self.stopped(run_key) or activity.is_cancelled():
-                raise  # Temporal's cancel (the run's request reached it, or the worker stops)
+            if activity.is_cancelled():  # Temporal's cancel: the run's request, a worker stopping
+                details = activity.cancellation_details()
+                if details is not None and details.not_found:
+                    raise _gone(info) from None
+                raise
+            if not self.stopped(run_key):
+                raise
             task.uncancel()
             await self._stopped_call(info)
         finally:
@@ -114,6 +120,19 @@ class RunStops:
             non_retryable=True,
             category=ApplicationErrorCategory.BENIGN,  # logged at debug: nothing went wrong
         )
+
+
+def _gone(info: activity.Info) -> ApplicationError:
+    """A heartbeat found the call gone (its run terminated or closed without stopping it, or
+    this attempt timed out and another took over): the SDK would log the cancel as a failed
+    activity, with its traceback, at warning level. Temporal takes no completion from it."""
+    return ApplicationError(
+        f"{info.activity_type} of run {info.workflow_id} stopped: Temporal no longer has this "
+        "call (its run ended, or the attempt was timed out)",
+        type="RunGone",
+        non_retryable=True,
+        category=ApplicationErrorCategory.BENIGN,
+    )
 
 
 RUN_STOPS = RunStops()

@@ -7,6 +7,7 @@ import asyncio
 import dataclasses
 
 import pytest
+from temporalio.activity import ActivityCancellationDetails
 from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 from temporalio.testing import ActivityEnvironment
 
@@ -110,6 +111,24 @@ async def test_temporal_s_own_cancel_goes_through_as_a_cancel():
     with pytest.raises(asyncio.CancelledError):
         await running
     assert call.cancelled and stops.in_flight("run-1") == 0
+
+
+async def test_a_call_whose_run_temporal_no_longer_has_ends_benign():
+    """A terminated run's calls learn it at a heartbeat, as a cancel whose details say the run
+    was not found: not a failure worth a warning and a traceback in the worker's log."""
+    stops = RunStops()
+    call = SlowCall(stops)
+    env = env_for("run-1")
+    running = asyncio.create_task(env.run(call))
+    await call.started.wait()
+    env.cancel(ActivityCancellationDetails(not_found=True))
+    with pytest.raises(ApplicationError) as raised:
+        await running
+    assert call.cancelled
+    assert (raised.value.type, raised.value.category) == (
+        "RunGone",
+        ApplicationErrorCategory.BENIGN,
+    )
 
 
 async def test_a_call_stopped_twice_is_cancelled_once():
