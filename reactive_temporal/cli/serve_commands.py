@@ -239,7 +239,7 @@ async def serve_in_processes(command: list[str], settings: Settings) -> int:
         raise CliError(str(e)) from e
     print(
         f"starting {n} worker processes (each with a Postgres pool of up to "
-        f"{settings.store_pool_size()} connections)",
+        f"{settings.store_pool_size()} connections, and one listening for stopped runs)",
         flush=True,
     )
     with stop_signals() as stop:

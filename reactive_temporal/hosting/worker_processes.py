@@ -14,7 +14,8 @@ spread over the workers polling a task queue, so more cores take more worker pro
   would hide a worker that fails the same way every time.
 
 Worker i (from 0) serves its metrics and /healthz on the metrics port + i. Each worker has its
-own Postgres pool: N workers may hold N times a pool's connections.
+own Postgres pool: N workers may hold N times a pool's connections (and one each listening
+for stopped runs, `activities.run_stops`).
 """
 
 from __future__ import annotations
