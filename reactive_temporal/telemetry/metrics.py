@@ -35,14 +35,14 @@ LLM_COST = Counter(
 )
 LLM_REQUEST_SECONDS = Histogram(
     "reactive_temporal_llm_request_seconds",
-    "Duration of LLM requests, by outcome (ok, retryable_error, error).",
+    "Duration of LLM requests, by outcome (ok, retryable_error, error, cancelled).",
     ["model", "outcome"],
     buckets=(0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 40, 60, 120, 300),
     registry=REGISTRY,
 )
 TOOL_CALLS = Counter(
     "reactive_temporal_tool_calls",
-    "Tool calls executed, by outcome (ok, error).",
+    "Tool calls executed, by outcome (ok, error, cancelled).",
     ["tool", "outcome"],
     registry=REGISTRY,
 )
@@ -67,6 +67,7 @@ def record_llm_call(
         LLM_COST.labels(model=model).inc(cost_usd)
 
 
-def record_tool_call(tool: str, *, ok: bool) -> None:
-    """One execution of a tool (an error observation counts as outcome=error)."""
-    TOOL_CALLS.labels(tool=tool, outcome="ok" if ok else "error").inc()
+def record_tool_call(tool: str, *, outcome: str) -> None:
+    """One execution of a tool: ok, error (an error observation counts), or cancelled (its
+    run stopped, or the worker)."""
+    TOOL_CALLS.labels(tool=tool, outcome=outcome).inc()

@@ -14,6 +14,7 @@ never run activities, and recorded replies, which never call again, are not coun
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import time
 from collections.abc import Iterator
@@ -60,6 +61,9 @@ def observe_llm_call(model: str, *, provider: str = "openai") -> Iterator[LlmCal
             except ApplicationError as err:
                 outcome = "error" if err.non_retryable else "retryable_error"
                 raise
+            except asyncio.CancelledError:
+                outcome = "cancelled"  # its run stopped, or the worker: not the model's failing
+                raise
             outcome = "ok" if call.ok else "error"
     finally:
         record_llm_call(
@@ -82,13 +86,16 @@ class ToolCall:
 
 @contextlib.contextmanager
 def observe_tool_call(tool: str, call_id: str | None = None) -> Iterator[ToolCall]:
-    """One tool execution: a span, and a count by outcome (an exception counts as error)."""
+    """One tool execution: a span, and a count by outcome (an exception counts as error, a
+    cancel as cancelled)."""
     call = ToolCall()
+    outcome = "error"
     try:
         with tool_span(tool, call_id=call_id):
             yield call
-    except BaseException:
-        call.ok = False
+        outcome = "ok" if call.ok else "error"
+    except asyncio.CancelledError:
+        outcome = "cancelled"
         raise
     finally:
-        record_tool_call(tool, ok=call.ok)
+        record_tool_call(tool, outcome=outcome)

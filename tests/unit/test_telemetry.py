@@ -43,7 +43,7 @@ def test_metrics_serves_the_sdk_runtime_and_the_agent_metrics(endpoint):
     record_llm_call(
         "unit-model", outcome="ok", seconds=1.5, input_tokens=100, output_tokens=20, cost_usd=0.25
     )
-    record_tool_call("unit-tool", ok=False)
+    record_tool_call("unit-tool", outcome="error")
     status, text = get(f"http://127.0.0.1:{endpoint.port}/metrics")
     assert status == 200
     assert 'sdk_side_probe_total{service_name="temporal-core-sdk",worker="w1"} 3' in text

@@ -17,6 +17,7 @@ from reactive_temporal.api.operate import list_runs, runs_query
 from reactive_temporal.contracts.run import RunProgress
 from reactive_temporal.embedded.scripted_llm import Reply, ScriptedLLM, Step, call
 from reactive_temporal.pricing import register_price
+from reactive_temporal.telemetry.metrics import REGISTRY
 from tests.conftest import wait_for
 from tests.workflow.conftest import Harness
 from workflows.agent_run import AgentRunWorkflow
@@ -256,6 +257,8 @@ async def test_cancel_while_tools_run_cancels_them(harness: Harness, llm: Script
         return sorted(learned) == ["A", "B"]
 
     await wait_for(both_learned, seconds=STOPPED_WITHIN)  # not at their next heartbeat
+    cancelled = {"tool": "slow_lookup", "outcome": "cancelled"}
+    assert REGISTRY.get_sample_value("reactive_temporal_tool_calls_total", cancelled) == 2
 
 
 async def test_a_terminated_run_is_over_for_chat_and_runs(

@@ -26,6 +26,7 @@ from activities.run_stops import (
 from reactive_temporal.contracts import names
 from reactive_temporal.contracts.run import FinalAnswerCapture
 from reactive_temporal.embedded.scripted_llm import Reply, ScriptedLLM, call
+from reactive_temporal.telemetry.metrics import REGISTRY
 from tests.conftest import wait_for
 from tests.workflow.conftest import Harness
 
@@ -178,3 +179,14 @@ async def test_an_operator_s_answer_during_a_call_hangs_up_on_the_model(
         return llm.abandoned[model_name] == 1
 
     await wait_for(hung_up, seconds=4)
+
+    async def counted_as_cancelled() -> bool:  # not as the model's error, on a dashboard
+        return REGISTRY.get_sample_value(
+            "reactive_temporal_llm_request_seconds_count",
+            {"model": model_name, "outcome": "cancelled"},
+        ) == 1 and not REGISTRY.get_sample_value(
+            "reactive_temporal_llm_request_seconds_count",
+            {"model": model_name, "outcome": "error"},
+        )
+
+    await wait_for(counted_as_cancelled, seconds=4)
