@@ -87,6 +87,16 @@ EMPTY_REPLY_NUDGE = (
     "[harness] Your last reply was empty. Continue the task: call a tool, or give the final "
     "answer (the final-answer tool when it is offered, else a line starting with FINAL ANSWER:)."
 )
+CUT_OFF_NUDGE = (
+    "[harness] Your last reply was cut off at the output token limit before it ended. Continue "
+    "the task in a shorter reply: call a tool, or give the final answer (the final-answer tool "
+    "when it is offered, else a line starting with FINAL ANSWER:)."
+)
+FILTERED_NUDGE = (
+    "[harness] Your last reply was stopped by the provider's content filter. Continue the task "
+    "in a reply that does not trip it: call a tool, or give the final answer (the final-answer "
+    "tool when it is offered, else a line starting with FINAL ANSWER:)."
+)
 
 
 def completion_guard_nudge(gaps: Sequence[str]) -> str:

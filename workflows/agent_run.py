@@ -66,7 +66,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.run_state import RunState
     from workflows.run_tools import RunTools, failure_message, failure_type
     from workflows.run_wrapup import RunWrapUp, tokens_label
-    from workflows.turns import Act, Ending, Nudge, decide_turn
+    from workflows.turns import CUT_SHORT, Act, Ending, Nudge, decide_turn
 
 
 class StoreOutage:
@@ -262,6 +262,11 @@ class AgentRunWorkflow(RunWrapUp, RunControls, RunTools):
     async def _take_turn(self, step: LlmStepResult) -> None:
         """Account for the model's reply, then act on it: end the run, nudge, or run tools."""
         self.state.account_for(step)
+        cut_short = (
+            step.finish_reason in CUT_SHORT
+            and not step.tool_calls
+            and self.patched(names.CUT_SHORT_REPLIES_PATCH)  # asked only when it matters
+        )
         decision = decide_turn(
             step.content,
             step.tool_calls,
@@ -271,6 +276,7 @@ class AgentRunWorkflow(RunWrapUp, RunControls, RunTools):
             gap_check_done=self.state.gap_check_done,
             anchored_marker=self.anchored_marker,
             required_tools=self._required_tools(),
+            finish_reason=step.finish_reason if cut_short else None,
         )
         if not isinstance(decision, Ending):
             decision = self._over_budget() or decision

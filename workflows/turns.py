@@ -15,7 +15,13 @@ from reactive_temporal.contracts.run import (
     TerminatedBy,
     ToolCall,
 )
-from reactive_temporal.prompts import EMPTY_REPLY_NUDGE, completion_guard_nudge, unfinished_nudge
+from reactive_temporal.prompts import (
+    CUT_OFF_NUDGE,
+    EMPTY_REPLY_NUDGE,
+    FILTERED_NUDGE,
+    completion_guard_nudge,
+    unfinished_nudge,
+)
 from workflows.final_answer import (
     detect_completion_gaps,
     extract_final_answer,
@@ -60,6 +66,10 @@ class Act:
 
 TurnDecision = Ending | Nudge | Act
 
+CUT_SHORT: frozenset[str] = frozenset({"length", "content_filter"})
+"""Finish reasons of a reply the model did not end itself: cut off at the output token limit,
+or stopped by the provider's content filter. Its text is not an answer."""
+
 
 def decide_turn(
     content: str | None,
@@ -71,19 +81,29 @@ def decide_turn(
     gap_check_done: bool,
     anchored_marker: bool = False,
     required_tools: Collection[str] = (),
+    finish_reason: str | None = None,
 ) -> TurnDecision:
     """What the reply means. Any ending before every required tool has run — `FINAL ANSWER:`
     text or a plain reply (the final-answer tool has its own gate) — is refused with a nudge
     naming the missing tools.
 
     `anchored_marker`: `FINAL ANSWER:` counts only at the start of a line, colon required
-    (runs started before the `final-answer-line-anchored` patch keep the loose marker)."""
+    (runs started before the `final-answer-line-anchored` patch keep the loose marker).
+
+    `finish_reason`: a reply without tool calls that the model did not end itself
+    (`CUT_SHORT`) ends nothing, `FINAL ANSWER:` or not: the released semantics end a turn on
+    the model's own `end_turn` only. The model is told why and goes on. Runs started before
+    the `cut-short-replies-go-on` patch pass None."""
     text = (content or "").strip()
     marker = has_final_answer_marker(text, anchored=anchored_marker)
     if tool_calls:
         return Act(
             tool_calls, extract_final_answer(text, anchored=anchored_marker) if marker else None
         )
+    if finish_reason == "length":
+        return Nudge(CUT_OFF_NUDGE)
+    if finish_reason == "content_filter":
+        return Nudge(FILTERED_NUDGE)
     missing = missing_required_tools(required_tools, tools_used)
     if text and missing:
         return Nudge(unfinished_nudge(missing))

@@ -136,6 +136,10 @@ Temporal suggests it or every CONTINUE_AS_NEW_EVERY_ITERATIONS iterations."""
 STORE_OUTAGE_WAITS_PATCH: Final = "store-outage-waits"
 """An LLM step that failed for good only because Postgres stayed unreachable is waited out
 and taken again, instead of ending the run as `llm_error` (the LLM did not fail)."""
+CUT_SHORT_REPLIES_PATCH: Final = "cut-short-replies-go-on"
+"""A reply without tool calls that the model did not end itself (finish reason `length` or
+`content_filter`) no longer ends the run as `end_turn` or `final_answer`: the model is told
+and takes another turn. Asked only by a run that gets such a reply (no marker otherwise)."""
 FIRST_STEP_SEEDS_PATCH: Final = "first-step-seeds"
 """A run's first LLM step seeds its transcript and resolves its tools (`LlmStepInput.seed`)
 where a `prepare_run` local activity did before it: one action, one local-activity task and

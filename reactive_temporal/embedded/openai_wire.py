@@ -191,7 +191,7 @@ def completion_body(model: str, reply: Reply, request: dict[str, Any]) -> dict[s
             {
                 "index": 0,
                 "message": message,
-                "finish_reason": "tool_calls" if tool_calls else "stop",
+                "finish_reason": reply.finish_reason or ("tool_calls" if tool_calls else "stop"),
             }
         ],
         "usage": usage,

@@ -44,6 +44,9 @@ class Reply:
     reasoning_tokens: int | None = None
     """Reported as `usage.completion_tokens_details.reasoning_tokens` (and counted in the
     completion tokens, as providers bill them) when set."""
+    finish_reason: str | None = None
+    """Why the model stopped, when not the usual `stop` / `tool_calls`: `length` (cut off at
+    the output limit), `content_filter` (stopped by the provider's filter)."""
 
 
 @dataclass

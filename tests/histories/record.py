@@ -27,6 +27,9 @@ newer bundle (a starter one deploy behind): it asks `first-step-seeds` on its ow
 `_internal` (every group) with internal payloads written without their fields at defaults
 (contracts/internal.py) and debrief children that build their deterministic debrief
 themselves (no `fallback` in their input): payloads only, no decision changed, so no patch.
+`cut_short_run.json` (group `cut_short`) was recorded by the workflow code from before the
+`cut-short-replies-go-on` patch (its cut-off reply ended the run), `cut_short_run_go_on.json`
+with it (the model was told and answered in a second turn).
 `chat_turn_sent_again.json` (group `answered`) is an entity's second run answering a turn its
 first run answered, sent again under its update id, from the reply carried over
 (`reactive_temporal.answered_turns`): no patch, as no earlier run's input carried a reply.
@@ -331,6 +334,22 @@ async def record_answered(client: Client, task_queue: str, llm: ScriptedLLM) -> 
     return {f"chat_turn_sent_again.json@{second_run}": handle.id}
 
 
+async def record_cut_short(client: Client, task_queue: str, llm: ScriptedLLM) -> dict[str, str]:
+    """A reply cut off at the output token limit, then a whole one: before the
+    `cut-short-replies-go-on` patch the cut-off reply's `FINAL ANSWER:` ended the run."""
+    config = AgentConfig(agent_id="recorder", model="cut-short", memory=False)
+    agent = Agent(config, Runtime(client, task_queue, offline_model=False))
+    llm.script(
+        "cut-short",
+        [
+            Reply("FINAL ANSWER: The capital of France is", finish_reason="length"),
+            Reply("FINAL ANSWER: Paris."),
+        ],
+    )
+    result = await agent.run("Capital of France?")
+    return {"cut_short_run.json": result.run_id}
+
+
 GROUPS = {
     "base": record,
     "answered": record_answered,
@@ -338,6 +357,7 @@ GROUPS = {
     "stops": record_stops,
     "approvals": record_approvals,
     "live": record_live,
+    "cut_short": record_cut_short,
 }
 
 

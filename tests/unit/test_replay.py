@@ -54,6 +54,8 @@ def test_the_required_histories_are_committed():
         "live_output_run",
         "last_run_read",
         "chat_turn_sent_again",
+        "cut_short_run",
+        "cut_short_run_go_on",
     } <= names
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from reactive_temporal.contracts.run import ToolCall
+from reactive_temporal.prompts import CUT_OFF_NUDGE, FILTERED_NUDGE
 from workflows.turns import Act, Ending, Nudge, decide_turn, goal_achieved, is_success
 
 CALC = ToolCall(id="c1", name="calculator", arguments='{"expression": "1+1"}')
@@ -41,6 +42,29 @@ def test_final_answer_text_with_a_gap_is_guarded_once():
     guarded = decide("FINAL ANSWER: 2", **kw)
     assert isinstance(guarded, Nudge) and guarded.is_error and guarded.gap_check_rejected
     assert decide("FINAL ANSWER: 2", gap_check_done=True, **kw) == Ending("final_answer", "2")
+
+
+@pytest.mark.parametrize(
+    "content", ["FINAL ANSWER: The capital of France is", "The capital of France is", "", None]
+)
+def test_a_reply_cut_off_at_the_output_limit_ends_nothing(content):
+    """Its text is half an answer: the run would have ended on it, flagged a success."""
+    decision = decide(content, finish_reason="length")
+    assert decision == Nudge(CUT_OFF_NUDGE)
+    assert not decision.is_error  # a limit the model can work within, not its mistake
+
+
+def test_a_reply_stopped_by_the_content_filter_ends_nothing():
+    assert decide("Here is how to", finish_reason="content_filter") == Nudge(FILTERED_NUDGE)
+
+
+def test_a_cut_off_reply_s_tool_calls_still_run():
+    assert decide("FINAL ANSWER: 2", [CALC], finish_reason="length") == Act([CALC], "2")
+
+
+@pytest.mark.parametrize("reason", [None, "stop", "end_turn"])
+def test_a_reply_the_model_ended_itself_ends_as_before(reason):
+    assert decide("Paris.", finish_reason=reason) == Ending("end_turn", "Paris.")
 
 
 @pytest.mark.parametrize(

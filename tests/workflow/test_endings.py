@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 
 import pytest
+from temporalio.client import WorkflowHistory
 
 from reactive_temporal.api.agents import AgentRunError
 from reactive_temporal.cli.run_commands import progress_line
@@ -20,6 +22,15 @@ pytestmark = pytest.mark.workflow
 
 def offered_tools(request: dict) -> list[str]:
     return [t["function"]["name"] for t in request.get("tools", [])]
+
+
+def asked_patches(history: WorkflowHistory) -> list[str]:
+    """The patches the run asked (`workflow.patched` markers)."""
+    return [
+        json.loads(e.marker_recorded_event_attributes.details["patch-data"].payloads[0].data)["id"]
+        for e in history.events
+        if e.marker_recorded_event_attributes.marker_name == "core_patch"
+    ]
 
 
 def final_answer(output: str, fmt: str = "text", **extra: str):
@@ -68,6 +79,41 @@ async def test_end_turn(harness: Harness, llm: ScriptedLLM, model_name):
     assert result.terminated_by == "end_turn"
     assert result.output == "Paris is the capital of France."
     assert result.success and result.metadata.iterations == 1
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+async def test_a_reply_cut_off_at_the_output_limit_does_not_end_the_run(
+    harness: Harness, llm: ScriptedLLM, model_name, stream
+):
+    """Without it the half answer was the run's `final_answer`, flagged a success."""
+    llm.script(
+        model_name,
+        [
+            Reply("FINAL ANSWER: The capital of France is", finish_reason="length"),
+            Reply("Nothing but words,", finish_reason="content_filter"),
+            Reply("FINAL ANSWER: Paris."),
+        ],
+    )
+    handle = await harness.start(model_name, "Capital of France?", live_output=stream)
+    result = await harness.agent(model_name).result(handle)
+    assert (result.terminated_by, result.output) == ("final_answer", "Paris.")
+    assert result.metadata.iterations == 3
+    assert [r.get("stream", False) for r in llm.requests[model_name]] == [stream] * 3
+    # the model was told why: its cut-off reply, then the note, then the filtered one, then its note
+    second, third = llm.requests[model_name][1:]
+    assert "cut off at the output token limit" in second["messages"][-1]["content"]
+    assert "content filter" in third["messages"][-1]["content"]
+    # asked once, when the first cut-off reply came
+    assert asked_patches(await handle.fetch_history()) == ["cut-short-replies-go-on"]
+
+
+async def test_a_run_whose_replies_are_whole_asks_no_patch_for_cut_off_ones(
+    harness: Harness, llm: ScriptedLLM, model_name
+):
+    llm.script(model_name, [Reply("FINAL ANSWER: Paris.")])
+    handle = await harness.start(model_name, "Capital of France?")
+    await harness.agent(model_name).result(handle)
+    assert asked_patches(await handle.fetch_history()) == []
 
 
 async def test_max_iterations(harness: Harness, llm: ScriptedLLM, model_name):
