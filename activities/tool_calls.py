@@ -36,6 +36,11 @@ from reactive_temporal.tools import (
     tool_call_context,
 )
 
+CUT_OFF_ARGUMENTS = (
+    "Your reply was cut off at the output token limit, so these arguments are incomplete: "
+    "make the call again in a shorter reply"
+)
+
 
 def render_observation(value: Any) -> str:
     """What the model reads back: text as is, anything else as JSON."""
@@ -96,7 +101,7 @@ class ToolActivities:
             tool_call_context(ToolCallContext(input.run_id, input.seq, call.id)),
             observe_tool_call(label, call.id) as observed,  # a span and the count
         ):
-            success, content = await self._execute(call.name, call.arguments)
+            success, content = await self._execute(call.name, call.arguments, input.cut_off)
             if not success:
                 observed.failed()
         content = bounded_observation(content)
@@ -129,7 +134,7 @@ class ToolActivities:
         )
         return result
 
-    async def _execute(self, name: str, arguments: str) -> tuple[bool, str]:
+    async def _execute(self, name: str, arguments: str, cut_off: bool = False) -> tuple[bool, str]:
         tool = self.registry.get(name)
         if tool is None:
             available = ", ".join(self.registry.names) or "none"
@@ -137,7 +142,10 @@ class ToolActivities:
         try:
             kwargs = tool.parse_arguments(arguments)
         except ToolArgumentsError as err:
-            return False, f"[Tool error: invalid arguments for {name}: {err}]"
+            why = f"invalid arguments for {name}: {err}"
+            if cut_off:  # the model would otherwise guess at a JSON mistake it did not make
+                why += f". {CUT_OFF_ARGUMENTS}"
+            return False, f"[Tool error: {why}]"
         deadline = asyncio.timeout(tool.timeout_seconds)
         try:
             async with heartbeating(), deadline:

@@ -104,6 +104,7 @@ class AgentRunWorkflow(RunWrapUp, RunControls, RunTools):
         self.deadline_hit = False
         self.deadline: asyncio.Task[None] | None = None
         self.in_llm_call = False
+        self.reply_cut_off = False
         self.calls_abandoned = False
         """A model call or a tool was left running when the run stopped (its wrap-up stops it)."""
         self.honest_endings = False
@@ -262,6 +263,7 @@ class AgentRunWorkflow(RunWrapUp, RunControls, RunTools):
     async def _take_turn(self, step: LlmStepResult) -> None:
         """Account for the model's reply, then act on it: end the run, nudge, or run tools."""
         self.state.account_for(step)
+        self.reply_cut_off = step.finish_reason == "length"
         cut_short = (
             step.finish_reason in CUT_SHORT
             and not step.tool_calls

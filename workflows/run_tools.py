@@ -48,6 +48,8 @@ class RunTools:
     run_id: str
     state: RunState
     limit_tool_calls: bool
+    reply_cut_off: bool
+    """The reply being acted on was cut off at the output token limit (its last call may be)."""
     """Calls past the per-turn cap are refused (the tool-call-limits patch)."""
     approvals_on: bool
     honest_endings: bool
@@ -129,7 +131,11 @@ class RunTools:
                 return await workflow.execute_activity(
                     names.RUN_TOOL,
                     RunToolInput(
-                        run_id=self.run_id, seq=seq, call=call, live_output=self.agent.live_output
+                        run_id=self.run_id,
+                        seq=seq,
+                        call=call,
+                        live_output=self.agent.live_output,
+                        cut_off=self.reply_cut_off,
                     ),
                     result_type=ToolResult,
                     **tool_options(self.agent, self.state.tool_timeouts.get(call.name)),

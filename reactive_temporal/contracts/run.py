@@ -299,6 +299,9 @@ class RunToolInput(InternalPayload):
     call: ToolCall
     live_output: bool = False
     """Write `tool_start` and `tool_end` to the run's live output."""
+    cut_off: bool = False
+    """The reply with this call was cut off at the output token limit: arguments that do not
+    parse were cut short, and the observation says so."""
 
 
 class ToolResult(InternalPayload):

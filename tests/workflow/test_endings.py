@@ -107,6 +107,28 @@ async def test_a_reply_cut_off_at_the_output_limit_does_not_end_the_run(
     assert asked_patches(await handle.fetch_history()) == ["cut-short-replies-go-on"]
 
 
+async def test_a_tool_call_cut_off_at_the_output_limit_is_named_so(
+    harness: Harness, llm: ScriptedLLM, model_name
+):
+    """Its arguments end mid-JSON: the model reads that its reply was cut off, not only that
+    its JSON is broken; a whole call's error says nothing of the kind."""
+    llm.script(
+        model_name,
+        [
+            Reply("Computing.", [call("calculator", '{"expression": "6*')], finish_reason="length"),
+            Reply("Again.", [call("calculator", '{"expression": "6*')]),
+            Reply("FINAL ANSWER: 42"),
+        ],
+    )
+    result = await harness.run(model_name, "What is 6*7?")
+    assert result.output == "42"
+    cut, whole = [r["messages"][-1]["content"] for r in llm.requests[model_name][1:]]
+    assert cut.startswith("[Tool error: invalid arguments for calculator")
+    assert "cut off at the output token limit" in cut
+    assert whole.startswith("[Tool error: invalid arguments for calculator")
+    assert "cut off" not in whole
+
+
 async def test_a_run_whose_replies_are_whole_asks_no_patch_for_cut_off_ones(
     harness: Harness, llm: ScriptedLLM, model_name
 ):
