@@ -46,11 +46,19 @@ class SlowCall:
             return "answered"
 
 
+async def started(
+    stops: RunStops, env: ActivityEnvironment | None = None
+) -> tuple[SlowCall, asyncio.Task[str]]:
+    """A call of run-1 (or of `env`'s run) in flight, waiting until told."""
+    call = SlowCall(stops)
+    running = asyncio.create_task((env or env_for("run-1")).run(call))
+    await call.started.wait()
+    return call, running
+
+
 async def test_a_stopped_run_s_call_is_cancelled_where_it_waits_and_fails_benign():
     stops = RunStops()
-    call = SlowCall(stops)
-    running = asyncio.create_task(env_for("run-1").run(call))
-    await call.started.wait()
+    call, running = await started(stops)
     assert stops.in_flight("run-1") == 1
 
     assert stops.stop("run-1") == 1
@@ -67,9 +75,7 @@ async def test_a_stopped_run_s_call_is_cancelled_where_it_waits_and_fails_benign
 async def test_the_stopped_call_fails_only_after_the_grace(monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setattr(run_stops, "STOP_GRACE_SECONDS", 0.3)
     stops = RunStops()
-    call = SlowCall(stops)
-    running = asyncio.create_task(env_for("run-1").run(call))
-    await call.started.wait()
+    call, running = await started(stops)
     stops.stop("run-1")
     await asyncio.sleep(0.1)
     assert call.cancelled and not running.done()  # its model hung up on, its run closing
@@ -103,10 +109,8 @@ async def test_other_runs_calls_go_on():
 
 async def test_temporal_s_own_cancel_goes_through_as_a_cancel():
     stops = RunStops()
-    call = SlowCall(stops)
     env = env_for("run-1")
-    running = asyncio.create_task(env.run(call))
-    await call.started.wait()
+    call, running = await started(stops, env)
     env.cancel()
     with pytest.raises(asyncio.CancelledError):
         await running
@@ -117,10 +121,8 @@ async def test_a_call_whose_run_temporal_no_longer_has_ends_benign():
     """A terminated run's calls learn it at a heartbeat, as a cancel whose details say the run
     was not found: not a failure worth a warning and a traceback in the worker's log."""
     stops = RunStops()
-    call = SlowCall(stops)
     env = env_for("run-1")
-    running = asyncio.create_task(env.run(call))
-    await call.started.wait()
+    call, running = await started(stops, env)
     env.cancel(ActivityCancellationDetails(not_found=True))
     with pytest.raises(ApplicationError) as raised:
         await running
@@ -135,9 +137,7 @@ async def test_a_call_stopped_twice_is_cancelled_once():
     """The wrap-up stops the run's calls on its worker and announces it; the announcement
     comes back to that worker too, while its stopped calls wait out their grace."""
     stops = RunStops()
-    call = SlowCall(stops)
-    running = asyncio.create_task(env_for("run-1").run(call))
-    await call.started.wait()
+    call, running = await started(stops)
     assert stops.stop("run-1") == 1
     assert stops.stop("run-1") == 0
     with pytest.raises(ApplicationError):  # not a CancelledError out of its grace
