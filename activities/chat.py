@@ -29,6 +29,13 @@ DIRECT_TEMPERATURE = 0.7
 """The direct path's temperature when the agent sets none: a conversation, not a task."""
 
 
+CUT_SHORT_NOTES = {
+    "length": "[the answer was cut off at the model's output token limit]",
+    "content_filter": "[the answer was stopped by the provider's content filter]",
+}
+"""What a direct chat reply the model did not end itself says at its end."""
+
+
 class ChatActivities:
     def __init__(self, sessions: SessionStore, llm: LlmEndpoint, events: RunEvents) -> None:
         self.sessions = sessions
@@ -56,9 +63,12 @@ class ChatActivities:
                     history = history[-2:]
         # bounded where it enters, as a run's replies are: a reply past the payload limit
         # could never be returned, and the activity (and the model) would be retried forever
-        message = clip(clean_text(completion.content or ""), REPLY_CONTENT_MAX_CHARS)
+        message = clip(clean_text(completion.content or ""), REPLY_CONTENT_MAX_CHARS).strip()
+        cut_short = CUT_SHORT_NOTES.get(completion.finish_reason or "")
+        if cut_short:  # said to the person, and to the model next turn: the answer is not whole
+            message = f"{message}\n\n{cut_short}" if message else cut_short
         return ChatDirectResult(
-            message=message.strip() or "(no answer)",
+            message=message or "(no answer)",
             tokens=completion.usage.total_tokens,
             cost=completion.cost,
         )

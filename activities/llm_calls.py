@@ -191,6 +191,11 @@ class Completion:
         """The first choice's text, None when there is none."""
         return self.response.choices[0].message.content if self.response.choices else None
 
+    @property
+    def finish_reason(self) -> str | None:
+        """Why the model stopped (`stop`, `length`, `content_filter`, `tool_calls`)."""
+        return self.response.choices[0].finish_reason if self.response.choices else None
+
 
 class LlmEndpoint:
     """An OpenAI-compatible endpoint as activities use it (one per worker, shared)."""

@@ -92,6 +92,32 @@ async def test_direct_and_tool_turns(harness: Harness, llm: ScriptedLLM, model_n
     assert child_task.endswith("calculate 6*7")
 
 
+async def test_a_direct_reply_the_model_did_not_end_itself_says_so(
+    harness: Harness, llm: ScriptedLLM, model_name
+):
+    """A reply cut off at the output limit (or stopped by the content filter) reaches the
+    person, and the model's next turn, marked as not whole."""
+    llm.script(
+        model_name,
+        [
+            Reply("The three reasons are: first,", finish_reason="length"),
+            Reply(None, finish_reason="content_filter"),
+            Reply("Whole."),
+        ],
+    )
+    session = harness.agent(model_name, agent_id=unique_agent()).session()
+    cut = await session.chat("Why?", use_tools=False)
+    assert cut.message == (
+        "The three reasons are: first,\n\n[the answer was cut off at the model's output token "
+        "limit]"
+    )
+    filtered = await session.chat("And?", use_tools=False)
+    assert filtered.message == "[the answer was stopped by the provider's content filter]"
+    whole = await session.chat("Once more?", use_tools=False)
+    assert whole.message == "Whole."
+    assert "cut off" in str(llm.requests[model_name][-1]["messages"])  # the model reads it
+
+
 async def test_direct_chat_llm_call_leaves_room_for_infrastructure_retries(
     harness: Harness, llm: ScriptedLLM, model_name
 ):
