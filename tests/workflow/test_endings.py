@@ -100,7 +100,7 @@ async def test_a_reply_cut_off_at_the_output_limit_does_not_end_the_run(
     assert result.metadata.iterations == 3
     assert [r.get("stream", False) for r in llm.requests[model_name]] == [stream] * 3
     # the model was told why: its cut-off reply, then the note, then the filtered one, then its note
-    second, third = llm.requests[model_name][1:]
+    second, third = llm.requests[model_name][1:3]  # a debrief's synthesis may follow
     assert "cut off at the output token limit" in second["messages"][-1]["content"]
     assert "content filter" in third["messages"][-1]["content"]
     # asked once, when the first cut-off reply came
@@ -122,7 +122,8 @@ async def test_a_tool_call_cut_off_at_the_output_limit_is_named_so(
     )
     result = await harness.run(model_name, "What is 6*7?")
     assert result.output == "42"
-    cut, whole = [r["messages"][-1]["content"] for r in llm.requests[model_name][1:]]
+    # the run's second and third requests (a debrief's synthesis may follow them)
+    cut, whole = [r["messages"][-1]["content"] for r in llm.requests[model_name][1:3]]
     assert cut.startswith("[Tool error: invalid arguments for calculator")
     assert "cut off at the output token limit" in cut
     assert whole.startswith("[Tool error: invalid arguments for calculator")
