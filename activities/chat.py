@@ -19,6 +19,7 @@ from reactive_temporal.contracts.entity import (
     SessionHistory,
 )
 from reactive_temporal.limits import REPLY_CONTENT_MAX_CHARS
+from reactive_temporal.prompts import CUT_SHORT_NOTES
 from reactive_temporal.sanitize import clean_text, clip
 from reactive_temporal.session_window import WINDOW_BYTES, WINDOW_MESSAGES
 
@@ -27,13 +28,6 @@ SESSION_PAGE_BYTES = 1_000_000
 DIRECT_MAX_TOKENS = 1024
 DIRECT_TEMPERATURE = 0.7
 """The direct path's temperature when the agent sets none: a conversation, not a task."""
-
-
-CUT_SHORT_NOTES = {
-    "length": "[the answer was cut off at the model's output token limit]",
-    "content_filter": "[the answer was stopped by the provider's content filter]",
-}
-"""What a direct chat reply the model did not end itself says at its end."""
 
 
 class ChatActivities:

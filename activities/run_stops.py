@@ -99,7 +99,15 @@ class RunStops:
             if activity.is_cancelled():  # Temporal's cancel: the run's request, a worker stopping
                 details = activity.cancellation_details()
                 if details is not None and details.not_found:
-                    raise _gone(info) from None
+                    # a heartbeat found the call gone: its run terminated (or closed without
+                    # stopping it), or this attempt timed out and another took over; Temporal
+                    # takes no completion from it
+                    raise _ended(
+                        info,
+                        "RunGone",
+                        "Temporal no longer has this call (its run ended, or "
+                        "the attempt was timed out)",
+                    ) from None
                 raise
             if not self.stopped(run_key):
                 raise
@@ -113,23 +121,15 @@ class RunStops:
     @staticmethod
     async def _stopped_call(info: activity.Info) -> None:
         await asyncio.sleep(STOP_GRACE_SECONDS)
-        raise ApplicationError(
-            f"{info.activity_type} of run {info.workflow_id} stopped: the run ended while it "
-            "was in flight",
-            type="RunStopped",
-            non_retryable=True,
-            category=ApplicationErrorCategory.BENIGN,  # logged at debug: nothing went wrong
-        )
+        raise _ended(info, "RunStopped", "the run ended while it was in flight")
 
 
-def _gone(info: activity.Info) -> ApplicationError:
-    """A heartbeat found the call gone (its run terminated or closed without stopping it, or
-    this attempt timed out and another took over): the SDK would log the cancel as a failed
-    activity, with its traceback, at warning level. Temporal takes no completion from it."""
+def _ended(info: activity.Info, kind: str, why: str) -> ApplicationError:
+    """A call that ended because its run did: benign (the SDK logs it at debug level, not as
+    a failed activity with its traceback at warning level) and never tried again."""
     return ApplicationError(
-        f"{info.activity_type} of run {info.workflow_id} stopped: Temporal no longer has this "
-        "call (its run ended, or the attempt was timed out)",
-        type="RunGone",
+        f"{info.activity_type} of run {info.workflow_id} stopped: {why}",
+        type=kind,
         non_retryable=True,
         category=ApplicationErrorCategory.BENIGN,
     )

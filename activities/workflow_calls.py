@@ -70,8 +70,13 @@ class EntityActivities:
             RUN_STOPS.stop(run_key)
         announce = run_key if input.calls_in_flight else None  # and on the other workers
         if input.persist is not None or input.keep_last_run or announce:
-            doing = "save a debrief" if input.persist else "keep the last run"
-            store = self._store(doing if input.persist or input.keep_last_run else "stop calls")
+            store = self._store(
+                "save a debrief"
+                if input.persist
+                else "keep the last run"
+                if input.keep_last_run
+                else "tell the workers the run stopped"
+            )
             async with store.pipelined() as conn:  # one round trip for all
                 if announce:
                     await announce_stop(conn, announce)

@@ -97,6 +97,14 @@ FILTERED_NUDGE = (
     "in a reply that does not trip it: call a tool, or give the final answer (the final-answer "
     "tool when it is offered, else a line starting with FINAL ANSWER:)."
 )
+CUT_SHORT_NUDGES = {"length": CUT_OFF_NUDGE, "content_filter": FILTERED_NUDGE}
+"""By finish reason, what a run tells the model whose reply it did not end itself: cut off at
+the output token limit, or stopped by the provider's content filter."""
+CUT_SHORT_NOTES = {
+    "length": "[the answer was cut off at the model's output token limit]",
+    "content_filter": "[the answer was stopped by the provider's content filter]",
+}
+"""By finish reason, what a direct chat reply the model did not end itself says at its end."""
 
 
 def completion_guard_nudge(gaps: Sequence[str]) -> str:

@@ -48,9 +48,9 @@ class RunTools:
     run_id: str
     state: RunState
     limit_tool_calls: bool
+    """Calls past the per-turn cap are refused (the tool-call-limits patch)."""
     reply_cut_off: bool
     """The reply being acted on was cut off at the output token limit (its last call may be)."""
-    """Calls past the per-turn cap are refused (the tool-call-limits patch)."""
     approvals_on: bool
     honest_endings: bool
     """Every ending waits for the agent's required tools (the honest-endings patch)."""

@@ -16,9 +16,8 @@ from reactive_temporal.contracts.run import (
     ToolCall,
 )
 from reactive_temporal.prompts import (
-    CUT_OFF_NUDGE,
+    CUT_SHORT_NUDGES,
     EMPTY_REPLY_NUDGE,
-    FILTERED_NUDGE,
     completion_guard_nudge,
     unfinished_nudge,
 )
@@ -66,7 +65,7 @@ class Act:
 
 TurnDecision = Ending | Nudge | Act
 
-CUT_SHORT: frozenset[str] = frozenset({"length", "content_filter"})
+CUT_SHORT: frozenset[str] = frozenset(CUT_SHORT_NUDGES)
 """Finish reasons of a reply the model did not end itself: cut off at the output token limit,
 or stopped by the provider's content filter. Its text is not an answer."""
 
@@ -100,10 +99,8 @@ def decide_turn(
         return Act(
             tool_calls, extract_final_answer(text, anchored=anchored_marker) if marker else None
         )
-    if finish_reason == "length":
-        return Nudge(CUT_OFF_NUDGE)
-    if finish_reason == "content_filter":
-        return Nudge(FILTERED_NUDGE)
+    if finish_reason in CUT_SHORT_NUDGES:
+        return Nudge(CUT_SHORT_NUDGES[finish_reason])
     missing = missing_required_tools(required_tools, tools_used)
     if text and missing:
         return Nudge(unfinished_nudge(missing))
