@@ -28,6 +28,7 @@ go through `LlmEndpoint.complete`:
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import timedelta
@@ -64,6 +65,14 @@ WANTED = ("max_tokens", "temperature", "top_p", "reasoning_effort")
 STREAM_PARAMS = ("stream", "stream_options")
 TextSink = Callable[[str], None]
 """Takes each text delta of a streamed reply, as it arrives (it must not block)."""
+
+
+def _also(first: TextSink, then: TextSink) -> TextSink:
+    def both(text: str) -> None:
+        first(text)
+        then(text)
+
+    return both
 
 
 def chat_request(
@@ -244,10 +253,20 @@ class LlmEndpoint:
         With `on_text`, the reply streams and each text delta goes to it as it arrives."""
         timeout = activity.info().start_to_close_timeout or DEFAULT_ACTIVITY_TIMEOUT
         model = str(request["model"])
-        with observe_llm_call(model) as observed:  # a span and the metrics, per real request
+        priced = functools.partial(cost_of, model, overrides=self.prices)
+        with observe_llm_call(model, priced=priced) as observed:  # a span and metrics per request
+            observed.sent(request)
+            if on_text is not None:
+                on_text = _also(observed.streamed, on_text)
             with llm_errors(max_attempts):
                 async with heartbeating():
-                    response = await self._send_adapted(request, client_timeout(timeout), on_text)
+                    try:
+                        response = await self._send_adapted(
+                            request, client_timeout(timeout), on_text
+                        )
+                    except openai.APITimeoutError:
+                        observed.timed_out = True  # the endpoint may have answered it in full
+                        raise
             usage = usage_of(response)
             cost = cost_of(model, usage.prompt_tokens, usage.completion_tokens, self.prices)
             observed.succeeded(

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -59,6 +59,20 @@ def message_tokens(message: Message) -> int:
 def tools_tokens(schemas: Sequence[dict[str, Any]]) -> int:
     """What the tool schemas of a request weigh."""
     return estimate_tokens(json.dumps(schemas)) if schemas else 0
+
+
+def wire_prompt_tokens(request: Mapping[str, Any]) -> int:
+    """An estimate of a chat-completions request's prompt tokens, from the request as sent
+    (its messages and tools), for a call whose endpoint never said."""
+    messages = request.get("messages")
+    tokens = tools_tokens(request.get("tools") or [])
+    for message in messages if isinstance(messages, list) else []:
+        content = message.get("content") if isinstance(message, dict) else None
+        text = content if isinstance(content, str) or content is None else json.dumps(content)
+        calls = message.get("tool_calls") if isinstance(message, dict) else None
+        tokens += MESSAGE_OVERHEAD_TOKENS + estimate_tokens(text)
+        tokens += estimate_tokens(json.dumps(calls)) if calls else 0
+    return tokens
 
 
 def reserved_output(context_tokens: int, max_output_tokens: int | None) -> int:

@@ -33,6 +33,19 @@ LLM_COST = Counter(
     ["model"],
     registry=REGISTRY,
 )
+LLM_UNREPORTED_TOKENS = Counter(
+    "reactive_temporal_llm_unreported_tokens",
+    "Tokens estimated for LLM requests that ended without the endpoint reporting usage "
+    "(stopped with their run, timed out, or cut off mid-reply): the provider may bill them.",
+    ["model", "kind"],
+    registry=REGISTRY,
+)
+LLM_UNREPORTED_COST = Counter(
+    "reactive_temporal_llm_unreported_cost_usd",
+    "Estimated cost in US dollars of the tokens in reactive_temporal_llm_unreported_tokens.",
+    ["model"],
+    registry=REGISTRY,
+)
 LLM_REQUEST_SECONDS = Histogram(
     "reactive_temporal_llm_request_seconds",
     "Duration of LLM requests, by outcome (ok, retryable_error, error, cancelled).",
@@ -65,6 +78,15 @@ def record_llm_call(
         LLM_TOKENS.labels(model=model, kind="output").inc(output_tokens)
     if cost_usd > 0:
         LLM_COST.labels(model=model).inc(cost_usd)
+
+
+def record_unreported_usage(
+    model: str, *, input_tokens: int, output_tokens: int, cost_usd: float
+) -> None:
+    """Estimated usage of one request that went out and ended without its usage."""
+    LLM_UNREPORTED_TOKENS.labels(model=model, kind="input").inc(max(input_tokens, 0))
+    LLM_UNREPORTED_TOKENS.labels(model=model, kind="output").inc(max(output_tokens, 0))
+    LLM_UNREPORTED_COST.labels(model=model).inc(max(cost_usd, 0.0))
 
 
 def record_tool_call(tool: str, *, outcome: str) -> None:

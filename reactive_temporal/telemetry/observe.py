@@ -16,12 +16,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
 
 from temporalio.exceptions import ApplicationError
 
-from reactive_temporal.telemetry.metrics import record_llm_call, record_tool_call
+from reactive_temporal.context_window import CHARS_PER_TOKEN, wire_prompt_tokens
+from reactive_temporal.telemetry.metrics import (
+    record_llm_call,
+    record_tool_call,
+    record_unreported_usage,
+)
 from reactive_temporal.telemetry.tracing import LlmSpan, llm_span, tool_span
 
 
@@ -31,6 +38,28 @@ class LlmCall:
         self.input_tokens = self.output_tokens = 0
         self.cost_usd = 0.0
         self.ok = False
+        self.request: Mapping[str, Any] | None = None
+        self.streamed_chars = 0
+        self.timed_out = False
+
+    def sent(self, request: Mapping[str, Any]) -> None:
+        """The request goes out: from here the provider may bill it."""
+        self.request = request
+
+    def streamed(self, text: str) -> None:
+        """Reply text that arrived (generated, so billed, whether or not the reply ends)."""
+        self.streamed_chars += len(text)
+
+    def unreported(self, outcome: str) -> tuple[int, int] | None:
+        """(input, output) tokens, estimated, of a request that went out and ended without
+        the endpoint's usage in a way that is likely billed: stopped, timed out, or cut off
+        after text arrived (not refused: a 4xx, or a connection never made)."""
+        if self.ok or self.request is None:
+            return None
+        if outcome != "cancelled" and not self.timed_out and not self.streamed_chars:
+            return None
+        output = math.ceil(self.streamed_chars / CHARS_PER_TOKEN)
+        return wire_prompt_tokens(self.request), output
 
     def succeeded(
         self,
@@ -48,8 +77,14 @@ class LlmCall:
 
 
 @contextlib.contextmanager
-def observe_llm_call(model: str, *, provider: str = "openai") -> Iterator[LlmCall]:
-    """Time one LLM request; record its outcome (ok, retryable_error, error) and usage."""
+def observe_llm_call(
+    model: str,
+    *,
+    provider: str = "openai",
+    priced: Callable[[int, int], float] = lambda _input, _output: 0.0,
+) -> Iterator[LlmCall]:
+    """Time one LLM request; record its outcome (ok, retryable_error, error, cancelled) and
+    usage, or an estimate of it (`priced` in US dollars) when the endpoint never said."""
     started = time.monotonic()
     outcome = "error"
     call: LlmCall | None = None
@@ -74,6 +109,14 @@ def observe_llm_call(model: str, *, provider: str = "openai") -> Iterator[LlmCal
             output_tokens=call.output_tokens if call else 0,
             cost_usd=call.cost_usd if call else 0.0,
         )
+        unreported = call.unreported(outcome) if call else None
+        if unreported is not None:
+            record_unreported_usage(
+                model,
+                input_tokens=unreported[0],
+                output_tokens=unreported[1],
+                cost_usd=priced(*unreported),
+            )
 
 
 class ToolCall:

@@ -26,6 +26,7 @@ from activities.run_stops import (
 from reactive_temporal.contracts import names
 from reactive_temporal.contracts.run import FinalAnswerCapture
 from reactive_temporal.embedded.scripted_llm import Reply, ScriptedLLM, call
+from reactive_temporal.pricing import register_price
 from reactive_temporal.telemetry.metrics import REGISTRY
 from tests.conftest import wait_for
 from tests.workflow.conftest import Harness
@@ -190,3 +191,38 @@ async def test_an_operator_s_answer_during_a_call_hangs_up_on_the_model(
         )
 
     await wait_for(counted_as_cancelled, seconds=4)
+
+
+async def test_a_stopped_call_s_billed_tokens_are_counted_as_an_estimate(
+    harness: Harness, llm: ScriptedLLM, model_name: str
+):
+    """The provider bills the prompt of a call stopped mid-reply and the text it sent; the
+    endpoint never reports that usage (it comes at the stream's end), so the worker counts an
+    estimate of it (reactive_temporal_llm_unreported_*), and nothing as reported usage."""
+    register_price(model_name, input_per_mtok=1_000.0, output_per_mtok=1_000.0)
+    words = " ".join(f"word{i}" for i in range(200))
+    llm.script(model_name, [Reply(words, chunk_delay=0.3)], repeat_last=True)
+    agent = harness.agent(model_name, agent_id=f"stops-{uuid.uuid4().hex[:8]}", memory=False)
+    handle = await agent.start("Write at length " + "about this " * 200)
+
+    def sample(name: str, **labels: str) -> float:
+        return REGISTRY.get_sample_value(name, {"model": model_name, **labels}) or 0.0
+
+    async def replying() -> bool:
+        return len(llm.requests[model_name]) == 1
+
+    await wait_for(replying, seconds=30)
+    await asyncio.sleep(1.5)  # a few words arrive
+    await handle.cancel()
+
+    async def counted() -> bool:
+        return sample("reactive_temporal_llm_unreported_tokens_total", kind="output") > 0
+
+    await wait_for(counted, seconds=10)
+    prompt = sample("reactive_temporal_llm_unreported_tokens_total", kind="input")
+    output = sample("reactive_temporal_llm_unreported_tokens_total", kind="output")
+    assert prompt > 400  # the task alone is 2,200 characters
+    assert 0 < output < 200 * 3  # some of the words, not the whole reply
+    cost = sample("reactive_temporal_llm_unreported_cost_usd_total")
+    assert cost == pytest.approx((prompt + output) * 1_000.0 / 1e6)
+    assert sample("reactive_temporal_llm_tokens_total", kind="input") == 0
