@@ -231,6 +231,41 @@ async def test_resume_a_session_from_a_new_process(
     assert len(await session.history()) == 4
 
 
+async def test_an_agent_s_chat_workflow_terminated_loses_nothing(
+    harness: Harness, llm: ScriptedLLM, model_name
+):
+    """The README's way out of a chat workflow whose task keeps failing: terminate it. The
+    next turn starts it again, the open session resumes from Postgres, and the agent still
+    knows its last run."""
+    llm.script(
+        model_name,
+        [
+            Reply(None, [call("final-answer", output="42", format="text", summary="Added them.")]),
+            Reply("first answer"),
+            Reply("second answer"),
+        ],
+    )
+    agent = harness.agent(model_name, agent_id=unique_agent())
+    await agent.run("Add 40 and 2")
+    session = agent.session(f"kept-{uuid.uuid4().hex[:6]}")
+    await session.chat("My name is John Doe.")
+    entity = harness.client.get_workflow_handle(agent.entity.workflow_id)
+    await entity.terminate(reason="its workflow task kept failing")
+
+    reply = await session.chat("What is my name?")
+    assert reply.message == "second answer"
+    request = llm.requests[model_name][-1]
+    assert "Summary: Added them." in notes_of(request)
+    sent = [m["content"] for m in request["messages"][2:]]
+    assert sent == ["My name is John Doe.", "first answer", "What is my name?"]
+    assert [m.content for m in await session.history()] == [
+        "My name is John Doe.",
+        "first answer",
+        "What is my name?",
+        "second answer",
+    ]
+
+
 async def test_rejected_update_leaves_history_unchanged(harness: Harness, llm, model_name):
     llm.script(model_name, [Reply("ok")])
     agent = harness.agent(model_name, agent_id=unique_agent())
