@@ -18,7 +18,8 @@ of each (older messages paged out, read back with `read_session`), closes sessio
 a TTL, and pages out the least recently used windows when they outgrow their budget
 (reactive_temporal.session_window), so its continue-as-new input stays far under Temporal's
 2 MB whatever the chat volume. It continues as new when Temporal suggests it, once every
-handler has finished, carrying its state; nothing a user can see is lost.
+handler has finished, carrying its state; nothing a user can see is lost. When is decided
+where a handler ends, never in a wait condition (workflows/entity_lifetime.py says why).
 """
 
 from __future__ import annotations
@@ -63,6 +64,7 @@ with workflow.unsafe.imports_passed_through():
         route,
     )
     from workflows.entity_chat import ChatPaths
+    from workflows.entity_lifetime import Lifetime, notes_lifetime
     from workflows.entity_sessions import KEEP_ENDED_SESSIONS, SessionKeeper
 
 SESSION_ID = re.compile(SESSION_ID_PATTERN)
@@ -70,7 +72,7 @@ MAX_TOOL_PATH_ITERATIONS = 50
 
 
 @workflow.defn(name=names.AGENT_WORKFLOW, failure_exception_types=BUG_EXCEPTIONS)
-class AgentWorkflow(ChatPaths):
+class AgentWorkflow(ChatPaths, Lifetime):
     _saved_per_turn: bool | None = None
     """Whether this run saves sessions turn by turn (the sessions-in-postgres patch), once
     asked; handlers that cannot ask (queries) read it."""
@@ -82,21 +84,22 @@ class AgentWorkflow(ChatPaths):
         self.continue_after = input.continue_as_new_after_events
         self.idle_after = input.session_idle_seconds
         self.sessions = SessionKeeper(self.state, self.idle_after)
+        self._ask_lifetime_patch()
 
     @workflow.run
     async def run(self, input: AgentWorkflowInput) -> None:
         if self._sessions_saved_per_turn():
             await self.sessions.adopt_unsaved()
-            while not self._time_to_continue_as_new():
+            while not (self.continue_due or self._time_to_continue_as_new()):
                 try:
                     await workflow.wait_condition(
-                        lambda: self._time_to_continue_as_new() or self.sessions.wake,
+                        lambda: self._due() or self.sessions.wake,
                         timeout=self.sessions.until_next_idle(),
                     )
                 except TimeoutError:
                     self.sessions.close_idle()
         else:  # an entity started before sessions were saved turn by turn
-            await workflow.wait_condition(self._time_to_continue_as_new)
+            await workflow.wait_condition(self._due)
         await workflow.wait_condition(workflow.all_handlers_finished)
         self.state.answered_turns = recent(self.state.answered_turns, workflow.now())
         workflow.continue_as_new(
@@ -107,12 +110,6 @@ class AgentWorkflow(ChatPaths):
             )
         )
 
-    def _time_to_continue_as_new(self) -> bool:
-        info = workflow.info()
-        if self.continue_after is not None:
-            return info.get_current_history_length() > self.continue_after
-        return info.is_continue_as_new_suggested()
-
     def _sessions_saved_per_turn(self) -> bool:
         if self._saved_per_turn is None:
             self._saved_per_turn = workflow.patched(names.SESSIONS_IN_POSTGRES_PATCH)
@@ -121,10 +118,12 @@ class AgentWorkflow(ChatPaths):
     # -- what runs and builders tell the agent ---------------------------------------------------
 
     @workflow.signal(name=names.RUN_STARTED_SIGNAL)
+    @notes_lifetime
     def run_started(self, event: RunStarted) -> None:
         self.state.active_runs[event.run_id] = event.started_at
 
     @workflow.signal(name=names.RUN_FINISHED_SIGNAL)
+    @notes_lifetime
     def run_finished(self, event: RunFinished) -> None:
         self.state.active_runs.pop(event.run_id, None)
         last = self.state.last_run_started_at
@@ -139,6 +138,7 @@ class AgentWorkflow(ChatPaths):
         self.state.last_observations = event.observations
 
     @workflow.signal(name=names.CONFIGURE_SIGNAL)
+    @notes_lifetime
     def configure(self, config: AgentConfig) -> None:
         """The agent's configuration as its builder set it: chat from any process uses it
         (until a run that starts later brings its own)."""
@@ -149,6 +149,7 @@ class AgentWorkflow(ChatPaths):
         self.state.agent_set_at = workflow.now()
 
     @workflow.signal(name=names.DEBRIEF_READY_SIGNAL)
+    @notes_lifetime
     def debrief_ready(self, event: DebriefReady) -> None:
         """Upgrade to the rich debrief, only for the run whose context we hold."""
         if event.run_id == self.state.last_run_id:
@@ -162,6 +163,7 @@ class AgentWorkflow(ChatPaths):
         return self.state.last_debrief
 
     @workflow.update(name=names.READ_LAST_RUN_UPDATE)
+    @notes_lifetime
     async def read_last_run(self) -> AgentDebrief | None:
         """The last run's debrief, read from Postgres where runs keep themselves as they end
         (the agent learns of the run as a `run_finished` signal would have told it)."""
@@ -199,6 +201,7 @@ class AgentWorkflow(ChatPaths):
         )
 
     @workflow.update(name=names.READ_SESSION_UPDATE)
+    @notes_lifetime
     async def read_session(self, page: SessionPage) -> SessionHistory:
         """A page of a session from Postgres, from `offset`: any session, open or ended."""
         return await self.sessions.load(page.session_id, offset=page.offset)
@@ -210,6 +213,7 @@ class AgentWorkflow(ChatPaths):
     # -- sessions -------------------------------------------------------------------------------
 
     @workflow.update(name=names.OPEN_SESSION_UPDATE)
+    @notes_lifetime
     async def open_session(self, ref: SessionRef) -> SessionHistory:
         """Open a session, resuming a saved one from Postgres when it is not open here."""
         if self._sessions_saved_per_turn():
@@ -235,6 +239,7 @@ class AgentWorkflow(ChatPaths):
         _require_valid_id(ref.session_id)
 
     @workflow.update(name=names.END_SESSION_UPDATE)
+    @notes_lifetime
     async def end_session(self, ref: SessionRef) -> SessionHistory:
         """Save the session to Postgres, then clear it; it can be reopened later by id. Ending
         a session that is not open (never used, or ended already) succeeds."""
@@ -276,6 +281,7 @@ class AgentWorkflow(ChatPaths):
     # -- chat -----------------------------------------------------------------------------------
 
     @workflow.update(name=names.CHAT_UPDATE)
+    @notes_lifetime
     async def chat(self, request: ChatRequest) -> ChatReply:
         turn_id = _update_id()
         earlier = answered_before(self.state.answered_turns, turn_id)

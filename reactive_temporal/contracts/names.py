@@ -125,6 +125,13 @@ ending's cause is among the debrief's errors."""
 SESSIONS_IN_POSTGRES_PATCH: Final = "sessions-in-postgres"
 """Chat sessions are saved turn by turn, the agent keeps a bounded window of each (older
 messages paged to Postgres), idle sessions close, and ending an unopened session succeeds."""
+ENTITY_CONTINUES_AFTER_HANDLERS_PATCH: Final = "entity-continues-after-handlers"
+"""The agent entity decides to continue as new where a handler ends (and where its idle timer
+fires), reading Temporal's figures for the task there, instead of in a wait condition: the
+SDK checks conditions once more, before an activity's result is applied, in a live task that
+also held a rejected update, which leaves no trace in history; so the entity's replay of such
+a task woke later and ordered its commands differently (a nondeterminism error, the entity
+stuck). Asked by every new entity run, in its first task."""
 CHAT_NOTES_PATCH: Final = "chat-notes-user-role"
 """What chat knows of the agent's runs reaches the model as quoted notes in a user-role
 message, not in the system prompt."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -122,6 +122,8 @@ class AgentWorker:
     llm: LlmEndpoint
     stops: StopListener
     """Stops this worker's calls of runs that ended on another worker (`activities.run_stops`)."""
+    activities: list[Callable[..., Any]]
+    """The activities the worker runs (a worker of some of them: tests)."""
 
     async def close(self) -> None:
         await self.stops.close()
@@ -179,27 +181,35 @@ async def create_worker(
     versioning = deployment_config(settings)
     if versioning is not None:
         extra["deployment_config"] = versioning
+    activities: list[Callable[..., Any]] = [
+        llm.llm_step,
+        tools.run_tool,
+        transcript.prepare_run,
+        transcript.record_messages,
+        debrief.synthesize_debrief,
+        debrief.persist_debrief,
+        entity.notify_agent,
+        entity.read_run_progress,
+        entity.read_live_runs,
+        entity.read_last_run,
+        chat.chat_direct,
+        chat.load_session,
+        chat.save_session,
+        events.record_run_events,
+    ]
     worker = Worker(
         client,
         task_queue=task_queue or settings.temporal_task_queue,
         workflows=WORKFLOWS,
-        activities=[
-            llm.llm_step,
-            tools.run_tool,
-            transcript.prepare_run,
-            transcript.record_messages,
-            debrief.synthesize_debrief,
-            debrief.persist_debrief,
-            entity.notify_agent,
-            entity.read_run_progress,
-            entity.read_live_runs,
-            entity.read_last_run,
-            chat.chat_direct,
-            chat.load_session,
-            chat.save_session,
-            events.record_run_events,
-        ],
+        activities=activities,
         **extra,
     )
     stops = StopListener(database_url).start()
-    return AgentWorker(worker=worker, store=store, registry=registry, llm=endpoint, stops=stops)
+    return AgentWorker(
+        worker=worker,
+        store=store,
+        registry=registry,
+        llm=endpoint,
+        stops=stops,
+        activities=activities,
+    )

@@ -33,6 +33,9 @@ with it (the model was told and answered in a second turn).
 `chat_turn_sent_again.json` (group `answered`) is an entity's second run answering a turn its
 first run answered, sent again under its update id, from the reply carried over
 (`reactive_temporal.answered_turns`): no patch, as no earlier run's input carried a reply.
+`_lifetime` (the entity's groups: `chat`, `last_run`, `answered`) with entities that decide
+to continue as new where a handler ends (the `entity-continues-after-handlers` patch, asked in
+each entity run's first task; `workflows/entity_lifetime.py`).
 Each scenario runs on a fresh dev server with scripted models.
 """
 
@@ -181,6 +184,16 @@ async def record(client: Client, task_queue: str, llm: ScriptedLLM) -> dict[str,
     scenarios[f"continued_run_first.json@{handle_long.first_execution_run_id}"] = handle_long.id
     scenarios["continued_run_last.json"] = handle_long.id
 
+    return scenarios
+
+
+async def record_chat(client: Client, task_queue: str, llm: ScriptedLLM) -> dict[str, str]:
+    """An agent's entity through a run, six chat turns and continue-as-new, then `read_last_run`."""
+
+    def agent(model: str, **config: object) -> Agent:
+        cfg = AgentConfig.model_validate({"agent_id": "recorder", "model": model, **config})
+        return Agent(cfg, Runtime(client, task_queue, offline_model=False))
+
     chat_agent = f"recorder-chat-{uuid.uuid4().hex[:6]}"
     handle = await client.start_workflow(
         AgentWorkflow.run,
@@ -203,8 +216,7 @@ async def record(client: Client, task_queue: str, llm: ScriptedLLM) -> dict[str,
         await session.chat(f"question {i}")
     await session.end()
     await chat.get_last_debrief()
-    scenarios[f"chat_session_continue_as_new.json@{first_run}"] = handle.id
-    return scenarios
+    return {f"chat_session_continue_as_new.json@{first_run}": handle.id}
 
 
 async def record_stops(client: Client, task_queue: str, llm: ScriptedLLM) -> dict[str, str]:
@@ -352,6 +364,7 @@ async def record_cut_short(client: Client, task_queue: str, llm: ScriptedLLM) ->
 
 GROUPS = {
     "base": record,
+    "chat": record_chat,
     "answered": record_answered,
     "last_run": record_last_run,
     "stops": record_stops,

@@ -279,7 +279,8 @@ async def test_turns_past_the_updates_one_entity_run_takes_wait_for_the_next_run
 
 async def entity_report(client: Client, workflow_id: str) -> str:
     """Each run of the entity: whether its history replays against this code, its failed
-    workflow tasks, and its events in order (a nondeterminism seen once in CI, not since)."""
+    workflow tasks, and its events in order (this test once met the nondeterminism that
+    tests/workflow/test_entity_lifetime.py sets up on purpose)."""
     replayer = quiet_replayer(WORKFLOWS, build_data_converter(None))
     lines = []
     async for run in client.list_workflows(f"WorkflowId = '{workflow_id}'"):

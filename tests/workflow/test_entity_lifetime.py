@@ -1,0 +1,160 @@
+"""The agent entity's replay holds when a rejected update shares a workflow task with an
+activity's result, in the task where it becomes time to continue as new
+(`workflows/entity_lifetime.py`).
+
+A worker for the project's workflows and one for its activities, started and stopped apart,
+set that task up: a chat turn's activity completes while no workflow worker polls, then a
+turn on a session never opened (its validator refuses it) joins the waiting task. The
+workflow worker keeps no cache, so every later task replays what this one recorded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+import pytest
+from temporalio.api.enums.v1 import EventType
+from temporalio.api.history.v1 import HistoryEvent
+from temporalio.client import Client, WorkflowHandle
+from temporalio.worker import UnsandboxedWorkflowRunner, Worker
+
+from reactive_temporal.api.agents import Agent
+from reactive_temporal.api.operate import replay
+from reactive_temporal.api.replay_batch import quiet_replayer
+from reactive_temporal.api.sessions import ChatError
+from reactive_temporal.config import Settings
+from reactive_temporal.contracts import names
+from reactive_temporal.contracts.entity import (
+    AgentState,
+    AgentWorkflowInput,
+    ChatReply,
+    ChatRequest,
+)
+from reactive_temporal.contracts.run import AgentConfig
+from reactive_temporal.embedded.scripted_llm import Reply, ScriptedLLM
+from reactive_temporal.hosting.runtime import Runtime
+from reactive_temporal.hosting.worker_factory import WORKFLOWS, AgentWorker, create_worker
+from tests.conftest import wait_for
+
+pytestmark = pytest.mark.workflow
+
+
+@asynccontextmanager
+async def parts(
+    client: Client, settings: Settings, database_url: str
+) -> AsyncIterator[tuple[str, Callable[[], Worker], Callable[[], Worker]]]:
+    """A task queue, and how to make a worker of the project's workflows (no cache) or of
+    its activities on it."""
+    task_queue = f"lifetime-{uuid.uuid4().hex[:8]}"
+    agent_worker: AgentWorker = await create_worker(  # for its activities: never run
+        client, settings, database_url=database_url, task_queue=f"unused-{task_queue}"
+    )
+    try:
+        yield (
+            task_queue,
+            lambda: Worker(
+                client,
+                task_queue=task_queue,
+                workflows=WORKFLOWS,
+                workflow_runner=UnsandboxedWorkflowRunner(),
+                max_cached_workflows=0,
+            ),
+            lambda: Worker(client, task_queue=task_queue, activities=agent_worker.activities),
+        )
+    finally:
+        await agent_worker.close()
+
+
+def kinds(events: Sequence[HistoryEvent]) -> list[str]:
+    return [EventType.Name(e.event_type).removeprefix("EVENT_TYPE_") for e in events]
+
+
+async def until(check: Callable[[], Awaitable[bool]]) -> None:
+    await wait_for(check, seconds=30)
+
+
+async def set_up_the_task(
+    client: Client,
+    task_queue: str,
+    workflows: Callable[[], Worker],
+    activities: Callable[[], Worker],
+    agent: Agent,
+    continue_after: int | None,
+) -> tuple[WorkflowHandle[Any, Any], asyncio.Task[ChatReply], asyncio.Task[ChatReply], int]:
+    """The entity, left with a task waiting that holds a chat turn's activity result and a
+    refused turn; its turn in flight, the refused one, and the task's history length."""
+    entity = await client.start_workflow(
+        names.AGENT_WORKFLOW,
+        AgentWorkflowInput(
+            state=AgentState(agent=agent.config), continue_as_new_after_events=continue_after
+        ),
+        id=names.agent_workflow_id(agent.config.agent_id),
+        task_queue=task_queue,
+    )
+    session = agent.session(f"kept-{uuid.uuid4().hex[:6]}")
+    async with workflows():
+        async with activities():
+            assert (await session.chat("one")).message == "first"
+        turn = asyncio.create_task(session.chat("two"))
+
+        async def waits_for_its_activity() -> bool:
+            return bool((await entity.describe()).raw_description.pending_activities)
+
+        await until(waits_for_its_activity)
+    async with activities():
+
+        async def result_waits() -> bool:
+            events = (await entity.fetch_history()).events
+            return kinds(events)[-2:] == ["ACTIVITY_TASK_COMPLETED", "WORKFLOW_TASK_SCHEDULED"]
+
+        await until(result_waits)
+    refused = asyncio.create_task(
+        agent.entity.chat(ChatRequest(message="hello?", session_id="never-opened"))
+    )
+    await asyncio.sleep(1.0)  # the update reaches the server and waits with the task
+    return entity, turn, refused, len((await entity.fetch_history()).events) + 1
+
+
+async def test_a_refused_turn_beside_a_result_as_it_becomes_time_to_continue(
+    client: Client, settings: Settings, database_url: str, llm: ScriptedLLM, model_name: str
+):
+    llm.script(model_name, [Reply("first"), Reply("second"), Reply("third")])
+    async with parts(client, settings, database_url) as (task_queue, workflows, activities):
+
+        def agent() -> Agent:
+            config = AgentConfig(agent_id=f"lifetime-{uuid.uuid4().hex[:6]}", model=model_name)
+            return Agent(config, Runtime(client, task_queue, offline_model=False))
+
+        # once to learn how long the entity's history is at the task, then with that as its
+        # limit: the task is the first past it (the condition turns true there)
+        learn = agent()
+        entity, turn, refused, length = await set_up_the_task(
+            client, task_queue, workflows, activities, learn, None
+        )
+        await entity.terminate()
+        turn.cancel()
+        refused.cancel()
+
+        llm.script(model_name, [Reply("first"), Reply("second"), Reply("third")])
+        talked = agent()
+        entity, turn, refused, at = await set_up_the_task(
+            client, task_queue, workflows, activities, talked, length - 1
+        )
+        assert at == length  # the same history as learned: the limit falls at this task
+        async with workflows(), activities():
+            with pytest.raises(ChatError, match="never-opened"):
+                await refused
+            assert (await asyncio.wait_for(turn, timeout=30)).message == "second"
+            assert (await talked.session().chat("three")).message == "third"
+        runs = [r async for r in client.list_workflows(f"WorkflowId = '{entity.id}'")]
+        assert len(runs) >= 2  # it continued as new
+        replayer = quiet_replayer(WORKFLOWS, client.data_converter)
+        for run in runs:
+            history = await client.get_workflow_handle(entity.id, run_id=run.run_id).fetch_history()
+            assert "WORKFLOW_TASK_FAILED" not in kinds(history.events)
+            report = await replay(history, replayer)
+            assert report.ok, report.error
