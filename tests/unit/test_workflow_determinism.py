@@ -103,3 +103,91 @@ def test_the_check_sees_the_clock_randomness_and_io():
         "7: open()",
         "9: datetime.date.today()",
     ]
+
+
+PER_TASK = frozenset({"now", "info"})
+"""`workflow.now()` and `workflow.info()` (history length, continue-as-new suggested): what
+Temporal gives each task, which a wait condition must not read (README, "Changing workflow
+code")."""
+
+LEGACY_CONDITIONS = frozenset({"_due"})
+"""Conditions that read those figures only for runs begun before that rule, as their
+histories were made (`workflows/entity_lifetime.py`)."""
+
+
+def _called(node: ast.AST) -> set[str]:
+    """The names `node` calls or refers to as attributes (`f()`, `self.f`, `self.f()`)."""
+    names = set()
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Attribute):
+            names.add(sub.attr)
+        elif isinstance(sub, ast.Call) and isinstance(sub.func, ast.Name):
+            names.add(sub.func.id)
+    return names
+
+
+def _reads_per_task(node: ast.AST) -> bool:
+    return any(
+        isinstance(sub, ast.Call)
+        and isinstance(sub.func, ast.Attribute)
+        and sub.func.attr in PER_TASK
+        and ast.unparse(sub.func.value) == "workflow"
+        for sub in ast.walk(node)
+    )
+
+
+def conditions_reading_the_task(sources: list[str]) -> list[str]:
+    """`wait_condition` calls whose condition reads a task's figures, directly or through the
+    functions it calls (by name, across every module given)."""
+    trees = [ast.parse(source) for source in sources]
+    functions = {
+        f.name: f
+        for tree in trees
+        for f in ast.walk(tree)
+        if isinstance(f, ast.FunctionDef | ast.AsyncFunctionDef)
+    }
+    readers = {name for name, f in functions.items() if _reads_per_task(f)}
+    while grown := {n for n, f in functions.items() if n not in readers and _called(f) & readers}:
+        readers |= grown
+    found = []
+    for tree in trees:
+        for call in ast.walk(tree):
+            if not (
+                isinstance(call, ast.Call)
+                and isinstance(call.func, ast.Attribute)
+                and call.func.attr == "wait_condition"
+                and call.args
+            ):
+                continue
+            condition = call.args[0]
+            if _reads_per_task(condition) or (_called(condition) & readers) - LEGACY_CONDITIONS:
+                found.append(f"{call.lineno}: {ast.unparse(condition)}")
+    return found
+
+
+def test_no_wait_condition_reads_the_task_s_figures():
+    sources = [path.read_text() for path in sorted(WORKFLOWS.glob("*.py"))]
+    assert conditions_reading_the_task(sources) == []
+
+
+def test_the_condition_check_sees_the_clock_and_info_through_methods():
+    source = (
+        "class W:\n"
+        "    def _late(self):\n"
+        "        return workflow.now() > self.deadline\n"
+        "    def _long(self):\n"
+        "        return self._length() > 10\n"
+        "    def _length(self):\n"
+        "        return workflow.info().get_current_history_length()\n"
+        "    async def run(self):\n"
+        "        await workflow.wait_condition(lambda: workflow.now() > self.deadline)\n"
+        "        await workflow.wait_condition(self._late)\n"
+        "        await workflow.wait_condition(lambda: self.done or self._long())\n"
+        "        await workflow.wait_condition(lambda: self.done)\n"
+        "        await workflow.wait_condition(workflow.all_handlers_finished)\n"
+    )
+    assert conditions_reading_the_task([source]) == [
+        "9: lambda: workflow.now() > self.deadline",
+        "10: self._late",
+        "11: lambda: self.done or self._long()",
+    ]
