@@ -28,12 +28,12 @@ LONGEST_PAUSE_SECONDS = 10.0
 the waiters turned away together do not come back together."""
 
 
-def busy(err: RPCError) -> bool:
+def busy(err: Exception) -> bool:
     """The server is too busy to take the call now.
 
     It holds as many long polls, or as many updates in flight on the workflow, as it takes.
     """
-    return err.status == RPCStatusCode.RESOURCE_EXHAUSTED
+    return isinstance(err, RPCError) and err.status == RPCStatusCode.RESOURCE_EXHAUSTED
 
 
 UPDATE_ABORTED = (RPCStatusCode.UNAVAILABLE, "workflow update was aborted")
@@ -41,7 +41,7 @@ UPDATE_ABORTED = (RPCStatusCode.UNAVAILABLE, "workflow update was aborted")
 workflow continues as new, or its state is reloaded. It asks the caller to send it again."""
 
 
-def busy_or_aborted(err: RPCError) -> bool:
+def busy_or_aborted(err: Exception) -> bool:
     """The server is too busy to take an update now, or dropped it before the workflow saw it.
 
     Sent again under the same update id it runs once in the run it reaches. The server says
@@ -51,14 +51,14 @@ def busy_or_aborted(err: RPCError) -> bool:
     (`reactive_temporal.answered_turns`).
     """
     status, text = UPDATE_ABORTED
-    return busy(err) or (err.status == status and text in err.message)
+    return busy(err) or (isinstance(err, RPCError) and err.status == status and text in err.message)
 
 
 async def while_busy(
     attempt: Callable[[], Awaitable[T]],
     what: str,
     *,
-    passing: Callable[[RPCError], bool] = busy,
+    passing: Callable[[Exception], bool] = busy,
     give_up_after: float | None = None,
 ) -> T:
     """`attempt()`, tried again for as long as the server's refusal is `passing` (or, with
@@ -76,7 +76,7 @@ async def while_busy(
     while True:
         try:
             return await attempt()
-        except RPCError as err:
+        except Exception as err:
             if not passing(err) or (deadline is not None and time.monotonic() >= deadline):
                 raise
             if not told:

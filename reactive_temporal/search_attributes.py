@@ -106,7 +106,7 @@ async def _missing(client: Client, namespace: str) -> dict[str, IndexedValueType
                 ListSearchAttributesRequest(namespace=namespace), retry=True
             ),
             f"the listing of namespace {namespace!r}'s search attributes",
-            passing=lambda err: err.status == RPCStatusCode.CANCELLED,
+            passing=lambda err: isinstance(err, RPCError) and err.status == RPCStatusCode.CANCELLED,
             give_up_after=LISTING_PATIENCE_SECONDS,
         )
     except RPCError as err:

@@ -178,6 +178,10 @@ class AgentWorkflow(ChatPaths, Lifetime):
             self.run_finished(read.last_run)
         return self.state.last_debrief
 
+    @read_last_run.validator
+    def _validate_read_last_run(self) -> None:
+        self._refuse_while_leaving()
+
     @workflow.query(name=names.HISTORY_QUERY)
     def history(self, ref: SessionRef) -> SessionHistory:
         """An open session's messages here, as copies (callers never reach the state).
@@ -209,6 +213,7 @@ class AgentWorkflow(ChatPaths, Lifetime):
     @read_session.validator
     def _validate_read(self, page: SessionPage) -> None:
         _require_valid_id(page.session_id)
+        self._refuse_while_leaving()
 
     # -- sessions -------------------------------------------------------------------------------
 
@@ -237,6 +242,7 @@ class AgentWorkflow(ChatPaths, Lifetime):
     @open_session.validator
     def _validate_open(self, ref: SessionRef) -> None:
         _require_valid_id(ref.session_id)
+        self._refuse_while_leaving()
 
     @workflow.update(name=names.END_SESSION_UPDATE)
     @notes_lifetime
@@ -277,6 +283,7 @@ class AgentWorkflow(ChatPaths, Lifetime):
         _require_valid_id(ref.session_id)
         if self._saved_per_turn is False:  # before the patch, ending needed an open session
             self._require_open(ref.session_id)
+        self._refuse_while_leaving()
 
     # -- chat -----------------------------------------------------------------------------------
 
@@ -342,6 +349,7 @@ class AgentWorkflow(ChatPaths, Lifetime):
                 f"invalid stream_id {request.stream_id[:100]!r}: use run-<agent>-chat-<12 hex>"
             )
         self._require_open(request.session_id)
+        self._refuse_while_leaving()
 
     def _require_open(self, session_id: str) -> None:
         if session_id in self.state.sessions or session_id == DEFAULT_SESSION:

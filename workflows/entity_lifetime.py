@@ -22,6 +22,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from temporalio import workflow
+from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from reactive_temporal.contracts import names
@@ -60,6 +61,17 @@ class Lifetime:
     def _handler_ended(self) -> None:
         if self.decides_after_handlers and self._time_to_continue_as_new():
             self.continue_due = True
+
+    def _refuse_while_leaving(self) -> None:
+        """For validators: once it is time to continue as new, take no new update, so the
+        handlers in flight can all finish (a busy agent's never did, and its history grew on
+        towards Temporal's limits); the caller sends it again, to the next run."""
+        if self.continue_due:
+            raise ApplicationError(
+                "the agent is moving to its next run; send this again",
+                type=names.ENTITY_BETWEEN_RUNS,
+                non_retryable=True,
+            )
 
 
 def notes_lifetime(handler: Handler) -> Handler:

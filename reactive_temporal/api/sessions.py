@@ -26,7 +26,12 @@ from temporalio.client import (
     WorkflowUpdateFailedError,
 )
 from temporalio.common import WorkflowIDConflictPolicy
-from temporalio.exceptions import ActivityError, ChildWorkflowError, WorkflowAlreadyStartedError
+from temporalio.exceptions import (
+    ActivityError,
+    ApplicationError,
+    ChildWorkflowError,
+    WorkflowAlreadyStartedError,
+)
 from temporalio.service import RPCError, RPCStatusCode
 
 from reactive_temporal.contracts import names
@@ -81,15 +86,22 @@ and the updates it had admitted but not begun when it does are aborted (`UPDATE_
 messages (which changed between server versions) are the only mark of either."""
 
 
-def busy_or_between_runs(err: RPCError) -> bool:
+def busy_or_between_runs(err: Exception) -> bool:
     """Refused for now: the server is busy, or the entity is continuing as new.
 
-    Its next run takes the update, under the same update id; a chat turn the last run had
-    answered is answered from the replies it carried over (`reactive_temporal.answered_turns`),
-    so it still runs once.
+    The server says so past its limit; the entity itself once it is time (it takes no new
+    update then, so that what it took can finish). Its next run takes the update, under the
+    same update id; a chat turn the last run had answered is answered from the replies it
+    carried over (`reactive_temporal.answered_turns`), so it still runs once.
     """
-    return busy_or_aborted(err) or any(
-        err.status == status and text in err.message for status, text in ENTITY_BETWEEN_RUNS
+    if isinstance(err, WorkflowUpdateFailedError):
+        cause = err.cause
+        return isinstance(cause, ApplicationError) and cause.type == names.ENTITY_BETWEEN_RUNS
+    return busy_or_aborted(err) or (
+        isinstance(err, RPCError)
+        and any(
+            err.status == status and text in err.message for status, text in ENTITY_BETWEEN_RUNS
+        )
     )
 
 

@@ -132,6 +132,9 @@ SDK checks conditions once more, before an activity's result is applied, in a li
 also held a rejected update, which leaves no trace in history; so the entity's replay of such
 a task woke later and ordered its commands differently (a nondeterminism error, the entity
 stuck). Asked by every new entity run, in its first task."""
+ENTITY_BETWEEN_RUNS: Final = "AgentBetweenRuns"
+"""The error type of an update the agent entity refuses because it is about to continue as
+new (it finishes what it took, then goes on in its next run): callers send it again."""
 CHAT_NOTES_PATCH: Final = "chat-notes-user-role"
 """What chat knows of the agent's runs reaches the model as quoted notes in a user-role
 message, not in the system prompt."""

@@ -10,10 +10,13 @@ from types import SimpleNamespace
 import pytest
 from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import ListSearchAttributesResponse
+from temporalio.client import WorkflowUpdateFailedError
+from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
 from reactive_temporal import search_attributes
 from reactive_temporal.api.sessions import busy_or_between_runs
+from reactive_temporal.contracts import names
 from reactive_temporal.refusals import busy_or_aborted, while_busy
 
 IN_FLIGHT = RPCError(
@@ -31,12 +34,24 @@ CLOSED = RPCError("workflow execution already completed", RPCStatusCode.NOT_FOUN
 DOWN = RPCError("tcp connect error", RPCStatusCode.UNAVAILABLE, b"")
 
 
+def refused_by_the_entity(error_type: str) -> WorkflowUpdateFailedError:
+    return WorkflowUpdateFailedError(
+        ApplicationError("refused", type=error_type, non_retryable=True)
+    )
+
+
+LEAVING = refused_by_the_entity(names.ENTITY_BETWEEN_RUNS)
+"""The entity's own refusal once it is time to continue as new."""
+INVALID = refused_by_the_entity("ValueError")
+"""A validator's refusal of the request itself (an unknown session)."""
+
+
 @pytest.mark.parametrize(
     ("err", "run_waits", "entity_waits"),
     [(IN_FLIGHT, True, True), (ABORTED, True, True), (TOTAL, False, True), (CLOSED, False, False),
-     (DOWN, False, False)],
+     (DOWN, False, False), (LEAVING, False, True), (INVALID, False, False)],
 )  # fmt: skip
-def test_which_refusals_are_waited_out(err: RPCError, run_waits: bool, entity_waits: bool):
+def test_which_refusals_are_waited_out(err: Exception, run_waits: bool, entity_waits: bool):
     """A run's updates (approval decisions) wait out a busy server and a dropped update; the
     agent's entity also its move to its next run."""
     assert busy_or_aborted(err) is run_waits

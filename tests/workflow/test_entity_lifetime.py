@@ -1,6 +1,6 @@
-"""The agent entity's replay holds when a rejected update shares a workflow task with an
-activity's result, in the task where it becomes time to continue as new
-(`workflows/entity_lifetime.py`).
+"""When the agent entity continues as new (`workflows/entity_lifetime.py`): its replay holds
+when a rejected update shares a workflow task with an activity's result, in the task where it
+becomes time; and a busy agent does continue, its turns never all paused.
 
 A worker for the project's workflows and one for its activities, started and stopped apart,
 set that task up: a chat turn's activity completes while no workflow worker polls, then a
@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
-from temporalio.client import Client, WorkflowHandle
+from temporalio.client import Client, WorkflowHandle, WorkflowHistory
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 from reactive_temporal.api.agents import Agent
@@ -39,8 +39,13 @@ from reactive_temporal.embedded.scripted_llm import Reply, ScriptedLLM
 from reactive_temporal.hosting.runtime import Runtime
 from reactive_temporal.hosting.worker_factory import WORKFLOWS, AgentWorker, create_worker
 from tests.conftest import wait_for
+from tests.workflow.conftest import Harness
 
 pytestmark = pytest.mark.workflow
+
+SESSIONS = 5
+TURNS = 10
+"""Sessions that talk at once, each this many turns: their turns overlap all along."""
 
 
 @asynccontextmanager
@@ -71,6 +76,10 @@ async def parts(
 
 def kinds(events: Sequence[HistoryEvent]) -> list[str]:
     return [EventType.Name(e.event_type).removeprefix("EVENT_TYPE_") for e in events]
+
+
+async def history_of(client: Client, workflow_id: str, run_id: str) -> WorkflowHistory:
+    return await client.get_workflow_handle(workflow_id, run_id=run_id).fetch_history()
 
 
 async def until(check: Callable[[], Awaitable[bool]]) -> None:
@@ -154,7 +163,41 @@ async def test_a_refused_turn_beside_a_result_as_it_becomes_time_to_continue(
         assert len(runs) >= 2  # it continued as new
         replayer = quiet_replayer(WORKFLOWS, client.data_converter)
         for run in runs:
-            history = await client.get_workflow_handle(entity.id, run_id=run.run_id).fetch_history()
+            history = await history_of(client, entity.id, run.run_id)
             assert "WORKFLOW_TASK_FAILED" not in kinds(history.events)
             report = await replay(history, replayer)
             assert report.ok, report.error
+
+
+async def test_a_busy_agent_continues_as_new_while_turns_keep_coming(
+    harness: Harness, llm: ScriptedLLM, model_name: str
+):
+    """Five sessions talk without pause, so the entity never has no turn in flight: once it
+    is time to continue as new it takes no new turn (they wait, and go to its next run),
+    finishes those it took, and goes on; before, its history grew on for as long as the talk
+    did (towards Temporal's limits: 2,000 updates, 50 MB)."""
+    llm.script(model_name, [Reply("noted", delay=0.3)], repeat_last=True)
+    agent_id = f"busy-{uuid.uuid4().hex[:6]}"
+    config = AgentConfig(agent_id=agent_id, model=model_name, memory=False)
+    entity = await harness.client.start_workflow(
+        names.AGENT_WORKFLOW,
+        AgentWorkflowInput(state=AgentState(agent=config), continue_as_new_after_events=60),
+        id=names.agent_workflow_id(agent_id),
+        task_queue=harness.task_queue,
+    )
+    agent = harness.agent(model_name, agent_id=agent_id, memory=False)
+    sessions = [agent.session() for _ in range(SESSIONS)]
+
+    async def talk(number: int) -> None:
+        for turn in range(TURNS):
+            await sessions[number].chat(f"{number}.{turn}")
+
+    await asyncio.wait_for(asyncio.gather(*(talk(n) for n in range(SESSIONS))), timeout=240)
+    runs = [r async for r in harness.client.list_workflows(f"WorkflowId = '{entity.id}'")]
+    lengths = [len((await history_of(harness.client, entity.id, r.run_id)).events) for r in runs]
+    # past its limit each run finished at most the turns in flight (about 20 events each)
+    assert max(lengths) < 60 + SESSIONS * 30, lengths
+    assert len(llm.requests[model_name]) == SESSIONS * TURNS  # each turn answered once
+    for number, session in enumerate(sessions):
+        said = [m.content for m in await session.history() if m.role == "user"]
+        assert said == [f"{number}.{turn}" for turn in range(TURNS)]
