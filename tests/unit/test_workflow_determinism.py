@@ -191,3 +191,92 @@ def test_the_condition_check_sees_the_clock_and_info_through_methods():
         "10: self._late",
         "11: lambda: self.done or self._long()",
     ]
+
+
+MUTATING_METHODS = frozenset(
+    {"append", "extend", "insert", "pop", "remove", "clear", "update", "setdefault", "add"}
+)
+
+
+def _roots_at_self(node: ast.expr) -> bool:
+    while isinstance(node, ast.Attribute | ast.Subscript):
+        node = node.value
+    return isinstance(node, ast.Name) and node.id == "self"
+
+
+def _mutates_self(function: ast.AST) -> bool:
+    for node in ast.walk(function):
+        targets: list[ast.expr] = []
+        if isinstance(node, ast.Assign):
+            targets = node.targets
+        elif isinstance(node, ast.AugAssign | ast.AnnAssign):
+            targets = [node.target]
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in MUTATING_METHODS
+        ):
+            targets = [node.func.value]
+        if any(isinstance(t, ast.Attribute | ast.Subscript) and _roots_at_self(t) for t in targets):
+            return True
+    return False
+
+
+def _live_only(function: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """A query or an update's validator: code that runs live and never on replay."""
+    for decorator in function.decorator_list:
+        called = decorator.func if isinstance(decorator, ast.Call) else decorator
+        text = ast.unparse(called)
+        if text == "workflow.query" or text.endswith(".validator"):
+            return True
+    return False
+
+
+def live_only_code_changing_state(sources: list[str]) -> list[str]:
+    """Queries and validators that change the workflow's state, directly or through the
+    functions they call (by name, across every module given): a replay never runs them, so
+    what they change would differ between a run and its replay."""
+    functions = [
+        f
+        for source in sources
+        for f in ast.walk(ast.parse(source))
+        if isinstance(f, ast.FunctionDef | ast.AsyncFunctionDef)
+    ]
+    mutators = {f.name for f in functions if _mutates_self(f)}
+    while grown := {f.name for f in functions if f.name not in mutators and _called(f) & mutators}:
+        mutators |= grown
+    return [
+        f"{f.lineno}: {f.name}"
+        for f in functions
+        if _live_only(f) and (_mutates_self(f) or _called(f) & mutators)
+    ]
+
+
+def test_queries_and_validators_leave_the_state_alone():
+    sources = [path.read_text() for path in sorted(WORKFLOWS.glob("*.py"))]
+    assert live_only_code_changing_state(sources) == []
+
+
+def test_the_state_check_sees_assignments_and_mutations_through_methods():
+    source = (
+        "class W:\n"
+        "    def _count(self):\n"
+        "        self.seen += 1\n"
+        "    def _read(self):\n"
+        "        return list(self.items)\n"
+        "    @workflow.query(name='a')\n"
+        "    def a(self):\n"
+        "        self.items.append(1)\n"
+        "    @workflow.query\n"
+        "    def b(self):\n"
+        "        return self._read()\n"
+        "    @chat.validator\n"
+        "    def c(self, request):\n"
+        "        self._count()\n"
+        "    @chat.validator\n"
+        "    def d(self, request):\n"
+        "        local = []\n"
+        "        local.append(request)\n"
+        "        self.state.sessions[request] = local\n"
+    )
+    assert live_only_code_changing_state([source]) == ["7: a", "13: c", "16: d"]
