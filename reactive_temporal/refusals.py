@@ -80,7 +80,8 @@ async def while_busy(
             if not passing(err) or (deadline is not None and time.monotonic() >= deadline):
                 raise
             if not told:
-                log.warning("Temporal cannot take %s now (%s); waiting on", what, err)
+                why = err.__cause__ or err  # a refused update: the workflow's own words
+                log.warning("Temporal cannot take %s now (%s); waiting on", what, why)
                 told = True
         await asyncio.sleep(random.uniform(pause / 2, pause))
         pause = min(pause * 2, LONGEST_PAUSE_SECONDS)

@@ -113,3 +113,24 @@ async def test_a_listing_cancelled_for_good_stops_the_worker_with_a_clear_error(
         await search_attributes.ensure_registered(client, "prod")  # type: ignore[arg-type]
     assert "cancelled every listing of namespace 'prod'" in str(refused.value)
     assert "operation was canceled" in str(refused.value) and len(sent) >= 2
+
+
+async def test_a_turn_the_entity_refuses_between_runs_is_sent_again_and_says_why(
+    caplog: pytest.LogCaptureFixture,
+):
+    tries: list[int] = []
+
+    async def attempt() -> str:
+        tries.append(len(tries))
+        if len(tries) == 1:
+            raise WorkflowUpdateFailedError(
+                ApplicationError(
+                    "the agent is moving to its next run; send this again",
+                    type=names.ENTITY_BETWEEN_RUNS,
+                )
+            )
+        return "answered"
+
+    assert await while_busy(attempt, "a chat turn", passing=busy_or_between_runs) == "answered"
+    assert len(tries) == 2
+    assert "moving to its next run" in caplog.text  # not only "Workflow update failed"
