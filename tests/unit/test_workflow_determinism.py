@@ -11,6 +11,7 @@ touches the world is an activity.
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -126,6 +127,28 @@ def _called(node: ast.AST) -> set[str]:
     return names
 
 
+def _functions(trees: list[ast.Module]) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
+    return [
+        f
+        for tree in trees
+        for f in ast.walk(tree)
+        if isinstance(f, ast.FunctionDef | ast.AsyncFunctionDef)
+    ]
+
+
+def _doing(trees: list[ast.Module], does: Callable[[ast.AST], bool]) -> set[str]:
+    """The names of the functions that do it, or call (by name) one that does."""
+    functions = _functions(trees)
+    doers = {f.name for f in functions if does(f)}
+    while grown := {f.name for f in functions if f.name not in doers and _called(f) & doers}:
+        doers |= grown
+    return doers
+
+
+def workflow_sources() -> list[str]:
+    return [path.read_text() for path in sorted(WORKFLOWS.glob("*.py"))]
+
+
 def _reads_per_task(node: ast.AST) -> bool:
     return any(
         isinstance(sub, ast.Call)
@@ -140,15 +163,7 @@ def conditions_reading_the_task(sources: list[str]) -> list[str]:
     """`wait_condition` calls whose condition reads a task's figures, directly or through the
     functions it calls (by name, across every module given)."""
     trees = [ast.parse(source) for source in sources]
-    functions = {
-        f.name: f
-        for tree in trees
-        for f in ast.walk(tree)
-        if isinstance(f, ast.FunctionDef | ast.AsyncFunctionDef)
-    }
-    readers = {name for name, f in functions.items() if _reads_per_task(f)}
-    while grown := {n for n, f in functions.items() if n not in readers and _called(f) & readers}:
-        readers |= grown
+    readers = _doing(trees, _reads_per_task)
     found = []
     for tree in trees:
         for call in ast.walk(tree):
@@ -166,8 +181,7 @@ def conditions_reading_the_task(sources: list[str]) -> list[str]:
 
 
 def test_no_wait_condition_reads_the_task_s_figures():
-    sources = [path.read_text() for path in sorted(WORKFLOWS.glob("*.py"))]
-    assert conditions_reading_the_task(sources) == []
+    assert conditions_reading_the_task(workflow_sources()) == []
 
 
 def test_the_condition_check_sees_the_clock_and_info_through_methods():
@@ -236,25 +250,17 @@ def live_only_code_changing_state(sources: list[str]) -> list[str]:
     """Queries and validators that change the workflow's state, directly or through the
     functions they call (by name, across every module given): a replay never runs them, so
     what they change would differ between a run and its replay."""
-    functions = [
-        f
-        for source in sources
-        for f in ast.walk(ast.parse(source))
-        if isinstance(f, ast.FunctionDef | ast.AsyncFunctionDef)
-    ]
-    mutators = {f.name for f in functions if _mutates_self(f)}
-    while grown := {f.name for f in functions if f.name not in mutators and _called(f) & mutators}:
-        mutators |= grown
+    trees = [ast.parse(source) for source in sources]
+    mutators = _doing(trees, _mutates_self)
     return [
         f"{f.lineno}: {f.name}"
-        for f in functions
+        for f in _functions(trees)
         if _live_only(f) and (_mutates_self(f) or _called(f) & mutators)
     ]
 
 
 def test_queries_and_validators_leave_the_state_alone():
-    sources = [path.read_text() for path in sorted(WORKFLOWS.glob("*.py"))]
-    assert live_only_code_changing_state(sources) == []
+    assert live_only_code_changing_state(workflow_sources()) == []
 
 
 def test_the_state_check_sees_assignments_and_mutations_through_methods():
