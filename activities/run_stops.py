@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import uuid
 from collections import OrderedDict
 from collections.abc import AsyncIterator
 from typing import Any
@@ -50,6 +51,11 @@ REMEMBERED_STOPS = 4096
 
 RECONNECT_SECONDS = (1.0, 30.0)
 """The listener's first and longest wait before connecting again after losing Postgres."""
+
+PROBE_PREFIX = "probe:"
+"""A listener's NOTIFY to itself (never a run id): each connection checks that it hears."""
+HEARD_WITHIN_SECONDS = 10.0
+"""How long a listener waits for its own NOTIFY before it says that it hears none."""
 
 logger = logging.getLogger(__name__)
 
@@ -144,6 +150,21 @@ async def announce_stop(conn: AsyncConnection[Any], run_key: str) -> None:
     await conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, run_key))
 
 
+async def send_probe(conn: AsyncConnection[Any], probe: str) -> None:
+    await conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, probe))
+
+
+def _deaf() -> None:
+    logger.warning(
+        "this worker's LISTEN on %s did not hear its own NOTIFY within %.0f s: a run's calls "
+        "on this worker stop at their next heartbeat, not when the run ends. Behind a pooler "
+        "in transaction mode (PgBouncer's pool_mode=transaction) LISTEN hears nothing: point "
+        "DATABASE_URL at Postgres or at a session-mode pool",
+        CHANNEL,
+        HEARD_WITHIN_SECONDS,
+    )
+
+
 class StopListener:
     """A worker's one connection LISTENing on `CHANNEL`, stopping what each notice names."""
 
@@ -152,6 +173,8 @@ class StopListener:
         self.stops = stops
         self.listening = asyncio.Event()
         """Set while the LISTEN is in effect (tests wait for it)."""
+        self.heard_itself = asyncio.Event()
+        """Set once the connection heard its own NOTIFY: notices do reach this worker."""
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> StopListener:
@@ -175,8 +198,18 @@ class StopListener:
                     await conn.execute(f"LISTEN {CHANNEL}")
                     self.listening.set()
                     wait = RECONNECT_SECONDS[0]
-                    async for notice in conn.notifies():
-                        self.stops.stop(notice.payload)
+                    probe = f"{PROBE_PREFIX}{uuid.uuid4().hex}"
+                    deaf = asyncio.get_running_loop().call_later(HEARD_WITHIN_SECONDS, _deaf)
+                    try:
+                        await send_probe(conn, probe)
+                        async for notice in conn.notifies():
+                            if notice.payload == probe:
+                                deaf.cancel()
+                                self.heard_itself.set()
+                            elif not notice.payload.startswith(PROBE_PREFIX):
+                                self.stops.stop(notice.payload)
+                    finally:
+                        deaf.cancel()
             except Exception as err:  # Postgres went away: the heartbeat covers until it is back
                 logger.warning(
                     "not listening for stopped runs (%s); connecting again in %.0f s", err, wait

@@ -86,6 +86,60 @@ async def test_a_stop_announced_by_another_worker_stops_this_worker_s_call(
     going.cancel()
 
 
+class Recording(RunStops):
+    def __init__(self) -> None:
+        super().__init__()
+        self.keys: list[str] = []
+
+    def stop(self, run_key: str) -> int:
+        self.keys.append(run_key)
+        return super().stop(run_key)
+
+
+async def test_a_listener_hears_its_own_notify_and_another_s_stops_nothing(database_url: str):
+    """Each listening connection checks that notices reach it (they do not behind a pooler
+    in transaction mode); a probe is never taken for a run's id."""
+    first_stops, second_stops = Recording(), Recording()
+    first = StopListener(database_url, first_stops).start()
+    try:
+        await asyncio.wait_for(first.heard_itself.wait(), 15)
+        second = StopListener(database_url, second_stops).start()
+        try:
+            await asyncio.wait_for(second.heard_itself.wait(), 15)  # the first heard it too
+        finally:
+            await second.close()
+        run_key = str(uuid.uuid4())
+        await announce(database_url, run_key)
+
+        async def stopped() -> bool:
+            return first_stops.keys == [run_key]  # the run, and no probe before it
+
+        await wait_for(stopped, seconds=10)
+        assert second_stops.keys == []
+    finally:
+        await first.close()
+
+
+async def test_a_listener_that_hears_nothing_says_so(
+    database_url: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+):
+    async def lost(conn: AsyncConnection[Any], probe: str) -> None:
+        """As behind PgBouncer in transaction mode: the notice goes to another session."""
+
+    monkeypatch.setattr(run_stops, "send_probe", lost)
+    monkeypatch.setattr(run_stops, "HEARD_WITHIN_SECONDS", 0.2)
+    deaf = StopListener(database_url, RunStops()).start()
+    try:
+
+        async def said() -> bool:
+            return "did not hear its own NOTIFY" in caplog.text
+
+        await wait_for(said, seconds=10)
+        assert "pool_mode=transaction" in caplog.text and not deaf.heard_itself.is_set()
+    finally:
+        await deaf.close()
+
+
 async def listener_pids(conn: AsyncConnection[Any]) -> set[int]:
     cur = await conn.execute(
         "SELECT pid FROM pg_stat_activity WHERE application_name = %s "
@@ -118,14 +172,16 @@ async def test_the_listener_listens_again_after_losing_its_connection(
 
 @contextlib.asynccontextmanager
 async def notices(database_url: str) -> AsyncIterator[list[str]]:
-    """The run ids announced on the stop channel while the block runs."""
+    """The run ids announced on the stop channel while the block runs (not the listeners'
+    probes of themselves)."""
     heard: list[str] = []
     async with await AsyncConnection.connect(database_url, autocommit=True) as conn:
         await conn.execute(f"LISTEN {CHANNEL}")
 
         async def collect() -> None:
             async for notice in conn.notifies():
-                heard.append(notice.payload)
+                if not notice.payload.startswith(run_stops.PROBE_PREFIX):
+                    heard.append(notice.payload)
 
         collecting = asyncio.create_task(collect())
         try:
