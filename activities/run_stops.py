@@ -146,12 +146,9 @@ RUN_STOPS = RunStops()
 
 
 async def announce_stop(conn: AsyncConnection[Any], run_key: str) -> None:
-    """Tell every listening worker that the run ended (in `conn`'s transaction or pipeline)."""
+    """Tell every listening worker that the run ended (in `conn`'s transaction or pipeline);
+    a listener also sends itself a probe this way."""
     await conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, run_key))
-
-
-async def send_probe(conn: AsyncConnection[Any], probe: str) -> None:
-    await conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, probe))
 
 
 def _deaf() -> None:
@@ -201,7 +198,7 @@ class StopListener:
                     probe = f"{PROBE_PREFIX}{uuid.uuid4().hex}"
                     deaf = asyncio.get_running_loop().call_later(HEARD_WITHIN_SECONDS, _deaf)
                     try:
-                        await send_probe(conn, probe)
+                        await announce_stop(conn, probe)  # to itself; never a run's id
                         async for notice in conn.notifies():
                             if notice.payload == probe:
                                 deaf.cancel()

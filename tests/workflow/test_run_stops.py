@@ -126,7 +126,7 @@ async def test_a_listener_that_hears_nothing_says_so(
     async def lost(conn: AsyncConnection[Any], probe: str) -> None:
         """As behind PgBouncer in transaction mode: the notice goes to another session."""
 
-    monkeypatch.setattr(run_stops, "send_probe", lost)
+    monkeypatch.setattr(run_stops, "announce_stop", lost)  # the listener's probe of itself
     monkeypatch.setattr(run_stops, "HEARD_WITHIN_SECONDS", 0.2)
     deaf = StopListener(database_url, RunStops()).start()
     try:
