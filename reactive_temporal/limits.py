@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from pydantic_core import to_json
 
 from reactive_temporal.contracts.debrief import SynthesisFields
-from reactive_temporal.contracts.run import FINAL_ANSWER_TOOL, ToolCall
+from reactive_temporal.contracts.run import FINAL_ANSWER_TOOL, FinalAnswerCapture, ToolCall
 from reactive_temporal.sanitize import clean_text, clean_value, clip
 
 MAX_TOOL_CALLS_PER_TURN = 16
@@ -30,7 +30,11 @@ ANSWER_MAX_CHARS = 100_000
 """A final answer (the `final-answer` tool's output, the operator's signal): it travels twice
 in the run's result (output and final_answer), in the debrief's input and the agent's
 notification."""
-FINAL_ANSWER_ARGUMENTS_MAX_CHARS = ANSWER_MAX_CHARS + 16_000
+ANSWER_SUMMARY_MAX_CHARS = 16_000
+"""A final answer's summary, and its confidence: each travels in the result, the debrief and
+its markdown, so an operator's signal with a longer one is clipped (a tool call's are within
+its arguments' limit)."""
+FINAL_ANSWER_ARGUMENTS_MAX_CHARS = ANSWER_MAX_CHARS + ANSWER_SUMMARY_MAX_CHARS
 """A `final-answer` call's arguments: its output, plus room for the summary."""
 TOOL_ARGUMENTS_TOTAL_MAX_CHARS = 300_000
 """All the arguments of one reply together."""
@@ -58,6 +62,18 @@ SYNTHESIS_TEXT_MAX_CHARS = 4_000
 SYNTHESIS_ITEMS_MAX = 20
 """Findings, errors or lessons a synthesized debrief keeps (the debrief travels to the store,
 the agent's state and every later chat's context)."""
+
+
+def bound_answer(answer: FinalAnswerCapture) -> FinalAnswerCapture:
+    """`answer` with its summary and confidence within ANSWER_SUMMARY_MAX_CHARS each (head and
+    tail kept around a marker); its output is the caller's to accept or refuse."""
+    summary = clip(answer.summary, ANSWER_SUMMARY_MAX_CHARS)
+    confidence = (
+        clip(answer.confidence, ANSWER_SUMMARY_MAX_CHARS) if answer.confidence is not None else None
+    )
+    if summary is answer.summary and confidence is answer.confidence:
+        return answer
+    return answer.model_copy(update={"summary": summary, "confidence": confidence})
 
 
 def bound_synthesis(fields: SynthesisFields | None) -> SynthesisFields | None:

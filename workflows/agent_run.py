@@ -50,6 +50,7 @@ with workflow.unsafe.imports_passed_through():
         RunSeed,
         SeqMessage,
     )
+    from reactive_temporal.limits import bound_answer
     from workflows.activity_options import STORE, llm_options
     from workflows.bugs import BUG_EXCEPTIONS, bug_failure, bug_message
     from workflows.final_answer import (
@@ -306,7 +307,10 @@ class AgentRunWorkflow(RunWrapUp, RunControls, RunTools):
         if problem is not None:
             workflow.logger.warning("final_answer signal ignored: %s", problem)
             return
-        self.state.operator_answer = answer
+        # Its summary and confidence travel in the result, the debrief and its markdown:
+        # unclipped, a long one made a result over 2 MB, a workflow task that failed forever.
+        # Clipping changes no command, so runs that took a long one replay the same.
+        self.state.operator_answer = bound_answer(answer)
 
     @workflow.query(name=names.PROGRESS_QUERY)
     def progress(self) -> RunProgress:

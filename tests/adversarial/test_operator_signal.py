@@ -3,7 +3,9 @@
 Rows: `input` is the signal's payload as JSON data (a FinalAnswerCapture's fields, or
 something that is not one); `expect` is "ignored" (the run goes on and ends with its own
 model's answer) or "accepted" (it ends with the operator's output); `options["logged"]` is
-the reason the worker logs for an ignored signal, under the run's workflow id. The signal
+the reason the worker logs for an ignored signal, under the run's workflow id;
+`options["memory"]` runs the agent with memory (the answer then travels in the debrief too),
+`options["summary_clipped"]` expects the summary and confidence clipped to their limit. The signal
 arrives while the run's first LLM call is in flight. Either way no workflow task fails (one
 used to fail on every replay), and nothing stored changes but the run's own rows.
 """
@@ -20,7 +22,7 @@ from temporalio.client import Client
 
 from reactive_temporal.contracts import names
 from reactive_temporal.embedded.scripted_llm import Reply, ScriptedLLM
-from reactive_temporal.limits import ANSWER_MAX_CHARS
+from reactive_temporal.limits import ANSWER_MAX_CHARS, ANSWER_SUMMARY_MAX_CHARS
 from tests.adversarial.cases import Hostile, params, table
 from tests.adversarial.conftest import StoreSnapshot, assert_no_failed_tasks, owned_by, unique
 from tests.workflow.conftest import Harness
@@ -51,6 +53,10 @@ SIGNALS = table("operator-signal", [
     Hostile("signal-answer-over-limit", {"output": "y" * (ANSWER_MAX_CHARS + 1)}, "ignored",
             "a 100 KB answer carried twice in the result, the debrief and the agent's state",
             {"logged": "the limit is 100,000"}),
+    Hostile("signal-summary-over-limit",
+            {"output": "42", "summary": "s" * 900_000, "confidence": "c" * 300_000},
+            "accepted", "a result over 2 MB with the summary in it three times: the run's last "
+            "workflow task failed forever", {"memory": True, "summary_clipped": True}),
     Hostile("signal-output-not-a-string", {"output": {"nested": [1, 2]}, "format": "json"},
             "ignored", "a payload that is not a FinalAnswerCapture", {"logged": DROPPED}),
     Hostile("signal-not-an-object", "42", "ignored", "a payload that is not even an object",
@@ -89,7 +95,7 @@ async def signalled(
     async def one(row: Hostile) -> Any:
         model = llm.script(unique("sig"), [Reply(f"FINAL ANSWER: {OWN_ANSWER}", delay=1.5)],
                            repeat_last=True)  # fmt: skip
-        agent = adv.agent(model, agent_id=unique("sig"), memory=False)
+        agent = adv.agent(model, agent_id=unique("sig"), memory=row.options.get("memory", False))
         handle = await agent.start("Answer slowly")
         await handle.signal(names.FINAL_ANSWER_SIGNAL, row.input)
         return await asyncio.wait_for(agent.result(handle), 60)
@@ -99,7 +105,9 @@ async def signalled(
     after = await StoreSnapshot.take(database_url)
     return {
         "by_id": dict(zip([r.id for r in SIGNALS], results, strict=True)),
-        "changes": after.changes_since(before, own=owned_by(*(r.run_id for r in results))),
+        "changes": after.changes_since(
+            before, own=owned_by(*(r.run_id for r in results), *(r.agent_id for r in results))
+        ),
         "log": worker_log.by_workflow,
     }
 
@@ -113,6 +121,10 @@ async def test_operator_signals_are_accepted_or_ignored_never_fatal(
     if row.expect == "accepted":
         assert result.output == row.input["output"]
         assert result.terminated_by == "final_answer_tool"
+        if row.options.get("summary_clipped"):
+            answer = result.final_answer
+            assert len(answer.summary) == len(answer.confidence) == ANSWER_SUMMARY_MAX_CHARS
+            assert answer.summary.startswith("sss") and "characters cut" in answer.summary
         assert not [m for m in logged if "signal" in m], logged
     else:
         assert result.output == OWN_ANSWER and result.terminated_by == "final_answer"
