@@ -125,6 +125,13 @@ class AgentWorkflow(ChatPaths, Lifetime):
     @workflow.signal(name=names.RUN_FINISHED_SIGNAL)
     @notes_lifetime
     def run_finished(self, event: RunFinished) -> None:
+        if event.agent.agent_id != self.state.agent.agent_id:  # sent by hand, to the wrong agent
+            workflow.logger.warning(
+                "run_finished of %r's run %r ignored by this agent",
+                event.agent.agent_id,
+                event.run_id[:200],
+            )
+            return
         self.state.active_runs.pop(event.run_id, None)
         last = self.state.last_run_started_at
         if last is not None and event.started_at < last:

@@ -5,10 +5,10 @@ Durable like every contract: add fields only as optional, never rename.
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Literal
+from datetime import UTC, datetime
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import AfterValidator, BaseModel, Field
 
 from reactive_temporal.contracts.debrief import AgentDebrief, PersistDebriefInput
 from reactive_temporal.contracts.internal import InternalPayload
@@ -18,6 +18,15 @@ CHAT_MESSAGE_MAX_CHARS = 20_000
 DEFAULT_SESSION = "default"
 SESSION_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$"
 RoutedVia = Literal["direct-llm", "react-loop"]
+
+
+def _as_utc(value: datetime) -> datetime:
+    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+
+
+UtcDatetime = Annotated[datetime, AfterValidator(_as_utc)]
+"""A time the entity compares with the times it holds (all aware): one sent without a zone
+(a signal sent by hand) is taken as UTC, where comparing it raised in the entity's handler."""
 
 
 class ChatMessage(BaseModel):
@@ -69,14 +78,14 @@ class RunStarted(BaseModel):
     """A run tells its agent it started (for mid-run chat)."""
 
     run_id: str
-    started_at: datetime
+    started_at: UtcDatetime
 
 
 class RunFinished(BaseModel):
     """A run tells its agent it finished, with what chat may quote of it."""
 
     run_id: str
-    started_at: datetime
+    started_at: UtcDatetime
     agent: AgentConfig
     debrief: AgentDebrief | None = None
     observations: list[str] = Field(default_factory=list)

@@ -13,14 +13,20 @@ import asyncio
 from typing import Any
 
 import pytest
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowExecutionStatus
 
 from reactive_temporal.api.sessions import CHAT_ERROR_MAX_CHARS, ChatError
 from reactive_temporal.contracts import names
 from reactive_temporal.embedded.scripted_llm import HttpError, Reply, ScriptedLLM, call
 from reactive_temporal.limits import REPLY_CONTENT_MAX_CHARS
 from tests.adversarial.cases import Hostile, params, table
-from tests.adversarial.conftest import StoreSnapshot, assert_no_failed_tasks, owned_by, unique
+from tests.adversarial.conftest import (
+    StoreSnapshot,
+    assert_no_failed_tasks,
+    fetch,
+    owned_by,
+    unique,
+)
 from tests.workflow.conftest import Harness
 
 CHAT = table("chat", [
@@ -103,3 +109,36 @@ async def test_hostile_chat_gets_a_clear_reply(
 
 def test_chat_changed_nothing_stored_but_its_own(chatted: dict[str, Any]):
     assert chatted["changes"] == []
+
+
+async def test_hand_sent_run_finished_signals_leave_the_agent_whole(
+    adv: Harness, llm: ScriptedLLM, client: Client, database_url: str
+):
+    """`run_finished` sent by hand, as anyone with access to the namespace can: a start time
+    without a zone failed the agent's workflow (a chat turn in flight lost with it), and
+    another agent's configuration was adopted (the agent's later chats saved under that
+    agent). The first is taken as UTC, the second ignored; the agent chats on."""
+    agent_id, other = unique("rf"), unique("rf-other")
+    model = llm.script(unique("rf"), [Reply("FINAL ANSWER: 4"), Reply("noted")], repeat_last=True)
+    agent = adv.agent(model, agent_id=agent_id)
+    await agent.run("What is 2+2?")
+    session = agent.session("s1")
+    await session.chat("hello")
+    entity = client.get_workflow_handle(names.agent_workflow_id(agent_id))
+    for started_at, config in [
+        ("2030-01-01T00:00:00", {"agent_id": agent_id, "model": model}),
+        ("2031-01-01T00:00:00+00:00", {"agent_id": other, "model": model}),
+    ]:
+        await entity.signal(
+            names.RUN_FINISHED_SIGNAL,
+            {"run_id": unique("hand"), "started_at": started_at, "agent": config},
+        )
+    assert (await asyncio.wait_for(session.chat("what did you find?"), 60)).message == "noted"
+    statuses = [w.status async for w in client.list_workflows(f"WorkflowId = '{entity.id}'")]
+    assert statuses == [WorkflowExecutionStatus.RUNNING], statuses
+    await assert_no_failed_tasks(client, entity.id)
+    saved = await fetch(
+        database_url, "SELECT agent_id, count(*) FROM chat_messages WHERE session_id = 's1' "
+        "AND agent_id IN (%s, %s) GROUP BY agent_id", (agent_id, other)
+    )  # fmt: skip
+    assert saved == [(agent_id, 4)], saved
