@@ -50,7 +50,7 @@ from activities.step_records import (
 from activities.store import Store, to_openai
 from activities.transcripts import Transcripts
 from reactive_temporal.contracts import names
-from reactive_temporal.contracts.events import NewEvent
+from reactive_temporal.contracts.events import NewEvent, once_key
 from reactive_temporal.contracts.run import (
     LlmStepInput,
     LlmStepResult,
@@ -173,7 +173,7 @@ class LlmActivities:
                 type="iteration",
                 step=input.seq,
                 data={"iteration": input.iteration + 1},
-                key=f"iteration:{input.seq}",
+                key=once_key("iteration", input.seq, activity.info().workflow_run_id),
             ),
             hand_over=True,  # the last text goes out with the reply's record, below
         ) as text:

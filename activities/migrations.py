@@ -198,4 +198,13 @@ MIGRATIONS: list[tuple[int, str]] = [
         $$;
         """,
     ),
+    (
+        11,
+        # The Temporal run whose step recorded a row's step result: a retried attempt returns
+        # a record only of its own run, never one a reset run's earlier timeline left at the
+        # same position (activities/step_records.py).
+        """
+        ALTER TABLE run_messages ADD COLUMN IF NOT EXISTS recorded_by TEXT;
+        """,
+    ),
 ]

@@ -38,7 +38,7 @@ from temporalio import activity
 from activities.group_commit import GroupCommit
 from activities.store import Store
 from reactive_temporal.contracts import names
-from reactive_temporal.contracts.events import NewEvent, RecordRunEventsInput
+from reactive_temporal.contracts.events import NewEvent, RecordRunEventsInput, once_key
 from reactive_temporal.live_output import channel_for
 from reactive_temporal.sanitize import clean_text, clean_value, clip
 
@@ -331,5 +331,6 @@ def clip_fields(data: dict[str, Any]) -> dict[str, Any]:
 
 
 def tool_event(type: str, step: int, data: dict[str, Any]) -> NewEvent:
-    """A tool call starting or ending, written once per call."""
-    return NewEvent(type=type, step=step, data=data, key=f"{type}:{step}")  # type: ignore[arg-type]
+    """A tool call starting or ending, written once per call (in its activity)."""
+    key = once_key(type, step, activity.info().workflow_run_id)
+    return NewEvent(type=type, step=step, data=data, key=key)  # type: ignore[arg-type]

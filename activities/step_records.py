@@ -94,12 +94,16 @@ async def until_stored(operation: Callable[[], Awaitable[T]], *, what: str) -> T
 
 
 async def recorded(store: Store, run_id: str, seq: int, kind: type[M]) -> M | None:
-    """The result an earlier attempt of this step recorded; None on a first attempt (a
-    reset run's steps start again at attempt 1 and do their work again) or when none did."""
-    if activity.info().attempt <= 1:
+    """The result an earlier attempt of this step recorded; None on a first attempt or when
+    none did. A reset run's steps start again at attempt 1 and do their work again; a retried
+    one takes only a record of its own Temporal run: the row at its position may hold what
+    the run's timeline before the reset recorded there (another reply, or a tool's result)."""
+    info = activity.info()
+    if info.attempt <= 1:
         return None
     kept = await until_stored(
-        lambda: store.recorded_step(run_id, seq), what="looking for an earlier attempt's result"
+        lambda: store.recorded_step(run_id, seq, recorded_by=info.workflow_run_id),
+        what="looking for an earlier attempt's result",
     )
     if kept is None:
         return None
@@ -180,7 +184,7 @@ async def record_step(
     and the record is written again alone — an upsert of the same row, whether or not it
     had landed.
     """
-    row = record_row(run_id, seq, message, result)
+    row = record_row(run_id, seq, message, result, recorded_by=activity.info().workflow_run_id)
     chars = 2 * (len(message.content or "") + sum(len(c.arguments) for c in message.tool_calls))
     extras = bool(events) or also is not None
 

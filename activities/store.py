@@ -35,12 +35,12 @@ class StoreUnavailable(RuntimeError):
 
 UPSERT_MESSAGE = (
     "INSERT INTO run_messages"
-    " (run_id, seq, role, content, tool_calls, tool_call_id, name, step_result)"
-    " VALUES (%s, %s, %s, %s, %s, %s, %s, %s)"
+    " (run_id, seq, role, content, tool_calls, tool_call_id, name, step_result, recorded_by)"
+    " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)"
     " ON CONFLICT (run_id, seq) DO UPDATE SET role = EXCLUDED.role,"
     " content = EXCLUDED.content, tool_calls = EXCLUDED.tool_calls,"
     " tool_call_id = EXCLUDED.tool_call_id, name = EXCLUDED.name,"
-    " step_result = EXCLUDED.step_result"
+    " step_result = EXCLUDED.step_result, recorded_by = EXCLUDED.recorded_by"
 )
 """One transcript row; a row the workflow rewrites (e.g. an observation after a failed tool
 activity) keeps no step result."""
@@ -53,8 +53,11 @@ def quoted(query: str, params: tuple[object, ...]) -> sql.Composed:
     return sql.SQL(query.replace("%s", "{}")).format(*map(sql.Literal, params))
 
 
-def record_row(run_id: str, seq: int, message: Message, result: BaseModel) -> tuple[object, ...]:
-    """A step's record: its transcript message with the step's whole result."""
+def record_row(
+    run_id: str, seq: int, message: Message, result: BaseModel, recorded_by: str | None = None
+) -> tuple[object, ...]:
+    """A step's record: its transcript message with the step's whole result, and the Temporal
+    run (`workflow_run_id`) whose step recorded it."""
     return (
         run_id,
         seq,
@@ -64,6 +67,7 @@ def record_row(run_id: str, seq: int, message: Message, result: BaseModel) -> tu
         message.tool_call_id,
         message.name,
         pg_json(result.model_dump(mode="json")),
+        recorded_by,
     )
 
 
@@ -200,7 +204,7 @@ class Store:
         # row leaves the transaction aborted and the pool rolls it back
         async with self.pool.connection() as conn, conn.pipeline(), conn.cursor() as cur:
             await cur.execute("BEGIN")
-            await cur.executemany(UPSERT_MESSAGE, [(*row, None) for row in rows])
+            await cur.executemany(UPSERT_MESSAGE, [(*row, None, None) for row in rows])
             await cur.execute("COMMIT")
 
     async def record_step(
@@ -241,15 +245,23 @@ class Store:
         async with self.pool.connection() as conn:
             await conn.execute(sql.SQL("; ").join(statements))
 
-    async def recorded_step(self, run_id: str, seq: int) -> dict[str, Any] | None:
-        """The result `record_step` kept for this step, None when it never completed."""
+    async def recorded_step(
+        self, run_id: str, seq: int, recorded_by: str | None = None
+    ) -> dict[str, Any] | None:
+        """The result `record_step` kept for this step, None when it never completed; with
+        `recorded_by`, only a result that Temporal run recorded (or a worker from before
+        records kept their run), not one an earlier timeline of a reset run left there."""
         async with self.pool.connection() as conn:
             cur = await conn.execute(
-                "SELECT step_result FROM run_messages WHERE run_id = %s AND seq = %s",
+                "SELECT step_result, recorded_by FROM run_messages WHERE run_id = %s AND seq = %s",
                 (run_id, seq),
             )
             row = await cur.fetchone()
-        return row[0] if row is not None and row[0] is not None else None
+        if row is None or row[0] is None:
+            return None
+        if recorded_by is not None and row[1] is not None and row[1] != recorded_by:
+            return None
+        return row[0]
 
     async def load_messages(self, run_id: str, before_seq: int | None = None) -> list[Message]:
         """The run's transcript in order, up to (not including) `before_seq`."""

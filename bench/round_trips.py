@@ -97,7 +97,7 @@ async def save_before(debriefs: DebriefStore, input: DebriefInput, debrief: Agen
 async def put_messages_before(store: Store, run_id: str, entries: list[SeqMessage]) -> None:
     """`Store.put_messages` before: `transaction()` around `executemany`."""
     rows = [
-        (run_id, e.seq, e.message.role, pg_text(e.message.content), None, None, None, None)
+        (run_id, e.seq, e.message.role, pg_text(e.message.content), None, None, None, None, None)
         for e in entries
     ]
     async with store.pool.connection() as conn, conn.transaction(), conn.cursor() as cur:

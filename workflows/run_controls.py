@@ -24,7 +24,7 @@ with workflow.unsafe.imports_passed_through():
     from reactive_temporal import search_attributes as sa
     from reactive_temporal.contracts import names
     from reactive_temporal.contracts.approvals import ApprovalDecision, ApprovalOutcome
-    from reactive_temporal.contracts.events import NewEvent, RecordRunEventsInput
+    from reactive_temporal.contracts.events import NewEvent, RecordRunEventsInput, once_key
     from reactive_temporal.contracts.result import AgentResult
     from reactive_temporal.contracts.run import AgentConfig, Message, SeqMessage, ToolCall
     from workflows.activity_options import STORE
@@ -160,7 +160,10 @@ class RunControls:
                 run_id=self.run_id,
                 events=[
                     NewEvent(
-                        type="approval", step=seq, data=data, key=f"approval:{seq}:{data['status']}"
+                        type="approval",
+                        step=seq,
+                        data=data,
+                        key=once_key(f"approval-{data['status']}", seq, workflow.info().run_id),
                     )
                     for seq, data in events
                 ],

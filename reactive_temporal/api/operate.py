@@ -6,10 +6,12 @@ and tests share.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import re
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -305,14 +307,59 @@ def reset_point(events: list[HistoryEvent]) -> int:
     return completed[-1]
 
 
-async def rerun_from_failure(client: Client, workflow_id: str) -> str:
-    """Reset the run to its last good point; returns the new run's Temporal run id."""
+DEBRIEF_SETTLE_SECONDS = 60.0
+"""How long a rerun waits for the failed run's debrief to be written before stopping it."""
+
+
+async def settle_debrief(
+    client: Client,
+    workflow_id: str,
+    *,
+    wait: float = DEBRIEF_SETTLE_SECONDS,
+    notice: Callable[[str], None] | None = None,
+) -> None:
+    """Let the run's debrief workflow finish before the run is reset.
+
+    It is waited for up to `wait` seconds, then terminated. Left writing, it wrote the failed
+    run's debrief, lessons and last run over the rerun's once the rerun had kept its own, and
+    the rerun's own debrief child could not start under the same id.
+    """
+    handle = client.get_workflow_handle(names.debrief_workflow_id(workflow_id))
+    try:
+        description = await handle.describe()
+    except RPCError as err:
+        if err.status == RPCStatusCode.NOT_FOUND:
+            return  # memory off, or a debrief kept in the run itself
+        raise
+    if description.status != WorkflowExecutionStatus.RUNNING:
+        return
+    running = client.get_workflow_handle(handle.id, run_id=description.run_id)
+    if notice is not None:
+        notice(f"waiting for the failed run's debrief to be written (up to {wait:.0f} s)")
+    try:
+        await asyncio.wait_for(running.result(), wait)
+    except TimeoutError:
+        await running.terminate(reason=f"superseded by a rerun of {workflow_id}")
+        log.warning("%s: its debrief took over %.0f s; stopped for the rerun", workflow_id, wait)
+    except WorkflowFailureError:
+        pass  # it ended; nothing more of it will be written
+
+
+async def rerun_from_failure(
+    client: Client, workflow_id: str, *, notice: Callable[[str], None] | None = None
+) -> str:
+    """Reset the run to its last good point, once its debrief is settled (`settle_debrief`).
+
+    Returns:
+        The new run's Temporal run id.
+    """
     handle = client.get_workflow_handle(workflow_id)
     description = await handle.describe()
     if description.status == WorkflowExecutionStatus.RUNNING:
         raise ValueError(f"run {workflow_id!r} is still running")
     history = await handle.fetch_history()
     event_id = reset_point(list(history.events))
+    await settle_debrief(client, workflow_id, notice=notice)
     response = await client.workflow_service.reset_workflow_execution(
         ResetWorkflowExecutionRequest(
             namespace=client.namespace,

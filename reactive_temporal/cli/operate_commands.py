@@ -295,7 +295,9 @@ def rerun(
                 err.print(f"new run {safe(handle.id)} (same input as {safe(workflow_id)})")
             else:
                 try:
-                    new_run = await rerun_from_failure(runtime.client, workflow_id)
+                    new_run = await rerun_from_failure(
+                        runtime.client, workflow_id, notice=lambda line: err.print(safe(line))
+                    )
                 except ValueError as e:
                     raise CliError(f"cannot rerun {workflow_id}: {e}", code=1) from e
                 handle = runtime.client.get_workflow_handle(

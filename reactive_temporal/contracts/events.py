@@ -41,7 +41,16 @@ class NewEvent(BaseModel):
     data: dict[str, Any] = Field(default_factory=dict)
     key: str | None = None
     """Events with a key are written once per run, however often their activity is retried
-    (`tool_start:12`); text deltas have none."""
+    (`once_key`); text deltas have none."""
+
+
+def once_key(kind: str, step: int, temporal_run: str | None) -> str:
+    """The key of an event written once for a step of one Temporal run (`tool_start:12:…`).
+
+    A retried attempt does not write it again, and a reset run's new timeline (a new run id,
+    the same positions) writes its own, where the old timeline's key hid it from watchers.
+    """
+    return f"{kind}:{step}:{temporal_run or ''}"
 
 
 class RecordRunEventsInput(InternalPayload):

@@ -1,0 +1,151 @@
+"""A reset run (`temporal workflow reset`, the Web UI's reset, `starter.py rerun`) takes a new
+timeline at positions its old one already filled in Postgres: its steps, its live output and
+its debrief must be the new timeline's, never the old one's. Real dev server and Postgres."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+
+import psycopg
+from temporalio.api.common.v1 import WorkflowExecution
+from temporalio.api.enums.v1 import EventType
+from temporalio.api.workflowservice.v1 import ResetWorkflowExecutionRequest
+from temporalio.client import Client
+
+from reactive_temporal.api.operate import rerun_from_failure
+from reactive_temporal.contracts.result import AgentResult
+from reactive_temporal.embedded.scripted_llm import HttpError, Reply, ScriptedLLM, call
+from tests.conftest import wait_for
+from tests.workflow.conftest import Harness
+
+
+async def reset_to_first_task(client: Client, workflow_id: str) -> str:
+    """The run reset to its first completed workflow task, as an operator does; the new
+    Temporal run id."""
+    handle = client.get_workflow_handle(workflow_id)
+    history = await handle.fetch_history()
+    first = next(
+        e.event_id
+        for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED
+    )
+    response = await client.workflow_service.reset_workflow_execution(
+        ResetWorkflowExecutionRequest(
+            namespace=client.namespace,
+            workflow_execution=WorkflowExecution(workflow_id=workflow_id),
+            reason="test: an operator's reset",
+            workflow_task_finish_event_id=first,
+            request_id=str(uuid.uuid4()),
+        )
+    )
+    return str(response.run_id)
+
+
+async def rows(database_url: str, query: str, *params: object) -> list[tuple]:
+    async with await psycopg.AsyncConnection.connect(database_url) as conn:
+        cur = await conn.execute(query, params)  # type: ignore[arg-type]
+        return await cur.fetchall()
+
+
+async def test_a_reset_run_does_its_steps_again_and_shows_them(
+    harness: Harness, client: Client, llm: ScriptedLLM, model_name: str, database_url: str
+):
+    """Its retried model step called the model again (it returned the row the old timeline
+    recorded at its position, a tool's result, as the model's reply: the run "succeeded" with
+    it), and watchers see its tool calls (the old timeline's keys hid them)."""
+    llm.script(
+        model_name,
+        [
+            Reply(None, [call("calculator", expression=e) for e in ("2+2", "3+3")]),
+            Reply("FINAL ANSWER: 4 and 6"),
+        ],
+    )
+    first = await harness.run(model_name, "Compute what you need", memory=False)
+    assert first.output == "4 and 6"
+
+    # now one call, then an overloaded model, then the answer: the step at the position of
+    # the old timeline's second tool result is retried
+    llm.script(
+        model_name,
+        [
+            Reply(None, [call("calculator", expression="7*7")]),
+            HttpError(503, "overloaded"),
+            Reply("FINAL ANSWER: 49"),
+        ],
+    )
+    llm.requests[model_name].clear()
+    new_run = await reset_to_first_task(client, first.run_id)
+    handle = client.get_workflow_handle(first.run_id, run_id=new_run, result_type=AgentResult)
+    result = await asyncio.wait_for(handle.result(), 60)
+    assert (result.terminated_by, result.output) == ("final_answer", "49")
+    assert len(llm.requests[model_name]) == 3  # the retried step asked the model again
+
+    started = await rows(
+        database_url,
+        "SELECT data->>'arguments' FROM run_events WHERE run_id = %s AND type = 'tool_start'"
+        ' ORDER BY "offset"',
+        first.run_id,
+    )
+    assert [json.loads(a)["expression"] for (a,) in started] == ["2+2", "3+3", "7*7"]
+
+
+DEBRIEF = json.dumps(
+    {
+        "summary": "the failed run's debrief",
+        "key_findings": ["the model failed"],
+        "lessons_learned": ["a lesson of the failed run"],
+        "confidence": "low",
+    }
+)
+
+
+async def test_a_rerun_waits_for_the_failed_run_s_debrief(
+    harness: Harness, client: Client, llm: ScriptedLLM, model_name: str, database_url: str
+):
+    """Rerun at once, while the failed run's debrief is still being synthesized: that debrief
+    finished after the rerun had kept its own and wrote the failure over it (the debrief row,
+    the agent's lessons and its last run all said the rerun had failed)."""
+    debrief_model = f"{model_name}-debrief"
+    llm.script(debrief_model, [Reply(DEBRIEF, delay=4)], repeat_last=True)
+    llm.script(
+        model_name,
+        [Reply(None, [call("calculator", expression="5*5")]), HttpError(400, "model not found")],
+    )
+    agent_id = f"rerun-{uuid.uuid4().hex[:8]}"
+    failed = await harness.run(
+        model_name, "5*5 then answer", agent_id=agent_id, debrief_model=debrief_model
+    )
+    assert failed.terminated_by == "llm_error"
+
+    llm.script(model_name, [Reply("FINAL ANSWER: 25")], repeat_last=True)
+    said: list[str] = []
+    new_run = await rerun_from_failure(client, failed.run_id, notice=said.append)
+    assert said and "debrief" in said[0]
+    rerun = client.get_workflow_handle(failed.run_id, run_id=new_run, result_type=AgentResult)
+    assert (await rerun.result()).terminated_by == "final_answer"
+
+    async def settled() -> bool:
+        kept = await rows(
+            database_url,
+            "SELECT terminated_by FROM agent_debriefs WHERE run_id = %s",
+            failed.run_id,
+        )
+        return kept == [("final_answer",)]
+
+    await wait_for(settled, seconds=30)
+    await asyncio.sleep(5)  # the failed run's debrief, had it gone on, would have written by now
+    assert await rows(
+        database_url, "SELECT terminated_by FROM agent_debriefs WHERE run_id = %s", failed.run_id
+    ) == [("final_answer",)]
+    lessons = await rows(
+        database_url, "SELECT lesson FROM agent_lessons WHERE run_id = %s", failed.run_id
+    )
+    assert ("a lesson of the failed run",) not in lessons, lessons
+    last = await rows(
+        database_url,
+        "SELECT run_id, run->'debrief'->>'outcome' FROM agent_last_runs WHERE agent_id = %s",
+        agent_id,
+    )
+    assert last == [(failed.run_id, "success")], last
