@@ -21,7 +21,7 @@ from pydantic import BaseModel
 from activities.migrations import MIGRATIONS
 from activities.pool import IdleChecks, warm_connections
 from reactive_temporal.contracts.run import Message, SeqMessage, ToolCall
-from reactive_temporal.sanitize import clean_text, clean_value
+from reactive_temporal.sanitize import clean_text, clean_value, redact_dsn
 from reactive_temporal.tools import wire_name
 
 log = logging.getLogger(__name__)
@@ -71,6 +71,17 @@ def record_row(
     )
 
 
+async def _connect_error(database_url: str) -> str | None:
+    """Why a connection to `database_url` fails now (Postgres's own words: no such database,
+    authentication failed, refused), or None when it does not."""
+    try:
+        conn = await psycopg.AsyncConnection.connect(database_url, connect_timeout=5)
+    except Exception as err:
+        return " ".join(str(err).split()) or type(err).__name__
+    await conn.close()
+    return None
+
+
 def is_outage(err: BaseException) -> bool:
     """Postgres unreachable, restarting or out of connections: wait and try again."""
     return isinstance(err, psycopg.OperationalError | psycopg.InterfaceError)
@@ -108,8 +119,10 @@ class Store:
             await pool.open(wait=True, timeout=15)
         except Exception as err:
             await pool.close()
+            # the pool says only that it timed out: one connection of our own names why
+            cause = await _connect_error(database_url) or str(err)
             raise StoreUnavailable(
-                f"cannot connect to Postgres at {_redact(database_url)}: {err}"
+                f"cannot connect to Postgres at {redact_dsn(database_url)}: {cause}"
             ) from err
         store = cls(pool)
         if migrate:
@@ -367,13 +380,3 @@ def to_openai(message: Message) -> dict[str, Any]:
     if message.tool_call_id is not None:
         out["tool_call_id"] = message.tool_call_id
     return out
-
-
-def _redact(url: str) -> str:
-    """A connection string without its password, safe to print."""
-    if "://" in url and "@" in url:
-        scheme, rest = url.split("://", 1)
-        creds, host = rest.rsplit("@", 1)
-        user = creds.split(":", 1)[0]
-        return f"{scheme}://{user}:***@{host}" if ":" in creds else url
-    return "(connection string hidden)" if "password" in url else url

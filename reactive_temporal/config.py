@@ -20,6 +20,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from reactive_temporal.capabilities import ModelCapabilities
 from reactive_temporal.http_guard import AllowList
 from reactive_temporal.memory import LESSON_TTL_DAYS
+from reactive_temporal.sanitize import redact_dsn
 
 if TYPE_CHECKING:
     from reactive_temporal.connection import TemporalConnection
@@ -64,7 +65,11 @@ class Settings(BaseSettings):
     embedded Postgres under `data_dir`, started on demand.
     """
 
-    model_config = SettingsConfigDict(env_file=".env", extra="ignore", populate_by_name=True)
+    # Values are never echoed in a validation error's text: they hold passwords and keys (a
+    # message that names a value shows it redacted, as the DATABASE_URL check does).
+    model_config = SettingsConfigDict(
+        env_file=".env", extra="ignore", populate_by_name=True, hide_input_in_errors=True
+    )
 
     temporal_address: str | None = None
     temporal_namespace: str = "default"
@@ -270,7 +275,7 @@ class Settings(BaseSettings):
             return None
         if not value.startswith(("postgresql://", "postgres://")) and "=" not in value:
             raise ValueError(
-                f"DATABASE_URL={value!r} is not a PostgreSQL URL "
+                f"DATABASE_URL={redact_dsn(value)!r} is not a PostgreSQL URL "
                 "(for example postgresql://user@localhost:5432/db)"
             )
         return value.strip()

@@ -11,7 +11,8 @@ helpers make such text storable, changing only what cannot be stored:
 - `clean_value`: the same, deep, through strings, lists, tuples, dicts (keys too) and
   pydantic models;
 - `clip`: text bounded to a number of characters, its head and tail kept around a marker
-  saying how much was cut.
+  saying how much was cut;
+- `redact_dsn`: a Postgres connection string without its password, safe to print.
 """
 
 from __future__ import annotations
@@ -80,3 +81,13 @@ def clip(text: str, limit: int, *, what: str = "characters") -> str:
     head = keep - keep // 4
     tail = keep - head
     return text[:head] + marker + (text[len(text) - tail :] if tail else "")
+
+
+_URL_PASSWORD = re.compile(r"(://[^:/?#@]*):[^/?#]*@")
+_PASSWORD_PARAMETER = re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|[^&\s]*)", re.IGNORECASE)
+
+
+def redact_dsn(dsn: str) -> str:
+    """`dsn` (a URL or `key=value` words) with every password in it replaced by `***`: the
+    URL's `user:password@` and a `password=` parameter, in its query or as a word."""
+    return _PASSWORD_PARAMETER.sub(r"\1***", _URL_PASSWORD.sub(r"\1:***@", dsn))

@@ -53,6 +53,7 @@ from reactive_temporal.hosting.worker_lifecycle import (
     stop_signals,
 )
 from reactive_temporal.hosting.worker_processes import run_workers, worker_commands
+from reactive_temporal.sanitize import redact_dsn
 
 
 def worker(
@@ -210,7 +211,9 @@ def dev(
             try:
                 published = stack.publish()
                 if as_json:
-                    print(json.dumps(asdict(published)), flush=True)
+                    shown = asdict(published)
+                    shown["database_url"] = redact_dsn(published.database_url)
+                    print(json.dumps(shown), flush=True)
                 else:
                     _print_banner(stack, settings, host.tool_names)
                 await host.wait(stop)

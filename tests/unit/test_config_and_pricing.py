@@ -9,6 +9,7 @@ from pydantic import ValidationError
 from reactive_temporal.config import Settings
 from reactive_temporal.hosting.worker_factory import llm_client, llm_connection_limits
 from reactive_temporal.pricing import cost_of, price_for, register_price
+from reactive_temporal.sanitize import redact_dsn
 
 
 def test_bad_temporal_address_names_the_variable(monkeypatch):
@@ -105,3 +106,29 @@ async def test_the_model_client_sends_through_aiohttp():
         assert isinstance(client._client, openai.DefaultAioHttpClient)
     finally:
         await client.close()
+
+
+@pytest.mark.parametrize(
+    ("dsn", "shown"),
+    [
+        ("postgresql://admin:S3cretPW@db/agents", "postgresql://admin:***@db/agents"),
+        ("postgresq://admin:S3cretPW@db/agents", "postgresq://admin:***@db/agents"),
+        ("postgresql://u:p@ss@h/db", "postgresql://u:***@h/db"),
+        (
+            "postgresql://admin@h/agents?password=S3cretPW&sslmode=require",
+            "postgresql://admin@h/agents?password=***&sslmode=require",
+        ),
+        ("host=db user=x password=S3cretPW dbname=y", "host=db user=x password=*** dbname=y"),
+        ("host=db password='a b\\' c' dbname=y", "host=db password=*** dbname=y"),
+        ("postgresql://u@h:5432/db", "postgresql://u@h:5432/db"),
+    ],
+)
+def test_a_connection_string_is_shown_without_its_password(dsn: str, shown: str):
+    assert redact_dsn(dsn) == shown
+
+
+def test_a_bad_database_url_is_named_without_its_password():
+    with pytest.raises(ValidationError) as refused:
+        Settings(database_url="postgresq://admin:S3cretPW@db/agents")
+    assert "postgresq://admin:***@db/agents" in str(refused.value)
+    assert "S3cretPW" not in str(refused.value)

@@ -327,3 +327,15 @@ async def test_a_worker_of_the_previous_release_and_this_one_share_a_runs_offset
         assert len(written) == 10 + 9 + 1
     finally:
         await previous.close()
+
+
+async def test_a_store_that_cannot_connect_says_why_without_the_password(database_url: str):
+    """The pool says only that it timed out ("pool initialization incomplete after 15 sec");
+    the error names Postgres's reason, and never the password in the connection string."""
+    missing = psycopg.conninfo.make_conninfo(
+        database_url, dbname=f"missing_{uuid.uuid4().hex[:8]}", password="S3cretPW"
+    )
+    with pytest.raises(store_module.StoreUnavailable) as refused:
+        await Store.open(missing)
+    assert "does not exist" in str(refused.value)
+    assert "S3cretPW" not in str(refused.value) and "password=***" in str(refused.value)
