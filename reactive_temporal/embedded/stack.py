@@ -74,6 +74,17 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def port_taken(port: int) -> bool:
+    """Something listens on 127.0.0.1:`port` (a port only lingering after a close is free)."""
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return True
+    return False
+
+
 class DevServer:
     """A `temporal server start-dev` process whose output goes to a log file, not ours."""
 
@@ -142,7 +153,16 @@ class DevServer:
     ) -> Client:
         """Start the server and return a client once it answers (on `runtime`, with
         `plugins`: a worker's metrics and tracing)."""
+        # A server already on the port would answer for ours, which exits: checked first, or
+        # this stack's runs went to that server and their data to this stack's Postgres.
+        for what, port in (("Temporal", self.port), ("Web UI", self.ui_port)):
+            if port and port_taken(port):
+                raise StackError(
+                    f"the {what} port {port} on 127.0.0.1 is taken (another Temporal server?); "
+                    "stop it or choose another port"
+                )
         self.log_file.parent.mkdir(parents=True, exist_ok=True)
+        logged_before = self.log_file.stat().st_size if self.log_file.exists() else 0
         # A quick local spawn: not worth a thread, and the log file must outlive this call.
         with open_private(self.log_file, "ab") as log:
             self.process = subprocess.Popen(  # noqa: ASYNC220
@@ -156,10 +176,11 @@ class DevServer:
         deadline = time.monotonic() + startup_seconds
         while True:
             if self.process.poll() is not None:
-                tail = self.log_file.read_text(errors="replace")[-1500:]
+                # this start's lines, not an earlier one's
+                tail = self.log_file.read_bytes()[logged_before:].decode(errors="replace")[-1500:]
                 raise StackError(
-                    f"the Temporal dev server exited with status {self.process.returncode} "
-                    f"(is port {self.port} taken?). Its log, {self.log_file}, ends with:\n{tail}"
+                    f"the Temporal dev server exited with status {self.process.returncode}. "
+                    f"Its log, {self.log_file}, ends with:\n{tail}"
                 )
             try:
                 return await Client.connect(

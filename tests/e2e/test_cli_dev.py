@@ -50,6 +50,13 @@ def test_dev_serves_runs_and_stops_on_ctrl_c(tmp_path: Path):
         assert json.loads(proc.stdout)["output"] == "9 * 9 = 81"
         second_dev = starter("dev", env=env, cwd=tmp_path, timeout=30)
         assert second_dev.returncode == 2 and "already running" in second_dev.stderr
+        # another stack on the same port: it joined this server (its worker on the same
+        # task queue, this stack's runs' rows in its own Postgres); now it is refused
+        other = clean_env(REACTIVE_TEMPORAL_DATA_DIR=str(tmp_path / "other"))
+        collided = starter("dev", "--port", str(port), env=other, cwd=tmp_path, timeout=60)
+        assert collided.returncode == 2, collided.stderr
+        assert f"the Temporal port {port} on 127.0.0.1 is taken" in collided.stderr
+        assert not (tmp_path / "other" / "stack.json").exists()
     finally:
         dev.send_signal(signal.SIGINT)
         code = dev.wait(60)
