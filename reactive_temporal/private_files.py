@@ -8,6 +8,7 @@ Postgres holds every transcript: none of it is for other users of the machine. D
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 from typing import IO, Any
 
@@ -28,7 +29,10 @@ def private_dir(path: Path) -> Path:
 
 def _private_fd(path: Path, flags: int) -> int:
     fd = os.open(path, flags | os.O_CREAT, OWNER_ONLY_FILE)
-    os.fchmod(fd, OWNER_ONLY_FILE)  # an existing file keeps its mode otherwise
+    # an existing file keeps its mode otherwise; a device or a pipe (`-o /dev/stdout`) is
+    # not ours to change: as root, `/dev/null` went owner-only for every other user
+    if stat.S_ISREG(os.fstat(fd).st_mode):
+        os.fchmod(fd, OWNER_ONLY_FILE)
     return fd
 
 

@@ -264,7 +264,10 @@ def export(
         if output is None:
             print(text)
         else:
-            write_private(output, text)  # a history holds every prompt and answer
+            try:
+                write_private(output, text)  # a history holds every prompt and answer
+            except OSError as e:
+                raise CliError(f"cannot write {output}: {e.strerror or e}", code=1) from e
             err.print(f"wrote {len(history.events)} events to {safe(output)}")
         return 0
 

@@ -76,6 +76,21 @@ def test_private_writes_tighten_existing_files(tmp_path: Path, permissive_umask:
     assert mode(log) == 0o600
 
 
+def test_private_writes_leave_what_is_not_a_regular_file_alone(tmp_path: Path):
+    """`export -o PATH` to a pipe or a device writes to it and leaves its mode: run as root,
+    `export RUN -o /dev/null` made `/dev/null` owner-only for every other user."""
+    pipe = tmp_path / "pipe"
+    os.mkfifo(pipe)
+    os.chmod(pipe, 0o666)
+    reader = os.open(pipe, os.O_RDONLY | os.O_NONBLOCK)  # the writer's open needs a reader
+    try:
+        write_private(pipe, "history")
+        assert os.read(reader, 100) == b"history"
+    finally:
+        os.close(reader)
+    assert mode(pipe) == 0o666
+
+
 async def test_with_embedded_postgres_others_may_pass_through_but_not_look(
     tmp_path: Path, permissive_umask: None
 ):

@@ -420,6 +420,13 @@ async def worker_cli(
         ),
         "debrief-agent-entity": (["debrief", entity], 1, entity),
         "rerun-agent-entity": (["rerun", entity], 1, entity),
+        "export-to-missing-directory": (
+            ["export", completed.run_id, "-o", str(workdir / "missing" / "run.json")], 1,
+            "cannot write",
+        ),
+        "export-to-a-directory": (
+            ["export", completed.run_id, "-o", str(workdir)], 1, "Is a directory"
+        ),
     }  # fmt: skip
     before = await table_contents(database_url)
     # A few at a time, each with the CLI cases' limit: eleven CLI processes starting at once
@@ -446,6 +453,7 @@ WORKER_CLI_IDS = [
     "chat-empty-message", "chat-blank-message", "chat-over-long-message", "chat-bad-session-id",
     "chat-sql-session-id", "session-end-bad-id", "session-repl-bad-id", "rerun-completed-run",
     "debrief-failed-run", "debrief-agent-entity", "rerun-agent-entity",
+    "export-to-missing-directory", "export-to-a-directory",
 ]  # fmt: skip
 
 
