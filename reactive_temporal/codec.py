@@ -43,7 +43,11 @@ from temporalio.converter import (
     PayloadCodec,
 )
 
-from reactive_temporal.payloads import REFUSED_ENCODING, ProjectPayloadConverter
+from reactive_temporal.payloads import (
+    REFUSED_ENCODING,
+    PlaintextPayloadError,
+    ProjectPayloadConverter,
+)
 
 ENV_VAR = "REACTIVE_TEMPORAL_ENCRYPTION_KEYS"
 REQUIRED_ENV_VAR = "REACTIVE_TEMPORAL_ENCRYPTION_REQUIRED"
@@ -56,6 +60,24 @@ _KEY_ID = re.compile(r"^[A-Za-z0-9_.\-]+$")
 
 class DecryptionError(Exception):
     """An encrypted payload could not be decrypted; the message names the key id and why."""
+
+
+def unreadable_payload(err: BaseException) -> str | None:
+    """Why a payload could not be read, when that is what `err` (or what caused it) says: a
+    key missing or wrong, no key at all, plaintext refused; None for any other error."""
+    seen: BaseException | None = err
+    for _ in range(20):  # a cause chain is short; a cycle must not hang the caller
+        if seen is None:
+            return None
+        if isinstance(seen, DecryptionError | PlaintextPayloadError):
+            return str(seen)
+        if isinstance(seen, KeyError) and ENCODING.decode() in str(seen):
+            return (
+                f"a payload is encrypted ({ENCODING.decode()}) and no key is configured: "
+                f"set {ENV_VAR}"
+            )
+        seen = seen.__cause__ or seen.__context__
+    return None
 
 
 def parse_encryption_keys(value: str) -> dict[str, bytes]:

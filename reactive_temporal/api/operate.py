@@ -34,6 +34,7 @@ from temporalio.worker import Replayer
 
 from reactive_temporal import search_attributes as sa
 from reactive_temporal.api.results import result_of
+from reactive_temporal.codec import unreadable_payload
 from reactive_temporal.contracts import names
 from reactive_temporal.contracts.debrief import AgentDebrief
 from reactive_temporal.contracts.result import AgentResult
@@ -58,6 +59,9 @@ class RunSummary(BaseModel):
     started_at: datetime
     closed_at: datetime | None
     task: str | None
+    unreadable: str | None = None
+    """Why the run's task cannot be shown: its memo is encrypted with a key this client does
+    not have (or arrived unencrypted where encryption is required)."""
 
 
 def quote_literal(value: str) -> str:
@@ -93,7 +97,13 @@ async def list_runs(client: Client, query: str, limit: int = 20) -> list[RunSumm
     runs: list[RunSummary] = []
     async for wf in client.list_workflows(query, limit=limit):
         attrs = wf.typed_search_attributes
-        task = (await wf.memo()).get(names.TASK_MEMO)
+        unreadable = None
+        try:
+            task = (await wf.memo()).get(names.TASK_MEMO)
+        except Exception as err:  # one run this client cannot decode hid every run
+            if (unreadable := unreadable_payload(err)) is None:
+                raise
+            task = None
         runs.append(
             RunSummary(
                 run_id=wf.id,
@@ -107,6 +117,7 @@ async def list_runs(client: Client, query: str, limit: int = 20) -> list[RunSumm
                 started_at=wf.start_time,
                 closed_at=wf.close_time,
                 task=task if isinstance(task, str) else None,
+                unreadable=unreadable,
             )
         )
     return runs
@@ -194,6 +205,8 @@ class ReplayReport:
     error: str | None = None
     event_id: int | None = None
     """The history event the current code disagreed with, when the error names one."""
+    unreadable: bool = False
+    """The history's payloads could not be read (an encryption key): not the code's fault."""
 
 
 _EVENT_ID = re.compile(r"(?:HistoryEvent\(id|event[_ ]?id|event)\W{0,3}(\d+)", re.IGNORECASE)
@@ -237,12 +250,31 @@ def load_history_file(path: Path, workflow_id: str | None = None) -> WorkflowHis
         raise ValueError(f"{path} is not a Temporal history JSON: {err}") from err
 
 
+async def unreadable_history(history: WorkflowHistory, replayer: Replayer) -> str | None:
+    """Why the replayer's converter cannot read the history's input (a key missing or
+    wrong, plaintext refused), or None: a replay that fails on that fails before any code
+    runs, and its failure says only "Encoded failure"."""
+    converter = replayer.config().get("data_converter")
+    if converter is None or not history.events:
+        return None
+    started = history.events[0].workflow_execution_started_event_attributes
+    try:
+        await converter.decode(list(started.input.payloads))
+    except Exception as err:
+        return unreadable_payload(err)
+    return None
+
+
 async def replay(history: WorkflowHistory, replayer: Replayer) -> ReplayReport:
     """Replay a history against the workflows this process has; never raises on a mismatch."""
     result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
     failure = result.replay_failure
     if failure is None:
         return ReplayReport(history.workflow_id, True, len(history.events))
+    if (problem := await unreadable_history(history, replayer)) is not None:
+        return ReplayReport(
+            history.workflow_id, False, len(history.events), error=problem, unreadable=True
+        )
     message = str(failure)
     match = _EVENT_ID.search(message)
     return ReplayReport(

@@ -11,10 +11,12 @@ from collections.abc import Awaitable, Callable
 from pydantic import ValidationError
 from pydantic_settings import SettingsError
 from rich.console import Console
+from temporalio.service import RPCError
 
 from reactive_temporal.api.agents import Agent
 from reactive_temporal.api.builder import AgentBuilder
 from reactive_temporal.cli.terminal import safe
+from reactive_temporal.codec import unreadable_payload
 from reactive_temporal.config import Settings, load_settings, settings_error_message
 from reactive_temporal.connection import ConnectionConfigError
 from reactive_temporal.embedded.stack import StackError
@@ -47,9 +49,28 @@ def finish(code: int) -> None:
     os._exit(code)
 
 
+def known_failure(e: BaseException) -> CliError | None:
+    """An error no command caught that still has a one-line cause for the user: a payload
+    that cannot be read (an encryption key missing or wrong) or a request the Temporal server
+    refused (a namespace that does not exist, a permission); None for anything else."""
+    if (problem := unreadable_payload(e)) is not None:
+        return CliError(f"cannot read a payload: {problem}", code=1)
+    seen: BaseException | None = e
+    for _ in range(20):
+        if isinstance(seen, RPCError):
+            return CliError(f"the Temporal server refused the request: {seen.message}", code=1)
+        seen = None if seen is None else seen.__cause__ or seen.__context__
+    return None
+
+
 def run_command(coro: Callable[[], Awaitable[int]], *, as_json: bool = False) -> None:
     try:
-        code: int = asyncio.run(coro())  # type: ignore[arg-type]
+        try:
+            code: int = asyncio.run(coro())  # type: ignore[arg-type]
+        except Exception as e:
+            if (known := known_failure(e)) is None:
+                raise
+            raise known from e
     except CliError as e:
         code = e.code
         if as_json:

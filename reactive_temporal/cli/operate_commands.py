@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 from typing import Annotated
 
@@ -73,6 +74,13 @@ def runs(
             print(json.dumps({"query": query, "runs": [r.model_dump(mode="json") for r in found]}))
             return 0
         out.print(runs_view(found, out.width))
+        unreadable = [r for r in found if r.unreadable]
+        if unreadable:
+            err.print(
+                f"[yellow]{len(unreadable)} of these runs' tasks cannot be shown:[/] "
+                f"{safe(unreadable[0].unreadable)}",
+                soft_wrap=True,
+            )
         if not found:
             err.print(f"[dim]no runs match {safe(query)}[/]")
         return 0
@@ -180,7 +188,7 @@ def replay_command(
         else:
             _print_replay(report)
             if not report.ok:
-                err.print(PATCH_HINT)
+                err.print(KEY_HINT if report.unreadable else PATCH_HINT)
         return 0 if report.ok else 1
 
     run_command(main, as_json=as_json)
@@ -189,6 +197,10 @@ def replay_command(
 PATCH_HINT = (
     "[dim]The code changed a decision old runs already made: guard the change with "
     "workflow.patched() (see README, 'Changing workflow code').[/]"
+)
+KEY_HINT = (
+    "[dim]Its payloads could not be read: this is about the encryption keys "
+    "(REACTIVE_TEMPORAL_ENCRYPTION_KEYS), not the code.[/]"
 )
 
 
@@ -207,6 +219,9 @@ def _replayer(converter: DataConverter) -> Replayer:
     modules are about a second of the start of every command, which most do not need)."""
     from reactive_temporal.hosting.worker_factory import WORKFLOWS
 
+    # the command reports every history that fails, in a line: the SDK also logged each one
+    # that could not be decoded with a traceback (this process only replays)
+    logging.getLogger("temporalio.worker._workflow").setLevel(logging.CRITICAL)
     return quiet_replayer(WORKFLOWS, converter)
 
 
@@ -242,7 +257,11 @@ async def _replay_batch(recent: int, agent: str | None, query: str | None, as_js
         f"[red]{len(batch.failed)} of {len(batch.replays)} histories fail to replay:[/] "
         + ", ".join(safe(f) for f in batch.failed)
     )
-    err.print(PATCH_HINT)
+    failed = [r for r in batch.replays if not r.ok]
+    if any(r.unreadable for r in failed):
+        err.print(KEY_HINT)
+    if any(not r.unreadable for r in failed):
+        err.print(PATCH_HINT)
     return 1
 
 

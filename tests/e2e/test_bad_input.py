@@ -289,6 +289,12 @@ CLI_CASES: list[tuple[str, list[str], dict[str, str], int, str]] = [
      "no run with id 'run-nope-123'"),
     ("watch-unknown", ["watch", "run-nope-123", "--json"], LIVE, 1,
      "no run with id 'run-nope-123'"),
+    # a namespace the server does not have: a traceback (RPCError) from most commands
+    ("namespace-unknown-runs", ["runs", "--json"],
+     {**LIVE, "TEMPORAL_NAMESPACE": "no-such-namespace"}, 1,
+     "the Temporal server refused the request: Namespace no-such-namespace is not found"),
+    ("namespace-unknown-run", ["run", "hi"], {**LIVE, "TEMPORAL_NAMESPACE": "no-such-namespace"},
+     1, "Namespace no-such-namespace is not found"),
 ]  # fmt: skip
 
 

@@ -8,6 +8,7 @@ import base64
 import json
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -28,6 +29,7 @@ from reactive_temporal.embedded.codec_server import DEFAULT_ORIGIN, CodecServer
 from reactive_temporal.embedded.scripted_llm import Reply, ScriptedLLM
 from reactive_temporal.embedded.stack import temporal_binary
 from reactive_temporal.hosting.runtime import Runtime
+from tests.processes import clean_env, starter
 from tests.workflow.conftest import running_worker
 
 pytestmark = pytest.mark.workflow
@@ -139,6 +141,44 @@ async def temporal_cli(*args: str) -> str:
     stdout, stderr = await process.communicate()
     assert process.returncode == 0, stderr.decode()
     return stdout.decode()
+
+
+async def test_the_cli_without_the_key_says_so_in_one_line(
+    encrypted: tuple[Client, str],
+    temporal_address: str,
+    database_url: str,
+    llm: ScriptedLLM,
+    model_name: str,
+    tmp_path: Path,
+):
+    """A client with another key, or none: each command printed a traceback; `runs` showed
+    no run at all (one it could not decode hid them all) and `replay` blamed the code."""
+    client, task_queue = encrypted
+    llm.script(model_name, [Reply("FINAL ANSWER: quokka")])
+    agent = Agent(
+        AgentConfig(agent_id=f"enc-{uuid.uuid4().hex[:8]}", model=model_name, memory=False),
+        Runtime(client, task_queue, offline_model=False),
+    )
+    result = await agent.run("Say quokka.")
+    base = {"TEMPORAL_ADDRESS": temporal_address, "DATABASE_URL": database_url}
+    other_key = clean_env(**base, REACTIVE_TEMPORAL_ENCRYPTION_KEYS=generate_key_string("k3"))
+    no_key = clean_env(**base)
+
+    listed = starter("runs", "--agent", agent.name, "--json", env=other_key, cwd=tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    [run] = json.loads(listed.stdout)["runs"]
+    assert run["run_id"] == result.run_id and run["task"] is None
+    assert "key id 'k2', which is not among the configured keys (k3)" in run["unreadable"]
+    shown = starter("runs", "--agent", agent.name, env=no_key, cwd=tmp_path)
+    assert shown.returncode == 0 and result.run_id in shown.stdout, shown.stderr
+    assert "tasks cannot be shown" in shown.stderr and "no key is configured" in shown.stderr
+
+    debrief = starter("debrief", result.run_id, env=other_key, cwd=tmp_path)
+    assert debrief.returncode == 1 and "Traceback" not in debrief.stderr, debrief.stderr
+    assert "cannot read a payload: payload was encrypted with key id" in debrief.stderr
+    replayed = starter("replay", result.run_id, env=other_key, cwd=tmp_path)
+    assert replayed.returncode == 1 and "Traceback" not in replayed.stderr, replayed.stderr
+    assert "encryption keys" in replayed.stderr and "workflow.patched" not in replayed.stderr
 
 
 # -- the codec server ---------------------------------------------------------------------
