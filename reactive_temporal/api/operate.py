@@ -251,9 +251,11 @@ def load_history_file(path: Path, workflow_id: str | None = None) -> WorkflowHis
 
 
 async def unreadable_history(history: WorkflowHistory, replayer: Replayer) -> str | None:
-    """Why the replayer's converter cannot read the history's input (a key missing or
-    wrong, plaintext refused), or None: a replay that fails on that fails before any code
-    runs, and its failure says only "Encoded failure"."""
+    """Why the replayer's converter cannot read the history's input, or None.
+
+    A key missing or wrong, or plaintext refused: a replay that fails on that fails before
+    any workflow code runs, and its failure says only "Encoded failure".
+    """
     converter = replayer.config().get("data_converter")
     if converter is None or not history.events:
         return None
