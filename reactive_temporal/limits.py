@@ -24,6 +24,11 @@ from reactive_temporal.sanitize import clean_text, clean_value, clip
 MAX_TOOL_CALLS_PER_TURN = 16
 """Tool calls one model turn may make; more are refused as observations (one turn that
 fanned out to hundreds of activities is a known failure of comparable projects)."""
+MAX_TOOL_CALLS_KEPT = 4 * MAX_TOOL_CALLS_PER_TURN
+"""Tool calls of one reply kept at all (those past MAX_TOOL_CALLS_PER_TURN to be refused one
+by one); the rest are dropped where the reply enters. A reply of 9,000 calls kept every one
+as a stub, their names and ids alone past the reply's byte budget, and bounding it never
+ended: the worker's event loop spun there for good."""
 TOOL_ARGUMENTS_MAX_CHARS = 64_000
 """One tool call's arguments (JSON text); beyond it the call is refused."""
 ANSWER_MAX_CHARS = 100_000
@@ -138,10 +143,10 @@ def bound_reply(
     """A model's reply within the limits: the text clipped (head and tail kept), calls' names
     and ids clipped past TOOL_CALL_NAME_MAX_CHARS, every call over its own limit or past the
     reply's totals marked `oversized` (arguments dropped), and calls past
-    MAX_TOOL_CALLS_PER_TURN stripped of their arguments too (they will not run).
-    A reply within the limits comes back unchanged, but for lone surrogates (U+FFFD: they
-    cannot be encoded anywhere downstream)."""
-    calls = [_named_within_bounds(c) for c in clean_value(list(calls))]
+    MAX_TOOL_CALLS_PER_TURN stripped of their arguments too (they will not run), calls past
+    MAX_TOOL_CALLS_KEPT dropped. A reply within the limits comes back unchanged, but for lone
+    surrogates (U+FFFD: they cannot be encoded anywhere downstream)."""
+    calls = [_named_within_bounds(c) for c in clean_value(list(calls[:MAX_TOOL_CALLS_KEPT]))]
     if content is not None:
         content = clip(clean_text(content), REPLY_CONTENT_MAX_CHARS)
     bounded: list[ToolCall] = []
@@ -158,8 +163,12 @@ def bound_reply(
             bounded.append(call)
     while len(to_json([content, [c.model_dump() for c in bounded]])) > REPLY_MAX_BYTES:
         largest = max(range(len(bounded)), key=lambda i: len(bounded[i].arguments), default=None)
-        if largest is None or len(bounded[largest].arguments) <= 2:
-            content = clip(content or "", len(content or "") // 2)
-            continue
-        bounded[largest] = _refused(bounded[largest])
+        if largest is not None and len(bounded[largest].arguments) > 2:
+            bounded[largest] = _refused(bounded[largest])
+        elif content:
+            content = clip(content, len(content) // 2)
+        elif bounded:  # names and ids alone: not within the caps above, but never a loop
+            bounded.pop()
+        else:
+            break
     return content, bounded

@@ -13,8 +13,15 @@ import re
 from typing import Any
 
 from reactive_temporal.contracts.run import RationaleDetail
+from reactive_temporal.limits import MAX_TOOL_CALLS_KEPT
 
 WHY_MAX_CHARS = 280
+REFS_MAX = 8
+REF_MAX_CHARS = 200
+"""A rationale's refs, and each ref's characters: they travel in the step's result, the run's
+state and its debrief (twice), so a model's 600 KB ref made a result no workflow could return."""
+BLOCKS_MAX = MAX_TOOL_CALLS_KEPT
+"""Blocks read from one reply: one per call, and a reply keeps no more calls."""
 _BLOCK = re.compile(
     r"<rationale(?:\s+call\s*=\s*[\"']?(\d+)[\"']?)?\s*>([\s\S]*?)</rationale>", re.IGNORECASE
 )
@@ -47,7 +54,9 @@ def extract_rationale(value: Any) -> RationaleDetail | None:
     confidence = value.get("confidence")
     return RationaleDetail(
         why=why.strip()[:WHY_MAX_CHARS],
-        refs=refs if isinstance(refs, list) and all(isinstance(r, str) for r in refs) else None,
+        refs=[r[:REF_MAX_CHARS] for r in refs[:REFS_MAX]]
+        if isinstance(refs, list) and all(isinstance(r, str) for r in refs)
+        else None,
         confidence=float(confidence)
         if isinstance(confidence, int | float)
         and not isinstance(confidence, bool)
@@ -60,13 +69,18 @@ def parse_rationale_blocks(text: str | None) -> dict[int, RationaleDetail]:
     """Blocks by 1-based call position; malformed ones are skipped, never raised."""
     found: dict[int, RationaleDetail] = {}
     for sequence, match in enumerate(_BLOCK.finditer(text or ""), start=1):
+        if sequence > BLOCKS_MAX:
+            break
         rationale = extract_rationale(_lenient_json(match.group(2)))
         if rationale is None:
             continue
-        key = int(match.group(1)) if match.group(1) else sequence
+        named = match.group(1)
+        # past 4,300 digits int() raises: a long number names no call of a kept reply anyway
+        key = (int(named) if len(named) <= 6 else BLOCKS_MAX + 1) if named else sequence
         while key in found:
             key += 1
-        found[key] = rationale
+        if key <= BLOCKS_MAX:  # a block for a call no reply keeps is no call's rationale
+            found[key] = rationale
     return found
 
 

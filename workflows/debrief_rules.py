@@ -39,6 +39,9 @@ _NO_OUTPUT_SUMMARY: dict[str, str] = {
 }
 
 
+MAX_DEBRIEF_RATIONALE = 100
+"""Rationale entries (audit mode) a debrief carries, the latest: each is in the run's result
+twice (the debrief and its markdown), and a run of many calls would fill it."""
 MAX_DEBRIEF_ERRORS = 50
 """Distinct errors a debrief carries at most (a long run's failures would fill its input)."""
 MAX_TOOL_STATS = 64
@@ -76,7 +79,7 @@ def collect_debrief_input(
         ),
         final_output=result.output.strip() or None,
         output_format=result.format,
-        rationale=list(rationale),
+        rationale=list(rationale[-MAX_DEBRIEF_RATIONALE:]),
         stop_note=result.error if result.terminated_by in STOP_ENDINGS else None,
         approvals=list(approvals),
     )

@@ -10,6 +10,7 @@ from pydantic_core import to_json
 from reactive_temporal.contracts.run import ToolCall
 from reactive_temporal.limits import (
     ANSWER_MAX_CHARS,
+    MAX_TOOL_CALLS_KEPT,
     MAX_TOOL_CALLS_PER_TURN,
     REPLY_CONTENT_MAX_CHARS,
     REPLY_MAX_BYTES,
@@ -177,3 +178,14 @@ def test_a_new_made_up_tool_name_on_every_call_keeps_the_carried_state_small():
     assert len(debrief_stats) == MAX_TOOL_STATS
     few = merge_tool_stats(tool_stats(carried.tool_calls[:3]))
     assert OTHER_TOOLS not in [s.name for s in few]  # under the cap: every tool by name
+
+
+def test_a_reply_of_thousands_of_calls_is_bounded_at_once():
+    """9,000 calls with ids as long as they may be: bounding the reply never ended (the
+    worker's event loop spun on it, and every retry asked the model for the same reply)."""
+    many = [ToolCall(id=f"{i:0128d}", name="n" * 128, arguments="{}") for i in range(9_000)]
+    content, bounded = bound_reply("", many)
+    assert len(bounded) == MAX_TOOL_CALLS_KEPT and bounded[0] == many[0]
+    assert len(to_json([content, [c.model_dump() for c in bounded]])) <= REPLY_MAX_BYTES
+    run, refused = admitted_tool_calls(bounded)
+    assert len(run) == MAX_TOOL_CALLS_PER_TURN and len(refused) == len(bounded) - len(run)

@@ -14,6 +14,9 @@ from reactive_temporal.contracts.debrief import (
 from reactive_temporal.contracts.run import FinalAnswerCapture, RationaleDetail
 from reactive_temporal.prompts import synthesis_prompt
 from reactive_temporal.rationale import (
+    BLOCKS_MAX,
+    REF_MAX_CHARS,
+    REFS_MAX,
     extract_rationale,
     parse_rationale_blocks,
     strip_rationale_blocks,
@@ -147,3 +150,32 @@ def test_strip_removes_blocks_and_orphans_but_keeps_prose():
         "use <b>bold</b> and <rationales>"
     )
     assert parse_rationale_blocks(text)[1].why == "x"  # the parser still reads the original
+
+
+def test_a_reply_s_rationale_is_bounded_where_it_enters():
+    """A 600 KB ref, thousands of blocks, a call number of 5,000 digits: the step's result
+    went past the payload limit (the run's last task failed for good), or int() raised."""
+    big = json.dumps({"why": "w", "refs": ["r" * 600_000] * 20})
+    blocks = parse_rationale_blocks(f'<rationale call="1">{big}</rationale>')
+    assert blocks[1].refs == ["r" * REF_MAX_CHARS] * REFS_MAX
+    many = '<rationale>{"why": "a"}</rationale>' * 10_000
+    assert list(parse_rationale_blocks(many)) == list(range(1, BLOCKS_MAX + 1))
+    huge_number = f'<rationale call="{"9" * 5_000}">{{"why": "a"}}</rationale>'
+    assert parse_rationale_blocks(huge_number + '<rationale>{"why": "b"}</rationale>') == {
+        2: RationaleDetail(why="b")
+    }
+
+
+def test_a_debrief_carries_the_latest_rationale_only():
+    from reactive_temporal.contracts.debrief import RationaleEntry
+    from reactive_temporal.contracts.result import AgentResult
+    from workflows.debrief_rules import MAX_DEBRIEF_RATIONALE, collect_debrief_input
+
+    entries = [
+        RationaleEntry(iteration=i, rationale=RationaleDetail(why=str(i))) for i in range(500)
+    ]
+    result = AgentResult(
+        output="x", success=True, run_id="r", agent_id="a", terminated_by="end_turn"
+    )
+    kept = collect_debrief_input(result, "task", [], entries).rationale
+    assert kept == entries[-MAX_DEBRIEF_RATIONALE:]
