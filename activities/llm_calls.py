@@ -27,8 +27,10 @@ go through `LlmEndpoint.complete`:
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import functools
+import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import timedelta
@@ -126,6 +128,8 @@ def retry_delay(headers: Any) -> timedelta | None:
             seconds = float(value) * scale
         except ValueError:
             continue  # an HTTP date: let the retry policy's backoff decide
+        if math.isnan(seconds):
+            continue  # `nan`: no wait at all (timedelta refused it, and the step failed)
         return timedelta(seconds=min(max(seconds, 0.0), MAX_RETRY_DELAY_SECONDS))
     return None
 
@@ -166,6 +170,25 @@ def llm_errors(max_attempts: int | None = None) -> Iterator[None]:
             type="LlmConnectionError",
             non_retryable=last,
         ) from err
+    except TimeoutError as err:
+        raise ApplicationError(
+            "LLM endpoint did not finish its reply in time"
+            f"{' (attempts exhausted)' if last else ''}",
+            type="LlmConnectionError",
+            non_retryable=last,
+        ) from err
+    except ApplicationError:
+        raise
+    except Exception as err:
+        # A reply the client could not read (a page of HTML, an error object mid-stream, a
+        # shape it does not know) is the model failing too: counted against its attempts,
+        # where it was retried as an outage, 20 billed calls more.
+        raise ApplicationError(
+            f"LLM endpoint sent a reply that could not be read: {type(err).__name__}: "
+            f"{str(err)[:300]}{' (attempts exhausted)' if last else ''}",
+            type="LlmBadReply",
+            non_retryable=last,
+        ) from None  # not chained: its text may hold the whole body
 
 
 def client_timeout(activity_timeout: timedelta) -> float:
@@ -175,15 +198,21 @@ def client_timeout(activity_timeout: timedelta) -> float:
     return max(seconds - 2, seconds * 0.8)
 
 
+def _count(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
 def usage_of(response: ChatCompletion) -> Usage:
-    """The call's token usage (zero when the endpoint reports none)."""
-    if response.usage is None:
+    """The call's token usage: zero for what the endpoint does not report, or reports in a
+    shape of its own (a reply whose usage lacked a field was thrown away and bought again)."""
+    usage = getattr(response, "usage", None)
+    if usage is None:
         return Usage()
-    details = response.usage.completion_tokens_details
+    details = getattr(usage, "completion_tokens_details", None)
     return Usage(
-        prompt_tokens=response.usage.prompt_tokens,
-        completion_tokens=response.usage.completion_tokens,
-        reasoning_tokens=(details.reasoning_tokens or 0) if details is not None else 0,
+        prompt_tokens=_count(getattr(usage, "prompt_tokens", 0)),
+        completion_tokens=_count(getattr(usage, "completion_tokens", 0)),
+        reasoning_tokens=_count(getattr(details, "reasoning_tokens", 0)),
     )
 
 
@@ -258,16 +287,21 @@ class LlmEndpoint:
             observed.sent(request)
             if on_text is not None:
                 on_text = _also(observed.streamed, on_text)
+            deadline = client_timeout(timeout)
             with llm_errors(max_attempts):
                 async with heartbeating():
                     try:
-                        response = await self._send_adapted(
-                            request, client_timeout(timeout), on_text
-                        )
-                    except openai.APITimeoutError:
+                        # the whole reply, however it trickles: the transport's timeout is
+                        # per read, and a token a second kept a call going past the
+                        # activity's timeout (retried as an outage, two calls at once)
+                        async with asyncio.timeout(deadline):
+                            response = await self._send_adapted(request, deadline, on_text)
+                    except (openai.APITimeoutError, TimeoutError):
                         observed.timed_out = True  # the endpoint may have answered it in full
                         raise
-            usage = usage_of(response)
+                if not isinstance(response, ChatCompletion):  # a 200 that is not JSON
+                    raise ValueError(f"not a chat completion: {str(response)[:200]!r}")
+                usage = usage_of(response)
             cost = cost_of(model, usage.prompt_tokens, usage.completion_tokens, self.prices)
             observed.succeeded(
                 input_tokens=usage.prompt_tokens,
@@ -290,7 +324,12 @@ class LlmEndpoint:
                 if stream and on_text is not None:
                     return await self._stream(body, http_timeout, on_text)
                 return await self._send(body, http_timeout)
-            except openai.BadRequestError as err:
+            except openai.APIStatusError as err:
+                if not isinstance(err, openai.BadRequestError):
+                    # a 413 may be the context window too (`read_context_overflow`)
+                    if err.status_code == 413:
+                        self._raise_if_overflow(model, err)
+                    raise
                 if stream and read_rejection(err.body, STREAM_PARAMS) is not None:
                     self.no_streaming.add(model)
                     activity.logger.warning(
@@ -300,11 +339,7 @@ class LlmEndpoint:
                         str(err.message)[:200],
                     )
                     continue
-                overflow = read_context_overflow(err.body)
-                if overflow is not None:
-                    if overflow.limit is not None:
-                        self.quirks.learn_context(model, overflow.limit)
-                    raise ContextWindowExceeded(model, str(err.message), overflow.limit) from err
+                self._raise_if_overflow(model, err)
                 rejection = read_rejection(err.body, body.keys())
                 if rejection is None or learned == MAX_LEARNED_PER_CALL:
                     raise
@@ -318,6 +353,15 @@ class LlmEndpoint:
                     str(err.message)[:200],
                 )
         raise AssertionError("unreachable")  # the loop returns or raises
+
+    def _raise_if_overflow(self, model: str, err: openai.APIStatusError) -> None:
+        """ContextWindowExceeded when the refusal says the request was too long (the window
+        learned when it names one)."""
+        overflow = read_context_overflow(err.body)
+        if overflow is not None:
+            if overflow.limit is not None:
+                self.quirks.learn_context(model, overflow.limit)
+            raise ContextWindowExceeded(model, str(err.message), overflow.limit) from err
 
     async def _send(self, body: dict[str, Any], http_timeout: float) -> ChatCompletion:
         """One HTTP call, the request as it is."""

@@ -184,7 +184,12 @@ class LlmActivities:
         if not response.choices:
             if text is not None:
                 await self.events.try_append(input.run_id, text.last)
-            raise ApplicationError("LLM answered with no choices", type="LlmEmptyResponse")
+            last = input.max_attempts is not None and activity.info().attempt >= input.max_attempts
+            raise ApplicationError(  # the model failing: counted against its attempts
+                f"LLM answered with no choices{' (attempts exhausted)' if last else ''}",
+                type="LlmEmptyResponse",
+                non_retryable=last,
+            )
         choice = response.choices[0]
         real_names = {wire_name(n): n for n in input.tool_names}
         calls = [

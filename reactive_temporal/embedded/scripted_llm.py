@@ -50,6 +50,7 @@ from reactive_temporal.embedded.openai_wire import (
 from reactive_temporal.embedded.scripted_replies import (
     Drop,
     HttpError,
+    Raw,
     Reply,
     Responder,
     Script,
@@ -62,6 +63,7 @@ __all__ = [
     "Drop",
     "Endpoint",
     "HttpError",
+    "Raw",
     "Reply",
     "ScriptedCall",
     "ScriptedLLM",
@@ -186,6 +188,9 @@ def _handler_for(llm: ScriptedLLM) -> type[BaseHTTPRequestHandler]:
                 self.close_connection = True
                 self.connection.shutdown(2)
                 return
+            if isinstance(step, Raw):
+                self._raw(step)
+                return
             if isinstance(step, HttpError):
                 body = step.body or {
                     "error": {"message": step.message, "type": "scripted", "code": step.status}
@@ -238,6 +243,20 @@ def _handler_for(llm: ScriptedLLM) -> type[BaseHTTPRequestHandler]:
                 self._write_chunk(b"")
             except (BrokenPipeError, ConnectionResetError):
                 pass  # the client gave up (cancelled or timed out) mid-stream
+
+        def _raw(self, raw: Raw) -> None:
+            try:
+                self.send_response(raw.status)
+                self.send_header("content-type", raw.content_type)
+                self.send_header("transfer-encoding", "chunked")
+                self.end_headers()
+                for number, part in enumerate(raw.parts):
+                    if number and raw.part_delay:
+                        time.sleep(raw.part_delay)
+                    self._write_chunk(part)
+                self._write_chunk(b"")
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the client gave up
 
         def _write_chunk(self, data: bytes) -> None:
             self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")

@@ -63,7 +63,19 @@ class Drop:
     """Close the connection without answering."""
 
 
-Step = Reply | HttpError | Drop
+@dataclass
+class Raw:
+    """An answer written as bytes, whatever they are (an HTML page with status 200, a stream
+    with an error object in it, one that trickles forever): `parts` in one chunked response,
+    `part_delay` seconds apart."""
+
+    parts: list[bytes]
+    status: int = 200
+    content_type: str = "text/event-stream"
+    part_delay: float = 0.0
+
+
+Step = Reply | HttpError | Drop | Raw
 Responder = Callable[[dict[str, Any]], Step]
 
 

@@ -9,7 +9,19 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from reactive_temporal.embedded.scripted_llm import Drop, HttpError, Reply, ScriptedLLM, Step, call
+from activities.llm_calls import ContextWindowExceeded, LlmEndpoint, chat_request
+from reactive_temporal.config import Settings
+from reactive_temporal.embedded.scripted_llm import (
+    Drop,
+    HttpError,
+    Raw,
+    Reply,
+    ScriptedLLM,
+    Step,
+    call,
+)
+from reactive_temporal.hosting.worker_factory import llm_client
+from tests.support.steps import attempt
 from tests.workflow.conftest import Harness
 
 pytestmark = [pytest.mark.faults, pytest.mark.workflow]
@@ -109,3 +121,77 @@ async def test_a_reply_broken_off_counts_against_the_llm_attempts(
     assert result.terminated_by == "llm_error", result
     assert len(llm.requests[model_name]) == 2
     assert result.error is not None and "LlmConnectionError" in result.error
+
+
+def sse(*events: object) -> list[bytes]:
+    return [f"data: {json.dumps(e)}\n\n".encode() for e in events]
+
+
+TEXT = {"choices": [{"index": 0, "delta": {"role": "assistant", "content": "Half an answer"}}]}
+UNREADABLE = {
+    "a page of HTML with status 200": Raw([b"<html>Bad gateway</html>"], content_type="text/html"),
+    "an error object mid-stream": Raw(sse(TEXT, {"error": {"message": "overloaded"}})),
+    "a line that is not JSON": Raw([*sse(TEXT), b"data: {not json\n\n"]),
+    "no choices": Raw([*sse({"choices": []}), b"data: [DONE]\n\n"]),
+    "a token a second, forever": Raw(sse(TEXT) * 60, part_delay=0.5),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", list(UNREADABLE))
+async def test_a_reply_that_cannot_be_read_counts_against_the_llm_attempts(
+    name: str, harness: Harness, llm: ScriptedLLM, model_name: str
+):
+    """Each is the model failing: `llm_max_attempts` billed calls, then `llm_error`. They were
+    retried as outages, up to 22 calls over 8.5 minutes (the trickle: past the activity's
+    timeout, the transport's being per read, with two calls at once)."""
+    llm.script(model_name, [UNREADABLE[name]], repeat_last=True)
+    result = await asyncio.wait_for(
+        harness.run(
+            model_name, "What is 6*7?", llm_max_attempts=2, llm_timeout_seconds=4, memory=False
+        ),
+        timeout=50,
+    )
+    assert result.terminated_by == "llm_error", result
+    assert len(llm.requests[model_name]) == 2
+
+
+async def test_a_reply_whose_usage_is_in_another_shape_is_kept(
+    harness: Harness, llm: ScriptedLLM, model_name: str
+):
+    """A whole, good reply whose usage lacks `completion_tokens`: it was thrown away (and
+    bought again, up to 22 times); now its answer stands and its usage counts what it says."""
+    done = {
+        "choices": [{"index": 0, "delta": {"content": "FINAL ANSWER: 42"}, "finish_reason": "stop"}]
+    }
+    usage = {"choices": [], "usage": {"prompt_tokens": 12, "total_tokens": 12}}
+    llm.script(model_name, [Raw([*sse(done, usage), b"data: [DONE]\n\n"])])
+    result = await asyncio.wait_for(harness.run(model_name, "What is 6*7?", memory=False), 50)
+    assert (result.terminated_by, result.output) == ("final_answer", "42")
+    assert result.metadata.prompt_tokens == 12 and result.metadata.completion_tokens == 0
+    assert len(llm.requests[model_name]) == 1
+
+
+async def test_a_413_naming_the_context_window_is_an_overflow(
+    settings: Settings, llm: ScriptedLLM, model_name: str
+):
+    """Some endpoints refuse a request too long for the model with 413, not 400: the step
+    compacts and goes again, where the run ended `llm_error`."""
+    overflow = {
+        "error": {
+            "message": "This model's maximum context length is 300 tokens. However, your "
+            "messages resulted in 900 tokens.",
+            "type": "invalid_request_error",
+            "param": "messages",
+            "code": "context_length_exceeded",
+        }
+    }
+    llm.script(model_name, [HttpError(413, body=overflow)])
+    endpoint = LlmEndpoint(llm_client(settings, llm.base_url))
+    request = chat_request(model_name, [{"role": "user", "content": "hi"}])
+    try:
+        with pytest.raises(ContextWindowExceeded) as refused:
+            await attempt(1).run(endpoint.complete, request, max_attempts=2)
+    finally:
+        await endpoint.close()
+    assert refused.value.limit == 300
+    assert endpoint.capabilities(model_name).context_tokens == 300  # learned, as from a 400
