@@ -67,6 +67,8 @@ def run_command(coro: Callable[[], Awaitable[int]], *, as_json: bool = False) ->
     try:
         try:
             code: int = asyncio.run(coro())  # type: ignore[arg-type]
+        except CliError:
+            raise  # the command's own words (its cause may be an RPCError it read)
         except Exception as e:
             if (known := known_failure(e)) is None:
                 raise
