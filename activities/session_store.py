@@ -84,7 +84,9 @@ class SessionStore:
             if window is not None:
                 offset, max_bytes = max(0, total - window[0]), None
             await cur.execute(
-                "SELECT role, content, sent_at, octet_length(content) AS size FROM chat_messages"
+                # sized as JSON, as the page travels: a control character is six bytes there
+                "SELECT role, content, sent_at, octet_length(to_json(content)::text) AS size"
+                " FROM chat_messages"
                 " WHERE agent_id = %s AND session_id = %s AND position >= %s ORDER BY position",
                 (agent_id, session_id, offset),
             )

@@ -23,6 +23,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
+from pydantic_core import to_json
+
 from reactive_temporal.contracts.entity import AnsweredTurn, ChatReply
 
 KEEP_FOR = timedelta(minutes=2)
@@ -63,4 +65,4 @@ def recent(turns: Sequence[AnsweredTurn], now: datetime) -> list[AnsweredTurn]:
 
 def turn_bytes(turn: AnsweredTurn) -> int:
     """What a remembered reply weighs in the entity's state, about."""
-    return len(turn.reply.message.encode("utf-8", "replace")) + TURN_OVERHEAD_BYTES
+    return len(to_json(turn.reply.message)) + TURN_OVERHEAD_BYTES  # as JSON: `session_window`

@@ -34,7 +34,6 @@ with workflow.unsafe.imports_passed_through():
     from reactive_temporal.contracts import names
     from reactive_temporal.contracts.debrief import AgentDebrief
     from reactive_temporal.contracts.entity import (
-        CHAT_MESSAGE_MAX_CHARS,
         DEFAULT_SESSION,
         SESSION_ID_PATTERN,
         AgentWorkflowInput,
@@ -57,10 +56,12 @@ with workflow.unsafe.imports_passed_through():
         SessionRef,
     )
     from reactive_temporal.contracts.run import AgentConfig
+    from reactive_temporal.limits import system_prompt_problem
     from workflows.activity_options import RUN_QUERY, SESSION_LOAD, STORE
     from workflows.bugs import BUG_EXCEPTIONS
     from workflows.chat_rules import (
         build_context_summary,
+        chat_request_problem,
         route,
     )
     from workflows.entity_chat import ChatPaths
@@ -68,7 +69,6 @@ with workflow.unsafe.imports_passed_through():
     from workflows.entity_sessions import KEEP_ENDED_SESSIONS, SessionKeeper
 
 SESSION_ID = re.compile(SESSION_ID_PATTERN)
-MAX_TOOL_PATH_ITERATIONS = 50
 
 
 @workflow.defn(name=names.AGENT_WORKFLOW, failure_exception_types=BUG_EXCEPTIONS)
@@ -151,6 +151,9 @@ class AgentWorkflow(ChatPaths, Lifetime):
         (until a run that starts later brings its own)."""
         if config.agent_id != self.state.agent.agent_id:
             workflow.logger.warning("configure for %r ignored by this agent", config.agent_id)
+            return
+        if problem := system_prompt_problem(config.system_prompt):  # sent by hand: builders check
+            workflow.logger.warning("configure ignored: %s", problem)
             return
         self.state.agent = config
         self.state.agent_set_at = workflow.now()
@@ -337,24 +340,8 @@ class AgentWorkflow(ChatPaths, Lifetime):
 
     @chat.validator
     def _validate_chat(self, request: ChatRequest) -> None:
-        text = request.message.strip()
-        if not text:
-            raise ValueError("message is empty")
-        if "\x00" in request.message:
-            raise ValueError("message contains a NUL byte (\\x00), which cannot be stored")
-        if len(request.message) > CHAT_MESSAGE_MAX_CHARS:
-            raise ValueError(
-                f"message is {len(request.message)} characters; "
-                f"the limit is {CHAT_MESSAGE_MAX_CHARS}"
-            )
-        if request.max_iterations is not None and not (
-            1 <= request.max_iterations <= MAX_TOOL_PATH_ITERATIONS
-        ):
-            raise ValueError(f"max_iterations must be between 1 and {MAX_TOOL_PATH_ITERATIONS}")
-        if request.stream_id is not None and not names.is_chat_run_workflow_id(request.stream_id):
-            raise ValueError(
-                f"invalid stream_id {request.stream_id[:100]!r}: use run-<agent>-chat-<12 hex>"
-            )
+        if (problem := chat_request_problem(request)) is not None:
+            raise ValueError(problem)
         self._require_open(request.session_id)
         self._refuse_while_leaving()
 

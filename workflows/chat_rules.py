@@ -12,9 +12,15 @@ import re
 from collections.abc import Sequence
 
 from reactive_temporal import prompts
+from reactive_temporal.contracts import names
 from reactive_temporal.contracts.debrief import AgentDebrief
-from reactive_temporal.contracts.entity import ChatMessage, RoutedVia
-from reactive_temporal.limits import CHAT_CONTEXT_MAX_CHARS
+from reactive_temporal.contracts.entity import (
+    CHAT_MESSAGE_MAX_CHARS,
+    ChatMessage,
+    ChatRequest,
+    RoutedVia,
+)
+from reactive_temporal.limits import CHAT_CONTEXT_MAX_CHARS, system_prompt_problem
 from reactive_temporal.sanitize import clip
 
 CHAT_OVERRIDE_PATTERNS = (
@@ -34,7 +40,34 @@ OBSERVATION_TRUNCATE_MIN_CHARS = 100
 HISTORY_MAX_MESSAGES = 40
 HISTORY_MAX_CHARS = 8_000
 TOOL_PATH_DEFAULT_ITERATIONS = 5
+MAX_TOOL_PATH_ITERATIONS = 50
 KEEP_OBSERVATIONS = 20
+
+
+def chat_request_problem(request: ChatRequest) -> str | None:
+    """Why a chat turn is refused before the agent takes it, or None (the session's own
+    state is the entity's to check)."""
+    if not request.message.strip():
+        return "message is empty"
+    if "\x00" in request.message:
+        return "message contains a NUL byte (\\x00), which cannot be stored"
+    if len(request.message) > CHAT_MESSAGE_MAX_CHARS:
+        return (
+            f"message is {len(request.message)} characters; the limit is {CHAT_MESSAGE_MAX_CHARS}"
+        )
+    if request.max_iterations is not None and not (
+        1 <= request.max_iterations <= MAX_TOOL_PATH_ITERATIONS
+    ):
+        return f"max_iterations must be between 1 and {MAX_TOOL_PATH_ITERATIONS}"
+    # the caller's own configuration travels into the turn's activity (twice): one past the
+    # limits builders keep made an input over 2 MB, the agent's workflow task failing forever
+    if request.agent is not None and (
+        problem := system_prompt_problem(request.agent.system_prompt)
+    ):
+        return f"invalid agent configuration: {problem}"
+    if request.stream_id is not None and not names.is_chat_run_workflow_id(request.stream_id):
+        return f"invalid stream_id {request.stream_id[:100]!r}: use run-<agent>-chat-<12 hex>"
+    return None
 
 
 def requires_tools(message: str) -> bool:

@@ -142,3 +142,32 @@ async def test_hand_sent_run_finished_signals_leave_the_agent_whole(
         "AND agent_id IN (%s, %s) GROUP BY agent_id", (agent_id, other)
     )  # fmt: skip
     assert saved == [(agent_id, 4)], saved
+
+
+async def test_a_chat_turn_with_a_system_prompt_past_the_limit_is_refused(
+    adv: Harness, llm: ScriptedLLM, client: Client
+):
+    """`Agent(AgentConfig(system_prompt=…))` is public: a 1.1 MB prompt, carried twice in the
+    turn's activity input, made it 2.2 MB, and the agent's workflow task failed forever (every
+    later chat of the agent with it). The turn is refused; the agent chats on."""
+    model = llm.script(unique("big-prompt"), [Reply("fine")], repeat_last=True)
+    agent_id = unique("big-prompt")
+    await adv.agent(model, agent_id=agent_id, memory=False).chat("hello")
+    huge = adv.agent(model, agent_id=agent_id, memory=False, system_prompt="p" * 1_100_000)
+    with pytest.raises(ChatError, match="system_prompt is 1,100,000 characters; the limit is"):
+        await asyncio.wait_for(huge.chat("hello again"), 60)
+    again = await asyncio.wait_for(adv.agent(model, agent_id=agent_id, memory=False).chat("hi"), 60)
+    assert again.message == "fine"
+    await assert_no_failed_tasks(client, names.agent_workflow_id(agent_id))
+
+
+async def test_a_session_of_escaped_replies_reads_back(adv: Harness, llm: ScriptedLLM):
+    """Control characters are six bytes each as JSON: a page of a session read back, sized
+    by its UTF-8 in Postgres, came to 2.9 MB and `history()` failed past the 2 MB limit (the
+    turns all kept in Postgres, none readable)."""
+    model = llm.script(unique("esc"), [Reply("\x1b" * 60_000)], repeat_last=True)
+    session = adv.agent(model, agent_id=unique("esc"), memory=False).session("s1")
+    for i in range(8):
+        await asyncio.wait_for(session.chat(f"turn {i}"), 60)
+    history = await asyncio.wait_for(session.history(), 60)
+    assert len(history) == 16 and history[-1].content == "\x1b" * 60_000

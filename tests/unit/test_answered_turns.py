@@ -77,3 +77,16 @@ def test_a_run_carries_only_the_recent_replies_to_the_next():
     assert [t.update_id for t in recent(turns, NOON + KEEP_FOR)] == ["turn-0", "turn-1", "turn-2"]
     assert [t.update_id for t in recent(turns, NOON + KEEP_FOR * 1.5)] == ["turn-1", "turn-2"]
     assert recent(turns, NOON + KEEP_FOR * 3) == []
+
+
+def test_replies_are_remembered_within_their_budget_as_json():
+    """32 replies of 20,000 control characters: 640 KB of UTF-8 passed a 128 KB budget
+    counted that way (the newest alone was 20 KB), and 3.8 MB of JSON went into the state."""
+    from pydantic_core import to_json
+
+    turns: list[AnsweredTurn] = []
+    for i in range(KEEP_TURNS):
+        reply = ChatReply(message="\x1b" * 20_000, session_id="s", routed_via="direct-llm")
+        turns = remember(turns, f"u{i}", reply, NOON)
+    assert len(to_json([t.model_dump() for t in turns])) <= KEEP_BYTES
+    assert [t.update_id for t in turns][-1] == f"u{KEEP_TURNS - 1}"

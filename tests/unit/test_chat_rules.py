@@ -7,8 +7,8 @@ from datetime import UTC, datetime
 import pytest
 
 from reactive_temporal.contracts.debrief import AgentDebrief, DebriefMetrics, ToolUsage
-from reactive_temporal.contracts.entity import ChatMessage
-from reactive_temporal.contracts.run import RunProgress
+from reactive_temporal.contracts.entity import ChatMessage, ChatRequest
+from reactive_temporal.contracts.run import AgentConfig, RunProgress
 from reactive_temporal.limits import CHAT_CONTEXT_MAX_CHARS
 from reactive_temporal.prompts import (
     default_persona,
@@ -21,6 +21,7 @@ from workflows.chat_rules import (
     analysis_observation,
     build_context_summary,
     cap_observations,
+    chat_request_problem,
     keep_recent,
     requires_tools,
     route,
@@ -206,3 +207,17 @@ def test_history_block():
     assert task.endswith(
         "--- Current message ---\nContext from prior run:\nCTX\n\nNew request: fetch it"
     )
+
+
+def test_a_chat_request_is_checked_before_the_agent_takes_it():
+    def problem(**fields: object) -> str | None:
+        return chat_request_problem(ChatRequest.model_validate({"message": "hi", **fields}))
+
+    assert problem() is None
+    assert problem(message=" \n") == "message is empty"
+    assert problem(max_iterations=51) == "max_iterations must be between 1 and 50"
+    big = AgentConfig(agent_id="a", model="m", system_prompt="p" * 100_001)
+    assert problem(agent=big) == (
+        "invalid agent configuration: system_prompt is 100,001 characters; the limit is 100,000"
+    )
+    assert problem(agent=big.model_copy(update={"system_prompt": "p" * 100_000})) is None

@@ -6,6 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 from reactive_temporal.contracts.entity import ChatMessage
 from reactive_temporal.session_window import (
+    MESSAGE_OVERHEAD_BYTES,
     SESSION_IDLE_TTL,
     STATE_WINDOW_BYTES,
     WINDOW_BYTES,
@@ -70,3 +71,15 @@ def test_idle_sessions_close_and_too_many_open_close_oldest_first() -> None:
 def test_the_next_idle_deadline_is_the_oldest_activity_plus_the_ttl() -> None:
     assert next_idle_deadline({}) is None
     assert next_idle_deadline({"a": T0, "b": T0 + timedelta(hours=1)}) == T0 + SESSION_IDLE_TTL
+
+
+def test_a_window_is_measured_as_the_json_it_travels_as():
+    """Control characters are six bytes each as JSON: a window within its budget counted in
+    UTF-8 was six times it in the entity's state (2.2 MB, the handover refused for good)."""
+    from pydantic_core import to_json
+
+    at = datetime(2026, 1, 1, tzinfo=UTC)
+    escaped = [ChatMessage(role="assistant", content="\x1b" * 3_000, timestamp=at)] * 40
+    kept = trim_window(escaped)
+    assert kept and len(to_json([m.content for m in kept])) <= WINDOW_BYTES
+    assert len(kept) == WINDOW_BYTES // (6 * 3_000 + 2 + MESSAGE_OVERHEAD_BYTES)
