@@ -301,6 +301,9 @@ class LlmEndpoint:
                         raise
                 if not isinstance(response, ChatCompletion):  # a 200 that is not JSON
                     raise ValueError(f"not a chat completion: {str(response)[:200]!r}")
+                error = getattr(response, "error", None)  # a 200 whose body is an error
+                if error and not getattr(response, "choices", None):
+                    raise ValueError(f"the endpoint answered with an error: {str(error)[:300]}")
                 usage = usage_of(response)
             cost = cost_of(model, usage.prompt_tokens, usage.completion_tokens, self.prices)
             observed.succeeded(

@@ -75,9 +75,22 @@ class _Choice:
         calls = delta.get("tool_calls")
         if isinstance(calls, list):
             for call in calls:
-                if isinstance(call, dict) and isinstance(call.get("index"), int):
-                    self.tool_calls.setdefault(call["index"], _ToolCall()).add(call)
+                if isinstance(call, dict):
+                    self.tool_calls.setdefault(self._index_of(call), _ToolCall()).add(call)
         return text
+
+    def _index_of(self, call: dict[str, Any]) -> int:
+        """The call a fragment belongs to: its `index`; without one (endpoints that leave it
+        out, their calls were dropped), the call with its id, a new call for a new id, and a
+        fragment with neither continues the last call."""
+        index = call.get("index")
+        if isinstance(index, int):
+            return index
+        call_id = call.get("id")
+        if isinstance(call_id, str) and call_id:
+            known = next((i for i, c in self.tool_calls.items() if c.id == call_id), None)
+            return known if known is not None else max(self.tool_calls, default=-1) + 1
+        return max(self.tool_calls, default=0)
 
     def wire(self) -> dict[str, Any]:
         message: dict[str, Any] = {

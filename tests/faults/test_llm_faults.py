@@ -133,6 +133,9 @@ UNREADABLE = {
     "an error object mid-stream": Raw(sse(TEXT, {"error": {"message": "overloaded"}})),
     "a line that is not JSON": Raw([*sse(TEXT), b"data: {not json\n\n"]),
     "no choices": Raw([*sse({"choices": []}), b"data: [DONE]\n\n"]),
+    "an error with status 200": Raw(
+        [b'{"error": {"message": "overloaded"}}'], content_type="application/json"
+    ),
     "a token a second, forever": Raw(sse(TEXT) * 60, part_delay=0.5),
 }  # fmt: skip
 

@@ -110,8 +110,9 @@ def test_chunks_of_the_wrong_shape_are_skipped_not_raised_on():
     assert completion.choices[0].message.content == "ok"
     assert completion.choices[0].finish_reason == "stop"
     assert completion.usage is None and completion.model == ""
-    # the one well-indexed call fragment with a non-dict function: a call with no name yet
-    assert [(c.id, c.function.name) for c in calls_of(completion)] == [("", "")]
+    # fragments without an int index are placed by id (a new id, a new call); the
+    # well-indexed one with a non-dict function joins call 0: calls with no name yet
+    assert [(c.id, c.function.name) for c in calls_of(completion)] == [("", ""), ("x", "")]
 
 
 def test_values_an_endpoint_repeats_in_every_chunk_are_kept_once():
@@ -182,3 +183,22 @@ def test_usage_with_reasoning_tokens_is_kept_whole():
     assert completion.usage is not None
     assert completion.usage.completion_tokens_details is not None
     assert completion.usage.completion_tokens_details.reasoning_tokens == 24
+
+
+def test_calls_of_an_endpoint_that_sends_no_index_are_kept():
+    """Some endpoints leave `index` out of their call fragments: each call was dropped, and
+    the run went on to its iteration cap with none of the model's calls run."""
+
+    def fragment(**call: object) -> dict:
+        return {"choices": [{"index": 0, "delta": {"tool_calls": [call]}}]}
+
+    chunks = [
+        fragment(id="c1", function={"name": "lookup", "arguments": '{"sku"'}),
+        fragment(function={"arguments": ': "A"}'}),
+        fragment(id="c2", function={"name": "lookup", "arguments": '{"sku": "B"}'}),
+        fragment(id="c1", function={"arguments": ""}),
+    ]
+    reply, _ = merged(chunks)
+    assert [
+        (c.id, c.function.name, c.function.arguments) for c in calls_of(reply.completion())
+    ] == [("c1", "lookup", '{"sku": "A"}'), ("c2", "lookup", '{"sku": "B"}')]
