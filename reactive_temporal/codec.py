@@ -43,6 +43,7 @@ from temporalio.converter import (
     PayloadCodec,
 )
 
+from reactive_temporal.errors import causes
 from reactive_temporal.payloads import (
     REFUSED_ENCODING,
     PlaintextPayloadError,
@@ -65,10 +66,7 @@ class DecryptionError(Exception):
 def unreadable_payload(err: BaseException) -> str | None:
     """Why a payload could not be read, when that is what `err` (or what caused it) says: a
     key missing or wrong, no key at all, plaintext refused; None for any other error."""
-    seen: BaseException | None = err
-    for _ in range(20):  # a cause chain is short; a cycle must not hang the caller
-        if seen is None:
-            return None
+    for seen in causes(err):
         if isinstance(seen, DecryptionError | PlaintextPayloadError):
             return str(seen)
         if isinstance(seen, KeyError) and ENCODING.decode() in str(seen):
@@ -76,7 +74,6 @@ def unreadable_payload(err: BaseException) -> str | None:
                 f"a payload is encrypted ({ENCODING.decode()}) and no key is configured: "
                 f"set {ENV_VAR}"
             )
-        seen = seen.__cause__ or seen.__context__
     return None
 
 

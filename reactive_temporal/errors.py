@@ -6,7 +6,12 @@ same everywhere.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from pydantic import ValidationError
+
+MAX_CAUSES = 20
+"""Links of a cause chain looked at: a chain is short, and a cycle must not hang the caller."""
 
 
 def describe_validation_error(err: ValidationError) -> str:
@@ -22,3 +27,14 @@ def root_cause(err: BaseException) -> str:
     while cause.__cause__ is not None:
         cause = cause.__cause__
     return str(cause) or type(cause).__name__
+
+
+def causes(err: BaseException) -> Iterator[BaseException]:
+    """`err`, then what caused it (`__cause__`, else the error being handled, `__context__`),
+    and so on, at most MAX_CAUSES."""
+    seen: BaseException | None = err
+    for _ in range(MAX_CAUSES):
+        if seen is None:
+            return
+        yield seen
+        seen = seen.__cause__ or seen.__context__

@@ -20,7 +20,7 @@ from reactive_temporal.codec import unreadable_payload
 from reactive_temporal.config import Settings, load_settings, settings_error_message
 from reactive_temporal.connection import ConnectionConfigError
 from reactive_temporal.embedded.stack import StackError
-from reactive_temporal.errors import describe_validation_error
+from reactive_temporal.errors import causes, describe_validation_error
 from reactive_temporal.hosting.runtime import Runtime, open_runtime
 
 out = Console()
@@ -55,11 +55,9 @@ def known_failure(e: BaseException) -> CliError | None:
     refused (a namespace that does not exist, a permission); None for anything else."""
     if (problem := unreadable_payload(e)) is not None:
         return CliError(f"cannot read a payload: {problem}", code=1)
-    seen: BaseException | None = e
-    for _ in range(20):
-        if isinstance(seen, RPCError):
-            return CliError(f"the Temporal server refused the request: {seen.message}", code=1)
-        seen = None if seen is None else seen.__cause__ or seen.__context__
+    refused = next((c for c in causes(e) if isinstance(c, RPCError)), None)
+    if refused is not None:
+        return CliError(f"the Temporal server refused the request: {refused.message}", code=1)
     return None
 
 
