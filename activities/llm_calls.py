@@ -53,6 +53,7 @@ from reactive_temporal.capabilities import (
     request_params,
 )
 from reactive_temporal.config import ModelPrice
+from reactive_temporal.context_window import estimate_tokens, wire_prompt_tokens
 from reactive_temporal.contracts.run import Usage
 from reactive_temporal.pricing import cost_of
 from reactive_temporal.telemetry.observe import observe_llm_call
@@ -216,6 +217,24 @@ def usage_of(response: ChatCompletion) -> Usage:
     )
 
 
+def estimated_usage(request: dict[str, Any], response: ChatCompletion) -> Usage:
+    """What a reply whose endpoint reported no usage cost, estimated as the context window
+    estimates: the request as sent, the reply's text and calls. Counted as zero, the run's
+    token and cost budgets were never reached on an endpoint that reports none (many ignore
+    `stream_options` and never send the usage chunk)."""
+    output = 0
+    for choice in getattr(response, "choices", None) or []:
+        message = choice.message
+        output += estimate_tokens(message.content)
+        for call in message.tool_calls or []:
+            function = getattr(call, "function", None)
+            if function is not None:
+                output += estimate_tokens((function.name or "") + (function.arguments or ""))
+    return Usage(
+        prompt_tokens=wire_prompt_tokens(request), completion_tokens=output, estimated=True
+    )
+
+
 @dataclass(frozen=True)
 class Completion:
     """One LLM reply with what it cost."""
@@ -304,7 +323,8 @@ class LlmEndpoint:
                 error = getattr(response, "error", None)  # a 200 whose body is an error
                 if error and not getattr(response, "choices", None):
                     raise ValueError(f"the endpoint answered with an error: {str(error)[:300]}")
-                usage = usage_of(response)
+                reported = getattr(response, "usage", None) is not None
+                usage = usage_of(response) if reported else estimated_usage(request, response)
             cost = cost_of(model, usage.prompt_tokens, usage.completion_tokens, self.prices)
             observed.succeeded(
                 input_tokens=usage.prompt_tokens,

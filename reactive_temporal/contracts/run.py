@@ -86,6 +86,8 @@ class Usage(BaseModel):
     """Output tokens, reasoning tokens included (providers bill them as output)."""
     reasoning_tokens: int = 0
     """Of the completion tokens, those a reasoning model spent thinking."""
+    estimated: bool = False
+    """The endpoint reported no usage: these are estimates (`llm_calls.estimated_usage`)."""
 
     @property
     def total_tokens(self) -> int:

@@ -198,3 +198,30 @@ async def test_a_413_naming_the_context_window_is_an_overflow(
         await endpoint.close()
     assert refused.value.limit == 300
     assert endpoint.capabilities(model_name).context_tokens == 300  # learned, as from a 400
+
+
+async def test_a_reply_without_usage_counts_its_estimate_against_the_budget(
+    harness: Harness, llm: ScriptedLLM, model_name: str
+):
+    """An endpoint that never sends usage (many ignore `stream_options`): its replies
+    counted zero tokens, and a token budget was never reached. Now each is estimated."""
+    done = {
+        "choices": [{"index": 0, "delta": {"content": "FINAL ANSWER: 42"}, "finish_reason": "stop"}]
+    }
+    llm.script(model_name, [Raw([*sse(done), b"data: [DONE]\n\n"])], repeat_last=True)
+    spent = await asyncio.wait_for(harness.run(model_name, "What is 6*7?", memory=False), 50)
+    assert spent.output == "42" and spent.metadata.prompt_tokens > 20
+    assert spent.metadata.completion_tokens == 6  # "FINAL ANSWER: 42", 3 characters a token
+    calc = {
+        "index": 0,
+        "id": "c1",
+        "function": {"name": "calculator", "arguments": '{"expression": "6*7"}'},
+    }
+    step = {
+        "choices": [{"index": 0, "delta": {"tool_calls": [calc]}, "finish_reason": "tool_calls"}]
+    }
+    llm.script(model_name, [Raw([*sse(step), b"data: [DONE]\n\n"])], repeat_last=True)
+    capped = await asyncio.wait_for(
+        harness.run(model_name, "What is 6*7?", memory=False, token_budget=10), 50
+    )
+    assert capped.terminated_by == "budget_exceeded", capped
