@@ -249,6 +249,8 @@ def _handler_for(llm: ScriptedLLM) -> type[BaseHTTPRequestHandler]:
                 self.send_response(raw.status)
                 self.send_header("content-type", raw.content_type)
                 self.send_header("transfer-encoding", "chunked")
+                for name, value in raw.headers.items():
+                    self.send_header(name, value)
                 self.end_headers()
                 for number, part in enumerate(raw.parts):
                     if number and raw.part_delay:

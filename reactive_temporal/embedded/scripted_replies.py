@@ -73,6 +73,7 @@ class Raw:
     status: int = 200
     content_type: str = "text/event-stream"
     part_delay: float = 0.0
+    headers: dict[str, str] = field(default_factory=dict)
 
 
 Step = Reply | HttpError | Drop | Raw

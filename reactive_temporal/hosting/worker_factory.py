@@ -83,9 +83,23 @@ def llm_client(settings: Settings, base_url: str | None = None) -> openai.AsyncO
         api_key=settings.openai_api_key or OFFLINE_API_KEY,
         max_retries=0,
         http_client=openai.DefaultAioHttpClient(
-            limits=llm_connection_limits(settings.max_concurrent_activities)
+            limits=llm_connection_limits(settings.max_concurrent_activities),
+            headers={"Accept-Encoding": "identity"},
+            event_hooks={"response": [refuse_compressed]},
         ),
     )
+
+
+async def refuse_compressed(response: Any) -> None:
+    """Refuse a reply the endpoint compressed although asked not to (`Accept-Encoding:
+    identity`), before its body is read: the client inflates a body whole, and 1 MB of gzip
+    took a worker from 39 MB to 2.1 GB and its event loop for 14 s."""
+    encoding = response.headers.get("content-encoding")
+    if encoding and encoding.strip().lower() != "identity":
+        raise ValueError(
+            f"the endpoint sent a {encoding[:40]}-encoded reply where none was asked for; "
+            "refused unread (a compressed body can inflate without bound)"
+        )
 
 
 def llm_connection_limits(activity_slots: int) -> Any:

@@ -4,6 +4,7 @@ and none hangs (each is bounded in time)."""
 from __future__ import annotations
 
 import asyncio
+import gzip
 import json
 from dataclasses import dataclass, field
 
@@ -225,3 +226,18 @@ async def test_a_reply_without_usage_counts_its_estimate_against_the_budget(
         harness.run(model_name, "What is 6*7?", memory=False, token_budget=10), 50
     )
     assert capped.terminated_by == "budget_exceeded", capped
+
+
+async def test_a_compressed_reply_is_refused_unread(
+    harness: Harness, llm: ScriptedLLM, model_name: str
+):
+    """The client is asked for no compression; a reply compressed anyway is refused before
+    its body is read (64 MB of spaces in 64 KB of gzip inflated whole in the worker)."""
+    bomb = gzip.compress(b" " * 64 * 1024 * 1024, 9)
+    sent = Raw([bomb], content_type="application/json", headers={"content-encoding": "gzip"})
+    llm.script(model_name, [sent], repeat_last=True)
+    result = await asyncio.wait_for(
+        harness.run(model_name, "What is 6*7?", llm_max_attempts=2, memory=False), 50
+    )
+    assert result.terminated_by == "llm_error" and "gzip-encoded reply" in (result.error or "")
+    assert len(llm.requests[model_name]) == 2
