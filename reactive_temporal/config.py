@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from pydantic import (
     AliasChoices,
     BaseModel,
+    ConfigDict,
     Field,
     PrivateAttr,
     field_validator,
@@ -54,6 +55,8 @@ _HOST_PORT = re.compile(r"^[A-Za-z0-9_.\-\[\]:]+:\d{1,5}$")
 class ModelPrice(BaseModel):
     """US dollars per million tokens."""
 
+    model_config = ConfigDict(allow_inf_nan=False)
+
     input_per_mtok: float = Field(ge=0)
     output_per_mtok: float = Field(ge=0)
 
@@ -67,8 +70,13 @@ class Settings(BaseSettings):
 
     # Values are never echoed in a validation error's text: they hold passwords and keys (a
     # message that names a value shows it redacted, as the DATABASE_URL check does).
+    # No setting is infinite or NaN: `inf` seconds of graceful shutdown raised OverflowError.
     model_config = SettingsConfigDict(
-        env_file=".env", extra="ignore", populate_by_name=True, hide_input_in_errors=True
+        env_file=".env",
+        extra="ignore",
+        populate_by_name=True,
+        hide_input_in_errors=True,
+        allow_inf_nan=False,
     )
 
     temporal_address: str | None = None
@@ -155,6 +163,7 @@ class Settings(BaseSettings):
     graceful_shutdown_seconds: float = Field(
         default=DEFAULT_GRACEFUL_SHUTDOWN_SECONDS,
         ge=0,
+        le=86_400,
         validation_alias=AliasChoices(
             "REACTIVE_TEMPORAL_GRACEFUL_SHUTDOWN", "graceful_shutdown_seconds"
         ),
@@ -177,6 +186,7 @@ class Settings(BaseSettings):
     sticky_queue_timeout_seconds: float = Field(
         default=DEFAULT_STICKY_QUEUE_TIMEOUT_SECONDS,
         gt=0,
+        le=3_600,
         validation_alias=AliasChoices(
             "REACTIVE_TEMPORAL_STICKY_QUEUE_TIMEOUT", "sticky_queue_timeout_seconds"
         ),

@@ -289,6 +289,14 @@ CLI_CASES: list[tuple[str, list[str], dict[str, str], int, str]] = [
      "no run with id 'run-nope-123'"),
     ("watch-unknown", ["watch", "run-nope-123", "--json"], LIVE, 1,
      "no run with id 'run-nope-123'"),
+    # numbers past what a timer takes: OverflowError tracebacks
+    ("worker-graceful-shutdown-inf", ["worker", "--graceful-shutdown", "inf"], NO_SERVER, 2,
+     "graceful_shutdown_seconds: Input should be a finite number"),
+    ("worker-graceful-shutdown-huge", ["worker", "--graceful-shutdown", "1e300"], NO_SERVER, 2,
+     "graceful_shutdown_seconds: Input should be less than or equal to 86400"),
+    ("sticky-queue-timeout-inf", ["runs"],
+     {**NO_SERVER, "REACTIVE_TEMPORAL_STICKY_QUEUE_TIMEOUT": "inf"}, 2,
+     "REACTIVE_TEMPORAL_STICKY_QUEUE_TIMEOUT: Input should be a finite number"),
     # a namespace the server does not have: a traceback (RPCError) from most commands
     ("namespace-unknown-runs", ["runs", "--json"],
      {**LIVE, "TEMPORAL_NAMESPACE": "no-such-namespace"}, 1,
