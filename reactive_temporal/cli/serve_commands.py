@@ -137,7 +137,8 @@ def worker(
         except (StackError, ValueError, RuntimeError) as e:
             observability.close()
             raise CliError(str(e)) from e
-        with stop_signals() as stop:  # until the worker is closed: no half-closed exit
+        # until the worker is closed: no half-closed exit, unless asked twice
+        with stop_signals(second_quits=True) as stop:
             try:
                 print(
                     f"worker on {target.connection.describe()}, task queue "
@@ -146,6 +147,12 @@ def worker(
                     flush=True,
                 )
                 await host.wait(stop)
+                if stop.is_set():
+                    print(
+                        "stopping: activities in flight have up to "
+                        f"{settings.graceful_shutdown_seconds:g} s to finish (again to stop now)",
+                        flush=True,
+                    )
             finally:
                 try:
                     await host.stop()

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import signal
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -234,14 +235,27 @@ async def start_embedded_worker(
     return stack, host
 
 
+QUIT_NOW = 130
+"""The exit status of a worker stopped at once by a second signal while it drained."""
+
+
 @contextlib.contextmanager
-def stop_signals() -> Iterator[asyncio.Event]:
+def stop_signals(*, second_quits: bool = False) -> Iterator[asyncio.Event]:
     """An event set by SIGINT or SIGTERM while the block runs (install it before announcing
-    readiness, so a Ctrl-C right after is a clean stop)."""
+    readiness, so a Ctrl-C right after is a clean stop). With `second_quits`, a second signal
+    ends the process at once (its activities in flight are retried elsewhere): a drain of a
+    long graceful shutdown could not be cut short."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
+
+    def on_signal() -> None:
+        if second_quits and stop.is_set():
+            os.write(2, b"stopping now: activities in flight are left to be retried\n")
+            os._exit(QUIT_NOW)
+        stop.set()
+
     for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
+        loop.add_signal_handler(sig, on_signal)
     try:
         yield stop
     finally:

@@ -15,6 +15,7 @@ import time
 import urllib.error
 import urllib.request
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -22,6 +23,7 @@ from temporalio.client import Client
 
 from reactive_temporal.embedded.scripted_llm import HttpError, Reply, ScriptedLLM, call
 from reactive_temporal.embedded.stack import free_port
+from reactive_temporal.hosting.worker_lifecycle import QUIT_NOW
 from tests.processes import REPO, start_worker, starter, stop, worker_env
 from workflows.agent_run import AgentRunWorkflow
 
@@ -147,9 +149,18 @@ async def test_metrics_count_each_real_event_once_across_a_restart_that_replays(
     assert value(text, "reactive_temporal_tool_calls_total") == 0
 
 
-def test_sigterm_drains_an_in_flight_tool_call_then_exits_0(
-    temporal_address: str, database_url: str, llm: ScriptedLLM, tmp_path: Path
-):
+@dataclass
+class SlowRun:
+    """A worker with the slow tool, and a run (`starter.py run`) that calls it once."""
+
+    env: dict[str, str]
+    args: tuple[str, ...]
+    tool_log: Path
+    worker: subprocess.Popen[bytes]
+    run: subprocess.Popen[str]
+
+
+def slow_run(temporal_address: str, database_url: str, llm: ScriptedLLM, tmp_path: Path) -> SlowRun:
     tool_log = tmp_path / "tool.log"
     tool_log.touch()
     env = {
@@ -166,35 +177,60 @@ def test_sigterm_drains_an_in_flight_tool_call_then_exits_0(
             Reply(content="FINAL ANSWER: the step is done"),
         ],
     )
-    port = free_port()
-    health = f"http://127.0.0.1:{port}/healthz"
-    args = ("--tools", "tests.fixtures.slow_tools", "--metrics-port", str(port))
-    first = start_worker(env, tmp_path / "a.log", *args, "--graceful-shutdown", "20")
+    args = ("--tools", "tests.fixtures.slow_tools", "--metrics-port", str(free_port()))
+    worker = start_worker(env, tmp_path / "a.log", *args, "--graceful-shutdown", "20")
     run = subprocess.Popen(
         [sys.executable, str(REPO / "starter.py"), "run", "Do the slow step", "--json",
          "--model", model, "--no-memory"],
         env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
+    wait_until(lambda: "start one" in tool_log.read_text(), what="the tool started")
+    return SlowRun(env, args, tool_log, worker, run)
+
+
+def test_sigterm_drains_an_in_flight_tool_call_then_exits_0(
+    temporal_address: str, database_url: str, llm: ScriptedLLM, tmp_path: Path
+):
+    slow = slow_run(temporal_address, database_url, llm, tmp_path)
+    health = f"http://127.0.0.1:{slow.args[-1]}/healthz"
     second = None
     try:
-        wait_until(lambda: "start one" in tool_log.read_text(), what="the tool started")
         assert get(health)[0] == 200
-        first.send_signal(signal.SIGTERM)
+        slow.worker.send_signal(signal.SIGTERM)
         # Draining: not healthy any more, still finishing the tool call.
         wait_until(lambda: get(health) == (503, "draining\n"), seconds=5, what="503 draining")
-        assert first.wait(timeout=60) == 0
-        lines = tool_log.read_text().splitlines()
+        assert slow.worker.wait(timeout=60) == 0
+        assert "stopping: activities in flight have up to 20 s" in (tmp_path / "a.log").read_text()
+        lines = slow.tool_log.read_text().splitlines()
         assert [line.split()[0] for line in lines] == ["start", "done"], lines
         # A new worker finishes the run; the tool does not run again.
-        second = start_worker(env, tmp_path / "b.log", *args)
-        out, errors = run.communicate(timeout=120)
-        assert run.returncode == 0, errors
+        second = start_worker(slow.env, tmp_path / "b.log", *slow.args)
+        out, errors = slow.run.communicate(timeout=120)
+        assert slow.run.returncode == 0, errors
         result = json.loads(out)
         assert result["success"] is True and result["output"] == "the step is done"
-        assert len(tool_log.read_text().splitlines()) == 2
+        assert len(slow.tool_log.read_text().splitlines()) == 2
     finally:
-        run.kill()
-        stop(first, second)
+        slow.run.kill()
+        stop(slow.worker, second)
+
+
+def test_a_second_signal_stops_a_draining_worker_at_once(
+    temporal_address: str, database_url: str, llm: ScriptedLLM, tmp_path: Path
+):
+    """An operator who will not wait out the graceful shutdown: the second Ctrl-C did
+    nothing (the stop was already asked for) until the drain ended."""
+    slow = slow_run(temporal_address, database_url, llm, tmp_path)
+    try:
+        slow.worker.send_signal(signal.SIGTERM)
+        wait_until(lambda: "stopping:" in (tmp_path / "a.log").read_text(), what="draining")
+        slow.worker.send_signal(signal.SIGINT)
+        assert slow.worker.wait(timeout=3) == QUIT_NOW  # the 4 s tool is still running
+        assert "stopping now" in (tmp_path / "a.log").read_text()
+        assert "done one" not in slow.tool_log.read_text()
+    finally:
+        slow.run.kill()
+        stop(slow.worker)
 
 
 def test_concurrency_limits_come_from_options_and_the_environment(
