@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 import httpcore
 import pytest
 
+from reactive_temporal.builtin_tools import page_encoding
 from reactive_temporal.config import Settings
 from reactive_temporal.http_guard import (
     AllowList,
@@ -159,3 +160,20 @@ async def test_unknown_encodings_and_corrupt_bodies_are_errors():
         await read_bounded(chunks(b"x"), "br", 10, 10)
     with pytest.raises(ValueError, match="gzip body is corrupt"):
         await read_bounded(chunks(b"\x1f\x8b\x08\x00nonsense"), "gzip", 10, 100)
+
+
+@pytest.mark.parametrize(
+    ("charset", "used"),
+    [
+        ("punycode", "utf-8"),  # quadratic: 200 KB held the event loop for 1.4 s
+        ("idna", "utf-8"),  # refuses errors="replace": the whole call failed
+        ("unicode_escape", "utf-8"),
+        ("undefined", "utf-8"),
+        ("no-such-charset", "utf-8"),
+        ("latin-1", "iso8859-1"),
+        ("Shift_JIS", "shift_jis"),
+        (None, "utf-8"),
+    ],
+)
+def test_a_page_is_decoded_only_in_a_real_character_set(charset: str | None, used: str):
+    assert page_encoding(charset) == used
