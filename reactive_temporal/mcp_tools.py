@@ -24,6 +24,7 @@ exited by the task that entered them).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
@@ -237,8 +238,11 @@ class McpToolbox:
                 session = await attempt.enter_async_context(
                     ClientSession(read, write, read_timeout_seconds=self.connect_timeout_seconds)
                 )
-                await session.initialize()
-                listed = await _list_all_tools(session)
+                # the whole handshake within the connect timeout, not each request in it: a
+                # server paging its tools forever held the worker's start-up for good
+                async with asyncio.timeout(self.connect_timeout_seconds):
+                    await session.initialize()
+                    listed = await _list_all_tools(session)
                 # Connected: hand the open transport and session to the toolbox's own stack.
                 self._stack.push_async_exit(attempt.pop_all())
         except Exception as err:
@@ -260,18 +264,28 @@ class McpToolbox:
         )
 
 
+MAX_TOOL_PAGES = 100
+"""Pages of `tools/list` read from one server; a server with more, or one that names a page
+it sent already, is refused (it would be read forever)."""
+
+
 async def _list_all_tools(session: ClientSession) -> list[mcp_types.Tool]:
     import mcp_types
 
     tools: list[mcp_types.Tool] = []
     cursor: str | None = None
-    while True:
+    seen: set[str] = set()
+    for _ in range(MAX_TOOL_PAGES):
         params = None if cursor is None else mcp_types.PaginatedRequestParams(cursor=cursor)
         page = await session.list_tools(params=params)
         tools.extend(page.tools)
         cursor = page.next_cursor
         if not cursor:
             return tools
+        if cursor in seen:
+            raise ValueError(f"tools/list named page {cursor[:80]!r} again")
+        seen.add(cursor)
+    raise ValueError(f"tools/list has more than {MAX_TOOL_PAGES} pages")
 
 
 def _caller(session: ClientSession, tool_name: str, timeout_seconds: float) -> ToolFunction:

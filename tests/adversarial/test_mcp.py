@@ -24,7 +24,7 @@ from reactive_temporal.contracts.run import AgentConfig
 from reactive_temporal.embedded.scripted_llm import Reply, ScriptedLLM, call
 from reactive_temporal.hosting.runtime import Runtime
 from reactive_temporal.limits import OBSERVATION_MAX_CHARS
-from reactive_temporal.mcp_tools import McpToolbox
+from reactive_temporal.mcp_tools import McpConnectionError, McpToolbox
 from tests.adversarial.cases import Hostile, params, table
 from tests.adversarial.conftest import (
     StoreSnapshot,
@@ -168,3 +168,12 @@ def test_hostile_mcp_output_is_bounded_data(row: Hostile, mcp_observed: dict[str
     assert row.expect in content, content[:300]
     assert len(content) <= OBSERVATION_MAX_CHARS
     assert mcp_observed["changes"] == []
+
+
+async def test_a_server_that_pages_its_tools_forever_is_refused():
+    """`tools/list` naming the same next page forever held the worker's start-up for good
+    (the connect timeout was each request's, and memory grew 12 MB a second)."""
+    endless = f"endless={sys.executable} {FIXTURES / 'mcp_raw_server.py'} --endless-list"
+    with pytest.raises(McpConnectionError, match="named page 'again' again"):
+        async with asyncio.timeout(30), McpToolbox([endless], connect_timeout_seconds=10):
+            pass
