@@ -55,27 +55,31 @@ ToolFunction = Callable[..., Any]
 """An `async def` or a plain `def`; the latter runs in a thread (see `run_in_tool_thread`)."""
 
 TOOL_THREADS = 32
-"""Plain (synchronous) tools running at once per worker process; more calls wait their turn
-(inside their timeout). A pool of its own, so tools never starve the event loop's default
-executor, which DNS lookups use."""
-_executor: ThreadPoolExecutor | None = None
+"""Calls of one plain (synchronous) tool running at once per worker process; more wait their
+turn (inside their timeout). Each tool has a pool of its own: a thread cannot be stopped, so
+a call past its timeout keeps its thread, and a tool that hangs used up a shared pool (the
+calculator and file tools of every other run timed out behind it). Pools of their own also
+never starve the event loop's default executor, which DNS lookups use."""
+_executors: dict[str, ThreadPoolExecutor] = {}
 
 
-def _tool_executor() -> ThreadPoolExecutor:
-    global _executor
-    if _executor is None:
-        _executor = ThreadPoolExecutor(max_workers=TOOL_THREADS, thread_name_prefix="tool")
-    return _executor
+def _tool_executor(pool: str) -> ThreadPoolExecutor:
+    executor = _executors.get(pool)
+    if executor is None:
+        executor = _executors[pool] = ThreadPoolExecutor(
+            max_workers=TOOL_THREADS, thread_name_prefix=f"tool-{pool[:40]}"
+        )
+    return executor
 
 
-async def run_in_tool_thread(function: Callable[..., Any], /, **kwargs: Any) -> Any:
-    """`function(**kwargs)` in the tool thread pool, with the caller's context.
+async def run_in_tool_thread(function: Callable[..., Any], pool: str, /, **kwargs: Any) -> Any:
+    """`function(**kwargs)` in the tool's own thread pool, with the caller's context.
 
     The context carries `activity.info()`, so heartbeats work inside the function.
     """
     context = contextvars.copy_context()
     call = functools.partial(context.run, function, **kwargs)
-    return await asyncio.get_running_loop().run_in_executor(_tool_executor(), call)
+    return await asyncio.get_running_loop().run_in_executor(_tool_executor(pool), call)
 
 
 class ToolArgumentsError(ValueError):
@@ -198,7 +202,7 @@ class Tool:
         """Run the tool: on the event loop when it is async, in a tool thread otherwise."""
         if self.is_async:
             return await self.function(**kwargs)
-        return await run_in_tool_thread(self.function, **kwargs)
+        return await run_in_tool_thread(self.function, self.name, **kwargs)
 
 
 @overload

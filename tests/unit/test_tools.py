@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import re
 import sys
+import threading
 import types
 from typing import Annotated, Any
 from unittest.mock import ANY
@@ -22,6 +25,7 @@ from reactive_temporal.builtin_tools import (
 )
 from reactive_temporal.tools import (
     FINAL_ANSWER_SCHEMA,
+    TOOL_THREADS,
     Tool,
     ToolArgumentsError,
     ToolRegistry,
@@ -217,3 +221,29 @@ def test_registry_loads_user_modules(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "empty_tools", empty)
     with pytest.raises(ValueError, match="no @tool"):
         registry.load_module("empty_tools")
+
+
+async def test_a_hung_plain_tool_holds_only_its_own_threads():
+    """A thread cannot be stopped: calls of a plain tool past their timeout keep theirs. With
+    one pool for every tool, a tool that hangs used it up, and every other run's calculator
+    and file tools timed out behind it."""
+    release = threading.Event()
+
+    @tool
+    def hang() -> str:
+        """Never return (until the test ends)."""
+        release.wait(30)
+        return "late"
+
+    @tool
+    def quick() -> str:
+        """Return at once."""
+        return "quick"
+
+    try:
+        for _ in range(TOOL_THREADS + 4):
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(hang(), 0.01)
+        assert await asyncio.wait_for(quick(), 5) == "quick"
+    finally:
+        release.set()
