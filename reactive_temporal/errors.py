@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from pydantic import ValidationError
+from temporalio.service import RPCError, RPCStatusCode
 
 MAX_CAUSES = 20
 """Links of a cause chain looked at: a chain is short, and a cycle must not hang the caller."""
@@ -38,3 +39,13 @@ def causes(err: BaseException) -> Iterator[BaseException]:
             return
         yield seen
         seen = seen.__cause__ or seen.__context__
+
+
+def workflow_not_found(err: BaseException) -> bool:
+    """The server has no such workflow: NOT_FOUND, but not the namespace's (a namespace that
+    does not exist is NOT_FOUND too, and was told as "no run with id …")."""
+    return (
+        isinstance(err, RPCError)
+        and err.status == RPCStatusCode.NOT_FOUND
+        and not err.message.lower().startswith("namespace")
+    )

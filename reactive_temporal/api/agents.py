@@ -23,7 +23,6 @@ from temporalio.client import (
     WorkflowHandle,
 )
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
-from temporalio.service import RPCError, RPCStatusCode
 
 from reactive_temporal import search_attributes as sa
 from reactive_temporal.api.control import PendingCall, decide, pending_calls, request_cancel
@@ -38,7 +37,7 @@ from reactive_temporal.contracts.entity import DEFAULT_SESSION, ChatReply, ChatR
 from reactive_temporal.contracts.events import RunEvent
 from reactive_temporal.contracts.result import AgentResult
 from reactive_temporal.contracts.run import AgentConfig, AgentRunInput
-from reactive_temporal.errors import describe_validation_error, root_cause
+from reactive_temporal.errors import describe_validation_error, root_cause, workflow_not_found
 from reactive_temporal.hosting.runtime import Runtime
 from reactive_temporal.limits import system_prompt_problem
 from workflows.agent_run import AgentRunWorkflow
@@ -106,7 +105,7 @@ def build_run_input(
 
 def _no_child(error: BaseException) -> bool:
     """The run kept its own debrief (nothing to synthesize): it started no DebriefWorkflow."""
-    return isinstance(error, RPCError) and error.status == RPCStatusCode.NOT_FOUND
+    return workflow_not_found(error)
 
 
 DISPOSE_DEBRIEF_TIMEOUT_SECONDS = 60.0

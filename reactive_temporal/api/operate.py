@@ -29,7 +29,7 @@ from temporalio.client import (
     WorkflowFailureError,
     WorkflowHistory,
 )
-from temporalio.service import RPCError, RPCStatusCode
+from temporalio.service import RPCError
 from temporalio.worker import Replayer
 
 from reactive_temporal import search_attributes as sa
@@ -39,7 +39,7 @@ from reactive_temporal.contracts import names
 from reactive_temporal.contracts.debrief import AgentDebrief
 from reactive_temporal.contracts.result import AgentResult
 from reactive_temporal.contracts.run import AgentRunInput, TerminatedBy
-from reactive_temporal.errors import root_cause
+from reactive_temporal.errors import root_cause, workflow_not_found
 
 log = logging.getLogger("reactive_temporal")
 STATUSES = {s.name.lower(): s for s in WorkflowExecutionStatus}
@@ -163,7 +163,7 @@ async def require_run(client: Client, run_id: str) -> WorkflowExecutionDescripti
     try:
         description = await client.get_workflow_handle(run_id).describe()
     except RPCError as err:
-        if err.status == RPCStatusCode.NOT_FOUND:
+        if workflow_not_found(err):
             raise ValueError(f"no run with id {run_id!r}") from err
         raise
     if description.workflow_type != names.AGENT_RUN_WORKFLOW:
@@ -183,7 +183,7 @@ async def fetch_rich_debrief(
     try:
         return await result_of(handle)
     except RPCError as err:
-        if err.status == RPCStatusCode.NOT_FOUND:
+        if workflow_not_found(err):
             return fallback
         log.warning("rich debrief of %s unavailable (%s); using the instant one", run_id, err)
         return fallback
@@ -362,7 +362,7 @@ async def settle_debrief(
     try:
         description = await handle.describe()
     except RPCError as err:
-        if err.status == RPCStatusCode.NOT_FOUND:
+        if workflow_not_found(err):
             return  # memory off, or a debrief kept in the run itself
         raise
     if description.status != WorkflowExecutionStatus.RUNNING:

@@ -16,12 +16,13 @@ from typing import Any
 from temporalio.client import Client, WorkflowHistory
 from temporalio.converter import DataConverter
 from temporalio.runtime import Runtime, TelemetryConfig
-from temporalio.service import RPCError, RPCStatusCode
+from temporalio.service import RPCError
 from temporalio.worker import Replayer
 
 from reactive_temporal import search_attributes as sa
 from reactive_temporal.api.operate import ReplayReport, replay, runs_query
 from reactive_temporal.contracts import names
+from reactive_temporal.errors import workflow_not_found
 
 MAX_RECENT = 1_000
 
@@ -72,7 +73,7 @@ async def _history(
     try:
         return await client.get_workflow_handle(workflow_id, run_id=run_id).fetch_history()
     except RPCError as err:
-        if err.status == RPCStatusCode.NOT_FOUND:
+        if workflow_not_found(err):
             return None
         raise
 

@@ -48,6 +48,7 @@ from reactive_temporal.contracts.entity import (
     SessionRef,
 )
 from reactive_temporal.contracts.run import AgentConfig
+from reactive_temporal.errors import workflow_not_found
 from reactive_temporal.refusals import busy_or_aborted, while_busy
 from reactive_temporal.sanitize import clip
 from workflows.agent_entity import AgentWorkflow
@@ -254,7 +255,7 @@ async def _unless_missing(query: Awaitable[ResultT], default: ResultT) -> Result
     try:
         return await query
     except RPCError as err:
-        if err.status == RPCStatusCode.NOT_FOUND:
+        if workflow_not_found(err):
             return default
         raise
 

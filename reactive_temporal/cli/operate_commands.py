@@ -14,7 +14,7 @@ from rich.table import Table
 from temporalio.client import Client, WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.converter import DataConverter
-from temporalio.service import RPCError, RPCStatusCode
+from temporalio.service import RPCError
 from temporalio.worker import Replayer
 
 from reactive_temporal.api.agents import Agent, AgentRunError
@@ -39,6 +39,7 @@ from reactive_temporal.cli.common import CliError, cli_runtime, err, out, run_co
 from reactive_temporal.cli.run_commands import watch_and_print
 from reactive_temporal.cli.terminal import plain, safe
 from reactive_temporal.contracts.result import AgentResult
+from reactive_temporal.errors import workflow_not_found
 from reactive_temporal.private_files import write_private
 
 
@@ -46,7 +47,7 @@ async def _history(client: Client, workflow_id: str) -> WorkflowHistory:
     try:
         return await client.get_workflow_handle(workflow_id).fetch_history()
     except RPCError as e:
-        if e.status == RPCStatusCode.NOT_FOUND:
+        if workflow_not_found(e):
             raise CliError(f"no workflow with id {workflow_id!r}", code=1) from e
         raise
 

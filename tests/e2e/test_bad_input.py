@@ -303,6 +303,13 @@ CLI_CASES: list[tuple[str, list[str], dict[str, str], int, str]] = [
      "the Temporal server refused the request: Namespace no-such-namespace is not found"),
     ("namespace-unknown-run", ["run", "hi"], {**LIVE, "TEMPORAL_NAMESPACE": "no-such-namespace"},
      1, "Namespace no-such-namespace is not found"),
+    # ...where these said "no run with id": the namespace's NOT_FOUND is not the run's
+    ("namespace-unknown-debrief", ["debrief", "run-nope-123"],
+     {**LIVE, "TEMPORAL_NAMESPACE": "no-such-namespace"}, 1,
+     "Namespace no-such-namespace is not found"),
+    ("namespace-unknown-export", ["export", "run-nope-123"],
+     {**LIVE, "TEMPORAL_NAMESPACE": "no-such-namespace"}, 1,
+     "Namespace no-such-namespace is not found"),
 ]  # fmt: skip
 
 
