@@ -148,7 +148,9 @@ class WorkerHost:
                 await self.resources.aclose()
             finally:
                 if self.observability is not None:
-                    self.observability.close()
+                    # off the event loop: the trace exporter's last flush blocks while its
+                    # collector is slow or down (18 s), and signals go unheard meanwhile
+                    await asyncio.to_thread(self.observability.close)
 
 
 async def start_worker_host(

@@ -46,6 +46,39 @@ def metrics_runtime() -> tuple[Runtime, str]:
     return runtime, f"http://{address}/metrics"
 
 
+MAX_CONNECTIONS = 32
+"""Requests served at once; more are closed unanswered (a scraper and a probe need two)."""
+REQUEST_TIMEOUT_SECONDS = 5.0
+"""A connection that has not sent its request by then is closed."""
+
+
+class _BoundedServer(ThreadingHTTPServer):
+    """A thread per request, at most MAX_CONNECTIONS of them: 2,000 idle connections held a
+    thread and a file each for good, and the worker ran out of files (its model calls failed,
+    `/healthz` stopped answering)."""
+
+    daemon_threads = True
+
+    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler]) -> None:
+        super().__init__(address, handler)
+        self.slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self.slots.acquire(blocking=False):
+            self.shutdown_request(request)
+            return
+        super().process_request(request, client_address)
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self.slots.release()
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        pass  # a client that went away: nothing for the worker's log
+
+
 class MetricsEndpoint:
     """`/metrics` and `/healthz` on `port` (all interfaces), in a thread of its own."""
 
@@ -55,6 +88,8 @@ class MetricsEndpoint:
         endpoint = self
 
         class Handler(BaseHTTPRequestHandler):
+            timeout = REQUEST_TIMEOUT_SECONDS
+
             def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
                 path = self.path.split("?", 1)[0]
                 if path == "/metrics":
@@ -77,10 +112,9 @@ class MetricsEndpoint:
                 pass
 
         try:
-            self._server = ThreadingHTTPServer((host, port), Handler)
+            self._server = _BoundedServer((host, port), Handler)
         except OSError as err:
             raise ValueError(f"cannot serve metrics on port {port}: {err.strerror}") from err
-        self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
     @property

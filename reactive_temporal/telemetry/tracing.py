@@ -36,6 +36,12 @@ def tracing_configured(environ: Mapping[str, str] | None = None) -> bool:
     )
 
 
+SPAN_ATTRIBUTE_MAX_CHARS = 4_096
+"""A span attribute's characters at most, unless OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT says."""
+MODEL_MAX_CHARS = 200
+"""A model's name as a span names it (what the endpoint says it answered with, unchecked)."""
+
+
 @dataclass
 class Tracing:
     """The worker's tracing: the plugins to give its Worker, and a flush on shutdown."""
@@ -80,7 +86,17 @@ def setup_tracing(service_name: str = DEFAULT_SERVICE_NAME) -> Tracing:
     resource = Resource.create(
         {"service.name": os.environ.get("OTEL_SERVICE_NAME") or service_name}
     )
-    provider = create_tracer_provider(resource=resource)
+    from opentelemetry.sdk.trace import SpanLimits
+
+    # every attribute clipped: a span holds what a model or a tool sent, and while the
+    # collector is down the queue holds 2,048 spans (a 4 MB model name each: 230 MB in 40 calls)
+    limit = os.environ.get("OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT")
+    provider = create_tracer_provider(
+        resource=resource,
+        span_limits=SpanLimits(
+            max_attribute_length=int(limit) if limit else SPAN_ATTRIBUTE_MAX_CHARS
+        ),
+    )
     provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
     trace.set_tracer_provider(provider)
     _ACTIVE = Tracing(plugins=[OpenTelemetryPlugin(add_temporal_spans=True)], provider=provider)
@@ -99,7 +115,7 @@ class LlmSpan:
         self.span.set_attribute("gen_ai.usage.input_tokens", input_tokens)
         self.span.set_attribute("gen_ai.usage.output_tokens", output_tokens)
         if response_model:
-            self.span.set_attribute("gen_ai.response.model", response_model)
+            self.span.set_attribute("gen_ai.response.model", response_model[:MODEL_MAX_CHARS])
 
 
 @contextlib.contextmanager

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -18,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from reactive_temporal.embedded.scripted_llm import Reply, ScriptedLLM, call
+from reactive_temporal.hosting.worker_lifecycle import QUIT_NOW
 from tests.processes import REPO, start_worker, starter, stop, worker_env
 from tests.support.otlp import OtlpReceiver, ReceivedSpan
 
@@ -148,3 +150,32 @@ def test_a_worker_killed_mid_run_leaves_no_duplicate_llm_spans(
     runs_of_tool = [line for line in tool_log.read_text().splitlines() if line.startswith("start")]
     tool_spans = [s for s in spans if s.name == "execute_tool slow_step" and s.end_ns]
     assert len(tool_spans) <= len(runs_of_tool)  # the killed attempt never ended its span
+
+
+def test_a_collector_that_never_answers_delays_no_second_signal(
+    temporal_address: str, database_url: str, llm: ScriptedLLM, tmp_path: Path
+):
+    """The trace exporter's last flush blocked the worker's event loop while its collector
+    hung (18 s), so a second signal, meant to stop the worker at once, went unheard."""
+    silent = socket.create_server(("127.0.0.1", 0))  # accepts, never answers
+    base = worker_env(
+        temporal_address, database_url, llm.base_url, f"trace-{uuid.uuid4().hex[:8]}", tmp_path
+    )
+    env = {
+        **base,
+        "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{silent.getsockname()[1]}",
+        "OTEL_BSP_SCHEDULE_DELAY": "100",
+    }
+    worker = start_worker(env, tmp_path / "worker.log")
+    try:
+        proc = starter("run", "What is 2 + 3?", "--json", "--no-memory", env=env, cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        worker.send_signal(signal.SIGTERM)
+        time.sleep(1)
+        asked = time.monotonic()
+        worker.send_signal(signal.SIGINT)
+        assert worker.wait(timeout=10) == QUIT_NOW
+        assert time.monotonic() - asked < 5
+    finally:
+        stop(worker)
+        silent.close()

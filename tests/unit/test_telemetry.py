@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import socket
+import threading
+import time
 import urllib.error
 import urllib.request
 
 import pytest
 
-from reactive_temporal.telemetry.endpoint import Health, MetricsEndpoint, metrics_runtime
+from reactive_temporal.telemetry.endpoint import (
+    MAX_CONNECTIONS,
+    REQUEST_TIMEOUT_SECONDS,
+    Health,
+    MetricsEndpoint,
+    metrics_runtime,
+)
 from reactive_temporal.telemetry.metrics import record_llm_call, record_tool_call
 from reactive_temporal.telemetry.tracing import tracing_configured
 
@@ -84,3 +93,41 @@ def test_the_image_healthcheck_follows_healthz(endpoint):
     assert check(env) is None
     endpoint.stop()
     assert "did not answer" in (check(env) or "")
+
+
+def test_idle_connections_hold_neither_threads_nor_the_port_for_long(endpoint):
+    """2,000 connections that never finish their request held a thread and a file each for
+    good: the worker ran out of files. At most MAX_CONNECTIONS are served at once, each for
+    at most REQUEST_TIMEOUT_SECONDS without its request."""
+    before = threading.active_count()
+    idle = [socket.create_connection(("127.0.0.1", endpoint.port)) for _ in range(100)]
+    try:
+        for connection in idle:
+            connection.sendall(b"GET /healthz HTTP/1.1\r\n")  # and never the rest
+        time.sleep(0.5)
+        assert threading.active_count() - before <= MAX_CONNECTIONS
+        time.sleep(REQUEST_TIMEOUT_SECONDS + 1)
+        assert get(f"http://127.0.0.1:{endpoint.port}/healthz") == (503, "starting\n")
+    finally:
+        for connection in idle:
+            connection.close()
+
+
+def test_a_span_names_at_most_a_model_name_s_worth_of_what_the_endpoint_said():
+    """The response's `model` is the endpoint's to say: 4 MB of it on every span, held in the
+    export queue while the collector was down, grew the worker 230 MB in 40 calls."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from reactive_temporal.telemetry.tracing import MODEL_MAX_CHARS, LlmSpan
+
+    exported = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exported))
+    span = provider.get_tracer("test").start_span("chat m")
+    LlmSpan(span).record_usage(input_tokens=1, output_tokens=1, response_model="m" * 4_000_000)
+    span.end()
+    [finished] = exported.get_finished_spans()
+    assert finished.attributes is not None
+    assert finished.attributes["gen_ai.response.model"] == "m" * MODEL_MAX_CHARS
