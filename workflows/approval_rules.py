@@ -43,6 +43,16 @@ def needs_approval(
     return tool in marked_tools or tool in approve_tools or APPROVE_ALL in approve_tools
 
 
+def free_id(key: str, taken: Collection[str]) -> str:
+    """`key`, or `key-2`, `key-3`… the first not taken: a model's id may be another call's
+    `call-<position>`, and two waiting calls with one id were approved together."""
+    free, n = key, 1
+    while free in taken:
+        n += 1
+        free = f"{key}-{n}"
+    return free
+
+
 def approval_id(call: ToolCall, seq: int, taken: Collection[str]) -> str:
     """How people name a waiting call: the model's call id when it is short, plain and
     unique among the calls pending; else `call-<transcript position>` (a model's ids are

@@ -42,6 +42,9 @@ _NO_OUTPUT_SUMMARY: dict[str, str] = {
 MAX_DEBRIEF_RATIONALE = 100
 """Rationale entries (audit mode) a debrief carries, the latest: each is in the run's result
 twice (the debrief and its markdown), and a run of many calls would fill it."""
+MAX_DEBRIEF_APPROVALS = 100
+"""Approval decisions a debrief carries, the latest: each is in the run's result twice, and
+160 turns of 16 calls timed out made a result of 2.3 MB (its last task failed for good)."""
 MAX_DEBRIEF_ERRORS = 50
 """Distinct errors a debrief carries at most (a long run's failures would fill its input)."""
 MAX_TOOL_STATS = 64
@@ -81,7 +84,7 @@ def collect_debrief_input(
         output_format=result.format,
         rationale=list(rationale[-MAX_DEBRIEF_RATIONALE:]),
         stop_note=result.error if result.terminated_by in STOP_ENDINGS else None,
-        approvals=list(approvals),
+        approvals=list(approvals)[-MAX_DEBRIEF_APPROVALS:],
     )
 
 

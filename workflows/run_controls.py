@@ -34,6 +34,7 @@ with workflow.unsafe.imports_passed_through():
         approval_id,
         decision_problem,
         denial_observation,
+        free_id,
         needs_approval,
         pending_approval,
         timed_out,
@@ -211,7 +212,11 @@ class RunControls:
         keys: dict[int, str] = {}
         for seq, call in asking:
             taken = [*keys.values(), *(r.call_id for r in state.approvals)]
-            keys[seq] = approval_id(call, seq, taken)
+            key = approval_id(call, seq, taken)
+            # asked only when it matters: runs from before took the taken id
+            if key in taken and self.patched(names.UNIQUE_APPROVAL_IDS_PATCH):
+                key = free_id(key, taken)
+            keys[seq] = key
             state.pending_approvals.append(
                 pending_approval(
                     call, keys[seq], since=workflow.now(), iteration=state.iteration + 1
@@ -224,9 +229,14 @@ class RunControls:
             [(asked[p.call_id], approval_event_data(p)) for p in state.pending_approvals]
         )
         timeout = self.agent.approval_timeout_seconds
+        # an operator's answer ends the wait (the run ends with it; what waits never runs)
+        answer_ends = self.patched(names.ANSWER_ENDS_APPROVAL_WAIT_PATCH)
         try:
             await workflow.wait_condition(
-                lambda: not state.pending_approvals,
+                lambda: (
+                    not state.pending_approvals
+                    or (answer_ends and state.operator_answer is not None)
+                ),
                 timeout=timedelta(seconds=timeout),
                 timeout_summary="approval timeout",
             )
@@ -237,6 +247,8 @@ class RunControls:
         finally:
             state.pending_approvals = []
             workflow.upsert_search_attributes([sa.WAITING_FOR.value_unset()])
+        if answer_ends and state.operator_answer is not None:
+            return []
         decided = {r.call_id: r for r in state.approvals}
         await self._approval_events(
             [

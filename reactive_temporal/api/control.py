@@ -150,6 +150,16 @@ async def decide(
     except ValueError as err:
         raise ValueError(f"invalid decision: {err}") from err
     handle = await running_run(client, run_id)
+    if not decision.call_ids:
+        # "all" is the calls waiting now, named: a decision sent again after the run was too
+        # busy to take it decided the next turn's calls, which nobody had seen
+        try:
+            waiting = (await handle.query(AgentRunWorkflow.progress)).pending_approvals
+        except (RPCError, WorkflowQueryFailedError) as err:
+            raise ValueError(f"run {run_id!r} did not say what waits: {err}") from err
+        if not waiting:
+            raise ValueError(f"run {run_id!r} has no call waiting for approval")
+        decision = decision.model_copy(update={"call_ids": [p.call_id for p in waiting]})
     update_id = str(uuid.uuid4())  # one id for every try: a decision sent again is made once
 
     async def attempt() -> ApprovalOutcome:
@@ -163,3 +173,16 @@ async def decide(
         cause = err.cause
         message = getattr(cause, "message", None) or str(cause or err)
         raise ValueError(f"run {run_id!r} refused: {message}") from err
+    except RPCError as err:
+        if not run_closed(err):
+            raise
+        raise ValueError(f"run {run_id!r} ended before the decision reached it") from err
+
+
+def run_closed(err: RPCError) -> bool:
+    """Whether the run ended as an update reached it (cancelled, answered).
+
+    Temporal says the update was aborted by the workflow's closing, or that it had completed.
+    """
+    message = err.message.lower()
+    return "closing workflow" in message or "already completed" in message

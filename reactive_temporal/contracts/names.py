@@ -177,6 +177,13 @@ TOOL_APPROVALS_PATCH: Final = "tool-approvals"
 """A run whose agent names tools needing approval parks their calls until decided."""
 APPROVAL_EVENTS_PATCH: Final = "approval-events"
 """A parked run writes its approvals (asked, decided) to its live output."""
+ANSWER_ENDS_APPROVAL_WAIT_PATCH: Final = "answer-ends-approval-wait"
+"""An operator's `final_answer` signal ends a wait for approval (the calls waiting never
+run); it waited for the decisions or the approval timeout (24 h by default), and ran what was
+approved after the run had its answer."""
+UNIQUE_APPROVAL_IDS_PATCH: Final = "unique-approval-ids"
+"""A waiting call whose id another call has (a model's id that is another call's
+`call-<position>`) gets `-2`, `-3`…; asked only when ids collide."""
 
 # -- memo keys --------------------------------------------------------------------------------
 

@@ -6,7 +6,9 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from temporalio.service import RPCError, RPCStatusCode
 
+from reactive_temporal.api.control import run_closed
 from reactive_temporal.contracts.approvals import ApprovalDecision, ApprovalRecord
 from reactive_temporal.contracts.run import ToolCall
 from workflows.approval_rules import (
@@ -15,6 +17,7 @@ from workflows.approval_rules import (
     approval_lines,
     decision_problem,
     denial_observation,
+    free_id,
     needs_approval,
     pending_approval,
     timed_out,
@@ -153,3 +156,23 @@ def test_approval_lines():
     assert approval_lines(records) == [
         "- ✓ approved `calculator` (call c1) by alice at 2026-11-30T12:00:00+00:00 — checked"
     ]
+
+
+@pytest.mark.parametrize(
+    ("message", "closed"),
+    [
+        ("workflow update was aborted by closing workflow", True),
+        ("workflow execution already completed", True),
+        ("Namespace prod is not found.", False),
+        ("context deadline exceeded", False),
+    ],
+)
+def test_a_decision_that_meets_the_run_s_end_is_told_so(message: str, closed: bool):
+    """A decision racing the run's end got Temporal's raw error, which ended `run`'s inline
+    approval prompt (it waits for ValueError, as `approve` and `deny` are documented)."""
+    assert run_closed(RPCError(message, RPCStatusCode.FAILED_PRECONDITION, b"")) is closed
+
+
+def test_a_taken_id_gets_the_first_free_suffix():
+    assert free_id("call-4", []) == "call-4"
+    assert free_id("call-4", ["call-4", "call-4-2"]) == "call-4-3"

@@ -179,3 +179,24 @@ def test_a_debrief_carries_the_latest_rationale_only():
     )
     kept = collect_debrief_input(result, "task", [], entries).rationale
     assert kept == entries[-MAX_DEBRIEF_RATIONALE:]
+
+
+def test_a_debrief_carries_the_latest_approvals_only():
+    """160 turns of 16 calls denied by the approval timeout: every decision in the result
+    twice made it 2.3 MB, and the run's last task failed for good."""
+    from datetime import UTC, datetime
+
+    from reactive_temporal.contracts.approvals import ApprovalRecord
+    from reactive_temporal.contracts.result import AgentResult
+    from workflows.debrief_rules import MAX_DEBRIEF_APPROVALS, collect_debrief_input
+
+    at = datetime(2026, 12, 4, tzinfo=UTC)
+    records = [
+        ApprovalRecord(call_id=f"c{i}", tool="t", arguments="{}", decision="denied", by="x", at=at)
+        for i in range(2_560)
+    ]
+    result = AgentResult(
+        output="x", success=True, run_id="r", agent_id="a", terminated_by="end_turn"
+    )
+    kept = collect_debrief_input(result, "task", [], [], records).approvals
+    assert kept == records[-MAX_DEBRIEF_APPROVALS:]

@@ -17,7 +17,7 @@ from reactive_temporal import search_attributes as sa
 from reactive_temporal.api.agents import AgentRunError
 from reactive_temporal.api.control import pending_calls
 from reactive_temporal.cli.approval_prompt import Answers, ask_inline
-from reactive_temporal.contracts.run import RunProgress
+from reactive_temporal.contracts.run import FinalAnswerCapture, RunProgress
 from reactive_temporal.embedded.scripted_llm import Reply, ScriptedLLM, call
 from reactive_temporal.tools import tool
 from tests.conftest import wait_for
@@ -344,3 +344,51 @@ async def test_an_inline_question_is_dropped_when_decided_elsewhere_and_no_line_
         ("approved", "other-terminal", None),
         ("denied", "tty-user", "second call refused"),
     ]
+
+
+async def test_two_waiting_calls_never_share_an_id(harness: Harness, llm: ScriptedLLM, model_name):
+    """The model named its first call `call-4`, the name the second one (its own id unusable)
+    fell back to, its place in the transcript: approving `call-4` approved both, the second
+    unseen. The second is `call-4-2` now."""
+    llm.script(
+        model_name,
+        [
+            Reply(
+                "Two sums.",
+                [
+                    call("calculator", expression="1+1", call_id="call-4"),
+                    call("calculator", expression="2+2", call_id="not a usable id!"),
+                ],
+            ),
+            Reply("FINAL ANSWER: done"),
+        ],
+    )
+    agent = harness.agent(
+        model_name, agent_id=unique_agent(), approve_tools=["calculator"], memory=False
+    )
+    handle = await agent.start("Add up.")
+    progress = await parked(handle)
+    shown = [(p.call_id, p.arguments) for p in progress.pending_approvals]
+    assert shown == [("call-4", '{"expression": "1+1"}'), ("call-4-2", '{"expression": "2+2"}')]
+    outcome = await agent.approve(handle.id, "call-4", by="alice")
+    assert [r.call_id for r in outcome.decided] == ["call-4"]
+    progress = await handle.query(AgentRunWorkflow.progress)
+    assert [p.call_id for p in progress.pending_approvals] == ["call-4-2"]
+    await agent.deny(handle.id, "call-4-2", reason="not asked for", by="alice")
+    assert (await agent.result(handle)).terminated_by == "final_answer"
+
+
+async def test_an_operator_s_answer_ends_a_wait_for_approval(
+    harness: Harness, llm: ScriptedLLM, model_name
+):
+    """The README says the `final_answer` signal ends the run: a run waiting for approval
+    waited on (up to its approval timeout, a day by default), and a call approved later ran
+    after the run had its answer."""
+    llm.script(model_name, compute_then_answer())
+    agent = harness.agent(model_name, agent_id=unique_agent(), approve_tools=["calculator"])
+    handle = await agent.start("What is 6*7?")
+    await parked(handle)
+    await handle.signal(AgentRunWorkflow.final_answer, FinalAnswerCapture(output="42, by hand"))
+    result = await asyncio.wait_for(agent.result(handle), 20)
+    assert (result.terminated_by, result.output) == ("final_answer_tool", "42, by hand")
+    assert len(llm.requests[model_name]) == 1  # the calculator never ran, no turn after it
