@@ -156,7 +156,9 @@ async def decide(
         try:
             waiting = (await handle.query(AgentRunWorkflow.progress)).pending_approvals
         except (RPCError, WorkflowQueryFailedError) as err:
-            raise ValueError(f"run {run_id!r} did not say what waits: {err}") from err
+            raise ValueError(
+                f"run {run_id!r} did not say which calls wait (is a worker running?): {err}"
+            ) from err
         if not waiting:
             raise ValueError(f"run {run_id!r} has no call waiting for approval")
         decision = decision.model_copy(update={"call_ids": [p.call_id for p in waiting]})

@@ -33,6 +33,8 @@ with it (the model was told and answered in a second turn).
 `chat_turn_sent_again.json` (group `answered`) is an entity's second run answering a turn its
 first run answered, sent again under its update id, from the reply carried over
 (`reactive_temporal.answered_turns`): no patch, as no earlier run's input carried a reply.
+`approval_ids_unique.json` and `approval_answered.json` (group `approval_edges`) with the
+`unique-approval-ids` and `answer-ends-approval-wait` patches.
 `_lifetime` (the entity's groups: `chat`, `last_run`, `answered`) with entities that decide
 to continue as new where a handler ends (the `entity-continues-after-handlers` patch, asked in
 each entity run's first task; `workflows/entity_lifetime.py`).
@@ -48,6 +50,7 @@ import tempfile
 import uuid
 import warnings
 from pathlib import Path
+from typing import Any
 
 from temporalio.client import Client
 
@@ -280,6 +283,46 @@ async def record_approvals(client: Client, task_queue: str, llm: ScriptedLLM) ->
     return {"approval_run.json": handle.id}
 
 
+async def record_approval_edges(
+    client: Client, task_queue: str, llm: ScriptedLLM
+) -> dict[str, str]:
+    """Two waiting calls whose ids collided (the `unique-approval-ids` patch: the second is
+    `call-4-2`), and a run an operator answered while it waited (`answer-ends-approval-wait`)."""
+    config = AgentConfig(
+        agent_id="recorder", model="ids", approve_tools=["calculator"], memory=False
+    )
+    agent = Agent(config, Runtime(client, task_queue, offline_model=False))
+    llm.script(
+        "ids",
+        [
+            Reply("Two sums.", [call("calculator", expression="1+1", call_id="call-4"),
+                                call("calculator", expression="2+2", call_id="bad id!")]),
+            Reply("FINAL ANSWER: 2"),
+        ],
+    )  # fmt: skip
+    collided = await agent.start("1+1 and 2+2, with approval")
+    await _until_waiting(collided)
+    await agent.approve(collided.id, "call-4", by="recorder")
+    await agent.deny(collided.id, "call-4-2", reason="one is enough", by="recorder")
+    await agent.result(collided)
+    llm.script("answered", [Reply("Checking.", [call("calculator", expression="6*7")])])
+    answered = await Agent(
+        config.model_copy(update={"model": "answered"}),
+        Runtime(client, task_queue, offline_model=False),
+    ).start("6*7, answered by hand")
+    await _until_waiting(answered)
+    await answered.signal(AgentRunWorkflow.final_answer, FinalAnswerCapture(output="42"))
+    await answered.result()
+    return {"approval_ids_unique.json": collided.id, "approval_answered.json": answered.id}
+
+
+async def _until_waiting(handle: Any) -> None:
+    for _ in range(200):
+        if (await handle.query(AgentRunWorkflow.progress)).pending_approvals:
+            return
+        await asyncio.sleep(0.1)
+
+
 async def record_live(client: Client, task_queue: str, llm: ScriptedLLM) -> dict[str, str]:
     """Live output (issue 12): a run streaming its reply in chunks, and an approval written to
     the live output (the `approval-events` patch)."""
@@ -369,6 +412,7 @@ GROUPS = {
     "last_run": record_last_run,
     "stops": record_stops,
     "approvals": record_approvals,
+    "approval_edges": record_approval_edges,
     "live": record_live,
     "cut_short": record_cut_short,
 }
