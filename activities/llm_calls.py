@@ -153,6 +153,11 @@ def raise_for_status(err: openai.APIStatusError, *, last_attempt: bool = False) 
     # a failure past Temporal's size limit arrives as "Failure exceeds size limit", its cause lost
 
 
+def attempts_exhausted(max_attempts: int | None) -> bool:
+    """This attempt is the LLM's last (`max_attempts`, the agent's cap): its failure is final."""
+    return max_attempts is not None and activity.info().attempt >= max_attempts
+
+
 @contextlib.contextmanager
 def llm_errors(max_attempts: int | None = None) -> Iterator[None]:
     """Map the openai client's failures to Temporal's retry semantics.
@@ -160,7 +165,7 @@ def llm_errors(max_attempts: int | None = None) -> Iterator[None]:
     LLM failures count against `max_attempts` (the agent's cap); the activity's own retry
     policy is looser, so a Postgres or worker outage does not use up the LLM's attempts.
     """
-    last = max_attempts is not None and activity.info().attempt >= max_attempts
+    last = attempts_exhausted(max_attempts)
     try:
         yield
     except openai.APIStatusError as err:
@@ -203,12 +208,13 @@ def _count(value: object) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
-def usage_of(response: ChatCompletion) -> Usage:
-    """The call's token usage: zero for what the endpoint does not report, or reports in a
-    shape of its own (a reply whose usage lacked a field was thrown away and bought again)."""
+def usage_of(response: ChatCompletion, request: dict[str, Any]) -> Usage:
+    """The call's token usage as the endpoint reported it, zero for a field it left out or
+    sent in a shape of its own (a reply whose usage lacked a field was thrown away and bought
+    again); estimated when it reported none (`estimated_usage`)."""
     usage = getattr(response, "usage", None)
     if usage is None:
-        return Usage()
+        return estimated_usage(request, response)
     details = getattr(usage, "completion_tokens_details", None)
     return Usage(
         prompt_tokens=_count(getattr(usage, "prompt_tokens", 0)),
@@ -323,8 +329,7 @@ class LlmEndpoint:
                 error = getattr(response, "error", None)  # a 200 whose body is an error
                 if error and not getattr(response, "choices", None):
                     raise ValueError(f"the endpoint answered with an error: {str(error)[:300]}")
-                reported = getattr(response, "usage", None) is not None
-                usage = usage_of(response) if reported else estimated_usage(request, response)
+                usage = usage_of(response, request)
             cost = cost_of(model, usage.prompt_tokens, usage.completion_tokens, self.prices)
             observed.succeeded(
                 input_tokens=usage.prompt_tokens,

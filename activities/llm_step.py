@@ -34,6 +34,7 @@ from activities.llm_calls import (
     ContextWindowExceeded,
     LlmEndpoint,
     TextSink,
+    attempts_exhausted,
     chat_request,
 )
 from activities.llm_context import ContextPlan, ContextRecord, StepContext, StepContexts
@@ -184,7 +185,7 @@ class LlmActivities:
         if not response.choices:
             if text is not None:
                 await self.events.try_append(input.run_id, text.last)
-            last = input.max_attempts is not None and activity.info().attempt >= input.max_attempts
+            last = attempts_exhausted(input.max_attempts)
             raise ApplicationError(  # the model failing: counted against its attempts
                 f"LLM answered with no choices{' (attempts exhausted)' if last else ''}",
                 type="LlmEmptyResponse",

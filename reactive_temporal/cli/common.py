@@ -63,23 +63,24 @@ def known_failure(e: BaseException) -> CliError | None:
 
 def run_command(coro: Callable[[], Awaitable[int]], *, as_json: bool = False) -> None:
     try:
-        try:
-            code: int = asyncio.run(coro())  # type: ignore[arg-type]
-        except CliError:
-            raise  # the command's own words (its cause may be an RPCError it read)
-        except Exception as e:
-            if (known := known_failure(e)) is None:
-                raise
-            raise known from e
-    except CliError as e:
-        code = e.code
-        if as_json:
-            print(json.dumps({"error": str(e)}))
-        # One line whatever the width: wrapped, a log or a test would see several.
-        err.print(f"[red]error:[/] {safe(e)}", highlight=False, soft_wrap=True)
+        code: int = asyncio.run(coro())  # type: ignore[arg-type]
+    except CliError as e:  # the command's own words (its cause may be an RPCError it read)
+        code = _report(e, as_json)
     except KeyboardInterrupt:
         code = 130
+    except Exception as e:
+        if (known := known_failure(e)) is None:
+            raise
+        code = _report(known, as_json)
     finish(code)
+
+
+def _report(e: CliError, as_json: bool) -> int:
+    if as_json:
+        print(json.dumps({"error": str(e)}))
+    # One line whatever the width: wrapped, a log or a test would see several.
+    err.print(f"[red]error:[/] {safe(e)}", highlight=False, soft_wrap=True)
+    return e.code
 
 
 def cli_settings(**overrides: object) -> Settings:
