@@ -75,7 +75,9 @@ class ChatPaths:
         in a user-role message (entities started before that had it in the system prompt)."""
         notes = self._chat_notes_as_data()
         return ChatDirectInput(
-            agent=agent,
+            # the model's settings only: the persona is in `context` already (a 100,000-character
+            # prompt went into the entity's history twice a turn)
+            agent=agent.model_copy(update={"system_prompt": None}),
             context=prompts.direct_chat_system_prompt(
                 agent.agent_id, agent.system_prompt, "" if notes else context
             ),

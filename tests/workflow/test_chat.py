@@ -425,3 +425,27 @@ async def test_mid_run_chat_answers_from_the_live_state(harness: Harness, llm, m
     assert "Tools called so far: calculator." in prompt and "Last observation: 57" in prompt
     result = await handle.result()
     assert result.output == "57" and result.terminated_by == "final_answer"
+
+
+async def test_a_direct_turn_carries_the_persona_once(harness: Harness, llm, model_name):
+    """The direct path's activity input holds the agent's system prompt once, in the prompt it
+    sends: a long persona went into the entity's history twice a turn (the model settings
+    carried it too)."""
+    llm.script(model_name, [Reply("Ahoy.")])
+    persona = "You are a pirate. " + "Arr. " * 4_000
+    agent = harness.agent(model_name, agent_id=unique_agent(), system_prompt=persona)
+    assert (await agent.chat("hello there", use_tools=False)).message == "Ahoy."
+    assert persona.strip() in system_of(llm.requests[model_name][-1])
+
+    history = await harness.client.get_workflow_handle(agent.entity.workflow_id).fetch_history()
+    inputs = [
+        e.activity_task_scheduled_event_attributes.input
+        for e in history.events
+        if e.HasField("activity_task_scheduled_event_attributes")
+        and e.activity_task_scheduled_event_attributes.activity_type.name == names.CHAT_DIRECT
+    ]
+    assert len(inputs) == 1
+    payloads = list(inputs[0].payloads)
+    if (codec := harness.client.data_converter.payload_codec) is not None:
+        payloads = await codec.decode(payloads)
+    assert payloads[0].data.decode().count(persona.strip()) == 1
