@@ -61,6 +61,24 @@ TOOL_CALLS = Counter(
 )
 
 
+MAX_MODEL_LABELS = 100
+"""Distinct model names a worker labels its LLM series with; later ones are `OTHER_MODEL`.
+Whoever starts a run names its model: without a cap each new name made new series for good
+(Prometheus keeps every series a process ever reported), and a scrape grew without end."""
+OTHER_MODEL = "(other)"
+_model_labels: set[str] = set()
+
+
+def model_label(model: str) -> str:
+    """`model` while fewer than MAX_MODEL_LABELS names have been seen, else `OTHER_MODEL`."""
+    if model in _model_labels:
+        return model
+    if len(_model_labels) >= MAX_MODEL_LABELS:
+        return OTHER_MODEL
+    _model_labels.add(model)
+    return model
+
+
 def record_llm_call(
     model: str,
     *,
@@ -71,6 +89,7 @@ def record_llm_call(
     cost_usd: float = 0.0,
 ) -> None:
     """One request to the model that really went out (not a recorded reply)."""
+    model = model_label(model)
     LLM_REQUEST_SECONDS.labels(model=model, outcome=outcome).observe(max(seconds, 0.0))
     if input_tokens > 0:
         LLM_TOKENS.labels(model=model, kind="input").inc(input_tokens)
@@ -84,6 +103,7 @@ def record_unreported_usage(
     model: str, *, input_tokens: int, output_tokens: int, cost_usd: float
 ) -> None:
     """Estimated usage of one request that went out and ended without its usage."""
+    model = model_label(model)
     LLM_UNREPORTED_TOKENS.labels(model=model, kind="input").inc(max(input_tokens, 0))
     LLM_UNREPORTED_TOKENS.labels(model=model, kind="output").inc(max(output_tokens, 0))
     LLM_UNREPORTED_COST.labels(model=model).inc(max(cost_usd, 0.0))

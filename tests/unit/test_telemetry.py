@@ -10,6 +10,7 @@ import urllib.request
 
 import pytest
 
+from reactive_temporal.telemetry import metrics
 from reactive_temporal.telemetry.endpoint import (
     MAX_CONNECTIONS,
     REQUEST_TIMEOUT_SECONDS,
@@ -131,3 +132,23 @@ def test_a_span_names_at_most_a_model_name_s_worth_of_what_the_endpoint_said():
     [finished] = exported.get_finished_spans()
     assert finished.attributes is not None
     assert finished.attributes["gen_ai.response.model"] == "m" * MODEL_MAX_CHARS
+
+
+def test_llm_series_name_at_most_max_model_labels_models(monkeypatch):
+    """Whoever starts a run names its model: past MAX_MODEL_LABELS names, the rest share one
+    label, so a worker's scrape stops growing (each name made series for good)."""
+    monkeypatch.setattr(metrics, "_model_labels", set())
+    names = [f"made-up-model-{i}" for i in range(metrics.MAX_MODEL_LABELS + 50)]
+    for name in names:
+        record_llm_call(name, outcome="ok", seconds=0.1, input_tokens=3, output_tokens=1)
+        metrics.record_unreported_usage(name, input_tokens=1, output_tokens=1, cost_usd=0.0)
+    labelled = {
+        sample.labels["model"]
+        for family in metrics.REGISTRY.collect()
+        for sample in family.samples
+        if sample.labels.get("model", "").startswith("made-up-model-")
+        or sample.labels.get("model") == metrics.OTHER_MODEL
+    }
+    assert labelled == {*names[: metrics.MAX_MODEL_LABELS], metrics.OTHER_MODEL}
+    record_llm_call(names[0], outcome="ok", seconds=0.1)  # a name seen before keeps its own
+    assert metrics.model_label(names[0]) == names[0]
