@@ -11,6 +11,7 @@ server has: 10 updates in flight per workflow.
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -20,6 +21,7 @@ from pathlib import Path
 import pytest
 from temporalio import workflow
 from temporalio.api.enums.v1 import EventType
+from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client
 from temporalio.service import RetryConfig, RPCError, RPCStatusCode
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
@@ -291,9 +293,28 @@ async def entity_report(client: Client, workflow_id: str) -> str:
             if event.HasField("workflow_task_failed_event_attributes"):
                 failure = event.workflow_task_failed_event_attributes.failure.message
                 lines.append(f"  task failed at {event.event_id}: {failure[:300]}")
-        kinds = (EventType.Name(e.event_type).removeprefix("EVENT_TYPE_") for e in history.events)
-        lines.append("  " + " ".join(f"{i}:{k}" for i, k in enumerate(kinds, 1)))
+        lines.append("  " + " ".join(f"{e.event_id}:{event_label(e)}" for e in history.events))
     return "\n".join(lines)
+
+
+def event_label(event: HistoryEvent) -> str:
+    """An event's type, with what tells two of a kind apart: a marker's patch, an activity's
+    type and id, an update's name and id (enough to see which handler made which command)."""
+    kind = EventType.Name(event.event_type).removeprefix("EVENT_TYPE_")
+    if event.HasField("marker_recorded_event_attributes"):
+        data = event.marker_recorded_event_attributes.details.get("patch-data")
+        patch = json.loads(data.payloads[0].data) if data is not None else {}
+        return f"{kind}({patch.get('id', '')})"
+    if event.HasField("activity_task_scheduled_event_attributes"):
+        scheduled = event.activity_task_scheduled_event_attributes
+        return f"{kind}({scheduled.activity_type.name}#{scheduled.activity_id})"
+    if event.HasField("workflow_execution_update_accepted_event_attributes"):
+        request = event.workflow_execution_update_accepted_event_attributes.accepted_request
+        return f"{kind}({request.input.name}:{request.meta.update_id[:8]})"
+    if event.HasField("workflow_execution_update_completed_event_attributes"):
+        meta = event.workflow_execution_update_completed_event_attributes.meta
+        return f"{kind}({meta.update_id[:8]})"
+    return kind
 
 
 async def test_other_errors_are_not_waited_out(client: Client):
