@@ -73,10 +73,6 @@ SESSION_ID = re.compile(SESSION_ID_PATTERN)
 
 @workflow.defn(name=names.AGENT_WORKFLOW, failure_exception_types=BUG_EXCEPTIONS)
 class AgentWorkflow(ChatPaths, Lifetime):
-    _saved_per_turn: bool | None = None
-    """Whether this run saves sessions turn by turn (the sessions-in-postgres patch), once
-    asked; handlers that cannot ask (queries) read it."""
-
     @workflow.init
     def __init__(self, input: AgentWorkflowInput) -> None:
         self.state = input.state
@@ -84,7 +80,7 @@ class AgentWorkflow(ChatPaths, Lifetime):
         self.continue_after = input.continue_as_new_after_events
         self.idle_after = input.session_idle_seconds
         self.sessions = SessionKeeper(self.state, self.idle_after)
-        self._ask_lifetime_patch()
+        self._ask_patches()
 
     @workflow.run
     async def run(self, input: AgentWorkflowInput) -> None:
@@ -109,11 +105,6 @@ class AgentWorkflow(ChatPaths, Lifetime):
                 session_idle_seconds=self.idle_after,
             )
         )
-
-    def _sessions_saved_per_turn(self) -> bool:
-        if self._saved_per_turn is None:
-            self._saved_per_turn = workflow.patched(names.SESSIONS_IN_POSTGRES_PATCH)
-        return self._saved_per_turn
 
     # -- what runs and builders tell the agent ---------------------------------------------------
 
@@ -357,8 +348,8 @@ class AgentWorkflow(ChatPaths, Lifetime):
         found in Temporal's visibility, and the last finished run is read from Postgres in the
         same activity; entities that learned of runs by `run_started` signals (before that
         patch) replay their own list."""
-        if workflow.patched(names.LIVE_RUNS_FROM_VISIBILITY_PATCH):
-            from_store = workflow.patched(names.LAST_RUN_FROM_STORE_PATCH)
+        from_visibility, from_store = self._runs_read()
+        if from_visibility:
             live: ReadLiveRunsResult = await workflow.execute_activity(
                 names.READ_LIVE_RUNS,
                 ReadLiveRunsInput(agent_id=self.state.agent.agent_id, last_run=from_store),

@@ -30,19 +30,11 @@ with workflow.unsafe.imports_passed_through():
     from workflows.activity_options import llm_options
     from workflows.agent_run import AgentRunWorkflow
     from workflows.chat_rules import TOOL_PATH_DEFAULT_ITERATIONS, tool_path_task, window_history
+    from workflows.entity_patches import EntityPatches
 
 
-class ChatPaths:
+class ChatPaths(EntityPatches):
     """A chat turn's reply, by the direct path or a tool-path run."""
-
-    _notes_as_data: bool | None = None
-    """Whether this entity gives the model what it knows of its runs as quoted notes (the
-    chat-notes patch), once asked."""
-
-    def _chat_notes_as_data(self) -> bool:
-        if self._notes_as_data is None:
-            self._notes_as_data = workflow.patched(names.CHAT_NOTES_PATCH)
-        return self._notes_as_data
 
     async def _direct(
         self,

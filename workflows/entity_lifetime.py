@@ -26,24 +26,18 @@ from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from reactive_temporal.contracts import names
+    from workflows.entity_patches import EntityPatches
 
 Handler = TypeVar("Handler", bound=Callable[..., Any])
 
 
-class Lifetime:
+class Lifetime(EntityPatches):
     """The entity's continue-as-new decision (a mixin of AgentWorkflow)."""
 
     continue_after: int | None = None
     """Continue as new past this many history events (tests); None: when Temporal suggests."""
     continue_due = False
     """A handler found, as it ended, that it is time to continue as new."""
-    decides_after_handlers = False
-    """This run notes `continue_due` after handlers (the patch); else conditions read the
-    task's figures, as entities before it did."""
-
-    def _ask_lifetime_patch(self) -> None:
-        """In the run's first task, before any handler or `run` has run."""
-        self.decides_after_handlers = workflow.patched(names.ENTITY_CONTINUES_AFTER_HANDLERS_PATCH)
 
     def _time_to_continue_as_new(self) -> bool:
         """Temporal's figures for this task: read them only where workflow code runs."""

@@ -138,6 +138,14 @@ new (it finishes what it took, then goes on in its next run): callers send it ag
 CHAT_NOTES_PATCH: Final = "chat-notes-user-role"
 """What chat knows of the agent's runs reaches the model as quoted notes in a user-role
 message, not in the system prompt."""
+ENTITY_PATCHES_2026_12: Final = "entity-patches-2026-12"
+"""Every AgentWorkflow patch above is on (sessions-in-postgres, entity-continues-after-
+handlers, chat-notes-user-role, live-runs-from-visibility, last-run-from-store). An entity run
+started since asks only this one, in its first task, before any handler runs. Asked one by
+one, each patch's marker went where the first handler that needed it got to, and on a busy
+agent (updates arriving together, some refused) a replay's handlers need not get there in
+the same order: one such entity failed to replay (a marker where its replay scheduled a chat
+turn's activity) and its chat stood still. It is also 8 events fewer per entity run."""
 
 RUN_CONTINUE_AS_NEW_PATCH: Final = "run-continue-as-new"
 """A run continues as new (same workflow id, transcript, counters, one debrief) when

@@ -38,6 +38,9 @@ first run answered, sent again under its update id, from the reply carried over
 `_lifetime` (the entity's groups: `chat`, `last_run`, `answered`) with entities that decide
 to continue as new where a handler ends (the `entity-continues-after-handlers` patch, asked in
 each entity run's first task; `workflows/entity_lifetime.py`).
+`_entity_bundle` (the entity's groups, and `crowd`: eight sessions
+at once on an entity that continues as new) with entities that ask one patch,
+`entity-patches-2026-12`, as they start (`workflows/entity_patches.py`).
 Each scenario runs on a fresh dev server with scripted models.
 """
 
@@ -405,6 +408,26 @@ async def record_cut_short(client: Client, task_queue: str, llm: ScriptedLLM) ->
     return {"cut_short_run.json": result.run_id}
 
 
+async def record_crowd(client: Client, task_queue: str, llm: ScriptedLLM) -> dict[str, str]:
+    """Eight sessions opened and chatting at once (update-with-start), on an entity that
+    continues as new past 40 events: many updates in its first task, handlers in flight when
+    it is time to go, refused updates sent again to the next run."""
+    agent_id = f"recorder-crowd-{uuid.uuid4().hex[:6]}"
+    llm.script("crowd", [Reply("noted", delay=0.2)], repeat_last=True)
+    config = AgentConfig(agent_id=agent_id, model="crowd", memory=False)
+    handle = await client.start_workflow(
+        AgentWorkflow.run,
+        AgentWorkflowInput(state=AgentState(agent=config), continue_as_new_after_events=40),
+        id=names.agent_workflow_id(agent_id),
+        task_queue=task_queue,
+    )
+    first_run = (await handle.describe()).run_id
+    agent = Agent(config, Runtime(client, task_queue, offline_model=False))
+    sessions = [agent.session() for _ in range(8)]
+    await asyncio.gather(*(s.chat(f"Note {i}", use_tools=False) for i, s in enumerate(sessions)))
+    return {f"chat_crowd.json@{first_run}": handle.id}
+
+
 GROUPS = {
     "base": record,
     "chat": record_chat,
@@ -415,6 +438,7 @@ GROUPS = {
     "approval_edges": record_approval_edges,
     "live": record_live,
     "cut_short": record_cut_short,
+    "crowd": record_crowd,
 }
 
 

@@ -8,6 +8,7 @@ import uuid
 from typing import Any
 
 import pytest
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 
 from reactive_temporal.api.sessions import ChatError
@@ -449,3 +450,29 @@ async def test_a_direct_turn_carries_the_persona_once(harness: Harness, llm, mod
     if (codec := harness.client.data_converter.payload_codec) is not None:
         payloads = await codec.decode(payloads)
     assert payloads[0].data.decode().count(persona.strip()) == 1
+
+
+async def test_an_entity_asks_its_one_patch_before_any_handler_runs(harness: Harness, llm):
+    """Six sessions open and chat at once: the entity's patch decisions are all made as it
+    starts, one marker before any update is taken. Asked where each was first needed, a
+    patch's marker went where the first handler to need it got to, which a replay's handlers
+    need not match (one busy entity failed to replay)."""
+    model = f"crowd-{uuid.uuid4().hex[:6]}"
+    llm.script(model, [Reply("noted")], repeat_last=True)
+    agent = harness.agent(model, agent_id=unique_agent(), memory=False)
+    sessions = [agent.session() for _ in range(6)]
+    replies = await asyncio.gather(
+        *(s.chat(f"Note {i}", use_tools=False) for i, s in enumerate(sessions))
+    )
+    assert [r.message for r in replies] == ["noted"] * 6
+
+    history = await harness.client.get_workflow_handle(agent.entity.workflow_id).fetch_history()
+    kinds = [e.event_type for e in history.events]
+    markers = [
+        json.loads(e.marker_recorded_event_attributes.details["patch-data"].payloads[0].data)["id"]
+        for e in history.events
+        if e.HasField("marker_recorded_event_attributes")
+    ]
+    assert markers == [names.ENTITY_PATCHES_2026_12]
+    first_update = kinds.index(EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED)
+    assert kinds.index(EventType.EVENT_TYPE_MARKER_RECORDED) < first_update

@@ -1,0 +1,61 @@
+"""Which of its changes an agent entity run has: decided once, in its first task.
+
+An entity run started since `entity-patches-2026-12` asks that one patch as it starts, before
+any handler runs, and has every change it stands for. Asked one by one, where each was first
+needed, a patch's marker went wherever the first handler to need it got to; on a busy agent
+(updates arriving together, some refused by validators, which leaves no trace in history) a
+replay's handlers need not get there in the same order, and one such entity failed to replay:
+its chat stood still. Entity runs from before keep asking each patch where they did, lazily,
+as their histories were made.
+"""
+
+from __future__ import annotations
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from reactive_temporal.contracts import names
+
+
+class EntityPatches:
+    """The entity's patch decisions (a mixin of AgentWorkflow), each asked at most once."""
+
+    decides_after_handlers = False
+    """The entity notes `continue_due` where handlers end (entity-continues-after-handlers);
+    else its conditions read the task's figures, as entities before it did."""
+    _saved_per_turn: bool | None = None
+    """Sessions are saved turn by turn (sessions-in-postgres), once asked; handlers that
+    cannot ask (queries, validators) read it."""
+    _notes_as_data: bool | None = None
+    """What the agent knows of its runs reaches the model as quoted notes (chat-notes)."""
+    _reads_runs: tuple[bool, bool] | None = None
+    """Chat finds runs in progress in visibility, and reads the last run from Postgres with
+    them (live-runs-from-visibility, last-run-from-store)."""
+
+    def _ask_patches(self) -> None:
+        """In the run's first task, before any handler or `run` has run."""
+        if workflow.patched(names.ENTITY_PATCHES_2026_12):
+            self.decides_after_handlers = self._saved_per_turn = self._notes_as_data = True
+            self._reads_runs = (True, True)
+        else:  # an entity run from before: the rest is asked where it is first needed
+            self.decides_after_handlers = workflow.patched(
+                names.ENTITY_CONTINUES_AFTER_HANDLERS_PATCH
+            )
+
+    def _sessions_saved_per_turn(self) -> bool:
+        if self._saved_per_turn is None:
+            self._saved_per_turn = workflow.patched(names.SESSIONS_IN_POSTGRES_PATCH)
+        return self._saved_per_turn
+
+    def _chat_notes_as_data(self) -> bool:
+        if self._notes_as_data is None:
+            self._notes_as_data = workflow.patched(names.CHAT_NOTES_PATCH)
+        return self._notes_as_data
+
+    def _runs_read(self) -> tuple[bool, bool]:
+        """(runs in progress from visibility, the last run from Postgres with them)."""
+        if self._reads_runs is None:
+            from_visibility = workflow.patched(names.LIVE_RUNS_FROM_VISIBILITY_PATCH)
+            from_store = from_visibility and workflow.patched(names.LAST_RUN_FROM_STORE_PATCH)
+            self._reads_runs = (from_visibility, from_store)
+        return self._reads_runs
