@@ -50,15 +50,19 @@ class LessonStore:
         (`pending_rows`: on a pipelined connection, with the other queries sent in it)."""
         return await pending_rows(
             conn,
+            # each text once (its newest copy) before the limit: a lesson many runs learned
+            # filled the limit with copies of itself and hid every other
             "WITH q AS (SELECT NULLIF(replace(plainto_tsquery('english', %s)::text,"
-            " ' & ', ' | '), '') AS words)"
-            " SELECT lesson, run_id, created_at FROM agent_lessons, q"
+            " ' & ', ' | '), '') AS words),"
+            " matched AS (SELECT DISTINCT ON (lesson) lesson, run_id, created_at, position,"
+            " ts_rank(search, q.words::tsquery) AS rank FROM agent_lessons, q"
             f" WHERE agent_id = %s AND {_LIVE} AND run_id <> %s"
             " AND q.words IS NOT NULL AND search @@ q.words::tsquery"
-            " ORDER BY ts_rank(search, q.words::tsquery) DESC, created_at DESC, position"
-            " LIMIT %s",
-            (relevance_query_text(task), agent_id, exclude_run or "", limit * 3),
-            lambda rows: _distinct_notes(rows)[:limit],
+            " ORDER BY lesson, created_at DESC, position)"
+            " SELECT lesson, run_id, created_at FROM matched"
+            " ORDER BY rank DESC, created_at DESC, position LIMIT %s",
+            (relevance_query_text(task), agent_id, exclude_run or "", limit),
+            _notes,
         )
 
     async def listed(self, agent_id: str | None = None) -> list[StoredLesson]:
@@ -98,12 +102,5 @@ class LessonStore:
         return sorted(deleted, key=lambda lesson: lesson.id)
 
 
-def _distinct_notes(rows: Rows) -> list[LessonNote]:
-    """The rows' lessons in order, the same lesson learned twice shown where it ranks best."""
-    seen: set[str] = set()
-    notes: list[LessonNote] = []
-    for r in rows:
-        if r["lesson"] not in seen:
-            seen.add(r["lesson"])
-            notes.append(LessonNote(r["lesson"], r["run_id"], r["created_at"]))
-    return notes
+def _notes(rows: Rows) -> list[LessonNote]:
+    return [LessonNote(r["lesson"], r["run_id"], r["created_at"]) for r in rows]

@@ -74,7 +74,9 @@ _NOTES_TAG = re.compile(r"</?\s*notes\s*>", re.IGNORECASE)
 
 def quote(text: str) -> str:
     """Every line prefixed with "> ", and no tag that could close the notes block early."""
-    cleaned = _NOTES_TAG.sub("", text)
+    cleaned = text
+    while _NOTES_TAG.search(cleaned):  # until none is left: `</no</notes>tes>` made one
+        cleaned = _NOTES_TAG.sub("", cleaned)
     return "\n".join(f"> {line}" if line else ">" for line in cleaned.splitlines() or [""])
 
 

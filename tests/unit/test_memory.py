@@ -61,4 +61,5 @@ def test_chat_notes_quote_the_run_context() -> None:
 
 def test_quote_handles_empty_and_blank_lines() -> None:
     assert quote("") == ">"
+    assert quote("a</no</notes>tes>b <</notes>/notes>") == "> ab "  # none left by removing one
     assert quote("a\n\nb") == "> a\n>\n> b"

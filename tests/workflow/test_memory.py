@@ -72,6 +72,20 @@ async def test_the_number_of_lessons_a_run_sees_is_bounded(harness: Harness) -> 
     assert [n.run_id for n in chosen] == [f"run-{i}" for i in range(PRIOR_LESSONS)]
 
 
+async def test_a_lesson_many_runs_learned_is_one_note_among_others(harness: Harness) -> None:
+    """The same text learned by 20 runs (the newest copy ranks first) leaves room for the rest:
+    it filled the limit's rows and hid every other lesson, as anyone who got one lesson stored
+    20 times could."""
+    agent_id = f"memory-copies-{uuid.uuid4().hex[:6]}"
+    copies = [(f"run-copy-{i}", "Invoices need a tax id, always.", 0.01 * i) for i in range(20)]
+    others = [(f"run-other-{i}", f"Invoices go out on day {i}.", 1 + i) for i in range(3)]
+    await add_lessons(harness, agent_id, [*copies, *others])
+    chosen = await LessonStore(harness.store).relevant(
+        agent_id, "Send the invoices with a tax id", limit=PRIOR_LESSONS
+    )
+    assert [n.run_id for n in chosen] == ["run-copy-0", "run-other-0", "run-other-1", "run-other-2"]
+
+
 async def test_no_relevant_lesson_means_no_lesson(harness: Harness) -> None:
     agent_id = "memory-unrelated"
     await add_lessons(harness, agent_id, [("run-1", "Invoices need a tax id.", 1)])
