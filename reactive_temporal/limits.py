@@ -13,6 +13,7 @@ model reads, what they marked (`workflows/run_limits.py`).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from pydantic_core import to_json
@@ -67,6 +68,13 @@ SYNTHESIS_TEXT_MAX_CHARS = 4_000
 SYNTHESIS_ITEMS_MAX = 20
 """Findings, errors or lessons a synthesized debrief keeps (the debrief travels to the store,
 the agent's state and every later chat's context)."""
+SYNTHESIS_TOTAL_MAX_CHARS = 40_000
+"""All of a synthesized debrief's texts together. The debrief goes to the store in one
+activity input holding each text twice (its fields and its markdown) with the run's answer:
+at the per-text limits alone, 68 texts of 4,000 control characters (six bytes each in JSON)
+made that input 2.9 MB, and the debrief's workflow task failed for good, nothing stored."""
+_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+"""Control characters but tab and newline: no use in a debrief's prose, six bytes in JSON."""
 
 
 def bound_answer(answer: FinalAnswerCapture) -> FinalAnswerCapture:
@@ -82,15 +90,25 @@ def bound_answer(answer: FinalAnswerCapture) -> FinalAnswerCapture:
 
 
 def bound_synthesis(fields: SynthesisFields | None) -> SynthesisFields | None:
-    """A debrief synthesis within bounds, whatever the model wrote."""
+    """A debrief synthesis within bounds, whatever the model wrote: control characters out,
+    each text and all of them together clipped (summary and caveats first, then findings,
+    errors and lessons, in order, while the total allows)."""
     if fields is None:
         return None
+    left = SYNTHESIS_TOTAL_MAX_CHARS
 
     def text(value: str | None) -> str | None:
-        return None if value is None else clip(clean_text(value), SYNTHESIS_TEXT_MAX_CHARS)
+        nonlocal left
+        if value is None:
+            return None
+        kept = clip(
+            _CONTROLS.sub("", clean_text(value)), max(min(SYNTHESIS_TEXT_MAX_CHARS, left), 0)
+        )
+        left -= len(kept)
+        return kept
 
     def items(values: list[str]) -> list[str]:
-        return [clip(clean_text(v), SYNTHESIS_TEXT_MAX_CHARS) for v in values[:SYNTHESIS_ITEMS_MAX]]
+        return [t for v in values[:SYNTHESIS_ITEMS_MAX] if left > 0 and (t := text(v))]
 
     return fields.model_copy(
         update={

@@ -4,14 +4,20 @@ from __future__ import annotations
 
 import json
 
+from pydantic_core import to_json
+
 from activities.debrief_synthesis import parse_synthesis
 from reactive_temporal.contracts.debrief import (
     DebriefInput,
     DebriefMetrics,
+    PersistDebriefInput,
     RationaleEntry,
+    SynthesisFields,
+    SynthesisResult,
     ToolStat,
 )
 from reactive_temporal.contracts.run import FinalAnswerCapture, RationaleDetail
+from reactive_temporal.limits import SYNTHESIS_TOTAL_MAX_CHARS, bound_synthesis
 from reactive_temporal.prompts import synthesis_prompt
 from reactive_temporal.rationale import (
     BLOCKS_MAX,
@@ -21,6 +27,7 @@ from reactive_temporal.rationale import (
     parse_rationale_blocks,
     strip_rationale_blocks,
 )
+from workflows.debrief_rules import build_fallback, merge_synthesis
 
 ANSWER = {"summary": "Done.", "keyFindings": ["thing 1"], "lessonsLearned": ["l"], "caveats": ""}
 
@@ -200,3 +207,42 @@ def test_a_debrief_carries_the_latest_approvals_only():
     )
     kept = collect_debrief_input(result, "task", [], [], records).approvals
     assert kept == records[-MAX_DEBRIEF_APPROVALS:]
+
+
+def test_a_hostile_synthesis_leaves_the_debrief_s_store_input_far_under_2_mb():
+    """20 findings, errors and lessons of 4,000 characters each, control characters (six bytes
+    each in JSON) or emoji (four), with a summary and caveats as long: the debrief carries each
+    text twice (fields and markdown) to the store in one activity input, which came to 2.9 MB,
+    and the debrief child's task failed for good, nothing stored."""
+    for char in ("\x01", "\x1b", "😀", "é"):
+        long = char * 4_000
+        fields = SynthesisFields(
+            summary=long,
+            caveats=long,
+            key_findings=[f"{i}{long}" for i in range(20)],
+            errors_encountered=[f"e{i}{long}" for i in range(20)],
+            lessons_learned=[f"l{i}{long}" for i in range(20)],
+        )
+        bounded = bound_synthesis(fields)
+        assert bounded is not None
+        texts = [
+            bounded.summary or "",
+            bounded.caveats or "",
+            *bounded.key_findings,
+            *bounded.errors_encountered,
+            *bounded.lessons_learned,
+        ]
+        assert sum(map(len, texts)) <= SYNTHESIS_TOTAL_MAX_CHARS
+        assert not any(c in t for t in texts for c in "\x01\x1b")
+        ran = DebriefInput(
+            task="t" * 2_000,
+            agent_id="a",
+            run_id="r",
+            terminated_by="final_answer",
+            final_output=char * 100_000,
+        )
+        debrief = merge_synthesis(ran, build_fallback(ran), SynthesisResult(parsed=bounded))
+        size = len(to_json(PersistDebriefInput(input=ran, debrief=debrief).model_dump(mode="json")))
+        assert size < 1_000_000, (repr(char), size)
+    tidy = bound_synthesis(SynthesisFields(summary="Tabs\tand\nnewlines stay.", key_findings=[]))
+    assert tidy is not None and tidy.summary == "Tabs\tand\nnewlines stay."
