@@ -204,8 +204,15 @@ def client_timeout(activity_timeout: timedelta) -> float:
     return max(seconds - 2, seconds * 0.8)
 
 
+MAX_TOKENS_PER_CALL = 100_000_000
+"""A count an endpoint reports for one call is taken up to this (no model reads or writes
+near it): a usage of 10**30 went into budgets, metrics and the store's columns as it was."""
+
+
 def _count(value: object) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return min(value, MAX_TOKENS_PER_CALL)
+    return 0
 
 
 def usage_of(response: ChatCompletion, request: dict[str, Any]) -> Usage:

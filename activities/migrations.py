@@ -207,4 +207,16 @@ MIGRATIONS: list[tuple[int, str]] = [
         ALTER TABLE run_messages ADD COLUMN IF NOT EXISTS recorded_by TEXT;
         """,
     ),
+    (
+        12,
+        # A run's tokens and duration past 2**31 - 1: a run waiting 25 days for approval, or
+        # an endpoint reporting billions of tokens, failed its debrief's write for good
+        # ("integer out of range": no debrief, no lessons; a trivial run never ended). The
+        # table is rewritten once.
+        """
+        ALTER TABLE agent_debriefs
+            ALTER COLUMN tokens_used TYPE BIGINT,
+            ALTER COLUMN duration_ms TYPE BIGINT;
+        """,
+    ),
 ]

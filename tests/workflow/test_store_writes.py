@@ -10,13 +10,17 @@ from collections.abc import AsyncIterator
 
 import psycopg
 import pytest
+from openai.types.chat import ChatCompletion
 from psycopg import pq
 
 import activities.pool as pool_module
 import activities.store as store_module
 from activities import run_events
+from activities.debrief_store import DebriefStore
+from activities.llm_calls import MAX_TOKENS_PER_CALL, usage_of
 from activities.run_events import RunEvents
 from activities.store import Store, is_outage
+from reactive_temporal.contracts.debrief import AgentDebrief, DebriefInput, DebriefMetrics
 from reactive_temporal.contracts.events import NewEvent
 from reactive_temporal.contracts.run import Message, SeqMessage
 from tests.support.steps import transactions_of
@@ -339,3 +343,36 @@ async def test_a_store_that_cannot_connect_says_why_without_the_password(databas
         await Store.open(missing)
     assert "does not exist" in str(refused.value)
     assert "S3cretPW" not in str(refused.value) and "password=***" in str(refused.value)
+
+
+async def test_a_debrief_of_a_long_run_with_billions_of_tokens_is_stored(store: Store):
+    """A run that waited 25 days for approval (approval_timeout_seconds allows a year), with 3
+    billion tokens: its debrief's write failed for good ("integer out of range"), so it had no
+    debrief and no lessons, and a trivial run, which writes it itself, never ended."""
+    run_id = f"long-{uuid.uuid4().hex[:8]}"
+    ran = DebriefInput(task="t", agent_id="a", run_id=run_id, terminated_by="end_turn")
+    long_days = 25 * 86_400_000
+    metrics = DebriefMetrics(duration_ms=long_days, iterations=3, tokens=3_000_000_000)
+    debrief = AgentDebrief(outcome="success", summary="Done.", metrics=metrics)
+    await DebriefStore(store).save(ran, debrief)
+    async with store.pool.connection() as conn:
+        cur = await conn.execute(
+            "SELECT tokens_used, duration_ms FROM agent_debriefs WHERE run_id = %s", (run_id,)
+        )
+        assert await cur.fetchone() == (3_000_000_000, long_days)
+
+
+def test_a_reported_usage_is_taken_up_to_a_call_s_worth():
+    """An endpoint's usage of 10**30 tokens went into budgets, metrics and the store as it was."""
+    reply = ChatCompletion.model_validate(
+        {
+            "id": "x",
+            "object": "chat.completion",
+            "created": 0,
+            "model": "m",
+            "choices": [],
+            "usage": {"prompt_tokens": 10**30, "completion_tokens": 5, "total_tokens": 10**30},
+        }
+    )
+    usage = usage_of(reply, {})
+    assert (usage.prompt_tokens, usage.completion_tokens) == (MAX_TOKENS_PER_CALL, 5)
