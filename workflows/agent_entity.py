@@ -331,7 +331,7 @@ class AgentWorkflow(ChatPaths, Lifetime):
 
     @chat.validator
     def _validate_chat(self, request: ChatRequest) -> None:
-        if (problem := chat_request_problem(request)) is not None:
+        if (problem := chat_request_problem(request, self.state.agent.agent_id)) is not None:
             raise ValueError(problem)
         self._require_open(request.session_id)
         self._refuse_while_leaving()

@@ -44,7 +44,7 @@ MAX_TOOL_PATH_ITERATIONS = 50
 KEEP_OBSERVATIONS = 20
 
 
-def chat_request_problem(request: ChatRequest) -> str | None:
+def chat_request_problem(request: ChatRequest, agent_id: str) -> str | None:
     """Why a chat turn is refused before the agent takes it, or None (the session's own
     state is the entity's to check)."""
     if not request.message.strip():
@@ -65,8 +65,15 @@ def chat_request_problem(request: ChatRequest) -> str | None:
         problem := system_prompt_problem(request.agent.system_prompt)
     ):
         return f"invalid agent configuration: {problem}"
-    if request.stream_id is not None and not names.is_chat_run_workflow_id(request.stream_id):
-        return f"invalid stream_id {request.stream_id[:100]!r}: use run-<agent>-chat-<12 hex>"
+    # another agent's id would write this turn into that agent's run (its transcript, result
+    # and live output): ids are this agent's own
+    if request.stream_id is not None and not names.is_chat_run_workflow_id(
+        request.stream_id, agent_id
+    ):
+        return (
+            f"invalid stream_id {request.stream_id[:100]!r}: use run-{agent_id[:100]}-chat-"
+            "<12 hex> (Agent.new_chat_stream_id())"
+        )
     return None
 
 

@@ -10,7 +10,7 @@ and its sessions:
 from __future__ import annotations
 
 from temporalio import workflow
-from temporalio.common import SearchAttributePair, TypedSearchAttributes
+from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDReusePolicy
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
@@ -96,6 +96,9 @@ class ChatPaths(EntityPatches):
                     patch_bundle=names.RUN_PATCH_BUNDLE,
                 ),
                 id=run_id,
+                # an id used before is refused, not run again: the new run took the old one's
+                # stored transcript (its model answered the old task) and wrote over it
+                id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
                 static_summary=f"chat: {request.message[:200]}",
                 memo={names.TASK_MEMO: f"chat: {request.message[:190]}"},
                 search_attributes=TypedSearchAttributes(

@@ -216,9 +216,11 @@ def chat_run_workflow_id(agent_id: str, unique: UUID) -> str:
 _CHAT_RUN_ID = re.compile(r"run-[A-Za-z0-9][A-Za-z0-9_.:-]{0,199}-chat-[0-9a-f]{12}")
 
 
-def is_chat_run_workflow_id(value: str) -> bool:
-    """Whether `value` has the shape `chat_run_workflow_id` gives (a caller-made stream id)."""
-    return _CHAT_RUN_ID.fullmatch(value) is not None
+def is_chat_run_workflow_id(value: str, agent_id: str | None = None) -> bool:
+    """Whether `value` is a `chat_run_workflow_id` (of `agent_id`'s chat, when given)."""
+    if _CHAT_RUN_ID.fullmatch(value) is None:
+        return False
+    return agent_id is None or value[:-RUN_ID_HEX_CHARS] == f"run-{agent_id}-chat-"
 
 
 def debrief_workflow_id(run_id: str) -> str:

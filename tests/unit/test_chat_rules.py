@@ -211,7 +211,7 @@ def test_history_block():
 
 def test_a_chat_request_is_checked_before_the_agent_takes_it():
     def problem(**fields: object) -> str | None:
-        return chat_request_problem(ChatRequest.model_validate({"message": "hi", **fields}))
+        return chat_request_problem(ChatRequest.model_validate({"message": "hi", **fields}), "a")
 
     assert problem() is None
     assert problem(message=" \n") == "message is empty"
@@ -221,3 +221,9 @@ def test_a_chat_request_is_checked_before_the_agent_takes_it():
         "invalid agent configuration: system_prompt is 100,001 characters; the limit is 100,000"
     )
     assert problem(agent=big.model_copy(update={"system_prompt": "p" * 100_000})) is None
+    assert problem(stream_id="run-a-chat-0123456789ab") is None
+    assert problem(stream_id="run-b-chat-0123456789ab") == (
+        "invalid stream_id 'run-b-chat-0123456789ab': use run-a-chat-<12 hex> "
+        "(Agent.new_chat_stream_id())"
+    )
+    assert problem(stream_id="run-a-chat-0123456789ab-chat-0123456789ab") is not None

@@ -251,6 +251,38 @@ async def test_a_chat_stream_id_must_have_the_run_id_shape(harness: Harness, mod
         await agent.chat("hello", stream_id="agent-x")
 
 
+async def test_a_chat_stream_id_is_the_agent_s_own_and_new(
+    harness: Harness, llm: ScriptedLLM, model_name
+):
+    """Another agent's chat run id is refused (the turn took that run over: its stored
+    transcript, its result, its live output), and an id used before is refused, not run
+    again (the new run answered the old run's task and wrote over its transcript)."""
+    from reactive_temporal.api.sessions import ChatError
+
+    llm.script(
+        model_name,
+        [
+            Reply("Computing.", [call("calculator", expression="7*6")]),
+            Reply("FINAL ANSWER: 42"),
+            Reply("Computing.", [call("calculator", expression="1+1")]),
+            Reply("FINAL ANSWER: 2"),
+        ],
+    )
+    victim = harness.agent(model_name, agent_id=unique_agent())
+    stream_id = victim.new_chat_stream_id()
+    first = await victim.chat("calculate 7*6", use_tools=True, stream_id=stream_id)
+    assert first.run_id == stream_id and first.message == "42"
+
+    attacker = harness.agent(model_name, agent_id=unique_agent())
+    with pytest.raises(ChatError, match="invalid stream_id"):
+        await attacker.chat("calculate 1+1", use_tools=True, stream_id=stream_id)
+    with pytest.raises(ChatError, match="already"):
+        await victim.chat("calculate 1+1", use_tools=True, stream_id=stream_id)
+    assert len(llm.requests[model_name]) == 2  # neither turn reached the model
+    handle = harness.client.get_workflow_handle(stream_id)
+    assert (await handle.result())["output"] == "42"  # the first run stands
+
+
 async def test_a_finely_streamed_reply_is_written_a_few_times_a_second(
     harness: Harness, llm: ScriptedLLM, model_name
 ):
