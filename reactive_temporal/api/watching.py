@@ -29,6 +29,10 @@ from workflows.agent_run import AgentRunWorkflow
 WAKE_SECONDS = 1.0
 """Re-read at least this often, in case a notification was missed (a reconnect)."""
 BATCH = 500
+RECONNECTS = 5
+"""Connections made again in a row, once one was made, before a watcher gives up (about 15 s
+of Postgres unreachable: a restart or a failover is shorter)."""
+RECONNECT_DELAY_SECONDS = 1.0
 
 
 class LiveOutputUnavailable(ValueError):
@@ -109,29 +113,50 @@ async def stream_events(
     """The events stored under `stream_id` (a run, or a chat turn's stream) as committed.
 
     From `from_offset` on, until `until` is done (and what was committed before it is read).
+    A connection Postgres drops (a restart, a failover) is made again, from the offset after
+    the last event given, up to RECONNECTS times in a row.
 
     Raises:
         LiveOutputUnavailable: no Postgres to read from, or it cannot be reached.
     """
     _require_readable(database_url, from_offset)
-    try:
-        conn = await psycopg.AsyncConnection.connect(database_url, autocommit=True)
-    except psycopg.Error as err:
-        raise LiveOutputUnavailable(f"cannot read live output from Postgres: {err}") from err
-    try:
-        await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel_for(stream_id))))
-        fold = TextFold()
-        offset = from_offset
-        while True:
-            done = until.done()  # decided before reading: rows committed earlier are read
-            events, offset = await _read(conn, stream_id, offset, fold)
-            for event in events:
-                yield event
-            if done:
-                return
-            await _wait(conn, until)
-    finally:
-        await conn.close()
+    if "\x00" in stream_id:
+        raise ValueError("a stream id cannot hold a NUL character")
+    fold = TextFold()
+    offset = from_offset
+    lost = 0
+    connected = False
+    while True:
+        try:
+            async with await _listening(database_url, stream_id) as conn:
+                connected = True
+                while True:
+                    done = until.done()  # decided before reading: rows committed earlier are read
+                    while True:  # a batch at a time, each given before the next is read
+                        rows = await _batch(conn, stream_id, offset)
+                        lost = 0
+                        for row in rows:
+                            offset = row["offset"] + 1
+                            if (event := _event(stream_id, row, fold)) is not None:
+                                yield event
+                        if len(rows) < BATCH:
+                            break
+                    if done:
+                        return
+                    await _wait(conn, until)
+        except psycopg.Error as err:
+            lost += 1
+            dropped = connected and isinstance(err, psycopg.OperationalError)
+            if not dropped or lost > RECONNECTS:
+                message = f"cannot read live output from Postgres: {err}"
+                raise LiveOutputUnavailable(message) from err
+            await asyncio.sleep(RECONNECT_DELAY_SECONDS * lost)
+
+
+async def _listening(database_url: str, stream_id: str) -> psycopg.AsyncConnection[Any]:
+    conn = await psycopg.AsyncConnection.connect(database_url, autocommit=True)
+    await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel_for(stream_id))))
+    return conn
 
 
 def _require_readable(database_url: str | None, from_offset: int) -> None:
@@ -144,26 +169,17 @@ def _require_readable(database_url: str | None, from_offset: int) -> None:
         raise ValueError(f"from_offset must be 0 or more, not {from_offset}")
 
 
-async def _read(
-    conn: psycopg.AsyncConnection[Any], run_id: str, offset: int, fold: TextFold
-) -> tuple[list[RunEvent], int]:
-    """Every stored event from `offset` on, and the offset after the last one read."""
-    events: list[RunEvent] = []
-    while True:
-        async with conn.cursor(row_factory=dict_row) as cur:
-            await cur.execute(
-                'SELECT "offset", type, step, position, data, created_at FROM run_events'
-                ' WHERE run_id = %s AND "offset" >= %s ORDER BY "offset" LIMIT %s',
-                (run_id, offset, BATCH),
-            )
-            rows = await cur.fetchall()
-        for row in rows:
-            offset = row["offset"] + 1
-            event = _event(run_id, row, fold)
-            if event is not None:
-                events.append(event)
-        if len(rows) < BATCH:
-            return events, offset
+async def _batch(
+    conn: psycopg.AsyncConnection[Any], stream_id: str, offset: int
+) -> list[dict[str, Any]]:
+    """Up to BATCH stored events from `offset` on."""
+    async with conn.cursor(row_factory=dict_row) as cur:
+        await cur.execute(
+            'SELECT "offset", type, step, position, data, created_at FROM run_events'
+            ' WHERE run_id = %s AND "offset" >= %s ORDER BY "offset" LIMIT %s',
+            (stream_id, offset, BATCH),
+        )
+        return await cur.fetchall()
 
 
 async def _wait(conn: psycopg.AsyncConnection[Any], outcome: asyncio.Future[Any]) -> None:

@@ -371,3 +371,38 @@ async def test_a_slow_step_announces_itself_before_it_ends(
     assert (rows[1][1] - rows[0][1]).total_seconds() > 1.0  # the iteration, then the text
     start, end = types.index("tool_start"), types.index("tool_end")
     assert (rows[end][1] - rows[start][1]).total_seconds() > 1.0
+
+
+async def test_a_watcher_whose_connection_postgres_drops_goes_on_where_it_was(
+    harness: Harness, llm: ScriptedLLM, model_name
+):
+    """Postgres ends the watcher's connection mid-run (a restart, a failover): the watcher
+    connects again and reads on from the event after the last it gave, every event once (it
+    raised psycopg's OperationalError: `run` and `watch` printed a traceback and exited 1
+    while the run went on unseen)."""
+    llm.script(
+        model_name,
+        [
+            Reply("Counting the stock.", [call("calculator", expression="6*7")], delay=1.0),
+            Reply(ANSWER, chunks=12, chunk_delay=0.05, delay=1.0),
+        ],
+    )
+    agent = harness.agent(model_name, agent_id=unique_agent())
+    events: list[RunEvent] = []
+    dropped = 0
+    async for event in agent.run_stream("Count the stock"):
+        events.append(event)
+        if event.type == "iteration" and not dropped:
+            async with harness.store.pool.connection() as conn:
+                cur = await conn.execute(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                    " WHERE pid <> pg_backend_pid() AND datname = current_database()"
+                    " AND (query LIKE 'LISTEN %%' OR query LIKE '%%FROM run_events%%')"
+                )
+                dropped = len(await cur.fetchall())
+    assert dropped >= 1
+    assert events[-1].type == "finished" and events[-1].result is not None
+    assert events[-1].result.output == ANSWER
+    offsets = [e.offset for e in events if e.offset is not None]
+    assert offsets == sorted(set(offsets))  # each once, in order
+    assert ANSWER in texts_by_step(events).values()
