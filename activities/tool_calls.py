@@ -48,8 +48,17 @@ def render_observation(value: Any) -> str:
         return value
     try:
         return json.dumps(value, ensure_ascii=False, default=str)
-    except (TypeError, ValueError, RecursionError):
+    except Exception:
+        return _text_of(value)
+
+
+def _text_of(value: object) -> str:
+    """`str(value)`, or a description that cannot fail: a value whose `__str__` raised went
+    out of the activity before its result was recorded, and every retry ran the tool again."""
+    try:
         return str(value)
+    except Exception:
+        return f"<unprintable {type(value).__name__}>"
 
 
 def bounded_observation(text: str) -> str:
@@ -154,8 +163,11 @@ class ToolActivities:
             if deadline.expired():
                 return False, f"[Tool error: {name} timed out after {tool.timeout_seconds:g}s]"
             # the tool's own TimeoutError (a client's deadline inside it): its message says more
-            return False, f"[Tool error: {name} failed: TimeoutError: {err or 'timed out'}]"
+            return (
+                False,
+                f"[Tool error: {name} failed: TimeoutError: {_text_of(err) or 'timed out'}]",
+            )
         except Exception as err:  # any tool failure is the model's to read, not the run's to die of
             activity.logger.info("tool %s raised %s", name, type(err).__name__)
-            return False, f"[Tool error: {name} failed: {type(err).__name__}: {err}]"
+            return False, f"[Tool error: {name} failed: {type(err).__name__}: {_text_of(err)}]"
         return True, render_observation(value)

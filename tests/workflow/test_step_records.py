@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from temporalio.api.enums.v1 import EventType
@@ -336,3 +337,44 @@ async def test_a_quick_iteration_costs_three_round_trips_to_postgres(
         await endpoint.close()
         await store.close()
         await proxy.stop()
+
+
+async def test_a_tool_whose_result_cannot_be_printed_runs_once(harness: Harness):
+    """A result nested past JSON's depth whose `__str__` raises, and an error whose `__str__`
+    raises: the tool's observation says so, recorded at once (the activity raised before the
+    record, and each of Temporal's retries ran the tool again)."""
+    ran: list[str] = []
+
+    class Unprintable:
+        def __str__(self) -> str:
+            raise RuntimeError("no text")
+
+    class Odd(Exception):
+        def __str__(self) -> str:
+            raise RuntimeError("no text either")
+
+    @tool
+    async def deep(n: int) -> Any:
+        """Deeply nested data."""
+        ran.append("deep")
+        value: Any = Unprintable()
+        for _ in range(n):
+            value = [value]
+        return value
+
+    @tool
+    async def odd(n: int) -> str:
+        """Fails oddly."""
+        ran.append("odd")
+        raise Odd()
+
+    activities = ToolActivities(harness.store, ToolRegistry([deep, odd]))
+    for seq, name in ((2, "deep"), (4, "odd")):
+        step = RunToolInput(
+            run_id=f"run-odd-{uuid.uuid4().hex[:8]}",
+            seq=seq,
+            call=ToolCall(id=f"c{seq}", name=name, arguments='{"n": 5000}'),
+        )
+        result = await attempt(1).run(activities.run_tool, step)
+        assert "unprintable" in result.content, result.content
+    assert ran == ["deep", "odd"]
