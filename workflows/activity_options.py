@@ -46,6 +46,9 @@ enough (468 duplicate model calls, bench/README.md); the beats come every 10 s, 
 lag fit. Changes no command: runs scheduled with 10 s replay as they were."""
 
 TOOL_TIMEOUT_MARGIN = timedelta(seconds=30)
+MIN_LLM_TIMEOUT_SECONDS = 1.0
+"""An LLM call's timeout is at least this, whatever the agent says (its contract allows any
+positive figure, as runs in flight carry it)."""
 """The tool activity outlives the tool's own timeout by this much, so a slow tool is reported
 by the activity (as an observation) rather than by Temporal (as a failed attempt), and a
 result is still recorded through a short Postgres outage when the tool took all its time."""
@@ -108,7 +111,9 @@ def llm_options(timeout_seconds: float, llm_max_attempts: int) -> ActivityOption
     """One LLM call (run step, direct chat, debrief synthesis); pass the same
     `llm_max_attempts` to the activity, which counts LLM failures against it."""
     return ActivityOptions(
-        start_to_close_timeout=timedelta(seconds=timeout_seconds),
+        # a configured timeout under a microsecond was no timeout at all to the SDK, which
+        # raised in workflow code: the run's task failed for good before its first call
+        start_to_close_timeout=timedelta(seconds=max(timeout_seconds, MIN_LLM_TIMEOUT_SECONDS)),
         heartbeat_timeout=HEARTBEAT,
         retry_policy=llm_retry_policy(llm_max_attempts),
     )

@@ -139,6 +139,17 @@ async def test_a_run_whose_replies_are_whole_asks_no_patch_for_cut_off_ones(
     assert asked_patches(await handle.fetch_history()) == []
 
 
+async def test_an_llm_timeout_under_a_microsecond_still_lets_the_model_answer(
+    harness: Harness, llm: ScriptedLLM, model_name
+):
+    """`llm_timeout_seconds=1e-7` is positive, as the contract asks, and was no timeout at
+    all to the SDK, which raised in workflow code: the run stood still, no model called."""
+    llm.script(model_name, [Reply("FINAL ANSWER: quick")])
+    run = harness.run(model_name, "Be quick", llm_timeout_seconds=1e-7, memory=False)
+    result = await asyncio.wait_for(run, timeout=60)
+    assert result.output == "quick"
+
+
 async def test_max_iterations(harness: Harness, llm: ScriptedLLM, model_name):
     llm.script(
         model_name,
