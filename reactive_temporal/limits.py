@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import TypeVar
 
 from pydantic_core import to_json
 
@@ -75,6 +76,32 @@ at the per-text limits alone, 68 texts of 4,000 control characters (six bytes ea
 made that input 2.9 MB, and the debrief's workflow task failed for good, nothing stored."""
 _CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 """Control characters but tab and newline: no use in a debrief's prose, six bytes in JSON."""
+
+
+T = TypeVar("T")
+
+RECORDS_MAX_BYTES = 40_000
+"""A run's records of one kind (rationale entries, approval decisions, tool-call records,
+distinct errors) that its debrief or its next Temporal run carries, as JSON, the latest kept.
+Counted in bytes: the debrief's records travel five times in the run's last local activity
+(its input, the debrief's fields and markdown, twice), and 100 rationale entries of control
+characters (six bytes each in JSON) made a result of 3.7 MB and a continue-as-new input of
+2.3 MB: the run's task failed for good."""
+
+
+def within_bytes(
+    items: Sequence[T], max_bytes: int = RECORDS_MAX_BYTES, *, latest: bool = True
+) -> list[T]:
+    """The latest of `items` (models or strings), or the first, whose JSON is at most
+    `max_bytes` together, in their order."""
+    kept: list[T] = []
+    total = 0
+    for item in reversed(items) if latest else items:
+        total += len(to_json(item))
+        if total > max_bytes:
+            break
+        kept.append(item)
+    return kept[::-1] if latest else kept
 
 
 def bound_answer(answer: FinalAnswerCapture) -> FinalAnswerCapture:

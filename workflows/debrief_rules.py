@@ -25,6 +25,7 @@ from reactive_temporal.contracts.debrief import (
 )
 from reactive_temporal.contracts.result import AgentResult
 from reactive_temporal.contracts.run import SUCCESSFUL_ENDINGS, TerminatedBy
+from reactive_temporal.limits import within_bytes
 from workflows.approval_rules import approval_lines
 from workflows.stop_rules import STOP_ENDINGS
 
@@ -74,17 +75,20 @@ def collect_debrief_input(
         terminated_by=result.terminated_by,
         final_answer=result.final_answer,
         tool_stats=merge_tool_stats(earlier_stats, tool_stats(tool_calls)),
-        errors_from_loop=dedupe(
-            [*earlier_errors, *errors_from_loop(tool_calls), *([cause] if cause else [])]
-        )[:MAX_DEBRIEF_ERRORS],
+        errors_from_loop=within_bytes(
+            dedupe([*earlier_errors, *errors_from_loop(tool_calls), *([cause] if cause else [])])[
+                :MAX_DEBRIEF_ERRORS
+            ],
+            latest=False,
+        ),
         metrics=DebriefMetrics(
             tokens=m.tokens_used, duration_ms=m.duration_ms, iterations=m.iterations, cost=m.cost
         ),
         final_output=result.output.strip() or None,
         output_format=result.format,
-        rationale=list(rationale[-MAX_DEBRIEF_RATIONALE:]),
+        rationale=within_bytes(rationale[-MAX_DEBRIEF_RATIONALE:]),
         stop_note=result.error if result.terminated_by in STOP_ENDINGS else None,
-        approvals=list(approvals)[-MAX_DEBRIEF_APPROVALS:],
+        approvals=within_bytes(list(approvals)[-MAX_DEBRIEF_APPROVALS:]),
     )
 
 

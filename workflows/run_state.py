@@ -32,7 +32,7 @@ from reactive_temporal.contracts.run import (
     ToolCall,
     ToolResult,
 )
-from reactive_temporal.limits import ERROR_RECORD_MAX_CHARS
+from reactive_temporal.limits import ERROR_RECORD_MAX_CHARS, within_bytes
 from reactive_temporal.sanitize import clip
 from workflows.chat_rules import analysis_observation, keep_recent, tool_observation
 from workflows.debrief_rules import (
@@ -248,16 +248,18 @@ class RunState(BaseModel):
         """The state to carry into the next Temporal run: the last `keep` tool calls and
         rationale entries kept whole, the older calls folded into stats and distinct errors,
         so the continue-as-new input stays small however long the run."""
-        older, recent = self.tool_calls[:-keep], self.tool_calls[-keep:]
+        recent = within_bytes(self.tool_calls[-keep:])  # and within RECORDS_MAX_BYTES each
+        older = self.tool_calls[: len(self.tool_calls) - len(recent)]
         return self.model_copy(
             update={
                 "tool_calls": recent,
                 "earlier_tool_stats": merge_tool_stats(self.earlier_tool_stats, tool_stats(older)),
-                "earlier_errors": dedupe([*self.earlier_errors, *errors_from_loop(older)])[
-                    :MAX_DEBRIEF_ERRORS
-                ],
-                "rationale": self.rationale[-keep:],
-                "approvals": self.approvals[-keep:],
+                "earlier_errors": within_bytes(
+                    dedupe([*self.earlier_errors, *errors_from_loop(older)])[:MAX_DEBRIEF_ERRORS],
+                    latest=False,
+                ),
+                "rationale": within_bytes(self.rationale[-keep:]),
+                "approvals": within_bytes(self.approvals[-keep:]),
                 "current_tool": None,
             }
         )

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
-import pytest
+from datetime import UTC, datetime
 
+import pytest
+from pydantic_core import to_json
+
+from reactive_temporal.contracts.approvals import ApprovalRecord
 from reactive_temporal.contracts.debrief import (
     DebriefInput,
     DebriefMetrics,
+    PersistDebriefInput,
     RationaleEntry,
     SynthesisFields,
     SynthesisResult,
@@ -15,6 +20,9 @@ from reactive_temporal.contracts.debrief import (
 )
 from reactive_temporal.contracts.result import AgentResult
 from reactive_temporal.contracts.run import FinalAnswerCapture, RationaleDetail
+from reactive_temporal.limits import ERROR_RECORD_MAX_CHARS
+from reactive_temporal.rationale import REF_MAX_CHARS, REFS_MAX, WHY_MAX_CHARS
+from workflows.approval_rules import ARGUMENTS_PREVIEW_CHARS
 from workflows.debrief_rules import (
     brief_output,
     build_fallback,
@@ -27,6 +35,7 @@ from workflows.debrief_rules import (
     merge_synthesis,
     tool_stats,
 )
+from workflows.run_state import RunState
 
 
 def make_input(**changes) -> DebriefInput:
@@ -317,3 +326,47 @@ def test_blank_synthesis_summary_keeps_the_deterministic_one():
         inp, build_fallback(inp), SynthesisResult(parsed=SynthesisFields(summary=" "))
     )
     assert rich.summary == "Self report."
+
+
+@pytest.mark.parametrize("char", ["\x01", "😀"])
+def test_a_run_s_records_stay_far_under_2_mb_in_its_result_and_its_next_run(char):
+    """Records at their per-item limits, of characters that are six bytes (a control
+    character) or four (an emoji) in JSON: 150 rationale entries, 150 approvals, 200 failed
+    calls, 50 distinct errors. The result, the last local activity's input (the debrief
+    input and the debrief twice) and the continue-as-new state stay far under 2 MB (a long
+    audit run made a result of 3.7 MB and a handover of 2.3 MB: its task failed for good)."""
+    why = RationaleDetail(why=char * WHY_MAX_CHARS, refs=[char * REF_MAX_CHARS] * REFS_MAX)
+    rationale = [RationaleEntry(iteration=i, tool_name="t", rationale=why) for i in range(150)]
+    now = datetime(2026, 12, 4, tzinfo=UTC)
+    approvals = [
+        ApprovalRecord(
+            call_id=f"c{i}", tool="t", arguments=char * ARGUMENTS_PREVIEW_CHARS,
+            decision="denied", by=char * 200, at=now, reason=char * 2_000,
+        )
+        for i in range(150)
+    ]  # fmt: skip
+    calls = [
+        ToolCallRecord(name="t", success=False, error=f"{i}{char * ERROR_RECORD_MAX_CHARS}")
+        for i in range(200)
+    ]
+    result = AgentResult(
+        output=char * 1_000, success=False, run_id="r", agent_id="a", terminated_by="max_iterations"
+    )
+    errors = [f"e{i}{char * ERROR_RECORD_MAX_CHARS}" for i in range(50)]
+    debrief_input = collect_debrief_input(
+        result, "task", calls, rationale, approvals, earlier_errors=errors
+    )
+    assert debrief_input.rationale and debrief_input.approvals and debrief_input.errors_from_loop
+    assert debrief_input.rationale[-1] == rationale[-1]  # the latest are kept
+    assert debrief_input.errors_from_loop[0] == errors[0]  # errors from the first on
+    debrief = build_fallback(debrief_input)
+    last_activity = len(to_json(PersistDebriefInput(input=debrief_input, debrief=debrief)))
+    last_activity += len(to_json(debrief))
+    assert last_activity < 800_000
+    ended = result.model_copy(update={"debrief": debrief})
+    assert len(to_json(ended)) < 500_000
+
+    state = RunState(
+        tool_calls=calls, rationale=rationale, approvals=approvals, earlier_errors=errors
+    )
+    assert len(to_json(state.compacted())) < 300_000
