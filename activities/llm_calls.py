@@ -216,17 +216,35 @@ def _count(value: object) -> int:
 
 
 def usage_of(response: ChatCompletion, request: dict[str, Any]) -> Usage:
-    """The call's token usage as the endpoint reported it, zero for a field it left out or
-    sent in a shape of its own (a reply whose usage lacked a field was thrown away and bought
-    again); estimated when it reported none (`estimated_usage`)."""
+    """The call's token usage as the endpoint reported it (`prompt_tokens`, or
+    `input_tokens` as some name it), each side estimated where it reported none or one that
+    is no count (`{}`, -1000, "NaN", 1.5: each counted zero, budgets were never reached);
+    estimated whole when it reported no usage (`estimated_usage`)."""
     usage = getattr(response, "usage", None)
     if usage is None:
         return estimated_usage(request, response)
+    prompt = _count(getattr(usage, "prompt_tokens", None)) or _count(
+        getattr(usage, "input_tokens", None)
+    )
+    completion = _count(getattr(usage, "completion_tokens", None)) or _count(
+        getattr(usage, "output_tokens", None)
+    )
+    estimated = False
+    if not prompt or not completion:
+        estimate = estimated_usage(request, response)
+        if not prompt:
+            prompt, estimated = estimate.prompt_tokens, True
+        if not completion and estimate.completion_tokens:
+            completion, estimated = estimate.completion_tokens, True
     details = getattr(usage, "completion_tokens_details", None)
+    reasoning = _count(getattr(details, "reasoning_tokens", 0))
+    cached = _count(getattr(getattr(usage, "prompt_tokens_details", None), "cached_tokens", 0))
     return Usage(
-        prompt_tokens=_count(getattr(usage, "prompt_tokens", 0)),
-        completion_tokens=_count(getattr(usage, "completion_tokens", 0)),
-        reasoning_tokens=_count(getattr(details, "reasoning_tokens", 0)),
+        prompt_tokens=prompt,
+        completion_tokens=completion,
+        reasoning_tokens=min(reasoning, completion),
+        cached_tokens=min(cached, prompt),
+        estimated=estimated,
     )
 
 
@@ -337,7 +355,13 @@ class LlmEndpoint:
                 if error and not getattr(response, "choices", None):
                     raise ValueError(f"the endpoint answered with an error: {str(error)[:300]}")
                 usage = usage_of(response, request)
-            cost = cost_of(model, usage.prompt_tokens, usage.completion_tokens, self.prices)
+            cost = cost_of(
+                model,
+                usage.prompt_tokens,
+                usage.completion_tokens,
+                self.prices,
+                cached_tokens=usage.cached_tokens,
+            )
             observed.succeeded(
                 input_tokens=usage.prompt_tokens,
                 output_tokens=usage.completion_tokens,

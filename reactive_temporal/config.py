@@ -59,6 +59,8 @@ class ModelPrice(BaseModel):
 
     input_per_mtok: float = Field(ge=0)
     output_per_mtok: float = Field(ge=0)
+    cached_input_per_mtok: float | None = Field(default=None, ge=0)
+    """Prompt tokens the provider read from its cache; None: at the input price."""
 
 
 class Settings(BaseSettings):

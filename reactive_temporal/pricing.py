@@ -1,44 +1,71 @@
 """What a model's tokens cost, from a per-model price table the user can extend.
 
 Extend it in the worker's environment (`AGENT_MODEL_PRICES`, see config.py) or in code with
-`register_price`. Unknown models cost 0 and say so nowhere else: cost is an estimate.
+`register_price`. A name matches its entry as written, or in lower case without a
+`provider/` prefix, or without a snapshot's date ("gpt-4o-2024-08-06" is "gpt-4o"); nothing
+else: "gpt-5-pro" is not "gpt-5" (it was priced as it, at a tenth of its price). Unknown
+models cost 0: cost is an estimate, and `price_for` says whether there is one.
 """
 
 from __future__ import annotations
 
+import re
+
+from reactive_temporal.capabilities import family_name
 from reactive_temporal.config import ModelPrice
 
+
+def _price(input: float, output: float, cached: float) -> ModelPrice:
+    return ModelPrice(input_per_mtok=input, output_per_mtok=output, cached_input_per_mtok=cached)
+
+
 DEFAULT_PRICES: dict[str, ModelPrice] = {
-    "gpt-4o-mini": ModelPrice(input_per_mtok=0.15, output_per_mtok=0.60),
-    "gpt-4o": ModelPrice(input_per_mtok=2.50, output_per_mtok=10.00),
-    "gpt-4.1": ModelPrice(input_per_mtok=2.00, output_per_mtok=8.00),
-    "gpt-4.1-mini": ModelPrice(input_per_mtok=0.40, output_per_mtok=1.60),
-    "gpt-4.1-nano": ModelPrice(input_per_mtok=0.10, output_per_mtok=0.40),
-    "o4-mini": ModelPrice(input_per_mtok=1.10, output_per_mtok=4.40),
+    "gpt-4o-mini": _price(0.15, 0.60, 0.075),
+    "gpt-4o": _price(2.50, 10.00, 1.25),
+    "gpt-4.1": _price(2.00, 8.00, 0.50),
+    "gpt-4.1-mini": _price(0.40, 1.60, 0.10),
+    "gpt-4.1-nano": _price(0.10, 0.40, 0.025),
+    "o4-mini": _price(1.10, 4.40, 0.275),
     # Reasoning models bill their reasoning tokens as output (they are in completion_tokens).
-    "o3": ModelPrice(input_per_mtok=2.00, output_per_mtok=8.00),
-    "o3-mini": ModelPrice(input_per_mtok=1.10, output_per_mtok=4.40),
-    "o1": ModelPrice(input_per_mtok=15.00, output_per_mtok=60.00),
-    "gpt-5": ModelPrice(input_per_mtok=1.25, output_per_mtok=10.00),
-    "gpt-5-mini": ModelPrice(input_per_mtok=0.25, output_per_mtok=2.00),
-    "gpt-5-nano": ModelPrice(input_per_mtok=0.05, output_per_mtok=0.40),
+    "o3": _price(2.00, 8.00, 0.50),
+    "o3-mini": _price(1.10, 4.40, 0.55),
+    "o1": _price(15.00, 60.00, 7.50),
+    "gpt-5": _price(1.25, 10.00, 0.125),
+    "gpt-5-mini": _price(0.25, 2.00, 0.025),
+    "gpt-5-nano": _price(0.05, 0.40, 0.005),
 }
+_SNAPSHOT = re.compile(r"-(\d{4}-\d{2}-\d{2}|\d{4})$")
+"""A dated snapshot's suffix: "-2024-08-06", or "-0613" of the older names."""
 
 _extra: dict[str, ModelPrice] = {}
 
 
-def register_price(model: str, *, input_per_mtok: float, output_per_mtok: float) -> None:
+def register_price(
+    model: str,
+    *,
+    input_per_mtok: float,
+    output_per_mtok: float,
+    cached_input_per_mtok: float | None = None,
+) -> None:
     """Add or override a model's price for this process."""
-    _extra[model] = ModelPrice(input_per_mtok=input_per_mtok, output_per_mtok=output_per_mtok)
+    _extra[model] = ModelPrice(
+        input_per_mtok=input_per_mtok,
+        output_per_mtok=output_per_mtok,
+        cached_input_per_mtok=cached_input_per_mtok,
+    )
 
 
 def price_for(model: str, overrides: dict[str, ModelPrice] | None = None) -> ModelPrice | None:
-    """The price of `model`; a dated variant ("gpt-4o-mini-2024-07-18") uses its base's."""
+    """The price of `model`, or None: its own entry, its family name's, its undated name's.
+
+    "openai/GPT-4o" is "gpt-4o", "gpt-4o-mini-2024-07-18" is "gpt-4o-mini".
+    """
     table = {**DEFAULT_PRICES, **_extra, **(overrides or {})}
-    if model in table:
-        return table[model]
-    base = max((name for name in table if model.startswith(name + "-")), key=len, default=None)
-    return table[base] if base else None
+    name = family_name(model)
+    for candidate in (model, name, _SNAPSHOT.sub("", name)):
+        if candidate in table:
+            return table[candidate]
+    return None
 
 
 def cost_of(
@@ -46,9 +73,22 @@ def cost_of(
     prompt_tokens: int,
     completion_tokens: int,
     overrides: dict[str, ModelPrice] | None = None,
+    *,
+    cached_tokens: int = 0,
 ) -> float:
-    """US dollars for these tokens of `model`; 0.0 for a model with no known price."""
+    """US dollars for these tokens of `model`; 0.0 for a model with no known price.
+
+    `cached_tokens` of the prompt's the provider read from its cache, at its cached price.
+    """
     price = price_for(model, overrides)
     if price is None:
         return 0.0
-    return (prompt_tokens * price.input_per_mtok + completion_tokens * price.output_per_mtok) / 1e6
+    cached = min(max(cached_tokens, 0), prompt_tokens)
+    cached_price = price.input_per_mtok if price.cached_input_per_mtok is None else (
+        price.cached_input_per_mtok
+    )  # fmt: skip
+    return (
+        (prompt_tokens - cached) * price.input_per_mtok
+        + cached * cached_price
+        + completion_tokens * price.output_per_mtok
+    ) / 1e6

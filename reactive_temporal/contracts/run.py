@@ -86,8 +86,11 @@ class Usage(BaseModel):
     """Output tokens, reasoning tokens included (providers bill them as output)."""
     reasoning_tokens: int = 0
     """Of the completion tokens, those a reasoning model spent thinking."""
+    cached_tokens: int = 0
+    """Of the prompt tokens, those the provider read from its cache (billed lower)."""
     estimated: bool = False
-    """The endpoint reported no usage: these are estimates (`llm_calls.estimated_usage`)."""
+    """The endpoint reported no usable count (for either side, or both): those are estimates
+    (`llm_calls.estimated_usage`)."""
 
     @property
     def total_tokens(self) -> int:

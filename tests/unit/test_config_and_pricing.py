@@ -48,6 +48,25 @@ def test_cost_from_the_price_table():
     assert cost_of("unknown-model", 10**6, 10**6) == 0.0
 
 
+def test_a_model_is_priced_by_its_own_name_its_family_or_its_snapshot_only():
+    """ "openai/gpt-4o" and "GPT-4o" were unpriced (cost budgets never tripped), and any
+    suffix counted as a snapshot's: "gpt-5-pro" was priced as "gpt-5"."""
+    gpt_4o = price_for("gpt-4o")
+    assert price_for("openai/gpt-4o") == price_for("GPT-4o") == gpt_4o is not None
+    assert price_for("gpt-4o-2024-08-06") == price_for("gpt-4o-0613") == gpt_4o
+    assert price_for("gpt-5-pro") is None and price_for("o1-mini") is None
+    assert price_for("gpt-4o-latest") is None
+
+
+def test_cached_prompt_tokens_are_billed_at_the_cached_price():
+    """90,000 of 100,000 prompt tokens read from the cache: a quarter of the uncached price
+    for gpt-5 (it was billed whole, four times the list price)."""
+    assert cost_of("gpt-5", 100_000, 0, cached_tokens=90_000) == pytest.approx(0.023750)
+    assert cost_of("gpt-5", 100_000, 0) == pytest.approx(0.125)
+    register_price("no-cache-price", input_per_mtok=1.0, output_per_mtok=1.0)
+    assert cost_of("no-cache-price", 10**6, 0, cached_tokens=10**6) == pytest.approx(1.0)
+
+
 def test_price_table_is_extensible(monkeypatch):
     register_price("house-model", input_per_mtok=1.0, output_per_mtok=2.0)
     assert cost_of("house-model", 500_000, 500_000) == pytest.approx(1.5)

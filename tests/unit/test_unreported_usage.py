@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from typing import Any
 
 import pytest
+from openai.types.chat import ChatCompletion
 from temporalio.exceptions import ApplicationError
 
+from activities.llm_calls import usage_of
 from reactive_temporal.context_window import wire_prompt_tokens
 from reactive_temporal.telemetry.metrics import REGISTRY
 from reactive_temporal.telemetry.observe import observe_llm_call
@@ -96,3 +99,59 @@ def test_refused_or_unsent_requests_and_answered_ones_do_not_count(sent: bool):
         call.streamed("whole reply")
         call.succeeded(input_tokens=5, output_tokens=2, cost_usd=0.0)
     assert unreported(refused) == unreported(never_sent) == unreported(answered) == (0, 0, 0)
+
+
+def _reply(usage: object) -> ChatCompletion:
+    """A reply as the openai client builds one: unvalidated, whatever the endpoint sent."""
+    fields: dict[str, Any] = {
+        "id": "r",
+        "object": "chat.completion",
+        "created": 0,
+        "model": "m",
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": "stop",
+                "message": {"role": "assistant", "content": "z" * 300},
+            }
+        ],
+        "usage": usage,
+    }
+    return ChatCompletion.construct(**fields)
+
+
+@pytest.mark.parametrize(
+    "usage",
+    [
+        {},
+        {"total_tokens": 1100},
+        {"prompt_tokens": -1000, "completion_tokens": "NaN"},
+        {"prompt_tokens": 1000.5, "completion_tokens": 1e300},
+    ],
+)
+def test_usage_that_is_no_count_is_estimated_side_by_side(usage):
+    """A usage object whose counts are missing or not counts was taken as zero tokens and
+    $0: token and cost budgets were never reached."""
+    counted = usage_of(_reply(usage), REQUEST)
+    assert counted.estimated
+    assert counted.prompt_tokens == wire_prompt_tokens(REQUEST)
+    assert counted.completion_tokens > 0
+
+
+def test_usage_is_read_under_either_name_and_its_parts_within_their_whole():
+    reported = usage_of(
+        _reply(
+            {
+                "input_tokens": 1000,
+                "output_tokens": 100,
+                "prompt_tokens_details": {"cached_tokens": 5000},
+                "completion_tokens_details": {"reasoning_tokens": 10**18},
+            }
+        ),
+        REQUEST,
+    )
+    assert (reported.prompt_tokens, reported.completion_tokens) == (1000, 100)
+    assert (reported.cached_tokens, reported.reasoning_tokens) == (1000, 100)
+    assert not reported.estimated
+    half = usage_of(_reply({"prompt_tokens": 1000, "completion_tokens": 0}), REQUEST)
+    assert half.prompt_tokens == 1000 and half.completion_tokens > 0 and half.estimated
