@@ -32,8 +32,14 @@ def busy(err: Exception) -> bool:
     """The server is too busy to take the call now.
 
     It holds as many long polls, or as many updates in flight on the workflow, as it takes.
+    Not a message too large for gRPC (the same status): that one would be refused forever,
+    and a chat message of 5 MB waited for good.
     """
-    return isinstance(err, RPCError) and err.status == RPCStatusCode.RESOURCE_EXHAUSTED
+    return (
+        isinstance(err, RPCError)
+        and err.status == RPCStatusCode.RESOURCE_EXHAUSTED
+        and "larger than max" not in err.message
+    )
 
 
 UPDATE_ABORTED = (RPCStatusCode.UNAVAILABLE, "workflow update was aborted")

@@ -28,12 +28,12 @@ from reactive_temporal import search_attributes as sa
 from reactive_temporal.api.control import PendingCall, decide, pending_calls, request_cancel
 from reactive_temporal.api.operate import fetch_rich_debrief
 from reactive_temporal.api.results import result_of
-from reactive_temporal.api.sessions import AgentEntity, Session
+from reactive_temporal.api.sessions import AgentEntity, Session, chat_request
 from reactive_temporal.api.watching import follow_events, stream_events
 from reactive_temporal.contracts import names
 from reactive_temporal.contracts.approvals import ApprovalOutcome
 from reactive_temporal.contracts.debrief import AgentDebrief
-from reactive_temporal.contracts.entity import DEFAULT_SESSION, ChatReply, ChatRequest
+from reactive_temporal.contracts.entity import DEFAULT_SESSION, ChatReply
 from reactive_temporal.contracts.events import RunEvent
 from reactive_temporal.contracts.result import AgentResult
 from reactive_temporal.contracts.run import AgentConfig, AgentRunInput
@@ -316,9 +316,13 @@ class Agent:
 
         With `stream_id` (from `new_chat_stream_id()`), the turn's live output (the reply
         as generated, or the tool path's run) can be read with `chat_events`.
+
+        Raises:
+            ChatError: the turn was refused (an empty or too long message, a bad option),
+                saying why.
         """
         return await self.entity.chat(
-            ChatRequest(
+            chat_request(
                 message=message,
                 session_id=DEFAULT_SESSION,
                 use_tools=use_tools,

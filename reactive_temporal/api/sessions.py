@@ -18,6 +18,7 @@ import uuid
 from collections.abc import Awaitable, Coroutine
 from typing import Any, TypeVar, cast
 
+from pydantic import ValidationError
 from temporalio import workflow
 from temporalio.client import (
     Client,
@@ -52,6 +53,7 @@ from reactive_temporal.errors import workflow_not_found
 from reactive_temporal.refusals import busy_or_aborted, while_busy
 from reactive_temporal.sanitize import clip
 from workflows.agent_entity import AgentWorkflow
+from workflows.chat_rules import chat_request_problem
 
 ArgT = TypeVar("ArgT")
 ResultT = TypeVar("ResultT")
@@ -104,6 +106,16 @@ def busy_or_between_runs(err: Exception) -> bool:
             err.status == status and text in err.message for status, text in ENTITY_BETWEEN_RUNS
         )
     )
+
+
+def chat_request(**fields: Any) -> ChatRequest:
+    """A chat request, or a ChatError naming what is wrong with it (not pydantic's error)."""
+    try:
+        return ChatRequest(**fields)
+    except ValidationError as err:
+        first = err.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "request"
+        raise ChatError(f"invalid {where}: {first['msg']}") from None
 
 
 def new_session_id() -> str:
@@ -211,9 +223,17 @@ class AgentEntity:
 
         The request carries this handle's agent settings (when it sends them) unless it has
         its own.
+
+        Raises:
+            ChatError: the request was refused, here (the agent's own checks, before it is
+                sent) or by the agent.
         """
         if request.agent is None and self.send_config:
             request = request.model_copy(update={"agent": self.config})
+        # checked here first: the agent's refusal of a message of megabytes carries it back,
+        # which fails the agent's task (Temporal's 2 MB) and its chat for everyone a while
+        if (problem := chat_request_problem(request, self.config.agent_id)) is not None:
+            raise ChatError(problem)
         return await self.update(AgentWorkflow.chat, request)
 
     async def last_debrief(self) -> AgentDebrief | None:
@@ -299,7 +319,7 @@ class Session:
         """
         if not self._opened:
             await self.open()
-        request = ChatRequest(
+        request = chat_request(
             message=message,
             session_id=self.id,
             use_tools=use_tools,

@@ -17,7 +17,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from reactive_temporal import search_attributes
 from reactive_temporal.api.sessions import busy_or_between_runs
 from reactive_temporal.contracts import names
-from reactive_temporal.refusals import busy_or_aborted, while_busy
+from reactive_temporal.refusals import busy, busy_or_aborted, while_busy
 
 IN_FLIGHT = RPCError(
     "limit on number of concurrent in-flight updates has been reached (10)",
@@ -134,3 +134,14 @@ async def test_a_turn_the_entity_refuses_between_runs_is_sent_again_and_says_why
     assert await while_busy(attempt, "a chat turn", passing=busy_or_between_runs) == "answered"
     assert len(tries) == 2
     assert "moving to its next run" in caplog.text  # not only "Workflow update failed"
+
+
+def test_a_message_too_large_for_grpc_is_not_busy():
+    """The same status as a busy server, refused forever: a 5 MB chat message waited for good."""
+    too_large = RPCError(
+        "grpc: received message after decompression larger than max 4194304",
+        RPCStatusCode.RESOURCE_EXHAUSTED,
+        b"",
+    )
+    assert not busy(too_large) and not busy_or_aborted(too_large)
+    assert busy(RPCError("namespace rate limit exceeded", RPCStatusCode.RESOURCE_EXHAUSTED, b""))

@@ -476,3 +476,17 @@ async def test_an_entity_asks_its_one_patch_before_any_handler_runs(harness: Har
     assert markers == [names.ENTITY_PATCHES_2026_12]
     first_update = kinds.index(EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED)
     assert kinds.index(EventType.EVENT_TYPE_MARKER_RECORDED) < first_update
+
+
+async def test_a_message_of_megabytes_is_refused_before_it_is_sent(harness: Harness, llm):
+    """3 MB: the agent's refusal carried the message back, over Temporal's 2 MB, which failed
+    the agent's task, and every other caller's chat with it, for a while (the sender got an
+    RPCError). A message that is no string is a ChatError too, not pydantic's."""
+    model = f"big-{uuid.uuid4().hex[:6]}"
+    llm.script(model, [Reply("fine")])
+    agent = harness.agent(model, agent_id=unique_agent())
+    with pytest.raises(ChatError, match="message is 3,000,000 characters|the limit is"):
+        await asyncio.wait_for(agent.chat("x" * 3_000_000), timeout=10)
+    with pytest.raises(ChatError, match="invalid message"):
+        await agent.chat(123)  # type: ignore[arg-type]
+    assert (await agent.session().chat("small", use_tools=False)).message == "fine"
