@@ -240,7 +240,10 @@ def tool(
         tool_name = name or fn.__name__
         if tool_name == FINAL_ANSWER_TOOL:
             raise ValueError(f"{FINAL_ANSWER_TOOL!r} is reserved for the loop's meta-tool")
-        hints = get_type_hints(fn, include_extras=True)
+        try:
+            hints = get_type_hints(fn, include_extras=True)
+        except Exception as err:  # a hint that names what the tool's module does not define
+            raise TypeError(f"tool {tool_name!r}: its type hints cannot be read: {err}") from err
         fields: dict[str, Any] = {}
         for param in inspect.signature(fn).parameters.values():
             if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
@@ -249,13 +252,18 @@ def tool(
                 )
             if param.name not in hints:
                 raise TypeError(f"tool {tool_name!r}: parameter {param.name!r} needs a type hint")
+            if problem := _parameter_problem(param):
+                raise TypeError(f"tool {tool_name!r}: parameter {param.name!r} {problem}")
             default = ... if param.default is inspect.Parameter.empty else param.default
             fields[param.name] = (hints[param.name], default)
-        arguments = create_model(  # type: ignore[call-overload]
-            f"{tool_name}_arguments", __config__=ConfigDict(extra="forbid"), **fields
-        )
+        try:
+            arguments = create_model(  # type: ignore[call-overload]
+                f"{tool_name}_arguments", __config__=ConfigDict(extra="forbid"), **fields
+            )
+        except Exception as err:  # a type pydantic cannot take: say which tool, not a trace
+            raise TypeError(f"tool {tool_name!r}: its parameters' types: {err}") from err
         doc = inspect.getdoc(fn) or ""
-        return Tool(
+        made = Tool(
             name=tool_name,
             description=description or doc or f"The {tool_name} tool.",
             function=fn,
@@ -263,8 +271,22 @@ def tool(
             timeout_seconds=timeout_seconds,
             approve=approve,
         )
+        try:  # now, not at every run's first step (a Callable parameter failed each run)
+            made.schema()
+        except Exception as err:
+            raise TypeError(f"tool {tool_name!r} cannot be described to a model: {err}") from err
+        return made
 
     return build(function) if function is not None else build
+
+
+def _parameter_problem(param: inspect.Parameter) -> str | None:
+    """Why a model could never pass this parameter, or None."""
+    if param.kind is param.POSITIONAL_ONLY:
+        return "is positional-only: a model passes arguments by name"
+    if param.name.startswith("_") or hasattr(BaseModel, param.name):
+        return "has a name the arguments' schema cannot hold (a leading '_' or a pydantic name)"
+    return None
 
 
 FINAL_ANSWER_SCHEMA: dict[str, Any] = {

@@ -8,6 +8,7 @@ import re
 import sys
 import threading
 import types
+from collections.abc import Callable
 from typing import Annotated, Any
 from unittest.mock import ANY
 
@@ -87,6 +88,51 @@ def test_decorator_refuses_what_a_model_cannot_call():
         @tool(name="final-answer")
         async def sneaky(x: int) -> int:
             return x
+
+
+def test_decorator_refuses_parameters_a_model_could_never_pass():
+    """Each was accepted, and every call failed (positional-only: "passed as keyword"; `_x`
+    and `model_config`: left out of the schema, then missing), or every run on the worker
+    failed at its first step after 8 minutes of retries (no JSON schema for a Callable)."""
+    with pytest.raises(TypeError, match="'x' is positional-only"):
+
+        @tool
+        async def positional(x: int, /) -> int:
+            return x
+
+    with pytest.raises(TypeError, match="'_x' has a name"):
+
+        @tool
+        async def private(_x: int) -> int:
+            return _x
+
+    with pytest.raises(TypeError, match="'model_config' has a name"):
+
+        @tool
+        async def clash(model_config: int) -> int:
+            return model_config
+
+    with pytest.raises(TypeError, match="'callback' cannot be described to a model"):
+
+        @tool
+        async def callback(cb: Callable[[], int]) -> int:
+            return cb()
+
+    with pytest.raises(TypeError, match="tool 'plain': its parameters' types"):
+
+        @tool
+        async def plain(thing: Plain) -> str:
+            return str(thing)
+
+    with pytest.raises(TypeError, match="tool 'unknown': its type hints cannot be read"):
+
+        @tool
+        async def unknown(thing: NoSuchType) -> str:  # type: ignore[name-defined]  # noqa: F821
+            return str(thing)
+
+
+class Plain:
+    """A class pydantic has no schema for."""
 
 
 @pytest.mark.parametrize(
