@@ -10,6 +10,7 @@ running, it starts the embedded stack and a worker inside this process.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Self
 
@@ -100,7 +101,7 @@ class AgentBuilder:
         chat and debriefs to models that take it.
         """
         self.max_iterations = max_iterations
-        self.required_tools = list(required_tools or [])
+        self.required_tools = _names("required_tools", required_tools)
         self.audit_rationale = audit_rationale
         self.reasoning_effort = effort
         return self
@@ -147,9 +148,9 @@ class AgentBuilder:
         wait for a person's approval (`agent.approve`, `starter.py approve`); one undecided
         for `approval_timeout` seconds (default one day) is denied.
         """
-        self.tools = list(names) if names is not None else None
-        self.tool_modules = list(modules or [])
-        self.approve_tools = list(approve or [])
+        self.tools = _names("names", names) if names is not None else None
+        self.tool_modules = _names("modules", modules)
+        self.approve_tools = _names("approve", approve)
         self.approval_timeout_seconds = approval_timeout
         return self
 
@@ -212,3 +213,10 @@ class AgentBuilder:
             await runtime.close()
             raise
         return agent
+
+
+def _names(argument: str, values: Iterable[str] | None) -> list[str]:
+    """A list of names; a lone string is a TypeError (it was split into its letters)."""
+    if isinstance(values, str):
+        raise TypeError(f"{argument} takes a list of names, not the string {values[:100]!r}")
+    return list(values or [])

@@ -537,6 +537,19 @@ def test_builder_refuses_bad_configuration(case, settings: Settings):
         apply(ReactiveAgents.create().with_settings(settings))
 
 
+def test_builder_refuses_a_string_where_it_takes_names(settings: Settings):
+    """`with_tools("calculator")` kept ['c', 'a', 'l', …]: the run failed later naming tools
+    "a, c, l, o, r, t, u"."""
+    builder = ReactiveAgents.create().with_settings(settings)
+    with pytest.raises(TypeError, match="names takes a list of names, not the string 'calc"):
+        builder.with_tools("calculator")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="approve takes a list"):
+        builder.with_tools(["calculator"], approve="calculator")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="required_tools takes a list"):
+        builder.with_reasoning(required_tools="calculator")  # type: ignore[arg-type]
+    assert builder.with_tools(["calculator"]).config().tools == ["calculator"]
+
+
 SETTINGS_CASES = [
     ("database-url-mysql", {"database_url": "mysql://x"},
      "DATABASE_URL='mysql://x' is not a PostgreSQL URL"),
