@@ -16,6 +16,7 @@ and `run_app` turns click's usage errors (a bad option value) into one line and 
 from __future__ import annotations
 
 import json
+import logging
 import re
 import sys
 from typing import Any, NoReturn
@@ -73,6 +74,7 @@ def run_app(app: typer.Typer, args: list[str] | None = None) -> NoReturn:
     """Run the CLI. A usage error (an unknown command, a bad option value) is one line on
     stderr, and with `--json` also `{"error": …}` on stdout; the exit status is click's (2)."""
     argv = sys.argv[1:] if args is None else args
+    core_logs_to_python()
     try:
         code: Any = app(args=argv, standalone_mode=False)
     except click_exceptions.NoArgsIsHelpError:
@@ -88,6 +90,27 @@ def run_app(app: typer.Typer, args: list[str] | None = None) -> NoReturn:
     except typer.Abort:
         code = 130
     _exit(code if isinstance(code, int) else 0)
+
+
+def core_logs_to_python() -> None:
+    """Temporal's core writes its own warnings (an RPC it retries while the server is gone)
+    to stdout, in colour, into a command's output: `--json` lines mixed with log lines. They
+    go through Python's logging instead, which writes them to stderr."""
+    from temporalio.runtime import (
+        LogForwardingConfig,
+        LoggingConfig,
+        Runtime,
+        TelemetryConfig,
+        TelemetryFilter,
+    )
+
+    logging_config = LoggingConfig(
+        filter=TelemetryFilter(core_level="WARN", other_level="ERROR"),
+        forwarding=LogForwardingConfig(logger=logging.getLogger("temporalio.core")),
+    )
+    Runtime.set_default(
+        Runtime(telemetry=TelemetryConfig(logging=logging_config)), error_if_already_set=False
+    )
 
 
 def _exit(code: int) -> NoReturn:

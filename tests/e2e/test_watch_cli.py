@@ -4,6 +4,7 @@ after the run ended prints the same events."""
 
 from __future__ import annotations
 
+import asyncio
 import getpass
 import json
 import os
@@ -16,9 +17,11 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client
 
+from activities.store import Store
 from reactive_temporal.api.agents import Agent
 from reactive_temporal.contracts.run import AgentConfig
 from reactive_temporal.embedded.scripted_llm import Reply, ScriptedLLM, call
+from reactive_temporal.embedded.stack import DevServer
 from reactive_temporal.hosting.runtime import Runtime
 from tests import processes
 from tests.processes import starter_async
@@ -213,3 +216,28 @@ def test_chat_in_a_terminal_prints_the_reply_as_it_is_generated(
     finally:
         os.close(master)
         processes.stop(worker)
+
+
+async def test_watch_json_keeps_stdout_json_when_the_server_goes_away(
+    database_url: str, llm: ScriptedLLM, tmp_path: Path
+):
+    """The Temporal server stops mid-watch (of a run no worker has taken): stdout holds JSON
+    lines only, the error among them (Temporal's core wrote its retry warnings there, in
+    colour, between the lines)."""
+    await (await Store.open(database_url)).close()  # the schema, as a worker would make it
+    server = DevServer(db_file=None, log_file=tmp_path / "temporal.log")
+    client = await server.start()
+    try:
+        queue = f"e2e-gone-{uuid.uuid4().hex[:8]}"  # no worker: the run waits, running
+        runtime = Runtime(client, queue, False, database_url=database_url)
+        handle = await Agent(AgentConfig(agent_id="gone", model="m"), runtime).start("Wait")
+        env = processes.worker_env(server.address, database_url, llm.base_url, queue, tmp_path)
+        watch = asyncio.ensure_future(
+            starter_async("watch", handle.id, "--json", env=env, cwd=tmp_path, seconds=90)
+        )
+        await asyncio.sleep(3)
+    finally:
+        await server.stop()
+    watched = await watch
+    assert watched.code == 1, watched.describe()
+    assert "error" in lines(watched.stdout)[-1], watched.describe()  # every line JSON
