@@ -39,6 +39,7 @@ from activities.group_commit import GroupCommit
 from activities.store import Store
 from reactive_temporal.contracts import names
 from reactive_temporal.contracts.events import NewEvent, RecordRunEventsInput, once_key
+from reactive_temporal.limits import REPLY_CONTENT_MAX_CHARS
 from reactive_temporal.live_output import channel_for
 from reactive_temporal.sanitize import clean_text, clean_value, clip
 
@@ -227,6 +228,11 @@ class Announcement:
             self._alone.cancel()
 
 
+LIVE_TEXT_MAX_CHARS = REPLY_CONTENT_MAX_CHARS
+"""What the live output shows of one LLM call's reply: as much as the run keeps of it."""
+LIVE_TEXT_CUT = "\n… [the rest of this reply is not shown live]"
+
+
 class TextStream:
     """One LLM call's text deltas, appended as they come without waiting on each write.
 
@@ -264,11 +270,18 @@ class TextStream:
         """Set by `close()`: what is left goes out without waiting for the interval."""
         self.last: list[NewEvent] = []
         """After `close(write=False)`: the events it did not write (see `close`)."""
+        self.cut = False
+        """The reply passed LIVE_TEXT_MAX_CHARS: the rest is not shown."""
 
     def add(self, delta: str) -> None:
-        """Queue a delta; a write starts at once unless one is already in flight."""
-        if not delta:
+        """Queue a delta; a write starts at once unless one is already in flight. Past
+        LIVE_TEXT_MAX_CHARS the reply is not shown live: a marker says so, once."""
+        if not delta or self.cut:
             return
+        room = LIVE_TEXT_MAX_CHARS - self.written - len(self.buffer)
+        if len(delta) > room:  # a 5 MB reply stored 9.7 MB of rows (the reply kept is 64,000)
+            delta = delta[: max(room, 0)] + LIVE_TEXT_CUT
+            self.cut = True
         if not self.written and not self.buffer:  # the reply's first text
             self.next_write_at = asyncio.get_running_loop().time() + self.first_after
         self.buffer += delta

@@ -4,11 +4,13 @@ never reaches the terminal with its escape sequences."""
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 
+from activities.run_events import LIVE_TEXT_CUT, LIVE_TEXT_MAX_CHARS, TextStream
 from reactive_temporal.cli.live_view import LivePrinter
-from reactive_temporal.contracts.events import RunEvent
+from reactive_temporal.contracts.events import NewEvent, RunEvent
 from reactive_temporal.contracts.result import AgentResult
 
 RUN = "run-agent-1"
@@ -108,3 +110,29 @@ def test_json_lines_are_one_object_per_event_without_unset_fields():
     assert first == {"type": "text", "run_id": RUN, "step": 1, "delta": "hi", "offset": 0}
     assert (last["type"], last["result"]["output"]) == ("finished", "42")
     assert None not in last.values()
+
+
+class _Written:
+    """Stands in for RunEvents: keeps what a stream appends."""
+
+    def __init__(self) -> None:
+        self.events: list[NewEvent] = []
+
+    async def try_append(self, run_id: str, events: list[NewEvent]) -> None:
+        self.events += events
+
+
+async def test_a_reply_of_megabytes_is_shown_live_up_to_what_the_run_keeps():
+    """A 5 MB reply streamed in 5,000 deltas: the live output holds the first
+    LIVE_TEXT_MAX_CHARS characters and one marker (it stored all of it, 9.7 MB of rows with a
+    retry, for a reply the run keeps 64,000 characters of)."""
+    written = _Written()
+    stream = TextStream(written, "run-x", 1, 1, write_interval=0, first_after=0)  # type: ignore[arg-type]
+    for _ in range(5_000):
+        stream.add("x" * 1_000)
+        await asyncio.sleep(0)
+    await stream.close()
+    text = "".join(e.data["delta"] for e in written.events)
+    assert text == "x" * LIVE_TEXT_MAX_CHARS + LIVE_TEXT_CUT
+    positions = [e.position for e in written.events]
+    assert positions == sorted(positions)
