@@ -144,6 +144,7 @@ class Agent:
         required_tools: list[str] | None = None,
     ) -> WorkflowHandle[Any, AgentResult]:
         """Start a run and return its handle (poll `progress`, await `result()`)."""
+        self.runtime.require_usable()
         run_input = build_run_input(
             self.config, task, max_iterations=max_iterations, required_tools=required_tools
         )
@@ -179,9 +180,15 @@ class Agent:
         Returns:
             The result; `success` is False for a run that ended without an answer.
 
+        Cancelling this call (or `asyncio.wait_for` giving up on it) stops the waiting, not
+        the run, which goes on durably: bound a run with the agent's `timeout_seconds`, or
+        `start()` it, wait for `result(handle)` and `cancel(run_id)` it.
+
         Raises:
             ValueError: the task or an option is not valid.
             AgentRunError: the run failed instead of producing a result.
+            RuntimeError: the agent was disposed, or is used on another event loop than the
+                one it was built on (with an in-process worker).
         """
         handle = await self.start(
             task, max_iterations=max_iterations, required_tools=required_tools
@@ -321,6 +328,7 @@ class Agent:
             ChatError: the turn was refused (an empty or too long message, a bad option),
                 saying why.
         """
+        self.runtime.require_usable()
         return await self.entity.chat(
             chat_request(
                 message=message,

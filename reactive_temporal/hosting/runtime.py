@@ -10,9 +10,10 @@ Three situations, tried in order:
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from temporalio.client import Client
@@ -39,9 +40,30 @@ class Runtime:
     """The worker this process runs, when nothing else serves its runs."""
     database_url: str | None = None
     """The workers' Postgres, where runs' live output is read; None when unknown here."""
+    closed: bool = False
+    loop: asyncio.AbstractEventLoop | None = field(default=None, init=False)
+    """The event loop the in-process worker runs on (None: no worker here)."""
+
+    def __post_init__(self) -> None:
+        self.loop = asyncio.get_running_loop() if self.host is not None else None
+
+    def require_usable(self) -> None:
+        """Raise a RuntimeError when runs started now could never run: the runtime was
+        closed (its stack is gone: calls failed 5-10 s later with a connection error), or
+        this is not the event loop its in-process worker runs on (built in one
+        `asyncio.run`, used in another, the worker had died with its loop: runs waited for
+        good)."""
+        if self.closed:
+            raise RuntimeError("this agent was disposed: build it again to use it")
+        if self.loop is not None and (self.loop.is_closed() or _running_loop() is not self.loop):
+            raise RuntimeError(
+                "this agent's in-process worker runs on another event loop (the agent was "
+                "built in another asyncio.run): build and use it in the same one"
+            )
 
     async def close(self) -> None:
         """Stop the in-process worker (gracefully) and the embedded stack, if any."""
+        self.closed = True
         if self.host is not None:
             host, self.host = self.host, None
             try:
@@ -110,3 +132,10 @@ async def open_runtime(
         host=host,
         database_url=stack.database_url,
     )
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
+from typing import cast
 
 import pytest
+from temporalio.client import Client
 
 from reactive_temporal import ReactiveAgents, Settings
 from reactive_temporal.embedded.scripted_llm import Reply, ScriptedLLM
+from reactive_temporal.hosting.runtime import Runtime
+from reactive_temporal.hosting.worker_lifecycle import WorkerHost
 from tests.workflow.conftest import Harness
 
 pytestmark = pytest.mark.workflow
@@ -60,3 +65,29 @@ async def test_hung_llm_call_times_out_and_is_retried(
     llm.script(model_name, [Reply("too late", delay=6), Reply("FINAL ANSWER: on time")])
     result = await harness.run(model_name, "Be quick", llm_timeout_seconds=2)
     assert result.output == "on time" and len(llm.requests[model_name]) == 2
+
+
+async def test_a_disposed_agent_says_so(harness: Harness, model_name: str):
+    """A run or chat after `dispose()` failed 5-10 s later with a connection error."""
+    agent = harness.agent(model_name, agent_id="disposed")
+    await agent.runtime.close()
+    with pytest.raises(RuntimeError, match="disposed"):
+        await agent.run("anything")
+    with pytest.raises(RuntimeError, match="disposed"):
+        await agent.chat("anything")
+
+
+def test_an_agent_used_on_another_event_loop_than_its_worker_s_says_so():
+    """Built in one `asyncio.run`, run in another: the in-process worker had died with the
+    first loop, and the run waited for good, with nothing said."""
+
+    async def built() -> Runtime:
+        return Runtime(cast(Client, None), "q", False, host=cast(WorkerHost, object()))
+
+    runtime = asyncio.run(built())
+
+    async def used() -> None:
+        runtime.require_usable()
+
+    with pytest.raises(RuntimeError, match="another event loop"):
+        asyncio.run(used())
