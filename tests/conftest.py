@@ -87,6 +87,16 @@ def llm() -> Iterator[ScriptedLLM]:
         yield server
 
 
+@pytest.fixture(autouse=True)
+def model_labels_of_its_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test's made-up model names get their own metrics labels: a worker labels at most
+    MAX_MODEL_LABELS names (reactive_temporal.telemetry.metrics), and a test process meets
+    hundreds, one a test, whose metrics tests read under their own name."""
+    from reactive_temporal.telemetry import metrics
+
+    monkeypatch.setattr(metrics, "_model_labels", set())
+
+
 @pytest.fixture
 def model_name() -> str:
     """A model name unique to the test, so its script is its own."""

@@ -29,6 +29,7 @@ from reactive_temporal.limits import (
     REPLY_CONTENT_MAX_CHARS,
     SYNTHESIS_ITEMS_MAX,
     SYNTHESIS_TEXT_MAX_CHARS,
+    SYNTHESIS_TOTAL_MAX_CHARS,
 )
 from tests.adversarial.cases import Hostile, params, table
 from tests.adversarial.conftest import (
@@ -222,7 +223,7 @@ async def test_a_hostile_debrief_synthesis_is_bounded(
     adv: Harness, llm: ScriptedLLM, client: Client, database_url: str
 ):
     """The debrief model answers with 500 findings of 20,000 characters (10 MB): the debrief
-    keeps 20 of them, each clipped, and every payload stays small."""
+    keeps what fits SYNTHESIS_TOTAL_MAX_CHARS, each clipped, and every payload stays small."""
     finding = "f" * 20_000
     synthesis = json.dumps({
         "summary": "s" * 50_000, "key_findings": [finding] * 500,
@@ -234,14 +235,16 @@ async def test_a_hostile_debrief_synthesis_is_bounded(
     result = await adv.agent(model, agent_id=unique("synth")).run("Explain")
     rich = await result.debrief_rich()
     assert rich is not None and rich.synthesized
-    assert len(rich.key_findings) == SYNTHESIS_ITEMS_MAX
+    kept = [rich.summary, rich.caveats or "", *rich.key_findings, *rich.lessons_learned]
+    assert 1 <= len(rich.key_findings) <= SYNTHESIS_ITEMS_MAX
+    assert sum(map(len, kept)) <= SYNTHESIS_TOTAL_MAX_CHARS
     assert all(len(f) <= SYNTHESIS_TEXT_MAX_CHARS for f in rich.key_findings)
     assert len(rich.summary) <= SYNTHESIS_TEXT_MAX_CHARS and "characters cut" in rich.summary
     [(stored,)] = await fetch(
         database_url, "SELECT debrief_json FROM agent_debriefs WHERE run_id = %s",
         (result.run_id,),
     )  # fmt: skip
-    assert len(stored["key_findings"]) == SYNTHESIS_ITEMS_MAX
+    assert stored["key_findings"] == rich.key_findings
     debrief_id = names.debrief_workflow_id(result.run_id)
     assert await largest_event_bytes(client, debrief_id) < 400_000
     await assert_no_failed_tasks(client, result.run_id, debrief_id)

@@ -148,7 +148,7 @@ async def test_a_debrief_that_fails_to_save_leaves_nothing_half_written(debriefs
     agent_id = f"fail-{uuid.uuid4().hex[:8]}"
     run_id = f"run-{agent_id}"
     debrief = AgentDebrief(summary="too big", outcome="success", lessons_learned=["not kept"])
-    debrief.metrics.tokens = 2**40  # not an INTEGER: Postgres refuses the row
+    debrief.metrics.tokens = 2**70  # not a BIGINT: Postgres refuses the row
     entry = DebriefInput(run_id=run_id, agent_id=agent_id, task="t", terminated_by="final_answer")
     with pytest.raises(Exception, match="out of range"):
         await debriefs.save(entry, debrief)

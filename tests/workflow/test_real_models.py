@@ -52,7 +52,7 @@ async def test_a_reasoning_model_runs_chats_and_debriefs(
     """gpt-5 refuses max_tokens and temperature: none of the run, the direct chat, the tool
     chat and the synthesis sends them, and the reasoning tokens are counted and priced."""
     model = llm.endpoint(
-        f"gpt-5-mini-{uuid.uuid4().hex[:6]}", Endpoint.reasoning_model(reasoning_tokens=50)
+        f"u{uuid.uuid4().hex[:6]}/gpt-5-mini", Endpoint.reasoning_model(reasoning_tokens=50)
     )
     llm.script(model, agent_model)
     agent = harness.agent(
