@@ -153,9 +153,10 @@ class Agent:
             run_input,
             id=names.run_workflow_id(self.name, uuid.uuid4()),
             task_queue=self.runtime.task_queue,
-            static_summary=task[:400],
-            memo={names.TASK_MEMO: task[:200]},
-            static_details=f"agent `{self.name}` · model `{run_input.agent.model}` · "
+            static_summary=run_input.task[:400],  # as validated (bytes were decoded there)
+            memo={names.TASK_MEMO: run_input.task[:200]},
+            # the Web UI renders details as markdown: a model name is one line, no code fence
+            static_details=f"agent `{self.name}` · model `{_inline(run_input.agent.model)}` · "
             f"max {run_input.agent.max_iterations} iterations",
             # set at the start: free, where a workflow's upsert is an event and a billed action
             search_attributes=TypedSearchAttributes(
@@ -363,3 +364,11 @@ class Agent:
         """Wait (bounded) for this agent's rich debriefs, then release what `build()` started."""
         await self.wait_for_debriefs(debrief_wait_seconds)
         await self.runtime.close()
+
+
+def _inline(text: str) -> str:
+    """`text` as one line of inline code: whitespace runs as a space, backticks as quotes.
+
+    A model name with a newline and a "## " made a heading in the Web UI's details.
+    """
+    return " ".join(text.split()).replace("`", "'")

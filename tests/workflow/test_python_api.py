@@ -91,3 +91,20 @@ def test_an_agent_used_on_another_event_loop_than_its_worker_s_says_so():
 
     with pytest.raises(RuntimeError, match="another event loop"):
         asyncio.run(used())
+
+
+async def test_a_run_s_summary_and_details_are_what_was_validated(
+    harness: Harness, llm: ScriptedLLM, model_name: str
+):
+    """A task given as bytes is the text pydantic decoded (the start failed with protobuf's
+    TypeError on the bytes); a model name with a newline is one line of the Web UI's
+    markdown details (it made a heading there)."""
+    model = f"{model_name}\n## injected"
+    llm.script(model, [Reply("FINAL ANSWER: 4")])
+    agent = harness.agent(model, agent_id="validated", memory=False)
+    handle = await agent.start(b"What is 2+2?")  # type: ignore[arg-type]
+    assert (await agent.result(handle)).output == "4"
+    described = await handle.describe()
+    assert await described.static_summary() == "What is 2+2?"
+    details = await described.static_details() or ""
+    assert "\n" not in details and f"model `{model_name} ## injected`" in details
