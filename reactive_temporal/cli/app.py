@@ -15,6 +15,7 @@ replay ID | --file   replay a run's history against the current code
 export ID            a run's history as JSON
 rerun ID             re-execute a failed run from its last good point (--from-start)
 migrate              apply the agents database's schema migrations (DATABASE_URL)
+prune                delete live output and transcripts of runs idle past --older-than days
 codec-server         decrypt encrypted histories for the Web UI and temporal CLI
 worker               a worker for TEMPORAL_ADDRESS / DATABASE_URL (or the dev stack), until Ctrl-C
 dev                  the embedded stack, a worker and the Web UI, until Ctrl-C
@@ -63,6 +64,7 @@ app.command()(operate_commands.export)
 app.command()(operate_commands.rerun)
 app.command("codec-server")(codec_commands.codec_server)
 app.command()(migrate_commands.migrate)
+app.command("prune")(migrate_commands.prune_command)
 app.command()(serve_commands.worker)
 app.command()(serve_commands.dev)
 

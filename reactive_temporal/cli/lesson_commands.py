@@ -16,39 +16,20 @@ from typing import Annotated
 import typer
 
 from activities.lesson_store import LessonStore
-from activities.store import Store, StoreUnavailable
-from reactive_temporal.cli.common import CliError, cli_runtime, cli_settings, err, out, run_command
+from reactive_temporal.cli.common import CliError, cli_settings, err, out, run_command
+from reactive_temporal.cli.migrate_commands import agents_store
 from reactive_temporal.cli.terminal import safe
 from reactive_temporal.config import Settings
 from reactive_temporal.contracts.debrief import StoredLesson
-from reactive_temporal.embedded.stack import read_published_stack
 
 lessons_app = typer.Typer(help="The lessons agents learned from their runs: list or delete.")
 
 
 @asynccontextmanager
 async def lesson_store(settings: Settings) -> AsyncIterator[LessonStore]:
-    """The agents' database: DATABASE_URL, else the running `dev` stack's, else the embedded
-    one (started for the command, as `run` does on a fresh clone)."""
-    published = read_published_stack(settings.data_dir.resolve())
-    url = settings.database_url or (published.database_url if published else None)
-    runtime = None
-    if url is None:
-        runtime = await cli_runtime(settings, worker=False)
-        assert runtime.stack is not None
-        url = runtime.stack.database_url
-    try:
-        try:
-            store = await Store.open(url, migrate=False)
-        except StoreUnavailable as e:
-            raise CliError(str(e)) from e
-        try:
-            yield LessonStore(store)
-        finally:
-            await store.close()
-    finally:
-        if runtime is not None:
-            await runtime.close()
+    """The agents' lessons, in `agents_store`."""
+    async with agents_store(settings) as store:
+        yield LessonStore(store)
 
 
 def _lesson_json(lessons: list[StoredLesson]) -> str:

@@ -80,3 +80,19 @@ def test_bad_lessons_commands_are_one_line_errors(args, message, database_url, t
     result = starter(*args, env=env, cwd=tmp_path)
     assert result.returncode == 2 and message in result.stderr
     assert "Traceback" not in result.stderr
+
+
+async def test_prune_says_what_it_deleted_and_refuses_less_than_a_day(
+    database_url: str, tmp_path: Path
+):
+    """`prune` deletes the live output and transcripts of runs idle past --older-than days,
+    and expired lessons; it will not prune runs idle for less than a day."""
+    env = clean_env(DATABASE_URL=database_url, REACTIVE_TEMPORAL_DATA_DIR=str(tmp_path / "d"))
+    pruned = starter("prune", "--older-than", "30", "--json", env=env, cwd=tmp_path)
+    assert pruned.returncode == 0, pruned.stderr
+    deleted = json.loads(pruned.stdout)["deleted"]
+    assert set(deleted) == {"run_events", "run_messages", "run_context", "agent_lessons"}
+    human = starter("prune", env=env, cwd=tmp_path)
+    assert human.returncode == 0 and "run_events:" in human.stdout, human.stderr
+    refused = starter("prune", "--older-than", "0.5", env=env, cwd=tmp_path)
+    assert refused.returncode == 2 and "--older-than" in refused.stderr

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncIterator
+from datetime import timedelta
 
 import psycopg
 import pytest
@@ -18,6 +19,7 @@ import activities.store as store_module
 from activities import run_events
 from activities.debrief_store import DebriefStore
 from activities.llm_calls import MAX_TOKENS_PER_CALL, usage_of
+from activities.retention import PRUNED_TABLES, prune
 from activities.run_events import RunEvents
 from activities.store import Store, is_outage
 from reactive_temporal.contracts.debrief import AgentDebrief, DebriefInput, DebriefMetrics
@@ -376,3 +378,40 @@ def test_a_reported_usage_is_taken_up_to_a_call_s_worth():
     )
     usage = usage_of(reply, {})
     assert (usage.prompt_tokens, usage.completion_tokens) == (MAX_TOKENS_PER_CALL, 5)
+
+
+async def test_prune_deletes_runs_idle_past_the_age_and_keeps_the_rest(store: Store):
+    """A run idle 40 days goes from every table; one written today stays, and so does a run
+    begun 40 days ago that wrote today (still going): its whole live output and transcript."""
+    old, recent, going = (f"run-prune-{uuid.uuid4().hex[:8]}" for _ in range(3))
+    async with store.pool.connection() as conn:
+        for run_id, ages in ((old, [40, 41]), (recent, [0]), (going, [40, 0])):
+            for seq, age in enumerate(ages):
+                at = f"now() - interval '{age} days'"
+                await conn.execute(
+                    'INSERT INTO run_events (run_id, "offset", type, step, data, created_at)'
+                    f" VALUES (%s, %s, 'text', 1, '{{}}', {at})",
+                    (run_id, seq),
+                )
+                await conn.execute(
+                    "INSERT INTO run_messages (run_id, seq, role, content, created_at)"
+                    f" VALUES (%s, %s, 'user', 'hi', {at})",
+                    (run_id, seq),
+                )
+                await conn.execute(
+                    f"INSERT INTO run_context (run_id, seq, created_at) VALUES (%s, %s, {at})",
+                    (run_id, seq),
+                )
+    with pytest.raises(ValueError, match="at least 1 day"):
+        await prune(store, timedelta(hours=12))
+    deleted = await prune(store, timedelta(days=30))
+    assert {table: deleted[table] >= 2 for table in PRUNED_TABLES} == dict.fromkeys(
+        PRUNED_TABLES, True
+    )
+    async with store.pool.connection() as conn:
+        for table in PRUNED_TABLES:
+            cur = await conn.execute(
+                f"SELECT run_id, count(*) FROM {table} WHERE run_id = ANY(%s) GROUP BY run_id",
+                ([old, recent, going],),
+            )
+            assert dict(await cur.fetchall()) == {recent: 1, going: 2}, table  # type: ignore[arg-type]
