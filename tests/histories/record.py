@@ -373,13 +373,7 @@ async def record_answered(client: Client, task_queue: str, llm: ScriptedLLM) -> 
     answered from the reply the last run carried over: no model call, no session write."""
     agent_id = f"recorder-again-{uuid.uuid4().hex[:6]}"
     config = AgentConfig(agent_id=agent_id, model="again", memory=False)
-    handle = await client.start_workflow(
-        AgentWorkflow.run,
-        AgentWorkflowInput(state=AgentState(agent=config), continue_as_new_after_events=5),
-        id=names.agent_workflow_id(agent_id),
-        task_queue=task_queue,
-    )
-    first_run = (await handle.describe()).run_id
+    handle, first_run = await _start_entity(client, task_queue, config, continue_after=5)
     llm.script("again", [Reply("said once")])
     turn = ChatRequest(message="say it once", agent=config)
     await handle.execute_update(names.CHAT_UPDATE, turn, id="turn-1", result_type=ChatReply)
@@ -408,20 +402,30 @@ async def record_cut_short(client: Client, task_queue: str, llm: ScriptedLLM) ->
     return {"cut_short_run.json": result.run_id}
 
 
+async def _start_entity(
+    client: Client, task_queue: str, config: AgentConfig, *, continue_after: int
+) -> tuple[Any, str]:
+    """An agent's entity started to continue as new past `continue_after` events: its handle
+    and its first run's id."""
+    handle = await client.start_workflow(
+        AgentWorkflow.run,
+        AgentWorkflowInput(
+            state=AgentState(agent=config), continue_as_new_after_events=continue_after
+        ),
+        id=names.agent_workflow_id(config.agent_id),
+        task_queue=task_queue,
+    )
+    return handle, (await handle.describe()).run_id
+
+
 async def record_crowd(client: Client, task_queue: str, llm: ScriptedLLM) -> dict[str, str]:
-    """Eight sessions opened and chatting at once (update-with-start), on an entity that
-    continues as new past 40 events: many updates in its first task, handlers in flight when
-    it is time to go, refused updates sent again to the next run."""
+    """Eight sessions opened and chatting at once, on an entity that continues as new past 40
+    events: many updates in one task, handlers in flight when it is time to go, refused
+    updates sent again to the next run."""
     agent_id = f"recorder-crowd-{uuid.uuid4().hex[:6]}"
     llm.script("crowd", [Reply("noted", delay=0.2)], repeat_last=True)
     config = AgentConfig(agent_id=agent_id, model="crowd", memory=False)
-    handle = await client.start_workflow(
-        AgentWorkflow.run,
-        AgentWorkflowInput(state=AgentState(agent=config), continue_as_new_after_events=40),
-        id=names.agent_workflow_id(agent_id),
-        task_queue=task_queue,
-    )
-    first_run = (await handle.describe()).run_id
+    handle, first_run = await _start_entity(client, task_queue, config, continue_after=40)
     agent = Agent(config, Runtime(client, task_queue, offline_model=False))
     sessions = [agent.session() for _ in range(8)]
     await asyncio.gather(*(s.chat(f"Note {i}", use_tools=False) for i, s in enumerate(sessions)))
