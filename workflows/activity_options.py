@@ -46,12 +46,12 @@ enough (468 duplicate model calls, bench/README.md); the beats come every 10 s, 
 lag fit. Changes no command: runs scheduled with 10 s replay as they were."""
 
 TOOL_TIMEOUT_MARGIN = timedelta(seconds=30)
-MIN_LLM_TIMEOUT_SECONDS = 1.0
-"""An LLM call's timeout is at least this, whatever the agent says (its contract allows any
-positive figure, as runs in flight carry it)."""
 """The tool activity outlives the tool's own timeout by this much, so a slow tool is reported
 by the activity (as an observation) rather than by Temporal (as a failed attempt), and a
 result is still recorded through a short Postgres outage when the tool took all its time."""
+MIN_LLM_TIMEOUT_SECONDS = 1.0
+"""An LLM call's timeout is at least this, whatever the agent says (its contract allows any
+positive figure, as runs in flight carry it)."""
 
 TOOL_ATTEMPTS = 3
 """A tool activity fails only when its result cannot be recorded; it is retried a few times,
