@@ -155,7 +155,11 @@ async def stream_events(
 
 async def _listening(database_url: str, stream_id: str) -> psycopg.AsyncConnection[Any]:
     conn = await psycopg.AsyncConnection.connect(database_url, autocommit=True)
-    await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel_for(stream_id))))
+    try:
+        await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel_for(stream_id))))
+    except BaseException:
+        await conn.close()
+        raise
     return conn
 
 
