@@ -65,8 +65,11 @@ class LessonStore:
             _notes,
         )
 
-    async def listed(self, agent_id: str | None = None) -> list[StoredLesson]:
-        """Live lessons, newest first; every agent's when `agent_id` is None."""
+    async def listed(
+        self, agent_id: str | None = None, *, limit: int | None = None
+    ) -> list[StoredLesson]:
+        """Live lessons, newest first (the latest `limit`); every agent's when `agent_id` is
+        None. Unlimited, 200,000 of them were read into 172 MB."""
         await self.purge_expired()
         where, params = (f"WHERE {_LIVE}", ()) if agent_id is None else (
             f"WHERE agent_id = %s AND {_LIVE}", (agent_id,)
@@ -74,8 +77,8 @@ class LessonStore:
         async with self.pool.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
             await cur.execute(
                 f"SELECT {_COLUMNS} FROM agent_lessons {where}"  # type: ignore[arg-type]
-                " ORDER BY created_at DESC, position",
-                params,
+                " ORDER BY created_at DESC, position LIMIT %s",
+                (*params, limit),
             )
             return [StoredLesson.model_validate(r) for r in await cur.fetchall()]
 

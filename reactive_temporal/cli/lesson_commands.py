@@ -49,6 +49,7 @@ def _print_lessons(lessons: list[StoredLesson]) -> None:
 def list_lessons(
     ctx: typer.Context,
     agent: Annotated[str | None, typer.Option(help="Only this agent's lessons.")] = None,
+    limit: Annotated[int, typer.Option(min=1, help="The newest this many.")] = 200,
     as_json: Annotated[bool, typer.Option("--json", help="Print them as JSON.")] = False,
 ) -> None:
     """List the lessons in use (newest first), with their ids and the runs that taught them."""
@@ -57,7 +58,7 @@ def list_lessons(
 
     async def main() -> int:
         async with lesson_store(cli_settings()) as store:
-            lessons = await store.listed(agent)
+            lessons = await store.listed(agent, limit=limit)
         if as_json:
             print(_lesson_json(lessons))
         elif lessons:

@@ -48,6 +48,8 @@ async def test_lessons_are_listed_with_their_source_and_deleted(database_url: st
         ("Use the calculator.", f"run-a-{agent}"),
     ]
     assert all(x["agent_id"] == agent and x["created_at"] and x["expires_at"] for x in lessons)
+    newest = starter("lessons", "--agent", agent, "--limit", "2", "--json", env=env, cwd=tmp_path)
+    assert json.loads(newest.stdout)["lessons"] == lessons[:2]  # all of them were read at once
 
     poisoned = lessons[0]["id"]
     deleted = starter("lessons", "delete", str(poisoned), "--json", env=env, cwd=tmp_path)
