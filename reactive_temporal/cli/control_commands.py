@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Annotated
 
@@ -118,6 +119,10 @@ def deny(
     _decide(run_id, call_ids or [], approve=False, reason=reason, by=by, as_json=as_json)
 
 
+DECISION_PATIENCE_SECONDS = 5.0
+"""How long `approve`/`deny` wait quietly for the run's worker before saying they wait."""
+
+
 def _decide(
     run_id: str,
     call_ids: list[str],
@@ -132,9 +137,16 @@ def _decide(
             raise CliError("a denial needs a reason: --reason TEXT (the model reads it)")
         runtime = await cli_runtime()
         try:
-            outcome = await decide(
-                runtime.client, run_id, call_ids, approve=approve, reason=reason, by=by
+            deciding = asyncio.ensure_future(
+                decide(runtime.client, run_id, call_ids, approve=approve, reason=reason, by=by)
             )
+            if not (await asyncio.wait({deciding}, timeout=DECISION_PATIENCE_SECONDS))[0]:
+                # a run takes a decision in its worker: with none running it waited, silent
+                err.print(
+                    "[dim]waiting for a worker to take the decision to the run (is one running "
+                    "for its task queue?); Ctrl-C stops waiting, the decision may still land[/]"
+                )
+            outcome = await deciding
         except ValueError as e:
             raise CliError(str(e), code=1) from e
         finally:

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from reactive_temporal.cli.control_commands import DECISION_PATIENCE_SECONDS
 from reactive_temporal.embedded.scripted_llm import Reply, ScriptedLLM, call
 from tests import processes
 from tests.processes import REPO, starter
@@ -92,10 +93,19 @@ def test_approvals_survive_a_worker_kill_and_decisions_are_recorded(
 
         worker.send_signal(signal.SIGKILL)  # the parked run holds no activity: nothing is lost
         worker.wait(30)
+        # a decision sent while no worker runs waits for one, and says so (it waited silent)
+        early = subprocess.Popen(
+            [processes.PYTHON, str(REPO / "starter.py"), "approve", run_id, "call-bogus"],
+            env=env, cwd=tmp_path, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        time.sleep(DECISION_PATIENCE_SECONDS + 4)
+        assert early.poll() is None  # still waiting
         replacement = processes.start_worker(env, log, "--tools", "tests.fixtures.inventory_tools")
-
-        unknown = starter("approve", run_id, "call-bogus", env=env, cwd=tmp_path)
+        stdout, stderr = early.communicate(timeout=60)
+        unknown = subprocess.CompletedProcess(early.args, early.returncode, stdout, stderr)
         assert unknown.returncode == 1
+        assert "waiting for a worker to take the decision" in said(unknown)
         assert (
             f"unknown call id 'call-bogus'; calls waiting for approval: {pending['call_id']}"
             in said(unknown)
