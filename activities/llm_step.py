@@ -24,6 +24,7 @@ from typing import Any
 
 from openai.types.chat import ChatCompletionMessageFunctionToolCall
 from psycopg import AsyncConnection
+from pydantic import BaseModel, ValidationError
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
@@ -60,6 +61,7 @@ from reactive_temporal.contracts.run import (
     RunSeed,
     SeqMessage,
     ToolCall,
+    Usage,
 )
 from reactive_temporal.limits import bound_reply
 from reactive_temporal.rationale import parse_rationale_blocks, strip_rationale_blocks
@@ -182,9 +184,13 @@ class LlmActivities:
                 input, transcript, tools, context, text.add if text is not None else None
             )
         response = completion.response
+        earlier_usage, earlier_cost = _billed_before()
+        usage, cost = earlier_usage + completion.usage, earlier_cost + completion.cost
         if not response.choices:
             if text is not None:
                 await self.events.try_append(input.run_id, text.last)
+            # a reply with no choices is billed: the attempt that answers counts it
+            activity.heartbeat(BilledBefore(usage=usage, cost=cost).model_dump(mode="json"))
             last = attempts_exhausted(input.max_attempts)
             raise ApplicationError(  # the model failing: counted against its attempts
                 f"LLM answered with no choices{' (attempts exhausted)' if last else ''}",
@@ -213,8 +219,8 @@ class LlmActivities:
             content=content,
             tool_calls=calls,
             finish_reason=choice.finish_reason,
-            usage=completion.usage,
-            cost=completion.cost,
+            usage=usage,
+            cost=cost,
             rationale=rationale,
             context=context.report(overflows),
             prepared=prepared,
@@ -299,3 +305,21 @@ class LlmActivities:
                     context.estimated,
                 )
         raise AssertionError("unreachable")
+
+
+class BilledBefore(BaseModel):
+    """What this step's earlier attempts were billed for replies it could not use (no
+    choices), carried to the next attempt in its heartbeat details: the run's tokens, cost
+    and budgets count them (they were spent, and shown nowhere but the metrics)."""
+
+    usage: Usage = Usage()
+    cost: float = 0.0
+
+
+def _billed_before() -> tuple[Usage, float]:
+    details = activity.info().heartbeat_details
+    try:
+        billed = BilledBefore.model_validate(details[0]) if details else BilledBefore()
+    except (ValidationError, TypeError):  # a heartbeat of another kind, or none
+        billed = BilledBefore()
+    return billed.usage, billed.cost

@@ -97,6 +97,16 @@ class Usage(BaseModel):
         """Prompt plus completion tokens."""
         return self.prompt_tokens + self.completion_tokens
 
+    def __add__(self, other: Usage) -> Usage:
+        """Two calls' usage together."""
+        return Usage(
+            prompt_tokens=self.prompt_tokens + other.prompt_tokens,
+            completion_tokens=self.completion_tokens + other.completion_tokens,
+            reasoning_tokens=self.reasoning_tokens + other.reasoning_tokens,
+            cached_tokens=self.cached_tokens + other.cached_tokens,
+            estimated=self.estimated or other.estimated,
+        )
+
 
 class AgentConfig(BaseModel):
     """How an agent behaves on a run. Travels in the run's input."""

@@ -22,6 +22,7 @@ from reactive_temporal.embedded.scripted_llm import (
     call,
 )
 from reactive_temporal.hosting.worker_factory import llm_client
+from reactive_temporal.pricing import register_price
 from tests.support.steps import attempt
 from tests.workflow.conftest import Harness
 
@@ -242,3 +243,22 @@ async def test_a_compressed_reply_is_refused_unread(
     )
     assert result.terminated_by == "llm_error" and "gzip-encoded reply" in (result.error or "")
     assert len(llm.requests[model_name]) == 2
+
+
+async def test_replies_with_no_choices_are_counted_in_the_run_s_usage_and_cost(
+    harness: Harness, llm: ScriptedLLM, model_name: str
+):
+    """Two replies billed (usage: 1,000 + 100 tokens each) with no choices, then an answer:
+    the run counts all three calls' tokens and cost (it counted the answer's only: money
+    spent and shown nowhere but the metrics, budgets overrun)."""
+    register_price(model_name, input_per_mtok=1000.0, output_per_mtok=1000.0)  # $1.10 a call
+    usage = {"prompt_tokens": 1000, "completion_tokens": 100, "total_tokens": 1100}
+    empty = Raw([*sse({"choices": [], "usage": usage}), b"data: [DONE]\n\n"])
+    answer = {"choices": [{"index": 0, "delta": {"content": "FINAL ANSWER: 4"}}]}
+    done = {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}], "usage": usage}
+    whole = Raw([*sse(answer, done), b"data: [DONE]\n\n"])
+    llm.script(model_name, [empty, empty, whole])
+    result = await asyncio.wait_for(harness.run(model_name, "2+2?", memory=False), 60)
+    assert result.output == "4" and len(llm.requests[model_name]) == 3
+    assert (result.metadata.prompt_tokens, result.metadata.completion_tokens) == (3000, 300)
+    assert result.metadata.cost == pytest.approx(3.3)
