@@ -78,6 +78,9 @@ class AgentBuilder:
                 f"unknown provider {provider!r}: use 'openai' for any OpenAI-compatible endpoint "
                 "(set OPENAI_BASE_URL for Ollama, vLLM or LM Studio)"
             )
+        if model is not None and (not isinstance(model, str) or not model.strip()):
+            # an empty name fell back to AGENT_MODEL without a word
+            raise ValueError(f"model must be a model's name, not {model!r:.100}")
         self.model = model
         return self
 

@@ -160,6 +160,9 @@ async def require_run(client: Client, run_id: str) -> WorkflowExecutionDescripti
 
     Not, say, an agent's chat entity: every command that takes a run id refuses those the same way.
     """
+    if not isinstance(run_id, str) or not run_id.strip() or "\x00" in run_id:
+        # (an int gave protobuf's "bad argument type for built-in operation")
+        raise ValueError(f"a run id is a non-empty string without NUL, not {run_id!r:.100}")
     try:
         description = await client.get_workflow_handle(run_id).describe()
     except RPCError as err:

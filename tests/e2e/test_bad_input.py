@@ -527,6 +527,8 @@ BUILDER_CASES: list[tuple[str, Callable[[AgentBuilder], object], str]] = [
      "max_iterations: Input should be less than or equal to 10000"),
     ("max-iterations-many", lambda b: b.with_reasoning(max_iterations="many").config(),  # type: ignore[arg-type]
      "max_iterations: Input should be a valid integer"),
+    ("empty-model", lambda b: b.with_provider(model=""), "model must be a model's name"),
+    ("blank-model", lambda b: b.with_provider(model="   "), "model must be a model's name"),
 ]  # fmt: skip
 
 

@@ -108,3 +108,11 @@ async def test_a_run_s_summary_and_details_are_what_was_validated(
     assert await described.static_summary() == "What is 2+2?"
     details = await described.static_details() or ""
     assert "\n" not in details and f"model `{model_name} ## injected`" in details
+
+
+async def test_a_run_id_that_is_no_string_is_a_value_error(harness: Harness, model_name: str):
+    """`agent.cancel(123)` gave protobuf's "bad argument type for built-in operation"."""
+    agent = harness.agent(model_name, agent_id="ids")
+    for bad in (123, "", "run-\x00"):
+        with pytest.raises(ValueError, match="a run id is a non-empty string"):
+            await agent.cancel(bad)  # type: ignore[arg-type]
