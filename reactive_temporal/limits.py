@@ -20,7 +20,12 @@ from typing import TypeVar
 from pydantic_core import to_json
 
 from reactive_temporal.contracts.debrief import SynthesisFields
-from reactive_temporal.contracts.run import FINAL_ANSWER_TOOL, FinalAnswerCapture, ToolCall
+from reactive_temporal.contracts.run import (
+    FINAL_ANSWER_TOOL,
+    AgentConfig,
+    FinalAnswerCapture,
+    ToolCall,
+)
 from reactive_temporal.sanitize import clean_text, clean_value, clip
 
 MAX_TOOL_CALLS_PER_TURN = 16
@@ -146,6 +151,35 @@ def bound_synthesis(fields: SynthesisFields | None) -> SynthesisFields | None:
             "lessons_learned": items(fields.lessons_learned),
         }
     )
+
+
+MODEL_NAME_MAX_CHARS = 200
+"""A model's name, as `AgentConfig.model` takes it."""
+MAX_TOOL_NAMES = 256
+"""Tool names an agent's configuration lists in each of tools, required_tools and
+approve_tools (a run carries them in every step's input)."""
+
+
+def agent_config_problem(config: AgentConfig) -> str | None:
+    """Why an agent's configuration is refused where agents are configured (the builder, a
+    run's input), or None; the contract itself accepts what runs already in flight carry.
+    A 5 MB debrief model or list of tools was sent as it was, and refused by gRPC's 4 MB."""
+    if problem := system_prompt_problem(config.system_prompt):
+        return problem
+    if config.debrief_model is not None and len(config.debrief_model) > MODEL_NAME_MAX_CHARS:
+        return f"debrief_model is over {MODEL_NAME_MAX_CHARS} characters"
+    for field, names in (
+        ("tools", config.tools or []),
+        ("required_tools", config.required_tools),
+        ("approve_tools", config.approve_tools),
+    ):
+        if len(names) > MAX_TOOL_NAMES:
+            return f"{field} lists {len(names):,} names; the limit is {MAX_TOOL_NAMES}"
+        if too_long := next((n for n in names if len(n) > TOOL_CALL_NAME_MAX_CHARS), None):
+            return (
+                f"{field} has a name over {TOOL_CALL_NAME_MAX_CHARS} characters: {too_long[:60]!r}…"
+            )
+    return None
 
 
 def system_prompt_problem(system_prompt: str | None) -> str | None:

@@ -39,7 +39,7 @@ from reactive_temporal.contracts.result import AgentResult
 from reactive_temporal.contracts.run import AgentConfig, AgentRunInput
 from reactive_temporal.errors import describe_validation_error, root_cause, workflow_not_found
 from reactive_temporal.hosting.runtime import Runtime
-from reactive_temporal.limits import system_prompt_problem
+from reactive_temporal.limits import agent_config_problem
 from workflows.agent_run import AgentRunWorkflow
 
 log = logging.getLogger("reactive_temporal")
@@ -89,8 +89,6 @@ def build_run_input(
     required_tools: list[str] | None = None,
 ) -> AgentRunInput:
     """The validated input of a run; ValueError naming the bad field otherwise."""
-    if (problem := system_prompt_problem(config.system_prompt)) is not None:
-        raise ValueError(f"invalid agent configuration: {problem}")
     updates: dict[str, object] = {}
     if max_iterations is not None:
         updates["max_iterations"] = max_iterations
@@ -98,9 +96,12 @@ def build_run_input(
         updates["required_tools"] = required_tools
     try:
         agent = AgentConfig.model_validate({**config.model_dump(), **updates})
-        return AgentRunInput(task=task, agent=agent, patch_bundle=names.RUN_PATCH_BUNDLE)
+        run_input = AgentRunInput(task=task, agent=agent, patch_bundle=names.RUN_PATCH_BUNDLE)
     except ValidationError as err:
         raise ValueError(f"invalid run: {describe_validation_error(err)}") from err
+    if (problem := agent_config_problem(agent)) is not None:
+        raise ValueError(f"invalid agent configuration: {problem}")
+    return run_input
 
 
 def _no_child(error: BaseException) -> bool:

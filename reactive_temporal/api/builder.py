@@ -21,7 +21,7 @@ from reactive_temporal.config import Settings, load_settings
 from reactive_temporal.contracts.run import AgentConfig
 from reactive_temporal.errors import describe_validation_error
 from reactive_temporal.hosting.runtime import open_runtime
-from reactive_temporal.limits import system_prompt_problem
+from reactive_temporal.limits import agent_config_problem, system_prompt_problem
 
 SUPPORTED_PROVIDERS = ("openai",)
 """Any OpenAI-compatible endpoint (OpenAI, Ollama, vLLM, LM Studio) goes through "openai"."""
@@ -173,7 +173,7 @@ class AgentBuilder:
             problem = system_prompt_problem(self.system_prompt)
             if problem is not None:
                 raise ValueError(f"invalid agent configuration: {problem}")
-            return AgentConfig(
+            config = AgentConfig(
                 agent_id=self.name,
                 model=self.model or settings.agent_model,
                 system_prompt=self.system_prompt,
@@ -198,6 +198,9 @@ class AgentBuilder:
             raise ValueError(
                 f"invalid agent configuration: {describe_validation_error(err)}"
             ) from err
+        if (problem := agent_config_problem(config)) is not None:
+            raise ValueError(f"invalid agent configuration: {problem}")
+        return config
 
     async def build(self) -> Agent:
         """Connect the agent to Temporal and return it.

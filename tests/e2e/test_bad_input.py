@@ -528,6 +528,12 @@ BUILDER_CASES: list[tuple[str, Callable[[AgentBuilder], object], str]] = [
     ("max-iterations-many", lambda b: b.with_reasoning(max_iterations="many").config(),  # type: ignore[arg-type]
      "max_iterations: Input should be a valid integer"),
     ("empty-model", lambda b: b.with_provider(model=""), "model must be a model's name"),
+    ("huge-debrief-model", lambda b: b.with_debrief_model("m" * 5_000_000).config(),
+     "invalid agent configuration: debrief_model is over 200 characters"),
+    ("thousands-of-tools", lambda b: b.with_tools([f"t{i}" for i in range(1_000)]).config(),
+     "tools lists 1,000 names; the limit is 256"),
+    ("a-huge-tool-name", lambda b: b.with_tools(approve=["x" * 3_000_000]).config(),
+     "approve_tools has a name over 128 characters"),
     ("blank-model", lambda b: b.with_provider(model="   "), "model must be a model's name"),
 ]  # fmt: skip
 
@@ -596,6 +602,8 @@ RUN_CASES: list[tuple[str, str, dict[str, Any], str]] = [
      "invalid run: max_iterations: Input should be greater than or equal to 1"),
     ("max-iterations-10001", "hi", {"max_iterations": 10_001},
      "max_iterations: Input should be less than or equal to 10000"),
+    ("required-tools-1000", "hi", {"required_tools": [f"t{i}" for i in range(1_000)]},
+     "required_tools lists 1,000 names; the limit is 256"),
 ]  # fmt: skip
 
 
