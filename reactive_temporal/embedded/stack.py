@@ -33,6 +33,7 @@ from temporalio.runtime import Runtime as TemporalRuntime
 from reactive_temporal.codec import build_data_converter
 from reactive_temporal.config import Settings
 from reactive_temporal.connection import ConnectionFailed, TemporalConnection, connect_client
+from reactive_temporal.embedded.orphans import TEMPORAL_PID_FILE, stop_orphans
 from reactive_temporal.embedded.scripted_llm import ScriptedLLM
 from reactive_temporal.private_files import (
     CHILD_UMASK,
@@ -311,6 +312,7 @@ class EmbeddedStack:
         if needs_files:
             private_dir(data_dir)
             self._take_lock(data_dir)
+            stop_orphans(data_dir)
         try:
             if settings.temporal_address is None:
                 self.server = DevServer(
@@ -324,6 +326,8 @@ class EmbeddedStack:
                 )
                 self.client = await self.server.start(runtime=runtime, plugins=plugins)
                 self.web_ui = self.server.web_ui
+                assert self.server.process is not None
+                write_private(data_dir / TEMPORAL_PID_FILE, str(self.server.process.pid))
             else:
                 self.client = await connect(
                     settings.temporal_connection(),
@@ -396,6 +400,7 @@ class EmbeddedStack:
         if self.server is not None:
             await self.server.stop()
             self.server = None
+            (self.settings.data_dir.resolve() / TEMPORAL_PID_FILE).unlink(missing_ok=True)
         if self.postgres is not None:
             self.postgres.cleanup()
             self.postgres = None

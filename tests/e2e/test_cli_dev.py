@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from reactive_temporal.embedded.orphans import stop_orphans
 from reactive_temporal.embedded.stack import free_port
 from tests.processes import PYTHON, REPO, clean_env, starter
 
@@ -95,3 +96,37 @@ def test_dev_json_prints_the_stack_as_one_object(tmp_path: Path):
         dev.send_signal(signal.SIGINT)
         out, _ = dev.communicate(timeout=60)
     assert dev.returncode == 0 and out.strip() == ""  # nothing else on stdout
+
+
+def test_dev_after_a_dev_killed_outright_stops_what_it_left_running(tmp_path: Path):
+    """SIGKILL leaves `dev`'s Temporal dev server and Postgres running, holding their ports:
+    the next `dev` in the same data directory was refused ("the Temporal port … is taken")
+    until someone found them. It stops them and comes up."""
+    data = tmp_path / "data"
+    env = clean_env(REACTIVE_TEMPORAL_DATA_DIR=str(data))
+    args = [PYTHON, str(REPO / "starter.py"), "dev", "--json", "--port", str(free_port()),
+            "--ui-port", str(free_port())]  # fmt: skip
+    first = subprocess.Popen(
+        args, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+    )
+    assert first.stdout is not None and json.loads(first.stdout.readline())  # ready
+    first.kill()
+    first.wait(30)
+    assert (data / "postgres" / "postmaster.pid").exists()  # left running
+    second = subprocess.Popen(
+        args, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        assert second.stdout is not None
+        ready = second.stdout.readline()
+        assert ready, second.communicate(timeout=30)
+        assert json.loads(ready).get("temporal_address") == f"127.0.0.1:{args[5]}", ready
+        ran = starter("run", "What is 9 * 9?", "--json", env=env, cwd=tmp_path)
+        assert ran.returncode == 0 and json.loads(ran.stdout)["output"] == "9 * 9 = 81"
+    finally:
+        second.send_signal(signal.SIGINT)
+        _, errors = second.communicate(timeout=60)
+        stop_orphans(data)  # whatever is still running, should the test fail
+    assert second.returncode == 0, errors
+    assert "left running" in errors  # it says what it stopped
+    assert not (data / "temporal.pid").exists()
