@@ -14,7 +14,7 @@ model reads, what they marked (`workflows/run_limits.py`).
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 from pydantic_core import to_json
@@ -94,15 +94,24 @@ characters (six bytes each in JSON) made a result of 3.7 MB and a continue-as-ne
 2.3 MB: the run's task failed for good."""
 
 
+def json_bytes(item: object) -> int:
+    """What `item` (a model, a string, …) weighs as JSON, as payloads carry it."""
+    return len(to_json(item))
+
+
 def within_bytes(
-    items: Sequence[T], max_bytes: int = RECORDS_MAX_BYTES, *, latest: bool = True
+    items: Sequence[T],
+    max_bytes: int = RECORDS_MAX_BYTES,
+    *,
+    latest: bool = True,
+    size: Callable[[T], int] = json_bytes,
 ) -> list[T]:
-    """The latest of `items` (models or strings), or the first, whose JSON is at most
-    `max_bytes` together, in their order."""
+    """The latest of `items`, or the first, whose `size` (their JSON) is at most `max_bytes`
+    together, in their order (possibly none: one item may be bigger)."""
     kept: list[T] = []
     total = 0
     for item in reversed(items) if latest else items:
-        total += len(to_json(item))
+        total += size(item)
         if total > max_bytes:
             break
         kept.append(item)

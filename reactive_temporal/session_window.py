@@ -20,6 +20,7 @@ from datetime import datetime, timedelta
 from pydantic_core import to_json
 
 from reactive_temporal.contracts.entity import ChatMessage
+from reactive_temporal.limits import within_bytes
 
 WINDOW_MESSAGES = 40
 """The most messages of one session kept in state (chat sends at most 40)."""
@@ -49,15 +50,7 @@ def trim_window(
     max_bytes: int = WINDOW_BYTES,
 ) -> list[ChatMessage]:
     """The newest messages that fit both bounds (possibly none: one message may be bigger)."""
-    kept: list[ChatMessage] = []
-    size = 0
-    for message in reversed(messages[-max_messages:]):
-        size += message_bytes(message)
-        if size > max_bytes:
-            break
-        kept.append(message)
-    kept.reverse()
-    return kept
+    return within_bytes(messages[-max_messages:], max_bytes, size=message_bytes)
 
 
 def sessions_to_page_out(

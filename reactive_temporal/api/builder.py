@@ -21,7 +21,7 @@ from reactive_temporal.config import Settings, load_settings
 from reactive_temporal.contracts.run import AgentConfig
 from reactive_temporal.errors import describe_validation_error
 from reactive_temporal.hosting.runtime import open_runtime
-from reactive_temporal.limits import agent_config_problem, system_prompt_problem
+from reactive_temporal.limits import agent_config_problem
 
 SUPPORTED_PROVIDERS = ("openai",)
 """Any OpenAI-compatible endpoint (OpenAI, Ollama, vLLM, LM Studio) goes through "openai"."""
@@ -170,9 +170,6 @@ class AgentBuilder:
         """
         settings = self.settings or load_settings()
         try:
-            problem = system_prompt_problem(self.system_prompt)
-            if problem is not None:
-                raise ValueError(f"invalid agent configuration: {problem}")
             config = AgentConfig(
                 agent_id=self.name,
                 model=self.model or settings.agent_model,
