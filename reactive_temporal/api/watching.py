@@ -15,23 +15,22 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import psycopg
-from psycopg import sql
-from psycopg.rows import dict_row
 from temporalio.client import Client, WorkflowFailureError
 
+from reactive_temporal.api.live_feed import BATCH, LiveFeed
 from reactive_temporal.api.operate import require_run
 from reactive_temporal.api.results import result_of
 from reactive_temporal.contracts.events import RunEvent
 from reactive_temporal.contracts.result import AgentResult
-from reactive_temporal.live_output import TextFold, channel_for
+from reactive_temporal.live_output import TextFold
 from workflows.agent_run import AgentRunWorkflow
 
 WAKE_SECONDS = 1.0
 """Re-read at least this often, in case a notification was missed (a reconnect)."""
-BATCH = 500
 RECONNECTS = 5
-"""Connections made again in a row, once one was made, before a watcher gives up (about 15 s
-of Postgres unreachable: a restart or a failover is shorter)."""
+"""Reads failed in a row, once one succeeded, before a watcher gives up (about 15 s of
+Postgres unreachable, more while reads wait for a connection: a restart or a failover is
+shorter)."""
 RECONNECT_DELAY_SECONDS = 1.0
 
 
@@ -113,8 +112,9 @@ async def stream_events(
     """The events stored under `stream_id` (a run, or a chat turn's stream) as committed.
 
     From `from_offset` on, until `until` is done (and what was committed before it is read).
-    A connection Postgres drops (a restart, a failover) is made again, from the offset after
-    the last event given, up to RECONNECTS times in a row.
+    The process's watchers share their connections (`LiveFeed`). A read Postgres fails (a
+    restart, a failover) is made again, from the offset after the last event given, up to
+    RECONNECTS times in a row.
 
     Raises:
         LiveOutputUnavailable: no Postgres to read from, or it cannot be reached.
@@ -125,16 +125,17 @@ async def stream_events(
     fold = TextFold()
     offset = from_offset
     lost = 0
-    connected = False
-    while True:
-        try:
-            async with await _listening(database_url, stream_id) as conn:
-                connected = True
-                while True:
+    read_once = False
+    feed = LiveFeed.shared(database_url)
+    try:
+        async with feed.watching(stream_id) as wake:
+            while True:
+                try:
+                    wake.clear()  # before reading: a notice during the read wakes the next wait
                     done = until.done()  # decided before reading: rows committed earlier are read
                     while True:  # a batch at a time, each given before the next is read
-                        rows = await _batch(conn, stream_id, offset)
-                        lost = 0
+                        rows = await feed.batch(stream_id, offset)
+                        read_once, lost = True, 0
                         for row in rows:
                             offset = row["offset"] + 1
                             if (event := _event(stream_id, row, fold)) is not None:
@@ -143,24 +144,14 @@ async def stream_events(
                             break
                     if done:
                         return
-                    await _wait(conn, until)
-        except psycopg.Error as err:
-            lost += 1
-            dropped = connected and isinstance(err, psycopg.OperationalError)
-            if not dropped or lost > RECONNECTS:
-                message = f"cannot read live output from Postgres: {err}"
-                raise LiveOutputUnavailable(message) from err
-            await asyncio.sleep(RECONNECT_DELAY_SECONDS * lost)
-
-
-async def _listening(database_url: str, stream_id: str) -> psycopg.AsyncConnection[Any]:
-    conn = await psycopg.AsyncConnection.connect(database_url, autocommit=True)
-    try:
-        await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel_for(stream_id))))
-    except BaseException:
-        await conn.close()
-        raise
-    return conn
+                    await _wait(wake, until)
+                except psycopg.OperationalError:
+                    lost += 1
+                    if not read_once or lost > RECONNECTS:
+                        raise
+                    await asyncio.sleep(RECONNECT_DELAY_SECONDS * lost)
+    except psycopg.Error as err:
+        raise LiveOutputUnavailable(f"cannot read live output from Postgres: {err}") from err
 
 
 def _require_readable(database_url: str | None, from_offset: int) -> None:
@@ -173,22 +164,9 @@ def _require_readable(database_url: str | None, from_offset: int) -> None:
         raise ValueError(f"from_offset must be 0 or more, not {from_offset}")
 
 
-async def _batch(
-    conn: psycopg.AsyncConnection[Any], stream_id: str, offset: int
-) -> list[dict[str, Any]]:
-    """Up to BATCH stored events from `offset` on."""
-    async with conn.cursor(row_factory=dict_row) as cur:
-        await cur.execute(
-            'SELECT "offset", type, step, position, data, created_at FROM run_events'
-            ' WHERE run_id = %s AND "offset" >= %s ORDER BY "offset" LIMIT %s',
-            (stream_id, offset, BATCH),
-        )
-        return await cur.fetchall()
-
-
-async def _wait(conn: psycopg.AsyncConnection[Any], outcome: asyncio.Future[Any]) -> None:
+async def _wait(wake: asyncio.Event, outcome: asyncio.Future[Any]) -> None:
     """Until the run's channel is notified, the run closes, or WAKE_SECONDS pass."""
-    notified = asyncio.ensure_future(anext(aiter(conn.notifies(stop_after=1)), None))
+    notified = asyncio.ensure_future(wake.wait())
     try:
         await asyncio.wait({notified, outcome}, timeout=WAKE_SECONDS, return_when="FIRST_COMPLETED")
     finally:

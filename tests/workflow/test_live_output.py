@@ -6,13 +6,16 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import Awaitable
 from datetime import datetime
 
 import pytest
 from temporalio.api.enums.v1 import EventType
 
-from activities.run_events import TEXT_WRITE_INTERVAL
-from reactive_temporal.contracts.events import RunEvent
+from activities.run_events import TEXT_WRITE_INTERVAL, RunEvents
+from reactive_temporal.api.live_feed import LIVE_FEED_NAME, READERS
+from reactive_temporal.api.watching import stream_events
+from reactive_temporal.contracts.events import NewEvent, RunEvent
 from reactive_temporal.contracts.run import RunProgress
 from reactive_temporal.embedded.scripted_llm import Reply, ScriptedLLM, call
 from tests.conftest import wait_for
@@ -406,3 +409,46 @@ async def test_a_watcher_whose_connection_postgres_drops_goes_on_where_it_was(
     offsets = [e.offset for e in events if e.offset is not None]
     assert offsets == sorted(set(offsets))  # each once, in order
     assert ANSWER in texts_by_step(events).values()
+
+
+async def test_a_process_s_watchers_share_a_few_connections(harness: Harness, database_url):
+    """Forty watchers in one process hold at most 1 + READERS connections to Postgres, each
+    still woken by its own stream's events, and none once they stop (each held one: a web app
+    showing 120 runs used up Postgres's max_connections, and the workers sharing it could no
+    longer record their runs)."""
+    streams = [f"run-share-{uuid.uuid4().hex[:8]}" for _ in range(40)]
+    until: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    seen: dict[str, list[str]] = {s: [] for s in streams}
+
+    async def watch(stream: str) -> None:
+        async for event in stream_events(database_url, stream, until=until):
+            seen[stream].append(event.type)
+
+    async def watchers_connections() -> int:
+        async with harness.store.pool.connection() as conn:
+            cur = await conn.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                " AND (query LIKE 'LISTEN %%' OR query LIKE 'UNLISTEN %%'"
+                " OR query LIKE 'SELECT \"offset\", type%%' OR application_name = %s)",
+                (LIVE_FEED_NAME,),
+            )
+            row = await cur.fetchone()
+            assert row is not None
+            return int(row[0])
+
+    watchers = [asyncio.ensure_future(watch(s)) for s in streams]
+    await asyncio.sleep(1.5)  # every watcher has read and listens
+    await RunEvents(harness.store).append(
+        streams[7], [NewEvent(type="iteration", step=1, data={"iteration": 1})]
+    )
+    await wait_for(lambda: seen[streams[7]] == ["iteration"], 5)
+    held = await watchers_connections()
+    until.set_result(None)
+    await asyncio.wait_for(asyncio.gather(*watchers), 10)
+    assert 1 <= held <= 1 + READERS
+    assert [s for s in streams if seen[s]] == [streams[7]]
+    await wait_for(lambda: _is_zero(watchers_connections()), 5)
+
+
+async def _is_zero(count: Awaitable[int]) -> bool:
+    return await count == 0
