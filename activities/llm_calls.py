@@ -42,12 +42,16 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.heartbeat import heartbeating
-from activities.llm_stream import StreamedReply
+from activities.llm_stream import StreamedReply, whole_reply_as_chunk
+from activities.reply_calls import arguments_text
 from reactive_temporal.capabilities import (
     ModelCapabilities,
     ModelQuirks,
     WantedParams,
+    body_retry_delay,
     capabilities_for,
+    error_code,
+    error_message,
     read_context_overflow,
     read_rejection,
     request_params,
@@ -59,6 +63,11 @@ from reactive_temporal.pricing import cost_of
 from reactive_temporal.telemetry.observe import observe_llm_call
 
 RETRYABLE_STATUS = {408, 409, 429}
+NEVER_RETRIED_CODES = {"insufficient_quota"}
+"""Error codes that no retry can change (OpenAI's 429 for an account out of credit)."""
+RETRIED_CODES = {"tool_use_failed"}
+"""Error codes of a reply the model may well get right when asked again (Groq's 400 for a
+tool call it generated wrong), counted against the LLM's attempts."""
 MAX_RETRY_DELAY_SECONDS = 120.0
 DEFAULT_ACTIVITY_TIMEOUT = timedelta(seconds=120)
 MAX_LEARNED_PER_CALL = 4
@@ -117,18 +126,21 @@ class ContextWindowExceeded(ApplicationError):
         self.limit = limit
 
 
-def retry_delay(headers: Any) -> timedelta | None:
-    """The server's requested wait, from `retry-after-ms` or `retry-after` (seconds)."""
-    if headers is None:
-        return None
+def retry_delay(headers: Any, body: object = None) -> timedelta | None:
+    """The server's requested wait, from `retry-after-ms` or `retry-after` (seconds), else
+    from the error body (`body_retry_delay`)."""
+    waits: list[float] = []
     for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
-        value = headers.get(name)
+        value = headers.get(name) if headers is not None else None
         if value is None:
             continue
         try:
-            seconds = float(value) * scale
+            waits.append(float(value) * scale)
         except ValueError:
             continue  # an HTTP date: let the retry policy's backoff decide
+    if (in_body := body_retry_delay(body)) is not None:
+        waits.append(in_body)
+    for seconds in waits:
         if math.isnan(seconds):
             continue  # `nan`: no wait at all (timedelta refused it, and the step failed)
         return timedelta(seconds=min(max(seconds, 0.0), MAX_RETRY_DELAY_SECONDS))
@@ -138,17 +150,24 @@ def retry_delay(headers: Any) -> timedelta | None:
 def raise_for_status(err: openai.APIStatusError, *, last_attempt: bool = False) -> NoReturn:
     """The HTTP error as Temporal should treat it: retryable or not, after how long."""
     status = err.status_code
-    retryable = status in RETRYABLE_STATUS or status >= 500
+    code = error_code(err.body)
+    retryable = status in RETRYABLE_STATUS or status >= 500 or code in RETRIED_CODES
     should = err.response.headers.get("x-should-retry") if err.response is not None else None
     if should in ("true", "false"):
         retryable = should == "true"
-    detail = err.message if isinstance(err.message, str) else str(err)
+    if code in NEVER_RETRIED_CODES:
+        retryable = False
+    # what the provider said, in whichever shape (the client reads only OpenAI's, and said
+    # "Error code: 400" for Gemini's, TGI's, a `detail` or a plain-text body)
+    detail = error_message(err.body) or (err.message if isinstance(err.message, str) else "")
     gave_up = " (attempts exhausted)" if retryable and last_attempt else ""
     raise ApplicationError(
-        f"LLM endpoint answered HTTP {status}: {detail[:500]}{gave_up}",
+        f"LLM endpoint answered HTTP {status}: {(detail or str(err))[:500]}{gave_up}",
         type="LlmHttpError" if retryable else "LlmRequestRejected",
         non_retryable=not retryable or last_attempt,
-        next_retry_delay=retry_delay(err.response.headers if err.response is not None else None),
+        next_retry_delay=retry_delay(
+            err.response.headers if err.response is not None else None, err.body
+        ),
     ) from None  # not chained: the client's error holds the whole body (megabytes, maybe), and
     # a failure past Temporal's size limit arrives as "Failure exceeds size limit", its cause lost
 
@@ -219,7 +238,9 @@ def usage_of(response: ChatCompletion, request: dict[str, Any]) -> Usage:
     """The call's token usage as the endpoint reported it (`prompt_tokens`, or
     `input_tokens` as some name it), each side estimated where it reported none or one that
     is no count (`{}`, -1000, "NaN", 1.5: each counted zero, budgets were never reached);
-    estimated whole when it reported no usage (`estimated_usage`)."""
+    estimated whole when it reported no usage (`estimated_usage`). A `total_tokens` above
+    the two sides counts the rest as reasoning output: endpoints that leave thinking out of
+    `completion_tokens` bill it all the same."""
     usage = getattr(response, "usage", None)
     if usage is None:
         return estimated_usage(request, response)
@@ -238,6 +259,10 @@ def usage_of(response: ChatCompletion, request: dict[str, Any]) -> Usage:
             completion, estimated = estimate.completion_tokens, True
     details = getattr(usage, "completion_tokens_details", None)
     reasoning = _count(getattr(details, "reasoning_tokens", 0))
+    unreported = _count(getattr(usage, "total_tokens", None)) - prompt - completion
+    if unreported > 0 and not estimated:  # thinking billed outside `completion_tokens`
+        completion = min(completion + unreported, MAX_TOKENS_PER_CALL)  # (Gemini's)
+        reasoning = max(reasoning, unreported)
     cached = _count(getattr(getattr(usage, "prompt_tokens_details", None), "cached_tokens", 0))
     return Usage(
         prompt_tokens=prompt,
@@ -260,7 +285,8 @@ def estimated_usage(request: dict[str, Any], response: ChatCompletion) -> Usage:
         for call in message.tool_calls or []:
             function = getattr(call, "function", None)
             if function is not None:
-                output += estimate_tokens((function.name or "") + (function.arguments or ""))
+                name = function.name if isinstance(function.name, str) else ""
+                output += estimate_tokens(name + arguments_text(function.arguments))
     return Usage(
         prompt_tokens=wire_prompt_tokens(request), completion_tokens=output, estimated=True
     )
@@ -318,7 +344,9 @@ class LlmEndpoint:
             reasoning_effort=request.get("reasoning_effort"),
         )
         base = {k: v for k, v in request.items() if k not in WANTED}
-        return base | request_params(self.capabilities(str(request["model"])), wanted)
+        model = str(request["model"])
+        params = request_params(self.capabilities(model), wanted)
+        return base | self.quirks.without_refused_values(model, params)
 
     async def complete(
         self,
@@ -385,8 +413,9 @@ class LlmEndpoint:
                 return await self._send(body, http_timeout)
             except openai.APIStatusError as err:
                 if not isinstance(err, openai.BadRequestError):
-                    # a 413 may be the context window too (`read_context_overflow`)
-                    if err.status_code == 413:
+                    # a 413 may be the context window too (`read_context_overflow`), and
+                    # TGI's 422 ("inputs tokens + max_new_tokens must be <= 4096")
+                    if err.status_code in (413, 422):
                         self._raise_if_overflow(model, err)
                     raise
                 if stream and read_rejection(err.body, STREAM_PARAMS) is not None:
@@ -402,12 +431,13 @@ class LlmEndpoint:
                 rejection = read_rejection(err.body, body.keys())
                 if rejection is None or learned == MAX_LEARNED_PER_CALL:
                     raise
-                self.quirks.learn(model, rejection)
+                self.quirks.learn(model, rejection, body.get(rejection.param))
                 activity.logger.warning(
-                    "model %s refused %r; this worker leaves it out for that model from now on"
-                    "%s (%s)",
+                    "model %s refused %r%s; this worker leaves it out for that model from now "
+                    "on%s (%s)",
                     model,
                     rejection.param,
+                    f"={body.get(rejection.param)!r}" if rejection.value_only else "",
                     f" and sends {rejection.use_instead!r}" if rejection.use_instead else "",
                     str(err.message)[:200],
                 )
@@ -445,6 +475,16 @@ class LlmEndpoint:
         )
         reply = StreamedReply()
         async with stream:
+            if stream.response.headers.get("content-type", "").startswith("application/json"):
+                # an endpoint that ignores `stream` and answers the whole reply as JSON: read
+                # as one chunk (it was read as an empty stream: a billed reply thrown away)
+                whole = whole_reply_as_chunk(await stream.response.aread())
+                if isinstance(whole, dict) and whole.get("error") and not whole.get("choices"):
+                    raise ValueError(f"the endpoint answered with an error: {whole['error']}"[:400])
+                text = reply.add(whole)
+                if text:
+                    on_text(text)
+                return reply.completion()
             async for chunk in stream:
                 text = reply.add(chunk)
                 if text:

@@ -22,7 +22,6 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from openai.types.chat import ChatCompletionMessageFunctionToolCall
 from psycopg import AsyncConnection
 from pydantic import BaseModel, ValidationError
 from temporalio import activity
@@ -39,6 +38,7 @@ from activities.llm_calls import (
     chat_request,
 )
 from activities.llm_context import ContextPlan, ContextRecord, StepContext, StepContexts
+from activities.reply_calls import content_text, reply_calls
 from activities.run_events import RunEvents
 from activities.run_seed import RunSeeding, resolve_tools, seed_length, seed_messages
 from activities.run_stops import RUN_STOPS
@@ -60,7 +60,6 @@ from reactive_temporal.contracts.run import (
     PrepareRunResult,
     RunSeed,
     SeqMessage,
-    ToolCall,
     Usage,
 )
 from reactive_temporal.limits import bound_reply
@@ -197,24 +196,30 @@ class LlmActivities:
                 type="LlmEmptyResponse",
                 non_retryable=last,
             )
-        choice = response.choices[0]
-        real_names = {wire_name(n): n for n in input.tool_names}
-        calls = [
-            ToolCall(
-                id=c.id,
-                name=real_names.get(c.function.name, c.function.name),
-                arguments=c.function.arguments or "{}",
-            )
-            for c in (choice.message.tool_calls or [])
-            if isinstance(c, ChatCompletionMessageFunctionToolCall)
-        ]
-        content = choice.message.content
-        rationale = {}
-        if input.audit_rationale:
-            rationale = parse_rationale_blocks(content)
-            content = strip_rationale_blocks(content) or None
-        # Whatever the model sent, what is stored and returned fits every payload limit.
-        content, calls = bound_reply(content, calls)
+        try:  # whatever the endpoint put in its reply: an error here is the model's
+            choice = response.choices[0]
+            real_names = {wire_name(n): n for n in input.tool_names}
+            calls = reply_calls(choice.message, real_names)
+            content = content_text(choice.message)
+            rationale = {}
+            if input.audit_rationale:
+                rationale = parse_rationale_blocks(content)
+                content = strip_rationale_blocks(content) or None
+            # Whatever the model sent, what is stored and returned fits every payload limit.
+            content, calls = bound_reply(content, calls)
+        except Exception as err:
+            if text is not None:
+                await self.events.try_append(input.run_id, text.last)
+            # billed, and unreadable however often it is asked again as an outage (up to 20
+            # calls more): counted against the LLM's attempts, the usage carried to the next
+            activity.heartbeat(BilledBefore(usage=usage, cost=cost).model_dump(mode="json"))
+            last = attempts_exhausted(input.max_attempts)
+            raise ApplicationError(
+                f"LLM endpoint sent a reply that could not be read: {type(err).__name__}: "
+                f"{str(err)[:300]}{' (attempts exhausted)' if last else ''}",
+                type="LlmBadReply",
+                non_retryable=last,
+            ) from None
         result = LlmStepResult(
             content=content,
             tool_calls=calls,

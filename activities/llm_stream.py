@@ -15,10 +15,13 @@ get them glued together; text, refusals and arguments are concatenated.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
 from openai.types.chat import ChatCompletion
+
+from activities.reply_calls import arguments_text, extra_content_of
 
 
 @dataclass
@@ -27,12 +30,15 @@ class _ToolCall:
     type: str = "function"
     name: str = ""
     arguments: list[str] = field(default_factory=list)
+    extra_content: dict[str, Any] | None = None
 
     def add(self, delta: dict[str, Any]) -> None:
         if not self.id and isinstance(delta.get("id"), str):
             self.id = delta["id"]
         if isinstance(delta.get("type"), str):
             self.type = delta["type"]
+        if self.extra_content is None:
+            self.extra_content = extra_content_of(delta)
         function = delta.get("function")
         if not isinstance(function, dict):
             return
@@ -42,13 +48,29 @@ class _ToolCall:
         arguments = function.get("arguments")
         if isinstance(arguments, str):
             self.arguments.append(arguments)
+        elif isinstance(arguments, dict):  # the object itself, in one fragment
+            self.arguments.append(arguments_text(arguments))
+
+    def complete(self) -> bool:
+        """Named, with arguments that are a whole JSON value (a fragment that names a call
+        after this starts another one)."""
+        if not self.name or not self.arguments or not self.arguments[-1].rstrip().endswith("}"):
+            return False  # (checked first: endpoints that repeat the name do it every chunk)
+        try:
+            json.loads("".join(self.arguments))
+        except (ValueError, RecursionError):
+            return False
+        return True
 
     def wire(self) -> dict[str, Any]:
-        return {
+        wired: dict[str, Any] = {
             "id": self.id,
             "type": self.type,
             "function": {"name": self.name, "arguments": "".join(self.arguments)},
         }
+        if self.extra_content is not None:
+            wired["extra_content"] = self.extra_content
+        return wired
 
 
 @dataclass
@@ -59,6 +81,9 @@ class _Choice:
     refusal: list[str] = field(default_factory=list)
     tool_calls: dict[int, _ToolCall] = field(default_factory=dict)
     finish_reason: str | None = None
+    slots: dict[int, int] = field(default_factory=dict)
+    """An endpoint's `index` → the call it stands for now (a proxy that numbers every call
+    0 starts the next one under the same index, with a new id)."""
 
     def add(self, delta: dict[str, Any]) -> str:
         """Merge one delta; the text it added."""
@@ -80,17 +105,36 @@ class _Choice:
         return text
 
     def _index_of(self, call: dict[str, Any]) -> int:
-        """The call a fragment belongs to: its `index`; without one (endpoints that leave it
-        out, their calls were dropped), the call with its id, a new call for a new id, and a
-        fragment with neither continues the last call."""
-        index = call.get("index")
+        """The call a fragment belongs to: the one its `index` stands for, unless the
+        fragment names another id, or names a function after that call was whole (a new
+        call, under an index used before). Without an index (endpoints that leave it out:
+        their calls were dropped), the call with its id, a new call for a new id or a new
+        name, and other fragments continue the last call."""
+        index, call_id = call.get("index"), call.get("id")
+        call_id = call_id if isinstance(call_id, str) and call_id else None
+        named = isinstance(call.get("function"), dict) and bool(call["function"].get("name"))
         if isinstance(index, int):
-            return index
-        call_id = call.get("id")
-        if isinstance(call_id, str) and call_id:
+            slot = self.slots.get(index)
+            if slot is None:
+                slot = index
+            else:
+                current = self.tool_calls[slot]
+                if (call_id and current.id and call_id != current.id) or (
+                    named and not call_id and current.complete()
+                ):
+                    slot = self._next()
+            self.slots[index] = slot
+            return slot
+        if call_id is not None:
             known = next((i for i, c in self.tool_calls.items() if c.id == call_id), None)
-            return known if known is not None else max(self.tool_calls, default=-1) + 1
-        return max(self.tool_calls, default=0)
+            return known if known is not None else self._next()
+        last = max(self.tool_calls, default=None)
+        if last is None or (named and self.tool_calls[last].complete()):
+            return self._next()
+        return last
+
+    def _next(self) -> int:
+        return max(self.tool_calls, default=-1) + 1
 
     def wire(self) -> dict[str, Any]:
         message: dict[str, Any] = {
@@ -130,6 +174,9 @@ class StreamedReply:
                 setattr(self, key, chunk[key])
         if isinstance(chunk.get("usage"), dict):  # the last chunk, or with the last choice
             self.usage = chunk["usage"]
+        elif self.usage is None and isinstance(groq := chunk.get("x_groq"), dict):
+            if isinstance(groq.get("usage"), dict):  # Groq's place for it, without stream_options
+                self.usage = groq["usage"]
         text = ""
         choices = chunk.get("choices")
         for choice in choices if isinstance(choices, list) else []:
@@ -161,3 +208,18 @@ class StreamedReply:
         if self.service_tier is not None:
             body["service_tier"] = self.service_tier
         return ChatCompletion.model_construct(**body)
+
+
+def whole_reply_as_chunk(body: bytes) -> object:
+    """An unstreamed reply's JSON body as one chunk `StreamedReply.add` merges: each choice's
+    `message` as its `delta`. Anything else comes back as it is (and is no reply)."""
+    try:
+        reply = json.loads(body)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(reply, dict) or not isinstance(reply.get("choices"), list):
+        return reply
+    choices = [
+        {**c, "delta": c.get("message")} if isinstance(c, dict) else c for c in reply["choices"]
+    ]
+    return {**reply, "choices": choices}

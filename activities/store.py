@@ -63,7 +63,7 @@ def record_row(
         seq,
         message.role,
         pg_text(message.content),
-        pg_json([c.model_dump() for c in message.tool_calls]) if message.tool_calls else None,
+        calls_json(message.tool_calls),
         message.tool_call_id,
         message.name,
         pg_json(result.model_dump(mode="json")),
@@ -204,9 +204,7 @@ class Store:
                 e.seq,
                 e.message.role,
                 pg_text(e.message.content),
-                pg_json([c.model_dump() for c in e.message.tool_calls])
-                if e.message.tool_calls
-                else None,
+                calls_json(e.message.tool_calls),
                 e.message.tool_call_id,
                 e.message.name,
             )
@@ -365,6 +363,19 @@ def pg_json(value: object) -> Jsonb:
     return Jsonb(clean_value(value, nul=True))
 
 
+def calls_json(calls: list[ToolCall]) -> Jsonb | None:
+    """A message's tool calls as stored, with what the endpoint sent with each for itself
+    (`ToolCall.extra_content`, which payloads leave out)."""
+    if not calls:
+        return None
+    return pg_json(
+        [
+            c.model_dump() | ({"extra_content": c.extra_content} if c.extra_content else {})
+            for c in calls
+        ]
+    )
+
+
 def to_openai(message: Message) -> dict[str, Any]:
     """The chat-completions wire shape of a transcript message."""
     out: dict[str, Any] = {"role": message.role, "content": message.content}
@@ -374,6 +385,7 @@ def to_openai(message: Message) -> dict[str, Any]:
                 "id": c.id,
                 "type": "function",
                 "function": {"name": wire_name(c.name), "arguments": c.arguments},
+                **({"extra_content": c.extra_content} if c.extra_content else {}),
             }
             for c in message.tool_calls
         ]

@@ -178,6 +178,9 @@ class ParameterRejection:
     param: str
     use_instead: str | None = None
     """The parameter the endpoint named in its place ("Use 'max_completion_tokens' instead.")."""
+    value_only: bool = False
+    """Only the value sent was refused, others are taken ("Supported values are: 'low',
+    'medium', and 'high'."): the parameter is left out when it has that value only."""
 
 
 _PARAM_PATTERNS = (
@@ -189,6 +192,7 @@ _PARAM_PATTERNS = (
     re.compile(r"[\"'`]([\w.]+)[\"'`] (?:is|are) not (?:supported|permitted|allowed)", re.I),
 )
 _USE_INSTEAD = re.compile(r"Use '([\w.]+)' instead")
+_OTHER_VALUES = re.compile(r"Supported values are", re.I)
 
 
 def _unwrap(body: object) -> object:
@@ -204,12 +208,34 @@ def error_message(body: object) -> str:
     """The human message of an error body, whatever shape the server gave it."""
     body = _unwrap(body)
     if isinstance(body, Mapping):
-        message = body.get("message")
-        if isinstance(message, str):
-            return message
+        for key in ("message", "error"):  # TGI: {"error": "Input validation error: …"}
+            if isinstance(body.get(key), str):
+                return str(body[key])
         if "detail" in body:
             return str(body["detail"])
     return str(body) if body is not None else ""
+
+
+def error_code(body: object) -> str | None:
+    """The error's `code` when it is a name (`insufficient_quota`, `tool_use_failed`)."""
+    body = _unwrap(body)
+    code = body.get("code") if isinstance(body, Mapping) else None
+    return code if isinstance(code, str) else None
+
+
+_SECONDS = re.compile(r"(\d+(?:\.\d+)?)s")
+
+
+def body_retry_delay(body: object) -> float | None:
+    """The wait an error body asks for in seconds: Gemini's `RetryInfo` (`"retryDelay":
+    "20s"` among its `details`), which it sends with a 429 instead of a `retry-after`."""
+    body = _unwrap(body)
+    details = body.get("details") if isinstance(body, Mapping) else None
+    for detail in details if isinstance(details, list) else []:
+        delay = detail.get("retryDelay") if isinstance(detail, Mapping) else None
+        if isinstance(delay, str) and (match := _SECONDS.fullmatch(delay.strip())):
+            return float(match.group(1))
+    return None
 
 
 def read_rejection(body: object, sent: Collection[str]) -> ParameterRejection | None:
@@ -229,7 +255,8 @@ def read_rejection(body: object, sent: Collection[str]) -> ParameterRejection | 
         if param in sent and param not in NEVER_DROPPED:
             instead = _USE_INSTEAD.search(message)
             use = instead.group(1) if instead and instead.group(1) not in sent else None
-            return ParameterRejection(param, use)
+            only = _OTHER_VALUES.search(message) is not None
+            return ParameterRejection(param, use, value_only=only)
     return None
 
 
@@ -238,10 +265,11 @@ _CONTEXT_PATTERNS = (
     re.compile(r"prompt is too long: \d+ tokens > (\d+) maximum"),
     re.compile(r"exceeds the maximum number of tokens allowed \((\d+)\)"),
     re.compile(r"context (?:window|length) (?:of|is) (\d+)", re.I),
+    re.compile(r"inputs`? tokens \+ `?max_new_tokens`? must be <= (\d+)"),  # TGI's 422
 )
 _CONTEXT_WORDS = re.compile(
     r"context[_ ]length[_ ]exceeded|maximum context length|context window|prompt is too long|"
-    r"too many tokens|exceeds the maximum number of tokens",
+    r"too many tokens|exceeds the maximum number of tokens|tokens \+ `?max_new_tokens`? must be",
     re.I,
 )
 
@@ -279,12 +307,25 @@ class ModelQuirks:
         self._omit: dict[str, set[str]] = {}
         self._rename: dict[str, dict[str, str]] = {}
         self._context: dict[str, int] = {}
+        self._refused_values: dict[str, dict[str, list[object]]] = {}
 
-    def learn(self, model: str, rejection: ParameterRejection) -> None:
-        if rejection.use_instead is not None:
+    def learn(self, model: str, rejection: ParameterRejection, value: object = None) -> None:
+        """Remember a refusal: the value sent (`value`), when only it was refused."""
+        if rejection.value_only:
+            refused = self._refused_values.setdefault(model, {}).setdefault(rejection.param, [])
+            if value not in refused:
+                refused.append(value)
+        elif rejection.use_instead is not None:
             self._rename.setdefault(model, {})[rejection.param] = rejection.use_instead
         else:
             self._omit.setdefault(model, set()).add(rejection.param)
+
+    def without_refused_values(self, model: str, params: dict[str, Any]) -> dict[str, Any]:
+        """`params` without those whose value `model` refused (the endpoint's default then)."""
+        refused = self._refused_values.get(model)
+        if not refused:
+            return params
+        return {k: v for k, v in params.items() if v not in refused.get(k, ())}
 
     def learn_context(self, model: str, limit: int) -> None:
         known = self._context.get(model)
@@ -307,12 +348,17 @@ class ModelQuirks:
 
     def learned(self) -> dict[str, list[str]]:
         """model → what was learned, for logs and diagnostics."""
-        names = sorted({*self._omit, *self._rename, *self._context})
+        names = sorted({*self._omit, *self._rename, *self._context, *self._refused_values})
         return {
             m: [
                 *(f"omit {p}" for p in sorted(self._omit.get(m, ()))),
                 *(f"{a} → {b}" for a, b in sorted(self._rename.get(m, {}).items())),
                 *([f"context {self._context[m]}"] if m in self._context else []),
+                *(
+                    f"omit {p}={v!r}"
+                    for p, vs in sorted(self._refused_values.get(m, {}).items())
+                    for v in vs
+                ),
             ]
             for m in names
         }

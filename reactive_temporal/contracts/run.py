@@ -59,6 +59,10 @@ class ToolCall(BaseModel):
     oversized: int | None = None
     """Set by `llm_step` when the model's arguments were too large to carry: their length,
     the arguments themselves dropped. The run refuses the call (reactive_temporal.limits)."""
+    extra_content: dict[str, Any] | None = Field(default=None, exclude=True)
+    """What the endpoint sent with the call for itself (Gemini 3's thought signature), sent
+    back with it in later requests. Stored with the transcript, never in a workflow's
+    payloads (`exclude`): the workflow has no use for it."""
 
 
 class Message(BaseModel):

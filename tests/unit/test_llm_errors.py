@@ -68,3 +68,23 @@ def test_a_request_sends_only_the_parameters_it_was_given():
         "temperature": 0.0,
         "max_tokens": 5,
     }
+
+
+def test_a_wait_asked_for_in_the_body_is_honoured():
+    """Gemini's 429 says how long to wait in its body (`RetryInfo`), with no header: the
+    retries came sooner and the run failed before the wait it was asked for."""
+    gemini = [
+        {
+            "error": {
+                "code": 429,
+                "status": "RESOURCE_EXHAUSTED",
+                "details": [
+                    {"@type": "type.googleapis.com/google.rpc.QuotaFailure"},
+                    {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "20s"},
+                ],
+            }
+        }
+    ]
+    assert retry_delay(None, gemini) == timedelta(seconds=20)
+    assert retry_delay(httpx.Headers({"retry-after": "3"}), gemini) == timedelta(seconds=3)
+    assert retry_delay(None, [{"error": {"details": [{"retryDelay": "soon"}]}}]) is None

@@ -155,3 +155,13 @@ def test_usage_is_read_under_either_name_and_its_parts_within_their_whole():
     assert not reported.estimated
     half = usage_of(_reply({"prompt_tokens": 1000, "completion_tokens": 0}), REQUEST)
     assert half.prompt_tokens == 1000 and half.completion_tokens > 0 and half.estimated
+
+
+def test_thinking_left_out_of_completion_tokens_counts_from_the_total():
+    """Gemini reports thinking in `total_tokens` only: it was billed and counted nowhere."""
+    usage = {"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 610}
+    counted = usage_of(_reply(usage), REQUEST)
+    assert (counted.prompt_tokens, counted.completion_tokens) == (100, 510)
+    assert counted.reasoning_tokens == 500 and not counted.estimated
+    usual = {"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110}
+    assert usage_of(_reply(usual), REQUEST).completion_tokens == 10

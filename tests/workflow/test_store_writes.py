@@ -21,10 +21,10 @@ from activities.debrief_store import DebriefStore
 from activities.llm_calls import MAX_TOKENS_PER_CALL, usage_of
 from activities.retention import PRUNED_TABLES, prune
 from activities.run_events import RunEvents
-from activities.store import Store, is_outage
+from activities.store import Store, is_outage, to_openai
 from reactive_temporal.contracts.debrief import AgentDebrief, DebriefInput, DebriefMetrics
 from reactive_temporal.contracts.events import NewEvent
-from reactive_temporal.contracts.run import Message, SeqMessage
+from reactive_temporal.contracts.run import Message, SeqMessage, ToolCall
 from tests.support.steps import transactions_of
 
 pytestmark = pytest.mark.workflow
@@ -415,3 +415,17 @@ async def test_prune_deletes_runs_idle_past_the_age_and_keeps_the_rest(store: St
                 ([old, recent, going],),
             )
             assert dict(await cur.fetchall()) == {recent: 1, going: 2}, table  # type: ignore[arg-type]
+
+
+async def test_what_an_endpoint_sent_with_a_call_is_stored_and_sent_back(store: Store):
+    """A call's `extra_content` (Gemini 3's thought signature) is stored with the transcript
+    and sent back as it came, but never carried in a workflow's payloads."""
+    signature = {"google": {"thought_signature": "abc=="}}
+    call = ToolCall(id="fc1", name="calculator", arguments="{}", extra_content=signature)
+    run_id = f"run-extra-{uuid.uuid4().hex[:8]}"
+    await store.put_messages(
+        run_id, [SeqMessage(seq=0, message=Message(role="assistant", tool_calls=[call]))]
+    )
+    [stored] = await store.load_transcript(run_id)
+    assert to_openai(stored.message)["tool_calls"][0]["extra_content"] == signature
+    assert "extra_content" not in call.model_dump_json()

@@ -1,0 +1,95 @@
+"""A model's reply as the run carries it, whatever shape its endpoint gave it (pure).
+
+The openai client builds replies without validating them, so a field can hold anything the
+endpoint sent. What real endpoints send besides OpenAI's shapes:
+
+- a tool call without an `id` (its place then names it, `approval_rules`), or with
+  `arguments` as a JSON object rather than text, or as text encoded twice (a JSON string
+  holding the object's text); each made every retry of the step call the model again, or
+  every call of the tool fail;
+- a call's `extra_content` (Gemini 3's `thought_signature`), which the endpoint refuses the
+  next request without: kept with the call and sent back as it came;
+- `content` as a list of parts (`[{"type": "text", "text": …}]`);
+- no `content` but a `refusal` (OpenAI's safety refusal): the refusal is the reply's text,
+  where it was taken for an empty reply and nudged until the run's iterations ran out.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from openai.types.chat import ChatCompletionMessageCustomToolCall
+
+from reactive_temporal.contracts.run import ToolCall
+
+EXTRA_CONTENT_MAX_BYTES = 16_000
+"""A call's `extra_content` is kept up to this size in JSON (a thought signature is a few
+kilobytes at most); a larger one is dropped rather than carried in every later request."""
+
+
+def arguments_text(value: object) -> str:
+    """A call's arguments as the JSON text of an object, where the endpoint sent one in any
+    form; anything else as it came ('{}' for none), for the tool to refuse by name."""
+    if value is None or value == "":
+        return "{}"
+    if isinstance(value, dict):
+        return json.dumps(value, ensure_ascii=False)
+    if not isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False, default=str)
+    if value.lstrip()[:1] == '"':  # a JSON string: the object's text encoded twice?
+        try:
+            inner = json.loads(value)
+            if isinstance(inner, str) and isinstance(json.loads(inner), dict):
+                return inner
+        except (ValueError, RecursionError):
+            pass
+    return value
+
+
+def extra_content_of(call: object) -> dict[str, Any] | None:
+    """The call's `extra_content` when it is an object within EXTRA_CONTENT_MAX_BYTES."""
+    value = call.get("extra_content") if isinstance(call, Mapping) else None
+    if value is None and not isinstance(call, Mapping):
+        value = getattr(call, "extra_content", None)
+    if not isinstance(value, dict) or not value:
+        return None
+    try:
+        size = len(json.dumps(value))
+    except (TypeError, ValueError, RecursionError):
+        return None
+    return value if size <= EXTRA_CONTENT_MAX_BYTES else None
+
+
+def content_text(message: object) -> str | None:
+    """The reply's text: `content` as text or as text parts, else its `refusal`."""
+    content = getattr(message, "content", None)
+    if isinstance(content, list):
+        parts = [p.get("text") for p in content if isinstance(p, dict)]
+        content = "".join(p for p in parts if isinstance(p, str)) or None
+    if isinstance(content, str) and content:
+        return content
+    refusal = getattr(message, "refusal", None)
+    return refusal if isinstance(refusal, str) and refusal.strip() else None
+
+
+def reply_calls(message: object, real_names: Mapping[str, str]) -> list[ToolCall]:
+    """The reply's function calls, their wire names mapped back to the tools' names."""
+    calls: list[ToolCall] = []
+    for call in getattr(message, "tool_calls", None) or []:
+        if isinstance(call, ChatCompletionMessageCustomToolCall):
+            continue  # a custom (free-text) tool call: no tool of ours is one
+        function = getattr(call, "function", None)
+        name = getattr(function, "name", None)
+        name = name if isinstance(name, str) else ""
+        call_id = getattr(call, "id", None)
+        calls.append(
+            ToolCall(
+                id=call_id if isinstance(call_id, str) else "",
+                name=real_names.get(name, name),
+                arguments=arguments_text(getattr(function, "arguments", None)),
+                extra_content=extra_content_of(call),
+            )
+        )
+    return calls

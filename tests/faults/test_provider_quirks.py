@@ -1,0 +1,264 @@
+"""Real providers' OpenAI-compatible endpoints as they answer, over real HTTP: what each sends
+that OpenAI does not, and what the run makes of it. Each case failed a run, or bought the
+same reply again, before."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import pytest
+
+from activities.llm_calls import ContextWindowExceeded, LlmEndpoint, chat_request
+from reactive_temporal.config import Settings
+from reactive_temporal.embedded.scripted_llm import Raw, ScriptedLLM, Step
+from reactive_temporal.hosting.worker_factory import llm_client
+from tests.support.steps import attempt
+from tests.workflow.conftest import Harness
+
+pytestmark = [pytest.mark.faults, pytest.mark.workflow]
+
+SIGNATURE = {"google": {"thought_signature": "c2lnbmF0dXJlIG9mIGEgdGhvdWdodA=="}}
+GEMINI_MISSING_SIGNATURE = [
+    {
+        "error": {
+            "code": 400,
+            "message": "Function call is missing a thought_signature in functionCall parts.",
+            "status": "INVALID_ARGUMENT",
+        }
+    }
+]
+
+
+def sse(*events: object) -> Raw:
+    return Raw([*(f"data: {json.dumps(e)}\n\n".encode() for e in events), b"data: [DONE]\n\n"])
+
+
+def whole(message: dict[str, Any], finish: str = "stop", **extra: object) -> Raw:
+    """An unstreamed reply (what an endpoint that does not stream answers)."""
+    body = {
+        "id": "r1",
+        "object": "chat.completion",
+        "created": 1,
+        "model": "m",
+        "choices": [
+            {"index": 0, "message": {"role": "assistant", **message}, "finish_reason": finish}
+        ],
+        **extra,
+    }
+    return Raw([json.dumps(body).encode()], content_type="application/json")
+
+
+def error(status: int, body: object) -> Raw:
+    return Raw([json.dumps(body).encode()], status=status, content_type="application/json")
+
+
+def calculator(arguments: object, **call: object) -> dict[str, Any]:
+    return {"type": "function", "function": {"name": "calculator", "arguments": arguments}, **call}
+
+
+ANSWER = {"content": "FINAL ANSWER: 42"}
+
+
+def tool_results(request: dict[str, Any]) -> list[str]:
+    return [m["content"] for m in request["messages"] if m["role"] == "tool"]
+
+
+@pytest.mark.parametrize("streamed", [True, False])
+async def test_gemini_3_gets_its_thought_signature_back(
+    streamed: bool, harness: Harness, llm: ScriptedLLM, model_name: str
+):
+    """Gemini 3 sends a `thought_signature` with each tool call and refuses the next request
+    without it: every run with a tool failed at its second step ("HTTP 400: Error code:
+    400", the provider's message lost too)."""
+    call = calculator('{"expression": "6*7"}', id="fc1", extra_content=SIGNATURE)
+
+    def gemini(request: dict[str, Any]) -> Step:
+        sent = [c for m in request["messages"] for c in m.get("tool_calls") or []]
+        if any(c.get("extra_content") != SIGNATURE for c in sent):
+            return error(400, GEMINI_MISSING_SIGNATURE)
+        if sent:
+            return sse({"choices": [{"index": 0, "delta": ANSWER}]}) if streamed else whole(ANSWER)
+        if streamed:
+            return sse({"choices": [{"index": 0, "delta": {"tool_calls": [call]}}]})
+        return whole({"content": None, "tool_calls": [call]}, "tool_calls")
+
+    llm.script(model_name, gemini)
+    result = await asyncio.wait_for(
+        harness.run(model_name, "What is 6*7?", memory=False, live_output=streamed), 60
+    )
+    assert (result.terminated_by, result.output) == ("final_answer", "42"), result.error
+    assert tool_results(llm.requests[model_name][-1]) == ["42"]
+
+
+async def test_a_provider_s_own_error_body_is_what_the_run_says(
+    harness: Harness, llm: ScriptedLLM, model_name: str
+):
+    """Gemini answers errors as a list: the run said "HTTP 400: Error code: 400"."""
+    llm.script(model_name, [error(400, GEMINI_MISSING_SIGNATURE)])
+    result = await asyncio.wait_for(harness.run(model_name, "What is 6*7?", memory=False), 60)
+    assert result.terminated_by == "llm_error"
+    assert "missing a thought_signature" in (result.error or ""), result.error
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        calculator({"expression": "6*7"}, id="c1"),  # arguments as an object
+        calculator('{"expression": "6*7"}'),  # no id
+        calculator(json.dumps('{"expression": "6*7"}'), id="c1"),  # encoded twice
+    ],
+    ids=["object-arguments", "no-id", "arguments-encoded-twice"],
+)
+async def test_tool_calls_in_other_shapes_run_once(
+    call: dict[str, Any], harness: Harness, llm: ScriptedLLM, model_name: str
+):
+    """Unstreamed, a call without an id or with object arguments failed the reply's
+    validation: the step called the model again, up to 25 times (each billed); arguments
+    encoded twice failed every call of the tool."""
+    llm.script(
+        model_name, [whole({"content": None, "tool_calls": [call]}, "tool_calls"), whole(ANSWER)]
+    )
+    result = await asyncio.wait_for(
+        harness.run(model_name, "What is 6*7?", memory=False, live_output=False), 60
+    )
+    assert (result.terminated_by, result.output) == ("final_answer", "42"), result.error
+    assert len(llm.requests[model_name]) == 2
+    assert tool_results(llm.requests[model_name][-1]) == ["42"]
+
+
+async def test_streamed_calls_without_index_or_id_stay_apart(
+    harness: Harness, llm: ScriptedLLM, model_name: str
+):
+    """Two calls in one chunk, each with an empty id and no `index` (Gemini leaves it out)
+    were glued into one call whose arguments were two objects."""
+    calls = [calculator('{"expression": "6*7"}', id=""), calculator('{"expression": "2+2"}', id="")]
+    both = sse({"choices": [{"index": 0, "delta": {"tool_calls": calls}}]})
+    llm.script(model_name, [both, sse({"choices": [{"index": 0, "delta": ANSWER}]})])
+    result = await asyncio.wait_for(harness.run(model_name, "What is 6*7?", memory=False), 60)
+    assert result.output == "42", result.error
+    assert tool_results(llm.requests[model_name][-1]) == ["42", "4"]
+
+
+async def test_an_endpoint_that_does_not_stream_is_read_whole(
+    harness: Harness, llm: ScriptedLLM, model_name: str
+):
+    """A streamed request answered with one JSON completion was read as an empty stream:
+    "no choices", five billed calls, the run failed."""
+    usage = {"prompt_tokens": 50, "completion_tokens": 6, "total_tokens": 56}
+    llm.script(model_name, [whole(ANSWER, usage=usage)])
+    result = await asyncio.wait_for(harness.run(model_name, "What is 6*7?", memory=False), 60)
+    assert (result.terminated_by, result.output) == ("final_answer", "42"), result.error
+    assert len(llm.requests[model_name]) == 1 and result.metadata.prompt_tokens == 50
+
+
+async def test_an_account_out_of_credit_is_not_asked_again(
+    harness: Harness, llm: ScriptedLLM, model_name: str
+):
+    """OpenAI's 429 `insufficient_quota` never succeeds: it was retried like a rate limit."""
+    quota = {
+        "error": {
+            "message": "You exceeded your current quota, please check your plan and billing.",
+            "type": "insufficient_quota",
+            "param": None,
+            "code": "insufficient_quota",
+        }
+    }
+    llm.script(model_name, [error(429, quota)], repeat_last=True)
+    result = await asyncio.wait_for(harness.run(model_name, "What is 6*7?", memory=False), 60)
+    assert result.terminated_by == "llm_error"
+    assert len(llm.requests[model_name]) == 1
+    assert "exceeded your current quota" in (result.error or "")
+
+
+async def test_groq_s_failed_tool_generation_is_asked_again(
+    harness: Harness, llm: ScriptedLLM, model_name: str
+):
+    """Groq's 400 `tool_use_failed` is the model sampling a bad call; asked again it usually
+    answers. The run failed at once."""
+    failed = {
+        "error": {
+            "message": "Failed to call a function. Please adjust your prompt.",
+            "type": "invalid_request_error",
+            "code": "tool_use_failed",
+            "failed_generation": "<function=calculator>{6*7}</function>",
+        }
+    }
+    llm.script(model_name, [error(400, failed), whole(ANSWER)])
+    result = await asyncio.wait_for(harness.run(model_name, "What is 6*7?", memory=False), 60)
+    assert (result.terminated_by, result.output) == ("final_answer", "42"), result.error
+    assert len(llm.requests[model_name]) == 2
+
+
+async def test_a_refusal_is_the_reply_s_text(harness: Harness, llm: ScriptedLLM, model_name: str):
+    """OpenAI's `refusal` with no content was taken for an empty reply, nudged (and billed)
+    until the run's iterations ran out, its output empty and the refusal never shown."""
+    refusal = "I'm sorry, but I can't help with that request."
+    llm.script(model_name, [whole({"content": None, "refusal": refusal})], repeat_last=True)
+    result = await asyncio.wait_for(
+        harness.run(model_name, "Do something bad", memory=False, live_output=False), 60
+    )
+    assert result.output == refusal, result
+    assert len(llm.requests[model_name]) == 1
+
+
+async def test_groq_s_streamed_usage_is_counted(
+    harness: Harness, llm: ScriptedLLM, model_name: str
+):
+    """Groq streams its usage under `x_groq`: the run counted an estimate instead."""
+    usage = {"prompt_tokens": 5000, "completion_tokens": 900, "total_tokens": 5900}
+    groq = {"choices": [], "x_groq": {"usage": usage}}
+    llm.script(model_name, [sse({"choices": [{"index": 0, "delta": ANSWER}]}, groq)])
+    result = await asyncio.wait_for(harness.run(model_name, "What is 6*7?", memory=False), 60)
+    assert result.output == "42"
+    assert (result.metadata.prompt_tokens, result.metadata.completion_tokens) == (5000, 900)
+
+
+async def test_tgi_s_422_naming_its_window_is_an_overflow(
+    settings: Settings, llm: ScriptedLLM, model_name: str
+):
+    """Text Generation Inference refuses a request past its window with 422: the step now
+    compacts and goes again, where the run ended `llm_error` ("Error code: 422")."""
+    tgi = {
+        "error": "Input validation error: `inputs` tokens + `max_new_tokens` must be <= 4096. "
+        "Given: 4000 `inputs` tokens and 200 `max_new_tokens`",
+        "error_type": "validation",
+    }
+    llm.script(model_name, [error(422, tgi)])
+    endpoint = LlmEndpoint(llm_client(settings, llm.base_url))
+    request = chat_request(model_name, [{"role": "user", "content": "hi"}])
+    try:
+        with pytest.raises(ContextWindowExceeded) as refused:
+            await attempt(1).run(endpoint.complete, request, max_attempts=2)
+    finally:
+        await endpoint.close()
+    assert refused.value.limit == 4096
+
+
+async def test_a_refused_value_leaves_out_that_value_only(
+    settings: Settings, llm: ScriptedLLM, model_name: str
+):
+    """o3 refuses `reasoning_effort: "minimal"` and takes "high": the worker stopped sending
+    `reasoning_effort` at all to that model, whatever a later run asked for."""
+    refused = {
+        "error": {
+            "message": "Unsupported value: 'reasoning_effort' does not support 'minimal' with "
+            "this model. Supported values are: 'low', 'medium', and 'high'.",
+            "type": "invalid_request_error",
+            "param": "reasoning_effort",
+            "code": "unsupported_value",
+        }
+    }
+    model = f"o3-{model_name}"
+    llm.script(model, [error(400, refused), whole(ANSWER), whole(ANSWER)])
+    endpoint = LlmEndpoint(llm_client(settings, llm.base_url))
+    messages = [{"role": "user", "content": "hi"}]
+    try:
+        for effort in ("minimal", "high"):
+            request = chat_request(model, messages, reasoning_effort=effort)
+            await attempt(1).run(endpoint.complete, request, max_attempts=2)
+    finally:
+        await endpoint.close()
+    sent = [r.get("reasoning_effort") for r in llm.requests[model]]
+    assert sent == ["minimal", None, "high"]
