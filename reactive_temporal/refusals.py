@@ -42,6 +42,11 @@ def busy(err: Exception) -> bool:
     )
 
 
+def unreachable(err: Exception) -> bool:
+    """The server could not be reached (restarting, a network partition)."""
+    return isinstance(err, RPCError) and err.status == RPCStatusCode.UNAVAILABLE
+
+
 UPDATE_ABORTED = (RPCStatusCode.UNAVAILABLE, "workflow update was aborted")
 """How the server drops an update it had admitted but not yet handed to the workflow: when the
 workflow continues as new, or its state is reloaded. It asks the caller to send it again."""
@@ -66,9 +71,11 @@ async def while_busy(
     *,
     passing: Callable[[Exception], bool] = busy,
     give_up_after: float | None = None,
+    unreachable_for: float = 0.0,
 ) -> T:
     """`attempt()`, tried again for as long as the server's refusal is `passing` (or, with
-    `give_up_after`, until that many seconds of refusals: then the last one is raised).
+    `give_up_after`, until that many seconds of refusals: then the last one is raised), and
+    through `unreachable_for` seconds of a server that cannot be reached.
 
     Only what is safe to send twice goes through here: an await, or an update with its own
     update id, which the server runs once however often it is sent. Besides the long-poll limit
@@ -79,12 +86,20 @@ async def while_busy(
     pause = FIRST_PAUSE_SECONDS
     told = False
     deadline = None if give_up_after is None else time.monotonic() + give_up_after
+    lost_since: float | None = None
     while True:
         try:
             return await attempt()
         except Exception as err:
-            if not passing(err) or (deadline is not None and time.monotonic() >= deadline):
+            now = time.monotonic()
+            if unreachable(err) and not passing(err):
+                lost_since = lost_since or now
+                if now - lost_since >= unreachable_for:
+                    raise
+            elif not passing(err) or (deadline is not None and now >= deadline):
                 raise
+            else:
+                lost_since = None
             if not told:
                 why = err.__cause__ or err  # a refused update: the workflow's own words
                 log.warning("Temporal cannot take %s now (%s); waiting on", what, why)

@@ -21,6 +21,16 @@ from reactive_temporal.refusals import while_busy
 T = TypeVar("T")
 
 
+UNREACHABLE_PATIENCE_SECONDS = 600.0
+"""How long a wait for a run's result outlasts a Temporal server it cannot reach: the run goes
+on meanwhile (a restart, a failover), and a caller told it failed would start it again."""
+
+
 async def result_of(handle: WorkflowHandle[Any, T]) -> T:
-    """`handle.result()`, tried again while the server is too busy to take the wait."""
-    return await while_busy(handle.result, f"{handle.id}'s result")
+    """`handle.result()`, tried again while the server is busy or out of reach.
+
+    Busy: too many long polls at once. Out of reach: for up to UNREACHABLE_PATIENCE_SECONDS.
+    """
+    return await while_busy(
+        handle.result, f"{handle.id}'s result", unreachable_for=UNREACHABLE_PATIENCE_SECONDS
+    )

@@ -91,8 +91,12 @@ async def test_temporal_restart_mid_runs_resumes(
             )
             handles = [await runner.start(f"What is {i} + 1000?") for i in range(5)]
             await wait_for(lambda: len(llm.requests[model]) >= 5, seconds=30)
+            # a caller waiting through the restart: it gave up after ~7 s of a server out of
+            # reach (`run` exited 1 while the run went on to succeed: started again, twice)
+            waiting = asyncio.ensure_future(runner.result(handles[0]))
             await server.stop()
-            await asyncio.sleep(2)
+            await asyncio.sleep(10)
+            assert not waiting.done(), waiting.exception()
             # same port and database file; the worker's client reconnects on its own
             operator = await restarted.start()
             results = await asyncio.wait_for(
@@ -109,6 +113,7 @@ async def test_temporal_restart_mid_runs_resumes(
         await restarted.stop()
 
     assert [r.output for r in results] == [f"{i} + 1000 = {i + 1000}" for i in range(5)]
+    assert (await asyncio.wait_for(waiting, 30)).output == results[0].output
 
 
 async def test_a_stopped_dev_server_is_killed_and_keeps_what_it_committed(
