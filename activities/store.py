@@ -83,8 +83,24 @@ async def _connect_error(database_url: str) -> str | None:
 
 
 def is_outage(err: BaseException) -> bool:
-    """Postgres unreachable, restarting or out of connections: wait and try again."""
-    return isinstance(err, psycopg.OperationalError | psycopg.InterfaceError)
+    """Postgres unreachable, restarting, out of connections, or not taking this worker's
+    writes for now (a primary failed over to a standby, read-only; a role's grants revoked):
+    wait and try again. The last two failed a run's step as the model's error, then retried
+    its wrap-up forever."""
+    return isinstance(
+        err,
+        psycopg.OperationalError
+        | psycopg.InterfaceError
+        | psycopg.errors.ReadOnlySqlTransaction
+        | psycopg.errors.InsufficientPrivilege,
+    )
+
+
+WRITTEN_TABLES = (
+    "agent_debriefs", "agent_last_runs", "agent_lessons", "chat_messages", "chat_sessions",
+    "run_context", "run_events", "run_messages",
+)  # fmt: skip
+"""The tables a worker writes to: it needs INSERT and UPDATE on each."""
 
 
 class Store:
@@ -115,6 +131,7 @@ class Store:
             check=checks.check,  # after a Postgres restart, reconnect
             reset=checks.returned,
         )
+        checks.pool = pool
         try:
             await pool.open(wait=True, timeout=15)
         except Exception as err:
@@ -128,6 +145,11 @@ class Store:
         if migrate:
             try:
                 await store.migrate()
+                if (problem := await store.unwritable()) is not None:
+                    raise StoreUnavailable(
+                        f"this worker cannot write to Postgres at {redact_dsn(database_url)}: "
+                        f"{problem}"
+                    )
             except BaseException:
                 await pool.close()
                 raise
@@ -166,6 +188,34 @@ class Store:
                 f"apply them ({err}). Run `python starter.py migrate` with a DATABASE_URL whose "
                 "role owns the schema (docker compose runs it as its `migrate` service)"
             ) from err
+
+    async def unwritable(self) -> str | None:
+        """Why this worker could not record runs here (a read-only server, a role without
+        the grants), or None. Started anyway, every run failed its first step."""
+        async with self.pool.connection() as conn:
+            cur = await conn.execute(
+                "SELECT current_setting('transaction_read_only') = 'on',"
+                " array(SELECT t FROM unnest(%s::text[]) AS t WHERE NOT"
+                " (has_table_privilege(t, 'INSERT') AND has_table_privilege(t, 'UPDATE')))",
+                (list(WRITTEN_TABLES),),
+            )
+            row = await cur.fetchone()
+        assert row is not None
+        read_only, denied = row
+        if read_only:
+            return "the server takes no writes (a standby, or default_transaction_read_only)"
+        if denied:
+            return (
+                f"role {await self._role()} may not insert and update in {', '.join(denied)} "
+                "(GRANT them: deploy/postgres/init-roles.sh shows how)"
+            )
+        return None
+
+    async def _role(self) -> str:
+        async with self.pool.connection() as conn:
+            cur = await conn.execute("SELECT current_user")
+            row = await cur.fetchone()
+        return str(row[0]) if row else "?"
 
     async def missing_migrations(self) -> list[int]:
         """The versions of MIGRATIONS not applied to this database yet."""

@@ -12,7 +12,8 @@ from datetime import timedelta
 import psycopg
 import pytest
 from openai.types.chat import ChatCompletion
-from psycopg import pq
+from psycopg import pq, sql
+from psycopg.conninfo import make_conninfo
 
 import activities.pool as pool_module
 import activities.store as store_module
@@ -21,10 +22,11 @@ from activities.debrief_store import DebriefStore
 from activities.llm_calls import MAX_TOKENS_PER_CALL, usage_of
 from activities.retention import PRUNED_TABLES, prune
 from activities.run_events import RunEvents
-from activities.store import Store, is_outage, to_openai
+from activities.store import Store, StoreUnavailable, is_outage, to_openai
 from reactive_temporal.contracts.debrief import AgentDebrief, DebriefInput, DebriefMetrics
 from reactive_temporal.contracts.events import NewEvent
 from reactive_temporal.contracts.run import Message, SeqMessage, ToolCall
+from tests.conftest import wait_for
 from tests.support.steps import transactions_of
 
 pytestmark = pytest.mark.workflow
@@ -40,6 +42,10 @@ async def store(database_url: str) -> AsyncIterator[Store]:
         yield store
     finally:
         await store.close()
+
+
+def conninfo_with(database_url: str, **changes: str) -> str:
+    return make_conninfo(database_url, **changes)
 
 
 async def events_of(store: Store, run_id: str) -> list[tuple[int, str, int]]:
@@ -429,3 +435,62 @@ async def test_what_an_endpoint_sent_with_a_call_is_stored_and_sent_back(store: 
     [stored] = await store.load_transcript(run_id)
     assert to_openai(stored.message)["tool_calls"][0]["extra_content"] == signature
     assert "extra_content" not in call.model_dump_json()
+
+
+async def test_a_worker_that_cannot_write_is_refused_at_its_start(store: Store, database_url: str):
+    """A read-only server (a primary failed over to a standby) or a role with SELECT only:
+    the worker started without a word and every run failed its first step as the model's
+    error, then retried its wrap-up forever. Now it does not start, saying why; a run's
+    writes refused so later are an outage, waited out."""
+    read_only = conninfo_with(database_url, options="-c default_transaction_read_only=on")
+    with pytest.raises(StoreUnavailable, match="takes no writes"):
+        await Store.open(read_only, max_size=1)
+    role = f"reader_{uuid.uuid4().hex[:8]}"
+    async with store.pool.connection() as conn:
+        await conn.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(role)))
+        try:
+            await conn.execute(
+                sql.SQL("GRANT SELECT ON ALL TABLES IN SCHEMA public TO {}").format(
+                    sql.Identifier(role)
+                )
+            )
+            with pytest.raises(StoreUnavailable, match=f"role {role} may not insert.*run_events"):
+                await Store.open(conninfo_with(database_url, user=role), max_size=1)
+        finally:
+            await conn.execute(sql.SQL("DROP OWNED BY {}").format(sql.Identifier(role)))
+            await conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
+    assert is_outage(psycopg.errors.ReadOnlySqlTransaction())
+
+
+async def test_connections_a_restart_broke_are_found_in_one_sweep(database_url: str, monkeypatch):
+    """Every idle connection is broken once Postgres restarts: the pool found them one
+    checkout at a time, pausing 1, 2, 4, 8 s between them (a worker stalled 20-40 s after
+    Postgres was back). The first that fails its check has the pool check the rest at once."""
+    monkeypatch.setattr(pool_module, "CHECK_AFTER_IDLE", 0.0)
+    failed: list[int] = []
+    real = pool_module.IdleChecks.check
+
+    async def counted(self, conn):
+        try:
+            await real(self, conn)
+        except Exception:
+            failed.append(conn.info.backend_pid)
+            raise
+
+    monkeypatch.setattr(pool_module.IdleChecks, "check", counted)
+    name = f"sweep-{uuid.uuid4().hex[:8]}"
+    store = await Store.open(conninfo_with(database_url, application_name=name), max_size=12)
+    try:
+        await wait_for(lambda: store.pool.get_stats().get("pool_available", 0) >= 4)
+        with psycopg.connect(database_url, autocommit=True) as admin:
+            ended = admin.execute(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+                " WHERE application_name = %s",
+                (name,),
+            ).fetchone()
+        assert ended is not None and ended[0] >= 4
+        async with store.pool.connection() as conn:
+            await conn.execute("SELECT 1")
+        assert len(failed) == 1, failed
+    finally:
+        await store.close()
