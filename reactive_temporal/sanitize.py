@@ -91,3 +91,18 @@ def redact_dsn(dsn: str) -> str:
     """`dsn` (a URL or `key=value` words) with every password in it replaced by `***`: the
     URL's `user:password@` and a `password=` parameter, in its query or as a word."""
     return _PASSWORD_PARAMETER.sub(r"\1***", _URL_PASSWORD.sub(r"\1:***@", dsn))
+
+
+def database_named(dsn: str) -> str:
+    """Which database `dsn` names, as `host:port/name` (no user, no password): a worker
+    pointed at another database than its peers' splits their runs' rows between the two,
+    and its start-up line is where an operator can see it."""
+    from psycopg.conninfo import conninfo_to_dict
+
+    try:
+        parts = conninfo_to_dict(dsn)
+    except Exception:
+        return redact_dsn(dsn)
+    host = str(parts.get("host") or "local socket")
+    name = parts.get("dbname") or parts.get("user") or "?"
+    return f"{host}:{parts.get('port') or 5432}/{name}"

@@ -53,7 +53,7 @@ from reactive_temporal.hosting.worker_lifecycle import (
     stop_signals,
 )
 from reactive_temporal.hosting.worker_processes import run_workers, worker_commands
-from reactive_temporal.sanitize import redact_dsn
+from reactive_temporal.sanitize import database_named, redact_dsn
 
 
 def worker(
@@ -142,8 +142,8 @@ def worker(
             try:
                 print(
                     f"worker on {target.connection.describe()}, task queue "
-                    f"{target.task_queue!r}, tools: {', '.join(host.tool_names)}"
-                    + _serving(settings),
+                    f"{target.task_queue!r}, Postgres {database_named(target.database_url)}, "
+                    f"tools: {', '.join(host.tool_names)}" + _serving(settings),
                     flush=True,
                 )
                 await host.wait(stop)

@@ -9,7 +9,7 @@ from pydantic import ValidationError
 from reactive_temporal.config import Settings
 from reactive_temporal.hosting.worker_factory import llm_client, llm_connection_limits
 from reactive_temporal.pricing import cost_of, price_for, register_price
-from reactive_temporal.sanitize import redact_dsn
+from reactive_temporal.sanitize import database_named, redact_dsn
 
 
 def test_bad_temporal_address_names_the_variable(monkeypatch):
@@ -144,6 +144,21 @@ async def test_the_model_client_sends_through_aiohttp():
 )
 def test_a_connection_string_is_shown_without_its_password(dsn: str, shown: str):
     assert redact_dsn(dsn) == shown
+
+
+@pytest.mark.parametrize(
+    ("dsn", "named"),
+    [
+        ("postgresql://admin:S3cretPW@db.internal:6432/agents", "db.internal:6432/agents"),
+        ("host=db user=x password=S3cretPW dbname=y", "db:5432/y"),
+        ("postgresql:///agents", "local socket:5432/agents"),
+        ("postgresql://u:pw@h/db?bad=?", "postgresql://u:***@h/db?bad=?"),
+    ],
+)
+def test_a_worker_names_its_database_without_its_password(dsn: str, named: str):
+    """The worker's start-up line names the database it records runs in (one pointed at
+    another database split its runs' rows across the two without a word)."""
+    assert database_named(dsn) == named
 
 
 def test_a_bad_database_url_is_named_without_its_password():
