@@ -59,6 +59,7 @@ from reactive_temporal.capabilities import (
 from reactive_temporal.config import ModelPrice
 from reactive_temporal.context_window import estimate_tokens, wire_prompt_tokens
 from reactive_temporal.contracts.run import Usage
+from reactive_temporal.errors import root_cause
 from reactive_temporal.pricing import cost_of
 from reactive_temporal.telemetry.observe import observe_llm_call
 
@@ -190,8 +191,10 @@ def llm_errors(max_attempts: int | None = None) -> Iterator[None]:
     except openai.APIStatusError as err:
         raise_for_status(err, last_attempt=last)
     except (openai.APIConnectionError, openai.APITimeoutError) as err:
+        cause = root_cause(err)  # the machine's words: "Name or service not known"
+        because = f" ({cause[:300]})" if cause != str(err) else ""
         raise ApplicationError(
-            f"LLM endpoint unreachable: {err}{' (attempts exhausted)' if last else ''}",
+            f"LLM endpoint unreachable: {err}{because}{' (attempts exhausted)' if last else ''}",
             type="LlmConnectionError",
             non_retryable=last,
         ) from err

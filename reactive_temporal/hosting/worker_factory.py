@@ -28,6 +28,7 @@ from activities.transcript import TranscriptActivities
 from activities.workflow_calls import EntityActivities
 from reactive_temporal.builtin_tools import builtin_tools
 from reactive_temporal.config import Settings
+from reactive_temporal.hosting.activity_logs import one_line_activity_failures
 from reactive_temporal.hosting.bytecode import warn_when_compiled_per_workflow
 from reactive_temporal.hosting.sandbox import OwnWorkflowsUnsandboxed
 from reactive_temporal.search_attributes import ensure_registered
@@ -160,6 +161,7 @@ async def create_worker(
     """A worker for every workflow and activity; its concurrency limits and Worker Versioning
     come from `settings`; `graceful_shutdown` is how long in-flight activities may finish
     after `shutdown()` (None: cancelled at once, the SDK's default)."""
+    one_line_activity_failures()
     registry = build_registry(settings, tool_modules, extra_tools)
     if settings.sandbox_workflows:
         warn_when_compiled_per_workflow(WORKFLOWS)

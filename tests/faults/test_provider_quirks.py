@@ -93,13 +93,17 @@ async def test_gemini_3_gets_its_thought_signature_back(
 
 
 async def test_a_provider_s_own_error_body_is_what_the_run_says(
-    harness: Harness, llm: ScriptedLLM, model_name: str
+    harness: Harness, llm: ScriptedLLM, model_name: str, caplog: pytest.LogCaptureFixture
 ):
-    """Gemini answers errors as a list: the run said "HTTP 400: Error code: 400"."""
+    """Gemini answers errors as a list: the run said "HTTP 400: Error code: 400". The failed
+    attempt is one line in the worker's log (with its traceback, a run against a mistyped
+    endpoint printed 1,100 lines in `run`'s terminal)."""
     llm.script(model_name, [error(400, GEMINI_MISSING_SIGNATURE)])
     result = await asyncio.wait_for(harness.run(model_name, "What is 6*7?", memory=False), 60)
     assert result.terminated_by == "llm_error"
     assert "missing a thought_signature" in (result.error or ""), result.error
+    [failed] = [r for r in caplog.records if r.getMessage().startswith("Completing activity")]
+    assert failed.exc_info is None and "missing a thought_signature" in failed.getMessage()
 
 
 @pytest.mark.parametrize(
