@@ -119,7 +119,15 @@ class Store:
 
     @classmethod
     async def open(cls, database_url: str, *, max_size: int = 10, migrate: bool = True) -> Store:
-        """Connect, run migrations (unless `migrate=False`), and return a ready store."""
+        """Connect, run migrations (unless `migrate=False`), and return a ready store.
+
+        One connection is tried first: a Postgres that refuses it is said at once, where
+        the pool tried for 15 s, logging each try (26 lines before the one that says why).
+        """
+        if (refused := await _connect_error(database_url)) is not None:
+            raise StoreUnavailable(
+                f"cannot connect to Postgres at {redact_dsn(database_url)}: {refused}"
+            )
         checks = IdleChecks()
         pool: AsyncConnectionPool[AsyncConnection[Any]] = AsyncConnectionPool(
             database_url,

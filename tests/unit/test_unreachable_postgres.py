@@ -1,5 +1,4 @@
-"""The live-output feed without a Postgres to reach: a watcher is told at once, and the
-process holds nothing afterwards."""
+"""Without a Postgres to reach: a watcher, or a store, is told at once, and nothing is kept."""
 
 from __future__ import annotations
 
@@ -8,6 +7,7 @@ import socket
 
 import pytest
 
+from activities.store import Store, StoreUnavailable
 from reactive_temporal.api import live_feed
 from reactive_temporal.api.watching import LiveOutputUnavailable, stream_events
 
@@ -27,3 +27,12 @@ async def test_a_postgres_never_reached_is_said_at_once_and_nothing_is_kept():
             pass
     assert asyncio.get_running_loop().time() - started < live_feed.LISTEN_WITHIN_SECONDS / 2
     assert not live_feed._feeds.get(asyncio.get_running_loop())
+
+
+async def test_a_store_that_cannot_connect_says_so_at_once(caplog: pytest.LogCaptureFixture):
+    """The worker's pool tried for 15 s, logging a warning a try (26 lines in `lessons`,
+    `prune`, `migrate`) before the line that said why."""
+    url = f"postgresql://nobody@127.0.0.1:{_closed_port()}/none"
+    with pytest.raises(StoreUnavailable, match="cannot connect to Postgres"):
+        await Store.open(url)
+    assert not [r for r in caplog.records if r.name.startswith("psycopg")]
