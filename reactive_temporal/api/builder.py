@@ -10,6 +10,7 @@ running, it starts the embedded stack and a worker inside this process.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Self
@@ -20,8 +21,10 @@ from reactive_temporal.api.agents import Agent
 from reactive_temporal.config import Settings, load_settings
 from reactive_temporal.contracts.run import AgentConfig
 from reactive_temporal.errors import describe_validation_error
-from reactive_temporal.hosting.runtime import open_runtime
+from reactive_temporal.hosting.runtime import offline_model_notice, open_runtime
 from reactive_temporal.limits import agent_config_problem
+
+log = logging.getLogger(__name__)
 
 SUPPORTED_PROVIDERS = ("openai",)
 """Any OpenAI-compatible endpoint (OpenAI, Ollama, vLLM, LM Studio) goes through "openai"."""
@@ -209,6 +212,9 @@ class AgentBuilder:
         settings = self.settings or load_settings()
         config = self.config()
         runtime = await open_runtime(settings, tool_modules=self.tool_modules)
+        if (notice := offline_model_notice(settings, runtime)) is not None:
+            log.warning("%s", notice)  # a program's runs answered by a script, unsaid, was
+            # taken for a real model's (and priced as one)
         agent = Agent(config, runtime)
         try:
             await agent.entity.configure()

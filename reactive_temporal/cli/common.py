@@ -33,6 +33,12 @@ OFFLINE_NOTICE = (
     "[cyan]export OPENAI_BASE_URL=http://localhost:11434/v1 AGENT_MODEL=llama3.1[/] (Ollama)."
 )
 
+OFFLINE_DEV_NOTICE = (
+    "Running on the [bold]offline scripted model[/]: the [cyan]starter.py dev[/] stack running "
+    "here was started without OPENAI_BASE_URL or OPENAI_API_KEY, and its worker answers every "
+    "run. Restart [cyan]dev[/] with them set for a real model."
+)
+
 
 class CliError(Exception):
     """A failure to report in one line, with an exit status."""

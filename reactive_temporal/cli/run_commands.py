@@ -20,6 +20,7 @@ from reactive_temporal.api.operate import load_debrief
 from reactive_temporal.api.watching import LiveOutputUnavailable
 from reactive_temporal.cli.approval_prompt import Ask, ask_inline
 from reactive_temporal.cli.common import (
+    OFFLINE_DEV_NOTICE,
     OFFLINE_NOTICE,
     CliError,
     cli_runtime,
@@ -118,7 +119,9 @@ def run(
             raise CliError(str(e)) from e
         try:
             if runtime.offline_model and not as_json:
-                err.print(Panel(OFFLINE_NOTICE, border_style="yellow"))
+                # a key set here is not the dev stack's: its worker answers every run
+                notice = OFFLINE_NOTICE if settings.uses_offline_model else OFFLINE_DEV_NOTICE
+                err.print(Panel(notice, border_style="yellow"))
             agent_ = Agent(config, runtime)
             handle = await agent_.start(task)
             if not as_json:

@@ -134,6 +134,24 @@ async def open_runtime(
     )
 
 
+def offline_model_notice(settings: Settings, runtime: Runtime) -> str | None:
+    """What to tell someone whose runs go to the offline scripted model, or None: that no
+    model is configured, or that a `dev` stack started without one serves it whatever this
+    process has (its worker answers every run)."""
+    if not runtime.offline_model:
+        return None
+    if settings.uses_offline_model:
+        return (
+            "runs use the offline scripted model (no OPENAI_BASE_URL or OPENAI_API_KEY set): "
+            "it does arithmetic and tells the time, nothing more"
+        )
+    return (
+        "runs use the offline scripted model: the `starter.py dev` stack running in "
+        f"{settings.data_dir} was started without OPENAI_BASE_URL or OPENAI_API_KEY, and its "
+        "worker answers every run; restart `dev` with them for a real model"
+    )
+
+
 def _running_loop() -> asyncio.AbstractEventLoop | None:
     try:
         return asyncio.get_running_loop()

@@ -11,14 +11,16 @@ from temporalio.client import Client
 
 from reactive_temporal import ReactiveAgents, Settings
 from reactive_temporal.embedded.scripted_llm import Reply, ScriptedLLM
-from reactive_temporal.hosting.runtime import Runtime
+from reactive_temporal.hosting.runtime import Runtime, offline_model_notice
 from reactive_temporal.hosting.worker_lifecycle import WorkerHost
 from tests.workflow.conftest import Harness
 
 pytestmark = pytest.mark.workflow
 
 
-async def test_builder_run_dispose_on_the_embedded_stack(tmp_path: Path):
+async def test_builder_run_dispose_on_the_embedded_stack(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+):
     settings = Settings(data_dir=tmp_path / "data", _env_file=None)  # type: ignore[call-arg]
     settings.temporal_address = settings.database_url = None
     settings.openai_base_url = settings.openai_api_key = None
@@ -34,12 +36,26 @@ async def test_builder_run_dispose_on_the_embedded_stack(tmp_path: Path):
     )
     try:
         assert agent.runtime.offline_model is True
+        # said: a program's runs answered by a script were taken for the real model's
+        assert "runs use the offline scripted model (no OPENAI_BASE_URL" in caplog.text
         result = await agent.run("What is 12 * 12?")
     finally:
         await agent.dispose()
     assert result.success and result.output == "12 * 12 = 144"
     assert result.terminated_by == "final_answer_tool" and result.agent_id == "api-agent"
     assert result.metadata.cost > 0  # gpt-4o-mini is in the price table
+
+
+def test_runs_a_dev_stack_answers_offline_are_said_to_be_whatever_this_process_has(
+    tmp_path: Path,
+):
+    """`dev` started without a model serves runs its worker answers: a key set in the
+    process that starts them is not used, and the notice said none was set."""
+    settings = Settings(data_dir=tmp_path, openai_api_key="sk-mine", _env_file=None)  # type: ignore[call-arg]
+    runtime = Runtime(cast(Client, None), "q", offline_model=True)
+    notice = offline_model_notice(settings, runtime)
+    assert notice is not None and "started without OPENAI_BASE_URL" in notice
+    assert offline_model_notice(settings, Runtime(cast(Client, None), "q", False)) is None
 
 
 def test_builder_refuses_bad_configuration():
