@@ -46,7 +46,7 @@ CHAT = table("chat", [
             "a 3 MB chat activity result, past Temporal's 2 MB payload limit",
             {"reply_chars": REPLY_CONTENT_MAX_CHARS}),
     Hostile("chat-megabytes-error-body", ("hello", [HttpError(400, "e" * 3_000_000)], False),
-            "LLM endpoint answered HTTP 400: Error code: 400 - eeee",
+            "LLM endpoint answered HTTP 400: eeee",
             "the failure was past Temporal's size limit: the chat failed with 'Activity task "
             "failed', its cause lost", {"chat_error": True}),
     Hostile("chat-tool-path-forty-calls",

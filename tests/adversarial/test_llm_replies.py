@@ -113,8 +113,7 @@ LLM_REPLIES = table("llm-replies", [
     Hostile("llm-megabytes-error-body", [HttpError(400, "e" * 3_000_000)], "",
             "a 3 MB provider error body: the failure was past Temporal's size limit, and the "
             "run's error said only 'Failure exceeds size limit'",
-            {"terminated_by": "llm_error", "error": "LLM endpoint answered HTTP 400: Error code: "
-             "400 - eeee"}),
+            {"terminated_by": "llm_error", "error": "LLM endpoint answered HTTP 400: eeee"}),
     Hostile("llm-forty-tool-calls",
             [Reply(None, [call("calculator", expression=f"{i}+1") for i in range(40)]),
              Reply("FINAL ANSWER: done")], "done",
