@@ -26,7 +26,7 @@ from temporalio.common import SearchAttributePair, TypedSearchAttributes
 
 from reactive_temporal import search_attributes as sa
 from reactive_temporal.api.control import PendingCall, decide, pending_calls, request_cancel
-from reactive_temporal.api.operate import fetch_rich_debrief
+from reactive_temporal.api.operate import fetch_rich_debrief, require_run
 from reactive_temporal.api.results import result_of
 from reactive_temporal.api.sessions import AgentEntity, Session, chat_request
 from reactive_temporal.api.watching import follow_events, stream_events
@@ -200,13 +200,17 @@ class Agent:
             self._pending_debriefs.add(result.run_id)
         return result
 
-    async def result(self, handle: WorkflowHandle[Any, AgentResult]) -> RunResult:
-        """Await a started run's result.
+    async def result(self, run: WorkflowHandle[Any, AgentResult] | str) -> RunResult:
+        """Await a started run's result: its handle (`start`'s), or its run id.
 
         Raises:
+            ValueError: no run with that id.
             AgentRunError: when the run failed instead of producing a result.
         """
-        return await run_result(self.runtime.client, handle)
+        if not isinstance(run, WorkflowHandle):  # a run id ('str' has no attribute 'result')
+            await require_run(self.runtime.client, run)
+            run = self.runtime.client.get_workflow_handle_for(AgentRunWorkflow.run, run)
+        return await run_result(self.runtime.client, run)
 
     async def cancel(self, run_id: str, *, reason: str | None = None) -> RunResult:
         """Cancel a running run and return its result.

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import time
 import uuid
 from collections.abc import Awaitable, Coroutine
@@ -39,6 +40,7 @@ from reactive_temporal.contracts import names
 from reactive_temporal.contracts.debrief import AgentDebrief
 from reactive_temporal.contracts.entity import (
     DEFAULT_SESSION,
+    SESSION_ID_PATTERN,
     AgentState,
     AgentWorkflowInput,
     ChatMessage,
@@ -280,6 +282,19 @@ async def _unless_missing(query: Awaitable[ResultT], default: ResultT) -> Result
         raise
 
 
+def valid_session_id(session_id: str) -> str:
+    """`session_id`, or a ValueError saying what a session id is.
+
+    "" was a new session, without a word (`chat --session ""`).
+    """
+    if not isinstance(session_id, str) or not re.fullmatch(SESSION_ID_PATTERN, session_id):
+        raise ValueError(
+            f"invalid session id {session_id!r:.140}: use letters, digits, '_', '.', ':', '-' "
+            "(at most 128 characters)"
+        )
+    return session_id
+
+
 class Session:
     """A multi-turn conversation with the agent.
 
@@ -290,7 +305,7 @@ class Session:
     def __init__(self, entity: AgentEntity, session_id: str | None = None) -> None:
         """A session with the agent behind `entity`: a new one, or the one with this id."""
         self.entity = entity
-        self.id = session_id or new_session_id()
+        self.id = new_session_id() if session_id is None else valid_session_id(session_id)
         self._opened = False
 
     async def open(self) -> list[ChatMessage]:

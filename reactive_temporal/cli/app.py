@@ -14,6 +14,7 @@ watch RUN_ID         a run's live output: text as generated, tool calls, its end
 replay ID | --file   replay a run's history against the current code
 export ID            a run's history as JSON
 rerun ID             re-execute a failed run from its last good point (--from-start)
+lessons              what the agent learned from its runs (lessons delete ID… | --all)
 migrate              apply the agents database's schema migrations (DATABASE_URL)
 prune                delete live output and transcripts of runs idle past --older-than days
 codec-server         decrypt encrypted histories for the Web UI and temporal CLI

@@ -9,12 +9,20 @@ from typing import Annotated
 import typer
 
 from reactive_temporal.api.agents import Agent
-from reactive_temporal.api.sessions import ChatError
+from reactive_temporal.api.sessions import ChatError, valid_session_id
 from reactive_temporal.api.watching import LiveOutputUnavailable
 from reactive_temporal.cli.common import CliError, cli_settings, err, open_agent, out, run_command
 from reactive_temporal.cli.live_view import LivePrinter
 from reactive_temporal.cli.terminal import markdown, safe
 from reactive_temporal.contracts.entity import ChatReply, SessionHistory
+
+
+def session_id_given(value: str | None) -> str | None:
+    """A session id named on the command line, refused as a usage error when it is none."""
+    try:
+        return None if value is None else valid_session_id(value)
+    except ValueError as e:
+        raise typer.BadParameter(str(e)) from e
 
 
 def _print_reply(reply: ChatReply) -> None:
@@ -42,7 +50,10 @@ async def _print_live(agent: Agent, stream_id: str, turn: asyncio.Future[ChatRep
 def chat(
     message: Annotated[str, typer.Argument(help="What to ask or tell the agent.")],
     agent: Annotated[str, typer.Option(help="Agent name.")] = "agent",
-    session: Annotated[str | None, typer.Option(help="Session id (default: agent chat).")] = None,
+    session: Annotated[
+        str | None,
+        typer.Option(callback=session_id_given, help="Session id (default: agent chat)."),
+    ] = None,
     use_tools: Annotated[
         bool | None,
         typer.Option("--use-tools/--no-tools", help="Force the tool path or the direct path."),
@@ -87,7 +98,9 @@ session_app = typer.Typer(help="Chat sessions: interactive, or their history, or
 def session_repl(
     ctx: typer.Context,
     agent: Annotated[str, typer.Option(help="Agent name.")] = "agent",
-    id: Annotated[str | None, typer.Option("--id", help="Resume this session.")] = None,
+    id: Annotated[
+        str | None, typer.Option("--id", callback=session_id_given, help="Resume this session.")
+    ] = None,
 ) -> None:
     """An interactive session: type messages, /end to save and finish, /quit to leave it open."""
     if ctx.invoked_subcommand is not None:
@@ -138,7 +151,7 @@ def session_repl(
 
 @session_app.command("history")
 def session_history(
-    session_id: Annotated[str, typer.Argument(metavar="ID")],
+    session_id: Annotated[str, typer.Argument(metavar="ID", callback=session_id_given)],
     agent: Annotated[str, typer.Option(help="Agent name.")] = "agent",
     as_json: Annotated[bool, typer.Option("--json", help="Print the history as JSON.")] = False,
 ) -> None:
@@ -168,7 +181,7 @@ def session_history(
 
 @session_app.command("end")
 def session_end(
-    session_id: Annotated[str, typer.Argument(metavar="ID")],
+    session_id: Annotated[str, typer.Argument(metavar="ID", callback=session_id_given)],
     agent: Annotated[str, typer.Option(help="Agent name.")] = "agent",
     as_json: Annotated[bool, typer.Option("--json", help="Print what was saved as JSON.")] = False,
 ) -> None:

@@ -66,11 +66,16 @@ def run(
     ] = None,
     cost_budget: Annotated[
         float | None,
-        typer.Option(min=0, help="End the run as budget_exceeded past this many USD."),
+        typer.Option(
+            callback=more_than_zero, help="End the run as budget_exceeded past this many USD."
+        ),
     ] = None,
     timeout: Annotated[
         float | None,
-        typer.Option(min=0, help="End the run as timeout this many seconds after its start."),
+        typer.Option(
+            callback=more_than_zero,
+            help="End the run as timeout this many seconds after its start.",
+        ),
     ] = None,
     reasoning_effort: Annotated[
         ReasoningEffortChoice | None,
@@ -82,7 +87,10 @@ def run(
     ] = None,
     approval_timeout: Annotated[
         float | None,
-        typer.Option(min=0, help="Deny a call undecided this many seconds (default one day)."),
+        typer.Option(
+            callback=more_than_zero,
+            help="Deny a call undecided this many seconds (default one day).",
+        ),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the AgentResult as JSON.")] = False,
 ) -> None:
@@ -136,6 +144,15 @@ def run(
         return 0 if result.success else 1
 
     run_command(main, as_json=as_json)
+
+
+def more_than_zero(value: float | None) -> float | None:
+    """A budget or a timeout of 0 ends a run before it starts: refused, naming the option
+    (the help said `x>=0`, and 0 was refused as 'timeout_seconds: Input should be greater
+    than 0')."""
+    if value is not None and not value > 0:
+        raise typer.BadParameter(f"must be more than 0, not {value:g}")
+    return value
 
 
 SAY_SYNTHESIS_AFTER = 0.5

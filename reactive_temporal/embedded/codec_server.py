@@ -8,8 +8,9 @@ It implements Temporal's remote codec protocol: `POST …/encode` and `POST …/
 Whoever can reach it can read every history, so:
 
 - every POST must carry `Authorization: Bearer <token>` (401 otherwise);
-- CORS is answered for one origin only (the Web UI's), so no other web page a developer has
-  open can use the browser as a way in; other origins get no CORS headers at all.
+- CORS is answered for one origin only (the Web UI's, by either of this machine's names), so
+  no other web page a developer has open can use the browser as a way in; other origins get
+  no CORS headers at all.
 
 The CORS preflight (OPTIONS) is the one request without the token: browsers never send
 credentials on a preflight, and it reveals nothing.
@@ -43,6 +44,19 @@ from temporalio.api.common.v1 import Payloads
 from temporalio.converter import PayloadCodec
 
 DEFAULT_ORIGIN = "http://localhost:8233"
+
+
+def loopback_aliases(origin: str) -> set[str]:
+    """`origin`, and when it names this machine, the same origin by its other name: `dev`
+    prints the Web UI as http://127.0.0.1:8233, and a browser opened there was refused by
+    the default origin, http://localhost:8233 (one machine, two origins to a browser)."""
+    for name, other in (("localhost", "127.0.0.1"), ("127.0.0.1", "localhost")):
+        prefix = f"http://{name}"
+        if origin == prefix or origin.startswith(prefix + ":"):
+            return {origin, f"http://{other}{origin[len(prefix) :]}"}
+    return {origin}
+
+
 ALLOWED_HEADERS = "Authorization, Content-Type, X-Namespace"
 MAX_BODY_BYTES = 4 * 1024 * 1024
 """A batch of payloads up to Temporal's own 2 MB payload limit fits; bigger is not a codec
@@ -261,7 +275,7 @@ def _handler_for(
             origin = self.headers.get("Origin")
             if not origin or server.allowed_origin is None:
                 return {}
-            if origin.rstrip("/") != server.allowed_origin:
+            if origin.rstrip("/") not in loopback_aliases(server.allowed_origin):
                 return {}
             return {
                 "Access-Control-Allow-Origin": origin,

@@ -46,6 +46,7 @@ Each scenario runs on a fresh dev server with scripted models.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import sys
@@ -486,11 +487,28 @@ async def main(suffix: str = "", only: list[str] | None = None) -> None:
             pg.cleanup()
 
 
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    """The recorder's command line (`--help` was taken for a file suffix, and 25 histories
+    were written under names ending in it)."""
+    parser = argparse.ArgumentParser(
+        prog="python -m tests.histories.record",
+        description="Record the replay corpus's histories on a fresh dev server and Postgres.",
+    )
+    parser.add_argument(
+        "suffix",
+        nargs="?",
+        default="",
+        help="appended to each file's name (e.g. _v2), so recorded histories are kept",
+    )
+    parser.add_argument(
+        "--only", nargs="+", choices=list(GROUPS), metavar="GROUP", help="record these groups"
+    )
+    args = parser.parse_args(argv)
+    if args.suffix.startswith("-") or "/" in args.suffix:
+        parser.error(f"a suffix is part of a file name, not {args.suffix!r}")
+    return args
+
+
 if __name__ == "__main__":
-    args = sys.argv[1:]
-    groups = args[args.index("--only") + 1 :] if "--only" in args else None
-    positional = args[: args.index("--only")] if "--only" in args else args
-    unknown = [g for g in groups or [] if g not in GROUPS]
-    if unknown:
-        sys.exit(f"unknown group(s) {', '.join(unknown)}: use {', '.join(GROUPS)}")
-    asyncio.run(main(positional[0] if positional else "", groups))
+    parsed = parse_args(sys.argv[1:])
+    asyncio.run(main(parsed.suffix, parsed.only))

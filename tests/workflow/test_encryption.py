@@ -275,6 +275,13 @@ async def test_cors_only_for_the_allowed_origin(codec_server: CodecServer):
         other = await http.options(
             "/decode", headers={**preflight, "Origin": "http://evil.example"}
         )
+        # the Web UI's address as `dev` prints it: the same machine, another origin
+        by_address = await http.options(
+            "/decode", headers={**preflight, "Origin": "http://127.0.0.1:8233"}
+        )
+        other_port = await http.options(
+            "/decode", headers={**preflight, "Origin": "http://127.0.0.1:9999"}
+        )
         allowed_post = await http.post(
             "/decode",
             json=body,
@@ -292,5 +299,6 @@ async def test_cors_only_for_the_allowed_origin(codec_server: CodecServer):
         assert header in allow_headers
     assert "POST" in allowed.headers["access-control-allow-methods"]
     assert allowed_post.headers["access-control-allow-origin"] == DEFAULT_ORIGIN
-    for response in (other, other_post):
+    assert by_address.headers["access-control-allow-origin"] == "http://127.0.0.1:8233"
+    for response in (other, other_post, other_port):
         assert not any(name.startswith("access-control-") for name in response.headers)

@@ -132,3 +132,25 @@ async def test_a_run_id_that_is_no_string_is_a_value_error(harness: Harness, mod
     for bad in (123, "", "run-\x00"):
         with pytest.raises(ValueError, match="a run id is a non-empty string"):
             await agent.cancel(bad)  # type: ignore[arg-type]
+
+
+async def test_a_result_is_awaited_by_run_id_too(
+    harness: Harness, llm: ScriptedLLM, model_name: str
+):
+    """`agent.result("run-…")` raised AttributeError ('str' object has no attribute
+    'result'): it took only `start`'s handle, where every other method takes a run id."""
+    llm.script(model_name, [Reply("FINAL ANSWER: 4")])
+    agent = harness.agent(model_name, agent_id="by-id", memory=False)
+    handle = await agent.start("What is 2+2?")
+    assert (await agent.result(handle.id)).output == "4"
+    with pytest.raises(ValueError, match="no run with id 'run-nope-1'"):
+        await agent.result("run-nope-1")
+
+
+def test_a_session_id_that_is_none_is_refused(harness: Harness, model_name: str):
+    """`agent.session("")` was a new session, without a word."""
+    agent = harness.agent(model_name, agent_id="sessions")
+    for bad in ("", "has space", "x" * 129):
+        with pytest.raises(ValueError, match="invalid session id"):
+            agent.session(bad)
+    assert agent.session("kept-1").id == "kept-1"
