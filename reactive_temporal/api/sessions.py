@@ -41,14 +41,13 @@ from reactive_temporal.contracts.debrief import AgentDebrief
 from reactive_temporal.contracts.entity import (
     DEFAULT_SESSION,
     SESSION_ID_PATTERN,
-    AgentState,
-    AgentWorkflowInput,
     ChatMessage,
     ChatReply,
     ChatRequest,
     SessionHistory,
     SessionPage,
     SessionRef,
+    new_entity_input,
 )
 from reactive_temporal.contracts.run import AgentConfig
 from reactive_temporal.errors import workflow_not_found
@@ -196,7 +195,7 @@ class AgentEntity:
         """The agent's AgentWorkflow, started by an update when it does not exist yet."""
         return WithStartWorkflowOperation(
             AgentWorkflow.run,
-            AgentWorkflowInput(state=AgentState(agent=self.config)),
+            new_entity_input(self.config),
             id=self.workflow_id,
             task_queue=self.task_queue,
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
@@ -211,7 +210,7 @@ class AgentEntity:
         """Tell the agent its configuration (signal-with-start): chat from any process uses it."""
         await self.client.start_workflow(
             AgentWorkflow.run,
-            AgentWorkflowInput(state=AgentState(agent=self.config)),
+            new_entity_input(self.config),
             id=self.workflow_id,
             task_queue=self.task_queue,
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
@@ -283,12 +282,12 @@ async def _unless_missing(query: Awaitable[ResultT], default: ResultT) -> Result
 
 
 def valid_session_id(session_id: str) -> str:
-    """`session_id`, or a ValueError saying what a session id is.
+    """`session_id`, or a ChatError (a ValueError) saying what a session id is.
 
     "" was a new session, without a word (`chat --session ""`).
     """
     if not isinstance(session_id, str) or not re.fullmatch(SESSION_ID_PATTERN, session_id):
-        raise ValueError(
+        raise ChatError(
             f"invalid session id {session_id!r:.140}: use letters, digits, '_', '.', ':', '-' "
             "(at most 128 characters)"
         )
