@@ -22,8 +22,6 @@ from activities.run_stops import RUN_STOPS, announce_stop
 from reactive_temporal import search_attributes as sa
 from reactive_temporal.contracts import names
 from reactive_temporal.contracts.entity import (
-    AgentState,
-    AgentWorkflowInput,
     NotifyAgentInput,
     ReadLastRunInput,
     ReadLastRunResult,
@@ -32,6 +30,7 @@ from reactive_temporal.contracts.entity import (
     ReadRunProgressInput,
     ReadRunProgressResult,
     RunFinished,
+    new_entity_input,
 )
 from reactive_temporal.contracts.run import AgentConfig, RunProgress
 
@@ -42,7 +41,7 @@ async def signal_agent(
     """Signal the agent's AgentWorkflow, starting it first if it does not exist."""
     await client.start_workflow(
         names.AGENT_WORKFLOW,
-        AgentWorkflowInput(state=AgentState(agent=agent)),
+        new_entity_input(agent),
         id=names.agent_workflow_id(agent.agent_id),
         task_queue=task_queue,
         id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,

@@ -80,7 +80,7 @@ class AgentWorkflow(ChatPaths, Lifetime):
         self.continue_after = input.continue_as_new_after_events
         self.idle_after = input.session_idle_seconds
         self.sessions = SessionKeeper(self.state, self.idle_after)
-        self._ask_patches()
+        self._ask_patches(input.patch_bundle)
 
     @workflow.run
     async def run(self, input: AgentWorkflowInput) -> None:
@@ -103,6 +103,7 @@ class AgentWorkflow(ChatPaths, Lifetime):
                 state=self.state,
                 continue_as_new_after_events=self.continue_after,
                 session_idle_seconds=self.idle_after,
+                patch_bundle=names.ENTITY_PATCH_BUNDLE,  # the next run asks no patch
             )
         )
 

@@ -1,7 +1,9 @@
 """Which of its changes an agent entity run has: decided once, in its first task.
 
-An entity run started since `entity-patches-2026-12` asks that one patch as it starts, before
-any handler runs, and has every change it stands for. Asked one by one, where each was first
+An entity run started with `entity-patches-2026-12` in its input (`patch_bundle`: every
+starter of the project's, and the entity continuing as new) has every change it stands for
+without asking. One started without asks that one patch as it starts, before any handler
+runs. Asked one by one, where each was first
 needed, a patch's marker went wherever the first handler to need it got to; on a busy agent
 (updates arriving together, some refused by validators, which leaves no trace in history) a
 replay's handlers need not get there in the same order, and one such entity failed to replay:
@@ -32,9 +34,18 @@ class EntityPatches:
     """Chat finds runs in progress in visibility, and reads the last run from Postgres with
     them (live-runs-from-visibility, last-run-from-store)."""
 
-    def _ask_patches(self) -> None:
-        """In the run's first task, before any handler or `run` has run."""
-        if workflow.patched(names.ENTITY_PATCHES_2026_12):
+    def _ask_patches(self, bundle: str | None) -> None:
+        """In the run's first task, before any handler or `run` has run. A run started with
+        the bundle in its input asks nothing; one started without asks the bundle."""
+        if bundle == names.ENTITY_PATCHES_2026_12:
+            if workflow.unsafe.is_replaying():
+                # begun by a worker from before the field (one deploy behind its starter),
+                # which asked the bundle: its replay asks again; one begun since finds no
+                # marker and records none
+                workflow.patched(names.ENTITY_PATCHES_2026_12)
+            self.decides_after_handlers = self._saved_per_turn = self._notes_as_data = True
+            self._reads_runs = (True, True)
+        elif workflow.patched(names.ENTITY_PATCHES_2026_12):
             self.decides_after_handlers = self._saved_per_turn = self._notes_as_data = True
             self._reads_runs = (True, True)
         else:  # an entity run from before: the rest is asked where it is first needed

@@ -10,6 +10,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, Field
 
+from reactive_temporal.contracts import names
 from reactive_temporal.contracts.debrief import AgentDebrief, PersistDebriefInput
 from reactive_temporal.contracts.internal import InternalPayload
 from reactive_temporal.contracts.run import AgentConfig, RunProgress
@@ -170,6 +171,16 @@ class AgentWorkflowInput(BaseModel):
     continue_as_new_after_events: int | None = None
     """Continue as new past this many history events (tests set it low); None: when Temporal
     suggests it."""
+    patch_bundle: str | None = None
+    """The patch bundle (`names.ENTITY_PATCH_BUNDLE`) the entity run was started with, set by
+    the project's starters and by the entity continuing as new: the run takes the bundle's
+    patches as on without asking Temporal. None (an entity run started before it was set, or
+    by another starter) makes the run ask `workflow.patched`, as such runs always did."""
+
+
+def new_entity_input(agent: AgentConfig) -> AgentWorkflowInput:
+    """The input of an agent's entity started now (by a chat, a run's news, a builder)."""
+    return AgentWorkflowInput(state=AgentState(agent=agent), patch_bundle=names.ENTITY_PATCH_BUNDLE)
 
 
 class ChatDirectInput(InternalPayload):

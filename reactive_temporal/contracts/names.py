@@ -146,6 +146,11 @@ one, each patch's marker went where the first handler that needed it got to, and
 agent (updates arriving together, some refused) a replay's handlers need not get there in
 the same order: one such entity failed to replay (a marker where its replay scheduled a chat
 turn's activity) and its chat stood still. It is also 8 events fewer per entity run."""
+ENTITY_PATCH_BUNDLE: Final = ENTITY_PATCHES_2026_12
+"""The bundle the project's starters put in an entity's input (`AgentWorkflowInput.
+patch_bundle`): an entity run started with it asks no patch at all (no marker, no
+TemporalChangeVersion upsert in its first task; one run asking ENTITY_PATCHES_2026_12 there
+still failed to replay once, under 20 updates arriving with its first task, at an upsert)."""
 
 RUN_CONTINUE_AS_NEW_PATCH: Final = "run-continue-as-new"
 """A run continues as new (same workflow id, transcript, counters, one debrief) when

@@ -177,21 +177,36 @@ async def test_a_reply_whose_usage_is_in_another_shape_is_kept(
     assert len(llm.requests[model_name]) == 1
 
 
-async def test_a_413_naming_the_context_window_is_an_overflow(
-    settings: Settings, llm: ScriptedLLM, model_name: str
-):
-    """Some endpoints refuse a request too long for the model with 413, not 400: the step
-    compacts and goes again, where the run ended `llm_error`."""
-    overflow = {
-        "error": {
-            "message": "This model's maximum context length is 300 tokens. However, your "
-            "messages resulted in 900 tokens.",
-            "type": "invalid_request_error",
-            "param": "messages",
-            "code": "context_length_exceeded",
-        }
+OPENAI_OVERFLOW = {
+    "error": {
+        "message": "This model's maximum context length is 300 tokens. However, your "
+        "messages resulted in 900 tokens.",
+        "type": "invalid_request_error",
+        "param": "messages",
+        "code": "context_length_exceeded",
     }
-    llm.script(model_name, [HttpError(413, body=overflow)])
+}
+TGI_OVERFLOW = {  # Text Generation Inference: the error is a string
+    "error": "Input validation error: `inputs` tokens + `max_new_tokens` must be <= 4096. "
+    "Given: 4000 `inputs` tokens and 200 `max_new_tokens`",
+    "error_type": "validation",
+}
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "window"), [(413, OPENAI_OVERFLOW, 300), (422, TGI_OVERFLOW, 4096)]
+)
+async def test_a_413_or_422_naming_the_context_window_is_an_overflow(
+    status: int,
+    body: dict[str, object],
+    window: int,
+    settings: Settings,
+    llm: ScriptedLLM,
+    model_name: str,
+):
+    """Some endpoints refuse a request too long for the model with 413 or (TGI) 422, not
+    400: the step compacts and goes again, where the run ended `llm_error`."""
+    llm.script(model_name, [HttpError(status, body=body)])
     endpoint = LlmEndpoint(llm_client(settings, llm.base_url))
     request = chat_request(model_name, [{"role": "user", "content": "hi"}])
     try:
@@ -199,8 +214,8 @@ async def test_a_413_naming_the_context_window_is_an_overflow(
             await attempt(1).run(endpoint.complete, request, max_attempts=2)
     finally:
         await endpoint.close()
-    assert refused.value.limit == 300
-    assert endpoint.capabilities(model_name).context_tokens == 300  # learned, as from a 400
+    assert refused.value.limit == window
+    assert endpoint.capabilities(model_name).context_tokens == window  # learned, as from a 400
 
 
 async def test_a_reply_without_usage_counts_its_estimate_against_the_budget(

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from activities.llm_calls import ContextWindowExceeded, LlmEndpoint, chat_request
+from activities.llm_calls import LlmEndpoint, chat_request
 from reactive_temporal.config import Settings
 from reactive_temporal.embedded.scripted_llm import Raw, ScriptedLLM, Step
 from reactive_temporal.hosting.worker_factory import llm_client
@@ -217,27 +217,6 @@ async def test_groq_s_streamed_usage_is_counted(
     result = await asyncio.wait_for(harness.run(model_name, "What is 6*7?", memory=False), 60)
     assert result.output == "42"
     assert (result.metadata.prompt_tokens, result.metadata.completion_tokens) == (5000, 900)
-
-
-async def test_tgi_s_422_naming_its_window_is_an_overflow(
-    settings: Settings, llm: ScriptedLLM, model_name: str
-):
-    """Text Generation Inference refuses a request past its window with 422: the step now
-    compacts and goes again, where the run ended `llm_error` ("Error code: 422")."""
-    tgi = {
-        "error": "Input validation error: `inputs` tokens + `max_new_tokens` must be <= 4096. "
-        "Given: 4000 `inputs` tokens and 200 `max_new_tokens`",
-        "error_type": "validation",
-    }
-    llm.script(model_name, [error(422, tgi)])
-    endpoint = LlmEndpoint(llm_client(settings, llm.base_url))
-    request = chat_request(model_name, [{"role": "user", "content": "hi"}])
-    try:
-        with pytest.raises(ContextWindowExceeded) as refused:
-            await attempt(1).run(endpoint.complete, request, max_attempts=2)
-    finally:
-        await endpoint.close()
-    assert refused.value.limit == 4096
 
 
 async def test_a_refused_value_leaves_out_that_value_only(

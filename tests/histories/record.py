@@ -40,7 +40,9 @@ to continue as new where a handler ends (the `entity-continues-after-handlers` p
 each entity run's first task; `workflows/entity_lifetime.py`).
 `_entity_bundle` (the entity's groups, and `crowd`: eight sessions
 at once on an entity that continues as new) with entities that ask one patch,
-`entity-patches-2026-12`, as they start (`workflows/entity_patches.py`).
+`entity-patches-2026-12`, as they start (`workflows/entity_patches.py`). `_entity_unasked`
+(the same groups) with entities that carry that bundle in their input
+(`AgentWorkflowInput.patch_bundle`) and so ask no patch at all.
 Each scenario runs on a fresh dev server with scripted models.
 """
 
@@ -207,6 +209,7 @@ async def record_chat(client: Client, task_queue: str, llm: ScriptedLLM) -> dict
         AgentWorkflowInput(
             state=AgentState(agent=AgentConfig(agent_id=chat_agent, model="chat")),
             continue_as_new_after_events=30,
+            patch_bundle=names.ENTITY_PATCH_BUNDLE,  # as the project's starters do
         ),
         id=names.agent_workflow_id(chat_agent),
         task_queue=task_queue,
@@ -411,7 +414,9 @@ async def _start_entity(
     handle = await client.start_workflow(
         AgentWorkflow.run,
         AgentWorkflowInput(
-            state=AgentState(agent=config), continue_as_new_after_events=continue_after
+            state=AgentState(agent=config),
+            continue_as_new_after_events=continue_after,
+            patch_bundle=names.ENTITY_PATCH_BUNDLE,  # as the project's starters do
         ),
         id=names.agent_workflow_id(config.agent_id),
         task_queue=task_queue,

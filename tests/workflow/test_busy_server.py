@@ -314,6 +314,10 @@ def event_label(event: HistoryEvent) -> str:
     if event.HasField("workflow_execution_update_completed_event_attributes"):
         meta = event.workflow_execution_update_completed_event_attributes.meta
         return f"{kind}({meta.update_id[:8]})"
+    if event.HasField("upsert_workflow_search_attributes_event_attributes"):
+        fields = event.upsert_workflow_search_attributes_event_attributes.search_attributes
+        shown = {k: v.data.decode(errors="replace")[:120] for k, v in fields.indexed_fields.items()}
+        return f"{kind}({shown})"  # which attributes: a patch's TemporalChangeVersion, or ours
     return kind
 
 

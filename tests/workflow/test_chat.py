@@ -452,14 +452,26 @@ async def test_a_direct_turn_carries_the_persona_once(harness: Harness, llm, mod
     assert payloads[0].data.decode().count(persona.strip()) == 1
 
 
-async def test_an_entity_asks_its_one_patch_before_any_handler_runs(harness: Harness, llm):
-    """Six sessions open and chat at once: the entity's patch decisions are all made as it
-    starts, one marker before any update is taken. Asked where each was first needed, a
-    patch's marker went where the first handler to need it got to, which a replay's handlers
-    need not match (one busy entity failed to replay)."""
+@pytest.mark.parametrize("started_by", ["project", "other"])
+async def test_an_entity_decides_its_patches_before_any_handler_runs(
+    started_by: str, harness: Harness, llm
+):
+    """Six sessions open and chat at once. Started by the project (its bundle in its input),
+    the entity asks no patch: no marker, no TemporalChangeVersion upsert (one that asked the
+    bundle as it started failed to replay once, at an upsert among 20 updates taken with its
+    first task). Started by another starter, it asks its one patch as it starts, before any
+    update is taken; asked where each was first needed, a patch's marker went where the first
+    handler to need it got to, which a replay's handlers need not match."""
     model = f"crowd-{uuid.uuid4().hex[:6]}"
     llm.script(model, [Reply("noted")], repeat_last=True)
     agent = harness.agent(model, agent_id=unique_agent(), memory=False)
+    if started_by == "other":
+        await harness.client.start_workflow(
+            names.AGENT_WORKFLOW,
+            AgentWorkflowInput(state=AgentState(agent=agent.config)),
+            id=agent.entity.workflow_id,
+            task_queue=harness.task_queue,
+        )
     sessions = [agent.session() for _ in range(6)]
     replies = await asyncio.gather(
         *(s.chat(f"Note {i}", use_tools=False) for i, s in enumerate(sessions))
@@ -473,6 +485,10 @@ async def test_an_entity_asks_its_one_patch_before_any_handler_runs(harness: Har
         for e in history.events
         if e.HasField("marker_recorded_event_attributes")
     ]
+    upserts = kinds.count(EventType.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES)
+    if started_by == "project":
+        assert (markers, upserts) == ([], 0)
+        return
     assert markers == [names.ENTITY_PATCHES_2026_12]
     first_update = kinds.index(EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED)
     assert kinds.index(EventType.EVENT_TYPE_MARKER_RECORDED) < first_update
