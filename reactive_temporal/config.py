@@ -194,6 +194,16 @@ class Settings(BaseSettings):
         ),
     )
     """Seconds a workflow task waits on the sticky queue of the worker that holds its run."""
+    unreachable_patience_seconds: float = Field(
+        default=600.0,
+        ge=0,
+        le=86_400,
+        validation_alias=AliasChoices(
+            "REACTIVE_TEMPORAL_UNREACHABLE_PATIENCE", "unreachable_patience_seconds"
+        ),
+    )
+    """How long a wait for a run's result (`run`, `watch`, `agent.run()`) outlasts a Temporal
+    server it cannot reach: the run goes on meanwhile (a restart, a failover)."""
     sandbox_workflows: bool = Field(
         default=False,
         validation_alias=AliasChoices("REACTIVE_TEMPORAL_SANDBOX_WORKFLOWS", "sandbox_workflows"),

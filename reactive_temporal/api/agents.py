@@ -27,7 +27,7 @@ from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from reactive_temporal import search_attributes as sa
 from reactive_temporal.api.control import PendingCall, decide, pending_calls, request_cancel
 from reactive_temporal.api.operate import fetch_rich_debrief, require_run
-from reactive_temporal.api.results import result_of
+from reactive_temporal.api.results import UNREACHABLE_PATIENCE_SECONDS, result_of
 from reactive_temporal.api.sessions import AgentEntity, Session, chat_request
 from reactive_temporal.api.watching import follow_events, stream_events
 from reactive_temporal.contracts import names
@@ -66,14 +66,19 @@ class RunResult(AgentResult):
         return await fetch_rich_debrief(self._client, self.run_id, fallback=self.debrief)
 
 
-async def run_result(client: Client, handle: WorkflowHandle[Any, AgentResult]) -> RunResult:
+async def run_result(
+    client: Client,
+    handle: WorkflowHandle[Any, AgentResult],
+    *,
+    unreachable_for: float = UNREACHABLE_PATIENCE_SECONDS,
+) -> RunResult:
     """The run's result once it ends.
 
     Raises:
         AgentRunError: when the run produced none (it failed, or was terminated).
     """
     try:
-        plain = await result_of(handle)
+        plain = await result_of(handle, unreachable_for=unreachable_for)
     except WorkflowFailureError as err:
         raise AgentRunError(f"run {handle.id} failed: {root_cause(err)}") from err
     result = RunResult.model_validate(plain.model_dump())
@@ -210,7 +215,9 @@ class Agent:
         if not isinstance(run, WorkflowHandle):  # a run id ('str' has no attribute 'result')
             await require_run(self.runtime.client, run)
             run = self.runtime.client.get_workflow_handle_for(AgentRunWorkflow.run, run)
-        return await run_result(self.runtime.client, run)
+        return await run_result(
+            self.runtime.client, run, unreachable_for=self.runtime.unreachable_patience
+        )
 
     async def cancel(self, run_id: str, *, reason: str | None = None) -> RunResult:
         """Cancel a running run and return its result.
@@ -235,7 +242,11 @@ class Agent:
             LiveOutputUnavailable: this process has no Postgres to read it from.
         """
         return follow_events(
-            self.runtime.client, self.runtime.database_url, run_id, from_offset=from_offset
+            self.runtime.client,
+            self.runtime.database_url,
+            run_id,
+            from_offset=from_offset,
+            unreachable_for=self.runtime.unreachable_patience,
         )
 
     async def run_stream(

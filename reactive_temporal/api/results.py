@@ -26,11 +26,12 @@ UNREACHABLE_PATIENCE_SECONDS = 600.0
 on meanwhile (a restart, a failover), and a caller told it failed would start it again."""
 
 
-async def result_of(handle: WorkflowHandle[Any, T]) -> T:
+async def result_of(
+    handle: WorkflowHandle[Any, T], *, unreachable_for: float = UNREACHABLE_PATIENCE_SECONDS
+) -> T:
     """`handle.result()`, tried again while the server is busy or out of reach.
 
-    Busy: too many long polls at once. Out of reach: for up to UNREACHABLE_PATIENCE_SECONDS.
+    Busy: too many long polls at once. Out of reach: for up to `unreachable_for` seconds
+    (the runtime's `unreachable_patience`, from Settings).
     """
-    return await while_busy(
-        handle.result, f"{handle.id}'s result", unreachable_for=UNREACHABLE_PATIENCE_SECONDS
-    )
+    return await while_busy(handle.result, f"{handle.id}'s result", unreachable_for=unreachable_for)

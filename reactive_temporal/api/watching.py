@@ -19,7 +19,7 @@ from temporalio.client import Client, WorkflowFailureError
 
 from reactive_temporal.api.live_feed import BATCH, LiveFeed
 from reactive_temporal.api.operate import require_run
-from reactive_temporal.api.results import result_of
+from reactive_temporal.api.results import UNREACHABLE_PATIENCE_SECONDS, result_of
 from reactive_temporal.contracts.events import RunEvent
 from reactive_temporal.contracts.result import AgentResult
 from reactive_temporal.live_output import TextFold
@@ -63,11 +63,13 @@ def _event(run_id: str, row: dict[str, Any], fold: TextFold) -> RunEvent | None:
     return RunEvent(**base, **{k: data[k] for k in fields if data.get(k) is not None})
 
 
-async def _outcome(client: Client, run_id: str) -> tuple[str, AgentResult | None]:
+async def _outcome(
+    client: Client, run_id: str, unreachable_for: float
+) -> tuple[str, AgentResult | None]:
     """Wait for the run to close: its status and its result (None without one)."""
     handle = client.get_workflow_handle_for(AgentRunWorkflow.run, run_id)
     try:
-        return "completed", await result_of(handle)
+        return "completed", await result_of(handle, unreachable_for=unreachable_for)
     except WorkflowFailureError:
         status = (await handle.describe()).status
         return (status.name.lower() if status else "closed"), None
@@ -79,8 +81,11 @@ async def follow_events(
     run_id: str,
     *,
     from_offset: int = 0,
+    unreachable_for: float = UNREACHABLE_PATIENCE_SECONDS,
 ) -> AsyncIterator[RunEvent]:
     """The run's events from `from_offset` on, then each new one, ending with `finished`.
+
+    The wait for its end outlasts a Temporal server out of reach for `unreachable_for` s.
 
     Raises:
         ValueError: no such run.
@@ -88,7 +93,7 @@ async def follow_events(
     """
     _require_readable(database_url, from_offset)
     await require_run(client, run_id)
-    outcome = asyncio.ensure_future(_outcome(client, run_id))
+    outcome = asyncio.ensure_future(_outcome(client, run_id, unreachable_for))
     try:
         async for event in stream_events(
             database_url or "", run_id, until=outcome, from_offset=from_offset

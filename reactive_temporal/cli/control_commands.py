@@ -45,7 +45,9 @@ def cancel(
             handle = await request_cancel(runtime.client, run_id, reason)
             if not as_json:
                 err.print(f"[dim]cancel requested for {safe(run_id)}; waiting for it to end…[/]")
-            result = await run_result(runtime.client, handle)
+            result = await run_result(
+                runtime.client, handle, unreachable_for=runtime.unreachable_patience
+            )
         except ValueError as e:
             raise CliError(str(e), code=1) from e
         except AgentRunError as e:
@@ -184,7 +186,11 @@ def watch(
         code = 0
         try:
             async for event in follow_events(
-                runtime.client, runtime.database_url, run_id, from_offset=from_offset
+                runtime.client,
+                runtime.database_url,
+                run_id,
+                from_offset=from_offset,
+                unreachable_for=runtime.unreachable_patience,
             ):
                 printer.show(event)
                 if event.type == "finished":

@@ -40,6 +40,9 @@ class Runtime:
     """The worker this process runs, when nothing else serves its runs."""
     database_url: str | None = None
     """The workers' Postgres, where runs' live output is read; None when unknown here."""
+    unreachable_patience: float = 600.0
+    """Seconds a wait for a run's result outlasts a Temporal server out of reach
+    (`Settings.unreachable_patience_seconds`)."""
     closed: bool = False
     loop: asyncio.AbstractEventLoop | None = field(default=None, init=False)
     """The event loop the in-process worker runs on (None: no worker here)."""
@@ -93,6 +96,7 @@ async def open_runtime(
             settings.temporal_task_queue,
             offline_model=None,
             database_url=settings.database_url,
+            unreachable_patience=settings.unreachable_patience_seconds,
         )
 
     published = read_published_stack(settings.data_dir.resolve())
@@ -108,6 +112,7 @@ async def open_runtime(
             published.task_queue,
             published.offline_model,
             database_url=settings.database_url or published.database_url,
+            unreachable_patience=settings.unreachable_patience_seconds,
         )
 
     host = None
@@ -131,6 +136,7 @@ async def open_runtime(
         stack=stack,
         host=host,
         database_url=stack.database_url,
+        unreachable_patience=settings.unreachable_patience_seconds,
     )
 
 

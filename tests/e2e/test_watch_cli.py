@@ -232,6 +232,7 @@ async def test_watch_json_keeps_stdout_json_when_the_server_goes_away(
         runtime = Runtime(client, queue, False, database_url=database_url)
         handle = await Agent(AgentConfig(agent_id="gone", model="m"), runtime).start("Wait")
         env = processes.worker_env(server.address, database_url, llm.base_url, queue, tmp_path)
+        env["REACTIVE_TEMPORAL_UNREACHABLE_PATIENCE"] = "3"  # gone for good: waited 10 minutes
         watch = asyncio.ensure_future(
             starter_async("watch", handle.id, "--json", env=env, cwd=tmp_path, seconds=90)
         )
