@@ -87,7 +87,7 @@ class Settings(BaseSettings):
     database_url: str | None = None
     openai_base_url: str | None = None
     openai_api_key: str | None = None
-    agent_model: str = DEFAULT_MODEL
+    agent_model: str = Field(default=DEFAULT_MODEL, min_length=1)
     data_dir: Path = Field(
         default=Path(".reactive-temporal"),
         validation_alias=AliasChoices("REACTIVE_TEMPORAL_DATA_DIR", "data_dir"),
@@ -352,15 +352,21 @@ def _temporal_variables_in_env_file(path: Path = Path(".env")) -> dict[str, str]
     }
 
 
+def environment_variable(field: str) -> str:
+    """The environment variable a setting is read from (`agent_model` → AGENT_MODEL)."""
+    if field not in Settings.model_fields:
+        return field
+    alias = Settings.model_fields[field].validation_alias
+    names = [a for a in getattr(alias, "choices", []) if isinstance(a, str) and a.isupper()]
+    return names[0] if names else field.upper()
+
+
 def settings_error_message(err: Exception) -> str:
     """pydantic-settings names the field; people set the environment variable: name that."""
     text = str(err)
     match = re.search(r'field "(\w+)"', text)
     if match and match.group(1) in Settings.model_fields:
-        alias = Settings.model_fields[match.group(1)].validation_alias
-        names = [a for a in getattr(alias, "choices", []) if isinstance(a, str) and a.isupper()]
-        variable = names[0] if names else match.group(1).upper()
-        return f"{variable} is not valid ({text}); it must be JSON"
+        return f"{environment_variable(match.group(1))} is not valid ({text}); it must be JSON"
     return text
 
 

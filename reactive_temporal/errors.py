@@ -6,7 +6,7 @@ same everywhere.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from pydantic import ValidationError
 from temporalio.service import RPCError, RPCStatusCode
@@ -15,10 +15,15 @@ MAX_CAUSES = 20
 """Links of a cause chain looked at: a chain is short, and a cycle must not hang the caller."""
 
 
-def describe_validation_error(err: ValidationError) -> str:
-    """`field.path: message` for each problem, joined with "; "."""
+def describe_validation_error(err: ValidationError, names: Callable[[str], str] = str) -> str:
+    """`field.path: message` for each problem, joined with "; " (a field named as `names`
+    says: a setting by its environment variable), without pydantic's "Value error, "."""
+
+    def where(loc: tuple[int | str, ...]) -> str:
+        return ".".join(names(str(p)) if i == 0 else str(p) for i, p in enumerate(loc)) or "input"
+
     return "; ".join(
-        f"{'.'.join(str(p) for p in e['loc']) or 'input'}: {e['msg']}" for e in err.errors()
+        f"{where(e['loc'])}: {e['msg'].removeprefix('Value error, ')}" for e in err.errors()
     )
 
 

@@ -17,7 +17,12 @@ from reactive_temporal.api.agents import Agent
 from reactive_temporal.api.builder import AgentBuilder
 from reactive_temporal.cli.terminal import safe
 from reactive_temporal.codec import unreadable_payload
-from reactive_temporal.config import Settings, load_settings, settings_error_message
+from reactive_temporal.config import (
+    Settings,
+    environment_variable,
+    load_settings,
+    settings_error_message,
+)
 from reactive_temporal.connection import ConnectionConfigError
 from reactive_temporal.embedded.stack import StackError
 from reactive_temporal.errors import causes, describe_validation_error
@@ -94,7 +99,9 @@ def cli_settings(**overrides: object) -> Settings:
     try:
         return load_settings(**overrides)
     except ValidationError as e:
-        raise CliError(f"invalid configuration: {describe_validation_error(e)}") from e
+        raise CliError(
+            f"invalid configuration: {describe_validation_error(e, environment_variable)}"
+        ) from e
     except SettingsError as e:  # e.g. a JSON variable that is not JSON
         raise CliError(f"invalid configuration: {settings_error_message(e)}") from e
     except ConnectionConfigError as e:  # a missing profile, config file or certificate

@@ -84,8 +84,10 @@ def delete_lessons(
     """Delete lessons by id, or all of one agent's with --all --agent NAME."""
 
     async def main() -> int:
-        if all_ == bool(ids):
-            raise CliError("name lesson ids, or --all --agent NAME (not both)")
+        if all_ and ids:
+            raise CliError("name lesson ids, or --all --agent NAME, not both")
+        if not all_ and not ids:
+            raise CliError("name the lesson ids to delete, or --all --agent NAME")
         if all_ and not agent:
             raise CliError("--all needs --agent NAME (lessons are deleted one agent at a time)")
         what = f"every lesson of agent {agent}" if all_ else f"{len(ids or [])} lesson(s)"

@@ -160,7 +160,7 @@ class DevServer:
             if port and port_taken(port):
                 raise StackError(
                     f"the {what} port {port} on 127.0.0.1 is taken (another Temporal server?); "
-                    "stop it or choose another port"
+                    "stop it, or give the stack other ports (dev: --port, --ui-port)"
                 )
         self.log_file.parent.mkdir(parents=True, exist_ok=True)
         logged_before = self.log_file.stat().st_size if self.log_file.exists() else 0

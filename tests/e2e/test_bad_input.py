@@ -216,8 +216,10 @@ CLI_CASES: list[tuple[str, list[str], dict[str, str], int, str]] = [
      "is not a Temporal history JSON"),
     ("unknown-command", ["teleport"], NO_SERVER, 2, "No such command 'teleport'"),
     ("database-url-mysql", ["run", "hi"], {**NO_SERVER, "DATABASE_URL": "mysql://x"}, 2,
-     "invalid configuration: database_url: Value error, DATABASE_URL='mysql://x' is not a "
-     "PostgreSQL URL"),
+     "invalid configuration: DATABASE_URL: DATABASE_URL='mysql://x' is not a PostgreSQL URL"),
+    # named as it is set, without pydantic's "Value error, " (it said "model: …")
+    ("agent-model-empty", ["run", "hi"], {**NO_SERVER, "AGENT_MODEL": ""}, 2,
+     "invalid configuration: AGENT_MODEL: String should have at least 1 character"),
     ("temporal-address-not-host-port", ["run", "hi"],
      {**NO_SERVER, "TEMPORAL_ADDRESS": "not-an-address"}, 2,
      "TEMPORAL_ADDRESS='not-an-address' is not host:port"),

@@ -71,9 +71,9 @@ async def test_lessons_are_listed_with_their_source_and_deleted(database_url: st
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["lessons", "delete"], "name lesson ids, or --all --agent NAME"),
+        (["lessons", "delete"], "name the lesson ids to delete, or --all --agent NAME"),
         (["lessons", "delete", "--all"], "--all needs --agent NAME"),
-        (["lessons", "delete", "3", "--all", "--agent", "a"], "name lesson ids, or --all"),
+        (["lessons", "delete", "3", "--all", "--agent", "a"], "--all --agent NAME, not both"),
         (["lessons", "delete", "three"], "Invalid value for 'ID...'"),
     ],
 )
