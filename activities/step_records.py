@@ -180,25 +180,29 @@ async def record_step(
 
     A step wrote its record and its events in two checkouts and two round trips before (about
     a tenth of a quick tool step's loop time, bench/README.md). The record stays the durable
-    part, the rest best effort: when the write with them fails, they are dropped (logged)
-    and the record is written again alone — an upsert of the same row, whether or not it
-    had landed.
+    part, the rest best effort: when the write with them fails, the record is written again
+    alone — an upsert of the same row, whether or not it had landed — and then the events
+    once more on their own (a watcher saw a tool start and never end, after an outage): an
+    event with a key is written once however often it is sent, and text is shown once by its
+    position (`TextFold`).
     """
     row = record_row(run_id, seq, message, result, recorded_by=activity.info().workflow_run_id)
     chars = 2 * (len(message.content or "") + sum(len(c.arguments) for c in message.tool_calls))
     extras = bool(events) or also is not None
+    written_with_record = False
 
     async def write() -> None:
-        nonlocal extras
+        nonlocal extras, written_with_record
         if extras:
             extras = False  # at most once: a retry writes the record alone
             try:
                 await records.write(StepRecord(run_id, row, also, events, chars))
+                written_with_record = True
                 return
             except Exception as err:
                 log.warning(
                     "%s #%d: the record with its live output failed (%s); the record goes "
-                    "again alone, the live output is dropped",
+                    "again alone, then its live output",
                     run_id,
                     seq,
                     err,
@@ -208,3 +212,9 @@ async def record_step(
         await records.write(StepRecord(run_id, row, chars=chars))
 
     await until_stored(write, what=what)
+    if events and not written_with_record:
+        try:
+            async with records.store.pool.connection() as conn:
+                await conn.execute(run_events.transaction(run_id, events))
+        except Exception as err:  # best effort: the transcript has the step whole
+            log.warning("%s #%d: its live output is dropped (%s)", run_id, seq, err)

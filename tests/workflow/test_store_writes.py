@@ -22,12 +22,13 @@ from activities.debrief_store import DebriefStore
 from activities.llm_calls import MAX_TOKENS_PER_CALL, usage_of
 from activities.retention import PRUNED_TABLES, prune
 from activities.run_events import RunEvents
+from activities.step_records import StepRecords, record_step
 from activities.store import Store, StoreUnavailable, is_outage, to_openai
 from reactive_temporal.contracts.debrief import AgentDebrief, DebriefInput, DebriefMetrics
 from reactive_temporal.contracts.events import NewEvent
 from reactive_temporal.contracts.run import Message, SeqMessage, ToolCall
 from tests.conftest import wait_for
-from tests.support.steps import transactions_of
+from tests.support.steps import attempt, transactions_of
 
 pytestmark = pytest.mark.workflow
 
@@ -494,3 +495,36 @@ async def test_connections_a_restart_broke_are_found_in_one_sweep(database_url: 
         assert len(failed) == 1, failed
     finally:
         await store.close()
+
+
+async def test_a_step_s_live_output_is_written_after_an_outage_took_its_record_s_write(
+    store: Store, monkeypatch
+):
+    """The record and the step's last events go together; when that write fails (Postgres
+    gone a moment), the record goes again alone, and the events were dropped: a watcher saw
+    the tool start and never end. They are written once the record is."""
+    records = StepRecords(store)
+    real = records.write
+    failed: list[int] = []
+
+    async def first_fails(record):
+        if not failed:
+            failed.append(1)
+            raise psycopg.OperationalError("server closed the connection unexpectedly")
+        await real(record)
+
+    monkeypatch.setattr(records, "write", first_fails)
+    run_id = f"run-outage-{uuid.uuid4().hex[:8]}"
+    ended = NewEvent(type="tool_end", step=3, data={"tool": "calculator"}, key="tool_end:3")
+    await attempt(2).run(
+        record_step,
+        records,
+        run_id,
+        3,
+        Message(role="tool", content="42", tool_call_id="c1"),
+        SeqMessage(seq=3, message=Message(role="tool", content="42")),
+        events=[ended],
+        what="recording the tool's result",
+    )
+    assert failed == [1]
+    assert [e[1] for e in await events_of(store, run_id)] == ["tool_end"]
