@@ -107,6 +107,11 @@ CUT_SHORT_NOTES = {
     "content_filter": "[the answer was stopped by the provider's content filter]",
 }
 """By finish reason, what a direct chat reply the model did not end itself says at its end."""
+CUT_SHORT_ENDINGS = {
+    "length": "the model's last reply was cut off at its output token limit",
+    "content_filter": "the model's last reply was stopped by the provider's content filter",
+}
+"""By finish reason, the error of a run that ran out of iterations on such a reply."""
 
 
 def completion_guard_nudge(gaps: Sequence[str]) -> str:

@@ -33,6 +33,7 @@ from reactive_temporal.contracts.run import (
     ToolResult,
 )
 from reactive_temporal.limits import ERROR_RECORD_MAX_CHARS, within_bytes
+from reactive_temporal.prompts import CUT_SHORT_ENDINGS
 from reactive_temporal.sanitize import clip
 from workflows.chat_rules import analysis_observation, keep_recent, tool_observation
 from workflows.debrief_rules import (
@@ -97,6 +98,9 @@ class RunState(BaseModel):
     cost: float = 0.0
     last_text: str = ""
     """The model's last non-empty reply text: the answer when nothing better ends the run."""
+    cut_short_by: str | None = Field(default=None, exclude=True)
+    """Why the model's last reply ended that it did not end itself (`length`,
+    `content_filter`), None when it did: said when the run ends at its iteration cap."""
     current_tool: str | None = None
     last_observation: str | None = None
     operator_answer: FinalAnswerCapture | None = None
@@ -147,6 +151,7 @@ class RunState(BaseModel):
         self.cost += step.cost
         if step.content and step.content.strip():
             self.last_text = step.content.strip()
+        self.cut_short_by = step.finish_reason if step.finish_reason in CUT_SHORT_ENDINGS else None
         if self.last_turn_ran_tools:
             self.observations = keep_recent(self.observations, [analysis_observation(step.content)])
         self.rationale += [
@@ -237,7 +242,10 @@ class RunState(BaseModel):
         self.end(Ending("error", self.last_text))
 
     def end_at_iteration_cap(self) -> None:
-        self.end(Ending("max_iterations", self.last_text))
+        # a model whose every reply the provider's filter stopped ran out of iterations with
+        # no word of why (`error` None, the output empty)
+        note = CUT_SHORT_ENDINGS.get(self.cut_short_by or "")
+        self.end(Ending("max_iterations", self.last_text, note=note))
 
     # -- a long run --------------------------------------------------------------------------
 

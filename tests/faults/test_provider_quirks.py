@@ -245,3 +245,20 @@ async def test_a_refused_value_leaves_out_that_value_only(
         await endpoint.close()
     sent = [r.get("reasoning_effort") for r in llm.requests[model]]
     assert sent == ["minimal", None, "high"]
+
+
+async def test_a_run_the_content_filter_stops_says_so_when_it_runs_out(
+    harness: Harness, llm: ScriptedLLM, model_name: str
+):
+    """Every reply stopped by the provider's content filter: the run went on to its
+    iteration cap (as the released semantics do) and ended with no word of why."""
+    filtered = whole({"content": "I can tell you that"}, "content_filter")
+    llm.script(model_name, [filtered], repeat_last=True)
+    result = await asyncio.wait_for(
+        harness.run(
+            model_name, "Something filtered", memory=False, live_output=False, max_iterations=2
+        ),
+        60,
+    )
+    assert result.terminated_by == "max_iterations"
+    assert "stopped by the provider's content filter" in (result.error or ""), result
