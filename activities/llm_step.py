@@ -39,7 +39,7 @@ from activities.llm_calls import (
 )
 from activities.llm_context import ContextPlan, ContextRecord, StepContext, StepContexts
 from activities.reply_calls import content_text, reply_calls
-from activities.run_events import RunEvents
+from activities.run_events import RunEvents, TextStream
 from activities.run_seed import RunSeeding, resolve_tools, seed_length, seed_messages
 from activities.run_stops import RUN_STOPS
 from activities.step_records import (
@@ -186,16 +186,10 @@ class LlmActivities:
         earlier_usage, earlier_cost = _billed_before()
         usage, cost = earlier_usage + completion.usage, earlier_cost + completion.cost
         if not response.choices:
-            if text is not None:
-                await self.events.try_append(input.run_id, text.last)
-            # a reply with no choices is billed: the attempt that answers counts it
-            activity.heartbeat(BilledBefore(usage=usage, cost=cost).model_dump(mode="json"))
-            last = attempts_exhausted(input.max_attempts)
-            raise ApplicationError(  # the model failing: counted against its attempts
-                f"LLM answered with no choices{' (attempts exhausted)' if last else ''}",
-                type="LlmEmptyResponse",
-                non_retryable=last,
-            )
+            raise await self._billed_failure(
+                input, text, BilledBefore(usage=usage, cost=cost),
+                "LLM answered with no choices", "LlmEmptyResponse",
+            )  # fmt: skip
         try:  # whatever the endpoint put in its reply: an error here is the model's
             choice = response.choices[0]
             real_names = {wire_name(n): n for n in input.tool_names}
@@ -207,19 +201,13 @@ class LlmActivities:
                 content = strip_rationale_blocks(content) or None
             # Whatever the model sent, what is stored and returned fits every payload limit.
             content, calls = bound_reply(content, calls)
-        except Exception as err:
-            if text is not None:
-                await self.events.try_append(input.run_id, text.last)
-            # billed, and unreadable however often it is asked again as an outage (up to 20
-            # calls more): counted against the LLM's attempts, the usage carried to the next
-            activity.heartbeat(BilledBefore(usage=usage, cost=cost).model_dump(mode="json"))
-            last = attempts_exhausted(input.max_attempts)
-            raise ApplicationError(
+        except Exception as err:  # unreadable however often it is asked again as an outage
+            raise await self._billed_failure(
+                input, text, BilledBefore(usage=usage, cost=cost),
                 f"LLM endpoint sent a reply that could not be read: {type(err).__name__}: "
-                f"{str(err)[:300]}{' (attempts exhausted)' if last else ''}",
-                type="LlmBadReply",
-                non_retryable=last,
-            ) from None
+                f"{str(err)[:300]}",
+                "LlmBadReply",
+            ) from None  # fmt: skip
         result = LlmStepResult(
             content=content,
             tool_calls=calls,
@@ -245,6 +233,25 @@ class LlmActivities:
         )
         self.transcripts.add(input.run_id, input.seq, reply)
         return result
+
+    async def _billed_failure(
+        self,
+        input: LlmStepInput,
+        text: TextStream | None,
+        billed: BilledBefore,
+        message: str,
+        kind: str,
+    ) -> ApplicationError:
+        """The model failing with a reply it was billed for: counted against its attempts,
+        the reply's usage carried to the attempt that answers (in the heartbeat's details),
+        the text that streamed written for watchers."""
+        if text is not None:
+            await self.events.try_append(input.run_id, text.last)
+        activity.heartbeat(billed.model_dump(mode="json"))
+        last = attempts_exhausted(input.max_attempts)
+        return ApplicationError(
+            f"{message}{' (attempts exhausted)' if last else ''}", type=kind, non_retryable=last
+        )
 
     async def _context(
         self,
