@@ -16,6 +16,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from reactive_temporal.js_numbers import js_round
 from reactive_temporal.prompts import CHAT_NOTES_LABEL, NOTES_LABEL, quoted_block
 
 LESSON_TTL_DAYS = 30
@@ -59,7 +60,7 @@ def run_notes(prior: PriorRun | None, lessons: Iterable[LessonNote]) -> str | No
     lines: list[str] = []
     if prior is not None:
         lines += [
-            f"Last run ({round(prior.age_hours)}h ago, {prior.run_id}): {prior.outcome}",
+            f"Last run ({js_round(prior.age_hours)}h ago, {prior.run_id}): {prior.outcome}",
             _clip(prior.summary, 600),
         ]
         errors = [_clip(e, 200) for e in list(prior.errors)[:5]]

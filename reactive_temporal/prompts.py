@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from reactive_temporal.contracts.debrief import AgentDebrief, DebriefInput
 from reactive_temporal.contracts.entity import ChatMessage
 from reactive_temporal.contracts.run import OUTPUT_FORMATS, RunProgress
+from reactive_temporal.js_numbers import js_round, to_fixed
 
 # -- who the agent is -------------------------------------------------------------------------
 
@@ -178,7 +179,7 @@ def last_run_context(debrief: AgentDebrief | None, observations: Sequence[str]) 
             lines.append(
                 "Tools used: "
                 + ", ".join(
-                    f"{t.name} ({t.calls}x, {round(t.success_rate * 100)}% success)"
+                    f"{t.name} ({t.calls}x, {js_round(t.success_rate * 100)}% success)"
                     for t in debrief.tools_used
                 )
             )
@@ -186,7 +187,8 @@ def last_run_context(debrief: AgentDebrief | None, observations: Sequence[str]) 
             lines.append("Errors: " + "; ".join(debrief.errors_encountered))
         m = debrief.metrics
         lines.append(
-            f"Metrics: {m.iterations} iterations, {m.tokens} tokens, {m.duration_ms / 1000:.1f}s"
+            f"Metrics: {m.iterations} iterations, {m.tokens} tokens, "
+            f"{to_fixed(m.duration_ms / 1000, 1)}s"
         )
     if observations:
         lines.append(
@@ -304,7 +306,7 @@ def synthesis_prompt(input: DebriefInput) -> str:
         for r in input.rationale:
             tool = f" ({r.tool_name})" if r.tool_name else ""
             conf = (
-                f" (confidence: {round(r.rationale.confidence * 100)}%)"
+                f" (confidence: {js_round(r.rationale.confidence * 100)}%)"
                 if r.rationale.confidence is not None
                 else ""
             )

@@ -25,6 +25,7 @@ from reactive_temporal.contracts.debrief import (
 )
 from reactive_temporal.contracts.result import AgentResult
 from reactive_temporal.contracts.run import SUCCESSFUL_ENDINGS, TerminatedBy
+from reactive_temporal.js_numbers import js_round, to_fixed
 from reactive_temporal.limits import within_bytes
 from workflows.approval_rules import approval_lines
 from workflows.stop_rules import STOP_ENDINGS
@@ -122,7 +123,7 @@ def tool_stats(records: Iterable[ToolCallRecord]) -> list[ToolStat]:
             name=name,
             calls=len(calls),
             errors=sum(1 for c in calls if not c.success),
-            avg_duration_ms=round(sum(c.duration_ms for c in calls) / len(calls)),
+            avg_duration_ms=js_round(sum(c.duration_ms for c in calls) / len(calls)),
         )
         for name, calls in grouped.items()
     ]
@@ -134,7 +135,7 @@ def _merged(seen: ToolStat, stat: ToolStat, name: str) -> ToolStat:
         name=name,
         calls=calls,
         errors=seen.errors + stat.errors,
-        avg_duration_ms=round(
+        avg_duration_ms=js_round(
             (seen.avg_duration_ms * seen.calls + stat.avg_duration_ms * stat.calls) / max(calls, 1)
         ),
     )
@@ -334,7 +335,7 @@ def format_markdown(d: AgentDebrief) -> str:
         if entry.tool_name:
             head += f" `{entry.tool_name}`"
         if entry.rationale.confidence is not None:
-            head += f" _(confidence: {round(entry.rationale.confidence * 100)}%)_"
+            head += f" _(confidence: {js_round(entry.rationale.confidence * 100)}%)_"
         rationale += [head, f"  - Why: {entry.rationale.why}"]
         if entry.rationale.refs:
             rationale.append(f"  - Refs: {', '.join(entry.rationale.refs)}")
@@ -343,7 +344,7 @@ def format_markdown(d: AgentDebrief) -> str:
     lines += ["## Tools Used", ""]
     if d.tools_used:
         lines += [
-            f"- `{t.name}`: {t.calls} call(s), {round(t.success_rate * 100)}% success"
+            f"- `{t.name}`: {t.calls} call(s), {js_round(t.success_rate * 100)}% success"
             for t in d.tools_used
         ]
     else:
@@ -353,8 +354,8 @@ def format_markdown(d: AgentDebrief) -> str:
         "## Metrics",
         "",
         f"- Tokens: {d.metrics.tokens:,}",
-        f"- Duration: {d.metrics.duration_ms / 1000:.1f}s",
+        f"- Duration: {to_fixed(d.metrics.duration_ms / 1000, 1)}s",
         f"- Iterations: {d.metrics.iterations}",
-        f"- Cost: ${d.metrics.cost:.4f}",
+        f"- Cost: ${to_fixed(d.metrics.cost, 4)}",
     ]
     return "\n".join(lines)
