@@ -280,6 +280,7 @@ class AgentRunWorkflow(RunWrapUp, RunControls, RunTools):
             anchored_marker=self.anchored_marker,
             required_tools=self._required_tools(),
             finish_reason=step.finish_reason if cut_short else None,
+            bare_marker_nudged=lambda: self.patched(names.BARE_MARKER_PATCH),
         )
         if not isinstance(decision, Ending):
             decision = self._over_budget() or decision

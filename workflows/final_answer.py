@@ -18,7 +18,7 @@ import csv
 import io
 import json
 import re
-from collections.abc import Collection, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 
 from pydantic import ValidationError
@@ -200,8 +200,13 @@ class FinalAnswerVerdict:
     """The one-shot completion-gap check rejected this call (it will not run again)."""
 
 
-def parse_final_answer_arguments(arguments: str) -> FinalAnswerCapture | str:
-    """The capture, or an error the model can act on (never an exception: workflow code)."""
+def parse_final_answer_arguments(
+    arguments: str, *, nulls_allowed: Callable[[], bool] = lambda: False
+) -> FinalAnswerCapture | str:
+    """The capture, or an error the model can act on (never an exception: workflow code).
+
+    `nulls_allowed` (asked only when a call has one): an `output` or `summary` of null is
+    taken as missing, as the released semantics take it; runs from before refused it."""
     try:
         raw = json.loads(arguments or "{}")
     except RecursionError:
@@ -211,6 +216,9 @@ def parse_final_answer_arguments(arguments: str) -> FinalAnswerCapture | str:
     if not isinstance(raw, dict):
         return "final-answer arguments must be a JSON object with output, format and summary."
     fields = {k: raw[k] for k in ("output", "format", "summary", "confidence") if k in raw}
+    nulls = [k for k in ("output", "summary") if k in fields and fields[k] is None]
+    if nulls and nulls_allowed():
+        fields = {k: v for k, v in fields.items() if k not in nulls}
     try:
         fields = {
             k: v if isinstance(v, str) or v is None else json.dumps(v) for k, v in fields.items()
@@ -238,6 +246,7 @@ def judge_final_answer(
     available_tools: Collection[str],
     gap_check_done: bool,
     limit_answer: bool = False,
+    nulls_allowed: Callable[[], bool] = lambda: False,
 ) -> FinalAnswerVerdict:
     """The hard gate on a `final-answer` call (reference §1.2 and §1.4); with
     `limit_answer`, an output over ANSWER_MAX_CHARS is refused too."""
@@ -258,7 +267,7 @@ def judge_final_answer(
                 f"{listed}\nComplete these actions before calling final-answer.",
                 gap_check_rejected=True,
             )
-    parsed = parse_final_answer_arguments(arguments)
+    parsed = parse_final_answer_arguments(arguments, nulls_allowed=nulls_allowed)
     if isinstance(parsed, str):
         return FinalAnswerVerdict(False, error=parsed)
     problem = (answer_too_long(parsed.output) if limit_answer else None) or validate_output(

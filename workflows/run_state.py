@@ -12,7 +12,7 @@ cap), and never overridden.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from pydantic import BaseModel, Field
 
@@ -191,7 +191,13 @@ class RunState(BaseModel):
         )
 
     def judge_final_answer(
-        self, call: ToolCall, *, task: str, agent: AgentConfig, limit_answer: bool = False
+        self,
+        call: ToolCall,
+        *,
+        task: str,
+        agent: AgentConfig,
+        limit_answer: bool = False,
+        nulls_allowed: Callable[[], bool] = lambda: False,
     ) -> str | None:
         """Judge a `final-answer` call: accepted, it ends the run; refused, the model reads why.
         Returns the observation to record for the call, or None when the run already ended
@@ -208,6 +214,7 @@ class RunState(BaseModel):
             available_tools=self.tool_names,
             gap_check_done=self.gap_check_done,
             limit_answer=limit_answer,
+            nulls_allowed=nulls_allowed,
         )
         self.gap_check_done = self.gap_check_done or verdict.gap_check_rejected
         if verdict.accepted and verdict.capture is not None:

@@ -69,6 +69,9 @@ class RunTools:
     def _stopping(self) -> bool:
         raise NotImplementedError
 
+    def patched(self, patch_id: str) -> bool:
+        raise NotImplementedError
+
     async def _act(self, act: Act) -> None:
         """Run the turn's tool calls, then judge its final-answer calls; a `FINAL ANSWER:` in
         the same reply ends the run when no call did."""
@@ -153,7 +156,11 @@ class RunTools:
         notes: list[SeqMessage] = []
         for seq, call in calls:
             observation = self.state.judge_final_answer(
-                call, task=self.input.task, agent=self.agent, limit_answer=self.limit_tool_calls
+                call,
+                task=self.input.task,
+                agent=self.agent,
+                limit_answer=self.limit_tool_calls,
+                nulls_allowed=lambda: self.patched(names.NULL_ANSWER_FIELDS_PATCH),
             )
             if observation is not None:
                 notes.append(SeqMessage(seq=seq, message=tool_message(call, observation)))

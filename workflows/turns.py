@@ -6,7 +6,7 @@ unit-tested in milliseconds (reference §1.5, §1.6).
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 
 from reactive_temporal.contracts.run import (
@@ -81,6 +81,7 @@ def decide_turn(
     anchored_marker: bool = False,
     required_tools: Collection[str] = (),
     finish_reason: str | None = None,
+    bare_marker_nudged: Callable[[], bool] = lambda: False,
 ) -> TurnDecision:
     """What the reply means. Any ending before every required tool has run — `FINAL ANSWER:`
     text or a plain reply (the final-answer tool has its own gate) — is refused with a nudge
@@ -92,7 +93,10 @@ def decide_turn(
     `finish_reason`: a reply without tool calls that the model did not end itself
     (`CUT_SHORT`) ends nothing, `FINAL ANSWER:` or not: the released semantics end a turn on
     the model's own `end_turn` only. The model is told why and goes on. Runs started before
-    the `cut-short-replies-go-on` patch pass None."""
+    the `cut-short-replies-go-on` patch pass None.
+
+    `bare_marker_nudged` (asked only for a reply that is the marker alone): such a reply is
+    empty, and nudged; runs from before ended on it as a success whose answer was the marker."""
     text = (content or "").strip()
     marker = has_final_answer_marker(text, anchored=anchored_marker)
     if tool_calls:
@@ -111,6 +115,8 @@ def decide_turn(
             return Nudge(completion_guard_nudge(gaps), is_error=True, gap_check_rejected=True)
         if answer:
             return Ending("final_answer", answer)
+        if bare_marker_nudged():  # "FINAL ANSWER:" and nothing else: no answer at all
+            return Nudge(EMPTY_REPLY_NUDGE)
     if text:
         return Ending("end_turn", text)
     return Nudge(EMPTY_REPLY_NUDGE)

@@ -163,6 +163,13 @@ CUT_SHORT_REPLIES_PATCH: Final = "cut-short-replies-go-on"
 """A reply without tool calls that the model did not end itself (finish reason `length` or
 `content_filter`) no longer ends the run as `end_turn` or `final_answer`: the model is told
 and takes another turn. Asked only by a run that gets such a reply (no marker otherwise)."""
+NULL_ANSWER_FIELDS_PATCH: Final = "final-answer-null-fields"
+"""A `final-answer` call with `"summary": null` (or `"output": null`) is taken as one without
+the field, as the released semantics do (`String(args.summary ?? "")`): it was refused, and the
+error did not say which field. Asked only by a run that gets such a call."""
+BARE_MARKER_PATCH: Final = "bare-final-answer-marker-nudged"
+"""A reply that is `FINAL ANSWER:` with nothing after it is an empty reply (nudged): it ended the
+run as a success whose answer was the marker. Asked only by a run that gets such a reply."""
 FIRST_STEP_SEEDS_PATCH: Final = "first-step-seeds"
 """A run's first LLM step seeds its transcript and resolves its tools (`LlmStepInput.seed`)
 where a `prepare_run` local activity did before it: one action, one local-activity task and

@@ -262,3 +262,41 @@ async def test_a_run_the_content_filter_stops_says_so_when_it_runs_out(
     )
     assert result.terminated_by == "max_iterations"
     assert "stopped by the provider's content filter" in (result.error or ""), result
+
+
+async def test_a_bare_final_answer_marker_is_no_answer(
+    harness: Harness, llm: ScriptedLLM, model_name: str
+):
+    """`FINAL ANSWER:` with nothing after it ended the run as a success whose answer was
+    the marker; it is an empty reply, and the model is asked again."""
+    llm.script(model_name, [whole({"content": "FINAL ANSWER:"}), whole(ANSWER)])
+    result = await asyncio.wait_for(
+        harness.run(model_name, "What is 6*7?", memory=False, live_output=False), 60
+    )
+    assert (result.terminated_by, result.output) == ("final_answer", "42"), result
+    assert len(llm.requests[model_name]) == 2
+
+
+async def test_a_final_answer_with_a_null_summary_is_taken(
+    harness: Harness, llm: ScriptedLLM, model_name: str
+):
+    """`"summary": null` is no summary (the released `String(args.summary ?? "")`): the call
+    was refused with an error that named no field, and the tool hidden for three turns."""
+    answer = {"output": "42", "format": "text", "summary": None}
+    calc = calculator('{"expression": "6*7"}', id="c1")
+    final = {
+        "type": "function",
+        "id": "f1",
+        "function": {"name": "final-answer", "arguments": json.dumps(answer)},
+    }
+    llm.script(
+        model_name,
+        [
+            whole({"content": None, "tool_calls": [calc]}, "tool_calls"),
+            whole({"content": None, "tool_calls": [final]}, "tool_calls"),
+        ],
+    )
+    result = await asyncio.wait_for(
+        harness.run(model_name, "What is 6*7?", memory=False, live_output=False), 60
+    )
+    assert (result.terminated_by, result.output) == ("final_answer_tool", "42"), result
