@@ -80,6 +80,7 @@ class AgentWorkflow(ChatPaths, Lifetime):
         self.continue_after = input.continue_as_new_after_events
         self.idle_after = input.session_idle_seconds
         self.sessions = SessionKeeper(self.state, self.idle_after)
+        self.patch_bundle = input.patch_bundle
         self._ask_patches(input.patch_bundle)
 
     @workflow.run
@@ -103,7 +104,7 @@ class AgentWorkflow(ChatPaths, Lifetime):
                 state=self.state,
                 continue_as_new_after_events=self.continue_after,
                 session_idle_seconds=self.idle_after,
-                patch_bundle=names.ENTITY_PATCH_BUNDLE,  # the next run asks no patch
+                patch_bundle=self.patch_bundle,  # as it was started: a rollback stays safe
             )
         )
 

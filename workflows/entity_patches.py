@@ -1,14 +1,14 @@
 """Which of its changes an agent entity run has: decided once, in its first task.
 
-An entity run started with `entity-patches-2026-12` in its input (`patch_bundle`: every
-starter of the project's, and the entity continuing as new) has every change it stands for
-without asking. One started without asks that one patch as it starts, before any handler
-runs. Asked one by one, where each was first
-needed, a patch's marker went wherever the first handler to need it got to; on a busy agent
-(updates arriving together, some refused by validators, which leaves no trace in history) a
-replay's handlers need not get there in the same order, and one such entity failed to replay:
-its chat stood still. Entity runs from before keep asking each patch where they did, lazily,
-as their histories were made.
+An entity run started with `entity-patches-2026-12` in its input (`patch_bundle`, kept as
+it continues as new; the project's starters set it from the next release,
+`names.ENTITY_BUNDLE_IN_STARTS`) has every change it stands for without asking. One started
+without asks that one patch as it starts, before any handler runs. Asked one by one, where
+each was first needed, a patch's marker went wherever the first handler to need it got to;
+on a busy agent (updates arriving together, some refused by validators, which leaves no
+trace in history) a replay's handlers need not get there in the same order, and one such
+entity failed to replay: its chat stood still. Entity runs from before keep asking each
+patch where they did, lazily, as their histories were made.
 """
 
 from __future__ import annotations

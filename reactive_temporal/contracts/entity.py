@@ -172,15 +172,16 @@ class AgentWorkflowInput(BaseModel):
     """Continue as new past this many history events (tests set it low); None: when Temporal
     suggests it."""
     patch_bundle: str | None = None
-    """The patch bundle (`names.ENTITY_PATCH_BUNDLE`) the entity run was started with, set by
-    the project's starters and by the entity continuing as new: the run takes the bundle's
-    patches as on without asking Temporal. None (an entity run started before it was set, or
-    by another starter) makes the run ask `workflow.patched`, as such runs always did."""
+    """The patch bundle (`names.ENTITY_PATCH_BUNDLE`) the entity run was started with, kept
+    when it continues as new: the run takes the bundle's patches as on without asking
+    Temporal. None makes the run ask `workflow.patched`, as entity runs always did; the
+    project's starters leave it None for one more release (`names.ENTITY_BUNDLE_IN_STARTS`)."""
 
 
 def new_entity_input(agent: AgentConfig) -> AgentWorkflowInput:
     """The input of an agent's entity started now (by a chat, a run's news, a builder)."""
-    return AgentWorkflowInput(state=AgentState(agent=agent), patch_bundle=names.ENTITY_PATCH_BUNDLE)
+    bundle = names.ENTITY_PATCH_BUNDLE if names.ENTITY_BUNDLE_IN_STARTS else None
+    return AgentWorkflowInput(state=AgentState(agent=agent), patch_bundle=bundle)
 
 
 class ChatDirectInput(InternalPayload):

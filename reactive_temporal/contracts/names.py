@@ -147,10 +147,16 @@ agent (updates arriving together, some refused) a replay's handlers need not get
 the same order: one such entity failed to replay (a marker where its replay scheduled a chat
 turn's activity) and its chat stood still. It is also 8 events fewer per entity run."""
 ENTITY_PATCH_BUNDLE: Final = ENTITY_PATCHES_2026_12
-"""The bundle the project's starters put in an entity's input (`AgentWorkflowInput.
-patch_bundle`): an entity run started with it asks no patch at all (no marker, no
-TemporalChangeVersion upsert in its first task; one run asking ENTITY_PATCHES_2026_12 there
-still failed to replay once, under 20 updates arriving with its first task, at an upsert)."""
+"""The bundle an entity's input may carry (`AgentWorkflowInput.patch_bundle`): an entity run
+started with it asks no patch at all (no marker, no TemporalChangeVersion upsert in its first
+task; one run asking ENTITY_PATCHES_2026_12 there still failed to replay once, under 20
+updates arriving with its first task, at an upsert)."""
+ENTITY_BUNDLE_IN_STARTS: Final = False
+"""Whether the project's starters put ENTITY_PATCH_BUNDLE in a new entity's input. Not yet:
+this is the first of two releases. Workers of this release read the field; a worker from
+before it does not, asks the patch, finds no marker and fails the entity's tasks (a rollback
+to such a build stopped every entity started since, tried). The release after this one,
+which no worker from before this one will poll beside, turns it on."""
 
 RUN_CONTINUE_AS_NEW_PATCH: Final = "run-continue-as-new"
 """A run continues as new (same workflow id, transcript, counters, one debrief) when

@@ -452,23 +452,24 @@ async def test_a_direct_turn_carries_the_persona_once(harness: Harness, llm, mod
     assert payloads[0].data.decode().count(persona.strip()) == 1
 
 
-@pytest.mark.parametrize("started_by", ["project", "other"])
+@pytest.mark.parametrize("bundle", [None, names.ENTITY_PATCH_BUNDLE])
 async def test_an_entity_decides_its_patches_before_any_handler_runs(
-    started_by: str, harness: Harness, llm
+    bundle: str | None, harness: Harness, llm
 ):
-    """Six sessions open and chat at once. Started by the project (its bundle in its input),
-    the entity asks no patch: no marker, no TemporalChangeVersion upsert (one that asked the
-    bundle as it started failed to replay once, at an upsert among 20 updates taken with its
-    first task). Started by another starter, it asks its one patch as it starts, before any
-    update is taken; asked where each was first needed, a patch's marker went where the first
-    handler to need it got to, which a replay's handlers need not match."""
+    """Six sessions open and chat at once. An entity without a patch bundle in its input (as
+    the project's starters start it for one more release) asks its one patch as it starts,
+    before any update is taken; asked where each was first needed, a patch's marker went
+    where the first handler to need it got to, which a replay's handlers need not match.
+    With the bundle in its input it asks none: no marker, no TemporalChangeVersion upsert
+    (one that asked it as it started failed to replay once, at an upsert among 20 updates
+    taken with its first task)."""
     model = f"crowd-{uuid.uuid4().hex[:6]}"
     llm.script(model, [Reply("noted")], repeat_last=True)
     agent = harness.agent(model, agent_id=unique_agent(), memory=False)
-    if started_by == "other":
+    if bundle is not None:
         await harness.client.start_workflow(
             names.AGENT_WORKFLOW,
-            AgentWorkflowInput(state=AgentState(agent=agent.config)),
+            AgentWorkflowInput(state=AgentState(agent=agent.config), patch_bundle=bundle),
             id=agent.entity.workflow_id,
             task_queue=harness.task_queue,
         )
@@ -486,7 +487,7 @@ async def test_an_entity_decides_its_patches_before_any_handler_runs(
         if e.HasField("marker_recorded_event_attributes")
     ]
     upserts = kinds.count(EventType.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES)
-    if started_by == "project":
+    if bundle is not None:
         assert (markers, upserts) == ([], 0)
         return
     assert markers == [names.ENTITY_PATCHES_2026_12]
