@@ -42,6 +42,16 @@ def busy(err: Exception) -> bool:
     )
 
 
+def tasks_failing(err: Exception) -> bool:
+    """The workflow's last workflow task failed, so it takes no update until one completes
+    ("Workflow Task in failed state": a nondeterminism error on a worker, or a bug)."""
+    return (
+        isinstance(err, RPCError)
+        and err.status == RPCStatusCode.FAILED_PRECONDITION
+        and "workflow task in failed state" in err.message.lower()
+    )
+
+
 def unreachable(err: Exception) -> bool:
     """The server could not be reached (restarting, a network partition)."""
     return isinstance(err, RPCError) and err.status == RPCStatusCode.UNAVAILABLE

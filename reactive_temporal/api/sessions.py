@@ -51,7 +51,7 @@ from reactive_temporal.contracts.entity import (
 )
 from reactive_temporal.contracts.run import AgentConfig
 from reactive_temporal.errors import workflow_not_found
-from reactive_temporal.refusals import busy_or_aborted, while_busy
+from reactive_temporal.refusals import busy_or_aborted, tasks_failing, while_busy
 from reactive_temporal.sanitize import clip
 from workflows.agent_entity import AgentWorkflow
 from workflows.chat_rules import chat_request_problem
@@ -160,6 +160,15 @@ class AgentEntity:
             result = await self._send(update, [arg])
         except WorkflowUpdateFailedError as err:
             raise ChatError(update_failure_message(err)) from err
+        except RPCError as err:
+            if not tasks_failing(err):
+                raise
+            raise ChatError(  # the server's words named no agent and no way out
+                f"agent {self.config.agent_id}'s workflow ({self.workflow_id}) is failing its "
+                "workflow tasks and takes no turn now; a worker's log says why (a "
+                "nondeterminism error: a worker of another build, or a bug). The turn was "
+                "not taken: send it again once a worker completes the task"
+            ) from err
         # The SDK types a named async update's result as the coroutine; it returns its value.
         return cast(ResultT, result)
 

@@ -145,3 +145,25 @@ def test_a_message_too_large_for_grpc_is_not_busy():
     )
     assert not busy(too_large) and not busy_or_aborted(too_large)
     assert busy(RPCError("namespace rate limit exceeded", RPCStatusCode.RESOURCE_EXHAUSTED, b""))
+
+
+async def test_an_entity_failing_its_tasks_is_said_to_be(monkeypatch):
+    """A chat sent to an agent whose workflow task keeps failing (a worker of another build
+    replaying it) printed the server's "Unable to perform workflow execution update due to
+    Workflow Task in failed state.", naming no agent and no way out."""
+    from reactive_temporal.api.sessions import AgentEntity, ChatError
+    from reactive_temporal.contracts.run import AgentConfig
+    from workflows.agent_entity import AgentWorkflow
+
+    entity = AgentEntity(None, "q", AgentConfig(agent_id="stuck", model="m"))  # type: ignore[arg-type]
+
+    async def refused(*_: object) -> object:
+        raise RPCError(
+            "Unable to perform workflow execution update due to Workflow Task in failed state.",
+            RPCStatusCode.FAILED_PRECONDITION,
+            b"",
+        )
+
+    monkeypatch.setattr(entity, "_send", refused)
+    with pytest.raises(ChatError, match="agent stuck's workflow .* is failing its workflow tasks"):
+        await entity.update(AgentWorkflow.last_debrief, None)  # type: ignore[arg-type]
