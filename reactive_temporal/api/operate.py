@@ -144,15 +144,33 @@ async def load_debrief(client: Client, run_id: str, *, wait_for_rich: bool) -> A
         ) from err
     if result.debrief is None:
         return None
-    child = client.get_workflow_handle(names.debrief_workflow_id(run_id), result_type=AgentDebrief)
     if not wait_for_rich:
         try:
-            status = (await child.describe()).status
+            child = await _debrief_child(client, run_id)
         except RPCError:
             return result.debrief
-        if status != WorkflowExecutionStatus.COMPLETED:
+        if child is None or child.status != WorkflowExecutionStatus.COMPLETED:
             return result.debrief
     return await fetch_rich_debrief(client, run_id, fallback=result.debrief)
+
+
+async def _debrief_child(client: Client, run_id: str) -> WorkflowExecutionDescription | None:
+    """The run's DebriefWorkflow, when its current execution started it.
+
+    None when there is none, or only one a timeline of the run before a reset (`rerun`)
+    started: that one debriefs the failed attempt ("failed"), where the rerun's own debrief,
+    kept by the run itself when it had nothing to synthesize, says what happened.
+    """
+    try:
+        child = await client.get_workflow_handle(names.debrief_workflow_id(run_id)).describe()
+    except RPCError as err:
+        if workflow_not_found(err):
+            return None
+        raise
+    current = (await client.get_workflow_handle(run_id).describe()).run_id
+    if child.parent_run_id and child.parent_run_id != current:
+        return None
+    return child
 
 
 async def require_run(client: Client, run_id: str) -> WorkflowExecutionDescription:
@@ -184,6 +202,8 @@ async def fetch_rich_debrief(
     """
     handle = client.get_workflow_handle(names.debrief_workflow_id(run_id), result_type=AgentDebrief)
     try:
+        if await _debrief_child(client, run_id) is None:
+            return fallback
         return await result_of(handle)
     except RPCError as err:
         if workflow_not_found(err):

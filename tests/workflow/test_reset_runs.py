@@ -14,7 +14,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.api.workflowservice.v1 import ResetWorkflowExecutionRequest
 from temporalio.client import Client
 
-from reactive_temporal.api.operate import rerun_from_failure
+from reactive_temporal.api.operate import load_debrief, rerun_from_failure
 from reactive_temporal.contracts.result import AgentResult
 from reactive_temporal.embedded.scripted_llm import HttpError, Reply, ScriptedLLM, call
 from tests.conftest import wait_for
@@ -149,3 +149,8 @@ async def test_a_rerun_waits_for_the_failed_run_s_debrief(
         agent_id,
     )
     assert last == [(failed.run_id, "success")], last
+    # `debrief RUN_ID` showed the failed attempt's debrief ("failed"): its child, the last
+    # DebriefWorkflow with the run's debrief id when the rerun started none of its own
+    for wait_for_rich in (False, True):
+        shown = await load_debrief(client, failed.run_id, wait_for_rich=wait_for_rich)
+        assert shown is not None and shown.outcome == "success", (wait_for_rich, shown)
