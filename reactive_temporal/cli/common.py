@@ -99,9 +99,12 @@ def cli_settings(**overrides: object) -> Settings:
     try:
         return load_settings(**overrides)
     except ValidationError as e:
-        raise CliError(
-            f"invalid configuration: {describe_validation_error(e, environment_variable)}"
-        ) from e
+        given = {k for k, v in overrides.items() if v is not None}
+
+        def named(field: str) -> str:  # an option as its field, the environment by its name
+            return field if field in given else environment_variable(field)
+
+        raise CliError(f"invalid configuration: {describe_validation_error(e, named)}") from e
     except SettingsError as e:  # e.g. a JSON variable that is not JSON
         raise CliError(f"invalid configuration: {settings_error_message(e)}") from e
     except ConnectionConfigError as e:  # a missing profile, config file or certificate
