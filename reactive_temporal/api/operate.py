@@ -93,9 +93,17 @@ def runs_query(
 
 
 async def list_runs(client: Client, query: str, limit: int = 20) -> list[RunSummary]:
-    """The runs a visibility query (`runs_query`) finds, newest first, at most `limit`."""
+    """The runs a visibility query (`runs_query`) finds, newest first, at most `limit`.
+
+    Each run once, as its latest execution: a rerun run was listed twice, its failed
+    execution beside its current one, nothing saying which was which.
+    """
     runs: list[RunSummary] = []
+    seen: set[str] = set()
     async for wf in client.list_workflows(query, limit=limit):
+        if wf.id in seen:
+            continue
+        seen.add(wf.id)
         attrs = wf.typed_search_attributes
         unreadable = None
         try:

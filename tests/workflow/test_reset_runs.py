@@ -14,7 +14,12 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.api.workflowservice.v1 import ResetWorkflowExecutionRequest
 from temporalio.client import Client
 
-from reactive_temporal.api.operate import load_debrief, rerun_from_failure
+from reactive_temporal.api.operate import (
+    list_runs,
+    load_debrief,
+    rerun_from_failure,
+    runs_query,
+)
 from reactive_temporal.contracts.result import AgentResult
 from reactive_temporal.embedded.scripted_llm import HttpError, Reply, ScriptedLLM, call
 from tests.conftest import wait_for
@@ -154,3 +159,9 @@ async def test_a_rerun_waits_for_the_failed_run_s_debrief(
     for wait_for_rich in (False, True):
         shown = await load_debrief(client, failed.run_id, wait_for_rich=wait_for_rich)
         assert shown is not None and shown.outcome == "success", (wait_for_rich, shown)
+
+    async def listed_once() -> bool:  # `runs` listed the failed execution beside the rerun
+        listed = await list_runs(client, runs_query(agent=agent_id))
+        return [(r.run_id, r.terminated_by) for r in listed] == [(failed.run_id, "final_answer")]
+
+    await wait_for(listed_once, seconds=15)
