@@ -20,7 +20,7 @@ from temporalio.service import RPCError
 from temporalio.worker import Replayer
 
 from reactive_temporal import search_attributes as sa
-from reactive_temporal.api.operate import ReplayReport, replay, runs_query
+from reactive_temporal.api.operate import ReplayReport, quote_literal, replay, runs_query
 from reactive_temporal.contracts import names
 from reactive_temporal.errors import workflow_not_found
 
@@ -67,6 +67,20 @@ def recent_runs_query(agent: str | None = None, query: str | None = None) -> str
     return runs_query(agent=agent)
 
 
+def recent_entities_query(agent: str | None = None, query: str | None = None) -> str | None:
+    """The agents' entities to replay beside the runs: `agent`'s, or every running one.
+
+    None when runs are picked by a query (it says nothing of entities). Found through their
+    runs only, a chat-only agent's entity was never replayed before a deploy (an audit's
+    rollback broke one that `replay --recent 30` had passed).
+    """
+    if query is not None:
+        return None
+    if agent is not None:
+        return f"WorkflowId = {quote_literal(names.agent_workflow_id(agent))}"
+    return f"WorkflowType = '{names.AGENT_WORKFLOW}' AND ExecutionStatus = 'Running'"
+
+
 async def _history(
     client: Client, workflow_id: str, run_id: str | None = None
 ) -> WorkflowHistory | None:
@@ -85,9 +99,12 @@ def check_recent(recent: int) -> None:
 
 
 async def replay_recent(
-    client: Client, replayer: Replayer, *, recent: int, query: str
+    client: Client, replayer: Replayer, *, recent: int, query: str, entities: str | None = None
 ) -> BatchReport:
-    """Replay the `recent` most recent runs matching `query`, with their debriefs and agents."""
+    """Replay the `recent` most recent runs matching `query`, with their debriefs and agents.
+
+    Also the `recent` most recent entities matching `entities` (`recent_entities_query`).
+    """
     check_recent(recent)
     report = BatchReport()
     agents: list[str] = []
@@ -102,8 +119,13 @@ async def replay_recent(
         agent = run.typed_search_attributes.get(sa.AGENT_NAME)
         if agent and agent not in agents:
             agents.append(agent)
-    for agent in agents:
-        entity = await _history(client, names.agent_workflow_id(agent))
+    entity_ids = [names.agent_workflow_id(agent) for agent in agents]
+    if entities is not None:
+        async for wf in client.list_workflows(entities, limit=recent):
+            if wf.id not in entity_ids:
+                entity_ids.append(wf.id)
+    for entity_id in entity_ids:
+        entity = await _history(client, entity_id)
         if entity is not None:
             report.replays.append(await replay(entity, replayer))
     return report

@@ -32,6 +32,7 @@ from reactive_temporal.api.operate import (
 from reactive_temporal.api.replay_batch import (
     check_recent,
     quiet_replayer,
+    recent_entities_query,
     recent_runs_query,
     replay_recent,
 )
@@ -230,13 +231,16 @@ async def _replay_batch(recent: int, agent: str | None, query: str | None, as_js
     try:
         check_recent(recent)
         visibility = recent_runs_query(agent, query)
+        entities = recent_entities_query(agent, query)
     except ValueError as e:
         raise CliError(str(e)) from e
     runtime = await cli_runtime(worker=False)
     try:
         replayer = _replayer(runtime.client.data_converter)
         try:
-            batch = await replay_recent(runtime.client, replayer, recent=recent, query=visibility)
+            batch = await replay_recent(
+                runtime.client, replayer, recent=recent, query=visibility, entities=entities
+            )
         except ValueError as e:
             raise CliError(str(e)) from e
         except RPCError as e:  # e.g. a query the server cannot parse

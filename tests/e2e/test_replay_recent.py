@@ -59,8 +59,20 @@ async def test_replay_recent_reports_a_run_recorded_before_an_incompatible_chang
         assert done.returncode == 0, done.stderr
         chat = starter("chat", "What did you add up?", "--agent", agent, env=env, cwd=tmp_path)
         assert chat.returncode == 0, chat.stderr
+        talker = f"talker-{uuid.uuid4().hex[:6]}"  # chats, never runs
+        talked = starter("chat", "Hello there", "--agent", talker, env=env, cwd=tmp_path)
+        assert talked.returncode == 0, talked.stderr
     finally:
         stop(worker)
+
+    # An agent that only chats has an entity and no run: it was never replayed (found through
+    # runs only), and a rollback that broke it passed the check.
+    alone = starter("replay", "--recent", "1", "--agent", talker, "--json", env=env, cwd=tmp_path)
+    assert alone.returncode == 0, alone.stdout + alone.stderr
+    replayed = {r["workflow_id"]: r["ok"] for r in json.loads(alone.stdout)["replays"]}
+    assert replayed == {names.agent_workflow_id(talker): True}
+    everyone = starter("replay", "--recent", "50", "--json", env=env, cwd=tmp_path)
+    assert names.agent_workflow_id(talker) in everyone.stdout, everyone.stderr
 
     both = starter("replay", "--recent", "5", "--agent", agent, "--json", env=env, cwd=tmp_path)
     assert both.returncode == 1, both.stderr
