@@ -27,6 +27,7 @@ with workflow.unsafe.imports_passed_through():
     from reactive_temporal.contracts.entity import NotifyAgentInput, RunFinished
     from reactive_temporal.contracts.result import AgentResult
     from reactive_temporal.contracts.run import AgentConfig, AgentRunInput
+    from reactive_temporal.telemetry.labels import agent_label
     from workflows.activity_options import AGENT_SIGNAL
     from workflows.agent_debrief import DebriefWorkflow
     from workflows.debrief_rules import (
@@ -128,7 +129,7 @@ class RunWrapUp:
         records nothing while the run replays (served at a worker's /metrics)."""
         meter = workflow.metric_meter()
         meter.create_counter(names.RUNS_METRIC, "Runs finished, by agent and how they ended").add(
-            1, {"agent": self.agent.agent_id, "terminated_by": result.terminated_by}
+            1, {"agent": agent_label(self.agent.agent_id), "terminated_by": result.terminated_by}
         )
         if debrief_kept_here:
             meter.create_counter(names.DEBRIEFS_METRIC, "Debriefs persisted").add(

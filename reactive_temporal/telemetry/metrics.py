@@ -12,9 +12,11 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from reactive_temporal.contracts.names import DEBRIEFS_METRIC, RUNS_METRIC
+from reactive_temporal.telemetry.labels import model_label
 
 RUNS_TOTAL = RUNS_METRIC
-"""Workflow-side counter {agent, terminated_by}: one per finished run."""
+"""Workflow-side counter {agent, terminated_by}: one per finished run (agents past
+`labels.MAX_LABELS` as `labels.OTHER`)."""
 DEBRIEFS_TOTAL = DEBRIEFS_METRIC
 """Workflow-side counter {synthesized}: one per debrief persisted."""
 
@@ -59,24 +61,6 @@ TOOL_CALLS = Counter(
     ["tool", "outcome"],
     registry=REGISTRY,
 )
-
-
-MAX_MODEL_LABELS = 100
-"""Distinct model names a worker labels its LLM series with; later ones are `OTHER_MODEL`.
-Whoever starts a run names its model: without a cap each new name made new series for good
-(Prometheus keeps every series a process ever reported), and a scrape grew without end."""
-OTHER_MODEL = "(other)"
-_model_labels: set[str] = set()
-
-
-def model_label(model: str) -> str:
-    """`model` while fewer than MAX_MODEL_LABELS names have been seen, else `OTHER_MODEL`."""
-    if model in _model_labels:
-        return model
-    if len(_model_labels) >= MAX_MODEL_LABELS:
-        return OTHER_MODEL
-    _model_labels.add(model)
-    return model
 
 
 def record_llm_call(

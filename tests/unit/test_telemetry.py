@@ -10,7 +10,7 @@ import urllib.request
 
 import pytest
 
-from reactive_temporal.telemetry import metrics
+from reactive_temporal.telemetry import labels, metrics
 from reactive_temporal.telemetry.endpoint import (
     MAX_CONNECTIONS,
     REQUEST_TIMEOUT_SECONDS,
@@ -134,11 +134,11 @@ def test_a_span_names_at_most_a_model_name_s_worth_of_what_the_endpoint_said():
     assert finished.attributes["gen_ai.response.model"] == "m" * MODEL_MAX_CHARS
 
 
-def test_llm_series_name_at_most_max_model_labels_models(monkeypatch):
-    """Whoever starts a run names its model: past MAX_MODEL_LABELS names, the rest share one
+def test_llm_series_name_at_most_max_labels_models(monkeypatch):
+    """Whoever starts a run names its model: past MAX_LABELS names, the rest share one
     label, so a worker's scrape stops growing (each name made series for good)."""
-    monkeypatch.setattr(metrics, "_model_labels", set())
-    names = [f"made-up-model-{i}" for i in range(metrics.MAX_MODEL_LABELS + 50)]
+    monkeypatch.setattr(labels.model_label, "seen", set())
+    names = [f"made-up-model-{i}" for i in range(labels.MAX_LABELS + 50)]
     for name in names:
         record_llm_call(name, outcome="ok", seconds=0.1, input_tokens=3, output_tokens=1)
         metrics.record_unreported_usage(name, input_tokens=1, output_tokens=1, cost_usd=0.0)
@@ -147,8 +147,8 @@ def test_llm_series_name_at_most_max_model_labels_models(monkeypatch):
         for family in metrics.REGISTRY.collect()
         for sample in family.samples
         if sample.labels.get("model", "").startswith("made-up-model-")
-        or sample.labels.get("model") == metrics.OTHER_MODEL
+        or sample.labels.get("model") == labels.OTHER
     }
-    assert labelled == {*names[: metrics.MAX_MODEL_LABELS], metrics.OTHER_MODEL}
+    assert labelled == {*names[: labels.MAX_LABELS], labels.OTHER}
     record_llm_call(names[0], outcome="ok", seconds=0.1)  # a name seen before keeps its own
-    assert metrics.model_label(names[0]) == names[0]
+    assert labels.model_label(names[0]) == names[0]
