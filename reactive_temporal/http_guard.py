@@ -26,7 +26,9 @@ import socket
 import ssl
 import zlib
 from collections.abc import AsyncIterable, Awaitable, Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import httpcore
@@ -189,9 +191,23 @@ class AllowList:
 Resolver = Callable[[str, int], Awaitable[list[str]]]
 
 
+RESOLVER_THREADS = 4
+"""Lookups of http_get's hosts running at once in a worker process; more wait their turn."""
+_resolver = ThreadPoolExecutor(RESOLVER_THREADS, thread_name_prefix="http_get-resolve")
+
+
 async def system_resolve(host: str, port: int) -> list[str]:
-    """Every address the system resolver gives for `host` (one lookup)."""
-    infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    """Every address the system resolver gives for `host` (one lookup).
+
+    In threads of its own, not the event loop's default pool (`loop.getaddrinfo`): a lookup
+    runs on in its thread past the caller's timeout until the resolver gives up, and a model
+    can name hosts whose DNS never answers. In the default pool (six threads on two cores)
+    those lookups held every thread, and the worker's own lookups waited behind them: psycopg
+    resolves the database's host there when the pool reconnects. A lookup still waiting for a
+    thread when its caller gives up is dropped, never run."""
+    infos = await asyncio.get_running_loop().run_in_executor(
+        _resolver, partial(socket.getaddrinfo, host, port, type=socket.SOCK_STREAM)
+    )
     return list(dict.fromkeys(str(info[4][0]) for info in infos))
 
 
@@ -221,10 +237,10 @@ class GuardedBackend(httpcore.AsyncNetworkBackend):
         try:
             async with asyncio.timeout(seconds):
                 found = await self.resolve(name, port)
+        except TimeoutError as err:  # before OSError, whose subclass it is
+            raise httpcore.ConnectTimeout(f"resolving {name!r} timed out") from err
         except (OSError, UnicodeError) as err:
             raise httpcore.ConnectError(f"cannot resolve {name!r}: {err}") from err
-        except TimeoutError as err:
-            raise httpcore.ConnectTimeout(f"resolving {name!r} timed out") from err
         if not found:
             raise httpcore.ConnectError(f"{name!r} resolves to no address")
         if self.allow.allows_host(name, port):

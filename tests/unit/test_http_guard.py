@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import gzip
 import ipaddress
+import socket
+import threading
 import zlib
 from collections.abc import AsyncIterator
 
@@ -177,3 +180,30 @@ async def test_unknown_encodings_and_corrupt_bodies_are_errors():
 )
 def test_a_page_is_decoded_only_in_a_real_character_set(charset: str | None, used: str):
     assert page_encoding(charset) == used
+
+
+async def test_lookups_that_never_answer_leave_the_loops_own_lookups_alone(monkeypatch):
+    """A model can name hosts whose DNS never answers; each lookup runs on in its thread
+    after http_get gave up on it. In the loop's default pool (six threads on two cores) ten
+    of them held every thread, and the worker's own lookups (psycopg resolving the database's
+    host as its pool reconnects) waited behind them."""
+    released = threading.Event()
+    real = socket.getaddrinfo
+
+    def getaddrinfo(host, *args, **kwargs):  # type: ignore[no-untyped-def]
+        if host.endswith(".never-answers.example"):
+            released.wait(30)
+            raise socket.gaierror(socket.EAI_AGAIN, "Temporary failure in name resolution")
+        return real(host, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+    backend = GuardedBackend(AllowList())
+    try:
+        for n in range(10):
+            with pytest.raises(httpcore.ConnectTimeout, match="timed out"):
+                await backend.checked_address(f"h{n}.never-answers.example", 80, seconds=0.05)
+        loop = asyncio.get_running_loop()
+        found = await asyncio.wait_for(loop.getaddrinfo("127.0.0.1", 5432), timeout=5)
+        assert found
+    finally:
+        released.set()
