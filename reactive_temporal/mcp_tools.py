@@ -17,9 +17,11 @@ the operator names with `--mcp-env NAME` (repeatable), never the worker's own se
 
     python worker.py --mcp "gh=npx -y @modelcontextprotocol/server-github" --mcp-env GITHUB_TOKEN
 
-The sessions live as long as the toolbox: the worker opens it before it starts and closes it
-after it stops, in the same task (the SDK's transports are anyio task groups, which must be
-exited by the task that entered them).
+The worker opens the toolbox before it starts and closes it after it stops. In between, each
+server's session lives in a task of its own (`mcp_connection`): a call to a stdio server that
+is abandoned (timed out, or its run cancelled) while a reply is half read ends that server's
+session, which stops reading and stops the server, and the next call starts it again. A stdio
+server's messages are read by `mcp_stdio`, which caps one message at `max_message_bytes`.
 """
 
 from __future__ import annotations
@@ -30,13 +32,20 @@ import os
 import re
 import shlex
 from collections.abc import Sequence
-from contextlib import AsyncExitStack
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict
 
+from reactive_temporal.mcp_connection import (
+    McpConnection,
+    McpConnectionError,
+    McpToolError,
+    TransportFactory,
+    TransportHooks,
+    describe,
+)
 from reactive_temporal.tools import Tool, ToolFunction
 
 if TYPE_CHECKING:
@@ -44,7 +53,7 @@ if TYPE_CHECKING:
     # worker opens a toolbox, most with no server, and the SDK is ~0.4 s of CPU to import
     # (a tenth of `starter.py run` on the embedded stack).
     import mcp_types
-    from mcp import ClientSession
+    from mcp.client import Transport
 
 SERVER_NAME = re.compile(r"^[A-Za-z0-9_-]+$")
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -52,6 +61,10 @@ BASE_ENV = ("PATH", "HOME", "LANG")
 """What every stdio server gets from the worker's environment, besides `--mcp-env` names."""
 _URL_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 TOOL_SEPARATOR = "/"
+MAX_MESSAGE_BYTES = 32 * 1024 * 1024
+"""The longest message (one line) a stdio server may send: far above anything a model can use
+(an observation is clipped to 16,000 characters, an image is described, not shown), and so
+the most one server can make the worker hold for a reply. A longer one ends its session."""
 
 
 class McpServerSpec(BaseModel):
@@ -65,14 +78,6 @@ class McpServerSpec(BaseModel):
     command: list[str] | None = None
     spec: str
     """The text it was parsed from, for error messages."""
-
-
-class McpConnectionError(RuntimeError):
-    """A server could not be started, reached, initialized or listed."""
-
-
-class McpToolError(RuntimeError):
-    """The server ran the tool and reported an error (`isError`); the text is the server's."""
 
 
 def parse_mcp_spec(spec: str) -> McpServerSpec:
@@ -159,25 +164,16 @@ def server_environment(names: Sequence[str] = ()) -> dict[str, str]:
     return {n: os.environ[n] for n in (*BASE_ENV, *names) if n in os.environ}
 
 
-def _leaf_errors(err: BaseException) -> list[BaseException]:
-    """The real causes inside the SDK's task-group ExceptionGroups."""
-    if isinstance(err, BaseExceptionGroup):
-        return [leaf for sub in err.exceptions for leaf in _leaf_errors(sub)]
-    return [err]
-
-
-def _describe(err: BaseException) -> str:
-    return "; ".join(f"{type(e).__name__}: {e}" for e in _leaf_errors(err))
-
-
 class McpToolbox:
-    """An async context manager holding one open session per MCP server, and their tools.
+    """An async context manager holding one session per MCP server, and their tools.
 
         async with McpToolbox(["echo=python echo_server.py"]) as toolbox:
             worker = await create_worker(..., extra_tools=toolbox.tools)
 
     Stdio servers get `server_environment(env)`: a minimal environment plus the variables
-    named in `env`, so the worker's secrets never reach a server's process.
+    named in `env`, so the worker's secrets never reach a server's process. A stdio server's
+    session is started again after a call abandoned it mid-reply or it sent a message over
+    `max_message_bytes` (`mcp_connection`).
     """
 
     def __init__(
@@ -188,23 +184,41 @@ class McpToolbox:
         tool_timeout_seconds: float = 60.0,
         separator: str = TOOL_SEPARATOR,
         env: Sequence[str] = (),
+        max_message_bytes: int = MAX_MESSAGE_BYTES,
     ) -> None:
         self.servers = parse_mcp_specs(specs)  # bad specs fail here, before anything starts
         self.env_names = list(env)
         server_environment(self.env_names)  # and bad --mcp-env names
+        if max_message_bytes < 1:
+            raise ValueError(f"max_message_bytes must be positive, not {max_message_bytes!r}")
         self.connect_timeout_seconds = connect_timeout_seconds
         self.tool_timeout_seconds = tool_timeout_seconds
         self.separator = separator
         self.tools: list[Tool] = []
         self.tools_by_server: dict[str, list[str]] = {}
-        self._stack = AsyncExitStack()
+        self.max_message_bytes = max_message_bytes
+        self._connections: list[McpConnection] = []
 
     async def __aenter__(self) -> McpToolbox:
         try:
             for server in self.servers:
-                await self._connect(server)
+                connection = McpConnection(
+                    server.name,
+                    self._transport(server),
+                    connect_timeout_seconds=self.connect_timeout_seconds,
+                )
+                self._connections.append(connection)
+                try:
+                    listed = await connection.open()
+                except Exception as err:
+                    raise McpConnectionError(
+                        f"MCP server {server.spec!r}: cannot connect ({describe(err)})"
+                    ) from err
+                tools = [self._tool(server, connection, t) for t in listed]
+                self.tools.extend(tools)
+                self.tools_by_server[server.name] = [t.name for t in tools]
         except BaseException:
-            await self._stack.aclose()
+            await self._close()
             raise
         return self
 
@@ -214,86 +228,49 @@ class McpToolbox:
         exc: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        await self._stack.aclose()
+        await self._close()
 
-    async def _connect(self, server: McpServerSpec) -> None:
-        from mcp import ClientSession, StdioServerParameters, stdio_client
-        from mcp.client.streamable_http import streamable_http_client
+    async def _close(self) -> None:
+        """Every server stopped, together (each is a bounded wait)."""
+        await asyncio.gather(*(c.close() for c in self._connections))
+        self._connections.clear()
 
-        try:
-            async with AsyncExitStack() as attempt:
-                if server.transport == "http":
-                    assert server.url is not None
-                    transport = streamable_http_client(server.url)
-                else:
-                    assert server.command is not None
-                    transport = stdio_client(
-                        StdioServerParameters(
-                            command=server.command[0],
-                            args=server.command[1:],
-                            env=server_environment(self.env_names),
-                        )
-                    )
-                read, write = await attempt.enter_async_context(transport)
-                session = await attempt.enter_async_context(
-                    ClientSession(read, write, read_timeout_seconds=self.connect_timeout_seconds)
-                )
-                # the whole handshake within the connect timeout, not each request in it: a
-                # server paging its tools forever held the worker's start-up for good
-                async with asyncio.timeout(self.connect_timeout_seconds):
-                    await session.initialize()
-                    listed = await _list_all_tools(session)
-                # Connected: hand the open transport and session to the toolbox's own stack.
-                self._stack.push_async_exit(attempt.pop_all())
-        except Exception as err:
-            raise McpConnectionError(
-                f"MCP server {server.spec!r}: cannot connect ({_describe(err)})"
-            ) from err
-        tools = [self._tool(server, session, t) for t in listed]
-        self.tools.extend(tools)
-        self.tools_by_server[server.name] = [t.name for t in tools]
+    def _transport(self, server: McpServerSpec) -> TransportFactory:
+        """How to open `server`'s transport, each time its session starts."""
+        if server.transport == "http":
+            from mcp.client.streamable_http import streamable_http_client
 
-    def _tool(self, server: McpServerSpec, session: ClientSession, spec: mcp_types.Tool) -> Tool:
+            url = server.url
+            assert url is not None
+            return lambda hooks: streamable_http_client(url)
+        from reactive_temporal.mcp_stdio import LineSplitter, stdio_transport
+
+        command = server.command
+        assert command is not None
+        env_names, limit = self.env_names, self.max_message_bytes
+
+        def open_stdio(hooks: TransportHooks) -> Transport:
+            lines = LineSplitter(limit)
+            hooks.mid_message = lambda: lines.pending > 0
+            return stdio_transport(command, server_environment(env_names), hooks.end, lines)
+
+        return open_stdio
+
+    def _tool(self, server: McpServerSpec, connection: McpConnection, spec: mcp_types.Tool) -> Tool:
         fallback = f"The {spec.name} tool of MCP server {server.name}."
         return Tool(
             name=f"{server.name}{self.separator}{spec.name}",
             description=spec.description or spec.title or fallback,
-            function=_caller(session, spec.name, self.tool_timeout_seconds),
+            function=_caller(connection, spec.name, self.tool_timeout_seconds),
             timeout_seconds=self.tool_timeout_seconds,
             json_schema=dict(spec.input_schema),
         )
 
 
-MAX_TOOL_PAGES = 100
-"""Pages of `tools/list` read from one server; a server with more, or one that names a page
-it sent already, is refused (it would be read forever)."""
-
-
-async def _list_all_tools(session: ClientSession) -> list[mcp_types.Tool]:
-    import mcp_types
-
-    tools: list[mcp_types.Tool] = []
-    cursor: str | None = None
-    seen: set[str] = set()
-    for _ in range(MAX_TOOL_PAGES):
-        params = None if cursor is None else mcp_types.PaginatedRequestParams(cursor=cursor)
-        page = await session.list_tools(params=params)
-        tools.extend(page.tools)
-        cursor = page.next_cursor
-        if not cursor:
-            return tools
-        if cursor in seen:
-            raise ValueError(f"tools/list named page {cursor[:80]!r} again")
-        seen.add(cursor)
-    raise ValueError(f"tools/list has more than {MAX_TOOL_PAGES} pages")
-
-
-def _caller(session: ClientSession, tool_name: str, timeout_seconds: float) -> ToolFunction:
+def _caller(connection: McpConnection, tool_name: str, timeout_seconds: float) -> ToolFunction:
     async def call(**arguments: Any) -> str:
         # The MCP read timeout is a backstop a little past run_tool's own, which normally fires.
-        result = await session.call_tool(
-            tool_name, arguments, read_timeout_seconds=timeout_seconds + 5
-        )
+        result = await connection.call_tool(tool_name, arguments, timeout_seconds + 5)
         return render_call_result(result)
 
     return call
