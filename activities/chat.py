@@ -7,6 +7,7 @@ from typing import Any
 from temporalio import activity
 
 from activities.llm_calls import ContextWindowExceeded, LlmEndpoint, chat_request
+from activities.pg_refusals import refused_data_fails
 from activities.run_events import RunEvents
 from activities.session_store import SessionStore
 from reactive_temporal.contracts import names
@@ -84,6 +85,7 @@ class ChatActivities:
         )
 
     @activity.defn(name=names.LOAD_SESSION)
+    @refused_data_fails
     async def load_session(self, input: LoadSessionInput) -> SessionHistory:
         """A saved session: whole, a page from `offset`, or its latest window."""
         window = (WINDOW_MESSAGES, WINDOW_BYTES) if input.window else None
@@ -105,6 +107,7 @@ class ChatActivities:
         )
 
     @activity.defn(name=names.SAVE_SESSION)
+    @refused_data_fails
     async def save_session(self, input: SaveSessionInput) -> None:
         """A turn appended at its position, or (first_position None) the whole session."""
         if input.first_position is None:

@@ -17,6 +17,7 @@ from temporalio import activity
 
 from activities.debrief_store import DebriefStore
 from activities.llm_calls import ContextWindowExceeded, LlmEndpoint, chat_request
+from activities.pg_refusals import refused_data_fails
 from reactive_temporal.context_window import (
     CHARS_PER_TOKEN,
     estimate_tokens,
@@ -122,5 +123,6 @@ class DebriefActivities:
         return max(2_000, int(room * CHARS_PER_TOKEN))
 
     @activity.defn(name=names.PERSIST_DEBRIEF)
+    @refused_data_fails
     async def persist_debrief(self, input: PersistDebriefInput) -> None:
         await self.debriefs.save(input.input, input.debrief)

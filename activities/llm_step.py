@@ -38,6 +38,7 @@ from activities.llm_calls import (
     chat_request,
 )
 from activities.llm_context import ContextPlan, ContextRecord, StepContext, StepContexts
+from activities.pg_refusals import refused_data_fails
 from activities.reply_calls import content_text, reply_calls
 from activities.run_events import RunEvents, TextStream
 from activities.run_seed import RunSeeding, resolve_tools, seed_length, seed_messages
@@ -90,6 +91,7 @@ class LlmActivities:
         self.events = RunEvents(store)
 
     @activity.defn(name=names.LLM_STEP)
+    @refused_data_fails
     async def llm_step(self, input: LlmStepInput) -> LlmStepResult:
         """One model call over the transcript so far, recorded before it is returned; a run's
         first step seeds the transcript first; stopped with its run (`activities.run_stops`)."""

@@ -20,6 +20,7 @@ from typing import Any
 from temporalio import activity
 
 from activities.heartbeat import heartbeating
+from activities.pg_refusals import refused_data_fails
 from activities.run_events import Announcement, RunEvents, clip_fields, tool_event
 from activities.run_stops import RUN_STOPS
 from activities.step_records import StepRecords, record_step, recorded
@@ -77,6 +78,7 @@ class ToolActivities:
         self.events = RunEvents(store)
 
     @activity.defn(name=names.RUN_TOOL)
+    @refused_data_fails
     async def run_tool(self, input: RunToolInput) -> ToolResult:
         """Run the call's tool once, record its observation and result together, return it;
         stopped with its run (`activities.run_stops`)."""

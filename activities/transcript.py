@@ -5,6 +5,7 @@ from __future__ import annotations
 from temporalio import activity
 
 from activities.debrief_store import DebriefStore
+from activities.pg_refusals import refused_data_fails
 from activities.run_seed import RunSeeding, resolve_tools, seed_messages
 from activities.store import Store
 from reactive_temporal.contracts import names
@@ -23,6 +24,7 @@ class TranscriptActivities:
         self.seeding = RunSeeding(store, debriefs, registry)
 
     @activity.defn(name=names.PREPARE_RUN)
+    @refused_data_fails
     async def prepare_run(self, input: PrepareRunInput) -> PrepareRunResult:
         """Resolve the agent's tools and seed the transcript (`activities.run_seed`): what
         runs started before the first-step-seeds patch do before their first LLM step."""
@@ -33,5 +35,6 @@ class TranscriptActivities:
         return prepared.model_copy(update={"next_seq": len(entries)})
 
     @activity.defn(name=names.RECORD_MESSAGES)
+    @refused_data_fails
     async def record_messages(self, input: RecordMessagesInput) -> None:
         await self.store.put_messages(input.run_id, input.messages)

@@ -18,6 +18,7 @@ from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.service import RPCError
 
 from activities.debrief_store import DebriefStore
+from activities.pg_refusals import refused_data_fails
 from activities.run_stops import RUN_STOPS, announce_stop
 from reactive_temporal import search_attributes as sa
 from reactive_temporal.contracts import names
@@ -57,6 +58,7 @@ class EntityActivities:
         self.debriefs = debriefs
 
     @activity.defn(name=names.NOTIFY_AGENT)
+    @refused_data_fails
     async def notify_agent(self, input: NotifyAgentInput) -> None:
         """Save the run's debrief when it keeps its own (first: the agent may be asked about
         it at once), then keep the run as the agent's last run, or signal the agent (starting
@@ -101,11 +103,13 @@ class EntityActivities:
         return await self._store("read a last run").last_run(agent_id)
 
     @activity.defn(name=names.READ_LAST_RUN)
+    @refused_data_fails
     async def read_last_run(self, input: ReadLastRunInput) -> ReadLastRunResult:
         """The agent's last finished run, as the run kept it in Postgres."""
         return ReadLastRunResult(last_run=await self._last_run(input.agent_id))
 
     @activity.defn(name=names.READ_LIVE_RUNS)
+    @refused_data_fails
     async def read_live_runs(self, input: ReadLiveRunsInput) -> ReadLiveRunsResult:
         """The agent's runs in progress, found with Temporal's visibility (runs carry their
         AgentName from the start), each read with its `progress` query, at once; and, when

@@ -69,6 +69,11 @@ NOTIFY_AGENT: Final = "notify_agent"
 RECORD_RUN_EVENTS: Final = "record_run_events"
 """The run's own live-output events (approvals asked and decided), a local activity."""
 
+STORE_DATA_ERROR: Final = "StoreDataError"
+"""The error type of a store activity that failed for good because Postgres refused its data
+(a value out of range, a violated constraint: activities/pg_refusals.py), where retrying
+would only be refused again; and of a run, debrief or chat turn that ended on one."""
+
 # -- patches (`workflow.patched`) --------------------------------------------------------------
 
 RUN_PATCHES_2026_12: Final = "run-patches-2026-12"
