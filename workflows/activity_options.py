@@ -5,11 +5,15 @@ per kind, so every activity call in every workflow says which kind it is.
 
 - STORE: a Postgres read or write that must land (the transcript, the debrief, a session
   saved); retried until it does, so an outage delays a run and never loses it. Local
-  activities take it too.
+  activities take it too. Only data Postgres will never take (a value out of range, a
+  violated constraint) fails it at once, as a `StoreDataError` (activities/pg_refusals.py;
+  what the workflows then do: workflows/store_refusals.py); a missing table or column (a
+  migration not run yet) is retried like an outage.
 - SESSION_LOAD: a Postgres read a person waits on (opening a saved session): a few tries,
   then the update fails and says why.
 - AGENT_SIGNAL: telling the agent entity about a run (signal-with-start from an activity);
-  retried until it lands, so chat never misses a run.
+  retried until it lands, so chat never misses a run (data Postgres refuses for good fails
+  it at once, as STORE).
 - RUN_QUERY: reading a running run's progress for mid-run chat: one retry at most.
 - `llm_options(timeout, attempts)`: one LLM call. The activity counts LLM failures against
   `attempts` itself and fails for good on the last one; Temporal's own cap is looser by

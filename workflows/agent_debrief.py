@@ -3,7 +3,8 @@
 The run starts it as an abandoned child and returns at once with the deterministic debrief.
 Here, durably: synthesize (one LLM call, skipped for trivial runs) → merge over the
 deterministic facts → persist the `agent_debriefs` row and the lessons → tell the agent.
-A worker crash anywhere in between resumes where it stopped; nothing is written twice.
+A worker crash anywhere in between resumes where it stopped; nothing is written twice. A
+debrief Postgres refuses for good fails the workflow, saying why (workflows/store_refusals.py).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.activity_options import STORE, llm_options
     from workflows.bugs import BUG_EXCEPTIONS
     from workflows.debrief_rules import build_fallback, merge_synthesis
+    from workflows.store_refusals import refusal_failure, store_refusal
 
 SYNTHESIS_ATTEMPTS = 3
 
@@ -60,12 +62,19 @@ class DebriefWorkflow:
             except ActivityError as err:
                 workflow.logger.warning("debrief synthesis failed, keeping the fallback: %s", err)
         workflow.set_current_details("persisting the debrief")
-        await workflow.execute_activity(
-            names.PERSIST_DEBRIEF,
-            PersistDebriefInput(input=input.input, debrief=debrief),
-            **STORE,  # Postgres may be down for a while: keep trying, nothing is lost meanwhile
-            summary="persist debrief and lessons",
-        )
+        try:
+            await workflow.execute_activity(
+                names.PERSIST_DEBRIEF,
+                PersistDebriefInput(input=input.input, debrief=debrief),
+                **STORE,  # Postgres may be down for a while: keep trying, nothing is lost
+                summary="persist debrief and lessons",
+            )
+        except ActivityError as err:
+            if (refusal := store_refusal(err)) is None:
+                raise
+            raise refusal_failure(
+                f"the debrief of run {input.input.run_id} was not kept: {refusal}"
+            ) from err
         workflow.metric_meter().create_counter(
             names.DEBRIEFS_METRIC, "Debriefs persisted, synthesized by the LLM or not"
         ).add(1, {"synthesized": "true" if debrief.synthesized else "false"})

@@ -30,7 +30,7 @@ from datetime import datetime, timedelta
 from typing import Any, NoReturn
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError
+from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from reactive_temporal import search_attributes as sa
@@ -67,6 +67,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.run_state import RunState
     from workflows.run_tools import RunTools, failure_message, failure_type
     from workflows.run_wrapup import RunWrapUp, tokens_label
+    from workflows.store_refusals import refusal_failure, run_refused, store_refusal
     from workflows.turns import CUT_SHORT, Act, Ending, Nudge, decide_turn
 
 
@@ -112,6 +113,9 @@ class AgentRunWorkflow(RunWrapUp, RunControls, RunTools):
         self.failed_runs_teach = False
         self.unseeded: RunSeed | None = None
         """The seed the run's first LLM step writes, until it has (first-step-seeds patch)."""
+        self.refused: str | None = None
+        """Why Postgres refused the run's data for good: the run ends as `error`, then its
+        workflow fails with this (workflows/store_refusals.py)."""
 
     @staticmethod
     def _patch_bundle(bundle: str | None) -> frozenset[str]:
@@ -140,13 +144,17 @@ class AgentRunWorkflow(RunWrapUp, RunControls, RunTools):
 
     @workflow.run
     async def run(self, input: AgentRunInput) -> AgentResult:
-        """The run; a bug in this code ends it as `error` with its debrief, then fails the
-        workflow where people see it (workflows/bugs.py) instead of wedging its task."""
+        """The run; a bug in this code, or data Postgres refuses for good, ends it as `error`
+        with its debrief, then fails the workflow where people see it (workflows/bugs.py,
+        workflows/store_refusals.py) instead of wedging its task or retrying forever."""
         try:
-            return await self._run(input)
+            result = await self._run(input)
         except BUG_EXCEPTIONS as err:
             await self._finish_after_bug(err)
             raise bug_failure(err) from err
+        if self.refused is not None:
+            raise refusal_failure(self.refused)
+        return result
 
     async def _finish_after_bug(self, err: BaseException) -> None:
         workflow.logger.error("run %s failed on a bug: %s", self.run_id, bug_message(err))
@@ -181,8 +189,10 @@ class AgentRunWorkflow(RunWrapUp, RunControls, RunTools):
         has_deadline = agent.timeout_seconds is not None and self.patched(names.RUN_DEADLINE_PATCH)
         try:
             await self._loop(input, started, has_deadline)
-        except (asyncio.CancelledError, ActivityError) as err:
-            if not self._stopped_by(err):
+        # a local activity's failure (record_messages) is the activity's own ApplicationError,
+        # not one wrapped in an ActivityError
+        except (asyncio.CancelledError, ActivityError, ApplicationError) as err:
+            if not (self._stopped_by(err) or self._refused_by_store(err, calls_in_flight=True)):
                 raise
         if self.deadline is not None:
             self.deadline.cancel()
@@ -375,6 +385,8 @@ class AgentRunWorkflow(RunWrapUp, RunControls, RunTools):
                 raise  # the run names tools the worker lacks: refused, as prepare_run did
             if state.operator_answer is not None:
                 return None
+            if self._refused_by_store(err):
+                return None
             if is_store_outage(err) and self.patched(names.STORE_OUTAGE_WAITS_PATCH):
                 workflow.logger.warning("LLM step waits for Postgres: %s", failure_message(err))
                 return STORE_OUTAGE
@@ -386,6 +398,21 @@ class AgentRunWorkflow(RunWrapUp, RunControls, RunTools):
             self.unseeded = None
             self._take_prepared(step.prepared)
         return step
+
+    def _refused_by_store(self, err: BaseException, *, calls_in_flight: bool = False) -> bool:
+        """Postgres refused the run's data for good (a `StoreDataError`): the run ends as
+        `error` saying so, and goes on to its wrap-up. False for any other failure.
+        `calls_in_flight`: the loop was interrupted where tool calls may still run (the
+        wrap-up stops them)."""
+        refusal = store_refusal(err)
+        if refusal is None:
+            return False
+        message = run_refused(refusal)
+        workflow.logger.error("run %s: %s", self.run_id, message)
+        self.refused = self.refused or message
+        self.state.refused_by_store(message)
+        self.calls_abandoned = self.calls_abandoned or calls_in_flight
+        return True
 
     # -- transcript -----------------------------------------------------------------------
 

@@ -37,7 +37,7 @@ _OUTCOME_BADGE = {"success": "✅ success", "partial": "⚠️ partial", "failed
 _NO_OUTPUT_SUMMARY: dict[str, str] = {
     "max_iterations": "The run stopped at its iteration cap before producing an answer.",
     "llm_error": "The run stopped on an LLM error before producing an answer.",
-    "error": "The run failed on a bug in its workflow code before producing an answer.",
+    "error": "The run failed before producing an answer.",  # its error says why
 }
 
 
@@ -107,8 +107,8 @@ def ending_cause(
         return cause
     if result.terminated_by == "llm_error":
         return f"The LLM call failed for good: {result.error or 'no detail'}"
-    if result.terminated_by == "error":
-        return f"The run failed on a bug: {result.error or 'no detail'}"
+    if result.terminated_by == "error":  # a bug, or data the database refused: its error says
+        return f"The run failed: {result.error or 'no detail'}"
     detail = f": {result.error}" if result.error else ""
     return f"The run ended by {result.terminated_by} before finishing{detail}"
 

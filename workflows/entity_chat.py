@@ -31,6 +31,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.agent_run import AgentRunWorkflow
     from workflows.chat_rules import TOOL_PATH_DEFAULT_ITERATIONS, tool_path_task, window_history
     from workflows.entity_patches import EntityPatches
+    from workflows.run_tools import failure_message
 
 
 class ChatPaths(EntityPatches):
@@ -106,7 +107,10 @@ class ChatPaths(EntityPatches):
                 ),
             )
         except Exception as err:  # the child's failure becomes the update's clear error
-            raise ApplicationError(f"the tool-path run {run_id} failed: {err}") from err
+            # its own words (a refusal of its data, a bug), not "Child Workflow execution failed"
+            raise ApplicationError(
+                f"the tool-path run {run_id} failed: {failure_message(err)}"
+            ) from err
         return ChatReply(
             message=result.output or "(the run produced no answer)",
             routed_via="react-loop",

@@ -17,6 +17,7 @@ import asyncio
 from datetime import datetime, timedelta
 
 from temporalio import workflow
+from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from reactive_temporal.contracts import names
@@ -37,6 +38,7 @@ with workflow.unsafe.imports_passed_through():
         trim_window,
     )
     from workflows.activity_options import SESSION_LOAD, STORE
+    from workflows.store_refusals import store_refusal
 
 KEEP_ENDED_SESSIONS = 200
 
@@ -115,14 +117,24 @@ class SessionKeeper:
         self.state.sessions[session_id] = trim_window(messages)
 
     async def adopt_unsaved(self) -> None:
-        """Sessions an older entity held whole: saved, then windowed like any other."""
+        """Sessions an older entity held whole: saved, then windowed like any other. One
+        whose messages Postgres refuses for good stays held whole (its updates fail saying
+        why), and the entity goes on serving the others: this runs in the entity's main
+        loop, where a failure would end the entity."""
         for session_id in list(self.state.sessions):
             async with self.lock(session_id):
-                await self.save_unsaved(session_id)
+                try:
+                    await self.save_unsaved(session_id)
+                except ActivityError as err:
+                    if (refusal := store_refusal(err)) is None:
+                        raise
+                    workflow.logger.error("session %s stays unsaved: %s", session_id, refusal)
         self.bound()
 
     async def save_turn(self, session_id: str, turn: list[ChatMessage]) -> None:
-        """Postgres first, then the window: a turn the store did not take is not shown."""
+        """Postgres first, then the window: a turn the store did not take is not shown.
+        Refused for good (a `StoreDataError`), the chat update fails saying why and the
+        session stays as it was (workflows/store_refusals.py)."""
         meta = self.state.session_meta.setdefault(session_id, SessionMeta())
         await self._save(session_id, turn, meta.total)
         meta.total += len(turn)

@@ -248,6 +248,12 @@ class RunState(BaseModel):
         self.error = self.error or message
         self.end(Ending("error", self.last_text))
 
+    def refused_by_store(self, message: str) -> None:
+        """Postgres refused the run's data for good (workflows/store_refusals.py): the run
+        ends as `error` (unless already ended), `message` its error."""
+        self.error = self.error or message
+        self.end(Ending("error", self.last_text))
+
     def end_at_iteration_cap(self) -> None:
         # a model whose every reply the provider's filter stopped ran out of iterations with
         # no word of why (`error` None, the output empty)

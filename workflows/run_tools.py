@@ -116,7 +116,8 @@ class RunTools:
 
     async def _run_tools(self, calls: list[tuple[int, ToolCall]]) -> None:
         """Each call an activity, at most `max_parallel_tools` at once; failures become
-        observations the model reads next turn."""
+        observations the model reads next turn, a result Postgres refused for good too
+        (workflows/store_refusals.py)."""
         limit = asyncio.Semaphore(self.agent.max_parallel_tools)
         results = await asyncio.gather(*(self._call_tool(seq, call, limit) for seq, call in calls))
         self.state.record_tool_results(results)
@@ -176,14 +177,16 @@ def _tool_summary(call: ToolCall, limit: int = 80) -> str:
     return f"tool {call.name}({args})"
 
 
-def _application_cause(err: ActivityError) -> BaseException:
+def _application_cause(err: BaseException) -> BaseException:
     cause: BaseException = err
     while not isinstance(cause, ApplicationError) and isinstance(cause.__cause__, BaseException):
         cause = cause.__cause__
     return cause
 
 
-def failure_message(err: ActivityError) -> str:
+def failure_message(err: BaseException) -> str:
+    """The words of the first ApplicationError in a failure's causes (an activity's or a
+    child workflow's own error), else of its innermost cause."""
     return str(_application_cause(err))
 
 

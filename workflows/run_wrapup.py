@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from temporalio import workflow
-from temporalio.exceptions import WorkflowAlreadyStartedError
+from temporalio.exceptions import ActivityError, ApplicationError, WorkflowAlreadyStartedError
 from temporalio.workflow import ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
@@ -39,6 +39,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from workflows.final_answer import missing_required_tools
     from workflows.run_state import RunState
+    from workflows.store_refusals import store_refusal, wrap_up_refused
 
 
 class RunWrapUp:
@@ -56,11 +57,14 @@ class RunWrapUp:
     attributes_on_change: bool
     calls_abandoned: bool
     """Calls were left in flight: the wrap-up tells every worker to stop them."""
+    refused: str | None
+    """Why Postgres refused the run's data for good; the workflow fails with it."""
 
     async def _finish(self, started: datetime) -> AgentResult:
         """The result, its debrief kept (in the run's wrap-up when there is nothing to
         synthesize, else by a DebriefWorkflow child), the agent told, the search attributes
-        set."""
+        set. When Postgres refuses what the wrap-up keeps, the rest still happens and the run
+        records why it must fail (`refused`; workflows/store_refusals.py)."""
         self.state.current_tool = None
         result = self.state.result(
             self.run_id,
@@ -78,6 +82,47 @@ class RunWrapUp:
             and result.debrief is not None
             and is_trivial(debrief_input, failed_runs_teach=self.failed_runs_teach)
         )
+        try:
+            await self._notify_agent(started, result, debrief_input, kept_here=kept_here)
+        except (ActivityError, ApplicationError) as err:  # a local activity's: its own error
+            if (refusal := store_refusal(err)) is None:
+                raise
+            # the ending stands; the debrief gets a try of its own, in a child that fails
+            # visibly if it is refused too; the workflow fails once the wrap-up is done
+            workflow.logger.error("run %s: its wrap-up was refused: %s", self.run_id, refusal)
+            self.refused = self.refused or wrap_up_refused(result.terminated_by, refusal)
+            kept_here = False
+        if debrief_input is not None and result.debrief is not None and not kept_here:
+            await self._start_debrief(debrief_input)
+        outcome = (
+            result.debrief.outcome
+            if result.debrief
+            else derive_outcome(result.terminated_by, self.state.loop_errors())
+        )
+        debrief_status = "none"
+        if result.debrief is not None:
+            debrief_status = "deterministic" if kept_here else "pending"
+        attributes = [
+            sa.TERMINATED_BY.value_set(result.terminated_by),
+            sa.OUTCOME.value_set(outcome),
+            sa.DEBRIEF_STATUS.value_set(debrief_status),
+        ]
+        if self.attributes_on_change:
+            attributes += self._progress_attributes()
+        workflow.upsert_search_attributes(attributes)
+        self._count_finish(result, debrief_kept_here=kept_here)
+        return result
+
+    async def _notify_agent(
+        self,
+        started: datetime,
+        result: AgentResult,
+        debrief_input: DebriefInput | None,
+        *,
+        kept_here: bool,
+    ) -> None:
+        """Keep the debrief (when the run keeps its own) and tell the agent, in one local
+        activity; a `StoreDataError` when Postgres refuses what it keeps."""
         await workflow.execute_local_activity(
             names.NOTIFY_AGENT,
             NotifyAgentInput(
@@ -103,26 +148,6 @@ class RunWrapUp:
             if kept_here
             else "tell the agent the run finished",
         )
-        if debrief_input is not None and result.debrief is not None and not kept_here:
-            await self._start_debrief(debrief_input)
-        outcome = (
-            result.debrief.outcome
-            if result.debrief
-            else derive_outcome(result.terminated_by, self.state.loop_errors())
-        )
-        debrief_status = "none"
-        if result.debrief is not None:
-            debrief_status = "deterministic" if kept_here else "pending"
-        attributes = [
-            sa.TERMINATED_BY.value_set(result.terminated_by),
-            sa.OUTCOME.value_set(outcome),
-            sa.DEBRIEF_STATUS.value_set(debrief_status),
-        ]
-        if self.attributes_on_change:
-            attributes += self._progress_attributes()
-        workflow.upsert_search_attributes(attributes)
-        self._count_finish(result, debrief_kept_here=kept_here)
-        return result
 
     def _count_finish(self, result: AgentResult, *, debrief_kept_here: bool) -> None:
         """The run (and a debrief kept in it) counted once: the workflow's metric meter

@@ -29,7 +29,8 @@ TerminatedBy = Literal[
 """How a run ended (the reference's `terminatedBy`, minus the opt-in `abstained`), plus the
 endings an operator or a limit imposes: `cancelled` (a cancel request), `budget_exceeded`
 (the token or cost budget), `timeout` (the run's deadline); and `error`: the run's workflow
-code failed on a bug (the workflow then fails visibly, after the run's debrief)."""
+code failed on a bug, or Postgres refused the run's data for good (the workflow then fails
+visibly, after the run's debrief)."""
 
 SUCCESSFUL_ENDINGS: frozenset[str] = frozenset({"final_answer_tool", "final_answer", "end_turn"})
 """The endings where the agent finished on its own; every other ending is a failed run."""
