@@ -64,7 +64,7 @@ class RunWrapUp:
         """The result, its debrief kept (in the run's wrap-up when there is nothing to
         synthesize, else by a DebriefWorkflow child), the agent told, the search attributes
         set. When Postgres refuses what the wrap-up keeps, the rest still happens and the run
-        records why it must fail (`refused`; workflows/store_refusals.py)."""
+        returns its result (workflows/store_refusals.py)."""
         self.state.current_tool = None
         result = self.state.result(
             self.run_id,
@@ -87,10 +87,11 @@ class RunWrapUp:
         except (ActivityError, ApplicationError) as err:  # a local activity's: its own error
             if (refusal := store_refusal(err)) is None:
                 raise
-            # the ending stands; the debrief gets a try of its own, in a child that fails
-            # visibly if it is refused too; the workflow fails once the wrap-up is done
-            workflow.logger.error("run %s: its wrap-up was refused: %s", self.run_id, refusal)
-            self.refused = self.refused or wrap_up_refused(result.terminated_by, refusal)
+            # the ending and its answer stand (the caller gets them); the debrief gets a try
+            # of its own, in a child that fails visibly if it is refused too
+            workflow.logger.error(
+                "run %s: %s", self.run_id, wrap_up_refused(result.terminated_by, refusal)
+            )
             kept_here = False
         if debrief_input is not None and result.debrief is not None and not kept_here:
             await self._start_debrief(debrief_input)

@@ -15,8 +15,10 @@ uninformed:
   reads it and the run goes on (the observation is other text, which Postgres may take; if
   it refuses that too, the run ends as above).
 - The run's wrap-up write (`notify_agent`: the debrief a trivial run keeps itself, the
-  agent's last run): the run's ending stands, its debrief goes to a DebriefWorkflow child
-  for a try of its own, and the workflow then fails with the refusal.
+  agent's last run): the run's ending and its answer stand and its workflow returns them (a
+  caller waiting for the answer gets it); the refusal is in the worker's log, and the debrief
+  goes to a DebriefWorkflow child for a try of its own, which fails visibly if it is refused
+  too. The agent's chat does not hear of that run (its last run was not kept).
 - A debrief child's `persist_debrief`: the child fails with it.
 - A chat turn or a session update: its save fails the update with it (a turn is saved before
   it is shown, so the session stays as it was) and the entity goes on serving other chats;
@@ -61,7 +63,8 @@ def run_refused(refusal: str) -> str:
 
 
 def wrap_up_refused(terminated_by: str, refusal: str) -> str:
-    """Why a run that ended (`terminated_by`) fails: its wrap-up's write was refused."""
+    """What the worker logs when a run that ended (`terminated_by`) had its wrap-up's write
+    refused."""
     return clip(
         f"the run ended ({terminated_by}), but the database refused its wrap-up (its debrief "
         f"or its agent's last run): {refusal}",
