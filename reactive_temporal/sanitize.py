@@ -12,6 +12,8 @@ helpers make such text storable, changing only what cannot be stored:
   pydantic models;
 - `clip`: text bounded to a number of characters, its head and tail kept around a marker
   saying how much was cut;
+- `one_line`: text as one line for a status display (its whitespace runs one space), cut
+  with an ellipsis;
 - `redact_dsn`: a Postgres connection string without its password, safe to print.
 """
 
@@ -85,6 +87,13 @@ def clip(text: str, limit: int, *, what: str = "characters") -> str:
 
 _URL_PASSWORD = re.compile(r"(://[^:/?#@]*):[^/?#]*@")
 _PASSWORD_PARAMETER = re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|[^&\s]*)", re.IGNORECASE)
+
+
+def one_line(text: str, limit: int) -> str:
+    """`text` on one line (every run of whitespace, newlines included, one space), at most
+    `limit` characters: cut with `…` at the end, where a status line's reader looks first."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: max(limit - 1, 0)].rstrip() + "…"
 
 
 def redact_dsn(dsn: str) -> str:

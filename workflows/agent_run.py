@@ -33,9 +33,11 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
+    from reactive_temporal import local_retries
     from reactive_temporal import search_attributes as sa
     from reactive_temporal.contracts import names
     from reactive_temporal.contracts.result import AgentResult
+    from reactive_temporal.contracts.retrying import LAST_FAILURE_CHARS, RetryingStep
     from reactive_temporal.contracts.run import (
         AgentRunInput,
         FinalAnswerCapture,
@@ -51,6 +53,7 @@ with workflow.unsafe.imports_passed_through():
         SeqMessage,
     )
     from reactive_temporal.limits import bound_answer
+    from reactive_temporal.sanitize import one_line
     from workflows.activity_options import STORE, llm_options
     from workflows.bugs import BUG_EXCEPTIONS, bug_failure, bug_message
     from workflows.final_answer import (
@@ -74,8 +77,10 @@ with workflow.unsafe.imports_passed_through():
 class StoreOutage:
     """What an LLM attempt returns when Postgres, not the LLM, made it fail."""
 
-
-STORE_OUTAGE = StoreOutage()
+    def __init__(self, message: str, since: datetime) -> None:
+        self.message = message
+        self.since = since
+        """When the step that gave up was scheduled."""
 
 
 @workflow.defn(name=names.AGENT_RUN_WORKFLOW, failure_exception_types=BUG_EXCEPTIONS)
@@ -116,6 +121,9 @@ class AgentRunWorkflow(RunWrapUp, RunControls, RunTools):
         self.refused: str | None = None
         """Why Postgres refused the run's data for good: the run ends as `error`, then its
         workflow fails with this (workflows/store_refusals.py)."""
+        self.store_outage: RetryingStep | None = None
+        """The LLM step given up on Postgres and waited out, until one lands (the `progress`
+        query's `retrying`; no command depends on it)."""
 
     @staticmethod
     def _patch_bundle(bundle: str | None) -> frozenset[str]:
@@ -325,8 +333,12 @@ class AgentRunWorkflow(RunWrapUp, RunControls, RunTools):
 
     @workflow.query(name=names.PROGRESS_QUERY)
     def progress(self) -> RunProgress:
-        """The run's live state: iteration, tools so far, tokens, last observation."""
-        return self.state.progress(self.run_id, self.agent)
+        """The run's live state: iteration, tools so far, tokens, last observation, and the
+        step it keeps retrying that only this worker knows of (a local activity's attempts:
+        `reactive_temporal.local_retries`; the LLM step waited out through a Postgres outage)."""
+        progress = self.state.progress(self.run_id, self.agent)
+        progress.retrying = local_retries.retrying(workflow.info().run_id) or self.store_outage
+        return progress
 
     # -- one LLM step -------------------------------------------------------------------
 
@@ -337,7 +349,15 @@ class AgentRunWorkflow(RunWrapUp, RunControls, RunTools):
         while True:
             step = await self._llm_attempt()
             if not isinstance(step, StoreOutage):
+                self.store_outage = None
                 return step
+            self.store_outage = RetryingStep(
+                step=names.LLM_STEP,
+                summary="Postgres unreachable: waiting to take the LLM step again",
+                attempt=self.store_outage.attempt + 1 if self.store_outage else 2,
+                since=self.store_outage.since if self.store_outage else step.since,
+                last_failure=one_line(step.message, LAST_FAILURE_CHARS),
+            )
             await workflow.sleep(
                 timedelta(seconds=STORE_OUTAGE_WAIT_SECONDS),
                 summary="Postgres unreachable: waiting to take the LLM step again",
@@ -346,6 +366,7 @@ class AgentRunWorkflow(RunWrapUp, RunControls, RunTools):
     async def _llm_attempt(self) -> LlmStepResult | StoreOutage | None:
         state = self.state
         state.current_tool = None
+        scheduled_at = workflow.now()
         handle = workflow.start_activity(
             names.LLM_STEP,
             LlmStepInput(
@@ -389,7 +410,7 @@ class AgentRunWorkflow(RunWrapUp, RunControls, RunTools):
                 return None
             if is_store_outage(err) and self.patched(names.STORE_OUTAGE_WAITS_PATCH):
                 workflow.logger.warning("LLM step waits for Postgres: %s", failure_message(err))
-                return STORE_OUTAGE
+                return StoreOutage(failure_message(err), scheduled_at)
             state.fail(failure_message(err))
             return None
         except asyncio.CancelledError:

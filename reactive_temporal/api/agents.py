@@ -27,6 +27,7 @@ from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from reactive_temporal import search_attributes as sa
 from reactive_temporal.api.control import PendingCall, decide, pending_calls, request_cancel
 from reactive_temporal.api.operate import fetch_rich_debrief, require_run
+from reactive_temporal.api.progress import run_progress
 from reactive_temporal.api.results import UNREACHABLE_PATIENCE_SECONDS, result_of
 from reactive_temporal.api.sessions import AgentEntity, Session, chat_request
 from reactive_temporal.api.watching import follow_events, stream_events
@@ -36,7 +37,7 @@ from reactive_temporal.contracts.debrief import AgentDebrief
 from reactive_temporal.contracts.entity import DEFAULT_SESSION, ChatReply
 from reactive_temporal.contracts.events import RunEvent
 from reactive_temporal.contracts.result import AgentResult
-from reactive_temporal.contracts.run import AgentConfig, AgentRunInput
+from reactive_temporal.contracts.run import AgentConfig, AgentRunInput, RunProgress
 from reactive_temporal.errors import describe_validation_error, root_cause, workflow_not_found
 from reactive_temporal.hosting.runtime import Runtime
 from reactive_temporal.limits import agent_config_problem
@@ -218,6 +219,18 @@ class Agent:
         return await run_result(
             self.runtime.client, run, unreachable_for=self.runtime.unreachable_patience
         )
+
+    async def progress(self, run_id: str) -> RunProgress:
+        """A run's progress: iteration, tool, tokens, approvals waiting, what it retries.
+
+        `retrying` is the step it is stuck on (an LLM endpoint down, Postgres unreachable),
+        with its attempt, since when and its last failure.
+
+        Raises:
+            ValueError: no such run.
+            ProgressUnavailable: no worker answered (its `retrying` is the server's view).
+        """
+        return await run_progress(self.runtime.client, run_id)
 
     async def cancel(self, run_id: str, *, reason: str | None = None) -> RunResult:
         """Cancel a running run and return its result.

@@ -34,10 +34,12 @@ from temporalio.worker import Replayer
 
 from reactive_temporal import search_attributes as sa
 from reactive_temporal.api.results import result_of
+from reactive_temporal.api.retrying_steps import retrying_step
 from reactive_temporal.codec import unreadable_payload
 from reactive_temporal.contracts import names
 from reactive_temporal.contracts.debrief import AgentDebrief
 from reactive_temporal.contracts.result import AgentResult
+from reactive_temporal.contracts.retrying import RetryingStep
 from reactive_temporal.contracts.run import AgentRunInput, TerminatedBy
 from reactive_temporal.errors import root_cause, workflow_not_found
 
@@ -62,6 +64,8 @@ class RunSummary(BaseModel):
     unreadable: str | None = None
     """Why the run's task cannot be shown: its memo is encrypted with a key this client does
     not have (or arrived unencrypted where encryption is required)."""
+    retrying: RetryingStep | None = None
+    """A running run's step that failed and is tried again (`api.retrying_steps`)."""
 
 
 def quote_literal(value: str) -> str:
@@ -96,14 +100,15 @@ async def list_runs(client: Client, query: str, limit: int = 20) -> list[RunSumm
     """The runs a visibility query (`runs_query`) finds, newest first, at most `limit`.
 
     Each run once, as its latest execution: a rerun run was listed twice, its failed
-    execution beside its current one, nothing saying which was which.
+    execution beside its current one, nothing saying which was which. A running run's
+    `retrying` names the step it is stuck on, if any.
     """
     runs: list[RunSummary] = []
-    seen: set[str] = set()
+    executions: dict[str, str] = {}
     async for wf in client.list_workflows(query, limit=limit):
-        if wf.id in seen:
+        if wf.id in executions:
             continue
-        seen.add(wf.id)
+        executions[wf.id] = wf.run_id
         attrs = wf.typed_search_attributes
         unreadable = None
         try:
@@ -128,7 +133,30 @@ async def list_runs(client: Client, query: str, limit: int = 20) -> list[RunSumm
                 unreadable=unreadable,
             )
         )
+    running = [r for r in runs if r.status == "running"]
+    at_once = asyncio.Semaphore(RETRYING_LOOKUPS_AT_ONCE)
+    found = await asyncio.gather(
+        *(_retrying(client, r.run_id, executions[r.run_id], at_once) for r in running)
+    )
+    for run, retrying in zip(running, found, strict=True):
+        run.retrying = retrying
     return runs
+
+
+RETRYING_LOOKUPS_AT_ONCE = 16
+"""Running runs `list_runs` describes at once (up to 1,000 are listed)."""
+
+
+async def _retrying(
+    client: Client, workflow_id: str, run_id: str, at_once: asyncio.Semaphore
+) -> RetryingStep | None:
+    """What the running run is stuck retrying; None when that cannot be told (it just ended)."""
+    async with at_once:
+        try:
+            description = await client.get_workflow_handle(workflow_id, run_id=run_id).describe()
+        except RPCError:
+            return None
+        return await retrying_step(client, description)
 
 
 # -- debriefs ------------------------------------------------------------------------------

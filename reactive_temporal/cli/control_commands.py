@@ -1,5 +1,6 @@
 """Control a running run: `cancel` it, list and decide its tool calls waiting for approval
-(`approvals`, `approve`, `deny`), follow its live output (`watch`)."""
+(`approvals`, `approve`, `deny`), follow its live output (`watch`), see where it is and what
+it is stuck retrying (`progress`)."""
 
 from __future__ import annotations
 
@@ -18,10 +19,11 @@ from reactive_temporal.api.control import (
     request_cancel,
     waiting_runs_query,
 )
+from reactive_temporal.api.progress import ProgressUnavailable, run_progress
 from reactive_temporal.api.watching import follow_events
 from reactive_temporal.cli.common import CliError, cli_runtime, err, out, run_command
 from reactive_temporal.cli.live_view import LivePrinter
-from reactive_temporal.cli.run_commands import print_outcome
+from reactive_temporal.cli.run_commands import print_outcome, progress_line, retrying_line
 from reactive_temporal.cli.terminal import plain, safe
 
 
@@ -200,5 +202,43 @@ def watch(
         finally:
             await runtime.close()
         return code
+
+    run_command(main, as_json=as_json)
+
+
+def progress(
+    run_id: Annotated[str, typer.Argument(help="A running or finished run.")],
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the RunProgress as JSON (`retrying` included).")
+    ] = False,
+) -> None:
+    """Where a run is: its iteration, tool, tokens, calls waiting for approval, and the step it
+    is stuck retrying (an LLM endpoint down, Postgres unreachable): the step, its attempt,
+    since when and its last failure. Exit 1 when no worker answers."""
+
+    async def main() -> int:
+        runtime = await cli_runtime(worker=False)
+        try:
+            found = await run_progress(runtime.client, run_id)
+        except ProgressUnavailable as e:
+            # what the server knows still answers "is it stuck?": said with the error
+            if as_json:
+                retrying = e.retrying.model_dump(mode="json") if e.retrying else None
+                print(json.dumps({"error": str(e), "run_id": run_id, "retrying": retrying}))
+            err.print(f"[red]error:[/] {safe(e)}", highlight=False, soft_wrap=True)
+            if e.retrying is not None and not as_json:
+                err.print(plain(retrying_line(e.retrying), style="yellow"), soft_wrap=True)
+            return 1
+        except ValueError as e:
+            raise CliError(str(e), code=1) from e
+        finally:
+            await runtime.close()
+        if as_json:
+            print(found.model_dump_json())
+            return 0
+        out.print(plain(progress_line(found.model_copy(update={"retrying": None}))), soft_wrap=True)
+        if found.retrying is not None:
+            out.print(plain(retrying_line(found.retrying), style="yellow"), soft_wrap=True)
+        return 0
 
     run_command(main, as_json=as_json)

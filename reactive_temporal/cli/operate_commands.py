@@ -11,6 +11,7 @@ import typer
 from rich import box
 from rich.console import Group, JustifyMethod, RenderableType
 from rich.table import Table
+from rich.text import Text
 from temporalio.client import Client, WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.converter import DataConverter
@@ -37,9 +38,10 @@ from reactive_temporal.api.replay_batch import (
     replay_recent,
 )
 from reactive_temporal.cli.common import CliError, cli_runtime, err, out, run_command
-from reactive_temporal.cli.run_commands import watch_and_print
+from reactive_temporal.cli.run_commands import retrying_line, watch_and_print
 from reactive_temporal.cli.terminal import plain, safe
 from reactive_temporal.contracts.result import AgentResult
+from reactive_temporal.contracts.retrying import RetryingStep
 from reactive_temporal.errors import workflow_not_found
 from reactive_temporal.private_files import write_private
 
@@ -117,7 +119,8 @@ def runs_view(found: list[RunSummary], width: int) -> RenderableType:
         table.add_column("task", no_wrap=True, overflow="ellipsis", max_width=task_width)
         for r, cells in zip(found, rows, strict=True):
             table.add_row(*(plain(c) for c in (*cells, (r.task or "").replace("\n", " "))))
-        return table
+        stuck = [_retrying_text(r.run_id, r.retrying, width) for r in found if r.retrying]
+        return Group(table, *stuck) if stuck else table
     blocks: list[RenderableType] = []
     for r in found:
         facts = [r.agent, r.status, r.terminated_by, r.outcome]
@@ -128,11 +131,20 @@ def runs_view(found: list[RunSummary], width: int) -> RenderableType:
         details = plain("  " + " · ".join(f for f in facts if f), style="dim")
         details.truncate(width, overflow="ellipsis")
         blocks += [plain(r.run_id, style="bold"), details]
+        if r.retrying:
+            blocks.append(_retrying_text("", r.retrying, width))
         if r.task:
             task = plain("  " + r.task.replace("\n", " "))
             task.truncate(width, overflow="ellipsis")
             blocks.append(task)
     return Group(*blocks)
+
+
+def _retrying_text(run_id: str, retrying: RetryingStep, width: int) -> Text:
+    """A run's step stuck retrying, under the runs (its failure shortened to the width)."""
+    text = plain(f"{run_id}{':' if run_id else ''} {retrying_line(retrying)}", style="yellow")
+    text.truncate(width, overflow="ellipsis")
+    return text
 
 
 def replay_command(

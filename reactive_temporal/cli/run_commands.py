@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from enum import StrEnum
 from typing import Annotated, Any, TextIO
 
@@ -12,11 +12,12 @@ import typer
 from rich.live import Live
 from rich.panel import Panel
 from rich.text import Text
-from temporalio.client import WorkflowHandle
+from temporalio.client import Client, WorkflowHandle
 
 from reactive_temporal.api.agents import Agent, AgentRunError, RunResult, build_run_input
 from reactive_temporal.api.builder import AgentBuilder
 from reactive_temporal.api.operate import load_debrief
+from reactive_temporal.api.retrying_steps import retrying_activity
 from reactive_temporal.api.watching import LiveOutputUnavailable
 from reactive_temporal.cli.approval_prompt import Ask, ask_inline
 from reactive_temporal.cli.common import (
@@ -33,6 +34,7 @@ from reactive_temporal.cli.live_view import LivePrinter
 from reactive_temporal.cli.terminal import markdown, plain, safe
 from reactive_temporal.contracts.approvals import PendingApproval
 from reactive_temporal.contracts.result import AgentResult
+from reactive_temporal.contracts.retrying import RetryingStep
 from reactive_temporal.contracts.run import MAX_ITERATIONS, RunProgress
 from reactive_temporal.embedded.stack import StackError, read_published_stack
 from reactive_temporal.hosting.runtime import open_runtime
@@ -198,6 +200,9 @@ async def _watch(
     last_line = ""
     interactive = err.is_terminal and sys.stdin.isatty()
     asked: set[str] = set()
+    retrying: RetryingStep | None = None
+    looked_at = -RETRYING_EVERY_SECONDS
+    clock = asyncio.get_running_loop()
     live = Live(console=err, transient=True, refresh_per_second=8) if err.is_terminal else None
     if live:
         live.start()
@@ -207,6 +212,11 @@ async def _watch(
                 progress: RunProgress | None = await handle.query(AgentRunWorkflow.progress)
             except Exception:  # the first workflow task may not have run yet
                 progress = None
+            if clock.time() - looked_at >= RETRYING_EVERY_SECONDS:
+                looked_at = clock.time()
+                retrying = await _retrying_activity(agent.runtime.client, handle)
+            if progress is not None and retrying is not None:
+                progress.retrying = retrying  # the server's count of its attempts
             line = progress_line(progress) if progress else "waiting for a worker…"
             waiting = [
                 p
@@ -233,6 +243,19 @@ async def _watch(
     return await result
 
 
+RETRYING_EVERY_SECONDS = 2.0
+"""How often `run`'s progress lines ask the server whether a step is being retried."""
+
+
+async def _retrying_activity(
+    client: Client, handle: WorkflowHandle[Any, AgentResult]
+) -> RetryingStep | None:
+    try:
+        return await retrying_activity(client, await handle.describe())
+    except Exception:  # a server briefly out of reach: the next look tells
+        return None
+
+
 async def follow_live(
     agent: Agent, run_id: str, out: TextIO, *, interactive: bool, ask: Ask | None = None
 ) -> None:
@@ -254,7 +277,7 @@ async def follow_live(
 
 def progress_line(p: RunProgress) -> str:
     """One line of live progress: the iteration in progress (never past the run's real
-    count), the tool running, the tokens so far."""
+    count), the tool running, the tokens so far, and the step it is stuck retrying."""
     if p.status != "running":
         ended = f" · ended: {p.terminated_by}" if p.terminated_by else ""
         return f"{p.iteration}/{p.max_iterations} iterations{ended} · {p.tokens:,} tokens"
@@ -262,7 +285,22 @@ def progress_line(p: RunProgress) -> str:
     if p.pending_approvals:
         calls = ", ".join(f"{a.tool} (call {a.call_id})" for a in p.pending_approvals)
         tool = f" · waiting for approval: {calls} (starter.py approve {p.run_id})"
-    return f"iteration {p.current_iteration}/{p.max_iterations}{tool} · {p.tokens:,} tokens"
+    stuck = f" · {retrying_line(p.retrying)}" if p.retrying else ""
+    return f"iteration {p.current_iteration}/{p.max_iterations}{tool} · {p.tokens:,} tokens{stuck}"
+
+
+def retrying_line(r: RetryingStep, *, today: date | None = None) -> str:
+    """The step a run is stuck on, for a person on call: `retrying llm_step (llm · iteration 1
+    · …) attempt 3 since 12:03:04 — LLM endpoint answered HTTP 503: …` (local time; the
+    date too when it is not today)."""
+    what = f"{r.step} ({r.summary})" if r.summary else r.step
+    since = ""
+    if r.since is not None:
+        local = r.since.astimezone()
+        shown = "%H:%M:%S" if local.date() == (today or date.today()) else "%Y-%m-%d %H:%M:%S"
+        since = f" since {local.strftime(shown)}"
+    failure = f" — {r.last_failure}" if r.last_failure else ""
+    return f"retrying {what} attempt {r.attempt}{since}{failure}"
 
 
 def print_outcome(result: AgentResult, *, as_json: bool) -> None:

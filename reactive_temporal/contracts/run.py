@@ -14,6 +14,7 @@ from pydantic import BaseModel, Field, field_validator
 
 from reactive_temporal.contracts.approvals import PendingApproval
 from reactive_temporal.contracts.internal import InternalPayload
+from reactive_temporal.contracts.retrying import RetryingStep
 
 TerminatedBy = Literal[
     "final_answer_tool",
@@ -366,6 +367,11 @@ class RunProgress(BaseModel):
     waiting_for: Literal["approval"] | None = None
     """What the run is parked on, with no activity running."""
     pending_approvals: list[PendingApproval] = Field(default_factory=list)
+    retrying: RetryingStep | None = None
+    """The step the run is stuck on, failing and tried again (an LLM endpoint down, Postgres
+    unreachable), from its second attempt on; None while every step lands at its first.
+    The query answers for the run's local activities and its waits for Postgres; the
+    client's `run_progress` adds its activities as Temporal's server sees them."""
 
     @property
     def current_iteration(self) -> int:

@@ -30,6 +30,7 @@ from reactive_temporal.builtin_tools import builtin_tools
 from reactive_temporal.config import Settings
 from reactive_temporal.hosting.activity_logs import one_line_activity_failures
 from reactive_temporal.hosting.bytecode import warn_when_compiled_per_workflow
+from reactive_temporal.hosting.retry_watch import LocalRetryWatch
 from reactive_temporal.hosting.sandbox import OwnWorkflowsUnsandboxed
 from reactive_temporal.search_attributes import ensure_registered
 from reactive_temporal.tools import Tool, ToolRegistry
@@ -218,6 +219,7 @@ async def create_worker(
         task_queue=task_queue or settings.temporal_task_queue,
         workflows=WORKFLOWS,
         activities=activities,
+        interceptors=[LocalRetryWatch()],  # a run's `progress` names its failing local step
         **extra,
     )
     stops = StopListener(database_url).start()

@@ -113,6 +113,9 @@ async def test_an_llm_step_that_gives_up_on_postgres_is_waited_out_not_an_llm_er
             ])  # fmt: skip
 
         await wait_for(waiting_for_postgres, seconds=90)
+        waiting = (await agent.progress(handle.id)).retrying  # what `progress` tells on call
+        assert waiting is not None and waiting.step == "llm_step"
+        assert "Postgres unavailable" in (waiting.last_failure or "")
         await asyncio.to_thread(own_postgres.ensure_postgres_running)
         result = await asyncio.wait_for(agent.result(handle), timeout=120)
 

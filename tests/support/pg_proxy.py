@@ -1,10 +1,14 @@
-"""A TCP proxy in front of Postgres that counts round trips.
+"""A TCP proxy in front of Postgres that counts round trips, and can cut Postgres off.
 
 A round trip is the client sending after it has heard from the server: a burst of client
 bytes that follows server bytes (or opens the connection). Several statements pipelined, or
 joined in one query string, go out as one burst and count once; statements that each wait
 for their answer count one each. No timing is involved, so a loaded machine does not change
 the count.
+
+`cut_off_at(marker)` cuts Postgres off from the moment a client sends `marker` (a value only
+one statement carries): that statement never reaches it, every connection is closed, and new
+ones are refused until `restore()`. A write at the worst moment, without timing.
 """
 
 from __future__ import annotations
@@ -23,6 +27,9 @@ class CountingProxy:
         self.database = url.path.lstrip("/") or "postgres"
         self.round_trips = 0
         self.server: asyncio.Server | None = None
+        self.marker: bytes | None = None
+        self.is_cut = False
+        self._open: set[tuple[asyncio.StreamWriter, asyncio.StreamWriter]] = set()
 
     @property
     def url(self) -> str:
@@ -38,15 +45,36 @@ class CountingProxy:
         if self.server is not None:
             self.server.close()
 
+    def cut_off_at(self, marker: bytes) -> None:
+        """Cut Postgres off when a client sends `marker` (until `restore()`)."""
+        self.marker = marker
+
+    def restore(self) -> None:
+        self.marker = None
+        self.is_cut = False
+
+    def _cut(self) -> None:
+        self.is_cut = True
+        for client, server in list(self._open):
+            client.close()
+            server.close()
+
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if self.is_cut:
+            writer.close()  # refused: as a Postgres that is down
+            return
         if self.unix:
             up_reader, up_writer = await asyncio.open_unix_connection(self.unix)
         else:
             up_reader, up_writer = await asyncio.open_connection(*self.target)
+        self._open.add((writer, up_writer))
         heard = [True]  # the server spoke last (or nobody yet): the client's next bytes count
 
         async def upstream() -> None:
             while data := await reader.read(65536):
+                if self.marker is not None and self.marker in data:
+                    self._cut()
+                    return
                 if heard[0]:
                     self.round_trips += 1
                     heard[0] = False
@@ -64,5 +92,6 @@ class CountingProxy:
         except (ConnectionError, asyncio.CancelledError):
             pass
         finally:
+            self._open.discard((writer, up_writer))
             writer.close()
             up_writer.close()
