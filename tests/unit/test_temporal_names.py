@@ -135,6 +135,7 @@ def test_the_scan_covers_the_code_that_uses_names():
     scanned = {str(p.relative_to(REPO)) for p in SCANNED}
     assert {
         "workflows/agent_run.py",
+        "workflows/run_llm_step.py",
         "workflows/agent_entity.py",
         "workflows/agent_debrief.py",
         "activities/workflow_calls.py",
@@ -190,9 +191,11 @@ def test_ordinary_strings_are_not_taken_for_names(source: str):
 
 
 def test_a_literal_planted_in_the_run_loop_is_caught():
-    real = (REPO / "workflows" / "agent_run.py").read_text()
+    real = (REPO / "workflows" / "run_llm_step.py").read_text()
     assert literal_names(real) == []
-    planted = real.replace("names.LLM_STEP", '"llm_step"', 1)
+    planted = real.replace(
+        "names.LLM_STEP,\n            LlmStepInput(", '"llm_step",\n            LlmStepInput(', 1
+    )
     assert planted != real
     assert [f.text for f in literal_names(planted)] == ["start_activity('llm_step', …)"]
 
@@ -210,7 +213,7 @@ def test_the_run_patch_bundle_covers_exactly_the_patches_released_before_it():
     }  # fmt: skip
     root = Path(__file__).resolve().parents[2] / "workflows"
     asked: set[str] = set()
-    for module in ("agent_run.py", "run_controls.py"):
+    for module in ("agent_run.py", "run_controls.py", "run_llm_step.py"):
         source = (root / module).read_text()
         asked |= set(re.findall(r"self\.patched\(\s*names\.([A-Z0-9_]+)", source))
         rest = re.sub(r"workflow\.patched\(names\.RUN_PATCHES_2026_12(_03)?\)", "", source)
