@@ -14,7 +14,8 @@ steps and reads only what is new (`activities.transcripts`). A model call is mad
 once per step: the reply is recorded with the step's whole result as soon as it exists, and a
 retried attempt returns that record instead of calling the model again
 (`activities.step_records`); Postgres outages are waited out inside the attempt, heartbeating
-from the step's start, and never count as the model's failures.
+from the step's start, and never count as the model's failures. A reply the attempt could not
+record before its deadline goes to the next attempt in its heartbeat (`activities.held_reply`).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from temporalio.exceptions import ApplicationError
 
 from activities.debrief_store import DebriefStore
 from activities.heartbeat import heartbeating
+from activities.held_reply import held_reply, hold
 from activities.llm_calls import (
     Completion,
     ContextWindowExceeded,
@@ -44,6 +46,7 @@ from activities.run_events import RunEvents, TextStream
 from activities.run_seed import RunSeeding, resolve_tools, seed_length, seed_messages
 from activities.run_stops import RUN_STOPS
 from activities.step_records import (
+    STORE_UNAVAILABLE,
     StepRecords,
     record_step,
     recorded,
@@ -104,7 +107,20 @@ class LlmActivities:
             earlier = await recorded(self.store, input.run_id, input.seq, LlmStepResult)
             if earlier is not None:
                 return earlier
+            if (held := held_reply(input.seq)) is not None:
+                return await self._record_held(input, held)
             return await self._step(input, prepared)
+
+    async def _record_held(self, input: LlmStepInput, held: LlmStepResult) -> LlmStepResult:
+        """The reply an earlier attempt got and could not record (`activities.held_reply`),
+        recorded now instead of asking the model again."""
+        reply = Message(role="assistant", content=held.content, tool_calls=held.tool_calls)
+        await record_step(
+            self.records, input.run_id, input.seq, reply, held,
+            what="recording the model's reply an earlier attempt got",
+        )  # fmt: skip
+        self.transcripts.add(input.run_id, input.seq, reply)
+        return held
 
     async def _seeded(
         self, input: LlmStepInput, seed: RunSeed
@@ -221,18 +237,23 @@ class LlmActivities:
             prepared=prepared,
         )
         reply = Message(role="assistant", content=content, tool_calls=calls)
-        await record_step(
-            self.records,
-            input.run_id,
-            input.seq,
-            reply,
-            result,
-            events=text.last if text is not None else (),
-            also=self.contexts.sent(
-                input.run_id, input.seq, context, completion.usage.prompt_tokens
-            ),
-            what="recording the model's reply",
-        )
+        try:
+            await record_step(
+                self.records,
+                input.run_id,
+                input.seq,
+                reply,
+                result,
+                events=text.last if text is not None else (),
+                also=self.contexts.sent(
+                    input.run_id, input.seq, context, completion.usage.prompt_tokens
+                ),
+                what="recording the model's reply",
+            )
+        except ApplicationError as err:
+            if err.type == STORE_UNAVAILABLE:  # the next attempt records it, not buys it again
+                hold(input.seq, result)
+            raise
         self.transcripts.add(input.run_id, input.seq, reply)
         return result
 

@@ -38,6 +38,8 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)
 
+STORE_UNAVAILABLE = "StoreUnavailable"
+"""The type of the failure an attempt ends with when Postgres stayed unreachable."""
 FIRST_WAIT = 0.25
 """Seconds before the first retry of a store operation; doubled up to MAX_WAIT."""
 MAX_WAIT = 5.0
@@ -86,7 +88,7 @@ async def until_stored(operation: Callable[[], Awaitable[T]], *, what: str) -> T
             if left <= 0:
                 raise ApplicationError(
                     f"Postgres unavailable while {what}: {err}",
-                    type="StoreUnavailable",
+                    type=STORE_UNAVAILABLE,
                 ) from err
             activity.logger.warning("Postgres unavailable while %s (%s); retrying", what, err)
             await asyncio.sleep(min(wait, left))

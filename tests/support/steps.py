@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from psycopg import sql
 from temporalio.testing import ActivityEnvironment
@@ -12,15 +14,23 @@ from activities.store import Store
 from reactive_temporal.contracts.run import Message, SeqMessage
 
 
-def attempt(number: int, workflow_run_id: str = "temporal-run-1") -> ActivityEnvironment:
-    """An activity context of attempt `number` that started now with 30 s to run."""
+def attempt(
+    number: int,
+    workflow_run_id: str = "temporal-run-1",
+    *,
+    start_to_close: timedelta = timedelta(seconds=30),
+    heartbeat_details: Sequence[Any] = (),
+) -> ActivityEnvironment:
+    """An activity context of attempt `number` that started now with 30 s to run (or
+    `start_to_close`), handed `heartbeat_details` by the attempt before it."""
     env = ActivityEnvironment()
     env.info = dataclasses.replace(
         env.info,
         attempt=number,
         started_time=datetime.now(UTC),
-        start_to_close_timeout=timedelta(seconds=30),
+        start_to_close_timeout=start_to_close,
         workflow_run_id=workflow_run_id,
+        heartbeat_details=list(heartbeat_details),
     )
     return env
 

@@ -3,6 +3,7 @@ a tool's activity lives as long as the tool's own timeout. Real Postgres, real d
 
 from __future__ import annotations
 
+import json
 import uuid
 from datetime import timedelta
 from typing import Any
@@ -10,6 +11,7 @@ from typing import Any
 import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
+from temporalio.exceptions import ApplicationError
 
 from activities.llm_calls import LlmEndpoint
 from activities.llm_step import LlmActivities
@@ -25,9 +27,10 @@ from reactive_temporal.contracts.run import (
     ToolCall,
     ToolResult,
 )
-from reactive_temporal.embedded.scripted_llm import Reply, ScriptedLLM, call
+from reactive_temporal.embedded.scripted_llm import Raw, Reply, ScriptedLLM, call
 from reactive_temporal.hosting.worker_factory import llm_client
 from reactive_temporal.tools import ToolRegistry, current_tool_call, tool
+from tests.support.pg_proxy import CountingProxy
 from tests.support.steps import attempt, live_events, seeded
 from tests.workflow.conftest import Harness, running_worker
 
@@ -378,3 +381,67 @@ async def test_a_tool_whose_result_cannot_be_printed_runs_once(harness: Harness)
         result = await attempt(1).run(activities.run_tool, step)
         assert "unprintable" in result.content, result.content
     assert ran == ["deep", "odd"]
+
+
+async def test_a_reply_the_step_could_not_record_is_recorded_by_its_next_attempt_not_bought_again(
+    harness: Harness, settings, llm: ScriptedLLM, model_name: str, database_url: str
+):
+    """Postgres goes down as the step records the model's reply and stays down past the
+    attempt's deadline: the attempt fails as an outage, and the next one (Temporal hands it
+    the last heartbeat's details) records that reply instead of calling the model again, with
+    what the endpoint sent with each call for itself. It was bought twice."""
+    signature = {"google": {"thought_signature": "sig-7f3"}}
+    reply = {
+        "role": "assistant",
+        "content": "held-7f3 calling the tool",
+        "tool_calls": [
+            {
+                "id": "c1",
+                "type": "function",
+                "function": {"name": "calculator", "arguments": '{"expression": "1+1"}'},
+                "extra_content": signature,
+            }
+        ],
+    }
+    body = {
+        "id": "r1", "object": "chat.completion", "created": 1, "model": model_name,
+        "choices": [{"index": 0, "message": reply, "finish_reason": "tool_calls"}],
+    }  # fmt: skip
+    llm.script(
+        model_name,
+        [
+            Raw([json.dumps(body).encode()], content_type="application/json"),
+            Reply("a second reply: the model was asked again"),
+        ],
+    )
+    run_id = f"run-held-{uuid.uuid4().hex[:8]}"
+    await harness.store.put_messages(run_id, seeded("You are a test.", "Add 1 and 1."))
+    proxy = await CountingProxy(database_url).start()
+    store = await Store.open(proxy.url, migrate=False)
+    endpoint = LlmEndpoint(llm_client(settings, llm.base_url))
+    step = LlmStepInput(
+        run_id=run_id, seq=2, iteration=0, model=model_name, tool_names=["calculator"]
+    )
+    beats: list[tuple[Any, ...]] = []
+    try:
+        first = attempt(1, start_to_close=timedelta(seconds=4))
+        first.on_heartbeat = lambda *details: beats.append(details)
+        proxy.cut_off_at(b"held-7f3")  # the reply's record never reaches Postgres
+        with pytest.raises(ApplicationError) as failed:
+            await first.run(LlmActivities(store, endpoint, harness.worker.registry).llm_step, step)
+        assert failed.value.type == "StoreUnavailable"
+        await store.close()  # that worker is gone, and what it had yet to write with it
+        # the next attempt, on another worker, with the last heartbeat's details
+        again = attempt(2, heartbeat_details=beats[-1] if beats else ())
+        activities = LlmActivities(harness.store, endpoint, harness.worker.registry)
+        result = await again.run(activities.llm_step, step)
+    finally:
+        await endpoint.close()
+        await store.close()
+        await proxy.stop()
+    assert len(llm.requests[model_name]) == 1  # one billed model call, not two
+    assert result.content == "held-7f3 calling the tool"
+    kept = await harness.store.load_transcript(run_id)
+    assert kept[-1].seq == 2 and kept[-1].message.content == "held-7f3 calling the tool"
+    # the next request carries it back (a Gemini 3 model refuses one without it)
+    assert kept[-1].message.tool_calls[0].extra_content == signature

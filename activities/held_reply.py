@@ -1,0 +1,59 @@
+"""A reply the model gave that its step could not record, carried to the step's next attempt.
+
+A step records the model's reply before returning it, waiting out a Postgres outage until
+shortly before its attempt's deadline (`step_records.until_stored`). An outage longer than
+that failed the attempt, and the next attempt, finding no record, bought the reply again:
+one step billed twice. So the attempt that gives up leaves the reply in its last heartbeat's
+details, which Temporal hands to the next attempt of the same activity; that attempt records
+it and returns it without calling the model.
+
+Heartbeat details are a payload: the reply fits (`bound_reply` keeps it within every payload
+limit), and what the endpoint sent with each call for itself (`ToolCall.extra_content`, which
+payloads leave out: Gemini's thought signatures) goes beside it, since the next request must
+carry it back.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+from temporalio import activity
+
+from reactive_temporal.contracts.run import LlmStepResult
+
+
+class HeldReply(BaseModel):
+    """The heartbeat details of an attempt that got a reply and could not record it."""
+
+    held_seq: int
+    """The reply's place in the transcript: an attempt at another place ignores it."""
+    held: LlmStepResult
+    extra_content: list[dict[str, Any] | None] = []
+    """Each call's `extra_content`, in order."""
+
+
+def hold(seq: int, result: LlmStepResult) -> None:
+    """Leave `result` (the reply at `seq`) for the next attempt of this step."""
+    extra = [call.extra_content for call in result.tool_calls]
+    activity.heartbeat(
+        HeldReply(held_seq=seq, held=result, extra_content=extra).model_dump(mode="json")
+    )
+
+
+def held_reply(seq: int) -> LlmStepResult | None:
+    """The reply at `seq` an earlier attempt of this step got and left, if one did."""
+    details = activity.info().heartbeat_details
+    if not details:
+        return None
+    try:
+        held = HeldReply.model_validate(details[0])
+    except (ValidationError, TypeError):  # a heartbeat of another kind
+        return None
+    if held.held_seq != seq or len(held.extra_content) != len(held.held.tool_calls):
+        return None
+    calls = [
+        call.model_copy(update={"extra_content": extra})
+        for call, extra in zip(held.held.tool_calls, held.extra_content, strict=True)
+    ]
+    return held.held.model_copy(update={"tool_calls": calls})
