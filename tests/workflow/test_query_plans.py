@@ -1,0 +1,194 @@
+"""The product's statements on tables grown as production grows them: what each reads grows
+with what it returns, not with the table.
+
+Each test runs product code (a prune, a watcher reading a long run, a run's lessons chosen)
+against a schema of its own, filled by `generate_series` with thousands of runs over two
+months, captures the statements that code sends (`statements_sent`), and has Postgres
+EXPLAIN each with its real parameters: a plan, not a timing, so a loaded machine cannot fail
+it. Tables here are small next to production's (bench/data_scale.py measures those), but
+enough that Postgres plans as it would there.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from datetime import timedelta
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg import sql
+from psycopg.conninfo import make_conninfo
+
+from activities.lesson_store import LessonStore
+from activities.store import Store
+
+pytestmark = pytest.mark.workflow
+
+RUNS = 2_000
+"""Runs over DAYS days, a third of them the busy agent's, the rest 50 agents'."""
+DAYS = 60
+LONG_RUN = "run-agent-busy-000000long"
+LONG_RUN_EVENTS = 5_000
+BUSY = "agent-busy"
+TASK = "Check the billing report for a refund spike"
+PRUNE_AGE = timedelta(days=30, hours=1)
+"""Half-way between two runs' starts (43 minutes apart): no run is idle for about that
+long, whatever the seconds between loading and pruning."""
+
+_LOAD = f"""
+CREATE TABLE scale_runs AS
+SELECT i, 'run-' || agent || '-' || substr(md5(i::text), 1, 12) AS run_id, agent AS agent_id,
+       now() - interval '{DAYS} days' + i * interval '{DAYS} days' / {RUNS} AS started_at
+FROM generate_series(0, {RUNS} - 1) AS i,
+     LATERAL (SELECT CASE WHEN i % 3 = 0 THEN '{BUSY}' ELSE 'agent-' || i % 50 END AS agent) a;
+INSERT INTO run_events (run_id, "offset", type, step, position, data, created_at)
+SELECT run_id, o, 'iteration', o, 0, jsonb_build_object('iteration', o),
+       started_at + o * interval '1 second'
+FROM scale_runs, generate_series(0, 19) AS o ORDER BY i, o;
+INSERT INTO run_events (run_id, "offset", type, step, position, data, created_at)
+SELECT '{LONG_RUN}', o, 'iteration', o, 0, jsonb_build_object('iteration', o),
+       now() - interval '45 days' + o * interval '1 second'
+FROM generate_series(0, {LONG_RUN_EVENTS} - 1) AS o;
+INSERT INTO run_messages (run_id, seq, role, content, created_at)
+SELECT run_id, s, 'user', repeat('lorem ipsum ', 20), started_at + s * interval '1 second'
+FROM scale_runs, generate_series(0, 9) AS s ORDER BY i, s;
+INSERT INTO run_context (run_id, seq, prompt_tokens, created_at)
+SELECT run_id, s, 1000, started_at + s * interval '1 second'
+FROM scale_runs, generate_series(0, 4) AS s ORDER BY i, s;
+INSERT INTO agent_lessons (run_id, position, agent_id, lesson, created_at, expires_at)
+SELECT run_id, p, agent_id,
+       'lesson ' || i || '.' || p || CASE WHEN p = 0 THEN ' check the billing report first'
+                                     ELSE ' a refund needs its invoice' END,
+       started_at, started_at + interval '10 days'
+FROM scale_runs, generate_series(0, 2) AS p ORDER BY i, p;
+ANALYZE
+"""
+
+
+@asynccontextmanager
+async def scratch_store(database_url: str) -> AsyncIterator[Store]:
+    """A Store on a schema of its own (migrated by `Store.open`, as a worker does), filled
+    with `_LOAD`'s rows and analyzed; dropped after."""
+    schema = f"plans_{uuid.uuid4().hex[:8]}"
+    async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
+        await conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
+    url = make_conninfo(database_url, options=f"-c search_path={schema}")
+    try:
+        store = await Store.open(url, max_size=2)
+        try:
+            async with store.pool.connection() as conn:
+                await conn.execute(_LOAD)
+            yield store
+        finally:
+            await store.close()
+    finally:
+        async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
+            await conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
+
+
+@pytest.fixture(scope="module")
+async def grown(database_url: str) -> AsyncIterator[Store]:
+    """The grown tables, read only by the tests that share them."""
+    async with scratch_store(database_url) as store:
+        yield store
+
+
+Sent = list[tuple[Any, Any]]
+
+
+@pytest.fixture
+def statements_sent(monkeypatch: pytest.MonkeyPatch) -> Iterator[Sent]:
+    """Every statement product code sends while the test runs, with its parameters (psycopg's
+    connections send theirs through a cursor too)."""
+    sent: Sent = []
+    execute = psycopg.AsyncCursor.execute
+
+    async def recording(
+        self: psycopg.AsyncCursor[Any], query: Any, params: Any = None, **kw: Any
+    ) -> Any:
+        sent.append((query, params))
+        return await execute(self, query, params, **kw)
+
+    monkeypatch.setattr(psycopg.AsyncCursor, "execute", recording)
+    yield sent
+    monkeypatch.undo()
+
+
+def reading(sent: Sent, table: str) -> Sent:
+    """The statements that name `table`."""
+    return [(q, p) for q, p in sent if table in (q if isinstance(q, str) else repr(q))]
+
+
+async def plan(store: Store, query: Any, params: Any, *, analyze: bool) -> dict[str, Any]:
+    """Postgres's plan of `query` (run, then rolled back, with `analyze`)."""
+    async with store.pool.connection() as conn:
+        text = query.as_string(conn) if isinstance(query, sql.Composable) else query
+        options = "ANALYZE, FORMAT JSON" if analyze else "FORMAT JSON"
+        async with conn.transaction(force_rollback=True):
+            cur = await conn.execute(f"EXPLAIN ({options}) {text}", params)
+            row = await cur.fetchone()
+    assert row is not None
+    return row[0][0]["Plan"]
+
+
+def nodes(node: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    yield node
+    for child in node.get("Plans", []):
+        yield from nodes(child)
+
+
+def scans(node: dict[str, Any], table: str) -> list[str]:
+    """How each scan of `table` in the plan reads it: its node type, and its index."""
+    return [
+        f"{n['Node Type']} {n.get('Index Name', '')}".strip()
+        for n in nodes(node)
+        if n.get("Relation Name") == table
+    ]
+
+
+def rows_read(node: dict[str, Any], table: str) -> int:
+    """The rows an analyzed plan read from `table`'s heap: those its scans returned and
+    those they read and filtered out, over every loop."""
+    return round(
+        sum(
+            (
+                n["Actual Rows"]
+                + n.get("Rows Removed by Filter", 0)
+                + n.get("Rows Removed by Index Recheck", 0)
+            )
+            * n["Actual Loops"]
+            for n in nodes(node)
+            if n.get("Relation Name") == table
+        )
+    )
+
+
+async def scalar(store: Store, query: str, *params: object) -> Any:
+    async with store.pool.connection() as conn:
+        cur = await conn.execute(query, params)
+        row = await cur.fetchone()
+    assert row is not None
+    return row[0]
+
+
+async def test_a_runs_lessons_are_chosen_among_its_agents_live_ones_only(
+    grown: Store, statements_sent: Sent
+):
+    """A run with memory ranks its agent's live lessons as it starts. Through the index on
+    (agent_id, created_at) it read every lesson the agent was ever taught, expired ones too,
+    which nothing deletes unless an operator prunes: at six months, six times as many."""
+    run_id = await scalar(grown, "SELECT run_id FROM scale_runs WHERE i = %s", RUNS // 2 - 1)
+    statements_sent.clear()
+    chosen = await LessonStore(grown).relevant(BUSY, TASK, limit=5, exclude_run=run_id)
+    [(query, params)] = reading(statements_sent, "agent_lessons")
+    assert len(chosen) == 5
+    live = await scalar(
+        grown, "SELECT count(*) FROM agent_lessons WHERE agent_id = %s AND expires_at > now()", BUSY
+    )
+    everything = await scalar(grown, "SELECT count(*) FROM agent_lessons WHERE agent_id = %s", BUSY)
+    assert everything > 4 * live  # the grown table holds what production's would
+    read = rows_read(await plan(grown, query, params, analyze=True), "agent_lessons")
+    assert read <= live, f"read {read} lessons for the agent's {live} live ones"
