@@ -11,6 +11,7 @@ enough that Postgres plans as it would there.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
@@ -24,6 +25,8 @@ from psycopg.conninfo import make_conninfo
 
 from activities.lesson_store import LessonStore
 from activities.store import Store
+from reactive_temporal.api.live_feed import BATCH
+from reactive_temporal.api.watching import stream_events
 
 pytestmark = pytest.mark.workflow
 
@@ -192,3 +195,22 @@ async def test_a_runs_lessons_are_chosen_among_its_agents_live_ones_only(
     assert everything > 4 * live  # the grown table holds what production's would
     read = rows_read(await plan(grown, query, params, analyze=True), "agent_lessons")
     assert read <= live, f"read {read} lessons for the agent's {live} live ones"
+
+
+async def test_a_watcher_reads_a_long_run_a_batch_at_a_time(grown: Store, statements_sent: Sent):
+    """A watcher catching up on a long run reads it BATCH events a statement. Each read was
+    `"offset" >= n … LIMIT BATCH`, which Postgres answered by reading every event from n to
+    the run's end and sorting them: a run read from its start read N²/2·BATCH rows."""
+    url = grown.pool.conninfo
+    assert isinstance(url, str)
+    done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    done.set_result(None)
+    start = LONG_RUN_EVENTS // 2
+    statements_sent.clear()
+    offsets = [e.offset async for e in stream_events(url, LONG_RUN, until=done, from_offset=start)]
+    assert offsets == list(range(start, LONG_RUN_EVENTS))  # every event, once, in order
+    batches = reading(list(statements_sent), "run_events")
+    assert len(batches) >= (LONG_RUN_EVENTS - start) // BATCH
+    for query, params in batches:
+        read = rows_read(await plan(grown, query, params, analyze=True), "run_events")
+        assert read <= BATCH, f"a batch from offset {params[1]} read {read} events"
