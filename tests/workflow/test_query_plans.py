@@ -24,6 +24,7 @@ from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
 from activities.lesson_store import LessonStore
+from activities.retention import BATCH_RUNS, PRUNED_TABLES, prune
 from activities.store import Store
 from reactive_temporal.api.live_feed import BATCH
 from reactive_temporal.api.watching import stream_events
@@ -214,3 +215,47 @@ async def test_a_watcher_reads_a_long_run_a_batch_at_a_time(grown: Store, statem
     for query, params in batches:
         read = rows_read(await plan(grown, query, params, analyze=True), "run_events")
         assert read <= BATCH, f"a batch from offset {params[1]} read {read} events"
+
+
+async def test_prune_deletes_a_batch_of_runs_a_statement_through_the_primary_keys(
+    database_url: str, statements_sent: Sent
+):
+    """Prune deleted every idle run's rows of a table in one statement, after grouping the
+    whole table by run (a sequential scan): at six months, 25 M rows in one transaction. Now
+    each statement reads the next BATCH_RUNS runs by primary key and deletes those idle among
+    them; what it leaves is exactly the runs written to since the cut-off."""
+    async with scratch_store(database_url) as store:
+        async with store.pool.connection() as conn:
+            # every DELETE on run_events logs how many runs it took rows of
+            await conn.execute(
+                "CREATE TABLE deletes (runs INTEGER NOT NULL);"
+                " CREATE FUNCTION log_deletes() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
+                " INSERT INTO deletes SELECT count(DISTINCT run_id) FROM gone; RETURN NULL;"
+                " END $$;"
+                " CREATE TRIGGER log_deletes AFTER DELETE ON run_events"
+                " REFERENCING OLD TABLE AS gone FOR EACH STATEMENT EXECUTE FUNCTION log_deletes()"
+            )
+        kept_query = (
+            "SELECT array_agg(run_id ORDER BY run_id) FROM (SELECT run_id FROM {} GROUP BY run_id"
+            " HAVING max(created_at) >= now() - %s) AS kept"
+        )
+        kept = {t: await scalar(store, kept_query.format(t), PRUNE_AGE) for t in PRUNED_TABLES}
+        idle = await scalar(store, "SELECT count(DISTINCT run_id) FROM run_events")
+        idle -= len(kept["run_events"])
+        assert idle > BATCH_RUNS and LONG_RUN not in kept["run_events"]
+        statements_sent.clear()
+
+        deleted = await prune(store, PRUNE_AGE)
+
+        sent = list(statements_sent)
+        assert deleted["run_events"] > idle * 20
+        for table in PRUNED_TABLES:
+            assert await scalar(store, kept_query.format(table), PRUNE_AGE) == kept[table], table
+            left = await scalar(store, f"SELECT count(DISTINCT run_id) FROM {table}")
+            assert left == len(kept[table]), table
+        batches = await scalar(store, "SELECT array_agg(runs) FROM deletes")
+        assert sum(batches) == idle and max(batches) <= BATCH_RUNS, batches
+        for query, params in reading(sent, "run_events"):
+            root = await plan(store, query, params, analyze=False)
+            assert "Seq Scan" not in scans(root, "run_events"), scans(root, "run_events")
+            assert any(n.get("Index Name") == "run_events_pkey" for n in nodes(root))
