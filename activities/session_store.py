@@ -11,6 +11,9 @@ from activities.store import Store, pg_text
 from reactive_temporal.contracts.entity import ChatMessage
 from reactive_temporal.session_window import trim_window
 
+PAGE_READ_ROWS = 200
+"""A page of a session's history is read this many messages at a time."""
+
 
 class SessionStore:
     """Chat sessions: one row per message (`chat_messages`), written as each turn happens, so
@@ -76,32 +79,44 @@ class SessionStore:
         bytes) the latest messages within it."""
         async with self.pool.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
             await cur.execute(
-                "SELECT count(*) AS n FROM chat_messages WHERE agent_id = %s AND session_id = %s",
+                # positions are dense from 0 (a turn is written at the session's total), so
+                # the last one tells the total from the index; count(*) read every message
+                "SELECT coalesce(max(position) + 1, 0) AS n FROM chat_messages"
+                " WHERE agent_id = %s AND session_id = %s",
                 (agent_id, session_id),
             )
             row = await cur.fetchone()
             total = int(row["n"]) if row else 0
             if window is not None:
                 offset, max_bytes = max(0, total - window[0]), None
-            await cur.execute(
-                # sized as JSON, as the page travels: a control character is six bytes there
-                "SELECT role, content, sent_at, octet_length(to_json(content)::text) AS size"
-                " FROM chat_messages"
-                " WHERE agent_id = %s AND session_id = %s AND position >= %s ORDER BY position",
-                (agent_id, session_id, offset),
-            )
-            rows = await cur.fetchall()
+            rows: list[dict[str, Any]] = []
+            size, position = 0, offset
+            # a page is read PAGE_READ_ROWS rows at a time until it is full: read whole from
+            # its offset to the session's end, paging through a long session read O(N²) rows
+            while True:
+                await cur.execute(
+                    # sized as JSON, as the page travels: a control character is six bytes
+                    "SELECT position, role, content, sent_at,"
+                    " octet_length(to_json(content)::text) AS size"
+                    " FROM chat_messages WHERE agent_id = %s AND session_id = %s"
+                    " AND position >= %s ORDER BY position LIMIT %s",
+                    (agent_id, session_id, position, PAGE_READ_ROWS if max_bytes else None),
+                )
+                batch = await cur.fetchall()
+                for r in batch:
+                    size += r["size"]
+                    if max_bytes is not None and size > max_bytes and rows:
+                        break
+                    rows.append(r)
+                else:
+                    if max_bytes is not None and len(batch) == PAGE_READ_ROWS:
+                        position = batch[-1]["position"] + 1
+                        continue
+                break
         messages = [
             ChatMessage(role=r["role"], content=r["content"], timestamp=r["sent_at"]) for r in rows
         ]
         if window is not None:
             kept = trim_window(messages, window[0], window[1])
             return kept, total - len(kept), total
-        if max_bytes is not None:
-            size = 0
-            for i, r in enumerate(rows):
-                size += r["size"]
-                if size > max_bytes and i > 0:
-                    messages = messages[:i]
-                    break
         return messages, offset, total

@@ -25,6 +25,7 @@ from psycopg.conninfo import make_conninfo
 
 from activities.lesson_store import LessonStore
 from activities.retention import BATCH_RUNS, PRUNED_TABLES, prune
+from activities.session_store import PAGE_READ_ROWS, SessionStore
 from activities.store import Store
 from reactive_temporal.api.live_feed import BATCH
 from reactive_temporal.api.watching import stream_events
@@ -259,3 +260,31 @@ async def test_prune_deletes_a_batch_of_runs_a_statement_through_the_primary_key
             root = await plan(store, query, params, analyze=False)
             assert "Seq Scan" not in scans(root, "run_events"), scans(root, "run_events")
             assert any(n.get("Index Name") == "run_events_pkey" for n in nodes(root))
+
+
+async def test_a_page_of_a_long_session_reads_about_the_page_not_the_rest_of_the_session(
+    grown: Store, statements_sent: Sent
+):
+    """`session history` pages through a saved session a megabyte at a time: each page read
+    every message from its offset to the session's end and cut it in Python, so paging
+    through a session of N messages read about N²/2 rows."""
+    agent, session = BUSY, f"long-{uuid.uuid4().hex[:6]}"
+    messages = 5_000
+    async with grown.pool.connection() as conn:
+        await conn.execute(
+            "INSERT INTO chat_messages (agent_id, session_id, position, role, content, sent_at)"
+            " SELECT %s, %s, p, 'user', repeat('a question ', 90), now()"
+            " FROM generate_series(0, %s - 1) AS p",
+            (agent, session, messages),
+        )
+        await conn.execute("ANALYZE chat_messages")
+    statements_sent.clear()
+    page, first, total = await SessionStore(grown).load(
+        agent, session, offset=1_000, max_bytes=100_000
+    )
+    assert (first, total) == (1_000, messages)
+    assert 90 <= len(page) <= 110  # about 1 KB each
+    read = 0
+    for query, params in reading(statements_sent, "chat_messages"):
+        read += rows_read(await plan(grown, query, params, analyze=True), "chat_messages")
+    assert read <= len(page) + 2 * PAGE_READ_ROWS, f"read {read} messages for a page of {len(page)}"
