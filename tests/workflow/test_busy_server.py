@@ -223,8 +223,11 @@ async def test_decisions_past_the_updates_in_flight_are_each_made_once(
     # the limit met (or, were refusals not waited out, a decision failed: raised below)
     await wait_for(lambda: "in-flight updates" in caplog.text or decisions.done(), 30)
     async with running_worker(client, settings, task_queue=task_queue, max_cached_workflows=100):
-        outcomes = await asyncio.wait_for(decisions, timeout=120)
-        result = await asyncio.wait_for(agent.result(handle), timeout=60)
+        try:
+            outcomes = await asyncio.wait_for(decisions, timeout=120)
+            result = await asyncio.wait_for(agent.result(handle), timeout=60)
+        except Exception as failed:  # rare, under load (CI 2026-12-04): what the run holds
+            raise AssertionError(await workflow_report(client, handle.id)) from failed
     assert [[(r.call_id, r.by) for r in o.decided] for o in outcomes] == [
         [(call_id, f"person-{i}")] for i, call_id in enumerate(pending)
     ]
@@ -266,7 +269,8 @@ async def test_turns_past_the_updates_one_entity_run_takes_wait_for_the_next_run
                 timeout=120,
             )
         except Exception as failed:  # rare, under load: say what the entity's runs hold
-            raise AssertionError(await entity_report(client, agent.entity.workflow_id)) from failed
+            report = await workflow_report(client, agent.entity.workflow_id)
+            raise AssertionError(report) from failed
         histories = [await s.history() for s in sessions]
         runs = [
             r async for r in client.list_workflows(f"WorkflowId = '{agent.entity.workflow_id}'")
@@ -279,10 +283,11 @@ async def test_turns_past_the_updates_one_entity_run_takes_wait_for_the_next_run
     assert len(runs) >= 4  # 40 updates, at most 12 per run
 
 
-async def entity_report(client: Client, workflow_id: str) -> str:
-    """Each run of the entity: whether its history replays against this code, its failed
-    workflow tasks, and its events in order (this test once met the nondeterminism that
-    tests/workflow/test_entity_lifetime.py sets up on purpose)."""
+async def workflow_report(client: Client, workflow_id: str) -> str:
+    """Each run of the workflow (an agent's entity, a run): whether its history replays
+    against this code, its failed workflow tasks, and its events in order (the entity test
+    once met the nondeterminism that tests/workflow/test_entity_lifetime.py sets up on
+    purpose; the decisions test once met a run's patch marker replayed without its patch)."""
     replayer = quiet_replayer(WORKFLOWS, build_data_converter(None))
     lines = []
     async for run in client.list_workflows(f"WorkflowId = '{workflow_id}'"):
