@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from reactive_temporal.contracts.debrief import AgentDebrief
     from reactive_temporal.contracts.entity import ChatMessage, ChatReply
     from reactive_temporal.contracts.result import AgentResult, RunMetadata
-    from reactive_temporal.contracts.retrying import RetryingStep
+    from reactive_temporal.contracts.retrying import RetryingStep, WaitingForWorker
     from reactive_temporal.contracts.run import FinalAnswerCapture, RunProgress
     from reactive_temporal.tools import Tool, ToolCallContext, current_tool_call, tool
 
@@ -39,6 +39,7 @@ _EXPORTS = {
     "AgentResult": "reactive_temporal.contracts.result",
     "RunMetadata": "reactive_temporal.contracts.result",
     "RetryingStep": "reactive_temporal.contracts.retrying",
+    "WaitingForWorker": "reactive_temporal.contracts.retrying",
     "FinalAnswerCapture": "reactive_temporal.contracts.run",
     "RunProgress": "reactive_temporal.contracts.run",
     "Tool": "reactive_temporal.tools",
@@ -66,6 +67,7 @@ __all__ = [
     "Settings",
     "Tool",
     "ToolCallContext",
+    "WaitingForWorker",
     "current_tool_call",
     "tool",
 ]

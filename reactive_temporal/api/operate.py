@@ -34,12 +34,13 @@ from temporalio.worker import Replayer
 
 from reactive_temporal import search_attributes as sa
 from reactive_temporal.api.results import result_of
-from reactive_temporal.api.retrying_steps import retrying_step
+from reactive_temporal.api.stalls import Stall, run_stall
+from reactive_temporal.api.worker_waits import TaskQueuePollers
 from reactive_temporal.codec import unreadable_payload
 from reactive_temporal.contracts import names
 from reactive_temporal.contracts.debrief import AgentDebrief
 from reactive_temporal.contracts.result import AgentResult
-from reactive_temporal.contracts.retrying import RetryingStep
+from reactive_temporal.contracts.retrying import RetryingStep, WaitingForWorker
 from reactive_temporal.contracts.run import AgentRunInput, TerminatedBy
 from reactive_temporal.errors import root_cause, workflow_not_found
 
@@ -65,7 +66,10 @@ class RunSummary(BaseModel):
     """Why the run's task cannot be shown: its memo is encrypted with a key this client does
     not have (or arrived unencrypted where encryption is required)."""
     retrying: RetryingStep | None = None
-    """A running run's step that failed and is tried again (`api.retrying_steps`)."""
+    """A running run's step that failed and is tried again (`api.retrying_steps`), its
+    workflow task among them (`api.failing_tasks`)."""
+    waiting_for_worker: WaitingForWorker | None = None
+    """A running run's step no worker takes: none polls its task queue (`api.worker_waits`)."""
 
 
 def quote_literal(value: str) -> str:
@@ -101,7 +105,9 @@ async def list_runs(client: Client, query: str, limit: int = 20) -> list[RunSumm
 
     Each run once, as its latest execution: a rerun run was listed twice, its failed
     execution beside its current one, nothing saying which was which. A running run's
-    `retrying` names the step it is stuck on, if any.
+    `retrying` names the step it is stuck on, if any, and `waiting_for_worker` the step no
+    worker takes; of the newest RETRYING_LOOKUPS_MAX running runs only, so that a listing of
+    many stays quick (each costs the server a `describe()`).
     """
     runs: list[RunSummary] = []
     executions: dict[str, str] = {}
@@ -133,30 +139,39 @@ async def list_runs(client: Client, query: str, limit: int = 20) -> list[RunSumm
                 unreadable=unreadable,
             )
         )
-    running = [r for r in runs if r.status == "running"]
+    running = [r for r in runs if r.status == "running"][:RETRYING_LOOKUPS_MAX]
     at_once = asyncio.Semaphore(RETRYING_LOOKUPS_AT_ONCE)
+    pollers = TaskQueuePollers(client)  # most runs share a task queue: asked once
     found = await asyncio.gather(
-        *(_retrying(client, r.run_id, executions[r.run_id], at_once) for r in running)
+        *(_stall(client, r.run_id, executions[r.run_id], at_once, pollers) for r in running)
     )
-    for run, retrying in zip(running, found, strict=True):
-        run.retrying = retrying
+    for run, stall in zip(running, found, strict=True):
+        run.retrying = stall.retrying
+        run.waiting_for_worker = stall.waiting_for_worker
     return runs
 
 
 RETRYING_LOOKUPS_AT_ONCE = 16
 """Running runs `list_runs` describes at once (up to 1,000 are listed)."""
+RETRYING_LOOKUPS_MAX = 100
+"""Running runs `list_runs` looks at, the newest: past them, `retrying` and
+`waiting_for_worker` are left unset. `progress RUN_ID` looks at any one."""
 
 
-async def _retrying(
-    client: Client, workflow_id: str, run_id: str, at_once: asyncio.Semaphore
-) -> RetryingStep | None:
-    """What the running run is stuck retrying; None when that cannot be told (it just ended)."""
+async def _stall(
+    client: Client,
+    workflow_id: str,
+    run_id: str,
+    at_once: asyncio.Semaphore,
+    pollers: TaskQueuePollers,
+) -> Stall:
+    """What the running run is stuck on; nothing when that cannot be told (it just ended)."""
     async with at_once:
         try:
             description = await client.get_workflow_handle(workflow_id, run_id=run_id).describe()
         except RPCError:
-            return None
-        return await retrying_step(client, description)
+            return Stall()
+        return await run_stall(client, description, pollers)
 
 
 # -- debriefs ------------------------------------------------------------------------------

@@ -1,60 +1,113 @@
 """A run's progress as `starter.py progress` and `agent.progress()` show it.
 
 The run's own `progress` query (iteration, tool, tokens, approvals waiting, and the step it
-is retrying that only its worker knows of), with the regular activity it is retrying as
-Temporal's server sees it (`reactive_temporal.api.retrying_steps`).
+is retrying that only its worker knows of), with what Temporal's server sees of it
+(`reactive_temporal.api.stalls`): the regular activity it retries, its workflow task failing,
+the step no worker takes.
+
+The query is not sent when the server already shows no worker can answer it: a workflow task
+that keeps failing (the server refuses queries then, or the worker fails them as it fails
+the task), or one that waits for a worker none polls for (the query would wait out
+`patience` for nothing).
 """
 
 from __future__ import annotations
 
 from datetime import timedelta
 
-from temporalio.client import Client, WorkflowExecutionStatus, WorkflowQueryFailedError
+from temporalio.api.enums.v1 import TaskQueueType
+from temporalio.client import Client, WorkflowQueryFailedError
 from temporalio.service import RPCError
 
 from reactive_temporal.api.operate import require_run
-from reactive_temporal.api.retrying_steps import QUERY_PATIENCE_SECONDS, retrying_activity
-from reactive_temporal.contracts.retrying import RetryingStep
+from reactive_temporal.api.retrying_steps import QUERY_PATIENCE_SECONDS
+from reactive_temporal.api.stalls import Stall, server_stall
+from reactive_temporal.api.worker_waits import TaskQueuePollers
+from reactive_temporal.contracts.retrying import WORKFLOW_TASK, RetryingStep, WaitingForWorker
 from reactive_temporal.contracts.run import RunProgress
 from workflows.agent_run import AgentRunWorkflow
 
 
 class ProgressUnavailable(ValueError):
-    """No worker answered the run's progress query.
+    """No worker answered the run's progress query, or none could.
 
     `retrying` is the step the server sees it retrying, if any (with no worker up, its next
-    attempt waits for one).
+    attempt waits for one; `workflow_task` when its workflow task keeps failing), and
+    `waiting_for_worker` the step that no worker takes.
     """
 
-    def __init__(self, message: str, retrying: RetryingStep | None) -> None:
-        """`message` says which run and task queue; `retrying` what the server sees."""
+    def __init__(
+        self,
+        message: str,
+        retrying: RetryingStep | None,
+        waiting_for_worker: WaitingForWorker | None = None,
+    ) -> None:
+        """`message` says which run, why, and what to look at; the rest what the server sees."""
         super().__init__(message)
         self.retrying = retrying
+        self.waiting_for_worker = waiting_for_worker
 
 
 async def run_progress(
     client: Client, run_id: str, *, patience: float = QUERY_PATIENCE_SECONDS
 ) -> RunProgress:
-    """The run's progress; its `retrying` names the step it is stuck on, if any.
+    """The run's progress, with what it is stuck on.
+
+    Its `retrying` names the step it is stuck on, if any, and its `waiting_for_worker` the
+    step no worker takes.
 
     Raises:
         ValueError: no such run, or not an agent run.
-        ProgressUnavailable: no worker answered within `patience` seconds.
+        ProgressUnavailable: no worker answered within `patience` seconds, or none can (the
+            run's workflow task keeps failing, or no worker polls its task queue).
     """
     description = await require_run(client, run_id)
-    running = description.status == WorkflowExecutionStatus.RUNNING
-    retrying = await retrying_activity(client, description) if running else None
+    pollers = TaskQueuePollers(client)
+    stall = await server_stall(client, description, pollers)
+    queue = description.task_queue
+    if (why := await _unanswerable(run_id, stall, queue, pollers)) is not None:
+        raise ProgressUnavailable(
+            f"run {run_id!r} cannot answer its progress query: {why}",
+            stall.retrying,
+            stall.waiting_for_worker,
+        )
     handle = client.get_workflow_handle(run_id, run_id=description.run_id)
     try:
         progress = await handle.query(
             AgentRunWorkflow.progress, rpc_timeout=timedelta(seconds=patience)
         )
     except (RPCError, WorkflowQueryFailedError) as err:
+        # its workflow task may have failed since it was described: look again
+        stall = await server_stall(client, await require_run(client, run_id), pollers)
         raise ProgressUnavailable(
             f"no worker answered run {run_id!r}'s progress query within {patience:g} s "
-            f"(is one running for task queue {description.task_queue!r}?): {err}",
-            retrying,
+            f"(is one running for task queue {queue!r}?): {err}",
+            stall.retrying,
+            stall.waiting_for_worker,
         ) from err
-    if retrying is not None:  # the server's count of a regular activity's attempts
-        progress.retrying = retrying
+    if stall.retrying is not None:  # the server's count of a regular activity's attempts
+        progress.retrying = stall.retrying
+    progress.waiting_for_worker = stall.waiting_for_worker
     return progress
+
+
+async def _unanswerable(
+    run_id: str, stall: Stall, task_queue: str, pollers: TaskQueuePollers
+) -> str | None:
+    """Why no worker can answer the run's query now, as the server shows it; None if one may."""
+    if stall.retrying is not None and stall.retrying.step == WORKFLOW_TASK:
+        return (
+            f"its workflow task keeps failing (attempt {stall.retrying.attempt}): a worker "
+            "whose code cannot replay it (nondeterminism after a deploy: roll back, or check "
+            f"with `starter.py replay {run_id}`), a bug, or a payload it cannot decode"
+        )
+    waiting = stall.waiting_for_worker
+    if waiting is None:
+        return None
+    kind = TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW
+    if waiting.step == WORKFLOW_TASK or await pollers.silent(task_queue, kind):
+        return (
+            f"no worker polls its task queue {task_queue!r} (all down, or started for "
+            "another task queue: TEMPORAL_TASK_QUEUE)"
+        )
+    return None  # an activity waits, but a worker runs the run's workflow tasks

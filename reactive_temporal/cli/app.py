@@ -11,7 +11,7 @@ approvals            tool calls waiting for approval (run id, call id, tool, arg
 approve RUN_ID       approve a run's waiting tool calls (CALL_ID…, default all; --by NAME)
 deny RUN_ID          deny them with --reason TEXT (the model reads it)
 watch RUN_ID         a run's live output: text as generated, tool calls, its end (--json)
-progress RUN_ID      where a run is, and the step it is stuck retrying (attempt, since, why)
+progress RUN_ID      where a run is, what it is stuck on (a step retried and why, no worker)
 replay ID | --file   replay a run's history against the current code
 export ID            a run's history as JSON
 rerun ID             re-execute a failed run from its last good point (--from-start)

@@ -1,6 +1,6 @@
 """Control a running run: `cancel` it, list and decide its tool calls waiting for approval
-(`approvals`, `approve`, `deny`), follow its live output (`watch`), see where it is and what
-it is stuck retrying (`progress`)."""
+(`approvals`, `approve`, `deny`), follow its live output (`watch`), see where it is, what
+it is stuck retrying and whether it waits for a worker (`progress`)."""
 
 from __future__ import annotations
 
@@ -23,8 +23,14 @@ from reactive_temporal.api.progress import ProgressUnavailable, run_progress
 from reactive_temporal.api.watching import follow_events
 from reactive_temporal.cli.common import CliError, cli_runtime, err, out, run_command
 from reactive_temporal.cli.live_view import LivePrinter
-from reactive_temporal.cli.run_commands import print_outcome, progress_line, retrying_line
+from reactive_temporal.cli.run_commands import (
+    print_outcome,
+    progress_line,
+    retrying_line,
+    waiting_line,
+)
 from reactive_temporal.cli.terminal import plain, safe
+from reactive_temporal.contracts.retrying import RetryingStep, WaitingForWorker
 
 
 def cancel(
@@ -209,12 +215,16 @@ def watch(
 def progress(
     run_id: Annotated[str, typer.Argument(help="A running or finished run.")],
     as_json: Annotated[
-        bool, typer.Option("--json", help="Print the RunProgress as JSON (`retrying` included).")
+        bool,
+        typer.Option(
+            "--json", help="Print the RunProgress as JSON (`retrying`, `waiting_for_worker`)."
+        ),
     ] = False,
 ) -> None:
-    """Where a run is: its iteration, tool, tokens, calls waiting for approval, and the step it
-    is stuck retrying (an LLM endpoint down, Postgres unreachable): the step, its attempt,
-    since when and its last failure. Exit 1 when no worker answers."""
+    """Where a run is: its iteration, tool, tokens, calls waiting for approval, the step it
+    is stuck retrying (an LLM endpoint down, Postgres unreachable, its workflow task failing:
+    the step, its attempt, since when and its last failure), and the step no worker takes
+    (none polls its task queue). Exit 1 when no worker answers, or none can."""
 
     async def main() -> int:
         runtime = await cli_runtime(worker=False)
@@ -224,10 +234,23 @@ def progress(
             # what the server knows still answers "is it stuck?": said with the error
             if as_json:
                 retrying = e.retrying.model_dump(mode="json") if e.retrying else None
-                print(json.dumps({"error": str(e), "run_id": run_id, "retrying": retrying}))
+                waiting = e.waiting_for_worker
+                print(
+                    json.dumps(
+                        {
+                            "error": str(e),
+                            "run_id": run_id,
+                            "retrying": retrying,
+                            "waiting_for_worker": waiting.model_dump(mode="json")
+                            if waiting
+                            else None,
+                        }
+                    )
+                )
             err.print(f"[red]error:[/] {safe(e)}", highlight=False, soft_wrap=True)
-            if e.retrying is not None and not as_json:
-                err.print(plain(retrying_line(e.retrying), style="yellow"), soft_wrap=True)
+            if not as_json:
+                for line in _stall_lines(e.retrying, e.waiting_for_worker):
+                    err.print(plain(line, style="yellow"), soft_wrap=True)
             return 1
         except ValueError as e:
             raise CliError(str(e), code=1) from e
@@ -236,9 +259,16 @@ def progress(
         if as_json:
             print(found.model_dump_json())
             return 0
-        out.print(plain(progress_line(found.model_copy(update={"retrying": None}))), soft_wrap=True)
-        if found.retrying is not None:
-            out.print(plain(retrying_line(found.retrying), style="yellow"), soft_wrap=True)
+        shown = found.model_copy(update={"retrying": None, "waiting_for_worker": None})
+        out.print(plain(progress_line(shown)), soft_wrap=True)
+        for line in _stall_lines(found.retrying, found.waiting_for_worker):
+            out.print(plain(line, style="yellow"), soft_wrap=True)
         return 0
 
     run_command(main, as_json=as_json)
+
+
+def _stall_lines(retrying: RetryingStep | None, waiting: WaitingForWorker | None) -> list[str]:
+    """What the run is stuck on, a line each: the step it retries, the step no worker takes."""
+    lines = [retrying_line(retrying)] if retrying is not None else []
+    return lines + ([waiting_line(waiting)] if waiting is not None else [])

@@ -20,6 +20,7 @@ from temporalio.worker import Replayer
 
 from reactive_temporal.api.agents import Agent, AgentRunError
 from reactive_temporal.api.operate import (
+    RETRYING_LOOKUPS_MAX,
     ReplayReport,
     RunSummary,
     history_to_json,
@@ -38,10 +39,9 @@ from reactive_temporal.api.replay_batch import (
     replay_recent,
 )
 from reactive_temporal.cli.common import CliError, cli_runtime, err, out, run_command
-from reactive_temporal.cli.run_commands import retrying_line, watch_and_print
+from reactive_temporal.cli.run_commands import retrying_line, waiting_line, watch_and_print
 from reactive_temporal.cli.terminal import plain, safe
 from reactive_temporal.contracts.result import AgentResult
-from reactive_temporal.contracts.retrying import RetryingStep
 from reactive_temporal.errors import workflow_not_found
 from reactive_temporal.private_files import write_private
 
@@ -87,6 +87,12 @@ def runs(
             )
         if not found:
             err.print(f"[dim]no runs match {safe(query)}[/]")
+        running = sum(r.status == "running" for r in found)
+        if running > RETRYING_LOOKUPS_MAX:
+            err.print(
+                f"[dim]only the newest {RETRYING_LOOKUPS_MAX} of {running} running runs were "
+                "checked for a step retried or waiting for a worker (progress RUN_ID for any)[/]"
+            )
         return 0
 
     run_command(main, as_json=as_json)
@@ -119,7 +125,7 @@ def runs_view(found: list[RunSummary], width: int) -> RenderableType:
         table.add_column("task", no_wrap=True, overflow="ellipsis", max_width=task_width)
         for r, cells in zip(found, rows, strict=True):
             table.add_row(*(plain(c) for c in (*cells, (r.task or "").replace("\n", " "))))
-        stuck = [_retrying_text(r.run_id, r.retrying, width) for r in found if r.retrying]
+        stuck = [t for r in found for t in _stall_texts(r, r.run_id, width)]
         return Group(table, *stuck) if stuck else table
     blocks: list[RenderableType] = []
     for r in found:
@@ -131,8 +137,7 @@ def runs_view(found: list[RunSummary], width: int) -> RenderableType:
         details = plain("  " + " · ".join(f for f in facts if f), style="dim")
         details.truncate(width, overflow="ellipsis")
         blocks += [plain(r.run_id, style="bold"), details]
-        if r.retrying:
-            blocks.append(_retrying_text("", r.retrying, width))
+        blocks += _stall_texts(r, "", width)
         if r.task:
             task = plain("  " + r.task.replace("\n", " "))
             task.truncate(width, overflow="ellipsis")
@@ -140,11 +145,17 @@ def runs_view(found: list[RunSummary], width: int) -> RenderableType:
     return Group(*blocks)
 
 
-def _retrying_text(run_id: str, retrying: RetryingStep, width: int) -> Text:
-    """A run's step stuck retrying, under the runs (its failure shortened to the width)."""
-    text = plain(f"{run_id}{':' if run_id else ''} {retrying_line(retrying)}", style="yellow")
-    text.truncate(width, overflow="ellipsis")
-    return text
+def _stall_texts(run: RunSummary, run_id: str, width: int) -> list[Text]:
+    """A run's step stuck retrying and its step no worker takes, a line each under the runs
+    (shortened to the width)."""
+    lines = [retrying_line(run.retrying)] if run.retrying else []
+    lines += [waiting_line(run.waiting_for_worker)] if run.waiting_for_worker else []
+    texts = []
+    for line in lines:
+        text = plain(f"{run_id}{':' if run_id else ''} {line}", style="yellow")
+        text.truncate(width, overflow="ellipsis")
+        texts.append(text)
+    return texts
 
 
 def replay_command(

@@ -17,7 +17,7 @@ from temporalio.client import Client, WorkflowHandle
 from reactive_temporal.api.agents import Agent, AgentRunError, RunResult, build_run_input
 from reactive_temporal.api.builder import AgentBuilder
 from reactive_temporal.api.operate import load_debrief
-from reactive_temporal.api.retrying_steps import retrying_activity
+from reactive_temporal.api.stalls import Stall, server_stall
 from reactive_temporal.api.watching import LiveOutputUnavailable
 from reactive_temporal.cli.approval_prompt import Ask, ask_inline
 from reactive_temporal.cli.common import (
@@ -34,7 +34,7 @@ from reactive_temporal.cli.live_view import LivePrinter
 from reactive_temporal.cli.terminal import markdown, plain, safe
 from reactive_temporal.contracts.approvals import PendingApproval
 from reactive_temporal.contracts.result import AgentResult
-from reactive_temporal.contracts.retrying import RetryingStep
+from reactive_temporal.contracts.retrying import WORKFLOW_TASK, RetryingStep, WaitingForWorker
 from reactive_temporal.contracts.run import MAX_ITERATIONS, RunProgress
 from reactive_temporal.embedded.stack import StackError, read_published_stack
 from reactive_temporal.hosting.runtime import open_runtime
@@ -200,7 +200,7 @@ async def _watch(
     last_line = ""
     interactive = err.is_terminal and sys.stdin.isatty()
     asked: set[str] = set()
-    retrying: RetryingStep | None = None
+    stall = Stall()
     looked_at = -RETRYING_EVERY_SECONDS
     clock = asyncio.get_running_loop()
     live = Live(console=err, transient=True, refresh_per_second=8) if err.is_terminal else None
@@ -214,10 +214,12 @@ async def _watch(
                 progress = None
             if clock.time() - looked_at >= RETRYING_EVERY_SECONDS:
                 looked_at = clock.time()
-                retrying = await _retrying_activity(agent.runtime.client, handle)
-            if progress is not None and retrying is not None:
-                progress.retrying = retrying  # the server's count of its attempts
-            line = progress_line(progress) if progress else "waiting for a worker…"
+                stall = await _server_stall(agent.runtime.client, handle)
+            if progress is not None:
+                if stall.retrying is not None:
+                    progress.retrying = stall.retrying  # the server's count of its attempts
+                progress.waiting_for_worker = stall.waiting_for_worker
+            line = progress_line(progress) if progress else _unanswered_line(stall)
             waiting = [
                 p
                 for p in (progress.pending_approvals if progress else [])
@@ -244,16 +246,25 @@ async def _watch(
 
 
 RETRYING_EVERY_SECONDS = 2.0
-"""How often `run`'s progress lines ask the server whether a step is being retried."""
+"""How often `run`'s progress lines ask the server whether a step is being retried, or
+waits for a worker."""
 
 
-async def _retrying_activity(
-    client: Client, handle: WorkflowHandle[Any, AgentResult]
-) -> RetryingStep | None:
+async def _server_stall(client: Client, handle: WorkflowHandle[Any, AgentResult]) -> Stall:
     try:
-        return await retrying_activity(client, await handle.describe())
+        return await server_stall(client, await handle.describe())
     except Exception:  # a server briefly out of reach: the next look tells
-        return None
+        return Stall()
+
+
+def _unanswered_line(stall: Stall) -> str:
+    """The progress line of a run whose query went unanswered: what the server sees."""
+    parts = []
+    if stall.retrying is not None:
+        parts.append(retrying_line(stall.retrying))
+    if stall.waiting_for_worker is not None:
+        parts.append(waiting_line(stall.waiting_for_worker))
+    return " · ".join(parts) or "waiting for a worker…"  # its first workflow task, as a rule
 
 
 async def follow_live(
@@ -277,7 +288,8 @@ async def follow_live(
 
 def progress_line(p: RunProgress) -> str:
     """One line of live progress: the iteration in progress (never past the run's real
-    count), the tool running, the tokens so far, and the step it is stuck retrying."""
+    count), the tool running, the tokens so far, the step it is stuck retrying, and the one
+    that waits for a worker."""
     if p.status != "running":
         ended = f" · ended: {p.terminated_by}" if p.terminated_by else ""
         return f"{p.iteration}/{p.max_iterations} iterations{ended} · {p.tokens:,} tokens"
@@ -286,21 +298,53 @@ def progress_line(p: RunProgress) -> str:
         calls = ", ".join(f"{a.tool} (call {a.call_id})" for a in p.pending_approvals)
         tool = f" · waiting for approval: {calls} (starter.py approve {p.run_id})"
     stuck = f" · {retrying_line(p.retrying)}" if p.retrying else ""
+    if p.waiting_for_worker is not None:
+        stuck += f" · {waiting_line(p.waiting_for_worker)}"
     return f"iteration {p.current_iteration}/{p.max_iterations}{tool} · {p.tokens:,} tokens{stuck}"
 
 
 def retrying_line(r: RetryingStep, *, today: date | None = None) -> str:
     """The step a run is stuck on, for a person on call: `retrying llm_step (llm · iteration 1
     · …) attempt 3 since 12:03:04 — LLM endpoint answered HTTP 503: …` (local time; the
-    date too when it is not today)."""
-    what = f"{r.step} ({r.summary})" if r.summary else r.step
-    since = ""
-    if r.since is not None:
-        local = r.since.astimezone()
-        shown = "%H:%M:%S" if local.date() == (today or date.today()) else "%Y-%m-%d %H:%M:%S"
-        since = f" since {local.strftime(shown)}"
+    date too when it is not today); its workflow task: `workflow task failing (attempt 7
+    since 12:03:04) — nondeterminism: [TMPRL1100] …`."""
+    since = f" since {_clock(r.since, today)}" if r.since is not None else ""
     failure = f" — {r.last_failure}" if r.last_failure else ""
+    if r.step == WORKFLOW_TASK:
+        return f"workflow task failing (attempt {r.attempt}{since}){failure}"
+    what = f"{r.step} ({r.summary})" if r.summary else r.step
     return f"retrying {what} attempt {r.attempt}{since}{failure}"
+
+
+def waiting_line(
+    w: WaitingForWorker, *, now: datetime | None = None, today: date | None = None
+) -> str:
+    """The step no worker takes, for a person on call: `waiting for a worker: no worker has
+    polled task queue 'agents' for 95 s (workflow task ready since 12:03:04)`."""
+    what = "workflow task" if w.step == WORKFLOW_TASK else w.step
+    ready = f"({what} ready since {_clock(w.since, today)})"
+    if w.last_poll is None:
+        return f"waiting for a worker: no worker polls task queue {w.task_queue!r} {ready}"
+    silent = ((now or datetime.now(UTC)) - w.last_poll).total_seconds()
+    return (
+        f"waiting for a worker: no worker has polled task queue {w.task_queue!r} "
+        f"for {_duration(silent)} {ready}"
+    )
+
+
+def _clock(moment: datetime, today: date | None) -> str:
+    """Local time, with the date when it is not today."""
+    local = moment.astimezone()
+    shown = "%H:%M:%S" if local.date() == (today or date.today()) else "%Y-%m-%d %H:%M:%S"
+    return local.strftime(shown)
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 120:
+        return f"{max(seconds, 0):.0f} s"
+    if seconds < 120 * 60:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.0f} h"
 
 
 def print_outcome(result: AgentResult, *, as_json: bool) -> None:

@@ -14,7 +14,7 @@ from pydantic import BaseModel, Field, field_validator
 
 from reactive_temporal.contracts.approvals import PendingApproval
 from reactive_temporal.contracts.internal import InternalPayload
-from reactive_temporal.contracts.retrying import RetryingStep
+from reactive_temporal.contracts.retrying import RetryingStep, WaitingForWorker
 
 TerminatedBy = Literal[
     "final_answer_tool",
@@ -372,6 +372,10 @@ class RunProgress(BaseModel):
     unreachable), from its second attempt on; None while every step lands at its first.
     The query answers for the run's local activities and its waits for Postgres; the
     client's `run_progress` adds its activities as Temporal's server sees them."""
+    waiting_for_worker: WaitingForWorker | None = None
+    """The run's step no worker takes: none has polled its task queue for it for a while.
+    Never set by the query (a worker answered it); `run_progress` adds it for an activity
+    while a worker still runs the run's workflow tasks."""
 
     @property
     def current_iteration(self) -> int:

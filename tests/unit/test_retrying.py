@@ -1,16 +1,37 @@
 """How a step a run keeps retrying is remembered by its worker and shown to people: one line
-for the failure, the attempt under way, a timeout that keeps the error before it, nothing old."""
+for the failure, the attempt under way, a timeout that keeps the error before it, nothing old.
+And its workflow task failing, and a step waiting for a worker: when it waits (ready long, not
+started, out of its backoff), and how it reads."""
 
 from __future__ import annotations
 
 import uuid
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 
 import pytest
+from google.protobuf.timestamp_pb2 import Timestamp
+from temporalio.api.common.v1 import ActivityType
+from temporalio.api.enums.v1 import (
+    EventType,
+    PendingActivityState,
+    PendingWorkflowTaskState,
+    TaskQueueType,
+    WorkflowTaskFailedCause,
+)
+from temporalio.api.history.v1 import HistoryEvent
+from temporalio.api.workflow.v1 import PendingActivityInfo, PendingWorkflowTaskInfo
+from temporalio.api.workflowservice.v1 import DescribeWorkflowExecutionResponse
 
 from reactive_temporal import local_retries
-from reactive_temporal.cli.run_commands import progress_line, retrying_line
-from reactive_temporal.contracts.retrying import LAST_FAILURE_CHARS, RetryingStep
+from reactive_temporal.api.failing_tasks import recorded_failure
+from reactive_temporal.api.worker_waits import WAITING_AFTER, waiting_step
+from reactive_temporal.cli.run_commands import progress_line, retrying_line, waiting_line
+from reactive_temporal.contracts.retrying import (
+    LAST_FAILURE_CHARS,
+    WORKFLOW_TASK,
+    RetryingStep,
+    WaitingForWorker,
+)
 from reactive_temporal.contracts.run import RunProgress
 from reactive_temporal.sanitize import one_line
 
@@ -121,3 +142,120 @@ def test_the_progress_line_of_a_stuck_run_says_what_it_retries():
     assert "retrying" not in progress_line(progress)
     progress.retrying = RetryingStep(step="llm_step", attempt=3, last_failure="HTTP 503")
     assert progress_line(progress).endswith(" · retrying llm_step attempt 3 — HTTP 503")
+
+
+def test_a_failing_workflow_task_reads_as_such():
+    step = RetryingStep(
+        step=WORKFLOW_TASK,
+        attempt=7,
+        since=SINCE,
+        last_failure="nondeterminism: [TMPRL1100] Nondeterminism error: …",
+        cause="non_deterministic_error",
+    )
+    local = SINCE.astimezone()
+    assert retrying_line(step, today=local.date()) == (
+        f"workflow task failing (attempt 7 since {local:%H:%M:%S}) — "
+        "nondeterminism: [TMPRL1100] Nondeterminism error: …"
+    )
+    assert retrying_line(RetryingStep(step=WORKFLOW_TASK, attempt=2)) == (
+        "workflow task failing (attempt 2)"
+    )
+
+
+def test_a_step_waiting_for_a_worker_says_how_long_none_polled():
+    waiting = WaitingForWorker(
+        task_queue="agents", step=WORKFLOW_TASK, since=SINCE, last_poll=SINCE
+    )
+    local = SINCE.astimezone()
+    assert waiting_line(waiting, now=SINCE + timedelta(seconds=95), today=local.date()) == (
+        f"waiting for a worker: no worker has polled task queue 'agents' for 95 s "
+        f"(workflow task ready since {local:%H:%M:%S})"
+    )
+    later = waiting_line(waiting, now=SINCE + timedelta(minutes=4, seconds=10))
+    assert "for 4 min " in later
+    never = waiting.model_copy(update={"step": "llm_step", "last_poll": None})
+    assert waiting_line(never, today=local.date()) == (
+        f"waiting for a worker: no worker polls task queue 'agents' "
+        f"(llm_step ready since {local:%H:%M:%S})"
+    )
+    progress = RunProgress(run_id="r", agent_id="a", max_iterations=10, waiting_for_worker=never)
+    assert " · waiting for a worker: no worker polls task queue 'agents' (" in (
+        progress_line(progress)
+    )
+
+
+NOW = datetime(2026, 3, 4, 12, 0, 0, tzinfo=UTC)
+
+
+def described(*, task: PendingWorkflowTaskInfo | None = None, activities=()):
+    raw = DescribeWorkflowExecutionResponse(pending_activities=list(activities))
+    if task is not None:
+        raw.pending_workflow_task.CopyFrom(task)
+    return raw
+
+
+def at(seconds_ago: float) -> Timestamp:
+    stamp = Timestamp()
+    stamp.FromDatetime(NOW - timedelta(seconds=seconds_ago))
+    return stamp
+
+
+def activity(
+    state: PendingActivityState.ValueType, *, scheduled: float, next_attempt: float | None = None
+):
+    info = PendingActivityInfo(
+        activity_type=ActivityType(name="llm_step"), state=state, scheduled_time=at(scheduled)
+    )
+    if next_attempt is not None:
+        info.next_attempt_schedule_time.CopyFrom(at(next_attempt))
+    return info
+
+
+SCHEDULED_TASK = PendingWorkflowTaskState.PENDING_WORKFLOW_TASK_STATE_SCHEDULED
+STARTED_TASK = PendingWorkflowTaskState.PENDING_WORKFLOW_TASK_STATE_STARTED
+SCHEDULED = PendingActivityState.PENDING_ACTIVITY_STATE_SCHEDULED
+STARTED = PendingActivityState.PENDING_ACTIVITY_STATE_STARTED
+
+
+def test_a_step_waits_for_a_worker_once_ready_long_and_not_started():
+    long = WAITING_AFTER.total_seconds() + 1
+    short = WAITING_AFTER.total_seconds() - 1
+    task = PendingWorkflowTaskInfo(state=SCHEDULED_TASK, scheduled_time=at(long))
+    assert waiting_step(described(task=task), NOW) == (
+        WORKFLOW_TASK,
+        TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+        NOW - timedelta(seconds=long),
+    )
+    fresh = PendingWorkflowTaskInfo(state=SCHEDULED_TASK, scheduled_time=at(short))
+    assert waiting_step(described(task=fresh), NOW) is None
+    held = PendingWorkflowTaskInfo(state=STARTED_TASK, scheduled_time=at(600))
+    assert waiting_step(described(task=held), NOW) is None  # a local activity runs long
+
+    thinking = activity(STARTED, scheduled=600)  # a slow model
+    assert waiting_step(described(activities=[thinking]), NOW) is None
+    backing_off = activity(SCHEDULED, scheduled=600, next_attempt=-30)  # its retry in 30 s
+    assert waiting_step(described(activities=[backing_off]), NOW) is None
+    backed_off = activity(SCHEDULED, scheduled=600, next_attempt=long)
+    assert waiting_step(described(activities=[backed_off]), NOW) == (
+        "llm_step",
+        TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY,
+        NOW - timedelta(seconds=long),
+    )
+    both = described(task=task, activities=[activity(SCHEDULED, scheduled=long + 5)])
+    longest = waiting_step(both, NOW)
+    assert longest is not None and longest[0] == "llm_step"  # ready the longest
+
+
+def test_a_recorded_workflow_task_failure_reads_cause_then_first_line():
+    failed = HistoryEvent(event_type=EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED)
+    attributes = failed.workflow_task_failed_event_attributes
+    attributes.cause = WorkflowTaskFailedCause.WORKFLOW_TASK_FAILED_CAUSE_PAYLOADS_TOO_LARGE
+    attributes.failure.message = "payload of 3 MB exceeds the limit\ndetails"
+    assert recorded_failure(failed) == ("payloads_too_large", "payload of 3 MB exceeds the limit")
+    attributes.cause = WorkflowTaskFailedCause.WORKFLOW_TASK_FAILED_CAUSE_UNSPECIFIED
+    attributes.failure.message = ""
+    attributes.failure.application_failure_info.type = "KeyError"
+    assert recorded_failure(failed) == (None, "KeyError")
+    timed_out = HistoryEvent(event_type=EventType.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT)
+    cause, text = recorded_failure(timed_out)
+    assert cause == "timed_out" and "workflow task timeout" in text

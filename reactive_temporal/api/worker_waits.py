@@ -1,0 +1,144 @@
+"""A run whose next step no worker takes, because none polls its task queue.
+
+All workers down after an outage, or a worker deployed on another task queue than the runs':
+the run's workflow task (or an activity's next attempt) sits scheduled, never started, and
+the run looks "running". Two facts together say so, and neither alone:
+
+- `describe()` shows the step ready (scheduled, out of any retry backoff) and not started
+  for WAITING_AFTER. A run whose model is merely slow has its `llm_step` started.
+- `describe_task_queue` shows no worker polled the run's task queue, for that kind of step,
+  within POLL_SILENCE. A worker's poll waits up to a minute for work (measured on the dev
+  server: its last poll is up to ~60 s old while it sits idle), so a poll more recent than
+  that may still be waiting; and a busy worker, its slots full, polls as each one frees.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime, timedelta
+
+from temporalio.api.enums.v1 import (
+    PendingActivityState,
+    PendingWorkflowTaskState,
+    TaskQueueType,
+)
+from temporalio.api.taskqueue.v1 import TaskQueue
+from temporalio.api.workflowservice.v1 import (
+    DescribeTaskQueueRequest,
+    DescribeWorkflowExecutionResponse,
+)
+from temporalio.client import Client, WorkflowExecutionDescription, WorkflowExecutionStatus
+from temporalio.service import RPCError
+
+from reactive_temporal.contracts.retrying import WORKFLOW_TASK, WaitingForWorker
+
+WAITING_AFTER = timedelta(seconds=10)
+"""A step ready this long and not started waits for a worker: a polling worker takes one in
+milliseconds, and a worker restarted by a rolling deploy polls again within it."""
+POLL_SILENCE = timedelta(seconds=75)
+"""No poll for this long: no worker is polling. A worker's poll lasts up to 60 s, then it
+polls again."""
+
+
+class TaskQueuePollers:
+    """When a task queue was last polled, asked of the server once per queue and kind.
+
+    `runs` shares one among the runs it lists: most are on one task queue.
+    """
+
+    def __init__(self, client: Client) -> None:
+        """Nothing is asked yet."""
+        self._client = client
+        self._asked: dict[tuple[str, TaskQueueType.ValueType], asyncio.Task[datetime | None]] = {}
+
+    async def last_poll(self, task_queue: str, kind: TaskQueueType.ValueType) -> datetime | None:
+        """The latest poll of `task_queue` for `kind` tasks the server remembers (5 minutes).
+
+        Raises:
+            RPCError: the server would not say.
+        """
+        key = (task_queue, kind)
+        if key not in self._asked:
+            self._asked[key] = asyncio.ensure_future(self._ask(task_queue, kind))
+        return await asyncio.shield(self._asked[key])
+
+    async def silent(self, task_queue: str, kind: TaskQueueType.ValueType) -> bool:
+        """No worker has polled `task_queue` for `kind` tasks within POLL_SILENCE.
+
+        False when the server would not say.
+        """
+        try:
+            last = await self.last_poll(task_queue, kind)
+        except RPCError:
+            return False
+        return last is None or datetime.now(UTC) - last >= POLL_SILENCE
+
+    async def _ask(self, task_queue: str, kind: TaskQueueType.ValueType) -> datetime | None:
+        response = await self._client.workflow_service.describe_task_queue(
+            DescribeTaskQueueRequest(
+                namespace=self._client.namespace,
+                task_queue=TaskQueue(name=task_queue),
+                task_queue_type=kind,
+            )
+        )
+        polls = [
+            p.last_access_time.ToDatetime(tzinfo=UTC)
+            for p in response.pollers
+            if p.HasField("last_access_time")
+        ]
+        return max(polls, default=None)
+
+
+async def waiting_for_worker(
+    client: Client,
+    description: WorkflowExecutionDescription,
+    pollers: TaskQueuePollers | None = None,
+) -> WaitingForWorker | None:
+    """The run's step that waits for a worker none polls for, or None.
+
+    That is, a step ready WAITING_AFTER and not started, when no worker has polled the
+    run's task queue for such steps within POLL_SILENCE. The server is asked about the task
+    queue only when a step has waited that long.
+    """
+    if description.status != WorkflowExecutionStatus.RUNNING:
+        return None
+    ready = waiting_step(description.raw_description, datetime.now(UTC))
+    if ready is None:
+        return None
+    step, kind, since = ready
+    pollers = pollers or TaskQueuePollers(client)
+    if not await pollers.silent(description.task_queue, kind):
+        return None
+    last_poll = await pollers.last_poll(description.task_queue, kind)  # asked once: kept
+    return WaitingForWorker(
+        task_queue=description.task_queue, step=step, since=since, last_poll=last_poll
+    )
+
+
+def waiting_step(
+    raw: DescribeWorkflowExecutionResponse, now: datetime
+) -> tuple[str, TaskQueueType.ValueType, datetime] | None:
+    """The step ready longest and not started, if it has been ready WAITING_AFTER.
+
+    Its name, the kind of task a worker polls for it, and since when it is ready, from the
+    run's `describe()`.
+    """
+    ready: list[tuple[str, TaskQueueType.ValueType, datetime]] = []
+    if raw.HasField("pending_workflow_task"):
+        task = raw.pending_workflow_task
+        if task.state == PendingWorkflowTaskState.PENDING_WORKFLOW_TASK_STATE_SCHEDULED:
+            since = task.scheduled_time.ToDatetime(tzinfo=UTC)
+            ready.append((WORKFLOW_TASK, TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW, since))
+    for activity in raw.pending_activities:
+        if activity.state != PendingActivityState.PENDING_ACTIVITY_STATE_SCHEDULED:
+            continue  # started (a slow model), or asked to cancel
+        times = []
+        if activity.HasField("scheduled_time"):
+            times.append(activity.scheduled_time.ToDatetime(tzinfo=UTC))
+        if activity.HasField("next_attempt_schedule_time"):
+            times.append(activity.next_attempt_schedule_time.ToDatetime(tzinfo=UTC))
+        if times:  # in a retry backoff until its next attempt's time
+            kind = TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY
+            ready.append((activity.activity_type.name, kind, max(times)))
+    waited = [r for r in ready if now - r[2] >= WAITING_AFTER]
+    return min(waited, key=lambda r: r[2]) if waited else None
