@@ -52,9 +52,21 @@ def tasks_failing(err: Exception) -> bool:
     )
 
 
+TRANSPORT_FAILED = (RPCStatusCode.UNKNOWN, "transport error")
+"""How gRPC reports a connection that was made and then dropped, or reset mid-call: a load
+balancer whose server behind it restarts, a server killed as it accepts. The transport failed,
+not the call: sent again (`while_busy` sends only calls safe to send twice), it is answered
+once the server is back. Taken for a refusal, a wait for a run's result gave up ~7 s into a
+restart while the run went on."""
+
+
 def unreachable(err: Exception) -> bool:
-    """The server could not be reached (restarting, a network partition)."""
-    return isinstance(err, RPCError) and err.status == RPCStatusCode.UNAVAILABLE
+    """The server could not be reached (restarting, a network partition), or the connection
+    to it was dropped before it answered (`TRANSPORT_FAILED`)."""
+    if not isinstance(err, RPCError):
+        return False
+    status, text = TRANSPORT_FAILED
+    return err.status == RPCStatusCode.UNAVAILABLE or (err.status == status and err.message == text)
 
 
 UPDATE_ABORTED = (RPCStatusCode.UNAVAILABLE, "workflow update was aborted")

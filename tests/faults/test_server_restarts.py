@@ -144,3 +144,36 @@ async def test_a_stopped_dev_server_is_killed_and_keeps_what_it_committed(
     finally:
         await server.stop()
         await restarted.stop()
+
+
+async def test_a_result_is_waited_for_through_a_frontend_that_drops_connections(
+    client: Client, settings: Settings, llm: ScriptedLLM
+):
+    """Behind a load balancer whose Temporal server restarts, a client's connections are made
+    and dropped at once: gRPC says UNKNOWN "transport error", not UNAVAILABLE. The wait gave
+    up on it after ~7 s (bench.chaos, seed 2: two `agent.result()` calls raised while their
+    runs went on to succeed)."""
+    from reactive_temporal.embedded.stack import connect
+    from tests.support.tcp_gate import TcpGate
+
+    gate = await TcpGate(int(client.service_client.config.target_host.rsplit(":", 1)[1])).start()
+    model = llm.script(f"gate-{uuid.uuid4().hex[:6]}", slow_demo(0.5))
+    try:
+        async with running_worker(client, settings) as running:  # the worker's own way in
+            caller = await connect(gate.address)
+            runner = Agent(
+                AgentConfig(agent_id="behind-a-balancer", model=model, memory=False),
+                Runtime(caller, running.task_queue, offline_model=False),
+            )
+            handle = await runner.start("What is 6 * 7?")
+            waiting = asyncio.ensure_future(runner.result(handle))
+            await asyncio.sleep(0.5)
+            gate.shut()
+            await asyncio.sleep(12)
+            assert gate.refused > 0  # the caller came back and was dropped
+            assert not waiting.done(), waiting.exception()
+            gate.reopen()
+            result = await asyncio.wait_for(waiting, 60)
+    finally:
+        await gate.stop()
+    assert result.output == "6 * 7 = 42"
