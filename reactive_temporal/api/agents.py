@@ -135,7 +135,11 @@ class Agent:
         self.runtime = runtime
         self._pending_debriefs: set[str] = set()
         self.entity = AgentEntity(
-            runtime.client, runtime.task_queue, config, send_config=configured
+            runtime.client,
+            runtime.task_queue,
+            config,
+            send_config=configured,
+            unreachable_for=runtime.unreachable_patience,
         )
 
     @property

@@ -36,6 +36,7 @@ from temporalio.exceptions import (
 )
 from temporalio.service import RPCError, RPCStatusCode
 
+from reactive_temporal.api.results import UNREACHABLE_PATIENCE_SECONDS
 from reactive_temporal.contracts import names
 from reactive_temporal.contracts.debrief import AgentDebrief
 from reactive_temporal.contracts.entity import (
@@ -132,13 +133,23 @@ class AgentEntity:
     """
 
     def __init__(
-        self, client: Client, task_queue: str, config: AgentConfig, *, send_config: bool = True
+        self,
+        client: Client,
+        task_queue: str,
+        config: AgentConfig,
+        *,
+        send_config: bool = True,
+        unreachable_for: float = UNREACHABLE_PATIENCE_SECONDS,
     ) -> None:
-        """The AgentWorkflow of `config`'s agent, reached with `client` on `task_queue`."""
+        """The AgentWorkflow of `config`'s agent, reached with `client` on `task_queue`.
+
+        An update is sent again through `unreachable_for` seconds of a server out of reach.
+        """
         self.client = client
         self.task_queue = task_queue
         self.config = config
         self.send_config = send_config
+        self.unreachable_for = unreachable_for
         self.workflow_id = names.agent_workflow_id(config.agent_id)
 
     async def update(
@@ -196,8 +207,13 @@ class AgentEntity:
                     await asyncio.wait_for(start.workflow_handle(), timeout=1)
                 raise
 
+        # Out of reach too (a restart, a failover): sent again under its one id it runs once,
+        # where it raised at once, the turn lost to its caller as a wait for a result is not.
         return await while_busy(
-            attempt, f"an update of {self.workflow_id}", passing=busy_or_between_runs
+            attempt,
+            f"an update of {self.workflow_id}",
+            passing=busy_or_between_runs,
+            unreachable_for=self.unreachable_for,
         )
 
     def _start(self) -> WithStartWorkflowOperation[AgentWorkflow, None]:

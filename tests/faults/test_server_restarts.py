@@ -177,3 +177,35 @@ async def test_a_result_is_waited_for_through_a_frontend_that_drops_connections(
     finally:
         await gate.stop()
     assert result.output == "6 * 7 = 42"
+
+
+async def test_a_chat_turn_waits_through_a_temporal_server_out_of_reach(
+    client: Client, settings: Settings, llm: ScriptedLLM
+):
+    """A chat turn is an update with one id for all its tries, safe to send again; it was sent
+    once, and raised at once (bench.chaos: "RPCError: transport error") while a wait for a run's
+    result outlasts the server's restart."""
+    from reactive_temporal.embedded.stack import connect
+    from tests.support.tcp_gate import TcpGate
+
+    gate = await TcpGate(int(client.service_client.config.target_host.rsplit(":", 1)[1])).start()
+    model = llm.script(f"gate-chat-{uuid.uuid4().hex[:6]}", slow_demo(0.0))
+    try:
+        async with running_worker(client, settings) as running:
+            caller = await connect(gate.address)
+            agent = Agent(
+                AgentConfig(agent_id=f"chat-gate-{uuid.uuid4().hex[:6]}", model=model),
+                Runtime(caller, running.task_queue, offline_model=False),
+            )
+            await agent.chat("Hello there.", use_tools=False)  # the agent's entity is up
+            gate.shut()
+            turn = asyncio.ensure_future(agent.chat("Anything new?", use_tools=False))
+            await asyncio.sleep(10)
+            assert not turn.done(), turn.exception()
+            gate.reopen()
+            reply = await asyncio.wait_for(turn, 60)
+            history = await agent.session("default").history()
+    finally:
+        await gate.stop()
+    assert reply.message
+    assert [m.content for m in history if m.role == "user"] == ["Hello there.", "Anything new?"]
