@@ -20,7 +20,7 @@ from temporalio.api.enums.v1 import EventType, WorkflowTaskFailedCause
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHistory
 
-from bench._chaos_load import ChatRecord, Injection
+from bench._chaos_load import ChatRecord, Injection, RunRecord
 from bench._chaos_model import TAG, usage_for
 from bench._chaos_stack import WorkerSlot
 from reactive_temporal.api.operate import replay
@@ -281,25 +281,44 @@ def check_tokens(executions: list[Execution], billing: Billing) -> Check:
 
 
 def explain_duplicates(billing: Billing, injections: list[Injection], start: float) -> list[str]:
-    """Each duplicated call with the injection closest before its second reply."""
+    """Each duplicated call with the injection that came between its first reply and the
+    next (the call answered, then lost before its activity completed)."""
     lines = []
-    done = sorted((i.done_at or i.at, i.kind) for i in injections)
     causes: Counter[str] = Counter()
     for key, extra in sorted(billing.duplicates().items()):
-        times = billing.times[key]
-        second = times[1] - start
-        before = [kind for at, kind in done if at <= second + 1]
-        nearest = before[-1] if before else "none"
-        gap = times[1] - times[0]
-        causes[nearest] += extra
+        first, second = (t - start for t in billing.times[key][:2])
+        between = [i.kind for i in injections if first - 1.5 <= i.at <= second]
+        cause = between[0] if between else "no injection"
+        causes[cause] += extra
         lines.append(
-            f"{key[0]} {key[1]} iteration {key[2]}: {extra + 1} replies, the 2nd {gap:.1f}s "
-            f"after the 1st, at {second:.0f}s (last injection before: {nearest})"
+            f"{key[0]} {key[1]} iteration {key[2]}: {extra + 1} replies, at {first:.0f}s and "
+            f"{second:.0f}s ({second - first:.1f}s apart; injected between: {cause})"
         )
     if causes:
-        lines.insert(0, "by the injection just before: " + ", ".join(
+        lines.insert(0, "by the injection between the replies: " + ", ".join(
             f"{k} {n}" for k, n in causes.most_common()))  # fmt: skip
     return lines
+
+
+def check_callers(runs: list[RunRecord], chats: list[ChatRecord]) -> Check:
+    """Every caller got its answer: each started run's `agent.result()` returned, each chat
+    turn returned. The system was only ever restarting: nothing a caller asked was refused."""
+    evidence = [
+        f"{r.tag} {r.workflow_id}: agent.result() raised {r.error}"
+        for r in runs
+        if r.workflow_id is not None and r.result is None
+    ]
+    evidence += [f"{r.tag}: never started ({r.start_error})" for r in runs if not r.workflow_id]
+    evidence += [f"{c.tag} ({c.agent}/{c.session}): raised {c.error}" for c in chats if c.error]
+    retried = sum(1 for r in runs if r.workflow_id and r.start_error)
+    return Check(
+        "every run's and chat turn's caller got its answer",
+        not evidence,
+        f"{sum(1 for r in runs if r.result)} of {len(runs)} results, "
+        f"{sum(1 for c in chats if c.reply)} of {len(chats)} chat replies; "
+        f"{retried} starts sent again after a refusal (the soak's own retry)",
+        evidence,
+    )
 
 
 # -- chat --------------------------------------------------------------------------------------

@@ -1,8 +1,9 @@
 """The chaos soak's workload and its injections, both from one seeded plan.
 
 Runs: each a tagged task (`⟦R-0007 t3 q1 e1⟧`, read by bench/_chaos_model.py) of 1 to 3
-calculator calls, a quarter with `required_tools=["current_time"]` (half of those try to
-finish before calling it), some with their calculator calls waiting for approval (an
+calculator calls, 30% with a long answer (so a DebriefWorkflow synthesizes it), a quarter
+with `required_tools=["current_time"]` (half of those try to finish before calling it), some
+with their calculator calls waiting for approval (an
 approver approves them within a second or so), some cancelled by the API after a second or
 two. Starts are paced at a steady rate, and now and then eight start at once (a batch).
 Chat: a session on each of two agents (and the default session of one), a turn every few
@@ -145,6 +146,8 @@ class Load:
         while self.elapsed() < self.plan.load_seconds:
             number += 1
             options = {"t": self.rng.randint(1, 3)}
+            if self.rng.random() < 0.3:
+                options["l"] = 1
             if self.rng.random() < 0.25:
                 options["q"] = 1
                 if self.rng.random() < 0.5:

@@ -15,6 +15,7 @@ What it answers is read from a tag in the text (`⟦R-0007 t3 q1 e1⟧`, `⟦C-0
   `q1` (the run's required tool), then final-answer; with `e1` it first tries final-answer
   once before the required tool was called (the gate refuses it). The run's tag is the last
   one in the first user message (a tool-path chat run's task ends with the chat message);
+  with `l1` the answer is long (a few hundred characters: its debrief is synthesized);
 - a direct chat turn (no tools offered): one line naming the turn's tag (the last one in the
   last user message);
 - a debrief synthesis (the project's synthesis system prompt): the JSON it asks for.
@@ -111,6 +112,8 @@ def step_reply(request: dict[str, Any], tag: str, options: dict[str, int], key: 
     if options.get("q") and not required_done and "current_time" in offered:
         return Reply("Checking the clock.", [call("current_time")], usage=usage)
     answer = f"{tag}: done after {calculations} calculations"
+    if options.get("l"):  # long enough that the run's debrief is synthesized by a child
+        answer += ". " + " ".join(f"Product {n} checked." for n in range(20))
     if "final-answer" in offered:
         final = call("final-answer", output=answer, format="text", summary="Computed, answered.")
         return Reply("Submitting.", [final], usage=usage)

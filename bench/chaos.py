@@ -9,8 +9,9 @@ kills, stops and restarts the parts at seeded random times, lets the system sett
 (bounded), then checks (bench/_chaos_checks.py): every run and debrief ended; one debrief
 row per ended run; transcripts without gaps or doubles; each run's tokens equal the usage
 of its model calls (calls billed twice counted, with the injection that caused them);
-every chat turn that returned saved once; no workflow task failed; every history replays;
-no worker died but by our hand.
+every chat turn that returned saved once; every caller got its answer (no run's result
+wait, no chat turn raised); no workflow task failed; every history replays; no worker died
+but by our hand.
 
 Progress goes to stderr; the report (Markdown) to stdout. The seed is printed first: the
 same seed gives the same plan (workload and injection times), though not the same
@@ -147,6 +148,7 @@ async def soak(args: argparse.Namespace) -> int:
             billing = checks.Billing.read(stack.model_log)
             results.append(checks.check_tokens(executions, billing))
             results.append(await checks.check_chat(conn, load.chats))
+        results.append(checks.check_callers(load.runs, load.chats))
         results.append(checks.check_task_failures(executions))
         results.append(await checks.check_replay(stack.client, executions))
         for slot in stack.workers:
@@ -158,6 +160,13 @@ async def soak(args: argparse.Namespace) -> int:
     return 0 if all(r.ok for r in results) else 1
 
 
+def _cancelled(outcome: str | None) -> str:
+    """What a cancel request did, in a word or two."""
+    if outcome is None or outcome == "sent":
+        return outcome or "not sent"
+    return "too late (run ended)" if "is not running" in outcome else outcome[:80]
+
+
 def report(
     load: Load, plan: Plan, settled: float, results: list[checks.Check], billing: Any
 ) -> None:
@@ -167,7 +176,7 @@ def report(
         f"({sum(1 for r in load.runs if r.options.get('q'))} with a required tool, "
         f"{sum(1 for r in load.runs if r.approval)} with approvals ({load.approvals} approved), "
         f"{sum(1 for r in load.runs if r.cancel_after is not None)} cancelled by the API: "
-        f"{Counter(r.cancel for r in load.runs if r.cancel_after is not None)}); "
+        f"{dict(Counter(_cancelled(r.cancel) for r in load.runs if r.cancel_after))}); "
         f"{len(chats)} chat turns ({sum(1 for c in chats if c.tools)} by tools); "
         f"settled in {settled:.0f}s.",
         "",
