@@ -60,13 +60,22 @@ once the server is back. Taken for a refusal, a wait for a run's result gave up 
 restart while the run went on."""
 
 
+CALL_DROPPED = (RPCStatusCode.CANCELLED, "operation was canceled")
+"""How a call whose connection was dropped under it ends once the SDK's own retries (about
+10 s) are spent: a start sent through a load balancer whose server restarts. Not the caller's
+cancellation (that is asyncio's CancelledError): sent again, it is answered once the server
+is back."""
+
+
 def unreachable(err: Exception) -> bool:
     """The server could not be reached (restarting, a network partition), or the connection
-    to it was dropped before it answered (`TRANSPORT_FAILED`)."""
+    to it was dropped before it answered (`TRANSPORT_FAILED`, `CALL_DROPPED`)."""
     if not isinstance(err, RPCError):
         return False
-    status, text = TRANSPORT_FAILED
-    return err.status == RPCStatusCode.UNAVAILABLE or (err.status == status and err.message == text)
+    return err.status == RPCStatusCode.UNAVAILABLE or any(
+        err.status == status and err.message == text
+        for status, text in (TRANSPORT_FAILED, CALL_DROPPED)
+    )
 
 
 UPDATE_ABORTED = (RPCStatusCode.UNAVAILABLE, "workflow update was aborted")

@@ -22,7 +22,13 @@ from temporalio.client import (
     WorkflowFailureError,
     WorkflowHandle,
 )
-from temporalio.common import SearchAttributePair, TypedSearchAttributes
+from temporalio.common import (
+    SearchAttributePair,
+    TypedSearchAttributes,
+    WorkflowIDConflictPolicy,
+    WorkflowIDReusePolicy,
+)
+from temporalio.exceptions import WorkflowAlreadyStartedError
 
 from reactive_temporal import search_attributes as sa
 from reactive_temporal.api.control import PendingCall, decide, pending_calls, request_cancel
@@ -41,6 +47,7 @@ from reactive_temporal.contracts.run import AgentConfig, AgentRunInput, RunProgr
 from reactive_temporal.errors import describe_validation_error, root_cause, workflow_not_found
 from reactive_temporal.hosting.runtime import Runtime
 from reactive_temporal.limits import agent_config_problem
+from reactive_temporal.refusals import while_busy
 from workflows.agent_run import AgentRunWorkflow
 
 log = logging.getLogger("reactive_temporal")
@@ -154,15 +161,38 @@ class Agent:
         max_iterations: int | None = None,
         required_tools: list[str] | None = None,
     ) -> WorkflowHandle[Any, AgentResult]:
-        """Start a run and return its handle (poll `progress`, await `result()`)."""
+        """Start a run and return its handle (poll `progress`, await `result()`).
+
+        The start is sent again through a Temporal server out of reach for the runtime's
+        `unreachable_patience`, as waits for results are, under one run id: a start that
+        landed before its answer was lost is that run, never a second one.
+        """
         self.runtime.require_usable()
         run_input = build_run_input(
             self.config, task, max_iterations=max_iterations, required_tools=required_tools
         )
+        run_id = names.run_workflow_id(self.name, uuid.uuid4())
+
+        async def start() -> WorkflowHandle[Any, AgentResult]:
+            try:
+                return await self._start(run_id, run_input)
+            except WorkflowAlreadyStartedError:  # an earlier try landed, and the run is over
+                return self.runtime.client.get_workflow_handle_for(AgentRunWorkflow.run, run_id)
+
+        return await while_busy(
+            start, f"the start of run {run_id}", unreachable_for=self.runtime.unreachable_patience
+        )
+
+    async def _start(
+        self, run_id: str, run_input: AgentRunInput
+    ) -> WorkflowHandle[Any, AgentResult]:
         return await self.runtime.client.start_workflow(
             AgentRunWorkflow.run,
             run_input,
-            id=names.run_workflow_id(self.name, uuid.uuid4()),
+            id=run_id,
+            # sent again after a lost answer: the run that try started, not a second one
+            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+            id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
             task_queue=self.runtime.task_queue,
             static_summary=run_input.task[:400],  # as validated (bytes were decoded there)
             memo={names.TASK_MEMO: run_input.task[:200]},

@@ -11,8 +11,10 @@ import psycopg
 import pytest
 from temporalio.client import Client
 
+from reactive_temporal import search_attributes as sa
 from reactive_temporal.api.agents import Agent, RunResult
 from reactive_temporal.config import Settings
+from reactive_temporal.contracts import names
 from reactive_temporal.contracts.result import AgentResult
 from reactive_temporal.contracts.run import AgentConfig
 from reactive_temporal.embedded.scripted_llm import ScriptedLLM
@@ -177,6 +179,40 @@ async def test_a_result_is_waited_for_through_a_frontend_that_drops_connections(
     finally:
         await gate.stop()
     assert result.output == "6 * 7 = 42"
+
+
+async def test_a_start_is_sent_again_through_a_temporal_server_out_of_reach(
+    client: Client, settings: Settings, llm: ScriptedLLM
+):
+    """`agent.start()` (so `run`, `agent.run()`) raised at once while the server behind a load
+    balancer restarted, where the wait for the result that follows outlasts it (bench.chaos).
+    Sent again under one run id, it starts one run."""
+    from reactive_temporal.embedded.stack import connect
+    from tests.support.tcp_gate import TcpGate
+
+    gate = await TcpGate(int(client.service_client.config.target_host.rsplit(":", 1)[1])).start()
+    model = llm.script(f"gate-start-{uuid.uuid4().hex[:6]}", slow_demo(0.0))
+    agent_id = f"start-gate-{uuid.uuid4().hex[:6]}"
+    try:
+        async with running_worker(client, settings) as running:
+            caller = await connect(gate.address)
+            agent = Agent(
+                AgentConfig(agent_id=agent_id, model=model, memory=False),
+                Runtime(caller, running.task_queue, offline_model=False),
+            )
+            gate.shut()
+            starting = asyncio.ensure_future(agent.start("What is 6 * 7?"))
+            await asyncio.sleep(10)
+            assert gate.refused > 0  # the start was tried, and dropped
+            assert not starting.done(), starting.exception()
+            gate.reopen()
+            handle = await asyncio.wait_for(starting, 60)
+            result = await asyncio.wait_for(agent.result(handle), 60)
+    finally:
+        await gate.stop()
+    assert result.output == "6 * 7 = 42"
+    runs = [r async for r in client.list_workflows(f"{sa.AGENT_NAME.name} = '{agent_id}'")]
+    assert [r.id for r in runs if r.workflow_type == names.AGENT_RUN_WORKFLOW] == [handle.id]
 
 
 async def test_a_chat_turn_waits_through_a_temporal_server_out_of_reach(

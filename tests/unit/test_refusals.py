@@ -17,7 +17,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from reactive_temporal import search_attributes
 from reactive_temporal.api.sessions import busy_or_between_runs
 from reactive_temporal.contracts import names
-from reactive_temporal.refusals import busy, busy_or_aborted, while_busy
+from reactive_temporal.refusals import busy, busy_or_aborted, unreachable, while_busy
 
 IN_FLIGHT = RPCError(
     "limit on number of concurrent in-flight updates has been reached (10)",
@@ -167,3 +167,18 @@ async def test_an_entity_failing_its_tasks_is_said_to_be(monkeypatch):
     monkeypatch.setattr(entity, "_send", refused)
     with pytest.raises(ChatError, match="agent stuck's workflow .* is failing its workflow tasks"):
         await entity.update(AgentWorkflow.last_debrief, None)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("err", "out_of_reach"),
+    [(DOWN, True), (RPCError("transport error", RPCStatusCode.UNKNOWN, b""), True),
+     (RPCError("operation was canceled", RPCStatusCode.CANCELLED, b""), True),
+     (RPCError("some other cancellation", RPCStatusCode.CANCELLED, b""), False),
+     (RPCError("something else", RPCStatusCode.UNKNOWN, b""), False), (IN_FLIGHT, False),
+     (CLOSED, False)],
+)  # fmt: skip
+def test_which_failures_are_a_server_out_of_reach(err: Exception, out_of_reach: bool):
+    """A connection dropped under a call ends it as UNKNOWN "transport error" or, once the
+    SDK's own retries are spent, CANCELLED "operation was canceled" (a start sent through a
+    load balancer whose server restarts: bench.chaos); both are the server out of reach."""
+    assert unreachable(err) is out_of_reach
