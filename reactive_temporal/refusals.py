@@ -16,6 +16,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
+from temporalio.client import WorkflowUpdateRPCTimeoutOrCancelledError
 from temporalio.service import RPCError, RPCStatusCode
 
 log = logging.getLogger(__name__)
@@ -69,7 +70,12 @@ is back."""
 
 def unreachable(err: Exception) -> bool:
     """The server could not be reached (restarting, a network partition), or the connection
-    to it was dropped before it answered (`TRANSPORT_FAILED`, `CALL_DROPPED`)."""
+    to it was dropped before it answered (`TRANSPORT_FAILED`, `CALL_DROPPED`; for an update,
+    the SDK raises the latter as WorkflowUpdateRPCTimeoutOrCancelledError, which it also
+    raises for the caller's own cancellation: that one is not the server's)."""
+    if isinstance(err, WorkflowUpdateRPCTimeoutOrCancelledError):
+        cause = err.__cause__
+        return isinstance(cause, RPCError) and unreachable(cause)
     if not isinstance(err, RPCError):
         return False
     return err.status == RPCStatusCode.UNAVAILABLE or any(

@@ -5,12 +5,13 @@ out a listing of the search attributes the server cancelled."""
 
 from __future__ import annotations
 
+import asyncio
 from types import SimpleNamespace
 
 import pytest
 from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import ListSearchAttributesResponse
-from temporalio.client import WorkflowUpdateFailedError
+from temporalio.client import WorkflowUpdateFailedError, WorkflowUpdateRPCTimeoutOrCancelledError
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -182,3 +183,22 @@ def test_which_failures_are_a_server_out_of_reach(err: Exception, out_of_reach: 
     SDK's own retries are spent, CANCELLED "operation was canceled" (a start sent through a
     load balancer whose server restarts: bench.chaos); both are the server out of reach."""
     assert unreachable(err) is out_of_reach
+
+
+def update_call_ended(cause: BaseException) -> WorkflowUpdateRPCTimeoutOrCancelledError:
+    try:
+        raise WorkflowUpdateRPCTimeoutOrCancelledError() from cause
+    except WorkflowUpdateRPCTimeoutOrCancelledError as err:
+        return err
+
+
+def test_an_update_whose_connection_was_dropped_is_the_server_out_of_reach_not_a_cancel():
+    """The SDK raises both an update call whose connection was dropped (CANCELLED "operation
+    was canceled": a chat turn through a load balancer whose server restarts) and the caller's
+    own cancellation as WorkflowUpdateRPCTimeoutOrCancelledError: the first is sent again, the
+    second is the caller's, never swallowed."""
+    dropped = RPCError("operation was canceled", RPCStatusCode.CANCELLED, b"")
+    assert unreachable(update_call_ended(dropped))
+    assert not unreachable(update_call_ended(asyncio.CancelledError()))
+    deadline = RPCError("deadline exceeded", RPCStatusCode.DEADLINE_EXCEEDED, b"")
+    assert not unreachable(update_call_ended(deadline))
