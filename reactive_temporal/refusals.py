@@ -16,7 +16,6 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-from temporalio.client import WorkflowUpdateRPCTimeoutOrCancelledError
 from temporalio.service import RPCError, RPCStatusCode
 
 log = logging.getLogger(__name__)
@@ -73,6 +72,10 @@ def unreachable(err: Exception) -> bool:
     to it was dropped before it answered (`TRANSPORT_FAILED`, `CALL_DROPPED`; for an update,
     the SDK raises the latter as WorkflowUpdateRPCTimeoutOrCancelledError, which it also
     raises for the caller's own cancellation: that one is not the server's)."""
+    # here, not at the top: workflows import this module (through search_attributes), and
+    # nothing of the client may be imported with them (tests/unit/test_layout.py)
+    from temporalio.client import WorkflowUpdateRPCTimeoutOrCancelledError
+
     if isinstance(err, WorkflowUpdateRPCTimeoutOrCancelledError):
         cause = err.__cause__
         return isinstance(cause, RPCError) and unreachable(cause)
