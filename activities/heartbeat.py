@@ -19,7 +19,9 @@ import asyncio
 import contextlib
 import contextvars
 from collections.abc import AsyncIterator
+from typing import TypeVar
 
+from pydantic import BaseModel, ValidationError
 from temporalio import activity
 
 _beating: contextvars.ContextVar[bool] = contextvars.ContextVar("heartbeating", default=False)
@@ -49,3 +51,18 @@ async def heartbeating() -> AsyncIterator[None]:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def last_heartbeat(kind: type[M]) -> M | None:
+    """What an earlier attempt of this activity left in its last heartbeat, read as `kind`;
+    None when it left nothing, or details of another kind."""
+    details = activity.info().heartbeat_details
+    if not details:
+        return None
+    try:
+        return kind.model_validate(details[0])
+    except (ValidationError, TypeError):
+        return None

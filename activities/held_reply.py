@@ -17,9 +17,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 from temporalio import activity
 
+from activities.heartbeat import last_heartbeat
 from reactive_temporal.contracts.run import LlmStepResult
 
 
@@ -43,14 +44,8 @@ def hold(seq: int, result: LlmStepResult) -> None:
 
 def held_reply(seq: int) -> LlmStepResult | None:
     """The reply at `seq` an earlier attempt of this step got and left, if one did."""
-    details = activity.info().heartbeat_details
-    if not details:
-        return None
-    try:
-        held = HeldReply.model_validate(details[0])
-    except (ValidationError, TypeError):  # a heartbeat of another kind
-        return None
-    if held.held_seq != seq or len(held.extra_content) != len(held.held.tool_calls):
+    held = last_heartbeat(HeldReply)
+    if held is None or held.held_seq != seq or len(held.extra_content) != len(held.held.tool_calls):
         return None
     calls = [
         call.model_copy(update={"extra_content": extra})

@@ -24,12 +24,12 @@ import functools
 from typing import Any
 
 from psycopg import AsyncConnection
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.debrief_store import DebriefStore
-from activities.heartbeat import heartbeating
+from activities.heartbeat import heartbeating, last_heartbeat
 from activities.held_reply import held_reply, hold
 from activities.llm_calls import (
     Completion,
@@ -352,9 +352,5 @@ class BilledBefore(BaseModel):
 
 
 def _billed_before() -> tuple[Usage, float]:
-    details = activity.info().heartbeat_details
-    try:
-        billed = BilledBefore.model_validate(details[0]) if details else BilledBefore()
-    except (ValidationError, TypeError):  # a heartbeat of another kind, or none
-        billed = BilledBefore()
+    billed = last_heartbeat(BilledBefore) or BilledBefore()
     return billed.usage, billed.cost

@@ -154,8 +154,8 @@ def refused_data_fails(fn: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R
             return await fn(*args, **kwargs)
         except Exception as err:
             info = activity.info()
-            refusal = classify(err, attempt=info.attempt)
             cause = _postgres_cause(err)
+            refusal = classify(cause, attempt=info.attempt) if cause is not None else None
             if cause is None or refusal is None or refusal is Refusal.OUTAGE:
                 raise
             if refusal is Refusal.SCHEMA:

@@ -85,10 +85,7 @@ async def run_progress(
             stall.retrying,
             stall.waiting_for_worker,
         ) from err
-    if stall.retrying is not None:  # the server's count of a regular activity's attempts
-        progress.retrying = stall.retrying
-    progress.waiting_for_worker = stall.waiting_for_worker
-    return progress
+    return stall.onto(progress)
 
 
 async def _unanswerable(

@@ -31,6 +31,7 @@ from reactive_temporal.api.retrying_steps import (
 )
 from reactive_temporal.api.worker_waits import TaskQueuePollers, waiting_for_worker
 from reactive_temporal.contracts.retrying import RetryingStep, WaitingForWorker
+from reactive_temporal.contracts.run import RunProgress
 from workflows.agent_run import AgentRunWorkflow
 
 
@@ -40,6 +41,17 @@ class Stall:
 
     retrying: RetryingStep | None = None
     waiting_for_worker: WaitingForWorker | None = None
+
+    def onto(self, progress: RunProgress) -> RunProgress:
+        """The run's own `progress` with what the server sees added.
+
+        The server's count of a regular activity's attempts wins over the worker's report;
+        the step no worker takes is the server's alone.
+        """
+        if self.retrying is not None:
+            progress.retrying = self.retrying
+        progress.waiting_for_worker = self.waiting_for_worker
+        return progress
 
 
 async def server_stall(

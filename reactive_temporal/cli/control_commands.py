@@ -23,14 +23,8 @@ from reactive_temporal.api.progress import ProgressUnavailable, run_progress
 from reactive_temporal.api.watching import follow_events
 from reactive_temporal.cli.common import CliError, cli_runtime, err, out, run_command
 from reactive_temporal.cli.live_view import LivePrinter
-from reactive_temporal.cli.run_commands import (
-    print_outcome,
-    progress_line,
-    retrying_line,
-    waiting_line,
-)
+from reactive_temporal.cli.run_commands import print_outcome, progress_line, stall_lines
 from reactive_temporal.cli.terminal import plain, safe
-from reactive_temporal.contracts.retrying import RetryingStep, WaitingForWorker
 
 
 def cancel(
@@ -249,7 +243,7 @@ def progress(
                 )
             err.print(f"[red]error:[/] {safe(e)}", highlight=False, soft_wrap=True)
             if not as_json:
-                for line in _stall_lines(e.retrying, e.waiting_for_worker):
+                for line in stall_lines(e.retrying, e.waiting_for_worker):
                     err.print(plain(line, style="yellow"), soft_wrap=True)
             return 1
         except ValueError as e:
@@ -261,14 +255,8 @@ def progress(
             return 0
         shown = found.model_copy(update={"retrying": None, "waiting_for_worker": None})
         out.print(plain(progress_line(shown)), soft_wrap=True)
-        for line in _stall_lines(found.retrying, found.waiting_for_worker):
+        for line in stall_lines(found.retrying, found.waiting_for_worker):
             out.print(plain(line, style="yellow"), soft_wrap=True)
         return 0
 
     run_command(main, as_json=as_json)
-
-
-def _stall_lines(retrying: RetryingStep | None, waiting: WaitingForWorker | None) -> list[str]:
-    """What the run is stuck on, a line each: the step it retries, the step no worker takes."""
-    lines = [retrying_line(retrying)] if retrying is not None else []
-    return lines + ([waiting_line(waiting)] if waiting is not None else [])

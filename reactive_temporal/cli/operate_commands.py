@@ -39,7 +39,7 @@ from reactive_temporal.api.replay_batch import (
     replay_recent,
 )
 from reactive_temporal.cli.common import CliError, cli_runtime, err, out, run_command
-from reactive_temporal.cli.run_commands import retrying_line, waiting_line, watch_and_print
+from reactive_temporal.cli.run_commands import stall_lines, watch_and_print
 from reactive_temporal.cli.terminal import plain, safe
 from reactive_temporal.contracts.result import AgentResult
 from reactive_temporal.errors import workflow_not_found
@@ -148,10 +148,8 @@ def runs_view(found: list[RunSummary], width: int) -> RenderableType:
 def _stall_texts(run: RunSummary, run_id: str, width: int) -> list[Text]:
     """A run's step stuck retrying and its step no worker takes, a line each under the runs
     (shortened to the width)."""
-    lines = [retrying_line(run.retrying)] if run.retrying else []
-    lines += [waiting_line(run.waiting_for_worker)] if run.waiting_for_worker else []
     texts = []
-    for line in lines:
+    for line in stall_lines(run.retrying, run.waiting_for_worker):
         text = plain(f"{run_id}{':' if run_id else ''} {line}", style="yellow")
         text.truncate(width, overflow="ellipsis")
         texts.append(text)

@@ -216,9 +216,7 @@ async def _watch(
                 looked_at = clock.time()
                 stall = await _server_stall(agent.runtime.client, handle)
             if progress is not None:
-                if stall.retrying is not None:
-                    progress.retrying = stall.retrying  # the server's count of its attempts
-                progress.waiting_for_worker = stall.waiting_for_worker
+                progress = stall.onto(progress)
             line = progress_line(progress) if progress else _unanswered_line(stall)
             waiting = [
                 p
@@ -259,12 +257,8 @@ async def _server_stall(client: Client, handle: WorkflowHandle[Any, AgentResult]
 
 def _unanswered_line(stall: Stall) -> str:
     """The progress line of a run whose query went unanswered: what the server sees."""
-    parts = []
-    if stall.retrying is not None:
-        parts.append(retrying_line(stall.retrying))
-    if stall.waiting_for_worker is not None:
-        parts.append(waiting_line(stall.waiting_for_worker))
-    return " · ".join(parts) or "waiting for a worker…"  # its first workflow task, as a rule
+    lines = stall_lines(stall.retrying, stall.waiting_for_worker)
+    return " · ".join(lines) or "waiting for a worker…"  # its first workflow task, as a rule
 
 
 async def follow_live(
@@ -297,10 +291,14 @@ def progress_line(p: RunProgress) -> str:
     if p.pending_approvals:
         calls = ", ".join(f"{a.tool} (call {a.call_id})" for a in p.pending_approvals)
         tool = f" · waiting for approval: {calls} (starter.py approve {p.run_id})"
-    stuck = f" · {retrying_line(p.retrying)}" if p.retrying else ""
-    if p.waiting_for_worker is not None:
-        stuck += f" · {waiting_line(p.waiting_for_worker)}"
+    stuck = "".join(f" · {line}" for line in stall_lines(p.retrying, p.waiting_for_worker))
     return f"iteration {p.current_iteration}/{p.max_iterations}{tool} · {p.tokens:,} tokens{stuck}"
+
+
+def stall_lines(retrying: RetryingStep | None, waiting: WaitingForWorker | None) -> list[str]:
+    """What a run is stuck on, a line each: the step it retries, the step no worker takes."""
+    lines = [retrying_line(retrying)] if retrying is not None else []
+    return lines + ([waiting_line(waiting)] if waiting is not None else [])
 
 
 def retrying_line(r: RetryingStep, *, today: date | None = None) -> str:
