@@ -114,25 +114,29 @@ class AgentRunWorkflow(RunWrapUp, RunControls, RunTools, RunLlmStep):
     def _patch_bundle(bundle: str | None) -> frozenset[str]:
         """The patches the run takes as on without asking. A run started with a bundle in its
         input asks no patch (no marker, no TemporalChangeVersion upsert); one started without
-        asks the newest bundle once, for every patch it covers; runs started before bundles
-        replay asking each patch they asked."""
-        if bundle == names.RUN_PATCHES_2026_12_03:
-            if workflow.unsafe.is_replaying() and workflow.patched(names.RUN_PATCHES_2026_12):
-                # begun by a worker that knew only the earlier bundle (one deploy behind its
-                # starter): it asked that bundle and ran with its patches
-                return names.RUN_PATCHES_2026_12_COVERS
-            return names.RUN_PATCHES_2026_12_03_COVERS
+        (or with a bundle this worker does not know) asks the starters' bundle once, for every
+        patch it covers; runs started before bundles replay asking each patch they asked."""
+        bundles = list(names.RUN_BUNDLE_COVERS)  # newest first
+        replaying = workflow.unsafe.is_replaying()
         if bundle == names.RUN_PATCHES_2026_12:
-            if workflow.unsafe.is_replaying():
+            if replaying:
                 # A worker from before the field (one deploy behind its starter) began the
                 # run and asked the bundle: its replay must ask it again, where one begun
                 # since finds no marker and records none.
                 workflow.patched(names.RUN_PATCHES_2026_12)
             return names.RUN_PATCHES_2026_12_COVERS
-        if workflow.patched(names.RUN_PATCHES_2026_12_03):
-            return names.RUN_PATCHES_2026_12_03_COVERS
-        if workflow.patched(names.RUN_PATCHES_2026_12):
-            return names.RUN_PATCHES_2026_12_COVERS
+        if bundle in names.RUN_BUNDLE_COVERS:
+            if replaying:
+                # begun by a worker that knew only an earlier bundle (one deploy behind its
+                # starter): it asked that bundle and ran with its patches
+                for earlier in bundles[bundles.index(bundle) + 1 :]:
+                    if workflow.patched(earlier):
+                        return names.RUN_BUNDLE_COVERS[earlier]
+            return names.RUN_BUNDLE_COVERS[bundle]
+        # a replay finds the bundle the run asked, whichever release's worker began it
+        for asked in bundles if replaying else [names.RUN_PATCH_BUNDLE]:
+            if workflow.patched(asked):
+                return names.RUN_BUNDLE_COVERS[asked]
         return frozenset()
 
     @workflow.run

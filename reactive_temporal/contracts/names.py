@@ -192,8 +192,26 @@ and FIRST_STEP_SEEDS_PATCH. A run started with it in its input asks no patch at 
 started without a bundle asks this one. A run with it in its input that a worker knowing
 only RUN_PATCHES_2026_12 began (one deploy behind its starter) asked that bundle's patch,
 and replays with that bundle's patches."""
-RUN_PATCH_BUNDLE: Final = RUN_PATCHES_2026_12_03
-"""The bundle the project's starters put in a run's input (`AgentRunInput.patch_bundle`)."""
+RUN_PATCHES_2026_12_04: Final = "run-patches-2026-12-04"
+"""Every AgentRunWorkflow patch in RUN_PATCHES_2026_12_04_COVERS is on: RUN_PATCHES_2026_12_03's
+and the five asked one by one where a run meets their case (an approval wait, colliding call
+ids, a cut-off reply, a `final-answer` call with null fields, a bare marker). Asked one by one,
+a marker goes wherever the run got to when it met the case, which may be a task that also takes
+updates and signals: a run parked on 16 approvals, its decisions arriving as a worker restarted,
+failed to replay once in CI ("patch marker for answer-ends-approval-wait, but no corresponding
+change command"). A run started with this bundle asks no patch at all."""
+RUN_BUNDLE_2026_12_04_IN_STARTS: Final = False
+"""Whether the project's starters put RUN_PATCHES_2026_12_04 in a new run's input (and a run
+started without a bundle asks it). Not yet: this is the first of two releases (README,
+"Changing workflow code"). Workers of this release take the bundle; a worker from before it
+does not know it, asks RUN_PATCHES_2026_12_03, finds no marker on replay and takes every
+patch as off: a rollback to such a build would fail every run started with it. The release
+after this one, which no worker from before this one polls beside, turns it on."""
+RUN_PATCH_BUNDLE: Final = (
+    RUN_PATCHES_2026_12_04 if RUN_BUNDLE_2026_12_04_IN_STARTS else RUN_PATCHES_2026_12_03
+)
+"""The bundle the project's starters put in a run's input (`AgentRunInput.patch_bundle`), and
+the one a run started without a bundle asks."""
 
 # -- metrics the workflows record ---------------------------------------------------------------
 # With `workflow.metric_meter()`, which records nothing while a workflow replays: a run is
@@ -282,3 +300,19 @@ it had it); a later bundle gets a set of its own."""
 
 RUN_PATCHES_2026_12_03_COVERS: Final = RUN_PATCHES_2026_12_COVERS | {FIRST_STEP_SEEDS_PATCH}
 """The patches RUN_PATCHES_2026_12_03 stands for; never added to, as its predecessor's."""
+
+RUN_PATCHES_2026_12_04_COVERS: Final = RUN_PATCHES_2026_12_03_COVERS | {
+    ANSWER_ENDS_APPROVAL_WAIT_PATCH,
+    UNIQUE_APPROVAL_IDS_PATCH,
+    CUT_SHORT_REPLIES_PATCH,
+    NULL_ANSWER_FIELDS_PATCH,
+    BARE_MARKER_PATCH,
+}
+"""The patches RUN_PATCHES_2026_12_04 stands for; never added to, as its predecessors'."""
+
+RUN_BUNDLE_COVERS: Final = {
+    RUN_PATCHES_2026_12_04: RUN_PATCHES_2026_12_04_COVERS,
+    RUN_PATCHES_2026_12_03: RUN_PATCHES_2026_12_03_COVERS,
+    RUN_PATCHES_2026_12: RUN_PATCHES_2026_12_COVERS,
+}
+"""Every run patch bundle and the patches it stands for, newest first."""

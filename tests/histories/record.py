@@ -35,6 +35,9 @@ first run answered, sent again under its update id, from the reply carried over
 (`reactive_temporal.answered_turns`): no patch, as no earlier run's input carried a reply.
 `approval_ids_unique.json` and `approval_answered.json` (group `approval_edges`) with the
 `unique-approval-ids` and `answer-ends-approval-wait` patches.
+`_next` (runs only: groups base, stops, approvals, approval_edges, live, cut_short; recorded
+with `--run-bundle run-patches-2026-12-04`) with runs that carry RUN_PATCHES_2026_12_04, which
+stands for the five patches asked case by case as well, and so ask no patch at all.
 `_lifetime` (the entity's groups: `chat`, `last_run`, `answered`) with entities that decide
 to continue as new where a handler ends (the `entity-continues-after-handlers` patch, asked in
 each entity run's first task; `workflows/entity_lifetime.py`).
@@ -452,7 +455,11 @@ GROUPS = {
 }
 
 
-async def main(suffix: str = "", only: list[str] | None = None) -> None:
+async def main(
+    suffix: str = "", only: list[str] | None = None, run_bundle: str | None = None
+) -> None:
+    if run_bundle is not None:  # as a release whose starters send it (and whose runs ask it)
+        setattr(names, "RUN_PATCH_BUNDLE", run_bundle)  # noqa: B010 (a Final, set on purpose)
     with tempfile.TemporaryDirectory() as tmp, ScriptedLLM() as llm:
         server = DevServer(db_file=None, log_file=Path(tmp) / "temporal.log")
         client = await server.start()
@@ -508,6 +515,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument(
         "--only", nargs="+", choices=list(GROUPS), metavar="GROUP", help="record these groups"
     )
+    parser.add_argument(
+        "--run-bundle",
+        choices=list(names.RUN_BUNDLE_COVERS),
+        help="the patch bundle runs carry in their input (default: names.RUN_PATCH_BUNDLE)",
+    )
     args = parser.parse_args(argv)
     if args.suffix.startswith("-") or "/" in args.suffix:
         parser.error(f"a suffix is part of a file name, not {args.suffix!r}")
@@ -516,4 +528,4 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 if __name__ == "__main__":
     parsed = parse_args(sys.argv[1:])
-    asyncio.run(main(parsed.suffix, parsed.only))
+    asyncio.run(main(parsed.suffix, parsed.only, parsed.run_bundle))

@@ -16,7 +16,6 @@ from pathlib import Path
 
 import pytest
 from temporalio import workflow
-from temporalio.client import WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
@@ -26,6 +25,7 @@ from reactive_temporal.contracts import names
 from reactive_temporal.contracts.result import AgentResult
 from reactive_temporal.contracts.run import AgentRunInput
 from reactive_temporal.hosting.worker_factory import WORKFLOWS
+from tests.support.histories import with_bundle_in_input
 
 HISTORIES = sorted((Path(__file__).parents[1] / "histories").glob("*.json"))
 
@@ -68,18 +68,6 @@ async def test_committed_history_replays(path: Path):
 BUNDLE_HISTORIES = [p for p in HISTORIES if p.stem.endswith("_bundle")]
 
 
-def with_bundle_in_input(history: WorkflowHistory, bundle: str) -> WorkflowHistory:
-    """The history as if its starter had put `bundle` in the run's input while a worker
-    that knew only RUN_PATCHES_2026_12 (or not even the field) ran it: it asked that
-    bundle's patch."""
-    started = history.events[0].workflow_execution_started_event_attributes
-    payload = started.input.payloads[0]
-    body = json.loads(payload.data)
-    assert "patch_bundle" not in body
-    payload.data = json.dumps({**body, "patch_bundle": bundle}).encode()
-    return history
-
-
 @pytest.mark.parametrize("bundle", [names.RUN_PATCHES_2026_12, names.RUN_PATCHES_2026_12_03])
 @pytest.mark.parametrize("path", BUNDLE_HISTORIES, ids=lambda p: p.stem)
 async def test_a_run_a_worker_one_deploy_behind_began_replays(path: Path, bundle: str):
@@ -87,12 +75,38 @@ async def test_a_run_a_worker_one_deploy_behind_began_replays(path: Path, bundle
     begun by a worker one deploy behind carries the earlier bundle's patch marker and ran
     with that bundle's patches (a `prepare_run` first), and the current code, which asks no
     patch for such a run, must still meet it on replay."""
-    report = await replay(with_bundle_in_input(load_history_file(path), bundle), replayer())
+    history = load_history_file(path)
+    assert b"patch_bundle" not in history.events[0].SerializeToString()  # nor its marker's
+    report = await replay(with_bundle_in_input(history, bundle), replayer())
     assert report.ok, report.error
 
 
 def test_every_kind_of_run_has_a_bundle_history():
     assert len(BUNDLE_HISTORIES) >= 16
+
+
+NEXT_HISTORIES = [p for p in HISTORIES if p.stem.endswith("_next")]
+
+
+@pytest.mark.parametrize("path", NEXT_HISTORIES, ids=lambda p: p.stem)
+def test_the_newest_bundle_s_histories_carry_it_and_ask_no_patch(path: Path):
+    """`_next` histories are runs started with RUN_PATCHES_2026_12_04 (as the next release's
+    starters will send it): they replay (above) and record no patch marker at all, not even
+    the approval, cut-off reply and answer-field patches asked case by case before it."""
+    history = load_history_file(path)
+    started = history.events[0].workflow_execution_started_event_attributes
+    body = json.loads(started.input.payloads[0].data)
+    assert body["patch_bundle"] == names.RUN_PATCHES_2026_12_04
+    markers = [e.marker_recorded_event_attributes.marker_name for e in history.events]
+    assert "core_patch" not in markers
+
+
+def test_every_kind_of_run_and_every_late_patch_s_case_has_a_next_history():
+    stems = {p.stem.removesuffix("_next") for p in NEXT_HISTORIES}
+    assert {
+        p.stem.removesuffix("_seeded") for p in HISTORIES if p.stem.endswith("_seeded")
+    } <= stems
+    assert {"approval_ids_unique", "approval_answered", "cut_short_run"} <= stems
 
 
 @workflow.defn(name="AgentRunWorkflow", sandboxed=False)

@@ -229,4 +229,26 @@ def test_the_newer_bundle_covers_the_earlier_one_and_the_first_step_seeds():
         "first-step-seeds"
     }
     assert names.RUN_PATCHES_2026_12_COVERS < names.RUN_PATCHES_2026_12_03_COVERS
+
+
+def test_the_newest_bundle_covers_every_run_patch_and_is_not_yet_sent():
+    """RUN_PATCHES_2026_12_04 stands for every patch of the bundle before it and the five a
+    run asked one by one where it met their case (so their markers no longer land in a task
+    that also takes updates). Workers take it in this release; starters send it in the next
+    (a rollback to a worker that does not know it must not meet runs carrying it)."""
+    assert names.RUN_PATCHES_2026_12_04_COVERS - names.RUN_PATCHES_2026_12_03_COVERS == {
+        "answer-ends-approval-wait", "unique-approval-ids", "cut-short-replies-go-on",
+        "final-answer-null-fields", "bare-final-answer-marker-nudged",
+    }  # fmt: skip
+    root = Path(__file__).resolve().parents[2] / "workflows"
+    asked: set[str] = set()
+    for module in ("agent_run.py", "run_controls.py", "run_llm_step.py", "run_tools.py"):
+        source = (root / module).read_text()
+        asked |= set(re.findall(r"self\.patched\(\s*names\.([A-Z0-9_]+)", source))
+    # a patch released since is asked on its own: it joins the next bundle, never this one
+    assert {getattr(names, a) for a in asked} == names.RUN_PATCHES_2026_12_04_COVERS
+    assert list(names.RUN_BUNDLE_COVERS) == [
+        "run-patches-2026-12-04", "run-patches-2026-12-03", "run-patches-2026-12"
+    ]  # fmt: skip
+    assert names.RUN_BUNDLE_2026_12_04_IN_STARTS is False
     assert names.RUN_PATCH_BUNDLE == "run-patches-2026-12-03"

@@ -12,14 +12,20 @@ import psycopg
 import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHistory
+from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError, RPCStatusCode
 
 from reactive_temporal import search_attributes as sa
 from reactive_temporal.api.agents import Agent, build_run_input
+from reactive_temporal.api.operate import replay
+from reactive_temporal.api.replay_batch import quiet_replayer
 from reactive_temporal.config import Settings
 from reactive_temporal.contracts import names
 from reactive_temporal.contracts.result import AgentResult
 from reactive_temporal.embedded.scripted_llm import Reply, ScriptedLLM, call
+from reactive_temporal.hosting.worker_factory import WORKFLOWS
+from tests.conftest import wait_for
+from tests.support.histories import with_bundle_in_input
 from tests.workflow.conftest import Harness, running_worker
 
 pytestmark = pytest.mark.workflow
@@ -288,3 +294,102 @@ async def test_a_run_started_with_the_earlier_bundle_asks_only_the_patch_since(
     history = await run_with_bundle(harness, client, agent, names.RUN_PATCHES_2026_12)
     assert asked_patches(history) == [names.FIRST_STEP_SEEDS_PATCH]
     assert len(version_upserts(history)) == 1
+
+
+async def _run_meeting_every_late_patch(
+    harness: Harness, client: Client, llm: ScriptedLLM, model_name: str, bundle: str | None
+) -> WorkflowHistory:
+    """A run that meets the case of each patch asked one by one since RUN_PATCHES_2026_12_03:
+    two waiting calls whose ids collide (`unique-approval-ids`), approved while it waits
+    (`answer-ends-approval-wait` is asked at the wait), a reply cut off at the token limit
+    (`cut-short-replies-go-on`), a bare `FINAL ANSWER:` (`bare-final-answer-marker-nudged`)
+    and a `final-answer` call whose summary is null (`final-answer-null-fields`)."""
+    llm.script(
+        model_name,
+        [
+            Reply("Two sums.", [call("calculator", expression="1+1", call_id="call-4"),
+                                call("calculator", expression="2+2", call_id="bad id!")]),
+            Reply("FINAL ANSWER: The sums are", finish_reason="length"),
+            Reply("FINAL ANSWER:"),
+            Reply(None, [call("final-answer", output="2 and 4", format="text", summary=None)]),
+        ],
+    )  # fmt: skip
+    agent = harness.agent(
+        model_name,
+        agent_id=f"late-{uuid.uuid4().hex[:6]}",
+        memory=False,
+        approve_tools=["calculator"],
+    )
+    run_input = build_run_input(agent.config, "1+1 and 2+2").model_copy(
+        update={"patch_bundle": bundle}
+    )
+    handle = await client.start_workflow(
+        names.AGENT_RUN_WORKFLOW,
+        run_input,
+        id=names.run_workflow_id(agent.config.agent_id, uuid.uuid4()),
+        task_queue=harness.task_queue,
+        result_type=AgentResult,
+    )
+
+    async def waiting() -> bool:
+        progress = await agent.progress(handle.id)
+        return sorted(p.call_id for p in progress.pending_approvals) == ["call-4", "call-4-2"]
+
+    await wait_for(waiting, seconds=30)
+    await agent.approve(handle.id, by="tester")
+    result = await handle.result()
+    assert (result.terminated_by, result.output) == ("final_answer_tool", "2 and 4")
+    return await handle.fetch_history()
+
+
+async def test_a_run_with_the_newest_bundle_asks_not_even_the_patches_asked_case_by_case(
+    harness: Harness, client: Client, llm: ScriptedLLM, model_name: str
+):
+    """With RUN_PATCHES_2026_12_03 in its input, a run meeting these cases asks their five
+    patches one by one, each marker landing where the run met its case (a task that may also
+    take updates: the replay of one such task failed in CI); with RUN_PATCHES_2026_12_04 it
+    asks none, and makes the same decisions."""
+    late = sorted(names.RUN_PATCHES_2026_12_04_COVERS - names.RUN_PATCHES_2026_12_03_COVERS)
+    before = await _run_meeting_every_late_patch(
+        harness, client, llm, model_name, names.RUN_PATCHES_2026_12_03
+    )
+    assert sorted(asked_patches(before)) == late
+    assert len(version_upserts(before)) == len(late)
+    newest = await _run_meeting_every_late_patch(
+        harness, client, llm, f"{model_name}-newest", names.RUN_PATCHES_2026_12_04
+    )
+    assert asked_patches(newest) == []
+    assert version_upserts(newest) == []
+
+
+async def test_a_run_carrying_the_newest_bundle_begun_by_a_worker_before_it_replays(
+    harness: Harness, client: Client, llm: ScriptedLLM, model_name: str
+):
+    """Starters and workers deploy apart: a worker from before RUN_PATCHES_2026_12_04 takes a
+    run carrying it for a run without a bundle (it asks RUN_PATCHES_2026_12_03, then the five
+    patches case by case). Such a run replays on this worker, which finds that bundle's marker
+    and asks the five as that worker did."""
+    began = await _run_meeting_every_late_patch(harness, client, llm, model_name, None)
+    late = names.RUN_PATCHES_2026_12_04_COVERS - names.RUN_PATCHES_2026_12_03_COVERS
+    assert sorted(asked_patches(began)) == sorted({names.RUN_PATCHES_2026_12_03, *late})
+    carried = with_bundle_in_input(began, names.RUN_PATCHES_2026_12_04)
+    report = await replay(carried, quiet_replayer(WORKFLOWS, pydantic_data_converter))
+    assert report.ok, report.error
+
+
+async def test_a_run_the_next_release_began_without_a_bundle_replays(
+    harness: Harness,
+    client: Client,
+    llm: ScriptedLLM,
+    model_name: str,
+    monkeypatch: pytest.MonkeyPatch,
+):
+    """In the next release a run started without a bundle asks RUN_PATCHES_2026_12_04 (the
+    bundle its starters send); rolled back to this release, a worker replays it."""
+    monkeypatch.setattr(names, "RUN_PATCH_BUNDLE", names.RUN_PATCHES_2026_12_04)
+    next_release = await _run_meeting_every_late_patch(harness, client, llm, model_name, None)
+    assert asked_patches(next_release) == [names.RUN_PATCHES_2026_12_04]
+    monkeypatch.undo()
+    assert names.RUN_PATCH_BUNDLE == names.RUN_PATCHES_2026_12_03
+    report = await replay(next_release, quiet_replayer(WORKFLOWS, pydantic_data_converter))
+    assert report.ok, report.error
