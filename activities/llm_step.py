@@ -24,7 +24,6 @@ import functools
 from typing import Any
 
 from psycopg import AsyncConnection
-from pydantic import BaseModel
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
@@ -40,7 +39,7 @@ from activities.llm_calls import (
     chat_request,
 )
 from activities.llm_context import ContextPlan, ContextRecord, StepContext, StepContexts
-from activities.pg_refusals import refused_data_fails
+from activities.pg_refusals import refused_data, refused_data_fails
 from activities.reply_calls import content_text, reply_calls
 from activities.run_events import RunEvents, TextStream
 from activities.run_seed import RunSeeding, resolve_tools, seed_length, seed_messages
@@ -58,6 +57,7 @@ from activities.transcripts import Transcripts
 from reactive_temporal.contracts import names
 from reactive_temporal.contracts.events import NewEvent, once_key
 from reactive_temporal.contracts.run import (
+    BilledReplies,
     LlmStepInput,
     LlmStepResult,
     Message,
@@ -205,7 +205,7 @@ class LlmActivities:
         usage, cost = earlier_usage + completion.usage, earlier_cost + completion.cost
         if not response.choices:
             raise await self._billed_failure(
-                input, text, BilledBefore(usage=usage, cost=cost),
+                input, text, BilledReplies(usage=usage, cost=cost),
                 "LLM answered with no choices", "LlmEmptyResponse",
             )  # fmt: skip
         try:  # whatever the endpoint put in its reply: an error here is the model's
@@ -221,7 +221,7 @@ class LlmActivities:
             content, calls = bound_reply(content, calls)
         except Exception as err:  # unreadable however often it is asked again as an outage
             raise await self._billed_failure(
-                input, text, BilledBefore(usage=usage, cost=cost),
+                input, text, BilledReplies(usage=usage, cost=cost),
                 f"LLM endpoint sent a reply that could not be read: {type(err).__name__}: "
                 f"{str(err)[:300]}",
                 "LlmBadReply",
@@ -254,6 +254,14 @@ class LlmActivities:
             if err.type == STORE_UNAVAILABLE:  # the next attempt records it, not buys it again
                 hold(input.seq, result)
             raise
+        except Exception as err:  # a reply Postgres refuses: the run ends, and counts its bill
+            refused = refused_data(err)
+            if refused is None:
+                raise
+            billed = BilledReplies(usage=usage, cost=cost).model_dump(mode="json")
+            raise ApplicationError(
+                refused.message, billed, type=refused.type, non_retryable=True
+            ) from err
         self.transcripts.add(input.run_id, input.seq, reply)
         return result
 
@@ -261,7 +269,7 @@ class LlmActivities:
         self,
         input: LlmStepInput,
         text: TextStream | None,
-        billed: BilledBefore,
+        billed: BilledReplies,
         message: str,
         kind: str,
     ) -> ApplicationError:
@@ -273,7 +281,10 @@ class LlmActivities:
         activity.heartbeat(billed.model_dump(mode="json"))
         last = attempts_exhausted(input.max_attempts)
         return ApplicationError(
-            f"{message}{' (attempts exhausted)' if last else ''}", type=kind, non_retryable=last
+            f"{message}{' (attempts exhausted)' if last else ''}",
+            billed.model_dump(mode="json"),  # the run counts it when the step fails for good
+            type=kind,
+            non_retryable=last,
         )
 
     async def _context(
@@ -342,15 +353,6 @@ class LlmActivities:
         raise AssertionError("unreachable")
 
 
-class BilledBefore(BaseModel):
-    """What this step's earlier attempts were billed for replies it could not use (no
-    choices), carried to the next attempt in its heartbeat details: the run's tokens, cost
-    and budgets count them (they were spent, and shown nowhere but the metrics)."""
-
-    usage: Usage = Usage()
-    cost: float = 0.0
-
-
 def _billed_before() -> tuple[Usage, float]:
-    billed = last_heartbeat(BilledBefore) or BilledBefore()
+    billed = last_heartbeat(BilledReplies) or BilledReplies()
     return billed.usage, billed.cost

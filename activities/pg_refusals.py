@@ -143,6 +143,22 @@ def say_schema_problem_once(err: psycopg.Error, operation: str) -> None:
     )
 
 
+def refused_data(err: BaseException) -> ApplicationError | None:
+    """The activity's `StoreDataError` when `err` is Postgres refusing its data for good;
+    None for an outage, a schema problem (said once in the log) or any other failure."""
+    if isinstance(err, ApplicationError) and err.type == names.STORE_DATA_ERROR:
+        return err  # sorted already, by the activity itself (with details of its own)
+    info = activity.info()
+    cause = _postgres_cause(err)
+    refusal = classify(cause, attempt=info.attempt) if cause is not None else None
+    if cause is None or refusal is None or refusal is Refusal.OUTAGE:
+        return None
+    if refusal is Refusal.SCHEMA:
+        say_schema_problem_once(cause, info.activity_type)
+        return None
+    return store_data_error(cause, info.activity_type)
+
+
 def refused_data_fails(fn: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
     """An activity whose refused data fails it for good (`StoreDataError`) instead of being
     retried forever; outages, schema problems and everything else raise as they were.
@@ -153,14 +169,9 @@ def refused_data_fails(fn: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R
         try:
             return await fn(*args, **kwargs)
         except Exception as err:
-            info = activity.info()
-            cause = _postgres_cause(err)
-            refusal = classify(cause, attempt=info.attempt) if cause is not None else None
-            if cause is None or refusal is None or refusal is Refusal.OUTAGE:
+            refused = refused_data(err)
+            if refused is None or refused is err:
                 raise
-            if refusal is Refusal.SCHEMA:
-                say_schema_problem_once(cause, info.activity_type)
-                raise
-            raise store_data_error(cause, info.activity_type) from err
+            raise refused from err
 
     return activity_

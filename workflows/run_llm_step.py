@@ -30,7 +30,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.activity_options import llm_options
     from workflows.run_limits import STORE_OUTAGE_WAIT_SECONDS, is_store_outage
     from workflows.run_state import RunState
-    from workflows.run_tools import failure_message, failure_type
+    from workflows.run_tools import failure_billed, failure_message, failure_type
     from workflows.run_wrapup import tokens_label
     from workflows.store_refusals import run_refused, store_refusal
 
@@ -129,13 +129,14 @@ class RunLlmStep:
         except ActivityError as err:
             if self.unseeded is not None and failure_type(err) == "UnknownToolError":
                 raise  # the run names tools the worker lacks: refused, as prepare_run did
-            if state.operator_answer is not None:
-                return None
-            if self._refused_by_store(err):
+            billed = failure_billed(err)  # spent, though no reply of it goes on
+            if state.operator_answer is not None or self._refused_by_store(err):
+                state.account_for_billed(billed)
                 return None
             if is_store_outage(err) and self.patched(names.STORE_OUTAGE_WAITS_PATCH):
                 workflow.logger.warning("LLM step waits for Postgres: %s", failure_message(err))
                 return StoreOutage(failure_message(err), scheduled_at)
+            state.account_for_billed(billed)
             state.fail(failure_message(err))
             return None
         except asyncio.CancelledError:

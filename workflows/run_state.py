@@ -26,6 +26,7 @@ from reactive_temporal.contracts.result import AgentResult, RunMetadata
 from reactive_temporal.contracts.run import (
     FINAL_ANSWER_TOOL,
     AgentConfig,
+    BilledReplies,
     FinalAnswerCapture,
     LlmStepResult,
     RunProgress,
@@ -139,6 +140,16 @@ class RunState(BaseModel):
             has_non_meta_tool_called=has_tool_work(self.tools_used, agent.required_tools),
         )
         return self.tool_names + ([FINAL_ANSWER_TOOL] if show else [])
+
+    def account_for_billed(self, billed: BilledReplies | None) -> None:
+        """A failed step's bill (replies with no choices or unreadable, a reply Postgres
+        refused): in the run's tokens and cost, though no reply came of it."""
+        if billed is None:
+            return
+        self.prompt_tokens += billed.usage.prompt_tokens
+        self.completion_tokens += billed.usage.completion_tokens
+        self.reasoning_tokens += billed.usage.reasoning_tokens
+        self.cost += billed.cost
 
     def account_for(self, step: LlmStepResult) -> None:
         """The model's reply is in the transcript: count its tokens, cost and rationale, and

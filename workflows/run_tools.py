@@ -15,11 +15,14 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError, is_cancelled_exception
 
 with workflow.unsafe.imports_passed_through():
+    from pydantic import ValidationError
+
     from reactive_temporal.contracts import names
     from reactive_temporal.contracts.run import (
         FINAL_ANSWER_TOOL,
         AgentConfig,
         AgentRunInput,
+        BilledReplies,
         Message,
         RunToolInput,
         SeqMessage,
@@ -194,3 +197,16 @@ def failure_type(err: ActivityError) -> str | None:
     """The activity's ApplicationError type (e.g. `UnknownToolError`), if it raised one."""
     cause = _application_cause(err)
     return cause.type if isinstance(cause, ApplicationError) else None
+
+
+def failure_billed(err: BaseException) -> BilledReplies | None:
+    """What an LLM step's failure says it was billed for (`BilledReplies`, its
+    ApplicationError's first detail); None when it says nothing, as failures from before it."""
+    cause = _application_cause(err)
+    details = cause.details if isinstance(cause, ApplicationError) else ()
+    if not details or not isinstance(details[0], dict):
+        return None
+    try:
+        return BilledReplies.model_validate(details[0])
+    except ValidationError:
+        return None

@@ -295,6 +295,19 @@ class ContextReport(BaseModel):
     """Times the endpoint said the request was too long and it went again compacted harder."""
 
 
+class BilledReplies(BaseModel):
+    """What an LLM step was billed for replies its run did not get.
+
+    The model's replies with no choices or that could not be read, and a reply Postgres
+    refused to record. Carried to the step's next attempt in its heartbeat details, and in
+    its failure when it fails for good: the run's tokens, cost and budgets count them (they
+    were spent, and were shown nowhere but the metrics).
+    """
+
+    usage: Usage = Usage()
+    cost: float = 0.0
+
+
 class LlmStepResult(InternalPayload):
     """The model's reply in one step, with its usage and cost."""
 

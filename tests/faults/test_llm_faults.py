@@ -277,3 +277,21 @@ async def test_replies_with_no_choices_are_counted_in_the_run_s_usage_and_cost(
     assert result.output == "4" and len(llm.requests[model_name]) == 3
     assert (result.metadata.prompt_tokens, result.metadata.completion_tokens) == (3000, 300)
     assert result.metadata.cost == pytest.approx(3.3)
+
+
+async def test_a_run_that_fails_on_billed_replies_counts_them(
+    harness: Harness, llm: ScriptedLLM, model_name: str
+):
+    """Every attempt billed (usage: 1,000 + 100 tokens each) and answered with no choices: the
+    run ends as `llm_error` counting both calls' tokens and cost (it counted none: the bill
+    went with the step's failure, and the run read only its message)."""
+    register_price(model_name, input_per_mtok=1000.0, output_per_mtok=1000.0)  # $1.10 a call
+    usage = {"prompt_tokens": 1000, "completion_tokens": 100, "total_tokens": 1100}
+    empty = Raw([*sse({"choices": [], "usage": usage}), b"data: [DONE]\n\n"])
+    llm.script(model_name, [empty], repeat_last=True)
+    result = await asyncio.wait_for(
+        harness.run(model_name, "2+2?", llm_max_attempts=2, memory=False), 60
+    )
+    assert result.terminated_by == "llm_error" and len(llm.requests[model_name]) == 2
+    assert (result.metadata.prompt_tokens, result.metadata.completion_tokens) == (2000, 200)
+    assert result.metadata.cost == pytest.approx(2.2)

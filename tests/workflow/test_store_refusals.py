@@ -108,7 +108,11 @@ async def test_a_run_whose_transcript_postgres_refuses_ends_failed_at_once_sayin
     if refused == "record_messages":  # the unknown tool's observation names it
         reply = Reply(None, [call(f"{marker}_tool", x=1)])
     else:  # the model's reply holds it
-        reply = Reply(f"Let me think about {marker}.", [call("calculator", expression="1+1")])
+        reply = Reply(
+            f"Let me think about {marker}.",
+            [call("calculator", expression="1+1")],
+            usage=(1_000, 100),
+        )
     llm.script(model_name, [reply], repeat_last=True)
     debrief_model = llm.script(
         f"{model_name}-debrief",
@@ -146,6 +150,8 @@ async def test_a_run_whose_transcript_postgres_refuses_ends_failed_at_once_sayin
         database_url, "SELECT 1, 2, debrief_json FROM agent_debriefs WHERE run_id = %s", handle.id
     )
     assert any("the database refused the run's data" in e for e in debrief["errors_encountered"])
+    if refused == "llm_step":  # the reply was billed, though Postgres refused it: counted
+        assert debrief["metrics"]["tokens"] == 1_100
     await assert_no_failed_tasks(harness.client, handle.id)
 
 
