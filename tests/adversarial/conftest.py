@@ -3,12 +3,14 @@ local HTTP servers on 127.0.0.1 whose every request is recorded."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
+import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psycopg
 import pytest
@@ -18,6 +20,10 @@ from temporalio.client import Client
 
 from reactive_temporal.config import Settings
 from tests.workflow.conftest import Harness, running_worker
+
+if TYPE_CHECKING:
+    from reactive_temporal.mcp_tools import McpToolbox
+    from reactive_temporal.tools import Tool
 
 pytestmark = pytest.mark.workflow
 
@@ -158,6 +164,28 @@ async def assert_no_failed_tasks(client: Client, *workflow_ids: str) -> None:
     for workflow_id in workflow_ids:
         failures = await failed_tasks(client, workflow_id)
         assert not failures, f"{workflow_id}: workflow task failed: {failures}"
+
+
+# -- MCP tools -----------------------------------------------------------------------------------
+
+
+async def eventually(check: Callable[[], bool], seconds: float = 10.0) -> None:
+    """Waits until `check()` holds, failing the test after `seconds`."""
+    deadline = time.monotonic() + seconds
+    while not check():
+        assert time.monotonic() < deadline, f"still not true after {seconds:g}s"
+        await asyncio.sleep(0.05)
+
+
+async def within(seconds: float, tool: Tool, **arguments: Any) -> Any:
+    """Call `tool` as `run_tool` does: under `asyncio.timeout`, which cancels it."""
+    async with asyncio.timeout(seconds):
+        return await tool(**arguments)
+
+
+def by_name(toolbox: McpToolbox) -> dict[str, Tool]:
+    """A toolbox's tools by name (`server/tool`)."""
+    return {t.name: t for t in toolbox.tools}
 
 
 # -- a worker for the module ---------------------------------------------------------------------

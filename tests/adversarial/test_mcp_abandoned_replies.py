@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -26,8 +25,14 @@ from temporalio.client import Client
 from reactive_temporal.config import Settings
 from reactive_temporal.embedded.scripted_llm import Reply, ScriptedLLM, call
 from reactive_temporal.mcp_tools import McpConnectionError, McpToolbox
-from reactive_temporal.tools import Tool
-from tests.adversarial.conftest import assert_no_failed_tasks, observations, unique
+from tests.adversarial.conftest import (
+    assert_no_failed_tasks,
+    by_name,
+    eventually,
+    observations,
+    unique,
+    within,
+)
 from tests.workflow.conftest import running_worker
 
 RAW_SERVER = Path(__file__).resolve().parents[1] / "fixtures" / "mcp_raw_server.py"
@@ -53,23 +58,6 @@ def alive(pid: int) -> bool:
     except FileNotFoundError:
         return False
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
-
-
-async def eventually(check: Callable[[], bool], seconds: float = 10.0) -> None:
-    deadline = time.monotonic() + seconds
-    while not check():
-        assert time.monotonic() < deadline, f"still not true after {seconds:g}s"
-        await asyncio.sleep(0.05)
-
-
-async def within(seconds: float, tool: Tool, **arguments: Any) -> Any:
-    """Call `tool` as `run_tool` does: under `asyncio.timeout`, which cancels it."""
-    async with asyncio.timeout(seconds):
-        return await tool(**arguments)
-
-
-def by_name(toolbox: McpToolbox) -> dict[str, Tool]:
-    return {t.name: t for t in toolbox.tools}
 
 
 async def test_an_endless_reply_abandoned_at_its_timeout_is_read_no_more(tmp_path: Path):
