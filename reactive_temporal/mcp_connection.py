@@ -12,9 +12,9 @@ stdio server sends every reply down one pipe, and the rest of a reply nobody wai
 every later reply stuck behind it. Calls in flight on that session fail with an error saying
 why (their replies were behind it). A call abandoned with nothing half-read leaves the session
 alone: its reply, if it ever comes, is dropped like any late reply, and the other calls go on.
-(The stdio transport says whether it is mid-message; a streamable-HTTP server's replies are
-separate HTTP responses, which the SDK aborts on its own, so its session ends only when its
-transport fails.)
+(The stdio transport says whether it is mid-message. A streamable-HTTP server's replies are
+separate HTTP responses: `mcp_http` stops reading one at its deadline or its cap and fails only
+its own request, so that session ends only when its transport fails.)
 
 The next call opens a new session, lazily: a failing start is then the error of a call that
 needed the server, which its model reads as a tool error, rather than a background failure
@@ -48,6 +48,9 @@ class TransportHooks:
     """Ends the session, saying why: for the transport to call when it ends by itself."""
     mid_message: Callable[[], bool] = lambda: False
     """Whether a message has begun and not ended; a transport that can tell replaces it."""
+    refusal: Callable[[str], str | None] = lambda message: None
+    """Why the transport refused a reply, if a request's error `message` says it did (a reply
+    over the cap, say); a transport that refuses replies without ending replaces it."""
 
 
 TransportFactory = Callable[[TransportHooks], "Transport"]
@@ -148,6 +151,8 @@ class McpConnection:
         except MCPError as err:
             if life.ended.is_set():  # the session ended under the call: say why, not "closed"
                 raise McpConnectionError(f"MCP server {self.name!r} {life.why}") from err
+            if (why := life.hooks.refusal(err.message)) is not None:
+                raise McpConnectionError(f"MCP server {self.name!r} {why}") from err
             if err.code == REQUEST_TIMEOUT:  # the SDK's backstop
                 self._abandoned(life, tool)
             raise

@@ -21,7 +21,9 @@ The worker opens the toolbox before it starts and closes it after it stops. In b
 server's session lives in a task of its own (`mcp_connection`): a call to a stdio server that
 is abandoned (timed out, or its run cancelled) while a reply is half read ends that server's
 session, which stops reading and stops the server, and the next call starts it again. A stdio
-server's messages are read by `mcp_stdio`, which caps one message at `max_message_bytes`.
+server's messages are read by `mcp_stdio`, which caps one message at `max_message_bytes`; an
+HTTP server's replies go through `mcp_http`, which caps them at the same number, stops reading
+one nobody waits for any more, and refuses compressed ones.
 """
 
 from __future__ import annotations
@@ -62,9 +64,14 @@ BASE_ENV = ("PATH", "HOME", "LANG")
 _URL_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 TOOL_SEPARATOR = "/"
 MAX_MESSAGE_BYTES = 32 * 1024 * 1024
-"""The longest message (one line) a stdio server may send: far above anything a model can use
-(an observation is clipped to 16,000 characters, an image is described, not shown), and so
-the most one server can make the worker hold for a reply. A longer one ends its session."""
+"""The longest message a server may send (a stdio server's line; an HTTP server's JSON reply
+body, or one event of its SSE stream): far above anything a model can use (an observation is
+clipped to 16,000 characters, an image is described, not shown), and so the most one server can
+make the worker hold for a reply. A longer one ends a stdio server's session; over HTTP it
+fails the call it answered, and is read no further."""
+READ_BACKSTOP_SECONDS = 5.0
+"""How long past a call's timeout (run_tool's, which normally fires first) the SDK still waits
+for its reply, and an HTTP server's reply is still read; the same past the connect timeout."""
 
 
 class McpServerSpec(BaseModel):
@@ -173,7 +180,8 @@ class McpToolbox:
     Stdio servers get `server_environment(env)`: a minimal environment plus the variables
     named in `env`, so the worker's secrets never reach a server's process. A stdio server's
     session is started again after a call abandoned it mid-reply or it sent a message over
-    `max_message_bytes` (`mcp_connection`).
+    `max_message_bytes` (`mcp_connection`); an HTTP server's reply over `max_message_bytes`
+    fails its call and the session goes on (`mcp_http`).
     """
 
     def __init__(
@@ -238,11 +246,20 @@ class McpToolbox:
     def _transport(self, server: McpServerSpec) -> TransportFactory:
         """How to open `server`'s transport, each time its session starts."""
         if server.transport == "http":
-            from mcp.client.streamable_http import streamable_http_client
+            from reactive_temporal.mcp_http import http_transport
 
             url = server.url
             assert url is not None
-            return lambda hooks: streamable_http_client(url)
+            limit, grace = self.max_message_bytes, READ_BACKSTOP_SECONDS
+            call_seconds = self.tool_timeout_seconds + grace
+            connect_seconds = self.connect_timeout_seconds + grace
+            return lambda hooks: http_transport(
+                url,
+                hooks,
+                max_message_bytes=limit,
+                call_seconds=call_seconds,
+                connect_seconds=connect_seconds,
+            )
         from reactive_temporal.mcp_stdio import LineSplitter, stdio_transport
 
         command = server.command
@@ -269,8 +286,9 @@ class McpToolbox:
 
 def _caller(connection: McpConnection, tool_name: str, timeout_seconds: float) -> ToolFunction:
     async def call(**arguments: Any) -> str:
-        # The MCP read timeout is a backstop a little past run_tool's own, which normally fires.
-        result = await connection.call_tool(tool_name, arguments, timeout_seconds + 5)
+        result = await connection.call_tool(
+            tool_name, arguments, timeout_seconds + READ_BACKSTOP_SECONDS
+        )
         return render_call_result(result)
 
     return call
