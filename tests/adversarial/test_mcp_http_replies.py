@@ -117,7 +117,7 @@ async def test_a_reply_dripping_forever_is_read_no_longer_than_its_calls_timeout
 
 
 async def test_a_compressed_reply_is_refused_before_it_is_inflated():
-    """The client asks for `identity`; 250 KB of gzip inflated to a 64 MiB reply, read whole
+    """The client asks for `identity`; 64 KB of gzip inflated to a 64 MiB reply, read whole
     (the cap counts the bytes on the wire, which bound nothing once inflated)."""
     async with (
         HostileHttpServer() as server,
