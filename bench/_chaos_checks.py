@@ -366,13 +366,24 @@ async def check_chat(conn: psycopg.AsyncConnection[Any], chats: list[ChatRecord]
 # -- histories ---------------------------------------------------------------------------------
 
 
+BEFORE_A_FAILURE = 10
+"""Events named before a failed workflow task, in its evidence: what the task was taking."""
+
+
 def _task_failures(events: list[HistoryEvent]) -> list[str]:
     out = []
     for event in events:
         if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED:
             attrs = event.workflow_task_failed_event_attributes
             cause = WorkflowTaskFailedCause.Name(attrs.cause)
-            out.append(f"event {event.event_id} {cause}: {attrs.failure.message[:200]}")
+            before = [
+                EventType.Name(e.event_type).removeprefix("EVENT_TYPE_")
+                for e in events[max(0, event.event_id - 1 - BEFORE_A_FAILURE) : event.event_id - 1]
+            ]
+            out.append(
+                f"event {event.event_id} {cause}: {attrs.failure.message[:200]}"
+                f" (after {', '.join(before)})"
+            )
     return out
 
 

@@ -68,10 +68,13 @@ def test_every_dependency_has_a_lower_and_an_upper_bound(req):
 
 
 def test_mcp_bound_provides_what_the_code_imports():
-    # mcp_types, mcp.server.mcpserver and streamable_http_client first shipped in mcp 2.0.
+    # mcp_types, mcp.server.mcpserver and streamable_http_client first shipped in mcp 2.0;
+    # streamable_http_client's max_sse_event_size (mcp_http's cap on an SSE event) in 2.3.
     (mcp,) = [r for r in ALL_REQUIREMENTS if r.name == "mcp"]
-    assert not mcp.specifier.contains("1.30.0")
-    assert mcp.specifier.contains("2.0.0")
+    assert not mcp.specifier.contains("2.2.0")
+    assert mcp.specifier.contains("2.3.0")
+    # mcp_http builds the httpx2 client the SDK takes: a direct dependency, declared
+    assert [r.name for r in ALL_REQUIREMENTS].count("httpx2") == 1
 
 
 @pytest.mark.parametrize(
