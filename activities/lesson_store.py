@@ -3,7 +3,8 @@ operator.
 
 A lesson comes from a run's debrief (`DebriefStore.save` writes them with their expiry);
 here they are read. Relevance is Postgres full-text search (no new service): the task's
-words, stemmed, any of them matching, ranked by `ts_rank`, newest first among equals.
+words, stemmed, any of them matching, ranked by `ts_rank`, newest first among equals,
+among the agent's newest `RANKED_LESSONS` live lessons that match (it says why).
 Expired lessons are never chosen nor listed, and are purged when lessons are listed.
 """
 
@@ -21,6 +22,45 @@ from reactive_temporal.memory import LessonNote, relevance_query_text
 
 _LIVE = "(expires_at IS NULL OR expires_at > now())"
 _COLUMNS = "id, agent_id, lesson, run_id, created_at, expires_at"
+
+RANKED_LESSONS = 500
+"""A run's lessons are the most relevant among at most this many of its agent's live lessons
+that match the task, the newest (latest to expire): every match when the agent has no more.
+
+Ranking by `ts_rank` has no index (a GIN index finds matches, not the best ones), so ranking
+every match read all the agent's live matches at each run's start: the busiest agent's
+30 days of lessons, 4,000 rows at six months (bench/data_scale.py). A bound on the rows read
+is a bound on the candidates; recency is the one order an index gives them in. So an agent
+with more matches than this has its older ones passed over, however relevant: the bench's
+busiest agent at 20,000 runs (1,600 matches) was given 3 of the 5 it was given before.
+Copies of a text each count in the window, as rows."""
+
+_RELEVANT = (
+    # the task's stemmed words, any of them. NOT MATERIALIZED: a CTE read twice is computed
+    # apart, and the planner, blind to the words, planned for few matches (a bitmap of every
+    # live match, then a sort) where common words match most lessons and walking the newest
+    # until the window is full reads about the window
+    "WITH q AS NOT MATERIALIZED (SELECT NULLIF(replace(plainto_tsquery('english', %(task)s)"
+    "::text, ' & ', ' | '), '')::tsquery AS words),"
+    # the newest RANKED_LESSONS matches: lessons that never expire, then the live ones by
+    # expiry (agent_id, expires_at), so the walk stops at the window and never reaches the
+    # expired ones; two ranges, because an index range cannot be "NULL or later than now"
+    " candidates AS ((SELECT lesson, run_id, created_at, position, search, words"
+    " FROM agent_lessons, q WHERE agent_id = %(agent)s AND expires_at IS NULL"
+    " AND run_id <> %(exclude)s AND words IS NOT NULL AND search @@ words"
+    " ORDER BY created_at DESC, position LIMIT %(window)s)"
+    " UNION ALL (SELECT lesson, run_id, created_at, position, search, words"
+    " FROM agent_lessons, q WHERE agent_id = %(agent)s AND expires_at > now()"
+    " AND run_id <> %(exclude)s AND words IS NOT NULL AND search @@ words"
+    " ORDER BY expires_at DESC, created_at DESC, position LIMIT %(window)s)"
+    " LIMIT %(window)s),"
+    # each text once (its newest copy) before the limit: a lesson many runs learned filled
+    # the limit with copies of itself and hid every other
+    " matched AS (SELECT DISTINCT ON (lesson) lesson, run_id, created_at, position,"
+    " ts_rank(search, words) AS rank FROM candidates ORDER BY lesson, created_at DESC, position)"
+    " SELECT lesson, run_id, created_at FROM matched"
+    " ORDER BY rank DESC, created_at DESC, position LIMIT %(limit)s"
+)
 
 
 class LessonStore:
@@ -50,19 +90,23 @@ class LessonStore:
         (`pending_rows`: on a pipelined connection, with the other queries sent in it)."""
         return await pending_rows(
             conn,
-            # each text once (its newest copy) before the limit: a lesson many runs learned
-            # filled the limit with copies of itself and hid every other
-            "WITH q AS (SELECT NULLIF(replace(plainto_tsquery('english', %s)::text,"
-            " ' & ', ' | '), '') AS words),"
-            " matched AS (SELECT DISTINCT ON (lesson) lesson, run_id, created_at, position,"
-            " ts_rank(search, q.words::tsquery) AS rank FROM agent_lessons, q"
-            f" WHERE agent_id = %s AND {_LIVE} AND run_id <> %s"
-            " AND q.words IS NOT NULL AND search @@ q.words::tsquery"
-            " ORDER BY lesson, created_at DESC, position)"
-            " SELECT lesson, run_id, created_at FROM matched"
-            " ORDER BY rank DESC, created_at DESC, position LIMIT %s",
-            (relevance_query_text(task), agent_id, exclude_run or "", limit),
+            _RELEVANT,
+            {
+                "task": relevance_query_text(task),
+                "agent": agent_id,
+                "exclude": exclude_run or "",
+                "window": RANKED_LESSONS,
+                "limit": limit,
+            },
             _notes,
+            # never prepared: psycopg prepares a statement after 5 executions on a
+            # connection, and Postgres may plan a prepared one, after 5 executions, once for
+            # any words, agent and window (a generic plan). Blind to the words, that plan
+            # read every live lesson of the agent, or more: at 20,000 runs the busy agent's
+            # run read 9,700 lessons in 22 ms from a worker's 11th run on a connection, where
+            # the plan for its words read 2,000 in 3 ms (the statement before the window) or
+            # 600 in 1.4 (this one). Planned each time, it costs a plan each time: 0.3 ms.
+            prepare=False,
         )
 
     async def listed(

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import psycopg
@@ -372,16 +372,19 @@ R = TypeVar("R")
 async def pending_rows(
     conn: AsyncConnection[Any],
     query: str,
-    params: tuple[object, ...],
+    params: tuple[object, ...] | Mapping[str, object],
     read: Callable[[Rows], R],
+    *,
+    prepare: bool | None = None,
 ) -> Callable[[], Awaitable[R]]:
     """`query` sent on `conn`; what it returns reads its rows (as dicts) with `read`.
 
     On a connection in pipeline mode, the queries sent this way go out together and their
     answers are read once the pipeline has ended: one round trip for all. (A read inside the
-    pipeline would sync it, and its end syncs it again: two.)"""
+    pipeline would sync it, and its end syncs it again: two.) `prepare` is psycopg's: False
+    for a statement whose good plan depends on its parameters (`lesson_store._RELEVANT`)."""
     cur = conn.cursor(row_factory=dict_row)
-    await cur.execute(query, params)  # type: ignore[arg-type]
+    await cur.execute(query, params, prepare=prepare)  # type: ignore[arg-type]
 
     async def answer() -> R:
         try:

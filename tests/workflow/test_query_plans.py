@@ -74,9 +74,9 @@ ANALYZE
 
 
 @asynccontextmanager
-async def scratch_store(database_url: str) -> AsyncIterator[Store]:
+async def scratch_store(database_url: str, load: str = _LOAD) -> AsyncIterator[Store]:
     """A Store on a schema of its own (migrated by `Store.open`, as a worker does), filled
-    with `_LOAD`'s rows and analyzed; dropped after."""
+    with `load`'s rows (and analyzed: `_LOAD` ends so); dropped after."""
     schema = f"plans_{uuid.uuid4().hex[:8]}"
     async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
         await conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
@@ -85,7 +85,7 @@ async def scratch_store(database_url: str) -> AsyncIterator[Store]:
         store = await Store.open(url, max_size=2)
         try:
             async with store.pool.connection() as conn:
-                await conn.execute(_LOAD)
+                await conn.execute(load)
             yield store
         finally:
             await store.close()
