@@ -5,11 +5,13 @@ A lesson comes from a run's debrief (`DebriefStore.save` writes them with their 
 here they are read. Relevance is Postgres full-text search (no new service): the task's
 words, stemmed, any of them matching, ranked by `ts_rank`, newest first among equals,
 among the agent's newest `RANKED_LESSONS` live lessons that match (it says why).
-Expired lessons are never chosen nor listed, and are purged when lessons are listed.
+Expired lessons are never chosen nor listed; they are purged a batch at a time when lessons
+are listed, and all of them by `prune` (`PURGE_BATCH`).
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -61,6 +63,26 @@ _RELEVANT = (
     " SELECT lesson, run_id, created_at FROM matched"
     " ORDER BY rank DESC, created_at DESC, position LIMIT %(limit)s"
 )
+
+PURGE_BATCH = 1_000
+"""Expired lessons deleted by one statement, in a transaction of its own.
+
+The purge was one statement over the whole table (a sequential scan, every expired lesson
+deleted in one transaction): at six months, 83,000 of 100,000 lessons, 50 ms and their locks
+and WAL in one go before an operator's `lessons` listing (bench/data_scale.py). A listing
+now purges one batch, `prune` all of them a batch at a time; the index on expires_at
+(migration 14) finds a batch without reading the live ones."""
+
+_PURGE = (
+    "DELETE FROM agent_lessons WHERE id = ANY(ARRAY(SELECT id FROM agent_lessons"
+    " WHERE coalesce(expires_at, 'infinity') <= now()"
+    f" ORDER BY coalesce(expires_at, 'infinity') LIMIT {PURGE_BATCH:d}))"
+)
+"""The first PURGE_BATCH expired lessons, deleted by id (`NOT {_LIVE}`: NULL never expires).
+By the expression migration 14 indexes: an index on expires_at itself drew `_RELEVANT` to
+walk every agent's live lessons by expiry for one agent's (all three agents' at 2,000 runs,
+tests/workflow/test_query_plans.py). The batch is in the text, not a parameter, so the plan
+psycopg prepares for a statement sent often knows it."""
 
 
 class LessonStore:
@@ -114,7 +136,7 @@ class LessonStore:
     ) -> list[StoredLesson]:
         """Live lessons, newest first (the latest `limit`); every agent's when `agent_id` is
         None. Unlimited, 200,000 of them were read into 172 MB."""
-        await self.purge_expired()
+        await self.purge_expired(batches=1)
         where, params = (f"WHERE {_LIVE}", ()) if agent_id is None else (
             f"WHERE agent_id = %s AND {_LIVE}", (agent_id,)
         )  # fmt: skip
@@ -134,10 +156,18 @@ class LessonStore:
         """Delete every lesson of one agent."""
         return await self._delete("WHERE agent_id = %s", (agent_id,))
 
-    async def purge_expired(self) -> int:
+    async def purge_expired(self, *, batches: int | None = None) -> int:
+        """Delete expired lessons, `PURGE_BATCH` a statement, each its own transaction, the
+        first expired first: at most `batches` statements (until none are left when None).
+        Returns how many were deleted."""
+        deleted = 0
         async with self.pool.connection() as conn:
-            cur = await conn.execute(f"DELETE FROM agent_lessons WHERE NOT {_LIVE}")
-            return cur.rowcount
+            for _ in itertools.count() if batches is None else range(batches):
+                cur = await conn.execute(_PURGE)
+                deleted += cur.rowcount
+                if cur.rowcount < PURGE_BATCH:
+                    break
+        return deleted
 
     async def _delete(self, where: str, params: tuple[Any, ...]) -> list[StoredLesson]:
         async with self.pool.connection() as conn, conn.cursor(row_factory=dict_row) as cur:

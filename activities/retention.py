@@ -6,7 +6,8 @@ with every run. A run is pruned whole, table by table, once nothing of it was wr
 for `older_than`, so a run still going, however long, keeps everything. Debriefs, the
 lessons still live and chat sessions stay: they are what agents and people read later.
 Expired lessons go too (they are never read again). Runs go a batch at a time, each batch
-its own transaction (`PRUNE_BATCH`): a prune interrupted keeps what it deleted.
+its own transaction (`PRUNE_BATCH`), and expired lessons too (`lesson_store.PURGE_BATCH`): a
+prune interrupted keeps what it deleted.
 
 A pruned run can no longer be watched from the start, nor rerun (`rerun` resets it to a
 failed step, which reads its transcript back).

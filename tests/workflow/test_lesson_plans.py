@@ -1,6 +1,7 @@
-"""A run's lessons chosen on agents with thousands of lessons: what the statement reads grows
-with what it returns (a window), not with the agent's lessons, and the lessons chosen are the
-ones chosen before whenever the window holds every match.
+"""A run's lessons chosen, and expired ones purged, on agents with thousands of lessons: what
+each statement reads grows with what it returns (a window, a batch), not with the agent's
+lessons, and the lessons chosen are the ones chosen before whenever the window holds every
+match.
 
 As tests/workflow/test_query_plans.py does, each test runs product code against a schema of
 its own filled by `generate_series`, and has Postgres EXPLAIN the statements the code sent;
@@ -13,20 +14,24 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from datetime import timedelta
 from typing import Any, cast
 
 import psycopg
 import pytest
 from psycopg import AsyncConnection
 
-from activities.lesson_store import RANKED_LESSONS, LessonStore
+from activities.lesson_store import PURGE_BATCH, RANKED_LESSONS, LessonStore
+from activities.retention import prune
 from activities.store import Store
 from tests.workflow.test_query_plans import (
     Sent,
+    nodes,
     plan,
     reading,
     rows_read,
     scalar,
+    scans,
     scratch_store,
     statements_sent,
 )
@@ -176,6 +181,50 @@ async def test_a_runs_lessons_read_about_the_window_when_sent_again_and_again(le
     reads = [rows_read(p, "agent_lessons") for p in ran]
     assert len(reads) == 12
     assert max(reads) <= 2 * RANKED_LESSONS, reads
+
+
+async def test_expired_lessons_go_a_batch_a_statement_found_through_an_index(
+    database_url: str, statements_sent: Sent
+):
+    """The purge (before each `lessons` listing, and in `prune`) deleted every expired lesson
+    in one statement after reading the whole table: now a listing deletes one batch, found
+    through the index on expires_at, and prune all of them, a batch a transaction."""
+    async with loaded(database_url) as store:
+        async with store.pool.connection() as conn:
+            # every DELETE on agent_lessons logs how many rows it deleted
+            await conn.execute(
+                "CREATE TABLE deletes (n INTEGER NOT NULL);"
+                " CREATE FUNCTION log_deletes() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
+                " INSERT INTO deletes SELECT count(*) FROM gone; RETURN NULL; END $$;"
+                " CREATE TRIGGER log_deletes AFTER DELETE ON agent_lessons"
+                " REFERENCING OLD TABLE AS gone FOR EACH STATEMENT EXECUTE FUNCTION log_deletes()"
+            )
+        expired_query = "SELECT count(*) FROM agent_lessons WHERE expires_at <= now()"
+        live_query = "SELECT array_agg(id ORDER BY id) FROM agent_lessons WHERE expires_at IS NULL"
+        live_query += " OR expires_at > now()"
+        expired, live = await scalar(store, expired_query), await scalar(store, live_query)
+        assert expired > 5 * PURGE_BATCH
+        statements_sent.clear()
+
+        listed = await LessonStore(store).listed(FEW, limit=20)
+
+        assert len(listed) == 20
+        assert await scalar(store, expired_query) == expired - PURGE_BATCH
+        [(purge, params)] = [
+            (q, p) for q, p in reading(statements_sent, "agent_lessons") if "DELETE" in str(q)
+        ]
+        root = await plan(store, purge, params, analyze=True)
+        assert "Seq Scan" not in scans(root, "agent_lessons"), scans(root, "agent_lessons")
+        assert any(n.get("Index Name") == "idx_lessons_expires" for n in nodes(root))
+        assert rows_read(root, "agent_lessons") <= 2 * PURGE_BATCH
+
+        deleted = await prune(store, timedelta(days=30))
+
+        assert deleted["agent_lessons"] == expired - PURGE_BATCH
+        assert await scalar(store, expired_query) == 0
+        assert await scalar(store, live_query) == live
+        batches = await scalar(store, "SELECT array_agg(n) FROM deletes")
+        assert sum(batches) == expired and max(batches) <= PURGE_BATCH, batches
 
 
 class _OneConnection:
