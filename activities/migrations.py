@@ -248,4 +248,15 @@ MIGRATIONS: list[tuple[int, str]] = [
             ON agent_lessons ((coalesce(expires_at, 'infinity')));
         """,
     ),
+    (
+        15,
+        # No statement reads chat sessions by recency: a session is read by its key (agent,
+        # session), and no command lists an agent's sessions. The index cost every chat turn,
+        # which sets its session's updated_at: an indexed column changed, so each turn's
+        # update wrote a new entry in both indexes (no HOT update). Made with the table in
+        # migration 3 for a listing that was never written.
+        """
+        DROP INDEX IF EXISTS idx_sessions_agent_updated;
+        """,
+    ),
 ]
