@@ -1,6 +1,8 @@
 """Which of the product's statements slow down as six months of production fill the tables,
-before and after the changes of 2026-12-04 (migration 13, the live feed's bounded batch, the
-batched prune).
+before and after the changes of 2026-12-04's afternoon (migrations 14 and 15: a run's lessons
+ranked within a window and planned for their words, the batched purge of expired lessons,
+the chat sessions' unused index dropped). The live feed's and prune's old statements, of the
+morning, stay in "before" too.
 
 One scratch database (on DATABASE_URL's server, named after its database + `_scale_<hex>`;
 else an embedded Postgres), dropped at the end. It is migrated as it was before (migrations
@@ -30,7 +32,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, cast
 from unittest import mock
@@ -47,26 +49,22 @@ from activities.migrations import MIGRATIONS
 from activities.retention import PRUNED_TABLES, prune
 from activities.session_store import SessionStore
 from activities.store import Store
+from bench._scale_before import PRUNE_AGE, lessons_before, lessons_sent_again, prune_before
 from bench._scale_data import BUSY_AGENT, LONG_RUN, TASK, Scale, drop_helpers, load
 from bench._stack import _start_postgres, log, machine, parser, print_table, run
 from reactive_temporal.api.live_feed import BATCH, BATCH_QUERY
+from reactive_temporal.contracts.entity import ChatMessage
 from reactive_temporal.session_window import WINDOW_BYTES, WINDOW_MESSAGES
 
-BEFORE_MIGRATION = 12
+BEFORE_MIGRATION = 13
 """The schema before this work: migrations up to this one."""
 REPEAT = 5
-PRUNE_AGE = timedelta(days=30)
 
 BATCH_QUERY_BEFORE = (
     'SELECT "offset", type, step, position, data, created_at FROM run_events'
     ' WHERE run_id = %s AND "offset" >= %s ORDER BY "offset" LIMIT %s'
 )
 """`LiveFeed.batch`'s statement as it was."""
-PRUNE_BEFORE = (
-    "DELETE FROM {table} WHERE run_id IN (SELECT run_id FROM {table}"
-    " GROUP BY run_id HAVING max(created_at) < now() - %s)"
-)
-"""`prune`'s statement per table as it was."""
 
 
 @dataclass(frozen=True)
@@ -111,6 +109,11 @@ class _OneConnection:
 
 Call = Callable[[Store, Params], Awaitable[object]]
 
+
+def _said() -> ChatMessage:
+    return ChatMessage(role="user", content="and then?", timestamp=datetime.now(UTC))
+
+
 CALLS: list[tuple[str, Call]] = [
     ("llm_step: the run's transcript", lambda s, p: s.load_transcript(p.run, p.run_length)),
     ("llm_step: a retried step's record", lambda s, p: s.recorded_step(p.run, 7)),
@@ -132,6 +135,10 @@ CALLS: list[tuple[str, Call]] = [
         lambda s, p: SessionStore(s).load(p.agent, p.session, offset=0, max_bytes=1_000_000),
     ),
     ("debrief: a run's", lambda s, p: DebriefStore(s).get(p.run)),
+    (
+        "chat: a turn's write",
+        lambda s, p: SessionStore(s).append(p.agent, p.session, 10, [_said()]),
+    ),
     ("lessons --agent", lambda s, p: LessonStore(s).listed(p.agent, limit=200)),
     ("lessons (every agent)", lambda s, p: LessonStore(s).listed(None, limit=200)),
 ]
@@ -222,19 +229,6 @@ async def measure(conn: AsyncConnection[Any], query: Any, params: Any) -> Measur
     return Measured(statistics.median(times[1:]), shape, rows, buffers)
 
 
-async def prune_before(conn: AsyncConnection[Any]) -> tuple[dict[str, int], float]:
-    """The old prune, one statement a table, in one transaction rolled back."""
-    deleted: dict[str, int] = {}
-    start = time.perf_counter()
-    async with conn.transaction(force_rollback=True):
-        for table in PRUNED_TABLES:
-            cur = await conn.execute(
-                sql.SQL(PRUNE_BEFORE).format(table=sql.Identifier(table)), (PRUNE_AGE,)
-            )
-            deleted[table] = cur.rowcount
-    return deleted, time.perf_counter() - start
-
-
 async def prune_now(store: Store) -> tuple[dict[str, int], float, list[float]]:
     """`prune` as it is, for real: rows deleted, seconds, and each statement's seconds."""
     took: list[float] = []
@@ -311,6 +305,7 @@ async def main() -> None:
                     f" {migrated:.2f} s.\n"
                 )
                 print_figures(figures, after)
+                await lessons_sent_again(url, params.agent, params.run)
                 await catch_up(conn, scale.long_run_events)
                 log("prune, as it was (rolled back)")
                 old, old_s = await prune_before(conn)
@@ -324,10 +319,12 @@ async def main() -> None:
         ["", "rows deleted", "statements (a transaction each)", "seconds", "longest statement"],
         [
             ["before: a statement a table, one transaction",
-             ", ".join(f"{t} {old[t]:,}" for t in PRUNED_TABLES), "1", f"{old_s:.1f}",
+             ", ".join(f"{t} {old[t]:,}" for t in (*PRUNED_TABLES, "agent_lessons")), "1",
+             f"{old_s:.1f}",
              f"{old_s:.1f} s (all of it)"],
             ["after: batches of runs, a transaction each",
-             ", ".join(f"{t} {new[t]:,}" for t in PRUNED_TABLES), f"{len(statements):,}",
+             ", ".join(f"{t} {new[t]:,}" for t in (*PRUNED_TABLES, "agent_lessons")),
+             f"{len(statements):,}",
              f"{new_s:.1f}", f"{max(statements):.2f} s"],
         ],
     )  # fmt: skip
@@ -365,7 +362,8 @@ Figures = list[tuple[str, Measured]]
 async def measure_all(url: str, params: Params, when: str, long_run: int) -> Figures:
     log(f"measuring the product's statements ({when})")
     async with await psycopg.AsyncConnection.connect(url) as recorder:
-        statements = await product_statements(recorder, params)
+        with lessons_before() if when == "before" else contextlib.nullcontext():
+            statements = await product_statements(recorder, params)
     figures: Figures = []
     async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
         for label, query, args in statements:
