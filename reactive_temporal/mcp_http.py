@@ -21,7 +21,9 @@ transport of its own (a client given a transport no longer takes proxies from th
   `tools/call`, `connect_seconds` for anything else), past which nobody waits for it: the
   caller's own timeout has fired by then, so the reply that outlasts it is dropped, not read;
 - the client asks for `Accept-Encoding: identity`, and a compressed reply is refused: a cap
-  on the bytes on the wire does not bound what they inflate to.
+  on the bytes on the wire does not bound what they inflate to;
+- GETs (the server's own stream, a reply's resumption) go at most one a second
+  (`GET_PACE_SECONDS`), whatever pause the server asks for.
 
 Each refusal is an `httpx2.StreamError`, which the SDK turns into an error for that one request
 (rather than the end of the session and of the calls in flight beside it); `ReplyLimits.refusal`
@@ -49,6 +51,12 @@ CONNECT_SECONDS = 30.0
 """httpx2's connect, write and pool timeouts: the SDK's defaults (`create_mcp_http_client`)."""
 READ_SECONDS = 300.0
 """httpx2's timeout on one read, the SDK's default too: the GET stream may be quiet that long."""
+GET_PACE_SECONDS = 1.0
+"""At most one GET (the stream of the server's own messages, or a reply's resumption) a
+second: the SDK reconnects after the server's `retry:` and counts its attempts afresh whenever
+a stream ends normally, so a server saying `retry: 0` and ending its stream had it come back
+at once, forever (2,000 requests a second on 127.0.0.1). One second is the SDK's own pause
+when a server names none."""
 _DEADLINE = "reactive_temporal.reply_deadline"
 """Where a request carries its reply's deadline (`anyio.current_time()` seconds)."""
 
@@ -75,6 +83,8 @@ class ReplyLimits:
         self.compressed = "sent a compressed reply, which it was not asked for"
         self._sse_too_long = f"exceeded the {max_bytes} byte limit"
         """The SDK's words for an SSE event over `max_sse_event_size` (httpx2's SSEError)."""
+        self._next_get = 0.0
+        """When the next GET may go (`anyio.current_time()`): GET_PACE_SECONDS apart."""
 
     def too_slow(self, seconds: float) -> str:
         return f"did not finish a reply within {seconds:g}s"
@@ -92,7 +102,13 @@ class ReplyLimits:
         return {"request": [self._stamp], "response": [self._cap]}
 
     async def _stamp(self, request: httpx2.Request) -> None:
-        """A POST's reply is read until its deadline; a GET (the server's own stream) has none."""
+        """A POST's reply is read until its deadline; a GET (the server's own stream) has none,
+        and waits for its turn (GET_PACE_SECONDS)."""
+        if request.method == "GET":
+            now = anyio.current_time()
+            wait, self._next_get = self._next_get - now, max(now, self._next_get) + GET_PACE_SECONDS
+            if wait > 0:
+                await anyio.sleep(wait)
         if request.method == "POST":
             call = _method(request) == "tools/call"
             seconds = self.call_seconds if call else self.connect_seconds

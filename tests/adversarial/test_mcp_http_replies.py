@@ -150,3 +150,19 @@ async def test_other_calls_to_the_server_go_on_beside_a_refused_reply():
         assert not drip.done()
         with pytest.raises(TimeoutError):
             await drip
+
+
+async def test_a_server_asking_to_be_reconnected_at_once_forever_is_reconnected_at_a_pace():
+    """A server's GET stream (its own messages to the client) that says `retry: 0` and ends:
+    the SDK reconnects after the server's `retry`, and starts counting its attempts again each
+    time a stream ends normally, so it came back without a pause, forever (hundreds of
+    requests a second, the worker's CPU with them). Now at most one GET a second."""
+    async with (
+        HostileHttpServer(reconnect_storm=True) as server,
+        hostile_toolbox(server) as tools,
+    ):
+        assert await within(10, tools["evil/hello"]) == "hello"
+        start = server.gets
+        await asyncio.sleep(3.0)
+        assert 1 <= server.gets - start <= 5, f"{server.gets - start} GETs in 3 s"
+        assert await within(10, tools["evil/hello"]) == "hello"  # the session still answers
