@@ -17,8 +17,9 @@ transport of its own (a client given a transport no longer takes proxies from th
 - a reply's body, other than an SSE stream, is capped at `max_message_bytes`, counted as it
   is read: past the cap, reading stops and the response is closed (the SDK caps each event of
   an SSE reply, set here to the same number);
-- the body of a POST is read only until its deadline (`call_seconds` from the request for a
-  `tools/call`, `connect_seconds` for anything else), past which nobody waits for it: the
+- the headers and body of a POST are read only until its deadline (`call_seconds` from the
+  request for a `tools/call`, `connect_seconds` for anything else; the headers for as long at
+  most between two bytes, httpx2's read timeout), past which nobody waits for it: the
   caller's own timeout has fired by then, so the reply that outlasts it is dropped, not read;
 - the client asks for `Accept-Encoding: identity`, and a compressed reply is refused: a cap
   on the bytes on the wire does not bound what they inflate to;
@@ -113,6 +114,10 @@ class ReplyLimits:
             call = _method(request) == "tools/call"
             seconds = self.call_seconds if call else self.connect_seconds
             request.extensions[_DEADLINE] = (anyio.current_time() + seconds, seconds)
+            # and its headers waited for no longer: a server that sends none held the
+            # connection for httpx2's read timeout (300 s) after its call had given up
+            timeout = dict(request.extensions.get("timeout") or {})
+            request.extensions["timeout"] = {**timeout, "read": seconds}
 
     async def _cap(self, response: httpx2.Response) -> None:
         assert isinstance(response.stream, httpx2.AsyncByteStream)  # an AsyncClient's

@@ -95,6 +95,7 @@ async def test_a_handshake_reply_over_the_cap_fails_the_connect_naming_server_an
     [
         ("endless_json", {"chunk_bytes": 1, "interval": 1}),  # a byte a second, forever
         ("endless_events", {"interval": 0.05}),  # small SSE notifications, never the result
+        ("silent", {}),  # not even its headers: waited for httpx2's read timeout, 300 s
     ],
 )
 async def test_a_reply_dripping_forever_is_read_no_longer_than_its_calls_timeout(
