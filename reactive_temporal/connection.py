@@ -182,8 +182,11 @@ def explain(err: BaseException, connection: TemporalConnection) -> str:
         return "the host name does not resolve"
     closed = any(
         marker in text
-        for marker in ("connection closed", "UnexpectedEof", "BrokenPipe", "ConnectionReset")
-    )
+        # a first call cancelled under it: the connection went (its cause is not always said)
+        for marker in (
+            "connection closed", "UnexpectedEof", "BrokenPipe", "ConnectionReset", "code: Cancelled"
+        )
+    )  # fmt: skip
     if closed and tls and cert is None:
         return (
             "TLS: the server closed the connection after the handshake: it requires a client "
