@@ -14,6 +14,21 @@ from reactive_temporal.session_window import trim_window
 PAGE_READ_ROWS = 200
 """A page of a session's history is read this many messages at a time."""
 
+_TOTAL = (
+    "SELECT coalesce((SELECT position FROM chat_messages WHERE agent_id = %s"
+    " AND session_id = %s ORDER BY position DESC LIMIT 1) + 1, 0) AS n"
+)
+"""A session's total: positions are dense from 0 (a turn is written at the session's total),
+so the last one tells it, read from the end of the primary key (count(*) read every message).
+
+The last position by `ORDER BY … DESC LIMIT 1`, not `max(position)`: psycopg prepares a
+statement after 5 executions on a connection, and Postgres may then plan it once for any
+session (a generic plan). Planned for a session it knew nothing of, expecting a message or
+two (agent and session estimated apart), `max()` became an aggregate over the whole session:
+a chat turn on a session of 5,000 messages read all of them from a worker's 11th turn on a
+connection, where the plan for the session read one (bench/data_scale.py). Ordered and
+limited, every plan of it reads one row."""
+
 
 class SessionStore:
     """Chat sessions: one row per message (`chat_messages`), written as each turn happens, so
@@ -78,13 +93,7 @@ class SessionStore:
         `max_bytes` of content (always one message at least); or with `window` (messages,
         bytes) the latest messages within it."""
         async with self.pool.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
-            await cur.execute(
-                # positions are dense from 0 (a turn is written at the session's total), so
-                # the last one tells the total from the index; count(*) read every message
-                "SELECT coalesce(max(position) + 1, 0) AS n FROM chat_messages"
-                " WHERE agent_id = %s AND session_id = %s",
-                (agent_id, session_id),
-            )
+            await cur.execute(_TOTAL, (agent_id, session_id))
             row = await cur.fetchone()
             total = int(row["n"]) if row else 0
             if window is not None:
