@@ -48,23 +48,29 @@ async def sessions(database_url: str) -> AsyncIterator[Store]:
         yield store
 
 
+@pytest.mark.parametrize(
+    "turns",
+    [[(BUSY, BIG)] * 15, [("agent-7", "sess-7")] * 10 + [(BUSY, BIG)] * 5],
+    ids=["the-big-session-throughout", "after-ten-turns-of-a-small-one"],
+)
 async def test_a_turns_session_reads_stay_about_the_window_when_sent_again_and_again(
-    sessions: Store,
+    sessions: Store, turns: list[tuple[str, str]]
 ):
     """Each chat turn reads its session's total, then its window. The total was
     `max(position)`, whose generic plan (for a session Postgres knew nothing of, expecting a
     message or two) aggregated every message of the session: from a worker's 11th turn on a
-    connection, all 3,000 here, where the plan for the session read one."""
+    connection, all 3,000 here, where the plan for the session read one. Which plan Postgres
+    keeps depends on the sessions it planned for first: a worker's connection serves many."""
     url = sessions.pool.conninfo
     assert isinstance(url, str)
     async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
         store = SessionStore(one_connection(conn))
         async with executed_plans(conn) as ran:
-            for _ in range(15):
+            for agent, session in turns:
                 window, first, total = await store.load(
-                    BUSY, BIG, window=(WINDOW_MESSAGES, WINDOW_BYTES)
+                    agent, session, window=(WINDOW_MESSAGES, WINDOW_BYTES)
                 )
-                assert total == BIG_MESSAGES and first + len(window) == total
+                assert first + len(window) == total == (BIG_MESSAGES if session == BIG else 10)
     reads = [rows_read(p, "chat_messages") for p in ran]
-    assert len(reads) == 2 * 15  # the total and the window, each turn
+    assert len(reads) == 2 * len(turns)  # the total and the window, each turn
     assert max(reads) <= 2 * WINDOW_MESSAGES, reads
