@@ -5,8 +5,9 @@ written in time order over `days` days, so a run's rows sit together on disk and
 keys' order (agent, then random) is not the heap's; 300 agents, one of which starts 30 % of
 the runs and another 10 %; per run about 20 transcript messages, 60 live-output events, 10
 context rows, a debrief and two lessons (30-day expiry, so most have expired); chat sessions
-of about 10 messages; one last run per agent; and one run of the busy agent with as many
-live-output events as there are runs (50,000 by default). Everything is made by
+of about 10 messages, and one of the busy agent's with a message per four runs (`BIG_SESSION`);
+one last run per agent; and one run of the busy agent with as many live-output events as
+there are runs (50,000 by default). Everything is made by
 `generate_series` in the server (no rows cross the wire), then ANALYZEd.
 """
 
@@ -46,6 +47,9 @@ WORDS = (
 LONG_RUN = "run-agent-busy-00000000long"
 """A run that went on for hours: its live output thousands of events long."""
 
+BIG_SESSION = "sess_agent_busy_big"
+"""A chat session of the busy agent's that went on for months: thousands of messages."""
+
 TASK = "Summarize the weekly billing report and flag any refund spike or failed payment"
 """A task as the busy agent gets them: its words are among the commoner ones."""
 
@@ -62,12 +66,19 @@ class Scale:
     days: int = 180
     long_run_events: int = 50_000
     """One run of the busy agent (`LONG_RUN`, idle 40 days) has this many events."""
+    big_session_messages: int = 12_500
+    """One session of the busy agent (`BIG_SESSION`) has this many messages."""
 
     @classmethod
     def of(cls, runs: int) -> Scale:
         """The default shape for `runs` runs (a session per five runs, the long run as many
-        events as there are runs)."""
-        return cls(runs=runs, sessions=max(runs // 5, 10), long_run_events=runs)
+        events as there are runs, the big session a message per four runs)."""
+        return cls(
+            runs=runs,
+            sessions=max(runs // 5, 10),
+            long_run_events=runs,
+            big_session_messages=max(runs // 4, 100),
+        )
 
 
 # `hashint4` gives each row a fixed pseudo-random number: the same data every load.
@@ -189,7 +200,14 @@ SELECT s.agent_id, s.session_id, m, CASE WHEN m %% 2 = 0 THEN 'user' ELSE 'assis
        repeat('what happened in that run? ', 3 + (m & 7)),
        s.created_at + make_interval(secs => 60 * m)
 FROM scale_sessions AS s, generate_series(0, %(per_session)s - 1) AS m
-ORDER BY s.j, m
+ORDER BY s.j, m;
+INSERT INTO chat_sessions (agent_id, session_id, messages, created_at, updated_at)
+VALUES (%(busy)s, %(big_session)s, '[]', now() - interval '90 days', now());
+INSERT INTO chat_messages (agent_id, session_id, position, role, content, sent_at)
+SELECT %(busy)s, %(big_session)s, m, CASE WHEN m %% 2 = 0 THEN 'user' ELSE 'assistant' END,
+       repeat('what happened in that run? ', 3 + (m & 7)),
+       now() - interval '90 days' + make_interval(secs => 60 * m)
+FROM generate_series(0, %(big_messages)s - 1) AS m
 """
 
 _LAST_RUNS = """
@@ -242,6 +260,8 @@ async def load(conn: AsyncConnection[object], scale: Scale) -> dict[str, float]:
         "words": WORDS,
         "long_run": LONG_RUN,
         "long_events": scale.long_run_events,
+        "big_session": BIG_SESSION,
+        "big_messages": scale.big_session_messages,
         "last_run": _last_run(),
     }
     steps = [

@@ -17,7 +17,13 @@ of them; a run with N events). Then:
    rows it read from them and the buffers it touched;
 2. the migrations since applied (their time printed), and (1) again, with the statements the
    code sends now (the live feed's and prune's old ones are inlined here, as they were);
-3. prune: the old statement per table in one transaction (rolled back), then `prune` as it
+3. each statement a worker or the API sends per run, step or turn, AGAIN (15) times on one
+   connection through the product's own calls (`bench/_scale_again.py`), with the skewed
+   parameters (the busy agent, its big session, the long run), and 10 times with a quiet
+   agent's then 5 with the skewed ones: the plans Postgres ran (auto_explain) for
+   executions 1–5 and 11–15, where psycopg has prepared it and Postgres may use a plan made
+   for any parameters (a step's and a wrap-up's writes there stay: a few rows);
+4. prune: the old statement per table in one transaction (rolled back), then `prune` as it
    is now, for real.
 
     .venv/bin/python -m bench.data_scale [--runs N] [--quick]
@@ -49,6 +55,7 @@ from activities.migrations import MIGRATIONS
 from activities.retention import PRUNED_TABLES, prune
 from activities.session_store import SessionStore
 from activities.store import Store
+from bench._scale_again import again_calls, all_again, cases, print_again
 from bench._scale_before import PRUNE_AGE, lessons_before, lessons_sent_again, prune_before
 from bench._scale_data import BUSY_AGENT, LONG_RUN, TASK, Scale, drop_helpers, load
 from bench._stack import _start_postgres, log, machine, parser, print_table, run
@@ -306,6 +313,8 @@ async def main() -> None:
                 )
                 print_figures(figures, after)
                 await lessons_sent_again(url, params.agent, params.run)
+                skewed, typical = await cases(conn, params.run, params.agent)
+                print_again(await all_again(url, again_calls(CALLS), skewed, typical))
                 await catch_up(conn, scale.long_run_events)
                 log("prune, as it was (rolled back)")
                 old, old_s = await prune_before(conn)
