@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -18,6 +18,7 @@ from reactive_temporal.contracts.run import AgentConfig
 from reactive_temporal.hosting.runtime import Runtime
 from reactive_temporal.hosting.worker_factory import AgentWorker
 from reactive_temporal.hosting.worker_lifecycle import start_worker_host
+from tests.support.plans import Sent, record_statements
 
 pytestmark = pytest.mark.workflow
 
@@ -97,3 +98,11 @@ async def cached_harness(client: Client, settings: Settings) -> AsyncIterator[Ha
     runs started before the first-step-seeds patch, whose `prepare_run` was one)."""
     async with running_worker(client, settings, max_cached_workflows=100) as running:
         yield running
+
+
+@pytest.fixture
+def statements_sent(monkeypatch: pytest.MonkeyPatch) -> Iterator[Sent]:
+    """Every statement product code sends while the test runs, with its parameters (the plan
+    tests read them: tests/support/plans.py)."""
+    yield record_statements(monkeypatch)
+    monkeypatch.undo()

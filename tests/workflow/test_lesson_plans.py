@@ -11,34 +11,31 @@ and over is prepared and may then be planned once for all its parameters.
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import timedelta
-from typing import Any, cast
 
 import psycopg
 import pytest
-from psycopg import AsyncConnection
 
 from activities.lesson_store import PURGE_BATCH, RANKED_LESSONS, LessonStore
 from activities.retention import prune
 from activities.store import Store
-from tests.workflow.test_query_plans import (
+from tests.support.plans import (
     Sent,
+    executed_plans,
     nodes,
+    one_connection,
     plan,
     reading,
     rows_read,
     scalar,
     scans,
     scratch_store,
-    statements_sent,
 )
 
 pytestmark = pytest.mark.workflow
 
-__all__ = ["statements_sent"]  # the fixture, shared
 
 AGENTS = 302
 """MANY, FEW and 300 agents with a few lessons each: a plan made for any agent expects few."""
@@ -225,47 +222,3 @@ async def test_expired_lessons_go_a_batch_a_statement_found_through_an_index(
         assert await scalar(store, live_query) == live
         batches = await scalar(store, "SELECT array_agg(n) FROM deletes")
         assert sum(batches) == expired and max(batches) <= PURGE_BATCH, batches
-
-
-class _OneConnection:
-    """A pool of one connection, already open."""
-
-    def __init__(self, conn: AsyncConnection[Any]) -> None:
-        self.conn = conn
-
-    @asynccontextmanager
-    async def connection(self) -> AsyncIterator[AsyncConnection[Any]]:
-        yield self.conn
-
-
-def one_connection(conn: AsyncConnection[Any]) -> Store:
-    """A Store whose every statement goes out on `conn` (as a worker's pooled ones do)."""
-    return Store(cast(Any, _OneConnection(conn)))
-
-
-@asynccontextmanager
-async def executed_plans(conn: AsyncConnection[Any]) -> AsyncIterator[list[dict[str, Any]]]:
-    """The plan of each statement `conn` runs meanwhile, as Postgres ran it (auto_explain,
-    analyzed, sent to the client as a notice)."""
-    ran: list[dict[str, Any]] = []
-
-    def on_notice(diag: psycopg.errors.Diagnostic) -> None:
-        text = diag.message_primary or ""
-        if "plan:" in text:
-            ran.append(json.loads(text.split("plan:", 1)[1])["Plan"])
-
-    try:
-        await conn.execute("LOAD 'auto_explain'")
-    except psycopg.errors.InsufficientPrivilege as err:
-        pytest.skip(f"auto_explain needs a superuser here: {err}")
-    for setting, value in (
-        ("log_min_duration", "0"), ("log_analyze", "on"), ("log_timing", "off"),
-        ("log_format", "json"), ("log_level", "notice"),
-    ):  # fmt: skip
-        await conn.execute(f"SET auto_explain.{setting} = {value}")
-    conn.add_notice_handler(on_notice)
-    try:
-        yield ran
-    finally:
-        conn.remove_notice_handler(on_notice)
-        await conn.execute("SET auto_explain.log_min_duration = -1")

@@ -13,15 +13,10 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator
 from datetime import timedelta
-from typing import Any
 
-import psycopg
 import pytest
-from psycopg import sql
-from psycopg.conninfo import make_conninfo
 
 from activities.lesson_store import LessonStore
 from activities.retention import BATCH_RUNS, PRUNED_TABLES, prune
@@ -29,6 +24,16 @@ from activities.session_store import PAGE_READ_ROWS, SessionStore
 from activities.store import Store
 from reactive_temporal.api.live_feed import BATCH
 from reactive_temporal.api.watching import stream_events
+from tests.support.plans import (
+    Sent,
+    nodes,
+    plan,
+    reading,
+    rows_read,
+    scalar,
+    scans,
+    scratch_store,
+)
 
 pytestmark = pytest.mark.workflow
 
@@ -73,110 +78,11 @@ ANALYZE
 """
 
 
-@asynccontextmanager
-async def scratch_store(database_url: str, load: str = _LOAD) -> AsyncIterator[Store]:
-    """A Store on a schema of its own (migrated by `Store.open`, as a worker does), filled
-    with `load`'s rows (and analyzed: `_LOAD` ends so); dropped after."""
-    schema = f"plans_{uuid.uuid4().hex[:8]}"
-    async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
-        await conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
-    url = make_conninfo(database_url, options=f"-c search_path={schema}")
-    try:
-        store = await Store.open(url, max_size=2)
-        try:
-            async with store.pool.connection() as conn:
-                await conn.execute(load)
-            yield store
-        finally:
-            await store.close()
-    finally:
-        async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
-            await conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
-
-
 @pytest.fixture(scope="module")
 async def grown(database_url: str) -> AsyncIterator[Store]:
     """The grown tables, read only by the tests that share them."""
-    async with scratch_store(database_url) as store:
+    async with scratch_store(database_url, _LOAD) as store:
         yield store
-
-
-Sent = list[tuple[Any, Any]]
-
-
-@pytest.fixture
-def statements_sent(monkeypatch: pytest.MonkeyPatch) -> Iterator[Sent]:
-    """Every statement product code sends while the test runs, with its parameters (psycopg's
-    connections send theirs through a cursor too)."""
-    sent: Sent = []
-    execute = psycopg.AsyncCursor.execute
-
-    async def recording(
-        self: psycopg.AsyncCursor[Any], query: Any, params: Any = None, **kw: Any
-    ) -> Any:
-        sent.append((query, params))
-        return await execute(self, query, params, **kw)
-
-    monkeypatch.setattr(psycopg.AsyncCursor, "execute", recording)
-    yield sent
-    monkeypatch.undo()
-
-
-def reading(sent: Sent, table: str) -> Sent:
-    """The statements that name `table`."""
-    return [(q, p) for q, p in sent if table in (q if isinstance(q, str) else repr(q))]
-
-
-async def plan(store: Store, query: Any, params: Any, *, analyze: bool) -> dict[str, Any]:
-    """Postgres's plan of `query` (run, then rolled back, with `analyze`)."""
-    async with store.pool.connection() as conn:
-        text = query.as_string(conn) if isinstance(query, sql.Composable) else query
-        options = "ANALYZE, FORMAT JSON" if analyze else "FORMAT JSON"
-        async with conn.transaction(force_rollback=True):
-            cur = await conn.execute(f"EXPLAIN ({options}) {text}", params)
-            row = await cur.fetchone()
-    assert row is not None
-    return row[0][0]["Plan"]
-
-
-def nodes(node: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    yield node
-    for child in node.get("Plans", []):
-        yield from nodes(child)
-
-
-def scans(node: dict[str, Any], table: str) -> list[str]:
-    """How each scan of `table` in the plan reads it: its node type, and its index."""
-    return [
-        f"{n['Node Type']} {n.get('Index Name', '')}".strip()
-        for n in nodes(node)
-        if n.get("Relation Name") == table
-    ]
-
-
-def rows_read(node: dict[str, Any], table: str) -> int:
-    """The rows an analyzed plan read from `table`'s heap: those its scans returned and
-    those they read and filtered out, over every loop."""
-    return round(
-        sum(
-            (
-                n["Actual Rows"]
-                + n.get("Rows Removed by Filter", 0)
-                + n.get("Rows Removed by Index Recheck", 0)
-            )
-            * n["Actual Loops"]
-            for n in nodes(node)
-            if n.get("Relation Name") == table
-        )
-    )
-
-
-async def scalar(store: Store, query: str, *params: object) -> Any:
-    async with store.pool.connection() as conn:
-        cur = await conn.execute(query, params)
-        row = await cur.fetchone()
-    assert row is not None
-    return row[0]
 
 
 async def test_a_runs_lessons_are_chosen_among_its_agents_live_ones_only(
@@ -225,7 +131,7 @@ async def test_prune_deletes_a_batch_of_runs_a_statement_through_the_primary_key
     whole table by run (a sequential scan): at six months, 25 M rows in one transaction. Now
     each statement reads the next BATCH_RUNS runs by primary key and deletes those idle among
     them; what it leaves is exactly the runs written to since the cut-off."""
-    async with scratch_store(database_url) as store:
+    async with scratch_store(database_url, _LOAD) as store:
         async with store.pool.connection() as conn:
             # every DELETE on run_events logs how many runs it took rows of
             await conn.execute(

@@ -18,8 +18,7 @@ import pytest
 from activities.session_store import SessionStore
 from activities.store import Store
 from reactive_temporal.session_window import WINDOW_BYTES, WINDOW_MESSAGES
-from tests.workflow.test_lesson_plans import executed_plans, one_connection
-from tests.workflow.test_query_plans import rows_read, scratch_store
+from tests.support.plans import executed_plans, one_connection, rows_read, scratch_store
 
 pytestmark = pytest.mark.workflow
 

@@ -14,7 +14,7 @@ from psycopg import AsyncConnection
 from activities.session_store import SessionStore
 from activities.store import Store
 from reactive_temporal.contracts.entity import ChatMessage
-from tests.workflow.test_query_plans import scratch_store
+from tests.support.plans import scratch_store
 
 pytestmark = pytest.mark.workflow
 
