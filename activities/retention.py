@@ -3,7 +3,10 @@
 Nothing else deletes it: every run's live output (`run_events`, its streamed text and tool
 calls) and its transcript (`run_messages`, `run_context`) stay for good otherwise, and grow
 with every run. A run is pruned whole, table by table, once nothing of it was written there
-for `older_than`, so a run still going, however long, keeps everything. Debriefs, the
+for `older_than`, so a run still writing, however long, keeps everything; and a run still
+going that writes nothing meanwhile (parked for days on an approval) is kept whole by its
+caller's `keep` (its transcript deleted under it, the run's next step would read none of it:
+`reactive_temporal.api.pruning` asks Temporal which runs are still going). Debriefs, the
 lessons still live and chat sessions stay: they are what agents and people read later.
 Expired lessons go too (they are never read again). Runs go a batch at a time, each batch
 its own transaction (`PRUNE_BATCH`), and expired lessons too (`lesson_store.PURGE_BATCH`): a
@@ -15,6 +18,7 @@ failed step, which reads its transcript back).
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from datetime import timedelta
 
 from psycopg import sql
@@ -36,7 +40,10 @@ WITH batch AS (
     WHERE run_id > %(after)s GROUP BY run_id ORDER BY run_id LIMIT %(runs)s
 ), gone AS (
     DELETE FROM {table}
-    WHERE run_id = ANY(ARRAY(SELECT run_id FROM batch WHERE last_written < %(cutoff)s))
+    WHERE run_id = ANY(ARRAY(
+        SELECT run_id FROM batch
+        WHERE last_written < %(cutoff)s AND NOT run_id = ANY(%(keep)s::text[])
+    ))
     RETURNING 1
 )
 SELECT (SELECT max(run_id) FROM batch), (SELECT count(*) FROM gone)
@@ -57,11 +64,16 @@ Run ids are never empty, so the walk starts after ''."""
 
 
 async def prune(
-    store: Store, older_than: timedelta, *, batch_runs: int = BATCH_RUNS
+    store: Store,
+    older_than: timedelta,
+    *,
+    keep: Collection[str] = (),
+    batch_runs: int = BATCH_RUNS,
 ) -> dict[str, int]:
-    """Delete the rows of runs idle in each table for `older_than`, `batch_runs` runs looked
-    at a statement (each its own transaction: an interrupted prune keeps what it deleted),
-    and expired lessons; returns the rows deleted by table."""
+    """Delete the rows of runs idle in each table for `older_than`, but those of the runs in
+    `keep` (still going), `batch_runs` runs looked at a statement (each its own transaction:
+    an interrupted prune keeps what it deleted), and expired lessons; returns the rows
+    deleted by table."""
     if older_than < MIN_AGE:
         raise ValueError(f"older_than must be at least {MIN_AGE.days} day, not {older_than}")
     deleted: dict[str, int] = {}
@@ -75,7 +87,8 @@ async def prune(
             deleted[table], after = 0, ""
             while True:
                 cur = await conn.execute(
-                    statement, {"after": after, "runs": batch_runs, "cutoff": cutoff}
+                    statement,
+                    {"after": after, "runs": batch_runs, "cutoff": cutoff, "keep": list(keep)},
                 )
                 row = await cur.fetchone()
                 assert row is not None

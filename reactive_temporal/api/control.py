@@ -106,6 +106,18 @@ def waiting_runs_query(agent: str | None = None) -> str:
     return " AND ".join(parts)
 
 
+RUNS_GOING_QUERY = f"WorkflowType = '{names.AGENT_RUN_WORKFLOW}' AND ExecutionStatus = 'Running'"
+
+
+async def runs_still_going(client: Client) -> set[str]:
+    """The workflow id of every run still going: what `prune` keeps.
+
+    However long it has written nothing (parked on an approval for days). A run's rows are
+    keyed by its workflow id, which a run continued as new keeps.
+    """
+    return {wf.id async for wf in client.list_workflows(RUNS_GOING_QUERY)}
+
+
 async def pending_calls(
     client: Client, agent: str | None = None, limit: int = 200
 ) -> list[PendingCall]:

@@ -1,5 +1,6 @@
 """The agents database's upkeep: `migrate` applies its schema migrations, as a role that may
-create tables; `prune` deletes what it keeps of runs long over.
+create tables; `prune` deletes what it keeps of runs long over (never of a run still going,
+which Temporal tells).
 
 Workers apply missing migrations themselves when their role may; where workers connect as a
 read/write-only role (docker-compose.yml, deploy/kubernetes), this runs first as the owner.
@@ -13,13 +14,17 @@ from contextlib import asynccontextmanager
 from datetime import timedelta
 from typing import Annotated
 
+import psycopg
 import typer
+from temporalio.service import RPCError
 
 from activities.retention import PRUNED_TABLES, prune
 from activities.store import Store, StoreUnavailable
+from reactive_temporal.api.control import runs_still_going
 from reactive_temporal.cli.common import CliError, cli_runtime, cli_settings, out, run_command
 from reactive_temporal.config import Settings
 from reactive_temporal.embedded.stack import read_published_stack
+from reactive_temporal.hosting.runtime import Runtime
 
 
 def migrate(
@@ -58,16 +63,19 @@ def migrate(
 
 
 @asynccontextmanager
-async def agents_store(settings: Settings) -> AsyncIterator[Store]:
+async def agents_store(settings: Settings, runtime: Runtime | None = None) -> AsyncIterator[Store]:
     """The agents' database: DATABASE_URL, else the running `dev` stack's, else the embedded
-    one (started for the command, as `run` does on a fresh clone)."""
+    one (started for the command, as `run` does on a fresh clone); `runtime`'s when the
+    command has one."""
     published = read_published_stack(settings.data_dir.resolve())
     url = settings.database_url or (published.database_url if published else None)
-    runtime = None
+    opened = None
     if url is None:
-        runtime = await cli_runtime(settings, worker=False)
-        assert runtime.stack is not None
-        url = runtime.stack.database_url
+        if runtime is None:
+            runtime = opened = await cli_runtime(settings, worker=False)
+        url = runtime.database_url
+    if url is None:
+        raise CliError("no database: set DATABASE_URL")
     try:
         try:
             store = await Store.open(url, migrate=False)
@@ -78,8 +86,8 @@ async def agents_store(settings: Settings) -> AsyncIterator[Store]:
         finally:
             await store.close()
     finally:
-        if runtime is not None:
-            await runtime.close()
+        if opened is not None:
+            await opened.close()
 
 
 def prune_command(
@@ -94,18 +102,43 @@ def prune_command(
     ] = False,
 ) -> None:
     """Delete the live output and transcripts of runs idle for --older-than days, and expired
-    lessons. Debriefs, live lessons and chat sessions stay; a pruned run cannot be rerun."""
+    lessons. Runs still going (Temporal says which) keep theirs, however long they have waited;
+    debriefs, live lessons and chat sessions stay; a pruned run cannot be rerun."""
 
     async def main() -> int:
-        async with agents_store(cli_settings()) as store:
-            if not as_json:
-                out.print(f"pruning runs idle for {older_than:g} days: {', '.join(PRUNED_TABLES)}…")
+        settings = cli_settings()
+        nothing = "prune asks Temporal which runs are still going: nothing was deleted"
+        try:
+            runtime = await cli_runtime(settings, worker=False)
+        except CliError as e:
+            raise CliError(f"{e} ({nothing})") from e
+        try:
+            temporal = runtime.client.service_client.config.target_host
             try:
-                deleted = await prune(store, timedelta(days=older_than))
-            except StoreUnavailable as e:
-                raise CliError(str(e)) from e
+                going = await runs_still_going(runtime.client)
+            except RPCError as e:
+                raise CliError(
+                    f"cannot list the runs going at {temporal}: {e.message} ({nothing})"
+                ) from e
+            async with agents_store(settings, runtime) as store:
+                if not as_json:
+                    out.print(
+                        f"pruning runs idle for {older_than:g} days: {', '.join(PRUNED_TABLES)};"
+                        f" keeping the {len(going):,} still going at {temporal}…"
+                    )
+                try:
+                    deleted = await prune(store, timedelta(days=older_than), keep=going)
+                except StoreUnavailable as e:
+                    raise CliError(str(e)) from e
+                except psycopg.errors.UndefinedTable as e:  # a database never migrated
+                    raise CliError(
+                        f"the database has none of the agents' tables ({e.diag.message_primary}):"
+                        " run `python starter.py migrate` first (nothing was deleted)"
+                    ) from e
+        finally:
+            await runtime.close()
         if as_json:
-            print(json.dumps({"deleted": deleted}))
+            print(json.dumps({"deleted": deleted, "kept_going": len(going)}))
         else:
             out.print(
                 ", ".join(f"{table}: {rows:,} rows deleted" for table, rows in deleted.items())

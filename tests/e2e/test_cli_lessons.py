@@ -8,6 +8,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from psycopg.conninfo import make_conninfo
 
 from activities.store import Store
 from tests.processes import clean_env, starter
@@ -90,11 +91,18 @@ async def test_prune_says_what_it_deleted_and_refuses_less_than_a_day(
     """`prune` deletes the live output and transcripts of runs idle past --older-than days,
     and expired lessons; it will not prune runs idle for less than a day."""
     env = clean_env(DATABASE_URL=database_url, REACTIVE_TEMPORAL_DATA_DIR=str(tmp_path / "d"))
+    assert starter("migrate", env=env, cwd=tmp_path).returncode == 0  # whichever test ran first
     pruned = starter("prune", "--older-than", "30", "--json", env=env, cwd=tmp_path)
     assert pruned.returncode == 0, pruned.stderr
-    deleted = json.loads(pruned.stdout)["deleted"]
-    assert set(deleted) == {"run_events", "run_messages", "run_context", "agent_lessons"}
+    report = json.loads(pruned.stdout)
+    assert set(report["deleted"]) == {"run_events", "run_messages", "run_context", "agent_lessons"}
+    assert report["kept_going"] == 0  # asked of the Temporal the runs ran on (here, embedded)
     human = starter("prune", env=env, cwd=tmp_path)
     assert human.returncode == 0 and "run_events:" in human.stdout, human.stderr
+    assert "keeping the 0 still going at 127.0.0.1:" in " ".join(human.stdout.split())
+    bare = make_conninfo(database_url, options="-c search_path=no_such_schema")
+    unmigrated = starter("prune", env={**env, "DATABASE_URL": bare}, cwd=tmp_path)
+    assert unmigrated.returncode == 2 and "Traceback" not in unmigrated.stderr
+    assert "run `python starter.py migrate` first (nothing was deleted)" in unmigrated.stderr
     refused = starter("prune", "--older-than", "0.5", env=env, cwd=tmp_path)
     assert refused.returncode == 2 and "--older-than" in refused.stderr

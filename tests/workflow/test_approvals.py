@@ -7,15 +7,18 @@ from __future__ import annotations
 import asyncio
 import queue
 import uuid
+from datetime import timedelta
 from typing import Any
 
+import psycopg
 import pytest
 from temporalio.api.sdk.v1 import WorkflowMetadata
 from temporalio.client import WorkflowExecutionStatus
 
+from activities.retention import PRUNED_TABLES, prune
 from reactive_temporal import search_attributes as sa
 from reactive_temporal.api.agents import AgentRunError
-from reactive_temporal.api.control import pending_calls
+from reactive_temporal.api.control import pending_calls, runs_still_going
 from reactive_temporal.cli.approval_prompt import Answers, ask_inline
 from reactive_temporal.contracts.run import FinalAnswerCapture, RunProgress
 from reactive_temporal.embedded.scripted_llm import Reply, ScriptedLLM, call
@@ -392,3 +395,49 @@ async def test_an_operator_s_answer_ends_a_wait_for_approval(
     result = await asyncio.wait_for(agent.result(handle), 20)
     assert (result.terminated_by, result.output) == ("final_answer_tool", "42, by hand")
     assert len(llm.requests[model_name]) == 1  # the calculator never ran, no turn after it
+
+
+async def test_prune_keeps_a_run_parked_for_longer_than_its_age_whole(
+    harness: Harness, llm: ScriptedLLM, model_name, database_url: str
+):
+    """A run parked on an approval writes nothing while it waits, days if its agent says so.
+    Pruned by the age of its rows alone, its live output and transcript went from under it;
+    `prune` keeps every run Temporal says is still going, and the run, approved, finishes
+    from its whole transcript. A run over, as old, is pruned."""
+    llm.script(model_name, compute_then_answer())
+    agent = harness.agent(model_name, agent_id=unique_agent(), approve_tools=["calculator"])
+    over = await harness.agent(model_name, agent_id=unique_agent(), memory=False).start("2+2?")
+    await over.result()
+    llm.script(model_name, compute_then_answer())
+    handle = await agent.start("What is 6*7?")
+    await parked(handle)
+    ids = [handle.id, over.id]
+
+    async def rows() -> dict[str, int]:
+        counts = dict.fromkeys(ids, 0)
+        async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
+            for table in PRUNED_TABLES:
+                cur = await conn.execute(
+                    f"SELECT run_id, count(*) FROM {table} WHERE run_id = ANY(%s) GROUP BY 1",
+                    (ids,),
+                )
+                for run_id, n in await cur.fetchall():
+                    counts[run_id] += n
+        return counts
+
+    async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
+        for table in PRUNED_TABLES:  # both as if written 40 days ago
+            await conn.execute(
+                f"UPDATE {table} SET created_at = created_at - interval '40 days'"
+                " WHERE run_id = ANY(%s)",
+                (ids,),
+            )
+    before = await rows()
+    assert before[handle.id] > 0 and before[over.id] > 0
+    going = await runs_still_going(harness.client)
+    assert handle.id in going and over.id not in going
+    await prune(harness.store, timedelta(days=30), keep=going)
+    assert await rows() == {handle.id: before[handle.id], over.id: 0}
+    await agent.approve(handle.id, by="tester")
+    result = await agent.result(handle)
+    assert result.success and result.output == "done"
