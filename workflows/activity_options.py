@@ -14,7 +14,7 @@ per kind, so every activity call in every workflow says which kind it is.
 - AGENT_SIGNAL: telling the agent entity about a run (signal-with-start from an activity);
   retried until it lands, so chat never misses a run (data Postgres refuses for good fails
   it at once, as STORE).
-- RUN_QUERY: reading a running run's progress for mid-run chat: one retry at most.
+- RUN_QUERY: a chat turn's reads of its agent's runs (going, last): RUN_QUERY_ATTEMPTS tries.
 - `llm_options(timeout, attempts)`: one LLM call. The activity counts LLM failures against
   `attempts` itself and fails for good on the last one; Temporal's own cap is looser by
   INFRASTRUCTURE_RETRIES, so failures that are not the LLM's (a worker lost mid-call, a
@@ -57,6 +57,12 @@ MIN_LLM_TIMEOUT_SECONDS = 1.0
 """An LLM call's timeout is at least this, whatever the agent says (its contract allows any
 positive figure, as runs in flight carry it)."""
 
+RUN_QUERY_ATTEMPTS = 5
+"""Tries of a chat turn's read of its agent's runs before the turn fails. It was 2: two
+workers lost in a row, each attempt timed out after its 15 s, failed the turn (the chaos soak
+killed one worker 16 s after another); now four lost in a row, about 90 s, before it says
+so, and Postgres or Temporal staying away that long fails it in that time."""
+
 TOOL_ATTEMPTS = 3
 """A tool activity fails only when its result cannot be recorded; it is retried a few times,
 and a retry returns a result an earlier attempt recorded rather than running the tool again
@@ -97,8 +103,13 @@ AGENT_SIGNAL = LocalActivityOptions(
 
 RUN_QUERY = LocalActivityOptions(
     start_to_close_timeout=timedelta(seconds=15),
-    retry_policy=RetryPolicy(maximum_attempts=2),
+    retry_policy=RetryPolicy(
+        initial_interval=timedelta(seconds=1),
+        maximum_interval=timedelta(seconds=5),
+        maximum_attempts=RUN_QUERY_ATTEMPTS,
+    ),
 )
+"""A chat turn's reads of its agent's runs (Temporal's queries, Postgres): safe to repeat."""
 
 
 def llm_retry_policy(llm_max_attempts: int) -> RetryPolicy:

@@ -11,6 +11,7 @@ import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 
+from activities.workflow_calls import EntityActivities
 from reactive_temporal.api.sessions import ChatError
 from reactive_temporal.contracts import names
 from reactive_temporal.contracts.entity import (
@@ -139,6 +140,28 @@ async def test_direct_chat_llm_call_leaves_room_for_infrastructure_retries(
         and e.activity_task_scheduled_event_attributes.activity_type.name == names.CHAT_DIRECT
     ]
     assert [s.retry_policy.maximum_attempts for s in scheduled] == [2 + INFRASTRUCTURE_RETRIES]
+
+
+async def test_a_chat_turn_rides_out_its_run_reads_lost_twice(
+    harness: Harness, llm: ScriptedLLM, model_name, monkeypatch: pytest.MonkeyPatch
+):
+    """A chat turn first reads its agent's runs (one activity: the runs going, the last run).
+    That read was tried twice, 15 s each: two workers lost in a row (the chaos soak killed one
+    16 s after the other) failed the turn, "activity StartToClose timeout", for a read that
+    is safe to try again. Failing twice here (as a lost worker's attempt does), it goes on."""
+    real = EntityActivities._last_run
+    failures = [RuntimeError("the worker running this read was lost")] * 2
+
+    async def flaky(self: EntityActivities, agent_id: str) -> Any:
+        if failures:
+            raise failures.pop()
+        return await real(self, agent_id)
+
+    monkeypatch.setattr(EntityActivities, "_last_run", flaky)
+    llm.script(model_name, [Reply("Nothing ran yet.")])
+    agent = harness.agent(model_name, agent_id=unique_agent())
+    reply = await agent.chat("What did you do in the last run?")
+    assert reply.message == "Nothing ran yet." and not failures
 
 
 async def test_tool_path_is_capped_and_honours_max_iterations(harness: Harness, llm, model_name):
