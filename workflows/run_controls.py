@@ -152,10 +152,21 @@ class RunControls:
     # -- approval of tool calls --------------------------------------------------------------
 
     async def _approval_events(self, events: list[tuple[int, dict[str, object]]]) -> None:
-        """Approvals asked and decided, into the run's live output (runs since the patch)."""
+        """Approvals asked and decided, into the run's live output (runs since the patch).
+
+        A regular activity, not a local one (runs since `approval-events-as-activity`): a
+        local activity right before the run blocks on its approvals met a bug of the SDK's
+        core when a query replayed the run meanwhile (~1 parked run in 15, every query a
+        replay): the query failed on a patch marker asked after it, or the worker's core
+        wedged on the run ("LA marker handling in invalid state"), the run hanging there."""
         if not (self.approval_events and self.agent.live_output and events):
             return
-        await workflow.execute_local_activity(
+        execute = (
+            workflow.execute_activity
+            if self.patched(names.APPROVAL_EVENTS_ACTIVITY_PATCH)
+            else workflow.execute_local_activity
+        )
+        await execute(
             names.RECORD_RUN_EVENTS,
             RecordRunEventsInput(
                 run_id=self.run_id,

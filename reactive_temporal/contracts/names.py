@@ -194,12 +194,12 @@ only RUN_PATCHES_2026_12 began (one deploy behind its starter) asked that bundle
 and replays with that bundle's patches."""
 RUN_PATCHES_2026_12_04: Final = "run-patches-2026-12-04"
 """Every AgentRunWorkflow patch in RUN_PATCHES_2026_12_04_COVERS is on: RUN_PATCHES_2026_12_03's
-and the five asked one by one where a run meets their case (an approval wait, colliding call
-ids, a cut-off reply, a `final-answer` call with null fields, a bare marker). Asked one by one,
-a marker goes wherever the run got to when it met the case, which may be a task that also takes
-updates and signals: a run parked on 16 approvals, its decisions arriving as a worker restarted,
-failed to replay once in CI ("patch marker for answer-ends-approval-wait, but no corresponding
-change command"). A run started with this bundle asks no patch at all."""
+and the six a run asks one by one where it meets their case: an approval wait (its answer
+and, released with this bundle, its events written by an activity), colliding call ids, a
+cut-off reply, a `final-answer` call with null fields, a bare marker. A run started with this
+bundle asks no patch at all: fewer events, and no marker for a replay to miss (a query's
+replay of a parked run missed answer-ends-approval-wait's, the SDK core's bug about the local
+activity before it: workflows/run_controls.py)."""
 RUN_BUNDLE_2026_12_04_IN_STARTS: Final = False
 """Whether the project's starters put RUN_PATCHES_2026_12_04 in a new run's input (and a run
 started without a bundle asks it). Not yet: this is the first of two releases (README,
@@ -230,6 +230,9 @@ ANSWER_ENDS_APPROVAL_WAIT_PATCH: Final = "answer-ends-approval-wait"
 """An operator's `final_answer` signal ends a wait for approval (the calls waiting never
 run); it waited for the decisions or the approval timeout (24 h by default), and ran what was
 approved after the run had its answer."""
+APPROVAL_EVENTS_ACTIVITY_PATCH: Final = "approval-events-as-activity"
+"""A parked run writes its approvals to its live output with a regular activity, not a local
+one (workflows/run_controls.py says why: a bug of the SDK's core). Asked at the first write."""
 UNIQUE_APPROVAL_IDS_PATCH: Final = "unique-approval-ids"
 """A waiting call whose id another call has (a model's id that is another call's
 `call-<position>`) gets `-2`, `-3`…; asked only when ids collide."""
@@ -302,6 +305,7 @@ RUN_PATCHES_2026_12_03_COVERS: Final = RUN_PATCHES_2026_12_COVERS | {FIRST_STEP_
 """The patches RUN_PATCHES_2026_12_03 stands for; never added to, as its predecessor's."""
 
 RUN_PATCHES_2026_12_04_COVERS: Final = RUN_PATCHES_2026_12_03_COVERS | {
+    APPROVAL_EVENTS_ACTIVITY_PATCH,
     ANSWER_ENDS_APPROVAL_WAIT_PATCH,
     UNIQUE_APPROVAL_IDS_PATCH,
     CUT_SHORT_REPLIES_PATCH,

@@ -37,7 +37,11 @@ first run answered, sent again under its update id, from the reply carried over
 `unique-approval-ids` and `answer-ends-approval-wait` patches.
 `_next` (runs only: groups base, stops, approvals, approval_edges, live, cut_short; recorded
 with `--run-bundle run-patches-2026-12-04`) with runs that carry RUN_PATCHES_2026_12_04, which
-stands for the five patches asked case by case as well, and so ask no patch at all.
+stands for the patches asked case by case as well, and so ask no patch at all (the groups
+approvals, approval_edges and live recorded again once the bundle also stood for
+`approval-events-as-activity`, before any starter sent it). `_events_activity` (those three
+groups) with runs that write their approvals to the live output with a regular activity,
+asking `approval-events-as-activity` at the first write (workflows/run_controls.py).
 `_lifetime` (the entity's groups: `chat`, `last_run`, `answered`) with entities that decide
 to continue as new where a handler ends (the `entity-continues-after-handlers` patch, asked in
 each entity run's first task; `workflows/entity_lifetime.py`).

@@ -232,13 +232,14 @@ def test_the_newer_bundle_covers_the_earlier_one_and_the_first_step_seeds():
 
 
 def test_the_newest_bundle_covers_every_run_patch_and_is_not_yet_sent():
-    """RUN_PATCHES_2026_12_04 stands for every patch of the bundle before it and the five a
-    run asked one by one where it met their case (so their markers no longer land in a task
+    """RUN_PATCHES_2026_12_04 stands for every patch of the bundle before it and the six a
+    run asks one by one where it meets their case (so their markers no longer land in a task
     that also takes updates). Workers take it in this release; starters send it in the next
     (a rollback to a worker that does not know it must not meet runs carrying it)."""
     assert names.RUN_PATCHES_2026_12_04_COVERS - names.RUN_PATCHES_2026_12_03_COVERS == {
         "answer-ends-approval-wait", "unique-approval-ids", "cut-short-replies-go-on",
         "final-answer-null-fields", "bare-final-answer-marker-nudged",
+        "approval-events-as-activity",
     }  # fmt: skip
     root = Path(__file__).resolve().parents[2] / "workflows"
     asked: set[str] = set()
