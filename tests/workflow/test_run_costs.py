@@ -7,11 +7,12 @@ from __future__ import annotations
 import json
 import uuid
 from datetime import timedelta
+from typing import Any
 
 import psycopg
 import pytest
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client, WorkflowHistory
+from temporalio.client import Client, WorkflowHandle, WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -235,21 +236,27 @@ def version_upserts(history: WorkflowHistory) -> list:
     ]
 
 
-async def run_with_bundle(
-    harness: Harness, client: Client, agent: Agent, bundle: str | None
-) -> WorkflowHistory:
-    """Run "Say done" started with Temporal's client, `bundle` in its input in place of the
-    one the project's starters put; its history once it answered."""
-    run_input = build_run_input(agent.config, "Say done").model_copy(
-        update={"patch_bundle": bundle}
-    )
-    handle = await client.start_workflow(
+async def start_with_bundle(
+    harness: Harness, client: Client, agent: Agent, task: str, bundle: str | None
+) -> WorkflowHandle[Any, AgentResult]:
+    """`task` started with Temporal's client, `bundle` in its input in place of the one the
+    project's starters put."""
+    run_input = build_run_input(agent.config, task).model_copy(update={"patch_bundle": bundle})
+    return await client.start_workflow(
         names.AGENT_RUN_WORKFLOW,
         run_input,
         id=names.run_workflow_id(agent.config.agent_id, uuid.uuid4()),
         task_queue=harness.task_queue,
         result_type=AgentResult,
     )
+
+
+async def run_with_bundle(
+    harness: Harness, client: Client, agent: Agent, bundle: str | None
+) -> WorkflowHistory:
+    """Run "Say done" started with Temporal's client, `bundle` in its input in place of the
+    one the project's starters put; its history once it answered."""
+    handle = await start_with_bundle(harness, client, agent, "Say done", bundle)
     assert (await handle.result()).terminated_by == "final_answer"
     return await handle.fetch_history()
 
@@ -320,16 +327,7 @@ async def _run_meeting_every_late_patch(
         memory=False,
         approve_tools=["calculator"],
     )
-    run_input = build_run_input(agent.config, "1+1 and 2+2").model_copy(
-        update={"patch_bundle": bundle}
-    )
-    handle = await client.start_workflow(
-        names.AGENT_RUN_WORKFLOW,
-        run_input,
-        id=names.run_workflow_id(agent.config.agent_id, uuid.uuid4()),
-        task_queue=harness.task_queue,
-        result_type=AgentResult,
-    )
+    handle = await start_with_bundle(harness, client, agent, "1+1 and 2+2", bundle)
 
     async def waiting() -> bool:
         progress = await agent.progress(handle.id)

@@ -3,31 +3,15 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from datetime import UTC, datetime
-from typing import Any, cast
 
 import pytest
-from psycopg import AsyncConnection
 
 from activities.session_store import SessionStore
-from activities.store import Store
 from reactive_temporal.contracts.entity import ChatMessage
-from tests.support.plans import scratch_store
+from tests.support.plans import one_connection, scratch_store
 
 pytestmark = pytest.mark.workflow
-
-
-class _OneConnection:
-    """A pool of one connection, already open."""
-
-    def __init__(self, conn: AsyncConnection[Any]) -> None:
-        self.conn = conn
-
-    @asynccontextmanager
-    async def connection(self) -> AsyncIterator[AsyncConnection[Any]]:
-        yield self.conn
 
 
 async def test_a_turn_rewrites_its_sessions_row_in_place(database_url: str):
@@ -42,7 +26,7 @@ async def test_a_turn_rewrites_its_sessions_row_in_place(database_url: str):
             )
             row = await cur.fetchone()
             assert row is not None and row[0] == ["chat_sessions_pkey"]
-            sessions = SessionStore(Store(cast(Any, _OneConnection(conn))))
+            sessions = SessionStore(one_connection(conn))
             session = f"s-{uuid.uuid4().hex[:8]}"
             for turn in range(6):  # each its own transaction, as turns are: now() moves
                 said = ChatMessage(role="user", content=f"turn {turn}", timestamp=datetime.now(UTC))
