@@ -41,7 +41,6 @@ AGAIN = 15
 """Executions of each statement on one connection: 1–5 unprepared, 6–10 prepared and
 planned for their parameters, 11–15 where Postgres may use its generic plan."""
 
-_SCANS = ("Seq Scan", "Index Scan", "Index Only Scan", "Bitmap Index Scan", "Bitmap Heap Scan")
 _DURATION = re.compile(r"duration: ([0-9.]+) ms")
 
 
@@ -55,31 +54,49 @@ class Ran:
     buffers: int
 
 
-def _nodes(node: dict[str, Any]) -> list[dict[str, Any]]:
+SCANS = ("Seq Scan", "Index Scan", "Index Only Scan", "Bitmap Index Scan", "Bitmap Heap Scan")
+"""Plan nodes that read a table or an index."""
+
+
+def plan_nodes(node: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every node of a plan, its root first."""
     found = [node]
     for child in node.get("Plans", []):
-        found.extend(_nodes(child))
+        found.extend(plan_nodes(child))
     return found
+
+
+def scan_names(node: dict[str, Any]) -> str | None:
+    """A scan node as `kind index-or-table` (None for other nodes and for a bitmap's heap
+    scan, named by its index scan)."""
+    kind = node["Node Type"]
+    if kind not in SCANS or kind == "Bitmap Heap Scan":
+        return None
+    return f"{kind} {node.get('Index Name') or node.get('Relation Name', '')}".strip()
+
+
+def heap_rows_read(root: dict[str, Any]) -> int:
+    """The rows a plan's scans read from tables' heaps: returned and filtered out, every loop."""
+    return sum(
+        round(
+            (
+                n.get("Actual Rows", 0)
+                + n.get("Rows Removed by Filter", 0)
+                + n.get("Rows Removed by Index Recheck", 0)
+            )
+            * n.get("Actual Loops", 1)
+        )
+        for n in plan_nodes(root)
+        if n["Node Type"] in SCANS and "Relation Name" in n
+    )
 
 
 def shape(root: dict[str, Any]) -> tuple[str, int]:
     """How the plan reads tables (its top node, each scan and its index: `max()` over an
     index is a Result over a Limit, or an Aggregate of every row), and the rows its scans
-    read from tables' heaps (returned and filtered out, every loop)."""
-    parts: list[str] = []
-    rows = 0
-    for n in _nodes(root):
-        kind = n["Node Type"]
-        if kind in _SCANS and kind != "Bitmap Heap Scan":
-            parts.append(f"{kind} {n.get('Index Name') or n.get('Relation Name', '')}".strip())
-        if kind in _SCANS and "Relation Name" in n:
-            read = (
-                n.get("Actual Rows", 0)
-                + n.get("Rows Removed by Filter", 0)
-                + n.get("Rows Removed by Index Recheck", 0)
-            )
-            rows += round(read * n.get("Actual Loops", 1))
-    return f"{root['Node Type']}: {', '.join(dict.fromkeys(parts)) or '–'}", rows
+    read from tables' heaps (`heap_rows_read`)."""
+    parts = [name for n in plan_nodes(root) if (name := scan_names(n))]
+    return f"{root['Node Type']}: {', '.join(dict.fromkeys(parts)) or '–'}", heap_rows_read(root)
 
 
 class ExecutedPlans:

@@ -55,7 +55,15 @@ from activities.migrations import MIGRATIONS
 from activities.retention import PRUNED_TABLES, prune
 from activities.session_store import SessionStore
 from activities.store import Store
-from bench._scale_again import again_calls, all_again, cases, print_again
+from bench._scale_again import (
+    again_calls,
+    all_again,
+    cases,
+    heap_rows_read,
+    plan_nodes,
+    print_again,
+    scan_names,
+)
 from bench._scale_before import PRUNE_AGE, lessons_before, lessons_sent_again, prune_before
 from bench._scale_data import BUSY_AGENT, LONG_RUN, TASK, Scale, drop_helpers, load
 from bench._stack import _start_postgres, log, machine, parser, print_table, run
@@ -171,15 +179,6 @@ async def product_statements(
     return statements
 
 
-def _nodes(node: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    yield node
-    for child in node.get("Plans", []):
-        yield from _nodes(child)
-
-
-_SCANS = ("Seq Scan", "Index Scan", "Index Only Scan", "Bitmap Index Scan", "Bitmap Heap Scan")
-
-
 @dataclass(frozen=True)
 class Measured:
     ms: float
@@ -193,24 +192,14 @@ class Measured:
 
 def _shape(root: dict[str, Any]) -> tuple[str, int]:
     """How the plan reads tables (each scan, its index; a sort of many rows), and the rows
-    its scans read from tables' heaps (returned and filtered out, every loop)."""
+    its scans read from tables' heaps (`heap_rows_read`)."""
     parts: list[str] = []
-    rows = 0
-    for n in _nodes(root):
-        kind = n["Node Type"]
-        if kind in _SCANS and kind != "Bitmap Heap Scan":
-            where = n.get("Index Name") or n.get("Relation Name", "")
-            parts.append(f"{kind} {where}".strip())
-        if kind == "Sort" and n.get("Actual Rows", 0) * n.get("Actual Loops", 1) > 1000:
+    for n in plan_nodes(root):
+        if (name := scan_names(n)) is not None:
+            parts.append(name)
+        if n["Node Type"] == "Sort" and n.get("Actual Rows", 0) * n.get("Actual Loops", 1) > 1000:
             parts.append(f"Sort of {n['Actual Rows'] * n['Actual Loops']:,}")
-        if kind in _SCANS and "Relation Name" in n:
-            read = (
-                n.get("Actual Rows", 0)
-                + n.get("Rows Removed by Filter", 0)
-                + n.get("Rows Removed by Index Recheck", 0)
-            )
-            rows += round(read * n.get("Actual Loops", 1))
-    return ", ".join(dict.fromkeys(parts)) or root["Node Type"], rows
+    return ", ".join(dict.fromkeys(parts)) or root["Node Type"], heap_rows_read(root)
 
 
 async def measure(conn: AsyncConnection[Any], query: Any, params: Any) -> Measured:

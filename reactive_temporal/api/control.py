@@ -94,19 +94,15 @@ def default_decider() -> str:
         return "unknown"
 
 
+RUNS_GOING_QUERY = f"WorkflowType = '{names.AGENT_RUN_WORKFLOW}' AND ExecutionStatus = 'Running'"
+
+
 def waiting_runs_query(agent: str | None = None) -> str:
     """The visibility query for runs parked on approvals (optionally one agent's)."""
-    parts = [
-        f"WorkflowType = '{names.AGENT_RUN_WORKFLOW}'",
-        "ExecutionStatus = 'Running'",
-        f"{sa.WAITING_FOR.name} = 'approval'",
-    ]
+    parts = [RUNS_GOING_QUERY, f"{sa.WAITING_FOR.name} = 'approval'"]
     if agent:
         parts.append(f"{sa.AGENT_NAME.name} = {quote_literal(agent)}")
     return " AND ".join(parts)
-
-
-RUNS_GOING_QUERY = f"WorkflowType = '{names.AGENT_RUN_WORKFLOW}' AND ExecutionStatus = 'Running'"
 
 
 async def runs_still_going(client: Client) -> set[str]:
