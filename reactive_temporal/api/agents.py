@@ -313,7 +313,13 @@ class Agent:
             yield event
 
     async def approvals(self) -> list[PendingCall]:
-        """This agent's tool calls waiting for approval, oldest first."""
+        """This agent's tool calls waiting for approval, oldest first.
+
+        Raises:
+            ApprovalsUnavailable: one of its waiting runs could not say which calls wait
+                (no worker up for it, its workflow task failing); it carries the calls the
+                others named (`pending`) and those runs (`unanswered`).
+        """
         return await pending_calls(self.runtime.client, self.name)
 
     async def approve(

@@ -6,6 +6,7 @@ Client-side functions the Python API (`Agent.cancel`, `Agent.approve`, …) and 
 
 from __future__ import annotations
 
+import asyncio
 import getpass
 import uuid
 from datetime import datetime
@@ -23,6 +24,8 @@ from temporalio.service import RPCError
 
 from reactive_temporal import search_attributes as sa
 from reactive_temporal.api.operate import quote_literal, require_run
+from reactive_temporal.api.progress import ProgressUnavailable, run_progress
+from reactive_temporal.api.worker_waits import TaskQueuePollers
 from reactive_temporal.contracts import names
 from reactive_temporal.contracts.approvals import ApprovalDecision, ApprovalOutcome
 from reactive_temporal.contracts.result import AgentResult
@@ -114,26 +117,83 @@ async def runs_still_going(client: Client) -> set[str]:
     return {wf.id async for wf in client.list_workflows(RUNS_GOING_QUERY)}
 
 
+APPROVALS_ASKED_AT_ONCE = 16
+"""Runs asked for their waiting calls at once: a run no worker serves costs its query's
+patience, so 200 of them asked one by one took 200 times that (29 s each with no worker up,
+an hour and a half) before `approvals` said, wrongly, that nothing waited."""
+
+
+class UnansweredRun(BaseModel):
+    """A run listed as waiting for approval that could not say which calls wait."""
+
+    run_id: str
+    agent: str
+    why: str
+    """What the server shows (no worker polls its task queue, its workflow task keeps
+    failing) or that no worker answered in time."""
+
+
+class ApprovalsUnavailable(ValueError):
+    """Some runs waiting for approval could not say which calls wait: the list is not whole.
+
+    `pending` holds the calls the other runs named, `unanswered` the runs that could not.
+    """
+
+    def __init__(self, pending: list[PendingCall], unanswered: list[UnansweredRun]) -> None:
+        """The message names the first run that could not answer, and why."""
+        count = len(unanswered)
+        lead = (
+            f"{count:,} runs waiting for approval could not say which calls wait; the first: "
+            if count > 1
+            else "a run waiting for approval could not say which calls wait: "
+        )
+        super().__init__(lead + unanswered[0].why)
+        self.pending = pending
+        self.unanswered = unanswered
+
+
 async def pending_calls(
     client: Client, agent: str | None = None, limit: int = 200
 ) -> list[PendingCall]:
     """Every tool call waiting for approval, oldest first.
 
     The runs visibility lists as waiting are each asked for their pending calls (the
-    `progress` query is the truth; visibility may lag by a moment).
+    `progress` query is the truth; visibility may lag by a moment), several at once, each
+    only when the server shows a worker could answer (`api/progress.py`).
+
+    Raises:
+        ApprovalsUnavailable: a listed run could not answer (no worker up for it, its
+            workflow task failing), with the calls the others named: an empty list would
+            say nothing waits.
     """
-    found: list[PendingCall] = []
-    async for listed in client.list_workflows(waiting_runs_query(agent), limit=limit):
-        handle = client.get_workflow_handle_for(AgentRunWorkflow.run, listed.id)
-        try:
-            progress = await handle.query(AgentRunWorkflow.progress)
-        except (RPCError, WorkflowQueryFailedError):
-            continue  # closed or gone since it was listed
-        found += [
-            PendingCall(run_id=listed.id, agent=progress.agent_id, **p.model_dump())
+    listed = [wf async for wf in client.list_workflows(waiting_runs_query(agent), limit=limit)]
+    pollers = TaskQueuePollers(client)
+    gate = asyncio.Semaphore(APPROVALS_ASKED_AT_ONCE)
+
+    async def ask(run_id: str, listed_agent: str) -> list[PendingCall] | UnansweredRun:
+        async with gate:
+            try:
+                progress = await run_progress(client, run_id, pollers=pollers)
+            except ProgressUnavailable as err:
+                return UnansweredRun(run_id=run_id, agent=listed_agent, why=str(err))
+            except ValueError:
+                return []  # gone since it was listed
+        return [
+            PendingCall(run_id=run_id, agent=progress.agent_id, **p.model_dump())
             for p in progress.pending_approvals
         ]
-    return sorted(found, key=lambda p: (p.since, p.run_id, p.call_id))
+
+    answers = await asyncio.gather(
+        *(ask(wf.id, wf.typed_search_attributes.get(sa.AGENT_NAME) or "") for wf in listed)
+    )
+    found = sorted(
+        (call for a in answers if isinstance(a, list) for call in a),
+        key=lambda p: (p.since, p.run_id, p.call_id),
+    )
+    unanswered = [a for a in answers if isinstance(a, UnansweredRun)]
+    if unanswered:
+        raise ApprovalsUnavailable(found, unanswered)
+    return found
 
 
 async def decide(

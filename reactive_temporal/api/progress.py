@@ -49,12 +49,17 @@ class ProgressUnavailable(ValueError):
 
 
 async def run_progress(
-    client: Client, run_id: str, *, patience: float = QUERY_PATIENCE_SECONDS
+    client: Client,
+    run_id: str,
+    *,
+    patience: float = QUERY_PATIENCE_SECONDS,
+    pollers: TaskQueuePollers | None = None,
 ) -> RunProgress:
     """The run's progress, with what it is stuck on.
 
     Its `retrying` names the step it is stuck on, if any, and its `waiting_for_worker` the
-    step no worker takes.
+    step no worker takes. `pollers` is shared by a caller asking many runs (most are on one
+    task queue: asked once).
 
     Raises:
         ValueError: no such run, or not an agent run.
@@ -62,7 +67,7 @@ async def run_progress(
             run's workflow task keeps failing, or no worker polls its task queue).
     """
     description = await require_run(client, run_id)
-    pollers = TaskQueuePollers(client)
+    pollers = pollers or TaskQueuePollers(client)
     stall = await server_stall(client, description, pollers)
     queue = description.task_queue
     if (why := await _unanswerable(run_id, stall, queue, pollers)) is not None:

@@ -13,6 +13,7 @@ from rich.table import Table
 
 from reactive_temporal.api.agents import AgentRunError, run_result
 from reactive_temporal.api.control import (
+    ApprovalsUnavailable,
     check_cancel_reason,
     decide,
     pending_calls,
@@ -76,22 +77,35 @@ def approvals(
         except ValueError as e:
             raise CliError(str(e)) from e
         runtime = await cli_runtime()
+        incomplete: ApprovalsUnavailable | None = None
         try:
             found = await pending_calls(runtime.client, agent)
+        except ApprovalsUnavailable as e:  # the others' calls are shown, then why not whole
+            found, incomplete = e.pending, e
         except ValueError as e:
             raise CliError(str(e)) from e
         finally:
             await runtime.close()
+        unanswered = incomplete.unanswered if incomplete else []
         if as_json:
-            print(json.dumps({"pending": [p.model_dump(mode="json") for p in found]}))
-            return 0
-        table = Table("run", "call", "tool", "arguments", "since")
-        for p in found:
-            since = p.since.isoformat(timespec="seconds")
-            table.add_row(*(plain(c) for c in (p.run_id, p.call_id, p.tool, p.arguments, since)))
-        out.print(table)
-        if not found:
-            err.print("[dim]no tool call is waiting for approval[/]")
+            listing: dict[str, object] = {"pending": [p.model_dump(mode="json") for p in found]}
+            if unanswered:
+                listing["unanswered"] = [u.model_dump() for u in unanswered]
+            print(json.dumps(listing))
+        else:
+            table = Table("run", "call", "tool", "arguments", "since")
+            for p in found:
+                since = p.since.isoformat(timespec="seconds")
+                cells = (p.run_id, p.call_id, p.tool, p.arguments, since)
+                table.add_row(*(plain(c) for c in cells))
+            out.print(table)
+            for u in unanswered:
+                err.print(f"[yellow]{safe(u.agent)}[/]: {safe(u.why)}", soft_wrap=True)
+            if not found and not unanswered:
+                err.print("[dim]no tool call is waiting for approval[/]")
+        if incomplete is not None:
+            err.print(f"[red]error:[/] {safe(incomplete)}", highlight=False, soft_wrap=True)
+            return 1
         return 0
 
     run_command(main, as_json=as_json)

@@ -29,13 +29,14 @@ from temporalio.worker import (
 
 from reactive_temporal.api import worker_waits
 from reactive_temporal.api.agents import Agent
+from reactive_temporal.api.control import ApprovalsUnavailable, pending_calls
 from reactive_temporal.api.operate import list_runs, runs_query
 from reactive_temporal.api.progress import ProgressUnavailable
 from reactive_temporal.api.retrying_steps import QUERY_PATIENCE_SECONDS
 from reactive_temporal.config import Settings
 from reactive_temporal.contracts import names
 from reactive_temporal.contracts.run import AgentConfig, FinalAnswerCapture
-from reactive_temporal.embedded.scripted_llm import Reply, ScriptedLLM
+from reactive_temporal.embedded.scripted_llm import Reply, ScriptedLLM, call
 from reactive_temporal.hosting.runtime import Runtime
 from tests import processes
 from tests.conftest import wait_for
@@ -258,3 +259,59 @@ async def waited(handle: WorkflowHandle, long: timedelta) -> None:
     task = (await handle.describe()).raw_description.pending_workflow_task
     scheduled = task.scheduled_time.ToDatetime(tzinfo=UTC)
     await asyncio.sleep(max((scheduled + long - datetime.now(UTC)).total_seconds(), 0) + 0.5)
+
+
+async def test_approvals_name_the_parked_runs_no_worker_answers_for(
+    client: Client,
+    settings: Settings,
+    llm: ScriptedLLM,
+    temporal_address: str,
+    database_url: str,
+    tmp_path: Path,
+):
+    """Runs parked on approvals while every worker is down. Asked one by one, each query
+    waited 29 s and was then skipped: `approvals` said, minutes later, that nothing waited.
+    Now the runs are asked at once and those that cannot answer are named, with why; the
+    listing fails (exit 1) rather than look empty; once a worker is back, every call is
+    listed and can be approved."""
+    queue = f"parked-{uuid.uuid4().hex[:8]}"
+    agent_id = f"parked-{uuid.uuid4().hex[:6]}"
+
+    def compute_then_answer(request: dict[str, Any]) -> Reply:  # each run, whatever the order
+        if any(m.get("role") == "tool" for m in request["messages"]):
+            return Reply("FINAL ANSWER: 42")
+        return Reply("Let me compute.", [call("calculator", expression="6*7")])
+
+    model = llm.script(f"parked-{uuid.uuid4().hex[:6]}", compute_then_answer)
+    async with running_worker(client, settings, task_queue=queue) as running:
+        agent = running.agent(model, agent_id=agent_id, approve_tools=["calculator"])
+        runs = {(await agent.start(f"What is 6*7? ({i})")).id for i in range(3)}
+
+        async def all_parked() -> bool:
+            return len(await pending_calls(client, agent_id)) == len(runs)
+
+        await wait_for(all_parked, seconds=30, interval=0.3)
+
+    asked = time.monotonic()  # the worker is gone: every query waits out its patience
+    with pytest.raises(ApprovalsUnavailable) as caught:
+        await pending_calls(client, agent_id)
+    assert time.monotonic() - asked < 2 * QUERY_PATIENCE_SECONDS  # asked at once
+    assert caught.value.pending == []
+    assert {(u.run_id, u.agent) for u in caught.value.unanswered} == {(r, agent_id) for r in runs}
+    assert all("no worker answered" in u.why and queue in u.why for u in caught.value.unanswered)
+
+    env = processes.worker_env(temporal_address, database_url, llm.base_url, queue, tmp_path)
+    listing = await starter_async("approvals", "--agent", agent_id, "--json", env=env, cwd=tmp_path)
+    assert listing.code == 1, listing.describe()
+    shown = json.loads(listing.stdout)
+    assert shown["pending"] == [] and {u["run_id"] for u in shown["unanswered"]} == runs
+    assert "3 runs waiting for approval could not say which calls wait" in listing.stderr
+
+    async with running_worker(client, settings, task_queue=queue) as running:
+        waiting = await pending_calls(client, agent_id)
+        assert {p.run_id for p in waiting} == runs
+        agent = running.agent(model, agent_id=agent_id, approve_tools=["calculator"])
+        for run_id in runs:
+            await agent.approve(run_id, by="on-call")
+        for run_id in runs:
+            assert (await agent.result(run_id)).output == "42"
