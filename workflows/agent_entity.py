@@ -306,7 +306,8 @@ class AgentWorkflow(ChatPaths, Lifetime):
             context = build_context_summary(self.state.last_debrief, self.state.last_observations)
             context = "\n\n---\n\n".join(c for c in (live, context) if c)
             agent = request.agent or self.state.agent
-            if route(request.message, request.use_tools) == "direct-llm":
+            path = route(request.message, request.use_tools, ascii_words=self._ascii_routing)
+            if path == "direct-llm":
                 reply = await self._direct(
                     agent, request.message, context, history, request.stream_id
                 )

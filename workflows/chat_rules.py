@@ -23,17 +23,26 @@ from reactive_temporal.contracts.entity import (
 from reactive_temporal.limits import CHAT_CONTEXT_MAX_CHARS, system_prompt_problem
 from reactive_temporal.sanitize import clip
 
-CHAT_OVERRIDE_PATTERNS = (
-    re.compile(
-        r"\b(what did you|tell me about|which one|summarize|explain|describe|how did)\b", re.I
-    ),
-    re.compile(r"\b(in the last run|earlier|previous|before)\b", re.I),
+_CHAT_OVERRIDE_PHRASES = (
+    r"\b(what did you|tell me about|which one|summarize|explain|describe|how did)\b",
+    r"\b(in the last run|earlier|previous|before)\b",
 )
-TOOL_INTENT_PATTERNS = (
-    re.compile(r"\b(search for|fetch|look up|what is the current|what are the latest)\b", re.I),
-    re.compile(r"\b(write to|create a|save to|send a|post to|update the|delete the)\b", re.I),
-    re.compile(r"\b(run this|execute this|calculate|compute)\b", re.I),
+_TOOL_INTENT_PHRASES = (
+    r"\b(search for|fetch|look up|what is the current|what are the latest)\b",
+    r"\b(write to|create a|save to|send a|post to|update the|delete the)\b",
+    r"\b(run this|execute this|calculate|compute)\b",
 )
+# The released code's regexes are JavaScript's `/\b(...)\b/i` without the `u` flag: `\b` is
+# an ASCII word boundary ([A-Za-z0-9_]), and ignoring case never takes a non-ASCII character
+# for an ASCII one (ECMAScript's Canonicalize keeps a character whose uppercase is ASCII while
+# it is not). re.ASCII | re.IGNORECASE is exactly that. Python's Unicode matching differs both
+# ways: `ſ` (long s) matched "s", `K` (Kelvin sign) "k", `ı` and `İ` "i"; and `é`, `ß`, CJK or
+# Arabic-Indic digits next to a phrase were word characters, so `éfetch` was no "fetch".
+CHAT_OVERRIDE_PATTERNS = tuple(re.compile(p, re.ASCII | re.I) for p in _CHAT_OVERRIDE_PHRASES)
+TOOL_INTENT_PATTERNS = tuple(re.compile(p, re.ASCII | re.I) for p in _TOOL_INTENT_PHRASES)
+UNICODE_CHAT_OVERRIDE_PATTERNS = tuple(re.compile(p, re.I) for p in _CHAT_OVERRIDE_PHRASES)
+UNICODE_TOOL_INTENT_PATTERNS = tuple(re.compile(p, re.I) for p in _TOOL_INTENT_PHRASES)
+"""How entity runs from before the chat-routing-ascii patch matched, and keep matching."""
 
 OBSERVATIONS_MAX_CHARS = 3_000
 OBSERVATION_TRUNCATE_MIN_CHARS = 100
@@ -77,15 +86,25 @@ def chat_request_problem(request: ChatRequest, agent_id: str) -> str | None:
     return None
 
 
-def requires_tools(message: str) -> bool:
-    """Conversational phrasing wins; then tool-intent phrases; otherwise no tools."""
-    if any(p.search(message) for p in CHAT_OVERRIDE_PATTERNS):
+def requires_tools(message: str, *, ascii_words: bool) -> bool:
+    """Conversational phrasing wins; then tool-intent phrases; otherwise no tools.
+
+    `ascii_words`: match as the released code does (entity runs since the chat-routing-ascii
+    patch); else with Python's Unicode words and case (entity runs from before it)."""
+    overrides, intents = (
+        (CHAT_OVERRIDE_PATTERNS, TOOL_INTENT_PATTERNS)
+        if ascii_words
+        else (UNICODE_CHAT_OVERRIDE_PATTERNS, UNICODE_TOOL_INTENT_PATTERNS)
+    )
+    if any(p.search(message) for p in overrides):
         return False
-    return any(p.search(message) for p in TOOL_INTENT_PATTERNS)
+    return any(p.search(message) for p in intents)
 
 
-def route(message: str, use_tools: bool | None) -> RoutedVia:
-    wants_tools = requires_tools(message) if use_tools is None else use_tools
+def route(message: str, use_tools: bool | None, *, ascii_words: bool) -> RoutedVia:
+    wants_tools = (
+        requires_tools(message, ascii_words=ascii_words) if use_tools is None else use_tools
+    )
     return "react-loop" if wants_tools else "direct-llm"
 
 

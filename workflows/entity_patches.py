@@ -9,6 +9,12 @@ on a busy agent (updates arriving together, some refused by validators, which le
 trace in history) a replay's handlers need not get there in the same order, and one such
 entity failed to replay: its chat stood still. Entity runs from before keep asking each
 patch where they did, lazily, as their histories were made.
+
+A patch released after the bundle (`chat-routing-ascii`) is not in it, whose meaning is fixed
+(`names.ENTITY_PATCHES_2026_12_COVERS`): every entity run asks it in its first task too, after
+the bundle, whatever its input. An entity run from before it finds no marker on replay and
+keeps routing chat with Unicode words until it continues as new; its next run asks again and
+routes as the released code does.
 """
 
 from __future__ import annotations
@@ -33,10 +39,15 @@ class EntityPatches:
     _reads_runs: tuple[bool, bool] | None = None
     """Chat finds runs in progress in visibility, and reads the last run from Postgres with
     them (live-runs-from-visibility, last-run-from-store)."""
+    _ascii_routing: bool = False
+    """Chat routing matches as the released code's regexes do, ASCII words and case
+    (chat-routing-ascii): asked in every run's first task, so never lazily; False in an entity
+    run from before the patch, which keeps Unicode routing until it continues as new."""
 
     def _ask_patches(self, bundle: str | None) -> None:
         """In the run's first task, before any handler or `run` has run. A run started with
-        the bundle in its input asks nothing; one started without asks the bundle."""
+        the bundle in its input asks none of the bundle's patches; one started without asks
+        the bundle. Every run then asks the patches released since the bundle."""
         if bundle == names.ENTITY_PATCHES_2026_12:
             if workflow.unsafe.is_replaying():
                 # begun by a worker from before the field (one deploy behind its starter),
@@ -52,6 +63,8 @@ class EntityPatches:
             self.decides_after_handlers = workflow.patched(
                 names.ENTITY_CONTINUES_AFTER_HANDLERS_PATCH
             )
+        # released after the bundle, so asked by every run, bundled or not
+        self._ascii_routing = workflow.patched(names.ASCII_CHAT_ROUTING_PATCH)
 
     def _sessions_saved_per_turn(self) -> bool:
         if self._saved_per_turn is None:

@@ -153,9 +153,30 @@ the same order: one such entity failed to replay (a marker where its replay sche
 turn's activity) and its chat stood still. It is also 8 events fewer per entity run."""
 ENTITY_PATCH_BUNDLE: Final = ENTITY_PATCHES_2026_12
 """The bundle an entity's input may carry (`AgentWorkflowInput.patch_bundle`): an entity run
-started with it asks no patch at all (no marker, no TemporalChangeVersion upsert in its first
-task; one run asking ENTITY_PATCHES_2026_12 there still failed to replay once, under 20
-updates arriving with its first task, at an upsert)."""
+started with it asks none of the bundle's patches (no marker, no TemporalChangeVersion upsert
+for them in its first task; one run asking ENTITY_PATCHES_2026_12 there still failed to replay
+once, under 20 updates arriving with its first task, at an upsert). It asks the one entity
+patch released since, ASCII_CHAT_ROUTING_PATCH, there."""
+ASCII_CHAT_ROUTING_PATCH: Final = "chat-routing-ascii"
+"""Chat routing matches its phrases as the released code's JavaScript regexes do
+(`/\\b(...)\\b/i`, no `u` flag): an ASCII word boundary, and no non-ASCII letter taken for an
+ASCII one (`ſearch for` is no "search for", `日本fetch` is "fetch"). Not covered by
+ENTITY_PATCHES_2026_12, which had shipped (its meaning is fixed): every entity run asks it in
+its first task, with the bundle in its input or not, before any handler runs. An entity run
+from before it keeps Unicode routing until it continues as new."""
+ENTITY_PATCHES_2026_12_COVERS: Final = frozenset(
+    {
+        SESSIONS_IN_POSTGRES_PATCH,
+        ENTITY_CONTINUES_AFTER_HANDLERS_PATCH,
+        CHAT_NOTES_PATCH,
+        LIVE_RUNS_FROM_VISIBILITY_PATCH,
+        LAST_RUN_FROM_STORE_PATCH,
+    }
+)
+"""The patches ENTITY_PATCHES_2026_12 stands for. Never added to: an entity run started with
+the bundle (or that recorded its marker) before a patch existed must not replay as if it had
+it. A later entity patch (ASCII_CHAT_ROUTING_PATCH) is asked on its own, in every entity
+run's first task, until a later bundle stands for it."""
 ENTITY_BUNDLE_IN_STARTS: Final = False
 """Whether the project's starters put ENTITY_PATCH_BUNDLE in a new entity's input. Not yet:
 this is the first of two releases. Workers of this release read the field; a worker from

@@ -38,13 +38,19 @@ def msg(role: str, content: str) -> ChatMessage:
     return ChatMessage(role=role, content=content, timestamp=NOW)  # type: ignore[arg-type]
 
 
+BOTH = pytest.mark.parametrize("ascii_words", [True, False], ids=["ascii", "unicode"])
+"""Ordinary ASCII messages route the same with or without the chat-routing-ascii patch."""
+
+
+@BOTH
 @pytest.mark.parametrize(
     "message", ["What is 2 + 2?", "Tell me a joke", "How are you?", "What does REST mean?"]
 )
-def test_conversational_messages_go_direct(message):
-    assert requires_tools(message) is False
+def test_conversational_messages_go_direct(message, ascii_words):
+    assert requires_tools(message, ascii_words=ascii_words) is False
 
 
+@BOTH
 @pytest.mark.parametrize(
     "message",
     [
@@ -55,13 +61,16 @@ def test_conversational_messages_go_direct(message):
         "create a new file called notes.txt",
         "write to the database",
         "calculate 17 * 23",
+        "CALCULATE 17 * 23",
         "run this script",
+        "café: fetch the menu",  # non-ASCII letters, but not next to the phrase
     ],
 )
-def test_tool_intent_goes_to_tools(message):
-    assert requires_tools(message) is True
+def test_tool_intent_goes_to_tools(message, ascii_words):
+    assert requires_tools(message, ascii_words=ascii_words) is True
 
 
+@BOTH
 @pytest.mark.parametrize(
     "message",
     [
@@ -72,22 +81,72 @@ def test_tool_intent_goes_to_tools(message):
         "in the last run, what happened?",
         "what did you do earlier?",
         "fetch what you found before",  # overrides win even over a tool verb
+        "Résumé of the previous run",
     ],
 )
-def test_conversational_overrides_win(message):
-    assert requires_tools(message) is False
+def test_conversational_overrides_win(message, ascii_words):
+    assert requires_tools(message, ascii_words=ascii_words) is False
 
 
-def test_find_get_and_check_do_not_route_to_tools():
+@BOTH
+def test_find_get_and_check_do_not_route_to_tools(ascii_words):
     for message in ("find my keys", "get me a coffee", "check this out"):
-        assert requires_tools(message) is False
+        assert requires_tools(message, ascii_words=ascii_words) is False
 
 
-def test_use_tools_overrides_routing():
-    assert route("search for something", False) == "direct-llm"
-    assert route("How are you?", True) == "react-loop"
-    assert route("search for something", None) == "react-loop"
-    assert route("How are you?", None) == "direct-llm"
+# (message, the released code's decision, Python's Unicode matching before the patch).
+# The released code is JavaScript: `/\b(...)\b/i` without the `u` flag. Its `\b` is between
+# [A-Za-z0-9_] and anything else, so `é`, `ß`, CJK and the Kelvin sign are non-word there;
+# its case-insensitive match compares Canonicalize(c), the one-unit uppercase of c, except
+# that a non-ASCII c whose uppercase is ASCII keeps itself (ECMAScript, Canonicalize step
+# for non-unicode patterns): `ſ`→`S`, `ı`→`I` are refused so stay `ſ`, `ı`; `K` (U+212A) is
+# its own uppercase; so none equals an ASCII pattern letter. (Checked against Node too.)
+JS_ROUTING = [
+    # ſ (U+017F long s) is no "s": no tool phrase; no override either
+    ("\u017fearch for the weather", False, True),
+    ("\u017fummarize the run, then fetch the page", True, False),
+    # the Kelvin sign (U+212A) is no "k"
+    ("loo\u212a up the price of AAPL", False, True),
+    # and a non-word character after an override (JS) vs a word character (Python)
+    ("fetch the page, tell me about\u212a", False, True),
+    # dotless ı (U+0131) and dotted İ (U+0130) are no "i": "explain" is not there
+    ("expla\u0131n the result, then fetch more", True, False),
+    ("expla\u0130n the result, then fetch more", True, False),
+    # é, ß, CJK next to a phrase: a word boundary in JS, none with Unicode words
+    ("\u00e9fetch the page", True, False),
+    ("\u00dfcalculate 2+2", True, False),
+    ("\u65e5\u672cfetch the page", True, False),
+    ("\u8bf7fetch\u6570\u636e", True, False),  # the README's 请fetch数据
+    ("fetch the page as before\u65e5\u672c\u8a9e\u3067", False, True),  # override wins
+    # where both agree: the odd letter is not in a phrase, or not next to one
+    ("\u212aelvin to Celsius: calculate 300 - 273.15", True, True),
+    ("caf\u00e9 fetch", True, True),
+]
+
+
+@pytest.mark.parametrize(("message", "js", "unicode"), JS_ROUTING)
+def test_routing_decides_as_the_released_code(message: str, js: bool, unicode: bool):
+    assert requires_tools(message, ascii_words=True) is js
+    assert route(message, None, ascii_words=True) == ("react-loop" if js else "direct-llm")
+
+
+@pytest.mark.parametrize(("message", "js", "unicode"), JS_ROUTING)
+def test_entities_from_before_the_patch_keep_unicode_routing(message: str, js: bool, unicode: bool):
+    assert requires_tools(message, ascii_words=False) is unicode
+
+
+def test_the_released_code_s_routing_table_has_both_kinds_of_difference():
+    differ = [(js, unicode) for _, js, unicode in JS_ROUTING if js != unicode]
+    assert (True, False) in differ and (False, True) in differ and len(differ) >= 10
+
+
+@BOTH
+def test_use_tools_overrides_routing(ascii_words):
+    assert route("search for something", False, ascii_words=ascii_words) == "direct-llm"
+    assert route("How are you?", True, ascii_words=ascii_words) == "react-loop"
+    assert route("search for something", None, ascii_words=ascii_words) == "react-loop"
+    assert route("How are you?", None, ascii_words=ascii_words) == "direct-llm"
+    assert route("\u00e9fetch it", False, ascii_words=ascii_words) == "direct-llm"
 
 
 def debrief(**changes) -> AgentDebrief:

@@ -67,7 +67,7 @@ CHECKS: dict[str, Callable[[str], Any]] = {
         for calls in ([], [ToolCall(id="c", name="calculator", arguments=s)])
         for anchored in (True, False)
     ],
-    "route": lambda s: chat_rules.route(s, None),
+    "route": lambda s: [chat_rules.route(s, None, ascii_words=a) for a in (True, False)],
     "tool_observation": lambda s: chat_rules.tool_observation(s, False),
     "analysis_observation": chat_rules.analysis_observation,
     "errors_from_loop": lambda s: debrief_rules.errors_from_loop(

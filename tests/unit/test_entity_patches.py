@@ -1,0 +1,99 @@
+"""What an agent entity run asks in its first task, and what it decides (no Temporal).
+
+`EntityPatches._ask_patches` runs in the run's first task, before any handler: every entity
+decision released since the bundle is asked there, never lazily in a handler (handlers of a
+busy entity need not reach a lazy ask in the same order on replay). `workflow.patched` is
+faked here as Temporal answers it: True in a new run (and it records a marker), and on replay
+True only where the history holds the patch's marker.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from temporalio import workflow
+
+from reactive_temporal.contracts import names
+from workflows.entity_patches import EntityPatches
+
+
+class FakeTemporal:
+    """Answers `workflow.patched` for a new run or for the replay of a recorded one."""
+
+    def __init__(self, markers: set[str] | None) -> None:
+        self.replaying = markers is not None
+        self.markers = markers or set()
+        self.asked: list[str] = []
+
+    def patched(self, patch_id: str) -> bool:
+        self.asked.append(patch_id)
+        return patch_id in self.markers if self.replaying else True
+
+
+@pytest.fixture
+def temporal(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[FakeTemporal]:
+    fake = FakeTemporal(request.param)
+    monkeypatch.setattr(workflow, "patched", fake.patched)
+    monkeypatch.setattr(workflow.unsafe, "is_replaying", lambda: fake.replaying)
+    yield fake
+
+
+def ask(bundle: str | None) -> EntityPatches:
+    """A run's first task: its patch decisions, as `AgentWorkflow.__init__` makes them."""
+    patches = EntityPatches()
+    patches._ask_patches(bundle)
+    return patches
+
+
+NEW = None
+"""A new run: no history to replay."""
+BUNDLE = names.ENTITY_PATCHES_2026_12
+ROUTING = names.ASCII_CHAT_ROUTING_PATCH
+
+
+@pytest.mark.parametrize(
+    ("temporal", "bundle", "asks", "ascii_routing"),
+    [
+        pytest.param(NEW, None, [BUNDLE, ROUTING], True, id="new run, no bundle in its input"),
+        pytest.param(NEW, BUNDLE, [ROUTING], True, id="new run, bundle in its input"),
+        pytest.param({BUNDLE}, None, [BUNDLE, ROUTING], False, id="replay: asked the bundle"),
+        pytest.param({BUNDLE}, BUNDLE, [BUNDLE, ROUTING], False, id="replay: a deploy behind"),
+        pytest.param(set(), BUNDLE, [BUNDLE, ROUTING], False, id="replay: bundle in its input"),
+        pytest.param(
+            {names.ENTITY_CONTINUES_AFTER_HANDLERS_PATCH},
+            None,
+            [BUNDLE, names.ENTITY_CONTINUES_AFTER_HANDLERS_PATCH, ROUTING],
+            False,
+            id="replay: from before the bundle",
+        ),
+        pytest.param({BUNDLE, ROUTING}, None, [BUNDLE, ROUTING], True, id="replay: asked both"),
+        pytest.param({ROUTING}, BUNDLE, [BUNDLE, ROUTING], True, id="replay: bundle, routing"),
+    ],
+    indirect=["temporal"],
+)
+def test_the_routing_patch_is_asked_by_every_run_in_its_first_task(
+    temporal: FakeTemporal, bundle: str | None, asks: list[str], ascii_routing: bool
+):
+    """Whatever the run's bundle, the routing patch is asked once, after the bundle's own ask
+    (if any), and decides routing for the whole run: an entity run from before it (no marker)
+    keeps Unicode routing until it continues as new."""
+    patches = ask(bundle)
+    assert temporal.asked == asks
+    assert patches._ascii_routing is ascii_routing
+
+
+@pytest.mark.parametrize("temporal", [NEW, {BUNDLE}], indirect=True)
+@pytest.mark.parametrize("bundle", [None, BUNDLE])
+def test_the_bundle_still_stands_for_its_five_patches_and_no_more(
+    temporal: FakeTemporal, bundle: str | None
+):
+    """`entity-patches-2026-12` has shipped: whether in the input or asked, it turns on what
+    it did (and the routing patch is asked on its own, never taken from it)."""
+    patches = ask(bundle)
+    assert patches.decides_after_handlers is True
+    assert (patches._saved_per_turn, patches._notes_as_data) == (True, True)
+    assert patches._reads_runs == (True, True)
+    assert ROUTING in temporal.asked
