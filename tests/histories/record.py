@@ -50,6 +50,9 @@ at once on an entity that continues as new) with entities that ask one patch,
 `entity-patches-2026-12`, as they start (`workflows/entity_patches.py`). `_entity_unasked`
 (the same groups) with entities that carry that bundle in their input
 (`AgentWorkflowInput.patch_bundle`) and so ask no patch at all.
+`chat_routing.json` (group `routing`) was recorded by the workflow code from before the
+`chat-routing-ascii` patch (chat routed with Python's Unicode words and case),
+`chat_routing_ascii.json` with it (routed as the released code's regexes do).
 Each scenario runs on a fresh dev server with scripted models.
 """
 
@@ -445,6 +448,26 @@ async def record_crowd(client: Client, task_queue: str, llm: ScriptedLLM) -> dic
     return {f"chat_crowd.json@{first_run}": handle.id}
 
 
+ROUTED_TURNS = ("\u65e5\u672cfetch the page", "\u017fearch for the weather", "How are you?")
+"""Chat turns whose path the chat-routing-ascii patch changed (ASCII words and case, as the
+released code): `日本fetch the page` goes to tools (direct before it), `ſearch for the
+weather` direct (to tools before it); an ordinary ASCII turn, direct either way."""
+
+
+async def record_routing(client: Client, task_queue: str, llm: ScriptedLLM) -> dict[str, str]:
+    """An agent's entity, started as the project's starters start it, taking ROUTED_TURNS:
+    recorded before the chat-routing-ascii patch (`chat_routing.json`) and with it."""
+    agent_id = f"recorder-routing-{uuid.uuid4().hex[:6]}"
+    # text replies only, so a turn ends whichever path it takes
+    llm.script("routing", [Reply("FINAL ANSWER: the page, fetched"), Reply("FINAL ANSWER: Sunny."),
+                           Reply("Fine, thanks.")])  # fmt: skip
+    config = AgentConfig(agent_id=agent_id, model="routing", memory=False)
+    agent = Agent(config, Runtime(client, task_queue, offline_model=False))
+    for message in ROUTED_TURNS:
+        await agent.chat(message)
+    return {"chat_routing.json": names.agent_workflow_id(agent_id)}
+
+
 GROUPS = {
     "base": record,
     "chat": record_chat,
@@ -456,6 +479,7 @@ GROUPS = {
     "live": record_live,
     "cut_short": record_cut_short,
     "crowd": record_crowd,
+    "routing": record_routing,
 }
 
 

@@ -56,6 +56,8 @@ def test_the_required_histories_are_committed():
         "chat_turn_sent_again",
         "cut_short_run",
         "cut_short_run_go_on",
+        "chat_routing",
+        "chat_routing_ascii",
     } <= names
 
 
@@ -107,6 +109,51 @@ def test_every_kind_of_run_and_every_late_patch_s_case_has_a_next_history():
         p.stem.removesuffix("_seeded") for p in HISTORIES if p.stem.endswith("_seeded")
     } <= stems
     assert {"approval_ids_unique", "approval_answered", "cut_short_run"} <= stems
+
+
+def _history(stem: str):
+    return load_history_file(HISTORIES[[p.stem for p in HISTORIES].index(stem)])
+
+
+def _patch_markers(history) -> list[str]:
+    return [
+        json.loads(e.marker_recorded_event_attributes.details["patch-data"].payloads[0].data)["id"]
+        for e in history.events
+        if e.HasField("marker_recorded_event_attributes")
+    ]
+
+
+def _tool_path_messages(history) -> list[str]:
+    """The chat message each tool-path run an entity started was for (its task's end)."""
+    return [
+        json.loads(
+            e.start_child_workflow_execution_initiated_event_attributes.input.payloads[0].data
+        )["task"].rsplit("\n", 1)[-1]
+        for e in history.events
+        if e.HasField("start_child_workflow_execution_initiated_event_attributes")
+    ]
+
+
+@pytest.mark.parametrize(
+    ("stem", "markers", "to_tools"),
+    [
+        ("chat_routing", [names.ENTITY_PATCHES_2026_12], "\u017fearch for the weather"),
+        (
+            "chat_routing_ascii",
+            [names.ENTITY_PATCHES_2026_12, names.ASCII_CHAT_ROUTING_PATCH],
+            "\u65e5\u672cfetch the page",
+        ),
+    ],
+)
+def test_the_routing_histories_took_the_paths_their_code_chose(
+    stem: str, markers: list[str], to_tools: str
+):
+    """Both replay (above), so both paths are covered: an entity run from before the
+    chat-routing-ascii patch (no marker) keeps routing with Unicode words, `ſearch for` to
+    tools and `日本fetch` direct; one since routes as the released code, the other way round."""
+    history = _history(stem)
+    assert _patch_markers(history) == markers
+    assert _tool_path_messages(history) == [to_tools]
 
 
 @workflow.defn(name="AgentRunWorkflow", sandboxed=False)
