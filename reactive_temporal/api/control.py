@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import getpass
 import uuid
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -152,21 +153,34 @@ class ApprovalsUnavailable(ValueError):
         self.unanswered = unanswered
 
 
-async def pending_calls(
+@dataclass(frozen=True)
+class WaitingApprovals:
+    """What `approvals` shows.
+
+    The calls the waiting runs named, the runs that could not answer, and how many runs wait
+    in all (more than were asked when past the limit).
+    """
+
+    pending: list[PendingCall]
+    unanswered: list[UnansweredRun]
+    runs_asked: int
+    runs_waiting: int
+
+
+async def waiting_approvals(
     client: Client, agent: str | None = None, limit: int = 200
-) -> list[PendingCall]:
-    """Every tool call waiting for approval, oldest first.
+) -> WaitingApprovals:
+    """The tool calls waiting for approval, oldest first, in at most `limit` runs.
 
     The runs visibility lists as waiting are each asked for their pending calls (the
     `progress` query is the truth; visibility may lag by a moment), several at once, each
-    only when the server shows a worker could answer (`api/progress.py`).
-
-    Raises:
-        ApprovalsUnavailable: a listed run could not answer (no worker up for it, its
-            workflow task failing), with the calls the others named: an empty list would
-            say nothing waits.
+    not at all when the server shows no worker can answer (`api/progress.py`).
     """
-    listed = [wf async for wf in client.list_workflows(waiting_runs_query(agent), limit=limit)]
+    query = waiting_runs_query(agent)
+    listed = [wf async for wf in client.list_workflows(query, limit=limit)]
+    waiting = len(listed)
+    if waiting >= limit:  # visibility's count says whether more wait than were listed
+        waiting = max((await client.count_workflows(query)).count, waiting)
     pollers = TaskQueuePollers(client)
     gate = asyncio.Semaphore(APPROVALS_ASKED_AT_ONCE)
 
@@ -186,14 +200,31 @@ async def pending_calls(
     answers = await asyncio.gather(
         *(ask(wf.id, wf.typed_search_attributes.get(sa.AGENT_NAME) or "") for wf in listed)
     )
-    found = sorted(
-        (call for a in answers if isinstance(a, list) for call in a),
-        key=lambda p: (p.since, p.run_id, p.call_id),
+    return WaitingApprovals(
+        pending=sorted(
+            (call for a in answers if isinstance(a, list) for call in a),
+            key=lambda p: (p.since, p.run_id, p.call_id),
+        ),
+        unanswered=[a for a in answers if isinstance(a, UnansweredRun)],
+        runs_asked=len(listed),
+        runs_waiting=waiting,
     )
-    unanswered = [a for a in answers if isinstance(a, UnansweredRun)]
-    if unanswered:
-        raise ApprovalsUnavailable(found, unanswered)
-    return found
+
+
+async def pending_calls(
+    client: Client, agent: str | None = None, limit: int = 200
+) -> list[PendingCall]:
+    """Every tool call waiting for approval (in at most `limit` runs), oldest first.
+
+    Raises:
+        ApprovalsUnavailable: a waiting run could not answer (no worker up for it, its
+            workflow task failing), with the calls the others named: an empty list would
+            say nothing waits.
+    """
+    found = await waiting_approvals(client, agent, limit)
+    if found.unanswered:
+        raise ApprovalsUnavailable(found.pending, found.unanswered)
+    return found.pending
 
 
 async def decide(

@@ -16,8 +16,8 @@ from reactive_temporal.api.control import (
     ApprovalsUnavailable,
     check_cancel_reason,
     decide,
-    pending_calls,
     request_cancel,
+    waiting_approvals,
     waiting_runs_query,
 )
 from reactive_temporal.api.progress import ProgressUnavailable, run_progress
@@ -77,33 +77,41 @@ def approvals(
         except ValueError as e:
             raise CliError(str(e)) from e
         runtime = await cli_runtime()
-        incomplete: ApprovalsUnavailable | None = None
         try:
-            found = await pending_calls(runtime.client, agent)
-        except ApprovalsUnavailable as e:  # the others' calls are shown, then why not whole
-            found, incomplete = e.pending, e
+            found = await waiting_approvals(runtime.client, agent)
         except ValueError as e:
             raise CliError(str(e)) from e
         finally:
             await runtime.close()
-        unanswered = incomplete.unanswered if incomplete else []
+        unanswered = found.unanswered
+        more = found.runs_waiting - found.runs_asked
         if as_json:
-            listing: dict[str, object] = {"pending": [p.model_dump(mode="json") for p in found]}
+            listing: dict[str, object] = {
+                "pending": [p.model_dump(mode="json") for p in found.pending]
+            }
             if unanswered:
                 listing["unanswered"] = [u.model_dump() for u in unanswered]
+            if more > 0:
+                listing["runs_waiting"] = found.runs_waiting
             print(json.dumps(listing))
         else:
             table = Table("run", "call", "tool", "arguments", "since")
-            for p in found:
+            for p in found.pending:
                 since = p.since.isoformat(timespec="seconds")
                 cells = (p.run_id, p.call_id, p.tool, p.arguments, since)
                 table.add_row(*(plain(c) for c in cells))
             out.print(table)
             for u in unanswered:
                 err.print(f"[yellow]{safe(u.agent)}[/]: {safe(u.why)}", soft_wrap=True)
-            if not found and not unanswered:
+            if not found.pending and not unanswered:
                 err.print("[dim]no tool call is waiting for approval[/]")
-        if incomplete is not None:
+        if more > 0:
+            err.print(
+                f"[yellow]{found.runs_waiting:,} runs wait for approval: these are the calls of "
+                f"{found.runs_asked:,} of them[/] (--agent NAME shows one agent's)"
+            )
+        if unanswered:
+            incomplete = ApprovalsUnavailable(found.pending, unanswered)
             err.print(f"[red]error:[/] {safe(incomplete)}", highlight=False, soft_wrap=True)
             return 1
         return 0

@@ -29,7 +29,7 @@ from temporalio.worker import (
 
 from reactive_temporal.api import worker_waits
 from reactive_temporal.api.agents import Agent
-from reactive_temporal.api.control import ApprovalsUnavailable, pending_calls
+from reactive_temporal.api.control import ApprovalsUnavailable, pending_calls, waiting_approvals
 from reactive_temporal.api.operate import list_runs, runs_query
 from reactive_temporal.api.progress import ProgressUnavailable
 from reactive_temporal.api.retrying_steps import QUERY_PATIENCE_SECONDS
@@ -291,6 +291,8 @@ async def test_approvals_name_the_parked_runs_no_worker_answers_for(
             return len(await pending_calls(client, agent_id)) == len(runs)
 
         await wait_for(all_parked, seconds=30, interval=0.3)
+        some = await waiting_approvals(client, agent_id, limit=2)  # it says more wait
+        assert (len(some.pending), some.runs_asked, some.runs_waiting) == (2, 2, 3)
 
     asked = time.monotonic()  # the worker is gone: every query waits out its patience
     with pytest.raises(ApprovalsUnavailable) as caught:
