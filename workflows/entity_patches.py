@@ -63,8 +63,10 @@ class EntityPatches:
             self.decides_after_handlers = workflow.patched(
                 names.ENTITY_CONTINUES_AFTER_HANDLERS_PATCH
             )
-        # released after the bundle, so asked by every run, bundled or not
-        self._ascii_routing = workflow.patched(names.ASCII_CHAT_ROUTING_PATCH)
+        # released after the bundle, so asked by every run, bundled or not; until the
+        # release that asks it, only where a run of that release may have recorded it
+        if names.ASCII_CHAT_ROUTING_ASKED or workflow.unsafe.is_replaying():
+            self._ascii_routing = workflow.patched(names.ASCII_CHAT_ROUTING_PATCH)
 
     def _sessions_saved_per_turn(self) -> bool:
         if self._saved_per_turn is None:

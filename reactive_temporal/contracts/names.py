@@ -164,6 +164,14 @@ ASCII one (`ſearch for` is no "search for", `日本fetch` is "fetch"). Not cove
 ENTITY_PATCHES_2026_12, which had shipped (its meaning is fixed): every entity run asks it in
 its first task, with the bundle in its input or not, before any handler runs. An entity run
 from before it keeps Unicode routing until it continues as new."""
+ASCII_CHAT_ROUTING_ASKED: Final = False
+"""Whether a new entity run asks ASCII_CHAT_ROUTING_PATCH (and records its marker). Not yet:
+this is the first of two releases. Workers of this release route as a run recorded
+(they ask the patch when replaying); a worker from before it fails every task of an entity
+run holding its marker ("patch marker encountered for change chat-routing-ascii, but there
+is no corresponding change command"), so a rollback, or such a worker beside a new one in a
+deploy, must never meet one. Turned on in the next release: new entity runs then route as
+the released code does."""
 ENTITY_PATCHES_2026_12_COVERS: Final = frozenset(
     {
         SESSIONS_IN_POSTGRES_PATCH,

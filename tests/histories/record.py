@@ -52,7 +52,8 @@ at once on an entity that continues as new) with entities that ask one patch,
 (`AgentWorkflowInput.patch_bundle`) and so ask no patch at all.
 `chat_routing.json` (group `routing`) was recorded by the workflow code from before the
 `chat-routing-ascii` patch (chat routed with Python's Unicode words and case),
-`chat_routing_ascii.json` with it (routed as the released code's regexes do).
+`chat_routing_ascii.json` with it asked (routed as the released code's regexes do; the group
+records both, the second as the release that asks it).
 Each scenario runs on a fresh dev server with scripted models.
 """
 
@@ -455,17 +456,26 @@ weather` direct (to tools before it); an ordinary ASCII turn, direct either way.
 
 
 async def record_routing(client: Client, task_queue: str, llm: ScriptedLLM) -> dict[str, str]:
-    """An agent's entity, started as the project's starters start it, taking ROUTED_TURNS:
-    recorded before the chat-routing-ascii patch (`chat_routing.json`) and with it."""
-    agent_id = f"recorder-routing-{uuid.uuid4().hex[:6]}"
-    # text replies only, so a turn ends whichever path it takes
-    llm.script("routing", [Reply("FINAL ANSWER: the page, fetched"), Reply("FINAL ANSWER: Sunny."),
-                           Reply("Fine, thanks.")])  # fmt: skip
-    config = AgentConfig(agent_id=agent_id, model="routing", memory=False)
-    agent = Agent(config, Runtime(client, task_queue, offline_model=False))
-    for message in ROUTED_TURNS:
-        await agent.chat(message)
-    return {"chat_routing.json": names.agent_workflow_id(agent_id)}
+    """Two agents' entities, started as the project's starters start them, taking ROUTED_TURNS:
+    one as this release starts it (`chat_routing.json`: it does not ask chat-routing-ascii,
+    as the code from before the patch did not), one as the release that asks it does
+    (`chat_routing_ascii.json`, `names.ASCII_CHAT_ROUTING_ASKED` switched on for it)."""
+    scenarios: dict[str, str] = {}
+    for file, asked in (("chat_routing.json", False), ("chat_routing_ascii.json", True)):
+        agent_id = f"recorder-routing-{uuid.uuid4().hex[:6]}"
+        # text replies only, so a turn ends whichever path it takes
+        llm.script("routing", [Reply("FINAL ANSWER: the page, fetched"),
+                               Reply("FINAL ANSWER: Sunny."), Reply("Fine, thanks.")])  # fmt: skip
+        config = AgentConfig(agent_id=agent_id, model="routing", memory=False)
+        agent = Agent(config, Runtime(client, task_queue, offline_model=False))
+        setattr(names, "ASCII_CHAT_ROUTING_ASKED", asked)  # noqa: B010 (a Final, on purpose)
+        try:
+            for message in ROUTED_TURNS:
+                await agent.chat(message)
+        finally:
+            setattr(names, "ASCII_CHAT_ROUTING_ASKED", False)  # noqa: B010
+        scenarios[file] = names.agent_workflow_id(agent_id)
+    return scenarios
 
 
 GROUPS = {

@@ -54,32 +54,65 @@ BUNDLE = names.ENTITY_PATCHES_2026_12
 ROUTING = names.ASCII_CHAT_ROUTING_PATCH
 
 
+NOT_YET = [
+    pytest.param(NEW, None, [BUNDLE], False, id="new run, no bundle in its input"),
+    pytest.param(NEW, BUNDLE, [], False, id="new run, bundle in its input"),
+]
+"""This release: a new run does not ask the routing patch (a worker from before it could not
+replay a run that did), so it routes with Unicode words and records no marker."""
+REPLAYS = [
+    pytest.param({BUNDLE}, None, [BUNDLE, ROUTING], False, id="replay: asked the bundle"),
+    pytest.param({BUNDLE}, BUNDLE, [BUNDLE, ROUTING], False, id="replay: a deploy behind"),
+    pytest.param(set(), BUNDLE, [BUNDLE, ROUTING], False, id="replay: bundle in its input"),
+    pytest.param(
+        {names.ENTITY_CONTINUES_AFTER_HANDLERS_PATCH},
+        None,
+        [BUNDLE, names.ENTITY_CONTINUES_AFTER_HANDLERS_PATCH, ROUTING],
+        False,
+        id="replay: from before the bundle",
+    ),
+    pytest.param({BUNDLE, ROUTING}, None, [BUNDLE, ROUTING], True, id="replay: asked both"),
+    pytest.param({ROUTING}, BUNDLE, [BUNDLE, ROUTING], True, id="replay: bundle, routing"),
+]
+"""Replays, in this release and the next: a run that recorded the routing patch's marker (begun
+by a worker of the release that asks it) routes as the released code does, one that did not
+keeps Unicode routing."""
+ASKED = [
+    pytest.param(NEW, None, [BUNDLE, ROUTING], True, id="new run, no bundle in its input"),
+    pytest.param(NEW, BUNDLE, [ROUTING], True, id="new run, bundle in its input"),
+]
+"""The next release (names.ASCII_CHAT_ROUTING_ASKED): every new run asks it, after the
+bundle's own ask (if any)."""
+
+
 @pytest.mark.parametrize(
-    ("temporal", "bundle", "asks", "ascii_routing"),
-    [
-        pytest.param(NEW, None, [BUNDLE, ROUTING], True, id="new run, no bundle in its input"),
-        pytest.param(NEW, BUNDLE, [ROUTING], True, id="new run, bundle in its input"),
-        pytest.param({BUNDLE}, None, [BUNDLE, ROUTING], False, id="replay: asked the bundle"),
-        pytest.param({BUNDLE}, BUNDLE, [BUNDLE, ROUTING], False, id="replay: a deploy behind"),
-        pytest.param(set(), BUNDLE, [BUNDLE, ROUTING], False, id="replay: bundle in its input"),
-        pytest.param(
-            {names.ENTITY_CONTINUES_AFTER_HANDLERS_PATCH},
-            None,
-            [BUNDLE, names.ENTITY_CONTINUES_AFTER_HANDLERS_PATCH, ROUTING],
-            False,
-            id="replay: from before the bundle",
-        ),
-        pytest.param({BUNDLE, ROUTING}, None, [BUNDLE, ROUTING], True, id="replay: asked both"),
-        pytest.param({ROUTING}, BUNDLE, [BUNDLE, ROUTING], True, id="replay: bundle, routing"),
-    ],
-    indirect=["temporal"],
+    ("temporal", "bundle", "asks", "ascii_routing"), NOT_YET + REPLAYS, indirect=["temporal"]
 )
-def test_the_routing_patch_is_asked_by_every_run_in_its_first_task(
+def test_this_release_takes_the_routing_patch_only_where_a_run_recorded_it(
     temporal: FakeTemporal, bundle: str | None, asks: list[str], ascii_routing: bool
 ):
+    """The first of two releases: asked only on replay, in the first task, it decides
+    routing for the whole run."""
+    assert names.ASCII_CHAT_ROUTING_ASKED is False
+    patches = ask(bundle)
+    assert temporal.asked == asks
+    assert patches._ascii_routing is ascii_routing
+
+
+@pytest.mark.parametrize(
+    ("temporal", "bundle", "asks", "ascii_routing"), ASKED + REPLAYS, indirect=["temporal"]
+)
+def test_the_next_release_asks_the_routing_patch_in_every_run_s_first_task(
+    temporal: FakeTemporal,
+    bundle: str | None,
+    asks: list[str],
+    ascii_routing: bool,
+    monkeypatch: pytest.MonkeyPatch,
+):
     """Whatever the run's bundle, the routing patch is asked once, after the bundle's own ask
-    (if any), and decides routing for the whole run: an entity run from before it (no marker)
-    keeps Unicode routing until it continues as new."""
+    (if any): an entity run from before it (no marker) keeps Unicode routing until it
+    continues as new."""
+    monkeypatch.setattr(names, "ASCII_CHAT_ROUTING_ASKED", True)
     patches = ask(bundle)
     assert temporal.asked == asks
     assert patches._ascii_routing is ascii_routing
@@ -96,4 +129,4 @@ def test_the_bundle_still_stands_for_its_five_patches_and_no_more(
     assert patches.decides_after_handlers is True
     assert (patches._saved_per_turn, patches._notes_as_data) == (True, True)
     assert patches._reads_runs == (True, True)
-    assert ROUTING in temporal.asked
+    assert (ROUTING in temporal.asked) is temporal.replaying  # this release: on replay only

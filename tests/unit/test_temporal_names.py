@@ -258,13 +258,15 @@ def test_the_newest_bundle_covers_every_run_patch_and_is_not_yet_sent():
 def test_the_entity_bundle_covers_exactly_what_it_covered_when_it_shipped():
     """`entity-patches-2026-12` has shipped to workers: what it stands for never changes. The
     entity patch released since, chat-routing-ascii, is asked on its own, once, in every
-    entity run's first task (`_ask_patches`), never where a handler first needs it."""
+    entity run's first task (`_ask_patches`; in this release only by a replay), never where a
+    handler first needs it."""
     assert names.ENTITY_PATCHES_2026_12_COVERS == {
         "sessions-in-postgres", "entity-continues-after-handlers", "chat-notes-user-role",
         "live-runs-from-visibility", "last-run-from-store",
     }  # fmt: skip
     assert names.ASCII_CHAT_ROUTING_PATCH == "chat-routing-ascii"
     assert names.ASCII_CHAT_ROUTING_PATCH not in names.ENTITY_PATCHES_2026_12_COVERS
+    assert names.ASCII_CHAT_ROUTING_ASKED is False  # first of two releases: on replay only
     assert names.ENTITY_PATCH_BUNDLE == names.ENTITY_PATCHES_2026_12
     root = Path(__file__).resolve().parents[2] / "workflows"
     asking = {

@@ -475,9 +475,10 @@ async def test_a_direct_turn_carries_the_persona_once(harness: Harness, llm, mod
     assert payloads[0].data.decode().count(persona.strip()) == 1
 
 
+@pytest.mark.parametrize("routing_asked", [False, True], ids=["this release", "the next"])
 @pytest.mark.parametrize("bundle", [None, names.ENTITY_PATCH_BUNDLE])
 async def test_an_entity_decides_its_patches_before_any_handler_runs(
-    bundle: str | None, harness: Harness, llm
+    bundle: str | None, routing_asked: bool, harness: Harness, llm, monkeypatch
 ):
     """Six sessions open and chat at once. An entity without a patch bundle in its input (as
     the project's starters start it for one more release) asks the bundle as it starts,
@@ -485,7 +486,9 @@ async def test_an_entity_decides_its_patches_before_any_handler_runs(
     where the first handler to need it got to, which a replay's handlers need not match.
     With the bundle in its input it asks none of the bundle's (one that asked it as it
     started failed to replay once, at an upsert among 20 updates taken with its first task).
-    Either way it then asks the patch released since the bundle, chat-routing-ascii."""
+    Either way it then asks the patch released since the bundle, chat-routing-ascii, from the
+    release that asks it (`names.ASCII_CHAT_ROUTING_ASKED`)."""
+    monkeypatch.setattr(names, "ASCII_CHAT_ROUTING_ASKED", routing_asked)
     model = f"crowd-{uuid.uuid4().hex[:6]}"
     llm.script(model, [Reply("noted")], repeat_last=True)
     agent = harness.agent(model, agent_id=unique_agent(), memory=False)
@@ -510,29 +513,40 @@ async def test_an_entity_decides_its_patches_before_any_handler_runs(
         if e.HasField("marker_recorded_event_attributes")
     ]
     upserts = kinds.count(EventType.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES)
-    if bundle is not None:
-        assert markers == [names.ASCII_CHAT_ROUTING_PATCH]
-    else:
-        assert markers == [names.ENTITY_PATCHES_2026_12, names.ASCII_CHAT_ROUTING_PATCH]
+    asked = [names.ASCII_CHAT_ROUTING_PATCH] if routing_asked else []
+    assert markers == ([] if bundle is not None else [names.ENTITY_PATCHES_2026_12]) + asked
     assert upserts == len(markers)  # TemporalChangeVersion, one for each marker
+    if not markers:
+        return
     first_update = kinds.index(EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED)
     last_marker = len(kinds) - 1 - kinds[::-1].index(EventType.EVENT_TYPE_MARKER_RECORDED)
     assert last_marker < first_update
 
 
-async def test_chat_routes_non_ascii_words_as_the_released_code(harness: Harness, llm, model_name):
-    """The released code routes with JavaScript's `/\\b(...)\\b/i`, no `u` flag: an ASCII word
+@pytest.mark.parametrize("routing_asked", [False, True], ids=["this release", "the next"])
+async def test_chat_routes_non_ascii_words_as_the_released_code(
+    routing_asked: bool, harness: Harness, llm, model_name, monkeypatch
+):
+    """From the release that asks chat-routing-ascii (`names.ASCII_CHAT_ROUTING_ASKED`; this
+    one routes as before, so that a rollback meets no run that asked it). The released code
+    routes with JavaScript's `/\\b(...)\\b/i`, no `u` flag: an ASCII word
     boundary, and no non-ASCII letter taken for an ASCII one. `日本fetch the page` has a
     boundary between 本 and f there, so it goes to tools; `ſearch for the weather` (a long s)
     is no "search for", so it goes direct. Python's Unicode matching sent each the other
     way: 本 is a word character to it, and ſ matches s ignoring case."""
-    llm.script(model_name, [Reply("FINAL ANSWER: the page, fetched"), Reply("Sunny, I think.")])
+    monkeypatch.setattr(names, "ASCII_CHAT_ROUTING_ASKED", routing_asked)
+    llm.script(  # the tool path offers tools, the direct path none
+        model_name, lambda r: Reply("FINAL ANSWER: tools") if r.get("tools") else Reply("direct")
+    )
     agent = harness.agent(model_name, agent_id=unique_agent(), memory=False)
     fetched = await agent.chat("日本fetch the page")
-    assert (fetched.routed_via, fetched.message) == ("react-loop", "the page, fetched")
-    assert fetched.run_id is not None and names.is_chat_run_workflow_id(fetched.run_id)
-    direct = await agent.chat("\u017fearch for the weather")
-    assert (direct.routed_via, direct.message) == ("direct-llm", "Sunny, I think.")
+    search = await agent.chat("\u017fearch for the weather")
+    paths = [(r.routed_via, r.message) for r in (fetched, search)]
+    if routing_asked:
+        assert paths == [("react-loop", "tools"), ("direct-llm", "direct")]
+        assert fetched.run_id is not None and names.is_chat_run_workflow_id(fetched.run_id)
+    else:
+        assert paths == [("direct-llm", "direct"), ("react-loop", "tools")]
 
 
 async def test_a_message_of_megabytes_is_refused_before_it_is_sent(harness: Harness, llm):
