@@ -23,6 +23,7 @@ from activities.store import Store, StoreUnavailable
 from reactive_temporal.api.control import runs_still_going
 from reactive_temporal.cli.common import CliError, cli_runtime, cli_settings, out, run_command
 from reactive_temporal.config import Settings
+from reactive_temporal.embedded.orphans import EMBEDDED_TEMPORAL_DB
 from reactive_temporal.embedded.stack import read_published_stack
 from reactive_temporal.hosting.runtime import Runtime
 
@@ -90,6 +91,27 @@ async def agents_store(settings: Settings, runtime: Runtime | None = None) -> As
             await opened.close()
 
 
+def _no_temporal_of_its_runs(settings: Settings) -> str | None:
+    """Why the Temporal prune would ask cannot know DATABASE_URL's runs, or None.
+
+    With DATABASE_URL and no TEMPORAL_ADDRESS (nor a profile), prune asks the embedded
+    Temporal: right where runs ran on it, and its file in the data directory says they may
+    have. Without that file it would be started new, knowing no run, so every run parked
+    on an approval past --older-than would lose its transcript: a cron job or a container
+    given the production database and not the cluster.
+    """
+    if settings.database_url is None or settings.temporal_address is not None:
+        return None
+    data_dir = settings.data_dir.resolve()
+    if read_published_stack(data_dir) is not None or (data_dir / EMBEDDED_TEMPORAL_DB).exists():
+        return None
+    return (
+        "DATABASE_URL is set but not TEMPORAL_ADDRESS, and no embedded Temporal ever ran in "
+        f"{data_dir}: a new one would know none of the database's runs. Set TEMPORAL_ADDRESS "
+        "(or --profile) to the Temporal the runs are on"
+    )
+
+
 def prune_command(
     older_than: Annotated[
         float,
@@ -108,6 +130,8 @@ def prune_command(
     async def main() -> int:
         settings = cli_settings()
         nothing = "prune asks Temporal which runs are still going: nothing was deleted"
+        if (why := _no_temporal_of_its_runs(settings)) is not None:
+            raise CliError(f"{why} ({nothing})")
         try:
             runtime = await cli_runtime(settings, worker=False)
         except CliError as e:

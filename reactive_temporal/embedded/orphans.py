@@ -19,6 +19,8 @@ from pathlib import Path
 log = logging.getLogger("reactive_temporal")
 
 TEMPORAL_PID_FILE = "temporal.pid"
+EMBEDDED_TEMPORAL_DB = "temporal.sqlite"
+"""The embedded Temporal's state in the data directory: its runs, whatever ran it."""
 """The stack's Temporal dev server's pid, in the data directory, while it runs."""
 STOP_SECONDS = 15.0
 
@@ -27,7 +29,7 @@ def stop_orphans(data_dir: Path) -> list[str]:
     """Stop the servers of `data_dir` a dead stack left running; returns what was stopped."""
     stopped = []
     temporal = data_dir / TEMPORAL_PID_FILE
-    if _stop(temporal, f"--db-filename {data_dir / 'temporal.sqlite'}", signal.SIGTERM):
+    if _stop(temporal, f"--db-filename {data_dir / EMBEDDED_TEMPORAL_DB}", signal.SIGTERM):
         stopped.append("its Temporal dev server")
     temporal.unlink(missing_ok=True)
     pgdata = data_dir / "postgres"

@@ -33,7 +33,11 @@ from temporalio.runtime import Runtime as TemporalRuntime
 from reactive_temporal.codec import build_data_converter
 from reactive_temporal.config import Settings
 from reactive_temporal.connection import ConnectionFailed, TemporalConnection, connect_client
-from reactive_temporal.embedded.orphans import TEMPORAL_PID_FILE, stop_orphans
+from reactive_temporal.embedded.orphans import (
+    EMBEDDED_TEMPORAL_DB,
+    TEMPORAL_PID_FILE,
+    stop_orphans,
+)
 from reactive_temporal.embedded.scripted_llm import ScriptedLLM
 from reactive_temporal.private_files import (
     CHILD_UMASK,
@@ -316,7 +320,7 @@ class EmbeddedStack:
         try:
             if settings.temporal_address is None:
                 self.server = DevServer(
-                    db_file=data_dir / "temporal.sqlite",
+                    db_file=data_dir / EMBEDDED_TEMPORAL_DB,
                     log_file=data_dir / "temporal.log",
                     namespace=settings.temporal_namespace,
                     port=port,

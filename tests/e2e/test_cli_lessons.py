@@ -92,9 +92,29 @@ async def test_prune_says_what_it_deleted_and_refuses_less_than_a_day(
     and expired lessons; it will not prune runs idle for less than a day."""
     env = clean_env(DATABASE_URL=database_url, REACTIVE_TEMPORAL_DATA_DIR=str(tmp_path / "d"))
     assert starter("migrate", env=env, cwd=tmp_path).returncode == 0  # whichever test ran first
+    old_run = f"run-pruned-{uuid.uuid4().hex[:8]}"
+    store = await Store.open(database_url)
+    try:
+        async with store.pool.connection() as conn:
+            await conn.execute(
+                "INSERT INTO run_messages (run_id, seq, role, content, created_at)"
+                " VALUES (%s, 0, 'user', 'hi', now() - interval '40 days')",
+                (old_run,),
+            )
+    finally:
+        await store.close()
+
+    # the production database without its cluster: a new embedded Temporal knows no run
+    unknown = starter("prune", "--older-than", "30", env=env, cwd=tmp_path)
+    assert unknown.returncode == 2 and "Traceback" not in unknown.stderr
+    assert "DATABASE_URL is set but not TEMPORAL_ADDRESS" in " ".join(unknown.stderr.split())
+    assert await transcript_rows(database_url, old_run) == 1  # nothing was deleted
+    assert starter("runs", env=env, cwd=tmp_path).returncode == 0  # embedded Temporal, used
+
     pruned = starter("prune", "--older-than", "30", "--json", env=env, cwd=tmp_path)
     assert pruned.returncode == 0, pruned.stderr
     report = json.loads(pruned.stdout)
+    assert await transcript_rows(database_url, old_run) == 0
     assert set(report["deleted"]) == {"run_events", "run_messages", "run_context", "agent_lessons"}
     assert report["kept_going"] == 0  # asked of the Temporal the runs ran on (here, embedded)
     human = starter("prune", env=env, cwd=tmp_path)
@@ -106,3 +126,17 @@ async def test_prune_says_what_it_deleted_and_refuses_less_than_a_day(
     assert "run `python starter.py migrate` first (nothing was deleted)" in unmigrated.stderr
     refused = starter("prune", "--older-than", "0.5", env=env, cwd=tmp_path)
     assert refused.returncode == 2 and "--older-than" in refused.stderr
+
+
+async def transcript_rows(database_url: str, run_id: str) -> int:
+    store = await Store.open(database_url)
+    try:
+        async with store.pool.connection() as conn:
+            cur = await conn.execute(
+                "SELECT count(*) FROM run_messages WHERE run_id = %s", (run_id,)
+            )
+            row = await cur.fetchone()
+    finally:
+        await store.close()
+    assert row is not None
+    return int(row[0])
