@@ -67,6 +67,7 @@ from reactive_temporal.contracts.run import (
     Usage,
 )
 from reactive_temporal.limits import bound_reply
+from reactive_temporal.pricing import price_for
 from reactive_temporal.rationale import parse_rationale_blocks, strip_rationale_blocks
 from reactive_temporal.tools import ToolRegistry, wire_name
 
@@ -157,6 +158,15 @@ class LlmActivities:
         prepared: PrepareRunResult | None = None,
         seeded: list[SeqMessage] | None = None,
     ) -> LlmStepResult:
+        if input.cost_budget and price_for(input.model, self.llm.prices) is None:
+            raise ApplicationError(
+                f"the run has a cost budget, but this worker has no price for model "
+                f"{input.model!r}, so its calls would cost $0 and the budget would never end "
+                "the run; the model was not called. Give it a price (AGENT_MODEL_PRICES, or "
+                "`register_price` in the worker), or use a token budget",
+                type=names.UNPRICED_MODEL_ERROR,
+                non_retryable=True,
+            )
         tools = self.registry.schemas(input.tool_names)
 
         async def read_inputs() -> tuple[list[SeqMessage], StepContext]:

@@ -105,6 +105,7 @@ class RunLlmStep:
                 max_attempts=self.agent.llm_max_attempts,
                 reasoning_effort=self.agent.reasoning_effort,
                 stream=self.agent.live_output,
+                cost_budget=self.agent.cost_budget is not None,
                 seed=self.unseeded,
             ),
             result_type=LlmStepResult,

@@ -74,6 +74,10 @@ STORE_DATA_ERROR: Final = "StoreDataError"
 (a value out of range, a violated constraint: activities/pg_refusals.py), where retrying
 would only be refused again; and of a run, debrief or chat turn that ended on one."""
 
+UNPRICED_MODEL_ERROR: Final = "UnpricedModel"
+"""The error type of an LLM step that would not call a model its worker has no price for,
+in a run with a cost budget (the run ends as `error`, saying which model and what to do)."""
+
 # -- patches (`workflow.patched`) --------------------------------------------------------------
 
 RUN_PATCHES_2026_12: Final = "run-patches-2026-12"

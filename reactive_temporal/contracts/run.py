@@ -273,6 +273,9 @@ class LlmStepInput(InternalPayload):
     reasoning_effort: str | None = None
     stream: bool = False
     """Stream the reply into the run's live output (text deltas as they arrive)."""
+    cost_budget: bool = False
+    """The run has a cost budget: the step does not call a model the worker has no price
+    for (it would cost 0, and the budget would never end the run)."""
     seed: RunSeed | None = None
     """Set on a run's first step (the first-step-seeds patch): the step seeds the transcript
     and resolves the run's tools first, and returns them as `LlmStepResult.prepared`. `seq`

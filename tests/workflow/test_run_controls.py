@@ -304,6 +304,27 @@ async def test_a_token_budget_ends_a_looping_run(harness: Harness, llm: Scripted
     assert "token budget of 2,500" in result.debrief.markdown
 
 
+async def test_a_cost_budget_on_a_model_with_no_price_is_not_called(
+    harness: Harness, llm: ScriptedLLM, model_name
+):
+    """A model the worker has no price for costs $0 a call: a cost budget on it never ended
+    the run, which looped for as long as the model called tools (here to its iteration cap,
+    on a budget of a cent). Its LLM step fails for good (`llm_error`) naming the model and
+    what to do; the model is never called."""
+    llm.script(model_name, [Reply("Once more.", [call("calculator", expression="2+2")])],
+               repeat_last=True)  # fmt: skip
+    agent_id = unique_agent()
+    result = await harness.run(model_name, "Loop", agent_id=agent_id, cost_budget=0.01)
+
+    assert (result.terminated_by, result.success) == ("llm_error", False)
+    assert result.error is not None
+    assert f"no price for model {model_name!r}" in result.error
+    assert "AGENT_MODEL_PRICES" in result.error
+    assert llm.requests.get(model_name, []) == []
+    assert result.metadata.tokens_used == 0
+    assert result.debrief is not None
+
+
 async def test_a_cost_budget_ends_a_looping_run(harness: Harness, llm: ScriptedLLM, model_name):
     register_price(model_name, input_per_mtok=1000.0, output_per_mtok=1000.0)  # $1.10 a step
     llm.script(
