@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
 import openai
+from httpx2 import AsyncByteStream
 from temporalio.client import Client
 from temporalio.common import VersioningBehavior, WorkerDeploymentVersion
 from temporalio.worker import Worker, WorkerDeploymentConfig, WorkflowRunner
@@ -87,7 +88,7 @@ def llm_client(settings: Settings, base_url: str | None = None) -> openai.AsyncO
         http_client=openai.DefaultAioHttpClient(
             limits=llm_connection_limits(settings.max_concurrent_activities),
             headers={"Accept-Encoding": "identity"},
-            event_hooks={"response": [refuse_compressed]},
+            event_hooks={"response": [refuse_compressed, bound_reply_size]},
         ),
     )
 
@@ -102,6 +103,48 @@ async def refuse_compressed(response: Any) -> None:
             f"the endpoint sent a {encoding[:40]}-encoded reply where none was asked for; "
             "refused unread (a compressed body can inflate without bound)"
         )
+
+
+LLM_REPLY_MAX_BYTES = 64 * 1024 * 1024
+"""A model's reply at most, as sent: streamed, 128,000 output tokens are about 30 MB of
+chunks. Past it the endpoint is broken or hostile, and its reply was read whole into the
+worker's memory (every run on the worker lost with it), for as long as the call's deadline."""
+
+
+class ReplyTooLarge(ValueError):
+    """The endpoint's reply passed LLM_REPLY_MAX_BYTES; the rest is not read."""
+
+
+async def bound_reply_size(response: Any) -> None:
+    """Refuse a reply that says it is larger than LLM_REPLY_MAX_BYTES before reading it, and
+    stop reading one that grows past it (streamed, or without a Content-Length)."""
+    limit = LLM_REPLY_MAX_BYTES
+    declared = response.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise ReplyTooLarge(
+            f"the endpoint's reply is {int(declared):,} bytes; the limit is {limit:,}: refused "
+            "unread"
+        )
+    response.stream = _Bounded(response.stream, limit)
+
+
+class _Bounded(AsyncByteStream):
+    """A reply's body that raises ReplyTooLarge once more than `limit` bytes came."""
+
+    def __init__(self, stream: AsyncByteStream, limit: int) -> None:
+        self._stream, self._limit, self._read = stream, limit, 0
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        async for chunk in self._stream:
+            self._read += len(chunk)
+            if self._read > self._limit:
+                raise ReplyTooLarge(
+                    f"the endpoint's reply passed {self._limit:,} bytes: the rest was not read"
+                )
+            yield chunk
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
 
 
 def llm_connection_limits(activity_slots: int) -> Any:

@@ -21,6 +21,7 @@ from reactive_temporal.embedded.scripted_llm import (
     Step,
     call,
 )
+from reactive_temporal.hosting import worker_factory
 from reactive_temporal.hosting.worker_factory import llm_client
 from reactive_temporal.pricing import register_price
 from tests.support.steps import attempt
@@ -257,6 +258,56 @@ async def test_a_compressed_reply_is_refused_unread(
         harness.run(model_name, "What is 6*7?", llm_max_attempts=2, memory=False), 50
     )
     assert result.terminated_by == "llm_error" and "gzip-encoded reply" in (result.error or "")
+    assert len(llm.requests[model_name]) == 2
+
+
+ENDLESS_CHUNK = json.dumps({"choices": [{"index": 0, "delta": {"content": "w" * 60_000}}]})
+
+
+@pytest.mark.parametrize(
+    ("reply", "said", "live"),
+    [
+        pytest.param(
+            Reply("FINAL ANSWER: " + "w" * 2_000_000), "refused unread", False, id="declared"
+        ),
+        pytest.param(
+            Raw(
+                [b'{"choices": [{"index": 0, "message": {"content": "', b"w" * 2_000_000],
+                content_type="application/json",
+            ),
+            "the rest was not read",
+            False,
+            id="chunked",
+        ),
+        pytest.param(
+            Raw([f"data: {ENDLESS_CHUNK}\n\n".encode()] * 1_000, part_delay=0.001),
+            "the rest was not read",
+            True,
+            id="streamed",
+        ),
+    ],
+)
+async def test_a_reply_past_the_size_limit_is_not_read_whole(
+    harness: Harness,
+    llm: ScriptedLLM,
+    model_name: str,
+    monkeypatch: pytest.MonkeyPatch,
+    reply: Step,
+    said: str,
+    live: bool,
+):
+    """A broken or hostile endpoint's reply was read whole into the worker's memory, however
+    large (an endless stream, for as long as the call's deadline): every run on the worker
+    would go with it. Past the limit (64 MiB; 1 MB here) it is refused unread when its size
+    is declared, and no more of it is read otherwise; the model failed, as for a reply that
+    cannot be read."""
+    monkeypatch.setattr(worker_factory, "LLM_REPLY_MAX_BYTES", 1_000_000)
+    llm.script(model_name, [reply], repeat_last=True)
+    result = await asyncio.wait_for(
+        harness.run(model_name, "Talk", llm_max_attempts=2, memory=False, live_output=live), 50
+    )
+    assert result.terminated_by == "llm_error", result.error
+    assert "1,000,000" in (result.error or "") and said in (result.error or "")
     assert len(llm.requests[model_name]) == 2
 
 
