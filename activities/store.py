@@ -437,9 +437,23 @@ def calls_json(calls: list[ToolCall]) -> Jsonb | None:
     )
 
 
+EMPTY_REPLY_TEXT = "(empty reply)"
+"""A model's turn that said nothing and called nothing, as the next requests show it."""
+
+
 def to_openai(message: Message) -> dict[str, Any]:
-    """The chat-completions wire shape of a transcript message."""
-    out: dict[str, Any] = {"role": message.role, "content": message.content}
+    """The chat-completions wire shape of a transcript message.
+
+    A model's turn with no text goes back as providers take it: with calls, as `content:
+    null`; with none (an empty reply, nudged), as EMPTY_REPLY_TEXT. Sent as it came, OpenAI
+    refused `null` alone ("expected a string, got null") and Anthropic blank text ("text
+    content blocks must contain non-whitespace text"), and the run ended on the nudge meant
+    to keep it going.
+    """
+    content = message.content
+    if message.role == "assistant" and (content is None or not content.strip()):
+        content = None if message.tool_calls else EMPTY_REPLY_TEXT
+    out: dict[str, Any] = {"role": message.role, "content": content}
     if message.tool_calls:
         out["tool_calls"] = [
             {

@@ -69,6 +69,12 @@ class Endpoint:
     context_tokens: int | None = None
     """The context window: a request whose estimated tokens (plus the output it asks for)
     exceed it is a 400 `context_length_exceeded`."""
+    content_required: bool = False
+    """OpenAI's rule: an assistant message with no tool calls must have text (`content:
+    null` alone is a 400)."""
+    nonblank_text: bool = False
+    """Anthropic's rule: no message's text may be empty or only whitespace, but the last
+    message's, an assistant's to continue."""
 
     @classmethod
     def reasoning_model(
@@ -113,7 +119,33 @@ class Endpoint:
                     param="reasoning_effort",
                     code="unsupported_value",
                 )
-        return self._check_context(request)
+        return self._check_messages(request) or self._check_context(request)
+
+    def _check_messages(self, request: dict[str, Any]) -> HttpError | None:
+        messages = request.get("messages") or []
+        for i, message in enumerate(messages):
+            content = message.get("content")
+            if (
+                self.content_required
+                and message.get("role") == "assistant"
+                and content is None
+                and not message.get("tool_calls")
+            ):
+                return invalid_request(
+                    "Invalid value for 'content': expected a string, got null.",
+                    param=f"messages.[{i}].content",
+                    code=None,
+                )
+            last = i == len(messages) - 1 and message.get("role") == "assistant"
+            texts = message.get("role") in ("system", "user", "assistant")
+            blank = isinstance(content, str) and not content.strip()
+            if self.nonblank_text and texts and blank and not last:
+                return invalid_request(
+                    "messages: text content blocks must contain non-whitespace text",
+                    param=None,
+                    code=None,
+                )
+        return None
 
     def _check_context(self, request: dict[str, Any]) -> HttpError | None:
         if self.context_tokens is None:

@@ -12,7 +12,7 @@ import pytest
 
 from activities.llm_calls import LlmEndpoint, chat_request
 from reactive_temporal.config import Settings
-from reactive_temporal.embedded.scripted_llm import Raw, ScriptedLLM, Step
+from reactive_temporal.embedded.scripted_llm import Endpoint, Raw, Reply, ScriptedLLM, Step, call
 from reactive_temporal.hosting.worker_factory import llm_client
 from tests.support.steps import attempt
 from tests.workflow.conftest import Harness
@@ -300,3 +300,38 @@ async def test_a_final_answer_with_a_null_summary_is_taken(
         harness.run(model_name, "What is 6*7?", memory=False, live_output=False), 60
     )
     assert (result.terminated_by, result.output) == ("final_answer_tool", "42"), result
+
+
+@pytest.mark.parametrize(
+    ("said", "endpoint"),
+    [
+        pytest.param(None, Endpoint(content_required=True), id="openai-null-content"),
+        pytest.param("", Endpoint(nonblank_text=True), id="anthropic-empty-text"),
+        pytest.param(" \n ", Endpoint(nonblank_text=True), id="anthropic-whitespace-text"),
+    ],
+)
+async def test_an_empty_reply_is_nudged_in_a_request_the_provider_takes(
+    said: str | None, endpoint: Endpoint, harness: Harness, llm: ScriptedLLM, model_name: str
+):
+    """A model that says nothing (no text, no call: Gemini and reasoning models out of
+    output tokens do) is nudged to go on. Its empty turn went back in the next request as it
+    came, `content: null` (OpenAI: a 400, "expected a string, got null") or blank text
+    (Anthropic: "text content blocks must contain non-whitespace text"): refused, the run
+    ended as `llm_error` where it should have gone on. The turn is now sent as a placeholder
+    text, and a call's blank text as none."""
+    llm.endpoint(model_name, endpoint)
+    llm.script(
+        model_name,
+        [
+            Reply(said),
+            Reply(" ", [call("calculator", expression="6*7")]),
+            Reply("FINAL ANSWER: 42"),
+        ],
+    )
+    result = await asyncio.wait_for(harness.run(model_name, "What is 6*7?", memory=False), 60)
+    assert (result.terminated_by, result.output) == ("final_answer", "42"), result.error
+    assert llm.rejected[model_name] == []
+    empty_turn = llm.requests[model_name][1]["messages"][-2]
+    assert empty_turn == {"role": "assistant", "content": "(empty reply)"}
+    call_turn = llm.requests[model_name][2]["messages"][-2]
+    assert call_turn["content"] is None and call_turn["tool_calls"]
