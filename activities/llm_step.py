@@ -41,6 +41,7 @@ from activities.llm_calls import (
 from activities.llm_context import ContextPlan, ContextRecord, StepContext, StepContexts
 from activities.pg_refusals import refused_data, refused_data_fails
 from activities.reply_calls import content_text, reply_calls
+from activities.request_messages import to_openai
 from activities.run_events import RunEvents, TextStream
 from activities.run_seed import RunSeeding, resolve_tools, seed_length, seed_messages
 from activities.run_stops import RUN_STOPS
@@ -52,7 +53,7 @@ from activities.step_records import (
     seconds_to_spare,
     until_stored,
 )
-from activities.store import Store, to_openai
+from activities.store import Store
 from activities.transcripts import Transcripts
 from reactive_temporal.contracts import names
 from reactive_temporal.contracts.events import NewEvent, once_key

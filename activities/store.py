@@ -22,7 +22,6 @@ from activities.migrations import MIGRATIONS
 from activities.pool import IdleChecks, warm_connections
 from reactive_temporal.contracts.run import Message, SeqMessage, ToolCall
 from reactive_temporal.sanitize import clean_text, clean_value, redact_dsn
-from reactive_temporal.tools import wire_name
 
 log = logging.getLogger(__name__)
 
@@ -435,35 +434,3 @@ def calls_json(calls: list[ToolCall]) -> Jsonb | None:
             for c in calls
         ]
     )
-
-
-EMPTY_REPLY_TEXT = "(empty reply)"
-"""A model's turn that said nothing and called nothing, as the next requests show it."""
-
-
-def to_openai(message: Message) -> dict[str, Any]:
-    """The chat-completions wire shape of a transcript message.
-
-    A model's turn with no text goes back as providers take it: with calls, as `content:
-    null`; with none (an empty reply, nudged), as EMPTY_REPLY_TEXT. Sent as it came, OpenAI
-    refused `null` alone ("expected a string, got null") and Anthropic blank text ("text
-    content blocks must contain non-whitespace text"), and the run ended on the nudge meant
-    to keep it going.
-    """
-    content = message.content
-    if message.role == "assistant" and (content is None or not content.strip()):
-        content = None if message.tool_calls else EMPTY_REPLY_TEXT
-    out: dict[str, Any] = {"role": message.role, "content": content}
-    if message.tool_calls:
-        out["tool_calls"] = [
-            {
-                "id": c.id,
-                "type": "function",
-                "function": {"name": wire_name(c.name), "arguments": c.arguments},
-                **({"extra_content": c.extra_content} if c.extra_content else {}),
-            }
-            for c in message.tool_calls
-        ]
-    if message.tool_call_id is not None:
-        out["tool_call_id"] = message.tool_call_id
-    return out

@@ -40,6 +40,13 @@ def invalid_request(message: str, *, param: str | None, code: str | None) -> Htt
     return HttpError(400, message, body=body)
 
 
+def _json_object(text: object) -> bool:
+    try:
+        return isinstance(text, str) and isinstance(json.loads(text), dict)
+    except ValueError:
+        return False
+
+
 def _listed(values: Iterable[str]) -> str:
     quoted = [f"'{v}'" for v in values]
     return quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + f", and {quoted[-1]}"
@@ -75,6 +82,10 @@ class Endpoint:
     nonblank_text: bool = False
     """Anthropic's rule: no message's text may be empty or only whitespace, but the last
     message's, an assistant's to continue."""
+    parses_arguments: bool = False
+    """A server that parses the arguments of the tool calls a request's assistant messages
+    hold (vLLM and Ollama do, for their chat templates): any that is not a JSON object is a
+    400."""
 
     @classmethod
     def reasoning_model(
@@ -136,6 +147,11 @@ class Endpoint:
                     param=f"messages.[{i}].content",
                     code=None,
                 )
+            if self.parses_arguments and not all(
+                _json_object(c.get("function", {}).get("arguments"))
+                for c in message.get("tool_calls") or []
+            ):
+                return invalid_request("invalid tool call arguments", param=None, code=None)
             last = i == len(messages) - 1 and message.get("role") == "assistant"
             texts = message.get("role") in ("system", "user", "assistant")
             blank = isinstance(content, str) and not content.strip()

@@ -335,3 +335,29 @@ async def test_an_empty_reply_is_nudged_in_a_request_the_provider_takes(
     assert empty_turn == {"role": "assistant", "content": "(empty reply)"}
     call_turn = llm.requests[model_name][2]["messages"][-2]
     assert call_turn["content"] is None and call_turn["tool_calls"]
+
+
+@pytest.mark.parametrize(
+    "sent", ['{"expression": "6*7"', "not json", '["6*7"]', '{"expression": "6*7"} and more']
+)
+async def test_a_call_with_broken_arguments_goes_back_as_a_server_that_parses_them_takes(
+    sent: str, harness: Harness, llm: ScriptedLLM, model_name: str
+):
+    """Small local models write broken tool-call JSON, and the servers that run them (vLLM,
+    Ollama) parse the arguments of every call a request's history holds: the broken call,
+    sent back as it came, made every later request a 400 and the run ended as `llm_error`,
+    where the model had been told its arguments were not valid and could go on. The call now
+    goes back as a JSON object holding what the model sent."""
+    llm.endpoint(model_name, Endpoint(parses_arguments=True))
+    fixed = call("calculator", expression="6*7")
+    llm.script(
+        model_name,
+        [Reply(None, [call("calculator", sent)]), Reply(None, [fixed]), Reply("FINAL ANSWER: 42")],
+    )
+    result = await asyncio.wait_for(harness.run(model_name, "What is 6*7?", memory=False), 60)
+    assert (result.terminated_by, result.output) == ("final_answer", "42"), result.error
+    assert llm.rejected[model_name] == []
+    broken = llm.requests[model_name][1]["messages"][-2]["tool_calls"][0]["function"]
+    assert json.loads(broken["arguments"]) == {"invalid_arguments": sent}
+    told = llm.requests[model_name][1]["messages"][-1]["content"]
+    assert "invalid arguments for calculator" in told

@@ -20,10 +20,11 @@ import activities.store as store_module
 from activities import run_events
 from activities.debrief_store import DebriefStore
 from activities.llm_calls import MAX_TOKENS_PER_CALL, usage_of
+from activities.request_messages import to_openai
 from activities.retention import PRUNED_TABLES, prune
 from activities.run_events import RunEvents
 from activities.step_records import StepRecords, record_step
-from activities.store import Store, StoreUnavailable, is_outage, to_openai
+from activities.store import Store, StoreUnavailable, is_outage
 from reactive_temporal.contracts.debrief import AgentDebrief, DebriefInput, DebriefMetrics
 from reactive_temporal.contracts.events import NewEvent
 from reactive_temporal.contracts.run import Message, SeqMessage, ToolCall

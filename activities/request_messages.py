@@ -1,0 +1,65 @@
+"""A run's transcript as a chat-completions request sends it back to the model.
+
+What the model wrote is stored as it came (the transcript is the record); what goes back
+is shaped so that every provider takes it, whatever the model wrote: the turns and calls
+a provider would refuse in a request's history are sent in a form it takes.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from typing import Any
+
+from reactive_temporal.contracts.run import Message
+from reactive_temporal.tools import wire_name
+
+
+@functools.lru_cache(maxsize=4096)
+def wire_arguments(arguments: str) -> str:
+    """A tool call's arguments as a request sends them back: as the model wrote them when
+    they are a JSON object, else a JSON object holding what it wrote.
+
+    Servers that parse the arguments of the calls in a request's history (vLLM and Ollama
+    do, for their chat templates) refused the whole request over one broken call (small
+    local models write them), and every later step of the run with it; the model was told
+    of it by the call's error. Cached: each step sends a run's calls again, the same strings.
+    """
+    try:
+        if isinstance(json.loads(arguments), dict):
+            return arguments
+    except (ValueError, RecursionError):  # nested past what a parser takes: no object either
+        pass
+    return json.dumps({"invalid_arguments": arguments})
+
+
+EMPTY_REPLY_TEXT = "(empty reply)"
+"""A model's turn that said nothing and called nothing, as the next requests show it."""
+
+
+def to_openai(message: Message) -> dict[str, Any]:
+    """The chat-completions wire shape of a transcript message.
+
+    A model's turn with no text goes back as providers take it: with calls, as `content:
+    null`; with none (an empty reply, nudged), as EMPTY_REPLY_TEXT. Sent as it came, OpenAI
+    refused `null` alone ("expected a string, got null") and Anthropic blank text ("text
+    content blocks must contain non-whitespace text"), and the run ended on the nudge meant
+    to keep it going.
+    """
+    content = message.content
+    if message.role == "assistant" and (content is None or not content.strip()):
+        content = None if message.tool_calls else EMPTY_REPLY_TEXT
+    out: dict[str, Any] = {"role": message.role, "content": content}
+    if message.tool_calls:
+        out["tool_calls"] = [
+            {
+                "id": c.id,
+                "type": "function",
+                "function": {"name": wire_name(c.name), "arguments": wire_arguments(c.arguments)},
+                **({"extra_content": c.extra_content} if c.extra_content else {}),
+            }
+            for c in message.tool_calls
+        ]
+    if message.tool_call_id is not None:
+        out["tool_call_id"] = message.tool_call_id
+    return out
