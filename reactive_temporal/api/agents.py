@@ -31,11 +31,18 @@ from temporalio.common import (
 from temporalio.exceptions import WorkflowAlreadyStartedError
 
 from reactive_temporal import search_attributes as sa
-from reactive_temporal.api.control import PendingCall, decide, pending_calls, request_cancel
+from reactive_temporal.api.control import (
+    PendingCall,
+    cancel_recorded,
+    decide,
+    pending_calls,
+    request_cancel,
+)
 from reactive_temporal.api.operate import fetch_rich_debrief, require_run
 from reactive_temporal.api.progress import run_progress
 from reactive_temporal.api.results import UNREACHABLE_PATIENCE_SECONDS, result_of
 from reactive_temporal.api.sessions import AgentEntity, Session, chat_request
+from reactive_temporal.api.unserved import while_served
 from reactive_temporal.api.watching import follow_events, stream_events
 from reactive_temporal.contracts import names
 from reactive_temporal.contracts.approvals import ApprovalOutcome
@@ -274,9 +281,13 @@ class Agent:
 
         Raises:
             ValueError: no such run, or it is not running.
+            RunUnserved: no worker can end it now (none polls its task queue, or its workflow
+                task keeps failing); the cancel is recorded, and it ends once one runs it.
         """
         handle = await request_cancel(self.runtime.client, run_id, reason)
-        return await self.result(handle)
+        return await while_served(
+            self.runtime.client, run_id, self.result(handle), cancel_recorded(run_id)
+        )
 
     def events(self, run_id: str, *, from_offset: int = 0) -> AsyncIterator[RunEvent]:
         """The run's live output, from the start (or `from_offset`) until it ends.
@@ -329,6 +340,8 @@ class Agent:
 
         Raises:
             ValueError: the run refused (an unknown or already decided call), saying why.
+            RunUnserved: no worker can take it (not sent), or none took it in time (it may
+                still be delivered).
         """
         return await decide(
             self.runtime.client, run_id, list(call_ids), approve=True, reason=reason, by=by
@@ -341,6 +354,7 @@ class Agent:
 
         Raises:
             ValueError: the run refused (an unknown or already decided call), saying why.
+            RunUnserved: as `approve`.
         """
         return await decide(
             self.runtime.client, run_id, list(call_ids), approve=False, reason=reason, by=by

@@ -9,13 +9,15 @@ from __future__ import annotations
 import asyncio
 import getpass
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from pydantic import BaseModel
 from temporalio.client import (
     Client,
+    WorkflowExecutionDescription,
     WorkflowExecutionStatus,
     WorkflowHandle,
     WorkflowQueryFailedError,
@@ -26,11 +28,13 @@ from temporalio.service import RPCError
 from reactive_temporal import search_attributes as sa
 from reactive_temporal.api.operate import quote_literal, require_run
 from reactive_temporal.api.progress import ProgressUnavailable, run_progress
+from reactive_temporal.api.retrying_steps import QUERY_PATIENCE_SECONDS
+from reactive_temporal.api.unserved import RunUnserved, require_served, while_served, why_unserved
 from reactive_temporal.api.worker_waits import TaskQueuePollers
 from reactive_temporal.contracts import names
 from reactive_temporal.contracts.approvals import ApprovalDecision, ApprovalOutcome
 from reactive_temporal.contracts.result import AgentResult
-from reactive_temporal.refusals import busy_or_aborted, while_busy
+from reactive_temporal.refusals import busy_or_aborted, tasks_failing, while_busy
 from workflows.agent_run import AgentRunWorkflow
 
 CANCEL_REASON_MAX_CHARS = 500
@@ -42,12 +46,18 @@ async def running_run(client: Client, run_id: str) -> WorkflowHandle[Any, AgentR
     Raises:
         ValueError: naming what is wrong (no such run, not an agent run, already over).
     """
+    await require_running(client, run_id)
+    return client.get_workflow_handle_for(AgentRunWorkflow.run, run_id)
+
+
+async def require_running(client: Client, run_id: str) -> WorkflowExecutionDescription:
+    """The description of a run that is still running; ValueError as `running_run`."""
     description = await require_run(client, run_id)
     status = description.status
     if status != WorkflowExecutionStatus.RUNNING:
         state = status.name.lower() if status is not None else "closed"
         raise ValueError(f"run {run_id!r} is not running (it is {state})")
-    return client.get_workflow_handle_for(AgentRunWorkflow.run, run_id)
+    return description
 
 
 def check_cancel_reason(reason: str | None) -> None:
@@ -73,6 +83,18 @@ async def request_cancel(
     handle = await running_run(client, run_id)
     await handle.cancel(reason=reason or "")
     return handle
+
+
+def cancel_recorded(run_id: str) -> Callable[[str], str]:
+    """What a wait for a cancelled run's end says when no worker can end it now.
+
+    The cancel is in the run's history (Temporal records it without a worker): it ends as
+    `cancelled` once one runs it, and sending it again changes nothing.
+    """
+    return lambda why: (
+        f"the cancel of run {run_id!r} is recorded, and it ends as cancelled once a worker "
+        f"runs it; none can now: {why}"
+    )
 
 
 # -- approvals ---------------------------------------------------------------------------------
@@ -227,6 +249,19 @@ async def pending_calls(
     return found.pending
 
 
+FAILING = (
+    "its workflow task keeps failing: a worker whose code cannot replay it (check with "
+    "`starter.py replay {run_id}`), a bug, or a payload it cannot decode"
+)
+"""The cause when the server refused an update for it before `describe()` shows it."""
+DECISION_PATIENCE_SECONDS = 5.0
+"""How long a decision waits quietly for the run's worker before `notice` says it waits."""
+DECISION_GIVE_UP_SECONDS = 30.0
+"""How long a decision sent waits for a worker to take it before its sender is told: a
+worker that runs takes one in moments (its handler only records it), one whose slots are all
+busy within seconds."""
+
+
 async def decide(
     client: Client,
     run_id: str,
@@ -235,12 +270,20 @@ async def decide(
     approve: bool,
     reason: str | None = None,
     by: str | None = None,
+    notice: Callable[[str], None] | None = None,
 ) -> ApprovalOutcome:
     """Approve or deny a run's waiting calls (all of them when `call_ids` is empty).
+
+    Not sent when the server shows no worker can take it (none polls the run's task queue,
+    or its workflow task keeps failing): admitted, it would be delivered whenever one came
+    back, long after anyone remembered deciding. `notice` is told when a decision sent
+    waits DECISION_PATIENCE_SECONDS for the run's worker.
 
     Raises:
         ValueError: no such run, not running, or the run refused the decision (an unknown
             or already decided call, a denial without a reason), saying why.
+        RunUnserved: no worker can take the decision now (it was not sent), or none took
+            the one sent within DECISION_GIVE_UP_SECONDS (it may still be delivered).
     """
     try:
         decision = ApprovalDecision(
@@ -248,15 +291,31 @@ async def decide(
         )
     except ValueError as err:
         raise ValueError(f"invalid decision: {err}") from err
-    handle = await running_run(client, run_id)
+    description = await require_running(client, run_id)
+    await require_served(
+        client,
+        description,
+        lambda why: (
+            f"run {run_id!r} cannot take a decision now: {why}. Nothing was sent: "
+            "decide again once a worker runs it"
+        ),
+    )
+    handle = client.get_workflow_handle_for(AgentRunWorkflow.run, run_id)
     if not decision.call_ids:
         # "all" is the calls waiting now, named: a decision sent again after the run was too
         # busy to take it decided the next turn's calls, which nobody had seen
         try:
-            waiting = (await handle.query(AgentRunWorkflow.progress)).pending_approvals
+            waiting = (
+                await handle.query(
+                    AgentRunWorkflow.progress,
+                    rpc_timeout=timedelta(seconds=QUERY_PATIENCE_SECONDS),
+                )
+            ).pending_approvals
         except (RPCError, WorkflowQueryFailedError) as err:
             raise ValueError(
-                f"run {run_id!r} did not say which calls wait (is a worker running?): {err}"
+                f"run {run_id!r} did not say which calls wait within "
+                f"{QUERY_PATIENCE_SECONDS:g} s (is a worker running for task queue "
+                f"{description.task_queue!r}?); nothing was sent: {err}"
             ) from err
         if not waiting:
             raise ValueError(f"run {run_id!r} has no call waiting for approval")
@@ -268,13 +327,47 @@ async def decide(
             AgentRunWorkflow.decide_tool_calls, decision, id=update_id
         )
 
+    async def sent() -> ApprovalOutcome:
+        sending = asyncio.ensure_future(
+            while_busy(attempt, f"a decision on {run_id}", passing=busy_or_aborted)
+        )
+        if (
+            notice is not None
+            and not (await asyncio.wait({sending}, timeout=DECISION_PATIENCE_SECONDS))[0]
+        ):
+            notice(
+                "waiting for a worker to take the decision to the run (is one running for "
+                f"task queue {description.task_queue!r}?); Ctrl-C stops waiting, the "
+                "decision may still land"
+            )
+        return await sending
+
     try:
-        return await while_busy(attempt, f"a decision on {run_id}", passing=busy_or_aborted)
+        return await while_served(
+            client,
+            run_id,
+            sent(),
+            lambda why: (
+                f"run {run_id!r} has not taken the decision: {why}. It was sent and may "
+                f"still be delivered when a worker runs it: `starter.py progress {run_id}` shows "
+                "whether its calls still wait"
+            ),
+            give_up_after=DECISION_GIVE_UP_SECONDS,
+        )
     except WorkflowUpdateFailedError as err:
         cause = err.cause
         message = getattr(cause, "message", None) or str(cause or err)
         raise ValueError(f"run {run_id!r} refused: {message}") from err
     except RPCError as err:
+        if tasks_failing(err):  # refused at once: the server admits no update then
+            why, stall = await why_unserved(client, await require_run(client, run_id))
+            raise RunUnserved(
+                f"run {run_id!r} cannot take a decision now: "
+                f"{why or FAILING.format(run_id=run_id)}. Nothing was decided: decide again "
+                "once a worker completes its workflow task",
+                stall.retrying,
+                stall.waiting_for_worker,
+            ) from err
         if not run_closed(err):
             raise
         raise ValueError(f"run {run_id!r} ended before the decision reached it") from err

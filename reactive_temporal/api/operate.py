@@ -11,11 +11,11 @@ import json
 import logging
 import re
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, get_args
+from typing import Any, TypeVar, get_args
 
 from pydantic import BaseModel
 from temporalio.api.common.v1 import WorkflowExecution
@@ -45,6 +45,8 @@ from reactive_temporal.contracts.run import AgentRunInput, TerminatedBy
 from reactive_temporal.errors import root_cause, workflow_not_found
 
 log = logging.getLogger("reactive_temporal")
+T = TypeVar("T")
+Gave = Callable[[str], str]
 STATUSES = {s.name.lower(): s for s in WorkflowExecutionStatus}
 
 
@@ -184,11 +186,25 @@ async def load_debrief(client: Client, run_id: str, *, wait_for_rich: bool) -> A
 
     Raises:
         ValueError: no such run, or it failed before it could be debriefed.
+        RunUnserved: it is still running and no worker can end it now (none polls its task
+            queue, or its workflow task keeps failing).
     """
-    run = client.get_workflow_handle(run_id, result_type=AgentResult)
-    await require_run(client, run_id)
+    running = (await require_run(client, run_id)).status == WorkflowExecutionStatus.RUNNING
+    ending: Awaitable[AgentResult] = result_of(
+        client.get_workflow_handle(run_id, result_type=AgentResult)
+    )
+    if running:
+        ending = _served(
+            client,
+            run_id,
+            ending,
+            lambda why: (
+                f"run {run_id!r} is still running, and has no debrief until it ends; it "
+                f"cannot end now: {why}"
+            ),
+        )
     try:
-        result = await result_of(run)
+        result = await ending
     except WorkflowFailureError as err:
         raise ValueError(
             f"run {run_id!r} failed before it could be debriefed: {root_cause(err)}"
@@ -255,7 +271,12 @@ async def fetch_rich_debrief(
     try:
         if await _debrief_child(client, run_id) is None:
             return fallback
-        return await result_of(handle)
+        return await _served(
+            client,
+            handle.id,
+            result_of(handle),
+            lambda why: f"its debrief workflow cannot finish now: {why}",
+        )
     except RPCError as err:
         if workflow_not_found(err):
             return fallback
@@ -264,6 +285,16 @@ async def fetch_rich_debrief(
     except Exception as err:  # the child failed: the instant debrief stands
         log.warning("rich debrief of %s unavailable (%s); using the instant one", run_id, err)
         return fallback
+
+
+async def _served(client: Client, workflow_id: str, waiting: Awaitable[T], gave_up: Gave) -> T:
+    """A debrief's wait, ended when no worker can end the workflow awaited (`while_served`).
+
+    Imported here: `api.unserved` builds on `api.progress`, which needs this module.
+    """
+    from reactive_temporal.api.unserved import while_served
+
+    return await while_served(client, workflow_id, waiting, gave_up)
 
 
 # -- replay --------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ import re
 import time
 import uuid
 from collections.abc import Awaitable, Coroutine
+from datetime import timedelta
 from typing import Any, TypeVar, cast
 
 from pydantic import ValidationError
@@ -37,6 +38,8 @@ from temporalio.exceptions import (
 from temporalio.service import RPCError, RPCStatusCode
 
 from reactive_temporal.api.results import UNREACHABLE_PATIENCE_SECONDS
+from reactive_temporal.api.retrying_steps import QUERY_PATIENCE_SECONDS
+from reactive_temporal.api.unserved import RunUnserved, while_served, workflow_unserved
 from reactive_temporal.contracts import names
 from reactive_temporal.contracts.debrief import AgentDebrief
 from reactive_temporal.contracts.entity import (
@@ -191,6 +194,7 @@ class AgentEntity:
         Its one update id makes a run of the entity run it once however often it is sent (and
         the next run answer a chat turn the last one answered from its carried-over replies).
         """
+        await self.require_served(starts=True)
         update_id = str(uuid.uuid4())
 
         async def attempt() -> Any:
@@ -209,11 +213,42 @@ class AgentEntity:
 
         # Out of reach too (a restart, a failover): sent again under its one id it runs once,
         # where it raised at once, the turn lost to its caller as a wait for a result is not.
-        return await while_busy(
+        sending = while_busy(
             attempt,
             f"an update of {self.workflow_id}",
             passing=busy_or_between_runs,
             unreachable_for=self.unreachable_for,
+        )
+        try:
+            return await while_served(
+                self.client,
+                self.workflow_id,
+                sending,
+                lambda why: (
+                    f"{self._whose} has not taken the request: {why}. It was sent and "
+                    "may still be answered once a worker runs it (`starter.py session history` "
+                    "shows a turn answered)"
+                ),
+            )
+        except RunUnserved as err:
+            raise ChatError(str(err)) from err
+
+    @property
+    def _whose(self) -> str:
+        return f"agent {self.config.agent_id}'s workflow ({self.workflow_id})"
+
+    async def require_served(self, *, starts: bool = False) -> None:
+        """ChatError, nothing sent, when no worker can serve the agent's AgentWorkflow now.
+
+        `starts`: the request starts the workflow on this handle's task queue when it does
+        not run (`api.unserved.workflow_unserved`).
+        """
+        start_queue = self.task_queue if starts else None
+        if (why := await workflow_unserved(self.client, self.workflow_id, start_queue)) is None:
+            return
+        raise ChatError(
+            f"{self._whose} can take no request now: {why}. It was not sent: send it again "
+            "once a worker runs it"
         )
 
     def _start(self) -> WithStartWorkflowOperation[AgentWorkflow, None]:
@@ -277,7 +312,12 @@ class AgentEntity:
         session) read back a page at a time; empty when neither the agent nor Postgres knows
         the session.
         """
-        query = self.handle().query(AgentWorkflow.history, SessionRef(session_id=session_id))
+        await self.require_served()
+        query = self.handle().query(
+            AgentWorkflow.history,
+            SessionRef(session_id=session_id),
+            rpc_timeout=timedelta(seconds=QUERY_PATIENCE_SECONDS),
+        )
         held = await _unless_missing(query, SessionHistory(session_id=session_id))
         if held.complete or (held.total_messages is None and held.messages):
             return held  # an entity from before sessions were saved turn by turn holds it all

@@ -15,11 +15,12 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import psycopg
-from temporalio.client import Client, WorkflowFailureError
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError
 
 from reactive_temporal.api.live_feed import BATCH, LiveFeed
 from reactive_temporal.api.operate import require_run
 from reactive_temporal.api.results import UNREACHABLE_PATIENCE_SECONDS, result_of
+from reactive_temporal.api.unserved import while_served
 from reactive_temporal.contracts.events import RunEvent
 from reactive_temporal.contracts.result import AgentResult
 from reactive_temporal.live_output import TextFold
@@ -82,22 +83,39 @@ async def follow_events(
     *,
     from_offset: int = 0,
     unreachable_for: float = UNREACHABLE_PATIENCE_SECONDS,
+    until_unserved: bool = False,
 ) -> AsyncIterator[RunEvent]:
     """The run's events from `from_offset` on, then each new one, ending with `finished`.
 
     The wait for its end outlasts a Temporal server out of reach for `unreachable_for` s.
+    With `until_unserved`, it ends once the server shows no worker can move the run on (a
+    watcher waited for good, printing nothing, while the run could not move).
 
     Raises:
         ValueError: no such run.
         LiveOutputUnavailable: no Postgres to read from, or it cannot be reached.
+        RunUnserved: with `until_unserved`, no worker can move the run on now.
     """
     _require_readable(database_url, from_offset)
-    await require_run(client, run_id)
-    outcome = asyncio.ensure_future(_outcome(client, run_id, unreachable_for))
+    running = (await require_run(client, run_id)).status == WorkflowExecutionStatus.RUNNING
+    ending = _outcome(client, run_id, unreachable_for)
+    resume = from_offset
+    if until_unserved and running:
+        ending = while_served(
+            client,
+            run_id,
+            ending,
+            lambda why: (
+                f"run {run_id!r} cannot go on now: {why}. Watch it again once a worker "
+                f"runs it, from offset {resume} (what was shown ends there)"
+            ),
+        )
+    outcome = asyncio.ensure_future(ending)
     try:
         async for event in stream_events(
             database_url or "", run_id, until=outcome, from_offset=from_offset
         ):
+            resume = event.offset + 1 if event.offset is not None else resume
             yield event
         status, result = outcome.result()
         yield RunEvent(type="finished", run_id=run_id, status=status, result=result)

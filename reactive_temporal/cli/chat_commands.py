@@ -161,6 +161,8 @@ def session_history(
         agent_ = await open_agent(cli_settings(), agent)
         try:
             messages = await agent_.session(session_id).history()
+        except ChatError as e:  # no worker can read it for us now, saying why
+            raise CliError(str(e), code=1) from e
         finally:
             await agent_.dispose()
         if as_json:

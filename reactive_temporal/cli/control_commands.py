@@ -4,7 +4,6 @@ it is stuck retrying and whether it waits for a worker (`progress`)."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 from typing import Annotated
 
@@ -14,6 +13,7 @@ from rich.table import Table
 from reactive_temporal.api.agents import AgentRunError, run_result
 from reactive_temporal.api.control import (
     ApprovalsUnavailable,
+    cancel_recorded,
     check_cancel_reason,
     decide,
     request_cancel,
@@ -21,6 +21,7 @@ from reactive_temporal.api.control import (
     waiting_runs_query,
 )
 from reactive_temporal.api.progress import ProgressUnavailable, run_progress
+from reactive_temporal.api.unserved import while_served
 from reactive_temporal.api.watching import follow_events
 from reactive_temporal.cli.common import CliError, cli_runtime, err, out, run_command
 from reactive_temporal.cli.live_view import LivePrinter
@@ -48,8 +49,11 @@ def cancel(
             handle = await request_cancel(runtime.client, run_id, reason)
             if not as_json:
                 err.print(f"[dim]cancel requested for {safe(run_id)}; waiting for it to end…[/]")
-            result = await run_result(
-                runtime.client, handle, unreachable_for=runtime.unreachable_patience
+            result = await while_served(
+                runtime.client,
+                run_id,
+                run_result(runtime.client, handle, unreachable_for=runtime.unreachable_patience),
+                cancel_recorded(run_id),
             )
         except ValueError as e:
             raise CliError(str(e), code=1) from e
@@ -145,10 +149,6 @@ def deny(
     _decide(run_id, call_ids or [], approve=False, reason=reason, by=by, as_json=as_json)
 
 
-DECISION_PATIENCE_SECONDS = 5.0
-"""How long `approve`/`deny` wait quietly for the run's worker before saying they wait."""
-
-
 def _decide(
     run_id: str,
     call_ids: list[str],
@@ -163,16 +163,16 @@ def _decide(
             raise CliError("a denial needs a reason: --reason TEXT (the model reads it)")
         runtime = await cli_runtime()
         try:
-            deciding = asyncio.ensure_future(
-                decide(runtime.client, run_id, call_ids, approve=approve, reason=reason, by=by)
+            # a run takes a decision in its worker: with none taking it, it waited silent
+            outcome = await decide(
+                runtime.client,
+                run_id,
+                call_ids,
+                approve=approve,
+                reason=reason,
+                by=by,
+                notice=lambda line: err.print(f"[dim]{safe(line)}[/]", soft_wrap=True),
             )
-            if not (await asyncio.wait({deciding}, timeout=DECISION_PATIENCE_SECONDS))[0]:
-                # a run takes a decision in its worker: with none running it waited, silent
-                err.print(
-                    "[dim]waiting for a worker to take the decision to the run (is one running "
-                    "for its task queue?); Ctrl-C stops waiting, the decision may still land[/]"
-                )
-            outcome = await deciding
         except ValueError as e:
             raise CliError(str(e), code=1) from e
         finally:
@@ -215,6 +215,7 @@ def watch(
                 run_id,
                 from_offset=from_offset,
                 unreachable_for=runtime.unreachable_patience,
+                until_unserved=True,
             ):
                 printer.show(event)
                 if event.type == "finished":

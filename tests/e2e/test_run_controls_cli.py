@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from reactive_temporal.cli.control_commands import DECISION_PATIENCE_SECONDS
+from reactive_temporal.api.control import DECISION_PATIENCE_SECONDS
 from reactive_temporal.embedded.scripted_llm import Reply, ScriptedLLM, call
 from tests import processes
 from tests.processes import REPO, starter

@@ -12,20 +12,11 @@ import time
 import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
 
 import pytest
-from temporalio import workflow
 from temporalio.api.enums.v1 import EventType, PendingActivityState
 from temporalio.client import Client, WorkflowHandle
-from temporalio.client import Interceptor as ClientInterceptor
-from temporalio.worker import (
-    ExecuteWorkflowInput,
-    Interceptor,
-    Worker,
-    WorkflowInboundInterceptor,
-    WorkflowInterceptorClassInput,
-)
+from temporalio.worker import Worker
 
 from reactive_temporal.api import worker_waits
 from reactive_temporal.api.agents import Agent
@@ -42,6 +33,7 @@ from tests import processes
 from tests.conftest import wait_for
 from tests.fixtures.incompatible_workflow import AgentRunWorkflowBeforeTheChangeStillRunning
 from tests.processes import starter_async
+from tests.support.raising_workflows import TasksFail, failing_queues
 from tests.workflow.conftest import running_worker
 
 pytestmark = [pytest.mark.faults, pytest.mark.workflow]
@@ -123,27 +115,6 @@ async def test_a_run_whose_workflow_task_fails_to_replay_says_so(
         assert listing.code == 0, listing.describe()
         assert "workflow task failing (attempt " in listing.stdout
         await handle.terminate()
-
-
-failing_queues: set[str] = set()
-"""Task queues whose workflows' every task raises (the worker runs our workflows unsandboxed)."""
-
-
-class TasksFail(ClientInterceptor, Interceptor):
-    """A RuntimeError is not among the workflows' failure types: the SDK fails the workflow
-    task, and Temporal tries it again."""
-
-    def workflow_interceptor_class(
-        self, input: WorkflowInterceptorClassInput
-    ) -> type[WorkflowInboundInterceptor]:
-        return _Raises
-
-
-class _Raises(WorkflowInboundInterceptor):
-    async def execute_workflow(self, input: ExecuteWorkflowInput) -> Any:
-        if workflow.info().task_queue in failing_queues:
-            raise RuntimeError("the database of regions is missing\n  at line 2")
-        return await super().execute_workflow(input)
 
 
 async def test_a_run_whose_workflow_task_raises_says_so(client: Client, settings: Settings):
