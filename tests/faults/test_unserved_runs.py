@@ -109,8 +109,8 @@ async def test_commands_on_runs_no_worker_polls_for_answer_at_once_and_lose_noth
 
     async with running_worker(client, settings, task_queue=queue) as running:
         agent = running.agent("unused", agent_id=agent_id)
-        result = await agent.result(cancelled)  # the cancel was kept
-        assert result.terminated_by == "cancelled"
+        ended = await agent.result(cancelled)  # the cancel was kept
+        assert ended.terminated_by == "cancelled"
         # no decision was sent: the calls still wait, and are decided once
         assert [p.call_id for p in (await agent.progress(approved.id)).pending_approvals] == [
             call_id
