@@ -256,10 +256,11 @@ FAILING = (
 """The cause when the server refused an update for it before `describe()` shows it."""
 DECISION_PATIENCE_SECONDS = 5.0
 """How long a decision waits quietly for the run's worker before `notice` says it waits."""
-DECISION_GIVE_UP_SECONDS = 30.0
-"""How long a decision sent waits for a worker to take it before its sender is told: a
-worker that runs takes one in moments (its handler only records it), one whose slots are all
-busy within seconds."""
+DECISION_GIVE_UP_SECONDS = 90.0
+"""How long a decision sent waits for a worker to take it when the server cannot tell that
+none can (the last worker gone under POLL_SILENCE ago): a worker started after a crash took
+over 30 s to take a decision sent meanwhile (the dead worker's sticky task timed out first),
+and it was delivered; past this, the sender is told it may still be."""
 
 
 async def decide(
