@@ -70,7 +70,7 @@ async def run_progress(
     pollers = pollers or TaskQueuePollers(client)
     stall = await server_stall(client, description, pollers)
     queue = description.task_queue
-    if (why := await _unanswerable(run_id, stall, queue, pollers)) is not None:
+    if (why := await unanswerable(run_id, stall, queue, pollers)) is not None:
         raise ProgressUnavailable(
             f"run {run_id!r} cannot answer its progress query: {why}",
             stall.retrying,
@@ -93,7 +93,7 @@ async def run_progress(
     return stall.onto(progress)
 
 
-async def _unanswerable(
+async def unanswerable(
     run_id: str, stall: Stall, task_queue: str, pollers: TaskQueuePollers
 ) -> str | None:
     """Why no worker can answer the run's query now, as the server shows it; None if one may."""

@@ -15,13 +15,15 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
 from typing import TypeVar
 
 from temporalio.api.enums.v1 import TaskQueueType
 from temporalio.client import Client, WorkflowExecutionDescription, WorkflowExecutionStatus
 from temporalio.service import RPCError
 
-from reactive_temporal.api.progress import _unanswerable
+from reactive_temporal.api import worker_waits
+from reactive_temporal.api.progress import unanswerable
 from reactive_temporal.api.stalls import Stall, server_stall
 from reactive_temporal.api.worker_waits import TaskQueuePollers
 from reactive_temporal.contracts.retrying import RetryingStep, WaitingForWorker
@@ -61,17 +63,17 @@ async def why_unserved(
 ) -> tuple[str | None, Stall]:
     """Why no worker can serve the running workflow now (None if one may), and the stall.
 
-    Besides a step failing or waiting (`_unanswerable`, as `progress` says it), a workflow
-    with no step pending (a run parked on an approval, an idle entity) is unserved when no
-    worker has polled its task queue for workflow tasks within POLL_SILENCE: an update or a
-    query sent to it would wait for one.
+    Besides a step failing or waiting (`unanswerable`, as `progress` says it), a workflow
+    with no step pending (a run parked on an approval, an idle entity) is unserved when the
+    workers that polled its task queue for workflow tasks have all been silent for
+    POLL_SILENCE (`silent`): an update or a query sent to it would wait for one.
     """
     if description.status != WorkflowExecutionStatus.RUNNING:
         return None, Stall()
     pollers = pollers or TaskQueuePollers(client)
     stall = await server_stall(client, description, pollers)
     queue = description.task_queue
-    why = await _unanswerable(description.id, stall, queue, pollers)
+    why = await unanswerable(description.id, stall, queue, pollers)
     if why is None and await silent(pollers, queue):
         why = no_worker_polls(queue)
     return why, stall
@@ -99,8 +101,19 @@ async def workflow_unserved(
 
 
 async def silent(pollers: TaskQueuePollers, task_queue: str) -> bool:
-    """No worker has polled `task_queue` for workflow tasks lately (False if unknown)."""
-    return await pollers.silent(task_queue, TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW)
+    """Workers polled `task_queue` for workflow tasks, and none has within POLL_SILENCE.
+
+    Alone, this is the one fact that says so, so it takes a poll the server remembers (five
+    minutes) and no other: a queue with no poller known is not taken for one without workers.
+    A worker just started is not listed yet (chat turns sent as it started were refused,
+    "no worker polls", by a rule that took no poller for none), and past five minutes the
+    server has forgotten the last one; either way the request is sent, and its wait says.
+    """
+    try:
+        last = await pollers.last_poll(task_queue, TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW)
+    except RPCError:
+        return False
+    return last is not None and datetime.now(UTC) - last >= worker_waits.POLL_SILENCE
 
 
 def no_worker_polls(task_queue: str) -> str:
