@@ -28,7 +28,6 @@ from temporalio.service import RPCError
 from reactive_temporal import search_attributes as sa
 from reactive_temporal.api.operate import quote_literal, require_run
 from reactive_temporal.api.progress import ProgressUnavailable, run_progress
-from reactive_temporal.api.retrying_steps import QUERY_PATIENCE_SECONDS
 from reactive_temporal.api.unserved import RunUnserved, require_served, while_served, why_unserved
 from reactive_temporal.api.worker_waits import TaskQueuePollers
 from reactive_temporal.contracts import names
@@ -254,6 +253,10 @@ FAILING = (
     "`starter.py replay {run_id}`), a bug, or a payload it cannot decode"
 )
 """The cause when the server refused an update for it before `describe()` shows it."""
+DECISION_QUERY_PATIENCE_SECONDS = 30.0
+"""How long `approve RUN_ID` (no call id) waits for the run to say which calls wait, once the
+server shows a worker may answer: a loaded worker replaying a run it does not hold answered
+CI's back-to-back queries in over 10 s, and the decision was refused for nothing."""
 DECISION_PATIENCE_SECONDS = 5.0
 """How long a decision waits quietly for the run's worker before `notice` says it waits."""
 DECISION_GIVE_UP_SECONDS = 90.0
@@ -309,13 +312,13 @@ async def decide(
             waiting = (
                 await handle.query(
                     AgentRunWorkflow.progress,
-                    rpc_timeout=timedelta(seconds=QUERY_PATIENCE_SECONDS),
+                    rpc_timeout=timedelta(seconds=DECISION_QUERY_PATIENCE_SECONDS),
                 )
             ).pending_approvals
         except (RPCError, WorkflowQueryFailedError) as err:
             raise ValueError(
                 f"run {run_id!r} did not say which calls wait within "
-                f"{QUERY_PATIENCE_SECONDS:g} s (is a worker running for task queue "
+                f"{DECISION_QUERY_PATIENCE_SECONDS:g} s (is a worker running for task queue "
                 f"{description.task_queue!r}?); nothing was sent: {err}"
             ) from err
         if not waiting:

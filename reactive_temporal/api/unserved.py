@@ -71,11 +71,14 @@ async def why_unserved(
     if description.status != WorkflowExecutionStatus.RUNNING:
         return None, Stall()
     pollers = pollers or TaskQueuePollers(client)
-    stall = await server_stall(client, description, pollers)
-    queue = description.task_queue
-    why = await unanswerable(description.id, stall, queue, pollers)
-    if why is None and await silent(pollers, queue):
-        why = no_worker_polls(queue)
+    try:
+        stall = await server_stall(client, description, pollers)
+        queue = description.task_queue
+        why = await unanswerable(description.id, stall, queue, pollers)
+        if why is None and await silent(pollers, queue):
+            why = no_worker_polls(queue)
+    except RPCError:  # the server out of reach for a moment: it cannot tell, the request may
+        return None, Stall()  # go (its own wait rides out a restart)
     return why, stall
 
 
@@ -91,7 +94,7 @@ async def workflow_unserved(
         description = await client.get_workflow_handle(workflow_id).describe()
     except RPCError as err:
         if not workflow_not_found(err):
-            raise
+            return None  # out of reach: the request's own wait rides out a restart
         description = None
     if description is not None and description.status == WorkflowExecutionStatus.RUNNING:
         return (await why_unserved(client, description))[0]

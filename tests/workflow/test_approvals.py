@@ -467,6 +467,6 @@ async def test_runs_queried_while_they_park_answer_every_query_and_finish(
             if progress.waiting_for == "approval":
                 break
         assert progress.pending_approvals, i
-        await asyncio.wait_for(agent.approve(handle.id, by="tester"), 30)
+        await asyncio.wait_for(agent.approve(handle.id, by="tester"), 60)
         result = await asyncio.wait_for(agent.result(handle), 30)
         assert result.output == "done", i
