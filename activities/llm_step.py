@@ -41,7 +41,7 @@ from activities.llm_calls import (
 from activities.llm_context import ContextPlan, ContextRecord, StepContext, StepContexts
 from activities.pg_refusals import refused_data, refused_data_fails
 from activities.reply_calls import content_text, reply_calls
-from activities.request_messages import to_openai
+from activities.request_messages import request_messages
 from activities.run_events import RunEvents, TextStream
 from activities.run_seed import RunSeeding, resolve_tools, seed_length, seed_messages
 from activities.run_stops import RUN_STOPS
@@ -333,7 +333,7 @@ class LlmActivities:
         for overflows in range(MAX_OVERFLOW_RETRIES + 1):
             request = chat_request(
                 input.model,
-                [to_openai(e.message) for e in context.view],
+                request_messages(e.message for e in context.view),
                 tools=tools,
                 temperature=input.temperature,
                 reasoning_effort=input.reasoning_effort,

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import functools
 import json
+from collections import deque
+from collections.abc import Iterable
 from typing import Any
 
 from reactive_temporal.contracts.run import Message
@@ -63,3 +65,32 @@ def to_openai(message: Message) -> dict[str, Any]:
     if message.tool_call_id is not None:
         out["tool_call_id"] = message.tool_call_id
     return out
+
+
+def request_messages(messages: Iterable[Message]) -> list[dict[str, Any]]:
+    """A request's messages, each as `to_openai` sends it, with every tool call id unique.
+
+    Some models give one id to several calls (`call_0` every turn, or twice in one reply),
+    and the transcript keeps what they gave; Anthropic refuses a request whose history holds
+    an id twice ("tool_use ids must be unique"), and a result then names no call in
+    particular. A call whose id came before in the request goes as `<id>-2` (`-3`, …), and
+    its result, the next with that id, follows it.
+    """
+    sent: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    renamed: dict[str, deque[str]] = {}
+    for message in messages:
+        wire = to_openai(message)
+        for call in wire.get("tool_calls", ()):
+            given = call["id"]
+            unique, n = given, 2
+            while not unique or unique in seen:
+                unique, n = f"{given or 'call'}-{n}", n + 1
+            seen.add(unique)
+            renamed.setdefault(given, deque()).append(unique)
+            call["id"] = unique
+        answered = message.tool_call_id
+        if answered is not None and renamed.get(answered):
+            wire["tool_call_id"] = renamed[answered].popleft()
+        sent.append(wire)
+    return sent

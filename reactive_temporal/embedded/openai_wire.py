@@ -40,6 +40,25 @@ def invalid_request(message: str, *, param: str | None, code: str | None) -> Htt
     return HttpError(400, message, body=body)
 
 
+def _call_ids_refused(messages: list[dict[str, Any]]) -> HttpError | None:
+    ids: list[str] = []
+    for i, message in enumerate(messages):
+        for call in message.get("tool_calls") or []:
+            if call.get("id") in ids:
+                return invalid_request(
+                    f"messages.{i}.content: tool_use ids must be unique", param=None, code=None
+                )
+            ids.append(call.get("id"))
+        answered = message.get("tool_call_id")
+        if message.get("role") == "tool" and answered not in ids:
+            return invalid_request(
+                f"messages.{i}: unexpected tool_use_id found in tool_result blocks: {answered}",
+                param=None,
+                code=None,
+            )
+    return None
+
+
 def _json_object(text: object) -> bool:
     try:
         return isinstance(text, str) and isinstance(json.loads(text), dict)
@@ -82,6 +101,9 @@ class Endpoint:
     nonblank_text: bool = False
     """Anthropic's rule: no message's text may be empty or only whitespace, but the last
     message's, an assistant's to continue."""
+    unique_call_ids: bool = False
+    """Anthropic's rule: no tool call id twice in a request's history, and every tool
+    result answering a call made before it."""
     parses_arguments: bool = False
     """A server that parses the arguments of the tool calls a request's assistant messages
     hold (vLLM and Ollama do, for their chat templates): any that is not a JSON object is a
@@ -134,6 +156,8 @@ class Endpoint:
 
     def _check_messages(self, request: dict[str, Any]) -> HttpError | None:
         messages = request.get("messages") or []
+        if self.unique_call_ids and (refused := _call_ids_refused(messages)) is not None:
+            return refused
         for i, message in enumerate(messages):
             content = message.get("content")
             if (

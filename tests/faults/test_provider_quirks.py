@@ -361,3 +361,31 @@ async def test_a_call_with_broken_arguments_goes_back_as_a_server_that_parses_th
     assert json.loads(broken["arguments"]) == {"invalid_arguments": sent}
     told = llm.requests[model_name][1]["messages"][-1]["content"]
     assert "invalid arguments for calculator" in told
+
+
+async def test_calls_a_model_gave_one_id_go_back_with_ids_of_their_own(
+    harness: Harness, llm: ScriptedLLM, model_name: str
+):
+    """Some models give every call the same id (`call_0`, each turn and twice in one reply);
+    sent back as given, Anthropic refused the request ("tool_use ids must be unique") and the
+    run ended as `llm_error` at its second step. Each call now goes back with an id of its
+    own, and each result with its call's."""
+    llm.endpoint(model_name, Endpoint(unique_call_ids=True))
+    same = "call_0"
+    llm.script(
+        model_name,
+        [
+            Reply(None, [call("calculator", call_id=same, expression="1+1")]),
+            Reply(None, [call("calculator", call_id=same, expression="2+2")]),
+            Reply(None, [call("calculator", call_id=same, expression=f"{n}+{n}") for n in (3, 4)]),
+            Reply("FINAL ANSWER: 42"),
+        ],
+    )
+    result = await asyncio.wait_for(harness.run(model_name, "Add up", memory=False), 60)
+    assert (result.terminated_by, result.output) == ("final_answer", "42"), result.error
+    assert llm.rejected[model_name] == []
+    sent = llm.requests[model_name][-1]["messages"]
+    calls = [(c["id"], c["function"]["arguments"]) for m in sent for c in m.get("tool_calls", [])]
+    assert [i for i, _ in calls] == ["call_0", "call_0-2", "call_0-3", "call_0-4"]
+    answers = {m["tool_call_id"]: m["content"] for m in sent if m["role"] == "tool"}
+    assert answers == {"call_0": "2", "call_0-2": "4", "call_0-3": "6", "call_0-4": "8"}
