@@ -16,8 +16,11 @@ from typing import Any
 from reactive_temporal.contracts.run import Message
 from reactive_temporal.tools import wire_name
 
+CACHED_ARGUMENTS_MAX_CHARS = 2_000
+"""Arguments up to this are checked once per worker (4,096 kept: 16 MB at the most); longer
+ones, rarer, are parsed at each step rather than held (64,000 characters each at most)."""
 
-@functools.lru_cache(maxsize=4096)
+
 def wire_arguments(arguments: str) -> str:
     """A tool call's arguments as a request sends them back: as the model wrote them when
     they are a JSON object, else a JSON object holding what it wrote.
@@ -25,14 +28,24 @@ def wire_arguments(arguments: str) -> str:
     Servers that parse the arguments of the calls in a request's history (vLLM and Ollama
     do, for their chat templates) refused the whole request over one broken call (small
     local models write them), and every later step of the run with it; the model was told
-    of it by the call's error. Cached: each step sends a run's calls again, the same strings.
+    of it by the call's error. Each step sends a run's calls again, the same strings: the
+    short ones' answers are cached.
     """
+    if len(arguments) > CACHED_ARGUMENTS_MAX_CHARS:
+        return _as_object(arguments)
+    return _cached_as_object(arguments)
+
+
+def _as_object(arguments: str) -> str:
     try:
         if isinstance(json.loads(arguments), dict):
             return arguments
     except (ValueError, RecursionError):  # nested past what a parser takes: no object either
         pass
     return json.dumps({"invalid_arguments": arguments})
+
+
+_cached_as_object = functools.lru_cache(maxsize=4096)(_as_object)
 
 
 EMPTY_REPLY_TEXT = "(empty reply)"
