@@ -28,7 +28,14 @@ from temporalio.service import RPCError
 from reactive_temporal import search_attributes as sa
 from reactive_temporal.api.operate import quote_literal, require_run
 from reactive_temporal.api.progress import ProgressUnavailable, run_progress
-from reactive_temporal.api.unserved import RunUnserved, require_served, while_served, why_unserved
+from reactive_temporal.api.unserved import (
+    RunUnserved,
+    no_worker_polls,
+    require_served,
+    silent,
+    while_served,
+    why_unserved,
+)
 from reactive_temporal.api.worker_waits import TaskQueuePollers
 from reactive_temporal.contracts import names
 from reactive_temporal.contracts.approvals import ApprovalDecision, ApprovalOutcome
@@ -195,7 +202,8 @@ async def waiting_approvals(
 
     The runs visibility lists as waiting are each asked for their pending calls (the
     `progress` query is the truth; visibility may lag by a moment), several at once, each
-    not at all when the server shows no worker can answer (`api/progress.py`).
+    not at all when the server shows no worker can answer (`api/progress.py`), or that the
+    workers it remembers polling the run's task queue have gone (`api.unserved.silent`).
     """
     query = waiting_runs_query(agent)
     listed = [wf async for wf in client.list_workflows(query, limit=limit)]
@@ -205,8 +213,11 @@ async def waiting_approvals(
     pollers = TaskQueuePollers(client)
     gate = asyncio.Semaphore(APPROVALS_ASKED_AT_ONCE)
 
-    async def ask(run_id: str, listed_agent: str) -> list[PendingCall] | UnansweredRun:
+    async def ask(run_id: str, listed_agent: str, queue: str) -> list[PendingCall] | UnansweredRun:
         async with gate:
+            if await silent(pollers, queue):  # its workers gone: the query would wait 10 s
+                why = f"run {run_id!r} cannot answer: {no_worker_polls(queue)}"
+                return UnansweredRun(run_id=run_id, agent=listed_agent, why=why)
             try:
                 progress = await run_progress(client, run_id, pollers=pollers)
             except ProgressUnavailable as err:
@@ -219,7 +230,10 @@ async def waiting_approvals(
         ]
 
     answers = await asyncio.gather(
-        *(ask(wf.id, wf.typed_search_attributes.get(sa.AGENT_NAME) or "") for wf in listed)
+        *(
+            ask(wf.id, wf.typed_search_attributes.get(sa.AGENT_NAME) or "", wf.task_queue)
+            for wf in listed
+        )
     )
     return WaitingApprovals(
         pending=sorted(

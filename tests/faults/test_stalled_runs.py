@@ -240,6 +240,7 @@ async def test_approvals_name_the_parked_runs_no_worker_answers_for(
     temporal_address: str,
     database_url: str,
     tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ):
     """Runs parked on approvals while every worker is down. Asked one by one, each query
     waited 29 s and was then skipped: `approvals` said, minutes later, that nothing waited.
@@ -280,6 +281,20 @@ async def test_approvals_name_the_parked_runs_no_worker_answers_for(
     shown = json.loads(listing.stdout)
     assert shown["pending"] == [] and {u["run_id"] for u in shown["unanswered"]} == runs
     assert "3 runs waiting for approval could not say which calls wait" in listing.stderr
+
+    # once the workers the server remembers have been silent long enough (shortened here),
+    # no query is sent: the listing says so at once
+    monkeypatch.setattr(worker_waits, "POLL_SILENCE", timedelta(seconds=2))
+    await asyncio.sleep(2)
+    asked = time.monotonic()
+    with pytest.raises(ApprovalsUnavailable) as caught:
+        await pending_calls(client, agent_id)
+    assert time.monotonic() - asked < QUERY_PATIENCE_SECONDS / 2
+    assert all(
+        f"no worker polls its task queue {queue!r}" in u.why for u in caught.value.unanswered
+    )
+    # a live worker's poll waits up to a minute: 2 s would take the new one for none
+    monkeypatch.undo()
 
     async with running_worker(client, settings, task_queue=queue) as running:
         waiting = await pending_calls(client, agent_id)
