@@ -6,8 +6,8 @@ with every run. A run is pruned whole, table by table, once nothing of it was wr
 for `older_than`, so a run still writing, however long, keeps everything; and a run still
 going that writes nothing meanwhile (parked for days on an approval) is kept whole by its
 caller's `keep` (its transcript deleted under it, the run's next step would read none of it:
-`reactive_temporal.api.pruning` asks Temporal which runs are still going). Debriefs, the
-lessons still live and chat sessions stay: they are what agents and people read later.
+`reactive_temporal.api.control.runs_still_going` asks Temporal which are going). Debriefs,
+the lessons still live and chat sessions stay: they are what agents and people read later.
 Expired lessons go too (they are never read again). Runs go a batch at a time, each batch
 its own transaction (`PRUNE_BATCH`), and expired lessons too (`lesson_store.PURGE_BATCH`): a
 prune interrupted keeps what it deleted.

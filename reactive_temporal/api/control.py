@@ -27,10 +27,14 @@ from temporalio.service import RPCError
 
 from reactive_temporal import search_attributes as sa
 from reactive_temporal.api.operate import quote_literal, require_run
-from reactive_temporal.api.progress import ProgressUnavailable, run_progress
+from reactive_temporal.api.progress import (
+    ProgressUnavailable,
+    no_worker_polls,
+    run_progress,
+    task_failing,
+)
 from reactive_temporal.api.unserved import (
     RunUnserved,
-    no_worker_polls,
     require_served,
     silent,
     while_served,
@@ -262,11 +266,6 @@ async def pending_calls(
     return found.pending
 
 
-FAILING = (
-    "its workflow task keeps failing: a worker whose code cannot replay it (check with "
-    "`starter.py replay {run_id}`), a bug, or a payload it cannot decode"
-)
-"""The cause when the server refused an update for it before `describe()` shows it."""
 DECISION_QUERY_PATIENCE_SECONDS = 30.0
 """How long `approve RUN_ID` (no call id) waits for the run to say which calls wait, once the
 server shows a worker may answer: a loaded worker replaying a run it does not hold answered
@@ -381,7 +380,7 @@ async def decide(
             why, stall = await why_unserved(client, await require_run(client, run_id))
             raise RunUnserved(
                 f"run {run_id!r} cannot take a decision now: "
-                f"{why or FAILING.format(run_id=run_id)}. Nothing was decided: decide again "
+                f"{why or task_failing(run_id)}. Nothing was decided: decide again "
                 "once a worker completes its workflow task",
                 stall.retrying,
                 stall.waiting_for_worker,

@@ -98,18 +98,29 @@ async def unanswerable(
 ) -> str | None:
     """Why no worker can answer the run's query now, as the server shows it; None if one may."""
     if stall.retrying is not None and stall.retrying.step == WORKFLOW_TASK:
-        return (
-            f"its workflow task keeps failing (attempt {stall.retrying.attempt}): a worker "
-            "whose code cannot replay it (nondeterminism after a deploy: roll back, or check "
-            f"with `starter.py replay {run_id}`), a bug, or a payload it cannot decode"
-        )
+        return task_failing(run_id, stall.retrying.attempt)
     waiting = stall.waiting_for_worker
     if waiting is None:
         return None
     kind = TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW
     if waiting.step == WORKFLOW_TASK or await pollers.silent(task_queue, kind):
-        return (
-            f"no worker polls its task queue {task_queue!r} (all down, or started for "
-            "another task queue: TEMPORAL_TASK_QUEUE)"
-        )
+        return no_worker_polls(task_queue)
     return None  # an activity waits, but a worker runs the run's workflow tasks
+
+
+def task_failing(run_id: str, attempt: int | None = None) -> str:
+    """The cause when the run's workflow task keeps failing (at `attempt`, when known)."""
+    at = f" (attempt {attempt})" if attempt is not None else ""
+    return (
+        f"its workflow task keeps failing{at}: a worker whose code cannot replay it "
+        "(nondeterminism after a deploy: roll back, or check with "
+        f"`starter.py replay {run_id}`), a bug, or a payload it cannot decode"
+    )
+
+
+def no_worker_polls(task_queue: str) -> str:
+    """The cause when no worker polls the run's task queue."""
+    return (
+        f"no worker polls its task queue {task_queue!r} (all down, or started for another "
+        "task queue: TEMPORAL_TASK_QUEUE)"
+    )

@@ -23,7 +23,7 @@ from temporalio.client import Client, WorkflowExecutionDescription, WorkflowExec
 from temporalio.service import RPCError
 
 from reactive_temporal.api import worker_waits
-from reactive_temporal.api.progress import unanswerable
+from reactive_temporal.api.progress import no_worker_polls, unanswerable
 from reactive_temporal.api.stalls import Stall, server_stall
 from reactive_temporal.api.worker_waits import TaskQueuePollers
 from reactive_temporal.contracts.retrying import RetryingStep, WaitingForWorker
@@ -117,14 +117,6 @@ async def silent(pollers: TaskQueuePollers, task_queue: str) -> bool:
     except RPCError:
         return False
     return last is not None and datetime.now(UTC) - last >= worker_waits.POLL_SILENCE
-
-
-def no_worker_polls(task_queue: str) -> str:
-    """The cause, in the words `progress` uses for it."""
-    return (
-        f"no worker polls its task queue {task_queue!r} (all down, or started for another "
-        "task queue: TEMPORAL_TASK_QUEUE)"
-    )
 
 
 async def require_served(
