@@ -4,6 +4,8 @@
     python worker.py --tools my_pkg.my_tools  # also load the @tool functions of a module
     python worker.py --mcp "fs=npx -y @modelcontextprotocol/server-filesystem /tmp"
     python worker.py --mcp github=https://mcp.example.com/mcp   # streamable HTTP
+    python worker.py --mcp docs=https://mcp.example.com/mcp \
+                     --mcp-header 'docs=Authorization: Bearer ${DOCS_TOKEN}'  # a hosted one
     python worker.py --mcp "gh=npx -y @modelcontextprotocol/server-github" --mcp-env GITHUB_TOKEN
     python worker.py --processes 4            # four worker processes here: one per core
 

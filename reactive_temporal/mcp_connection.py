@@ -129,6 +129,8 @@ class McpConnection:
             life = self._start()
         await life.settled.wait()
         if life.error is not None:
+            if (why := life.hooks.refusal(describe(life.error))) is not None:
+                raise McpConnectionError(f"it {why}") from life.error  # a 401, say
             raise life.error
         return life.tools
 
@@ -184,8 +186,10 @@ class McpConnection:
         # outside the lock: a caller cancelled here leaves the start to the next one
         await life.settled.wait()
         if life.error is not None:
+            said = describe(life.error)
+            why = life.hooks.refusal(said)
             raise McpConnectionError(
-                f"MCP server {self.name!r}: cannot start again ({describe(life.error)})"
+                f"MCP server {self.name!r}: cannot start again ({said if why is None else why})"
             ) from life.error
         return life
 

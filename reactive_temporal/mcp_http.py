@@ -36,6 +36,7 @@ has no deadline (it is meant to stay open); its events are capped by the SDK.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
@@ -74,7 +75,15 @@ class RefusedReply(httpx2.StreamError):
 class ReplyLimits:
     """One server's limits on its replies, and the words for each refusal."""
 
-    def __init__(self, max_bytes: int, *, call_seconds: float, connect_seconds: float) -> None:
+    def __init__(
+        self,
+        max_bytes: int,
+        *,
+        call_seconds: float,
+        connect_seconds: float,
+        server: str = "NAME",
+        credentials: bool = False,
+    ) -> None:
         if max_bytes < 1:
             raise ValueError(f"max_bytes must be positive, not {max_bytes!r}")
         self.max_bytes = max_bytes
@@ -86,6 +95,12 @@ class ReplyLimits:
         """The SDK's words for an SSE event over `max_sse_event_size` (httpx2's SSEError)."""
         self._next_get = 0.0
         """When the next GET may go (`anyio.current_time()`): GET_PACE_SECONDS apart."""
+        self.server = server
+        self.credentials = credentials
+        """Whether the operator gave headers for this server (`--mcp-header`)."""
+        self.unauthorized: str | None = None
+        """The server's last refusal of the credentials (401, 403), in words: the SDK
+        reports one as "Server returned an error response" and no more."""
 
     def too_slow(self, seconds: float) -> str:
         return f"did not finish a reply within {seconds:g}s"
@@ -96,6 +111,8 @@ class ReplyLimits:
         too slow; None for any other error."""
         if self.too_long in message or self._sse_too_long in message:
             return self.too_long
+        if self.unauthorized is not None and SDK_HTTP_ERROR in message:
+            return self.unauthorized
         slow = (self.too_slow(self.call_seconds), self.too_slow(self.connect_seconds))
         return next((why for why in (self.compressed, *slow) if why in message), None)
 
@@ -121,6 +138,10 @@ class ReplyLimits:
 
     async def _cap(self, response: httpx2.Response) -> None:
         assert isinstance(response.stream, httpx2.AsyncByteStream)  # an AsyncClient's
+        if response.status_code in UNAUTHORIZED:
+            self.unauthorized = _unauthorized(response, self.server, self.credentials)
+        elif response.is_success:  # taken again (a token renewed): later errors are others
+            self.unauthorized = None
         content_type = response.headers.get("content-type", "").partition(";")[0].strip().lower()
         encoding = response.headers.get("content-encoding", "identity").strip().lower()
         deadline = response.request.extensions.get(_DEADLINE)
@@ -191,6 +212,31 @@ class CappedBody(httpx2.AsyncByteStream):
         return getattr(self._body, "elapsed", None)
 
 
+SDK_HTTP_ERROR = "Server returned an error response"
+"""The SDK's words for a request answered with an HTTP error and no JSON-RPC error."""
+UNAUTHORIZED = (401, 403)
+
+
+def _unauthorized(response: httpx2.Response, server: str, credentials: bool) -> str:
+    """A refusal of the worker's credentials, in words that say what to do: a 401 is the
+    server asking for credentials (sent with --mcp-header), or refusing the ones sent; a 403
+    refuses what they allow. The server's `WWW-Authenticate` error is named; nothing of the
+    request is (its headers are secrets)."""
+    sent = credentials or "authorization" in response.request.headers  # or the URL's
+    error = re.search(r'error="?([A-Za-z0-9_.-]+)', response.headers.get("www-authenticate", ""))
+    words = f"answered HTTP {response.status_code} {response.reason_phrase}".rstrip()
+    if error:
+        words += f" ({error.group(1)})"
+    if response.status_code == 403:
+        return f"{words}: the credentials sent do not allow this" if sent else words
+    if sent:
+        return f"{words}: it refused the credentials sent (check its --mcp-header)"
+    return (
+        f"{words}: it wants credentials; send them with "
+        f"--mcp-header '{server}=Authorization: Bearer ${{VARIABLE}}'"
+    )
+
+
 def _method(request: httpx2.Request) -> str | None:
     """The JSON-RPC method a POST carries (the SDK sends each message as a JSON body)."""
     try:
@@ -206,21 +252,28 @@ async def http_transport(
     url: str,
     hooks: TransportHooks,
     *,
+    server: str = "NAME",
+    headers: Mapping[str, str] | None = None,
     max_message_bytes: int,
     call_seconds: float,
     connect_seconds: float,
 ) -> AsyncIterator[TransportStreams]:
-    """The SDK's streamable-HTTP transport to `url`, over a client enforcing `ReplyLimits`;
-    `hooks.refusal` tells the session which errors were its refusals."""
+    """The SDK's streamable-HTTP transport to `url`, over a client enforcing `ReplyLimits`
+    and sending `headers` (`mcp_headers`) with every request; `hooks.refusal` tells the
+    session which errors were its refusals."""
     from mcp.client.streamable_http import streamable_http_client
 
     limits = ReplyLimits(
-        max_message_bytes, call_seconds=call_seconds, connect_seconds=connect_seconds
+        max_message_bytes,
+        call_seconds=call_seconds,
+        connect_seconds=connect_seconds,
+        server=server,
+        credentials=bool(headers),
     )
     hooks.refusal = limits.refusal
     client = httpx2.AsyncClient(
         timeout=httpx2.Timeout(CONNECT_SECONDS, read=READ_SECONDS),
-        headers={"Accept-Encoding": "identity"},
+        headers={**(headers or {}), "Accept-Encoding": "identity"},
         event_hooks=limits.event_hooks(),
     )
     async with (

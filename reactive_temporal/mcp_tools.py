@@ -17,6 +17,10 @@ the operator names with `--mcp-env NAME` (repeatable), never the worker's own se
 
     python worker.py --mcp "gh=npx -y @modelcontextprotocol/server-github" --mcp-env GITHUB_TOKEN
 
+An HTTP server that asks for credentials gets them in headers, `--mcp-header
+'docs=Authorization: Bearer ${DOCS_TOKEN}'`, read from the environment as the worker starts
+(`mcp_headers`); errors show its URL without a password or query (`McpServerSpec.shown`).
+
 The worker opens the toolbox before it starts and closes it after it stops. In between, each
 server's session lives in a task of its own (`mcp_connection`): a call to a stdio server that
 is abandoned (timed out, or its run cancelled) while a reply is half read ends that server's
@@ -48,6 +52,7 @@ from reactive_temporal.mcp_connection import (
     TransportHooks,
     describe,
 )
+from reactive_temporal.mcp_headers import headers_by_server, shown_url
 from reactive_temporal.tools import Tool, ToolFunction
 
 if TYPE_CHECKING:
@@ -84,7 +89,13 @@ class McpServerSpec(BaseModel):
     url: str | None = None
     command: list[str] | None = None
     spec: str
-    """The text it was parsed from, for error messages."""
+    """The text it was parsed from."""
+
+    @property
+    def shown(self) -> str:
+        """The spec as messages show it: an HTTP server's URL without its secrets
+        (`mcp_headers.shown_url`)."""
+        return self.spec if self.url is None else f"{self.name}={shown_url(self.url)}"
 
 
 def parse_mcp_spec(spec: str) -> McpServerSpec:
@@ -178,7 +189,9 @@ class McpToolbox:
             worker = await create_worker(..., extra_tools=toolbox.tools)
 
     Stdio servers get `server_environment(env)`: a minimal environment plus the variables
-    named in `env`, so the worker's secrets never reach a server's process. A stdio server's
+    named in `env`, so the worker's secrets never reach a server's process. HTTP servers get
+    the `headers` given for them (`NAME=Header-Name: value`, `${VARIABLE}`s read now:
+    `mcp_headers`). A stdio server's
     session is started again after a call abandoned it mid-reply or it sent a message over
     `max_message_bytes` (`mcp_connection`); an HTTP server's reply over `max_message_bytes`
     fails its call and the session goes on (`mcp_http`).
@@ -192,11 +205,13 @@ class McpToolbox:
         tool_timeout_seconds: float = 60.0,
         separator: str = TOOL_SEPARATOR,
         env: Sequence[str] = (),
+        headers: Sequence[str] = (),
         max_message_bytes: int = MAX_MESSAGE_BYTES,
     ) -> None:
         self.servers = parse_mcp_specs(specs)  # bad specs fail here, before anything starts
         self.env_names = list(env)
         server_environment(self.env_names)  # and bad --mcp-env names
+        self.headers = headers_by_server(headers, {s.name: s.transport for s in self.servers})
         if max_message_bytes < 1:
             raise ValueError(f"max_message_bytes must be positive, not {max_message_bytes!r}")
         self.connect_timeout_seconds = connect_timeout_seconds
@@ -219,8 +234,9 @@ class McpToolbox:
                 try:
                     listed = await connection.open()
                 except Exception as err:
+                    said = str(err) if isinstance(err, McpConnectionError) else describe(err)
                     raise McpConnectionError(
-                        f"MCP server {server.spec!r}: cannot connect ({describe(err)})"
+                        f"MCP server {server.shown!r}: cannot connect ({said})"
                     ) from err
                 tools = [self._tool(server, connection, t) for t in listed]
                 self.tools.extend(tools)
@@ -253,9 +269,12 @@ class McpToolbox:
             limit, grace = self.max_message_bytes, READ_BACKSTOP_SECONDS
             call_seconds = self.tool_timeout_seconds + grace
             connect_seconds = self.connect_timeout_seconds + grace
+            headers = self.headers.get(server.name, {})
             return lambda hooks: http_transport(
                 url,
                 hooks,
+                server=server.name,
+                headers=headers,
                 max_message_bytes=limit,
                 call_seconds=call_seconds,
                 connect_seconds=connect_seconds,

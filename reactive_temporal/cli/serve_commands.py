@@ -26,6 +26,7 @@ from reactive_temporal.cli.serve_options import (
     MaxActivitiesOption,
     MaxWorkflowTasksOption,
     McpEnvOption,
+    McpHeaderOption,
     McpOption,
     MetricsPortOption,
     ProcessesOption,
@@ -60,6 +61,7 @@ def worker(
     tools: ToolsOption = None,
     mcp: McpOption = None,
     mcp_env: McpEnvOption = None,
+    mcp_header: McpHeaderOption = None,
     metrics_port: MetricsPortOption = None,
     graceful_shutdown: GracefulShutdownOption = None,
     max_concurrent_activities: MaxActivitiesOption = None,
@@ -82,6 +84,7 @@ def worker(
     use_profile(profile)
 
     async def main() -> int:
+        options = worker_options(tools, mcp, mcp_env, mcp_header)
         settings = serving_settings(
             metrics_port,
             graceful_shutdown,
@@ -96,6 +99,7 @@ def worker(
                 tools,
                 mcp,
                 mcp_env,
+                mcp_header,
                 graceful_shutdown,
                 max_concurrent_activities,
                 max_concurrent_workflow_tasks,
@@ -129,7 +133,7 @@ def worker(
                 settings,
                 database_url=target.database_url,
                 llm_base_url=target.llm_base_url,
-                options=worker_options(tools, mcp, mcp_env),
+                options=options,
                 task_queue=target.task_queue,
                 offline_model=target.offline_model,
                 observability=observability,
@@ -169,6 +173,7 @@ def dev(
     tools: ToolsOption = None,
     mcp: McpOption = None,
     mcp_env: McpEnvOption = None,
+    mcp_header: McpHeaderOption = None,
     metrics_port: MetricsPortOption = None,
     graceful_shutdown: GracefulShutdownOption = None,
     max_concurrent_activities: MaxActivitiesOption = None,
@@ -184,6 +189,7 @@ def dev(
     use_profile(profile)
 
     async def main() -> int:
+        options = worker_options(tools, mcp, mcp_env, mcp_header)
         settings = serving_settings(
             metrics_port,
             graceful_shutdown,
@@ -204,7 +210,7 @@ def dev(
         try:
             stack, host = await start_embedded_worker(
                 settings,
-                worker_options(tools, mcp, mcp_env),
+                options,
                 observability=observability,
                 ui=True,
                 port=port,

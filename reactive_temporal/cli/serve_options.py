@@ -40,6 +40,16 @@ McpEnvOption = Annotated[
         "PATH, HOME, LANG and these.",
     ),
 ]
+McpHeaderOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--mcp-header",
+        metavar="'NAME=Header: value'",
+        help="A header sent to HTTP MCP server NAME (repeatable), e.g. "
+        "'docs=Authorization: Bearer ${DOCS_TOKEN}': ${VARIABLE} is read from the "
+        "environment, so the secret is not on the command line.",
+    ),
+]
 
 
 MetricsPortOption = Annotated[
@@ -115,9 +125,26 @@ ProfileOption = Annotated[
 
 
 def worker_options(
-    tools: list[str] | None, mcp: list[str] | None, mcp_env: list[str] | None
+    tools: list[str] | None,
+    mcp: list[str] | None,
+    mcp_env: list[str] | None,
+    mcp_header: list[str] | None = None,
 ) -> WorkerOptions:
-    return WorkerOptions(tool_modules=tools or [], mcp_specs=mcp or [], mcp_env=mcp_env or [])
+    """The options, their MCP servers' specs, names and headers checked (and `${VARIABLE}`s
+    read) now: a mistake there is said before anything is connected."""
+    from reactive_temporal.mcp_tools import McpToolbox
+
+    options = WorkerOptions(
+        tool_modules=tools or [],
+        mcp_specs=mcp or [],
+        mcp_env=mcp_env or [],
+        mcp_headers=mcp_header or [],
+    )
+    try:
+        McpToolbox(options.mcp_specs, env=options.mcp_env, headers=options.mcp_headers)
+    except ValueError as e:
+        raise CliError(str(e)) from e
+    return options
 
 
 def serving_settings(
@@ -151,6 +178,7 @@ def worker_command(
     tools: list[str] | None,
     mcp: list[str] | None,
     mcp_env: list[str] | None,
+    mcp_header: list[str] | None,
     graceful_shutdown: float | None,
     max_concurrent_activities: int | None,
     max_concurrent_workflow_tasks: int | None,
@@ -160,7 +188,12 @@ def worker_command(
     """This `worker` command as one process runs it: the options given, the rest from the
     environment it inherits (a --profile is in it already: `use_profile`)."""
     command = [sys.executable, "-m", "reactive_temporal.cli", "worker"]
-    for flag, values in (("--tools", tools), ("--mcp", mcp), ("--mcp-env", mcp_env)):
+    for flag, values in (
+        ("--tools", tools),
+        ("--mcp", mcp),
+        ("--mcp-env", mcp_env),
+        ("--mcp-header", mcp_header),  # as given: each process reads its ${VARIABLE}s
+    ):
         for value in values or []:
             command += [flag, value]
     for flag, given in (

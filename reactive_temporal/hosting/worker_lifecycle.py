@@ -47,6 +47,8 @@ class WorkerOptions:
     """MCP servers: `NAME=URL` or `NAME=COMMAND ARGS`."""
     mcp_env: Sequence[str] = ()
     """Environment variables passed to stdio MCP servers (they get only these and the basics)."""
+    mcp_headers: Sequence[str] = ()
+    """Headers sent to HTTP MCP servers: `NAME=Header-Name: value` (`mcp_headers`)."""
 
 
 class NoServerError(RuntimeError):
@@ -181,7 +183,11 @@ async def start_worker_host(
             resources.callback(llm.stop)
             llm_base_url = llm.base_url
         toolbox = await resources.enter_async_context(
-            McpToolbox(list(options.mcp_specs), env=list(options.mcp_env))
+            McpToolbox(
+                list(options.mcp_specs),
+                env=list(options.mcp_env),
+                headers=list(options.mcp_headers),
+            )
         )
         agent_worker = await create_worker(
             client,

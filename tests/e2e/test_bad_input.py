@@ -304,6 +304,18 @@ CLI_CASES: list[tuple[str, list[str], dict[str, str], int, str]] = [
     ("sticky-queue-timeout-inf", ["runs"],
      {**NO_SERVER, "REACTIVE_TEMPORAL_STICKY_QUEUE_TIMEOUT": "inf"}, 2,
      "REACTIVE_TEMPORAL_STICKY_QUEUE_TIMEOUT: Input should be a finite number"),
+    # MCP headers are checked before anything is connected, and named without their values
+    ("worker-mcp-header-unset-variable",
+     ["worker", "--mcp", "docs=https://mcp.example/mcp", "--mcp-header",
+      "docs=Authorization: Bearer ${NO_SUCH_TOKEN_VAR}"], NO_SERVER, 2,
+     "--mcp-header for MCP server 'docs', header 'Authorization': environment variable "
+     "NO_SUCH_TOKEN_VAR is not set"),
+    ("dev-mcp-header-stdio-server",
+     ["dev", "--mcp", "fs=python server.py", "--mcp-header", "fs=X-Api-Key: sk-literal-9"],
+     NO_SERVER, 2, "it is a stdio server, which takes no headers"),
+    ("worker-mcp-header-unknown-server",
+     ["worker", "--mcp", "docs=https://mcp.example/mcp", "--mcp-header", "doc=X-Key: 1"],
+     NO_SERVER, 2, "no --mcp server has that name (docs)"),
     # a namespace the server does not have: a traceback (RPCError) from most commands
     ("namespace-unknown-runs", ["runs", "--json"],
      {**LIVE, "TEMPORAL_NAMESPACE": "no-such-namespace"}, 1,

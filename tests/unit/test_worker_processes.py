@@ -68,11 +68,20 @@ def test_every_worker_option_reaches_the_workers():
     forwarded = set(inspect.signature(serve_options.worker_command).parameters)
     assert worker - forwarded == {"metrics_port", "processes", "profile"}
     command = serve_options.worker_command(
-        ["a", "b"], ["fs=x"], ["TOKEN"], 5.0, 7, 9, "deploy", "b1"
+        ["a", "b"],
+        ["fs=x"],
+        ["TOKEN"],
+        ["web=Authorization: Bearer ${T}"],
+        5.0,
+        7,
+        9,
+        "deploy",
+        "b1",
     )
     assert command[1:4] == ["-m", "reactive_temporal.cli", "worker"]
     assert command[4:] == [
         "--tools", "a", "--tools", "b", "--mcp", "fs=x", "--mcp-env", "TOKEN",
+        "--mcp-header", "web=Authorization: Bearer ${T}",
         "--graceful-shutdown", "5.0", "--max-concurrent-activities", "7",
         "--max-concurrent-workflow-tasks", "9", "--deployment-name", "deploy", "--build-id", "b1",
     ]  # fmt: skip

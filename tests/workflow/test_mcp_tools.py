@@ -6,6 +6,7 @@ task groups, which must be closed by the task that opened them, as the worker do
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
@@ -30,11 +31,11 @@ STDIO_SPEC = f"echo={sys.executable} {ECHO_SERVER}"
 
 @asynccontextmanager
 async def mcp_harness(
-    client: Client, settings: Settings, specs: list[str]
+    client: Client, settings: Settings, specs: list[str], headers: list[str] | None = None
 ) -> AsyncIterator[tuple[Harness, McpToolbox]]:
     """The `harness` fixture's worker, with the servers' tools, for as long as the toolbox."""
     async with (
-        McpToolbox(specs) as toolbox,
+        McpToolbox(specs, headers=headers or []) as toolbox,
         running_worker(client, settings, extra_tools=toolbox.tools) as harness,
     ):
         yield harness, toolbox
@@ -126,10 +127,27 @@ def free_port() -> int:
 @pytest.fixture
 def http_echo_server(tmp_path: Path) -> Iterator[str]:
     """The echo server over streamable HTTP on a free port; its URL once it accepts connections."""
+    yield from serve_echo(tmp_path, {})
+
+
+ECHO_TOKEN = "tok-3f9a61c2e8"
+"""What the hosted echo server asks for, as `Authorization: Bearer ECHO_TOKEN`."""
+
+
+@pytest.fixture
+def hosted_echo_server(tmp_path: Path) -> Iterator[str]:
+    """The echo server over HTTP asking for a bearer token, as a hosted MCP server does."""
+    yield from serve_echo(tmp_path, {"MCP_ECHO_TOKEN": ECHO_TOKEN})
+
+
+def serve_echo(tmp_path: Path, env: dict[str, str]) -> Iterator[str]:
     port = free_port()
     log = (tmp_path / "mcp_http.log").open("w")
     process = subprocess.Popen(
-        [sys.executable, str(ECHO_SERVER), "--http", str(port)], stdout=log, stderr=log
+        [sys.executable, str(ECHO_SERVER), "--http", str(port)],
+        stdout=log,
+        stderr=log,
+        env={**os.environ, **env},
     )
     try:
         deadline = time.monotonic() + 20
@@ -172,3 +190,55 @@ async def test_streamable_http_server_tool_runs(
     assert offered(first, "web__add")["parameters"]["properties"]["a"]["type"] == "integer"
     assert tool_messages(second) == ["42"]
     assert (result.terminated_by, result.output, result.success) == ("final_answer", "42", True)
+
+
+async def test_a_hosted_server_takes_its_token_from_the_environment_named_in_a_header(
+    client: Client,
+    settings: Settings,
+    llm: ScriptedLLM,
+    model_name: str,
+    hosted_echo_server: str,
+    monkeypatch: pytest.MonkeyPatch,
+):
+    """`--mcp-header 'web=Authorization: Bearer ${VARIABLE}'`: without it a hosted server's
+    401 stopped the worker saying only "Server returned an error response"; now the 401 is
+    named with what to do, a wrong token is said to be refused (and not shown), and the right
+    one, read from the environment, serves a run's call."""
+    spec = f"web={hosted_echo_server}"
+    with pytest.raises(McpConnectionError) as info:
+        async with McpToolbox([spec]):
+            pass
+    assert str(info.value) == (
+        f"MCP server {spec!r}: cannot connect (it answered HTTP 401 Unauthorized (invalid_token): "
+        "it wants credentials; send them with --mcp-header 'web=Authorization: Bearer ${VARIABLE}')"
+    )
+
+    monkeypatch.setenv("WEB_MCP_TOKEN", "wrong-4d2c")
+    header = "web=Authorization: Bearer ${WEB_MCP_TOKEN}"
+    with pytest.raises(McpConnectionError) as info:
+        async with McpToolbox([spec], headers=[header]):
+            pass
+    assert "refused the credentials sent (check its --mcp-header)" in str(info.value)
+    assert "wrong-4d2c" not in str(info.value)
+
+    monkeypatch.setenv("WEB_MCP_TOKEN", ECHO_TOKEN)
+    llm.script(model_name, [Reply(None, [call("web__reverse", text="abc")]), Reply("Done.")])
+    async with mcp_harness(client, settings, [spec], [header]) as (harness, toolbox):
+        assert [t.name for t in toolbox.tools] == ["web/reverse", "web/add", "web/explode"]
+        result = await harness.run(model_name, "Reverse abc.")
+    assert tool_messages(llm.requests[model_name][1]) == ["cba"]
+    assert result.success, result
+
+
+async def test_a_url_s_secrets_are_not_shown_in_its_errors(hosted_echo_server: str):
+    """A URL's password (sent as Basic credentials) and its query (where API keys are put)
+    are secrets: a server's errors show the URL without them."""
+    port = hosted_echo_server.split(":")[2].split("/")[0]
+    spec = f"web=http://me:pw-77e1@127.0.0.1:{port}/mcp?api_key=key-9b0f"
+    with pytest.raises(McpConnectionError) as info:
+        async with McpToolbox([spec]):
+            pass
+    message = str(info.value)
+    assert message.startswith(f"MCP server 'web=http://me:***@127.0.0.1:{port}/mcp?***'"), message
+    assert "refused the credentials sent" in message
+    assert "pw-77e1" not in message and "key-9b0f" not in message

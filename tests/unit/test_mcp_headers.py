@@ -1,0 +1,137 @@
+"""`--mcp-header NAME=Header-Name: value`: parsed, checked and read from the environment at the
+worker's start; every error names the server, the header and the variable, never a value."""
+
+from __future__ import annotations
+
+import httpx2
+import pytest
+
+from reactive_temporal.mcp_headers import headers_by_server, parse_mcp_header, shown_url
+from reactive_temporal.mcp_http import ReplyLimits
+from reactive_temporal.mcp_tools import McpToolbox, parse_mcp_spec
+
+SERVERS = {"docs": "http", "fs": "stdio"}
+SECRET = "sk-live-5e1f0c"
+
+
+def test_a_value_reads_its_variables_from_the_environment():
+    sent = headers_by_server(
+        ["docs=Authorization: Bearer ${DOCS_TOKEN}", "docs=X-Team:  ${TEAM}-${REGION} "],
+        SERVERS,
+        {"DOCS_TOKEN": SECRET, "TEAM": "core", "REGION": "eu"},
+    )
+    assert sent == {"docs": {"Authorization": f"Bearer {SECRET}", "X-Team": "core-eu"}}
+
+
+def test_a_literal_value_is_sent_as_written():
+    assert headers_by_server(["docs=X-Api-Key: abc:def=1"], SERVERS, {}) == {
+        "docs": {"X-Api-Key": "abc:def=1"}
+    }
+
+
+@pytest.mark.parametrize(
+    ("text", "environ", "problem"),
+    [
+        ("docs", {}, "expected NAME=Header-Name: value"),
+        ("docs=Authorization Bearer x", {}, "expected NAME=Header-Name: value"),
+        ("docs=Bad Name: x", {}, "'Bad Name' is not a header name"),
+        ("docs=Host: evil.example", {}, "Host is set by the worker's HTTP client"),
+        ("docs=accept-encoding: gzip", {}, "is set by the worker's HTTP client"),
+        ("docs=Mcp-Session-Id: 1", {}, "or the MCP protocol"),
+        ("docs=Authorization: Bearer ${TOKEN}", {}, "environment variable TOKEN is not set"),
+        ("docs=Authorization: Bearer ${TOKEN}", {"TOKEN": ""}, "TOKEN is empty"),
+        ("docs=Authorization: Bearer ${1X}", {}, "${1X} does not name an environment variable"),
+        ("docs=Authorization: Bearer ${TOKEN", {"TOKEN": SECRET}, "an unterminated '${'"),
+        ("docs=X-Key:", {}, "the value is empty"),
+        ("docs=X-Key: ${T}", {"T": f"{SECRET}\r\nX-Admin: 1"}, "a line break or NUL"),
+        ("web=X-Key: 1", {}, "no --mcp server has that name (docs, fs)"),
+        ("fs=X-Key: 1", {}, "it is a stdio server, which takes no headers"),
+    ],
+)
+def test_bad_headers_say_what_is_wrong_and_not_the_value(
+    text: str, environ: dict[str, str], problem: str
+):
+    with pytest.raises(ValueError) as info:
+        headers_by_server([text], SERVERS, environ)
+    message = str(info.value)
+    assert problem in message
+    assert SECRET not in message
+
+
+def test_a_header_given_twice_is_an_error_whatever_its_case():
+    with pytest.raises(ValueError, match="header 'authorization': given twice"):
+        headers_by_server(
+            ["docs=Authorization: Bearer a", "docs=authorization: Bearer b"], SERVERS, {}
+        )
+
+
+def test_errors_name_the_server_and_header_not_a_literal_value():
+    with pytest.raises(ValueError) as info:
+        parse_mcp_header(f"docs=Content-Length: {SECRET}")
+    assert SECRET not in str(info.value)
+    header = parse_mcp_header(f"docs=X-Key: {SECRET}${{GONE}}")
+    with pytest.raises(ValueError) as info:
+        header.value({})
+    assert str(info.value) == (
+        "--mcp-header for MCP server 'docs', header 'X-Key': environment variable GONE is not set"
+    )
+
+
+def test_the_toolbox_checks_its_headers_before_connecting(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.delenv("DOCS_TOKEN", raising=False)
+    with pytest.raises(ValueError, match="DOCS_TOKEN is not set"):
+        McpToolbox(
+            ["docs=https://example.com/mcp"], headers=["docs=Authorization: Bearer ${DOCS_TOKEN}"]
+        )
+    monkeypatch.setenv("DOCS_TOKEN", SECRET)
+    toolbox = McpToolbox(
+        ["docs=https://example.com/mcp"], headers=["docs=Authorization: Bearer ${DOCS_TOKEN}"]
+    )
+    assert toolbox.headers == {"docs": {"Authorization": f"Bearer {SECRET}"}}
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("https://example.com/mcp", "https://example.com/mcp"),
+        ("https://me:pw@example.com:8443/mcp", "https://me:***@example.com:8443/mcp"),
+        ("https://me@example.com/mcp", "https://me@example.com/mcp"),
+        ("https://example.com/mcp?api_key=k&x=1#frag", "https://example.com/mcp?***"),
+        ("https://a:b@c@example.com/mcp", "https://a:***@example.com/mcp"),
+    ],
+)
+def test_a_url_is_shown_without_its_password_or_query(url: str, shown: str):
+    assert shown_url(url) == shown
+    assert parse_mcp_spec(f"docs={url}").shown == f"docs={shown}"
+
+
+def test_a_stdio_spec_is_shown_as_written():
+    assert parse_mcp_spec("fs=python server.py --x").shown == "fs=python server.py --x"
+
+
+async def test_a_refusal_of_the_credentials_names_the_status_until_they_are_taken_again():
+    """The SDK says "Server returned an error response" for any HTTP error; a 401 or 403 is
+    said as such (a token expired mid-session fails each call saying so), until a request
+    succeeds again."""
+    limits = ReplyLimits(1024, call_seconds=5, connect_seconds=5, server="docs", credentials=True)
+    error = "MCPError: Server returned an error response"
+
+    async def answer(status: int, **headers: str) -> None:
+        request = httpx2.Request("POST", "https://example.com/mcp")
+        await limits._cap(
+            httpx2.Response(status, headers=headers, request=request, stream=httpx2.ByteStream(b""))
+        )
+
+    assert limits.refusal(error) is None
+    await answer(401, **{"WWW-Authenticate": 'Bearer error="invalid_token"'})
+    assert limits.refusal(error) == (
+        "answered HTTP 401 Unauthorized (invalid_token): it refused the credentials sent "
+        "(check its --mcp-header)"
+    )
+    await answer(403)
+    assert limits.refusal(error) == (
+        "answered HTTP 403 Forbidden: the credentials sent do not allow this"
+    )
+    assert limits.refusal("MCPError: Method not found") is None
+    await answer(200)
+    assert limits.refusal(error) is None
