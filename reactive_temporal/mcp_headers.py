@@ -23,29 +23,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from urllib.parse import urlsplit, urlunsplit
 
-HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
-"""RFC 9110's token: what a header's name may be."""
-RESERVED = frozenset(
-    {
-        "accept",
-        "accept-encoding",
-        "connection",
-        "content-length",
-        "content-type",
-        "host",
-        "keep-alive",
-        "last-event-id",
-        "mcp-protocol-version",
-        "mcp-session-id",
-        "proxy-connection",
-        "te",
-        "transfer-encoding",
-        "upgrade",
-    }
-)
-"""Headers the HTTP client or the MCP protocol sets itself: one given as well would break the
-transport (a second Content-Length, a session id of the operator's), or undo a protection
-(Accept-Encoding: the worker refuses compressed replies, `mcp_http`)."""
+from reactive_temporal.http_headers import RESERVED, name_problem, value_problem
+
+MCP_RESERVED = RESERVED | {"accept", "last-event-id", "mcp-protocol-version", "mcp-session-id"}
+"""Besides what the HTTP client sets: what the MCP protocol's transport sets (a session id of
+the operator's would break every session)."""
 _REFERENCE = re.compile(r"\$\{([^}]*)\}")
 _VARIABLE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -87,10 +69,8 @@ class McpHeader:
         if "${" in _REFERENCE.sub("", self.template):
             raise ValueError(f"{self.where}: an unterminated '${{' in the value")
         value = _REFERENCE.sub(read, self.template).strip()
-        if any(c in value for c in "\r\n\0"):
-            raise ValueError(f"{self.where}: the value holds a line break or NUL")
-        if not value:
-            raise ValueError(f"{self.where}: the value is empty")
+        if (problem := value_problem(value)) is not None:
+            raise ValueError(f"{self.where}: {problem}")
         return value
 
 
@@ -102,15 +82,8 @@ def parse_mcp_header(text: str) -> McpHeader:
     shape = "expected NAME=Header-Name: value, e.g. 'docs=Authorization: Bearer ${DOCS_TOKEN}'"
     if not sep or not colon:
         raise ValueError(f"invalid --mcp-header for {server or '?'!r}: {shape}")
-    if not HEADER_NAME.fullmatch(name):
-        raise ValueError(
-            f"invalid --mcp-header for {server!r}: {name!r} is not a header name ({shape})"
-        )
-    if name.lower() in RESERVED:
-        raise ValueError(
-            f"--mcp-header for {server!r}: {name} is set by the worker's HTTP client or the "
-            "MCP protocol, not by an option"
-        )
+    if (problem := name_problem(name, MCP_RESERVED)) is not None:
+        raise ValueError(f"invalid --mcp-header for {server!r}: {problem} ({shape})")
     return McpHeader(server=server, name=name, template=template.strip())
 
 

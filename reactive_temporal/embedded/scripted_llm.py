@@ -34,7 +34,7 @@ import socket
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from functools import partial
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -93,6 +93,8 @@ class ScriptedLLM:
         self.endpoints: dict[str, Endpoint] = {}
         self.requests: dict[str, list[dict[str, Any]]] = defaultdict(list)
         """Every request per model, rejected ones included."""
+        self.request_headers: dict[str, list[dict[str, str]]] = defaultdict(list)
+        """The HTTP headers of each of `requests`, names in lower case."""
         self.rejected: dict[str, list[dict[str, Any]]] = defaultdict(list)
         """The error bodies an `Endpoint` answered with, per model, in order."""
         self.abandoned: dict[str, int] = defaultdict(int)
@@ -120,9 +122,10 @@ class ScriptedLLM:
         self.endpoints[model] = endpoint
         return model
 
-    def respond(self, request: dict[str, Any]) -> Step:
+    def respond(self, request: dict[str, Any], headers: Mapping[str, str] | None = None) -> Step:
         model = str(request.get("model", ""))
         self.requests[model].append(request)
+        self.request_headers[model].append({k.lower(): v for k, v in (headers or {}).items()})
         endpoint = self.endpoints.get(model)
         if endpoint is not None:
             refusal = endpoint.check(request)
@@ -183,7 +186,7 @@ def _handler_for(llm: ScriptedLLM) -> type[BaseHTTPRequestHandler]:
                     404, {"error": {"message": f"no route {self.path}", "type": "not_found"}}
                 )
                 return
-            step = llm.respond(request)
+            step = llm.respond(request, dict(self.headers.items()))
             if isinstance(step, Drop):
                 self.close_connection = True
                 self.connection.shutdown(2)

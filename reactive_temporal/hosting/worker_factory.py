@@ -76,7 +76,8 @@ def build_registry(
 
 
 def llm_client(settings: Settings, base_url: str | None = None) -> openai.AsyncOpenAI:
-    """The OpenAI-compatible client; `max_retries=0` because Temporal owns retries; a
+    """The OpenAI-compatible client, sending AGENT_LLM_HEADERS with every request (a gateway's
+    key, say); `max_retries=0` because Temporal owns retries; a
     connection for every activity slot (`llm_connection_limits`). HTTP goes through aiohttp
     (openai's own `DefaultAioHttpClient`, the `openai[aiohttp]` extra), not httpx2: reading a
     streamed reply costs the worker's loop 0.75–0.77× the CPU, 0.67× when it comes at a
@@ -84,6 +85,7 @@ def llm_client(settings: Settings, base_url: str | None = None) -> openai.AsyncO
     return openai.AsyncOpenAI(
         base_url=base_url or settings.openai_base_url,
         api_key=settings.openai_api_key or OFFLINE_API_KEY,
+        default_headers=settings.llm_headers or None,
         max_retries=0,
         http_client=openai.DefaultAioHttpClient(
             limits=llm_connection_limits(settings.max_concurrent_activities),

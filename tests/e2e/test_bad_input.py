@@ -316,6 +316,8 @@ CLI_CASES: list[tuple[str, list[str], dict[str, str], int, str]] = [
     ("worker-mcp-header-unknown-server",
      ["worker", "--mcp", "docs=https://mcp.example/mcp", "--mcp-header", "doc=X-Key: 1"],
      NO_SERVER, 2, "no --mcp server has that name (docs)"),
+    ("llm-headers-reserved", ["run", "hi"], {**NO_SERVER, "AGENT_LLM_HEADERS": '{"Host": "x"}'},
+     2, "invalid configuration: AGENT_LLM_HEADERS: Host is set by the worker itself"),
     # a namespace the server does not have: a traceback (RPCError) from most commands
     ("namespace-unknown-runs", ["runs", "--json"],
      {**LIVE, "TEMPORAL_NAMESPACE": "no-such-namespace"}, 1,

@@ -30,7 +30,7 @@ def test_worker_py_and_starter_worker_are_one_command():
 def test_worker_takes_the_worker_options_dev_takes():
     worker, dev = options(serve_commands.worker), options(serve_commands.dev)
     assert set(worker) == {
-        "tools", "mcp", "mcp_env",
+        "tools", "mcp", "mcp_env", "mcp_header",
         # operating a worker (issue 13)
         "metrics_port", "graceful_shutdown", "max_concurrent_activities",
         "max_concurrent_workflow_tasks", "deployment_name", "build_id", "profile",

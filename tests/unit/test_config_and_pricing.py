@@ -166,3 +166,36 @@ def test_a_bad_database_url_is_named_without_its_password():
         Settings(database_url="postgresq://admin:S3cretPW@db/agents")
     assert "postgresq://admin:***@db/agents" in str(refused.value)
     assert "S3cretPW" not in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    ("headers", "problem"),
+    [
+        ('{"Host": "gw.example"}', "Host is set by the worker itself"),
+        ('{"accept-encoding": "gzip"}', "accept-encoding is set by the worker itself"),
+        ('{"Accept": "text/plain"}', "Accept is set by the worker itself"),
+        ('{"Bad Name": "sk-gw-77"}', "'Bad Name' is not a header name"),
+        ('{"X-Key": "sk-gw-77\\r\\nX-Admin: 1"}', "header 'X-Key': the value holds a line break"),
+        ('{"X-Key": "  "}', "header 'X-Key': the value is empty"),
+    ],
+)
+def test_llm_headers_that_cannot_be_added_are_named_without_their_value(
+    monkeypatch: pytest.MonkeyPatch, headers: str, problem: str
+):
+    monkeypatch.setenv("AGENT_LLM_HEADERS", headers)
+    with pytest.raises(ValidationError) as info:
+        Settings(_env_file=None)  # type: ignore[call-arg]
+    message = str(info.value)
+    assert "AGENT_LLM_HEADERS" in message and problem in message
+    assert "sk-gw-77" not in message
+
+
+async def test_the_model_client_sends_the_llm_headers(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("AGENT_LLM_HEADERS", '{"Helicone-Auth": " Bearer sk-gw "}')
+    settings = Settings(_env_file=None)  # type: ignore[call-arg]
+    assert settings.llm_headers == {"Helicone-Auth": "Bearer sk-gw"}
+    client = llm_client(settings, "http://127.0.0.1:9/v1")
+    try:
+        assert client.default_headers["Helicone-Auth"] == "Bearer sk-gw"
+    finally:
+        await client.close()

@@ -85,6 +85,36 @@ async def test_a_reasoning_model_runs_chats_and_debriefs(
     assert synthesis and all("max_completion_tokens" in r for r in synthesis)
 
 
+async def test_a_gateway_s_headers_go_with_every_request_of_runs_chats_and_debriefs(
+    client: Client, settings: Settings, llm: ScriptedLLM
+) -> None:
+    """An LLM gateway (Helicone, Portkey, Cloudflare's, a company proxy) takes its own key in a
+    header of its own: AGENT_LLM_HEADERS sends it with each request the worker makes: the
+    run's steps, a direct and a tool chat turn, the debrief's synthesis. The headers live in
+    the worker's client, not in any payload: the run's history does not hold them."""
+    model = llm.script(f"gw-{uuid.uuid4().hex[:6]}", agent_model)
+    key = f"sk-gw-{uuid.uuid4().hex[:8]}"
+    gateway = settings.model_copy(
+        update={"llm_headers": {"Helicone-Auth": f"Bearer {key}", "X-Route": "eu"}}
+    )
+    async with running_worker(client, gateway) as harness:
+        agent = harness.agent(model, agent_id=f"gw-{uuid.uuid4().hex[:6]}")
+        handle = await agent.start("What is 12 times 3?")
+        result = await agent.result(handle.id)
+        assert result.success, result
+        assert (await agent.chat("What did you find?")).routed_via == "direct-llm"
+        assert (await agent.chat("calculate 12*3 again", use_tools=True)).message
+        rich = await result.debrief_rich()
+        assert rich is not None and rich.synthesized
+        history = (await handle.fetch_history()).to_json()
+
+    sent = llm.request_headers[model]
+    assert len(sent) >= 6  # two steps, two chat turns (one of two steps), a synthesis
+    assert all(h.get("helicone-auth") == f"Bearer {key}" for h in sent), sent
+    assert all(h.get("x-route") == "eu" and h.get("authorization") == "Bearer test" for h in sent)
+    assert key not in history
+
+
 async def test_an_unknown_model_that_refuses_a_parameter_succeeds_after_one_rejection(
     harness: Harness, llm: ScriptedLLM
 ) -> None:
