@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from temporalio import activity
 
 from activities.llm_calls import ContextWindowExceeded, LlmEndpoint, chat_request
 from activities.pg_refusals import refused_data_fails
+from activities.request_messages import merged_turns
 from activities.run_events import RunEvents
 from activities.session_store import SessionStore
 from reactive_temporal.contracts import names
@@ -29,6 +31,27 @@ SESSION_PAGE_BYTES = 1_000_000
 DIRECT_MAX_TOKENS = 1024
 DIRECT_TEMPERATURE = 0.7
 """The direct path's temperature when the agent sets none: a conversation, not a task."""
+
+
+def direct_messages(
+    system: str, notes: str | None, history: Sequence[ChatMessage], message: str
+) -> list[dict[str, Any]]:
+    """A direct turn's request: the system prompt, the notes on the agent's runs (a user
+    message: data, not instructions), the session's history from its first whole turn, and
+    the message; as whole turns a strict chat template takes.
+
+    The history window is cut by size, and may begin with a reply whose question it left
+    out; the notes, a user message, were followed by the user's own. Both broke the
+    alternation strict templates check ("After the optional system message, conversation
+    roles must alternate user/assistant/user/assistant/...", a 400 from vLLM): every direct
+    turn after a run was refused by Gemma, Mistral-7B-Instruct or Llama 2 under vLLM. The
+    reply goes; the notes and the question go as one user message. The session keeps both.
+    """
+    start = next((i for i, m in enumerate(history) if m.role == "user"), len(history))
+    turns = [{"role": "user", "content": notes}] if notes else []
+    turns += [{"role": m.role, "content": m.content} for m in history[start:]]
+    turns.append({"role": "user", "content": message})
+    return [{"role": "system", "content": system}, *merged_turns(turns)]
 
 
 class ChatActivities:
@@ -70,15 +93,10 @@ class ChatActivities:
 
     @staticmethod
     def _request(input: ChatDirectInput, history: list[ChatMessage]) -> dict[str, Any]:
-        messages: list[dict[str, Any]] = [{"role": "system", "content": input.context}]
-        if input.notes:
-            messages.append({"role": "user", "content": input.notes})
-        messages += [{"role": m.role, "content": m.content} for m in history]
-        messages.append({"role": "user", "content": input.message})
         temperature = input.agent.temperature
         return chat_request(
             input.agent.model,
-            messages,
+            direct_messages(input.context, input.notes, history, input.message),
             temperature=DIRECT_TEMPERATURE if temperature is None else temperature,
             max_tokens=DIRECT_MAX_TOKENS,
             reasoning_effort=input.agent.reasoning_effort,

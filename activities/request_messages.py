@@ -81,18 +81,29 @@ def to_openai(message: Message) -> dict[str, Any]:
 
 
 def request_messages(messages: Iterable[Message]) -> list[dict[str, Any]]:
-    """A request's messages, each as `to_openai` sends it, with every tool call id unique.
+    """A request's messages, each as `to_openai` sends it, with every tool call id unique
+    and no two user messages in a row.
 
     Some models give one id to several calls (`call_0` every turn, or twice in one reply),
     and the transcript keeps what they gave; Anthropic refuses a request whose history holds
     an id twice ("tool_use ids must be unique"), and a result then names no call in
     particular. A call whose id came before in the request goes as `<id>-2` (`-3`, …), and
     its result, the next with that id, follows it.
+
+    The agent's notes follow the task as a user message of their own (and a note on turns
+    left out may follow them): strict chat templates refused the request ("conversation
+    roles must alternate user/assistant/…", `merged_turns`), every run of an agent with
+    lessons at its first step. Such a run of user messages goes as one.
     """
     sent: list[dict[str, Any]] = []
     seen: set[str] = set()
     renamed: dict[str, deque[str]] = {}
     for message in messages:
+        if message.role == "user" and sent and sent[-1]["role"] == "user" and message.content:
+            last = sent[-1]
+            if isinstance(last["content"], str) and len(last) == 2:  # role and text only
+                sent[-1] = {"role": "user", "content": f"{last['content']}\n\n{message.content}"}
+                continue
         wire = to_openai(message)
         for call in wire.get("tool_calls", ()):
             given = call["id"]
@@ -107,3 +118,32 @@ def request_messages(messages: Iterable[Message]) -> list[dict[str, Any]]:
             wire["tool_call_id"] = renamed[answered].popleft()
         sent.append(wire)
     return sent
+
+
+def merged_turns(messages: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Text messages, each run of them with one role sent as one message (their texts joined
+    by a blank line); messages with calls, call ids or non-text content go as they are.
+
+    Strict chat templates (Mistral-7B-Instruct's, Gemma's, Llama 2's, as vLLM and LM Studio
+    render them) refuse two user turns in a row: "After the optional system message,
+    conversation roles must alternate user/assistant/user/assistant/...". Anthropic and
+    Mistral's own API join such a run themselves, the same way; OpenAI reads it the same.
+    """
+    sent: list[dict[str, Any]] = []
+    for message in messages:
+        last = sent[-1] if sent else None
+        if (
+            last is not None
+            and _plain_text(last)
+            and _plain_text(message)
+            and last["role"] == message["role"]
+            and message["role"] in ("user", "assistant")
+        ):
+            sent[-1] = {**last, "content": f"{last['content']}\n\n{message['content']}"}
+        else:
+            sent.append(message)
+    return sent
+
+
+def _plain_text(message: dict[str, Any]) -> bool:
+    return isinstance(message.get("content"), str) and message.keys() <= {"role", "content"}

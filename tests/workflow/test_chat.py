@@ -280,8 +280,10 @@ async def test_an_agent_s_chat_workflow_terminated_loses_nothing(
     assert reply.message == "second answer"
     request = llm.requests[model_name][-1]
     assert "Summary: Added them." in notes_of(request)
+    # the notes and the session's first question go as one user turn
+    assert request["messages"][1]["content"].endswith("\n\nMy name is John Doe.")
     sent = [m["content"] for m in request["messages"][2:]]
-    assert sent == ["My name is John Doe.", "first answer", "What is my name?"]
+    assert sent == ["first answer", "What is my name?"]
     assert [m.content for m in await session.history()] == [
         "My name is John Doe.",
         "first answer",

@@ -123,10 +123,11 @@ async def test_second_run_sees_the_first_runs_lessons(harness: Harness, llm, mod
 
     second_model = llm.script(f"{model_name}-2", [Reply("FINAL ANSWER: ok")])
     second = await harness.agent(second_model, agent_id=agent_id).run("Run 2: mind the units")
-    system, task, notes = llm.requests[second_model][0]["messages"]
-    # memory is quoted data in a user-role message after the task, never system instructions
-    assert task == {"role": "user", "content": "Run 2: mind the units"}
-    assert notes["role"] == "user" and notes["content"].startswith("Notes from earlier runs.")
+    system, turn = llm.requests[second_model][0]["messages"]
+    # memory is quoted data after the task (in its user turn), never system instructions
+    assert turn["role"] == "user" and turn["content"].startswith("Run 2: mind the units\n\n")
+    notes = {"content": turn["content"].removeprefix("Run 2: mind the units\n\n")}
+    assert notes["content"].startswith("Notes from earlier runs.")
     assert f"> Last run (0h ago, {first.run_id}): success" in notes["content"]
     assert f"> {SYNTHESIS['summary']}" in notes["content"]
     assert f"> Lesson from {first.run_id} (" in notes["content"]

@@ -72,7 +72,7 @@ async def test_a_run_seeds_in_its_first_llm_step(
     assert notes.startswith(NOTES_LABEL) and "counted 41 crates" in notes
     first_request = llm.requests[model_name][0]
     assert [t["function"]["name"] for t in first_request["tools"]] == ["calculator"]
-    assert len(first_request["messages"]) == 3
+    assert len(first_request["messages"]) == 2  # the notes go in the task's user turn
 
 
 async def test_a_retried_first_step_goes_on_after_the_seed_it_wrote(
@@ -164,7 +164,7 @@ async def test_a_first_step_with_memory_reaches_the_model_in_two_round_trips(
         assert result.prepared is not None and result.prepared.next_seq == 3
         assert proxy.round_trips == 3
         request = llm.requests[model_name][0]
-        assert "count twice" in request["messages"][2]["content"]
+        assert "count twice" in request["messages"][1]["content"]  # with the task
     finally:
         await endpoint.close()
         await store.close()

@@ -69,7 +69,7 @@ async def test_lessons_are_chosen_by_relevance_newest_first_among_equals(
 
     llm.script(model_name, [Reply("FINAL ANSWER: 4.6 EUR")])
     await harness.run(model_name, "Convert 5 USD at today's exchange rate", agent_id=agent_id)
-    notes = llm.requests[model_name][0]["messages"][2]["content"]
+    notes = llm.requests[model_name][0]["messages"][1]["content"]  # after the task
     assert notes.index("Check the exchange rate twice.") < notes.index(
         "Check the exchange rate first."
     )

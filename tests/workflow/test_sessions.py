@@ -58,7 +58,7 @@ async def test_cli_chat_from_a_fresh_process_uses_the_agents_persona_and_model(
     assert json.loads(stdout)["message"] == "Arr, I added it, me!"
     run_step, chat = llm.requests[model_name]  # the chat went to the run's model
     assert chat["messages"][0]["content"].startswith(PERSONA)
-    assert chat["messages"][-1]["content"] == "What did you do?"
+    assert chat["messages"][-1]["content"].endswith("\n\nWhat did you do?")  # after the notes
 
 
 async def test_the_builder_sets_the_agents_configuration_for_chat_anywhere(

@@ -1,0 +1,213 @@
+"""A request's structure as providers check it: the scripted endpoint's rules answer their
+real 400s, and what runs and direct chat turns send passes them (pure, in milliseconds)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from activities.chat import direct_messages
+from activities.request_messages import merged_turns, request_messages
+from reactive_temporal.context_window import LEFT_OUT, STUB, ContextPlan, build_view
+from reactive_temporal.contracts.entity import ChatMessage
+from reactive_temporal.contracts.run import Message, SeqMessage, ToolCall
+from reactive_temporal.embedded.openai_wire import Endpoint
+
+PAIRS = Endpoint(pairs_tool_calls=True)
+TEMPLATE = Endpoint(alternating_roles=True, last_user_or_tool=True)
+
+
+def asks(*ids: str) -> dict[str, Any]:
+    calls = [
+        {"id": i, "type": "function", "function": {"name": "f", "arguments": "{}"}} for i in ids
+    ]
+    return {"role": "assistant", "content": None, "tool_calls": calls}
+
+
+def answers(call_id: str) -> dict[str, Any]:
+    return {"role": "tool", "content": "ok", "tool_call_id": call_id}
+
+
+def text(role: str, content: str = "hi") -> dict[str, Any]:
+    return {"role": role, "content": content}
+
+
+def refusal(endpoint: Endpoint, messages: list[dict[str, Any]]) -> str | None:
+    refused = endpoint.check({"model": "m", "messages": messages})
+    if refused is None:
+        return None
+    assert refused.status == 400 and refused.body is not None
+    error = refused.body["error"] if "error" in refused.body else refused.body
+    return str(error["message"])
+
+
+HEAD = [text("system", "You help."), text("user", "task")]
+
+
+def test_calls_answered_right_after_them_are_taken() -> None:
+    messages = [*HEAD, asks("a", "b"), answers("b"), answers("a"), text("user", "go on")]
+    assert refusal(PAIRS, messages) is None
+
+
+@pytest.mark.parametrize(
+    ("messages", "said"),
+    [
+        pytest.param(
+            [*HEAD, asks("a", "b"), answers("a"), text("user", "go on")],
+            "An assistant message with 'tool_calls' must be followed by tool messages "
+            "responding to each 'tool_call_id'. The following tool_call_ids did not have "
+            "response messages: b",
+            id="a-call-without-its-result",
+        ),
+        pytest.param(
+            [*HEAD, asks("a", "b"), answers("a"), text("user", "steer"), answers("b")],
+            "The following tool_call_ids did not have response messages: b",
+            id="a-user-message-between-the-results",
+        ),
+        pytest.param(
+            [*HEAD, asks("a")],
+            "The following tool_call_ids did not have response messages: a",
+            id="ends-with-the-calls",
+        ),
+        pytest.param(
+            [*HEAD, answers("a")],
+            "Invalid parameter: messages with role 'tool' must be a response to a preceeding "
+            "message with 'tool_calls'.",
+            id="a-result-with-no-call",
+        ),
+        pytest.param(
+            [*HEAD, asks("a"), answers("a"), text("user", "go on"), answers("a")],
+            "must be a response to a preceeding message with 'tool_calls'",
+            id="a-result-after-another-message",
+        ),
+        pytest.param(
+            [*HEAD, asks("c" * 41), answers("c" * 41)],
+            "Invalid 'messages[2].tool_calls[0].id': string too long. Expected a string with "
+            "maximum length 40, but got a string with length 41 instead.",
+            id="an-id-past-40-characters",
+        ),
+    ],
+)
+def test_openai_refuses_calls_and_results_that_do_not_pair(
+    messages: list[dict[str, Any]], said: str
+) -> None:
+    assert said in (refusal(PAIRS, messages) or "")
+
+
+@pytest.mark.parametrize(
+    ("messages", "said"),
+    [
+        pytest.param(
+            [*HEAD, text("user", "notes")],
+            "After the optional system message, conversation roles must alternate",
+            id="two-user-turns",
+        ),
+        pytest.param(
+            [text("system"), text("assistant"), text("user")],
+            "After the optional system message, conversation roles must alternate",
+            id="the-model-first",
+        ),
+        pytest.param(
+            [*HEAD, text("assistant"), text("system"), text("user")],
+            "with the exception of an initial optional system message",
+            id="a-later-system-message",
+        ),
+        pytest.param(
+            [*HEAD, text("assistant")],
+            "Expected last role User or Tool (or Assistant with prefix True) for serving but "
+            "got assistant",
+            id="ends-with-the-model",
+        ),
+    ],
+)
+def test_strict_templates_refuse_turns_that_do_not_alternate(
+    messages: list[dict[str, Any]], said: str
+) -> None:
+    assert said in (refusal(TEMPLATE, messages) or "")
+
+
+def test_a_run_s_task_and_notes_go_as_one_user_turn() -> None:
+    """A run's seed is the task, then the agent's notes: two user messages in a row."""
+    call = ToolCall(id="a", name="calculator", arguments="{}")
+    transcript = [
+        Message(role="system", content="You help."),
+        Message(role="user", content="task"),
+        Message(role="user", content="notes"),
+        Message(role="assistant", content=None, tool_calls=[call]),
+        Message(role="tool", content="4", tool_call_id="a", name="calculator"),
+    ]
+    sent = request_messages(transcript)
+    assert [m["role"] for m in sent] == ["system", "user", "assistant", "tool"]
+    assert sent[1] == {"role": "user", "content": "task\n\nnotes"}
+    assert refusal(TEMPLATE, sent) is None and refusal(PAIRS, sent) is None
+    assert transcript[1].content == "task"  # the transcript is the record: untouched
+
+
+def _long_run(turns: int) -> list[SeqMessage]:
+    messages = [
+        Message(role="system", content="You read pages."),
+        Message(role="user", content="Read them."),
+        Message(role="user", content="Notes from your earlier runs."),
+    ]
+    for i in range(turns):
+        calls = [ToolCall(id=f"c{i}-{j}", name="fetch_page", arguments="{}") for j in range(2)]
+        messages.append(Message(role="assistant", content=f"Page {i}.", tool_calls=calls))
+        messages += [
+            Message(role="tool", content="x" * 3_000, tool_call_id=c.id, name=c.name) for c in calls
+        ]
+        if i % 3 == 0:
+            messages.append(Message(role="user", content="Go on."))
+    return [SeqMessage(seq=i, message=m) for i, m in enumerate(messages)]
+
+
+@pytest.mark.parametrize("left_out", [range(0), range(0, 3), range(2, 6), range(0, 9)])
+def test_a_compacted_view_sends_whole_pairs(left_out: range) -> None:
+    """Turns left out go whole (the reply and its results), whichever they are, and a plan
+    made for another transcript (a rerun) still pairs each call it shows."""
+    transcript = _long_run(10)
+    replies = [e.seq for e in transcript if e.message.role == "assistant"]
+    levels = {replies[i]: LEFT_OUT for i in left_out}
+    levels |= {e.seq: STUB for e in transcript if e.message.role == "tool" and e.seq % 2}
+    levels[replies[-1] + 1] = LEFT_OUT  # a result's own level never leaves it out alone
+    sent = request_messages(e.message for e in build_view(transcript, ContextPlan(levels=levels)))
+    assert refusal(PAIRS, sent) is None
+    assert refusal(Endpoint(last_user_or_tool=True), sent) is None
+
+
+def _chat(*roles: str) -> list[ChatMessage]:
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    return [ChatMessage(role=r, content=f"{r} {i}", timestamp=now) for i, r in enumerate(roles)]  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("notes", [None, "Notes from your earlier runs"])
+@pytest.mark.parametrize(
+    "history",
+    [
+        _chat(),
+        _chat("user", "assistant"),
+        _chat("assistant", "user", "assistant"),  # the window cut a turn in two
+        _chat("assistant"),
+        _chat("user", "assistant", "user", "assistant"),
+    ],
+)
+def test_a_direct_turn_sends_whole_turns(notes: str | None, history: list[ChatMessage]) -> None:
+    sent = direct_messages("You are Ada.", notes, history, "What now?")
+    assert sent[0] == {"role": "system", "content": "You are Ada."}
+    assert refusal(TEMPLATE, sent) is None
+    assert sent[-1]["content"].endswith("What now?")
+    if notes:
+        assert sent[1]["content"].startswith(notes)
+    kept = [m.content for m in history[1:]] if history and history[0].role == "assistant" else []
+    assert all(any(k in m["content"] for m in sent) for k in kept)
+
+
+def test_merged_turns_leaves_calls_and_results_as_they_are() -> None:
+    messages = [text("user", "a"), text("user", "b"), asks("x"), answers("x"), text("user", "c")]
+    assert merged_turns(messages) == [
+        text("user", "a\n\nb"),
+        asks("x"),
+        answers("x"),
+        text("user", "c"),
+    ]
