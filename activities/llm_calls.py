@@ -11,7 +11,7 @@ go through `LlmEndpoint.complete`:
   while it waits;
 - the openai client never retries (`max_retries=0`): Temporal owns retries. HTTP 408, 409,
   429 and 5xx, timeouts and dropped connections are retryable (honouring `retry-after`); any
-  other 4xx is the request's fault and fails for good (`llm_errors`);
+  other 4xx is the request's fault and fails for good (`activities.llm_errors`);
 - what the model accepts decides the parameters (`reactive_temporal.capabilities`): a
   reasoning model gets `max_completion_tokens` and no sampling parameters; a 400 that names a
   parameter the model refuses makes the call go again without it, and this worker leaves it
@@ -28,13 +28,11 @@ go through `LlmEndpoint.complete`:
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
-import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, NoReturn
+from typing import Any
 
 import openai
 from openai.types.chat import ChatCompletion
@@ -42,16 +40,14 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.heartbeat import heartbeating
+from activities.llm_errors import llm_errors, never_connected
 from activities.llm_stream import StreamedReply, whole_reply_as_chunk
 from activities.reply_calls import arguments_text
 from reactive_temporal.capabilities import (
     ModelCapabilities,
     ModelQuirks,
     WantedParams,
-    body_retry_delay,
     capabilities_for,
-    error_code,
-    error_message,
     read_context_overflow,
     read_rejection,
     request_params,
@@ -59,17 +55,9 @@ from reactive_temporal.capabilities import (
 from reactive_temporal.config import ModelPrice
 from reactive_temporal.context_window import estimate_tokens, wire_prompt_tokens
 from reactive_temporal.contracts.run import Usage
-from reactive_temporal.errors import root_cause
 from reactive_temporal.pricing import cost_of
 from reactive_temporal.telemetry.observe import observe_llm_call
 
-RETRYABLE_STATUS = {408, 409, 429}
-NEVER_RETRIED_CODES = {"insufficient_quota"}
-"""Error codes that no retry can change (OpenAI's 429 for an account out of credit)."""
-RETRIED_CODES = {"tool_use_failed"}
-"""Error codes of a reply the model may well get right when asked again (Groq's 400 for a
-tool call it generated wrong), counted against the LLM's attempts."""
-MAX_RETRY_DELAY_SECONDS = 120.0
 DEFAULT_ACTIVITY_TIMEOUT = timedelta(seconds=120)
 MAX_LEARNED_PER_CALL = 4
 """Parameters one call may learn to leave out before its 400 stands (each 400 names one)."""
@@ -125,98 +113,6 @@ class ContextWindowExceeded(ApplicationError):
             non_retryable=True,
         )
         self.limit = limit
-
-
-def retry_delay(headers: Any, body: object = None) -> timedelta | None:
-    """The server's requested wait, from `retry-after-ms` or `retry-after` (seconds), else
-    from the error body (`body_retry_delay`)."""
-    waits: list[float] = []
-    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
-        value = headers.get(name) if headers is not None else None
-        if value is None:
-            continue
-        try:
-            waits.append(float(value) * scale)
-        except ValueError:
-            continue  # an HTTP date: let the retry policy's backoff decide
-    if (in_body := body_retry_delay(body)) is not None:
-        waits.append(in_body)
-    for seconds in waits:
-        if math.isnan(seconds):
-            continue  # `nan`: no wait at all (timedelta refused it, and the step failed)
-        return timedelta(seconds=min(max(seconds, 0.0), MAX_RETRY_DELAY_SECONDS))
-    return None
-
-
-def raise_for_status(err: openai.APIStatusError, *, last_attempt: bool = False) -> NoReturn:
-    """The HTTP error as Temporal should treat it: retryable or not, after how long."""
-    status = err.status_code
-    code = error_code(err.body)
-    retryable = status in RETRYABLE_STATUS or status >= 500 or code in RETRIED_CODES
-    should = err.response.headers.get("x-should-retry") if err.response is not None else None
-    if should in ("true", "false"):
-        retryable = should == "true"
-    if code in NEVER_RETRIED_CODES:
-        retryable = False
-    # what the provider said, in whichever shape (the client reads only OpenAI's, and said
-    # "Error code: 400" for Gemini's, TGI's, a `detail` or a plain-text body)
-    detail = error_message(err.body) or (err.message if isinstance(err.message, str) else "")
-    gave_up = " (attempts exhausted)" if retryable and last_attempt else ""
-    raise ApplicationError(
-        f"LLM endpoint answered HTTP {status}: {(detail or str(err))[:500]}{gave_up}",
-        type="LlmHttpError" if retryable else "LlmRequestRejected",
-        non_retryable=not retryable or last_attempt,
-        next_retry_delay=retry_delay(
-            err.response.headers if err.response is not None else None, err.body
-        ),
-    ) from None  # not chained: the client's error holds the whole body (megabytes, maybe), and
-    # a failure past Temporal's size limit arrives as "Failure exceeds size limit", its cause lost
-
-
-def attempts_exhausted(max_attempts: int | None) -> bool:
-    """This attempt is the LLM's last (`max_attempts`, the agent's cap): its failure is final."""
-    return max_attempts is not None and activity.info().attempt >= max_attempts
-
-
-@contextlib.contextmanager
-def llm_errors(max_attempts: int | None = None) -> Iterator[None]:
-    """Map the openai client's failures to Temporal's retry semantics.
-
-    LLM failures count against `max_attempts` (the agent's cap); the activity's own retry
-    policy is looser, so a Postgres or worker outage does not use up the LLM's attempts.
-    """
-    last = attempts_exhausted(max_attempts)
-    try:
-        yield
-    except openai.APIStatusError as err:
-        raise_for_status(err, last_attempt=last)
-    except (openai.APIConnectionError, openai.APITimeoutError) as err:
-        cause = root_cause(err)  # the machine's words: "Name or service not known"
-        because = f" ({cause[:300]})" if cause != str(err) else ""
-        raise ApplicationError(
-            f"LLM endpoint unreachable: {err}{because}{' (attempts exhausted)' if last else ''}",
-            type="LlmConnectionError",
-            non_retryable=last,
-        ) from err
-    except TimeoutError as err:
-        raise ApplicationError(
-            "LLM endpoint did not finish its reply in time"
-            f"{' (attempts exhausted)' if last else ''}",
-            type="LlmConnectionError",
-            non_retryable=last,
-        ) from err
-    except ApplicationError:
-        raise
-    except Exception as err:
-        # A reply the client could not read (a page of HTML, an error object mid-stream, a
-        # shape it does not know) is the model failing too: counted against its attempts,
-        # where it was retried as an outage, 20 billed calls more.
-        raise ApplicationError(
-            f"LLM endpoint sent a reply that could not be read: {type(err).__name__}: "
-            f"{str(err)[:300]}{' (attempts exhausted)' if last else ''}",
-            type="LlmBadReply",
-            non_retryable=last,
-        ) from None  # not chained: its text may hold the whole body
 
 
 def client_timeout(activity_timeout: timedelta) -> float:
@@ -377,8 +273,9 @@ class LlmEndpoint:
                         # activity's timeout (retried as an outage, two calls at once)
                         async with asyncio.timeout(deadline):
                             response = await self._send_adapted(request, deadline, on_text)
-                    except (openai.APITimeoutError, TimeoutError):
-                        observed.timed_out = True  # the endpoint may have answered it in full
+                    except (openai.APITimeoutError, TimeoutError) as err:
+                        # the endpoint may have answered it in full, if it ever had it
+                        observed.timed_out = not never_connected(err)
                         raise
                 if not isinstance(response, ChatCompletion):  # a 200 that is not JSON
                     raise ValueError(f"not a chat completion: {str(response)[:200]!r}")

@@ -35,10 +35,10 @@ from activities.llm_calls import (
     ContextWindowExceeded,
     LlmEndpoint,
     TextSink,
-    attempts_exhausted,
     chat_request,
 )
 from activities.llm_context import ContextPlan, ContextRecord, StepContext, StepContexts
+from activities.llm_errors import attempts_exhausted
 from activities.pg_refusals import refused_data, refused_data_fails
 from activities.reply_calls import content_text, reply_calls
 from activities.request_messages import request_messages

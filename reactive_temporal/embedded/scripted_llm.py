@@ -31,6 +31,7 @@ from __future__ import annotations
 import json
 import select
 import socket
+import ssl
 import threading
 import time
 from collections import defaultdict
@@ -87,7 +88,12 @@ class ScriptedLLM:
     """The server. Thread-based, so it serves while the test's event loop runs."""
 
     def __init__(
-        self, host: str = "127.0.0.1", port: int = 0, default: Responder | None = None
+        self,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        default: Responder | None = None,
+        *,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         self.scripts: dict[str, Responder] = {}
         self.endpoints: dict[str, Endpoint] = {}
@@ -103,12 +109,18 @@ class ScriptedLLM:
         self.default = default or demo_responder
         self._server = ThreadingHTTPServer((host, port), _handler_for(self))
         self._server.daemon_threads = True
+        self.tls = tls
+        """Served over HTTPS with this context (a test's own CA), when given."""
+        if tls is not None:  # each connection's handshake is made by its handler's thread
+            self._server.socket = tls.wrap_socket(
+                self._server.socket, server_side=True, do_handshake_on_connect=False
+            )
         self._thread: threading.Thread | None = None
 
     @property
     def base_url(self) -> str:
         port = self._server.server_address[1]
-        return f"http://127.0.0.1:{port}/v1"
+        return f"{'https' if self.tls else 'http'}://127.0.0.1:{port}/v1"
 
     def script(
         self, model: str, steps: Iterable[Step] | Responder, *, repeat_last: bool = False

@@ -13,7 +13,8 @@ except ImportError:  # pragma: no cover
 import pytest
 from temporalio.exceptions import ApplicationError
 
-from activities.llm_calls import chat_request, raise_for_status, retry_delay
+from activities.llm_calls import chat_request
+from activities.llm_errors import raise_for_status, retry_delay
 
 
 def status_error(status: int, headers: dict[str, str] | None = None) -> openai.APIStatusError:

@@ -1,0 +1,169 @@
+"""How the LLM endpoint's failures map to Temporal's retries, and what each says.
+
+HTTP 408, 409, 429 and 5xx, timeouts and dropped connections are retried (honouring
+`retry-after` and a body's own delay); any other 4xx is the request's fault and fails for good;
+a certificate the worker cannot trust fails for good too, saying how to trust it. Every
+failure counts against the agent's `llm_max_attempts`, its last attempt's failure is final,
+and the provider's own words, in whichever shape it sent them, are in the error.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import socket
+import ssl
+from collections.abc import Iterator
+from datetime import timedelta
+from typing import Any, NoReturn
+
+import aiohttp
+import openai
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from reactive_temporal.capabilities import body_retry_delay, error_code, error_message
+from reactive_temporal.errors import causes, root_cause
+
+RETRYABLE_STATUS = {408, 409, 429}
+NEVER_RETRIED_CODES = {"insufficient_quota"}
+"""Error codes that no retry can change (OpenAI's 429 for an account out of credit)."""
+RETRIED_CODES = {"tool_use_failed"}
+"""Error codes of a reply the model may well get right when asked again (Groq's 400 for a
+tool call it generated wrong), counted against the LLM's attempts."""
+MAX_RETRY_DELAY_SECONDS = 120.0
+
+
+def retry_delay(headers: Any, body: object = None) -> timedelta | None:
+    """The server's requested wait, from `retry-after-ms` or `retry-after` (seconds), else
+    from the error body (`body_retry_delay`)."""
+    waits: list[float] = []
+    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+        value = headers.get(name) if headers is not None else None
+        if value is None:
+            continue
+        try:
+            waits.append(float(value) * scale)
+        except ValueError:
+            continue  # an HTTP date: let the retry policy's backoff decide
+    if (in_body := body_retry_delay(body)) is not None:
+        waits.append(in_body)
+    for seconds in waits:
+        if math.isnan(seconds):
+            continue  # `nan`: no wait at all (timedelta refused it, and the step failed)
+        return timedelta(seconds=min(max(seconds, 0.0), MAX_RETRY_DELAY_SECONDS))
+    return None
+
+
+def raise_for_status(err: openai.APIStatusError, *, last_attempt: bool = False) -> NoReturn:
+    """The HTTP error as Temporal should treat it: retryable or not, after how long."""
+    status = err.status_code
+    code = error_code(err.body)
+    retryable = status in RETRYABLE_STATUS or status >= 500 or code in RETRIED_CODES
+    should = err.response.headers.get("x-should-retry") if err.response is not None else None
+    if should in ("true", "false"):
+        retryable = should == "true"
+    if code in NEVER_RETRIED_CODES:
+        retryable = False
+    # what the provider said, in whichever shape (the client reads only OpenAI's, and said
+    # "Error code: 400" for Gemini's, TGI's, a `detail` or a plain-text body)
+    detail = error_message(err.body) or (err.message if isinstance(err.message, str) else "")
+    gave_up = " (attempts exhausted)" if retryable and last_attempt else ""
+    raise ApplicationError(
+        f"LLM endpoint answered HTTP {status}: {(detail or str(err))[:500]}{gave_up}",
+        type="LlmHttpError" if retryable else "LlmRequestRejected",
+        non_retryable=not retryable or last_attempt,
+        next_retry_delay=retry_delay(
+            err.response.headers if err.response is not None else None, err.body
+        ),
+    ) from None  # not chained: the client's error holds the whole body (megabytes, maybe), and
+    # a failure past Temporal's size limit arrives as "Failure exceeds size limit", its cause lost
+
+
+CONNECT_FAILURES = (
+    aiohttp.ClientConnectorError,
+    ssl.SSLError,
+    ConnectionRefusedError,
+    socket.gaierror,
+)
+"""Errors of a connection never made (refused, no such host, a certificate not trusted)."""
+
+
+def never_connected(err: BaseException) -> bool:
+    """Whether `err` is a request that never reached the endpoint, so was not billed: openai's
+    aiohttp transport reports every connection error as a connect timeout ("Request timed
+    out."), a refused connection too, and each was counted as a request the provider may have
+    answered in full (its prompt's estimate in the unreported-usage metrics, every retry)."""
+    return any(isinstance(c, CONNECT_FAILURES) for c in causes(err))
+
+
+def refuse_untrusted(err: BaseException) -> None:
+    """A connection that failed because the endpoint's TLS certificate was not trusted, as a
+    final error saying so: the client reported it as "Request timed out." (aiohttp's
+    certificate error under a connect timeout), and each attempt was retried as an outage,
+    which no retry ends. A certificate from a private CA (a company's vLLM, a gateway that
+    inspects TLS) is trusted through SSL_CERT_FILE."""
+    untrusted = [c for c in causes(err) if isinstance(c, ssl.SSLCertVerificationError)]
+    if not untrusted:
+        return
+    # aiohttp's own error is one too, without OpenSSL's words: the innermost has them
+    reason = getattr(untrusted[-1], "verify_message", None) or str(untrusted[-1])
+    private = any(w in reason for w in ("issuer", "self-signed", "self signed"))
+    hint = (
+        ": a certificate from a private CA is trusted once SSL_CERT_FILE names a bundle that "
+        "holds the CA (SSL_CERT_DIR, a directory of them)"
+        if private
+        else ""
+    )
+    raise ApplicationError(
+        f"LLM endpoint's TLS certificate was not trusted ({reason}){hint}",
+        type="LlmCertificateError",
+        non_retryable=True,
+    ) from None
+
+
+def attempts_exhausted(max_attempts: int | None) -> bool:
+    """This attempt is the LLM's last (`max_attempts`, the agent's cap): its failure is final."""
+    return max_attempts is not None and activity.info().attempt >= max_attempts
+
+
+@contextlib.contextmanager
+def llm_errors(max_attempts: int | None = None) -> Iterator[None]:
+    """Map the openai client's failures to Temporal's retry semantics.
+
+    LLM failures count against `max_attempts` (the agent's cap); the activity's own retry
+    policy is looser, so a Postgres or worker outage does not use up the LLM's attempts.
+    """
+    last = attempts_exhausted(max_attempts)
+    try:
+        yield
+    except openai.APIStatusError as err:
+        raise_for_status(err, last_attempt=last)
+    except (openai.APIConnectionError, openai.APITimeoutError) as err:
+        refuse_untrusted(err)
+        cause = root_cause(err)  # the machine's words: "Name or service not known"
+        because = f" ({cause[:300]})" if cause != str(err) else ""
+        raise ApplicationError(
+            f"LLM endpoint unreachable: {err}{because}{' (attempts exhausted)' if last else ''}",
+            type="LlmConnectionError",
+            non_retryable=last,
+        ) from err
+    except TimeoutError as err:
+        raise ApplicationError(
+            "LLM endpoint did not finish its reply in time"
+            f"{' (attempts exhausted)' if last else ''}",
+            type="LlmConnectionError",
+            non_retryable=last,
+        ) from err
+    except ApplicationError:
+        raise
+    except Exception as err:
+        # A reply the client could not read (a page of HTML, an error object mid-stream, a
+        # shape it does not know) is the model failing too: counted against its attempts,
+        # where it was retried as an outage, 20 billed calls more.
+        raise ApplicationError(
+            f"LLM endpoint sent a reply that could not be read: {type(err).__name__}: "
+            f"{str(err)[:300]}{' (attempts exhausted)' if last else ''}",
+            type="LlmBadReply",
+            non_retryable=last,
+        ) from None  # not chained: its text may hold the whole body
