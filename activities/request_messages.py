@@ -48,6 +48,9 @@ def _as_object(arguments: str) -> str:
 _cached_as_object = functools.lru_cache(maxsize=4096)(_as_object)
 
 
+CALL_ID_MAX_CHARS = 40
+"""The longest tool call id OpenAI takes in a request's history ("string too long")."""
+
 EMPTY_REPLY_TEXT = "(empty reply)"
 """A model's turn that said nothing and called nothing, as the next requests show it."""
 
@@ -109,7 +112,8 @@ def request_messages(messages: Iterable[Message]) -> list[dict[str, Any]]:
             given = call["id"]
             unique, n = given, 2
             while not unique or unique in seen:
-                unique, n = f"{given or 'call'}-{n}", n + 1
+                suffix = f"-{n}"  # within OpenAI's 40 characters, however long the id given
+                unique, n = f"{(given or 'call')[: CALL_ID_MAX_CHARS - len(suffix)]}{suffix}", n + 1
             seen.add(unique)
             renamed.setdefault(given, deque()).append(unique)
             call["id"] = unique

@@ -211,3 +211,28 @@ def test_merged_turns_leaves_calls_and_results_as_they_are() -> None:
         answers("x"),
         text("user", "c"),
     ]
+
+
+def test_a_repeated_long_call_id_goes_renamed_within_40_characters() -> None:
+    """A model that repeats a 40-character id (as some local servers make them): its second
+    call went as `<id>-2`, 42 characters, which OpenAI refuses ("string too long")."""
+    long_id = "chatcmpl-tool-" + "a" * 26
+    assert len(long_id) == 40
+    calls = [ToolCall(id=long_id, name="calculator", arguments="{}")]
+    transcript = [
+        Message(role="system", content="You help."),
+        Message(role="user", content="task"),
+        *[
+            m
+            for _ in range(3)
+            for m in (
+                Message(role="assistant", content=None, tool_calls=calls),
+                Message(role="tool", content="4", tool_call_id=long_id),
+            )
+        ],
+    ]
+    sent = request_messages(transcript)
+    ids = [c["id"] for m in sent for c in m.get("tool_calls", ())]
+    assert len(set(ids)) == 3 and all(len(i) <= 40 for i in ids), ids
+    assert [m["tool_call_id"] for m in sent if m["role"] == "tool"] == ids
+    assert refusal(PAIRS, sent) is None
