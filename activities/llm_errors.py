@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import contextlib
 import math
+import random
 import socket
 import ssl
 from collections.abc import Iterator
-from datetime import timedelta
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any, NoReturn
 
 import aiohttp
@@ -32,6 +34,17 @@ RETRIED_CODES = {"tool_use_failed"}
 """Error codes of a reply the model may well get right when asked again (Groq's 400 for a
 tool call it generated wrong), counted against the LLM's attempts."""
 MAX_RETRY_DELAY_SECONDS = 120.0
+RATE_LIMITED_STATUS = {429, 529}
+"""A provider asking to be called later: a rate limit (429, but `insufficient_quota`),
+Anthropic's "overloaded" (529)."""
+RATE_LIMIT_PATIENCE_SECONDS = 600.0
+"""How long from a step's first attempt a rate limit is waited out without counting against
+the agent's `llm_max_attempts`: a burst of runs over a tokens-per-minute limit waits for the
+next minute instead of ending `llm_error` after five quick tries (about 15 s)."""
+RATE_LIMITED_BACKOFF_SECONDS = (0.5, 30.0)
+"""A rate-limited attempt waits at least this, doubling from the first to the cap, whatever
+`retry-after` says (a `0` had a crowd retry all at once, over and over), plus up to half again
+at random, so runs limited together do not come back together."""
 
 
 def retry_delay(headers: Any, body: object = None) -> timedelta | None:
@@ -55,8 +68,14 @@ def retry_delay(headers: Any, body: object = None) -> timedelta | None:
     return None
 
 
-def raise_for_status(err: openai.APIStatusError, *, last_attempt: bool = False) -> NoReturn:
-    """The HTTP error as Temporal should treat it: retryable or not, after how long."""
+def raise_for_status(
+    err: openai.APIStatusError,
+    *,
+    last_attempt: bool = False,
+    limited: RateLimitWait | None = None,
+) -> NoReturn:
+    """The HTTP error as Temporal should treat it: retryable or not, after how long. A rate
+    limit is waited out as `limited` says (from inside an activity), whatever the attempt."""
     status = err.status_code
     code = error_code(err.body)
     retryable = status in RETRYABLE_STATUS or status >= 500 or code in RETRIED_CODES
@@ -68,16 +87,46 @@ def raise_for_status(err: openai.APIStatusError, *, last_attempt: bool = False) 
     # what the provider said, in whichever shape (the client reads only OpenAI's, and said
     # "Error code: 400" for Gemini's, TGI's, a `detail` or a plain-text body)
     detail = error_message(err.body) or (err.message if isinstance(err.message, str) else "")
-    gave_up = " (attempts exhausted)" if retryable and last_attempt else ""
+    asked = retry_delay(err.response.headers if err.response is not None else None, err.body)
+    final, gave_up = last_attempt, " (attempts exhausted)"
+    if retryable and status in RATE_LIMITED_STATUS and limited is not None:
+        final = limited.waited >= RATE_LIMIT_PATIENCE_SECONDS
+        gave_up = f" (rate limited for {limited.waited:.0f} s)"
+        asked = None if final else limited.delay(asked)
     raise ApplicationError(
-        f"LLM endpoint answered HTTP {status}: {(detail or str(err))[:500]}{gave_up}",
+        f"LLM endpoint answered HTTP {status}: {(detail or str(err))[:500]}"
+        f"{gave_up if retryable and final else ''}",
         type="LlmHttpError" if retryable else "LlmRequestRejected",
-        non_retryable=not retryable or last_attempt,
-        next_retry_delay=retry_delay(
-            err.response.headers if err.response is not None else None, err.body
-        ),
+        non_retryable=not retryable or final,
+        next_retry_delay=asked,
     ) from None  # not chained: the client's error holds the whole body (megabytes, maybe), and
     # a failure past Temporal's size limit arrives as "Failure exceeds size limit", its cause lost
+
+
+@dataclass(frozen=True)
+class RateLimitWait:
+    """Where a step stands against rate limits: how long since its first attempt, and which
+    attempt this is."""
+
+    waited: float
+    attempt: int
+
+    @classmethod
+    def now(cls) -> RateLimitWait | None:
+        if not activity.in_activity():
+            return None
+        info = activity.info()
+        waited = (datetime.now(UTC) - info.scheduled_time).total_seconds()
+        return cls(waited=max(waited, 0.0), attempt=info.attempt)
+
+    def delay(self, asked: timedelta | None) -> timedelta:
+        """The wait before the next attempt: what the provider asked, at least the backoff
+        for this attempt, plus up to half again at random (RATE_LIMITED_BACKOFF_SECONDS)."""
+        first, cap = RATE_LIMITED_BACKOFF_SECONDS
+        floor = min(cap, first * 2 ** min(self.attempt - 1, 16))
+        seconds = max(asked.total_seconds() if asked else 0.0, floor)
+        seconds += random.uniform(0, seconds / 2)
+        return timedelta(seconds=min(seconds, MAX_RETRY_DELAY_SECONDS))
 
 
 CONNECT_FAILURES = (
@@ -132,13 +181,15 @@ def llm_errors(max_attempts: int | None = None) -> Iterator[None]:
     """Map the openai client's failures to Temporal's retry semantics.
 
     LLM failures count against `max_attempts` (the agent's cap); the activity's own retry
-    policy is looser, so a Postgres or worker outage does not use up the LLM's attempts.
+    policy is looser, so a Postgres or worker outage does not use up the LLM's attempts. A
+    rate limit does not count either: it is waited out for RATE_LIMIT_PATIENCE_SECONDS from
+    the step's first attempt.
     """
     last = attempts_exhausted(max_attempts)
     try:
         yield
     except openai.APIStatusError as err:
-        raise_for_status(err, last_attempt=last)
+        raise_for_status(err, last_attempt=last, limited=RateLimitWait.now())
     except (openai.APIConnectionError, openai.APITimeoutError) as err:
         refuse_untrusted(err)
         cause = root_cause(err)  # the machine's words: "Name or service not known"

@@ -40,6 +40,11 @@ INFRASTRUCTURE_RETRIES = 20
 """Attempts an LLM call may spend on failures that are not the LLM's (about ten minutes of
 outage at the backoff below) on top of the agent's `llm_max_attempts`."""
 
+RATE_LIMITED_RETRIES = 30
+"""Attempts an LLM call may spend waiting out rate limits (activities/llm_errors.py: ten
+minutes from its first attempt, each wait at least the last doubled, up to 30 s and a random
+half again: about 20 attempts) on top of the others."""
+
 HEARTBEAT = timedelta(seconds=30)
 """Long activities (LLM calls, tools) heartbeat; a worker that dies is noticed this fast.
 
@@ -114,11 +119,12 @@ RUN_QUERY = LocalActivityOptions(
 
 def llm_retry_policy(llm_max_attempts: int) -> RetryPolicy:
     """Temporal's cap on an LLM activity: the agent's LLM attempts plus room for
-    infrastructure failures (the activity stops retrying LLM failures itself)."""
+    infrastructure failures and rate limits (the activity stops retrying LLM failures
+    itself)."""
     return RetryPolicy(
         initial_interval=timedelta(seconds=1),
         maximum_interval=timedelta(seconds=30),
-        maximum_attempts=llm_max_attempts + INFRASTRUCTURE_RETRIES,
+        maximum_attempts=llm_max_attempts + INFRASTRUCTURE_RETRIES + RATE_LIMITED_RETRIES,
     )
 
 

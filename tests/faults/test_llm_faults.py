@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from activities import llm_errors
 from activities.llm_calls import ContextWindowExceeded, LlmEndpoint, chat_request
 from reactive_temporal.config import Settings
 from reactive_temporal.embedded.scripted_llm import (
@@ -48,6 +49,14 @@ class Case:
 CASES = {
     "429 with retry-after": Case(
         [HttpError(429, "slow down", headers={"retry-after": "1"}), DONE], "final_answer", "success"
+    ),
+    # a rate limit is waited out, not counted against the LLM's attempts: before, the first
+    # 429 of a one-attempt agent ended its run as llm_error
+    "rate limited past the LLM's attempts": Case(
+        [*[HttpError(429, "Rate limit reached", headers={"retry-after": "0"})] * 3, DONE],
+        "final_answer",
+        "success",
+        config={"llm_max_attempts": 1},
     ),
     "500 then fine": Case([HttpError(500, "oops"), CALC, DONE], "final_answer", "success"),
     "dropped connection": Case([CALC, Drop(), DONE], "final_answer", "success"),
@@ -346,3 +355,20 @@ async def test_a_run_that_fails_on_billed_replies_counts_them(
     assert result.terminated_by == "llm_error" and len(llm.requests[model_name]) == 2
     assert (result.metadata.prompt_tokens, result.metadata.completion_tokens) == (2000, 200)
     assert result.metadata.cost == pytest.approx(2.2)
+
+
+async def test_a_rate_limit_is_waited_out_for_its_patience_then_the_run_ends_saying_so(
+    harness: Harness, llm: ScriptedLLM, model_name: str, monkeypatch: pytest.MonkeyPatch
+):
+    """A provider that rate-limits for longer than RATE_LIMIT_PATIENCE_SECONDS (1.5 s here,
+    ten minutes by default) ends the run as llm_error, saying for how long; each wait was at
+    least the backoff's, whatever `retry-after: 0` asked."""
+    monkeypatch.setattr(llm_errors, "RATE_LIMIT_PATIENCE_SECONDS", 1.5)
+    limited = HttpError(429, "Rate limit reached for requests", headers={"retry-after": "0"})
+    llm.script(model_name, [limited], repeat_last=True)
+    result = await asyncio.wait_for(
+        harness.run(model_name, "What is 6*7?", llm_max_attempts=20, memory=False), timeout=60
+    )
+    assert result.terminated_by == "llm_error", result
+    assert "HTTP 429: Rate limit reached for requests (rate limited for " in (result.error or "")
+    assert 3 <= len(llm.requests[model_name]) <= 4  # at 0 s, ~0.6 s, ~1.9 s (and maybe one more)

@@ -89,6 +89,7 @@ async def test_an_llm_step_that_gives_up_on_postgres_is_waited_out_not_an_llm_er
     20 s step). The run does not end as `llm_error`: it waits (a timer) and takes the step
     again once Postgres is back, and completes."""
     monkeypatch.setattr(activity_options, "INFRASTRUCTURE_RETRIES", 0)
+    monkeypatch.setattr(activity_options, "RATE_LIMITED_RETRIES", 0)
     monkeypatch.setattr(run_limits, "STORE_OUTAGE_WAIT_SECONDS", 3.0)
     model = llm.script(
         f"outage-{uuid.uuid4().hex[:6]}",

@@ -9,6 +9,7 @@ from workflows.activity_options import (
     AGENT_SIGNAL,
     HEARTBEAT,
     INFRASTRUCTURE_RETRIES,
+    RATE_LIMITED_RETRIES,
     RUN_QUERY,
     SESSION_LOAD,
     STORE,
@@ -21,7 +22,9 @@ def test_an_llm_call_leaves_room_beyond_the_llm_attempts_for_infrastructure_fail
     options = llm_options(45, 3)
     assert options["start_to_close_timeout"] == timedelta(seconds=45)
     assert options["heartbeat_timeout"] == HEARTBEAT
-    assert options["retry_policy"].maximum_attempts == 3 + INFRASTRUCTURE_RETRIES
+    assert options["retry_policy"].maximum_attempts == (
+        3 + INFRASTRUCTURE_RETRIES + RATE_LIMITED_RETRIES
+    )
 
 
 def test_a_tool_call_outlives_the_tools_own_timeout():

@@ -14,7 +14,12 @@ import pytest
 from temporalio.exceptions import ApplicationError
 
 from activities.llm_calls import chat_request
-from activities.llm_errors import raise_for_status, retry_delay
+from activities.llm_errors import (
+    RATE_LIMIT_PATIENCE_SECONDS,
+    RateLimitWait,
+    raise_for_status,
+    retry_delay,
+)
 
 
 def status_error(status: int, headers: dict[str, str] | None = None) -> openai.APIStatusError:
@@ -89,3 +94,51 @@ def test_a_wait_asked_for_in_the_body_is_honoured():
     assert retry_delay(None, gemini) == timedelta(seconds=20)
     assert retry_delay(httpx.Headers({"retry-after": "3"}), gemini) == timedelta(seconds=3)
     assert retry_delay(None, [{"error": {"details": [{"retryDelay": "soon"}]}}]) is None
+
+
+def test_a_rate_limit_is_waited_out_whatever_the_attempt_until_its_patience():
+    """A 429 or 529 on the agent's last LLM attempt goes on being retried while the step is
+    within its patience, waiting at least the backoff for its attempt plus up to half again;
+    past it, it is final and says for how long it was limited."""
+    for status in (429, 529):
+        with pytest.raises(ApplicationError) as info:
+            raise_for_status(
+                status_error(status, {"retry-after": "0"}),
+                last_attempt=True,
+                limited=RateLimitWait(waited=30.0, attempt=9),
+            )
+        assert info.value.non_retryable is False
+        delay = info.value.next_retry_delay
+        assert delay is not None and timedelta(seconds=30) <= delay <= timedelta(seconds=45)
+    with pytest.raises(ApplicationError) as info:
+        raise_for_status(
+            status_error(429),
+            limited=RateLimitWait(waited=RATE_LIMIT_PATIENCE_SECONDS + 1, attempt=3),
+        )
+    assert info.value.non_retryable is True and info.value.next_retry_delay is None
+    assert info.value.message.endswith(
+        f"(rate limited for {RATE_LIMIT_PATIENCE_SECONDS + 1:.0f} s)"
+    )
+
+
+def test_other_failures_on_the_last_attempt_stay_final():
+    with pytest.raises(ApplicationError) as info:
+        raise_for_status(
+            status_error(503), last_attempt=True, limited=RateLimitWait(waited=1.0, attempt=5)
+        )
+    assert info.value.non_retryable is True
+    assert info.value.message.endswith("(attempts exhausted)")
+
+
+def test_runs_limited_together_come_back_apart():
+    """`retry-after: 0` to a crowd: each waits at least the first backoff, and up to half again."""
+    delays = set()
+    for _ in range(50):
+        with pytest.raises(ApplicationError) as info:
+            raise_for_status(
+                status_error(429, {"retry-after": "0"}),
+                limited=RateLimitWait(waited=0.0, attempt=1),
+            )
+        assert info.value.next_retry_delay is not None
+        delays.add(info.value.next_retry_delay.total_seconds())
+    assert min(delays) >= 0.5 and max(delays) <= 0.75 and len(delays) > 40

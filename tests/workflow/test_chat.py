@@ -26,7 +26,7 @@ from reactive_temporal.embedded.scripted_llm import HttpError, Reply, ScriptedLL
 from tests.conftest import wait_for
 from tests.processes import PYTHON, REPO, clean_env
 from tests.workflow.conftest import Harness
-from workflows.activity_options import INFRASTRUCTURE_RETRIES
+from workflows.activity_options import INFRASTRUCTURE_RETRIES, RATE_LIMITED_RETRIES
 
 pytestmark = pytest.mark.workflow
 
@@ -125,7 +125,8 @@ async def test_direct_chat_llm_call_leaves_room_for_infrastructure_retries(
 ):
     """The direct chat's LLM activity is capped like the run's `llm_step`: the activity counts
     LLM failures against llm_max_attempts and fails for good on the last; Temporal's cap is
-    INFRASTRUCTURE_RETRIES higher, so a lost worker does not use up the LLM's attempts."""
+    INFRASTRUCTURE_RETRIES (and RATE_LIMITED_RETRIES) higher, so a lost worker does not use up
+    the LLM's attempts."""
     llm.script(model_name, [HttpError(503), HttpError(503), Reply("one attempt too many")])
     agent = harness.agent(model_name, agent_id=unique_agent(), llm_max_attempts=2)
     with pytest.raises(ChatError):
@@ -139,7 +140,9 @@ async def test_direct_chat_llm_call_leaves_room_for_infrastructure_retries(
         if e.HasField("activity_task_scheduled_event_attributes")
         and e.activity_task_scheduled_event_attributes.activity_type.name == names.CHAT_DIRECT
     ]
-    assert [s.retry_policy.maximum_attempts for s in scheduled] == [2 + INFRASTRUCTURE_RETRIES]
+    assert [s.retry_policy.maximum_attempts for s in scheduled] == [
+        2 + INFRASTRUCTURE_RETRIES + RATE_LIMITED_RETRIES
+    ]
 
 
 async def test_a_chat_turn_rides_out_its_run_reads_lost_twice(
