@@ -23,7 +23,7 @@ from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHistory
 from bench._chaos_load import ChatRecord, Injection, RunRecord
 from bench._chaos_model import TAG, usage_for
 from bench._chaos_stack import WorkerSlot
-from reactive_temporal.api.operate import replay
+from reactive_temporal.api.replay import replay
 from reactive_temporal.api.replay_batch import quiet_replayer
 from reactive_temporal.contracts import names
 from reactive_temporal.contracts.result import AgentResult

@@ -13,9 +13,11 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from reactive_temporal.api.agents import Agent, AgentRunError, RunResult
+    from reactive_temporal.api.agents import Agent
     from reactive_temporal.api.builder import AgentBuilder, ReactiveAgents
-    from reactive_temporal.api.sessions import ChatError, Session
+    from reactive_temporal.api.chat_refusals import ChatError
+    from reactive_temporal.api.run_results import AgentRunError, RunResult
+    from reactive_temporal.api.sessions import Session
     from reactive_temporal.config import Settings
     from reactive_temporal.contracts.debrief import AgentDebrief
     from reactive_temporal.contracts.entity import ChatMessage, ChatReply
@@ -27,10 +29,10 @@ if TYPE_CHECKING:
 _EXPORTS = {
     "Agent": "reactive_temporal.api.agents",
     "AgentBuilder": "reactive_temporal.api.builder",
-    "AgentRunError": "reactive_temporal.api.agents",
+    "AgentRunError": "reactive_temporal.api.run_results",
     "ReactiveAgents": "reactive_temporal.api.builder",
-    "RunResult": "reactive_temporal.api.agents",
-    "ChatError": "reactive_temporal.api.sessions",
+    "RunResult": "reactive_temporal.api.run_results",
+    "ChatError": "reactive_temporal.api.chat_refusals",
     "Session": "reactive_temporal.api.sessions",
     "Settings": "reactive_temporal.config",
     "AgentDebrief": "reactive_temporal.contracts.debrief",

@@ -6,22 +6,20 @@
 
 Each `run` is an AgentRunWorkflow on Temporal. With no TEMPORAL_ADDRESS and no `starter.py
 dev` running, `build()` starts the embedded stack and a worker inside this process.
+
+`Agent` is the one object a user holds, so it only gathers: what each method does lives in
+the module it calls (`api.run_results`, `api.control`, `api.watching`, `api.debriefs`,
+`api.entity_handle`, …), which the CLI calls too, so the two cannot drift apart.
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
-from pydantic import PrivateAttr, ValidationError
-from temporalio.client import (
-    Client,
-    WorkflowFailureError,
-    WorkflowHandle,
-)
+from temporalio.client import WorkflowHandle
 from temporalio.common import (
     SearchAttributePair,
     TypedSearchAttributes,
@@ -31,6 +29,7 @@ from temporalio.common import (
 from temporalio.exceptions import WorkflowAlreadyStartedError
 
 from reactive_temporal import search_attributes as sa
+from reactive_temporal.api.chat_refusals import chat_request
 from reactive_temporal.api.control import (
     PendingCall,
     cancel_recorded,
@@ -38,10 +37,13 @@ from reactive_temporal.api.control import (
     pending_calls,
     request_cancel,
 )
-from reactive_temporal.api.operate import fetch_rich_debrief, require_run
+from reactive_temporal.api.debriefs import wait_for_rich_debriefs
+from reactive_temporal.api.entity_handle import AgentEntity
 from reactive_temporal.api.progress import run_progress
-from reactive_temporal.api.results import UNREACHABLE_PATIENCE_SECONDS, result_of
-from reactive_temporal.api.sessions import AgentEntity, Session, chat_request
+from reactive_temporal.api.run_inputs import build_run_input
+from reactive_temporal.api.run_results import RunResult, run_result
+from reactive_temporal.api.runs import require_run
+from reactive_temporal.api.sessions import Session
 from reactive_temporal.api.unserved import while_served
 from reactive_temporal.api.watching import follow_events, stream_events
 from reactive_temporal.contracts import names
@@ -51,83 +53,9 @@ from reactive_temporal.contracts.entity import DEFAULT_SESSION, ChatReply
 from reactive_temporal.contracts.events import RunEvent
 from reactive_temporal.contracts.result import AgentResult
 from reactive_temporal.contracts.run import AgentConfig, AgentRunInput, RunProgress
-from reactive_temporal.errors import describe_validation_error, root_cause, workflow_not_found
 from reactive_temporal.hosting.runtime import Runtime
-from reactive_temporal.limits import agent_config_problem
 from reactive_temporal.refusals import while_busy
 from workflows.agent_run import AgentRunWorkflow
-
-log = logging.getLogger("reactive_temporal")
-
-
-class AgentRunError(RuntimeError):
-    """A run could not produce a result (as opposed to a result with success=False)."""
-
-
-class RunResult(AgentResult):
-    """An AgentResult that can also fetch the run's rich debrief."""
-
-    _client: Client | None = PrivateAttr(default=None)
-
-    async def debrief_rich(self) -> AgentDebrief | None:
-        """Await the LLM-synthesized debrief.
-
-        Returns:
-            The rich debrief; the instant one when synthesis was skipped or failed; None when
-            the run had no debrief (memory off).
-        """
-        if self.debrief is None or self._client is None:
-            return None
-        return await fetch_rich_debrief(self._client, self.run_id, fallback=self.debrief)
-
-
-async def run_result(
-    client: Client,
-    handle: WorkflowHandle[Any, AgentResult],
-    *,
-    unreachable_for: float = UNREACHABLE_PATIENCE_SECONDS,
-) -> RunResult:
-    """The run's result once it ends.
-
-    Raises:
-        AgentRunError: when the run produced none (it failed, or was terminated).
-    """
-    try:
-        plain = await result_of(handle, unreachable_for=unreachable_for)
-    except WorkflowFailureError as err:
-        raise AgentRunError(f"run {handle.id} failed: {root_cause(err)}") from err
-    result = RunResult.model_validate(plain.model_dump())
-    result._client = client
-    return result
-
-
-def build_run_input(
-    config: AgentConfig,
-    task: str,
-    *,
-    max_iterations: int | None = None,
-    required_tools: list[str] | None = None,
-) -> AgentRunInput:
-    """The validated input of a run; ValueError naming the bad field otherwise."""
-    updates: dict[str, object] = {}
-    if max_iterations is not None:
-        updates["max_iterations"] = max_iterations
-    if required_tools:
-        updates["required_tools"] = required_tools
-    try:
-        agent = AgentConfig.model_validate({**config.model_dump(), **updates})
-        run_input = AgentRunInput(task=task, agent=agent, patch_bundle=names.RUN_PATCH_BUNDLE)
-    except ValidationError as err:
-        raise ValueError(f"invalid run: {describe_validation_error(err)}") from err
-    if (problem := agent_config_problem(agent)) is not None:
-        raise ValueError(f"invalid agent configuration: {problem}")
-    return run_input
-
-
-def _no_child(error: BaseException) -> bool:
-    """The run kept its own debrief (nothing to synthesize): it started no DebriefWorkflow."""
-    return workflow_not_found(error)
-
 
 DISPOSE_DEBRIEF_TIMEOUT_SECONDS = 60.0
 
@@ -371,29 +299,7 @@ class Agent:
         """
         pending = sorted(self._pending_debriefs)
         self._pending_debriefs.clear()
-        if not pending:
-            return []
-        client = self.runtime.client
-        waits = {
-            run_id: asyncio.ensure_future(
-                result_of(client.get_workflow_handle(names.debrief_workflow_id(run_id)))
-            )
-            for run_id in pending
-        }
-        await asyncio.wait(waits.values(), timeout=seconds)
-        late = [run_id for run_id, w in waits.items() if not w.done()]
-        for w in waits.values():
-            if not w.done():
-                w.cancel()
-            elif (error := w.exception()) is not None and not _no_child(error):
-                log.warning("a rich debrief failed: %s", error)
-        if late:
-            log.warning(
-                "%d rich debrief(s) still running after %.0fs (%s); they complete on the "
-                "next worker that runs",
-                len(late), seconds, ", ".join(late),
-            )  # fmt: skip
-        return late
+        return await wait_for_rich_debriefs(self.runtime.client, pending, seconds)
 
     async def chat(
         self,

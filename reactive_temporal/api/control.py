@@ -26,13 +26,13 @@ from temporalio.client import (
 from temporalio.service import RPCError
 
 from reactive_temporal import search_attributes as sa
-from reactive_temporal.api.operate import quote_literal, require_run
 from reactive_temporal.api.progress import (
     ProgressUnavailable,
     no_worker_polls,
     run_progress,
     task_failing,
 )
+from reactive_temporal.api.runs import quote_literal, require_run
 from reactive_temporal.api.unserved import (
     RunUnserved,
     require_served,

@@ -19,8 +19,8 @@ from temporalio.api.enums.v1 import TaskQueueType
 from temporalio.client import Client, WorkflowQueryFailedError
 from temporalio.service import RPCError
 
-from reactive_temporal.api.operate import require_run
 from reactive_temporal.api.retrying_steps import QUERY_PATIENCE_SECONDS
+from reactive_temporal.api.runs import require_run
 from reactive_temporal.api.stalls import Stall, server_stall
 from reactive_temporal.api.worker_waits import TaskQueuePollers
 from reactive_temporal.contracts.retrying import WORKFLOW_TASK, RetryingStep, WaitingForWorker

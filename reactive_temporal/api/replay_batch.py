@@ -20,7 +20,8 @@ from temporalio.service import RPCError
 from temporalio.worker import Replayer
 
 from reactive_temporal import search_attributes as sa
-from reactive_temporal.api.operate import ReplayReport, quote_literal, replay, runs_query
+from reactive_temporal.api.replay import ReplayReport, replay
+from reactive_temporal.api.runs import quote_literal, runs_query
 from reactive_temporal.contracts import names
 from reactive_temporal.errors import workflow_not_found
 

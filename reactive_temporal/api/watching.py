@@ -18,8 +18,8 @@ import psycopg
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError
 
 from reactive_temporal.api.live_feed import BATCH, LiveFeed
-from reactive_temporal.api.operate import require_run
 from reactive_temporal.api.results import UNREACHABLE_PATIENCE_SECONDS, result_of
+from reactive_temporal.api.runs import require_run
 from reactive_temporal.api.unserved import while_served
 from reactive_temporal.contracts.events import RunEvent
 from reactive_temporal.contracts.result import AgentResult

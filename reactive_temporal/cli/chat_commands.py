@@ -9,7 +9,8 @@ from typing import Annotated
 import typer
 
 from reactive_temporal.api.agents import Agent
-from reactive_temporal.api.sessions import ChatError, valid_session_id
+from reactive_temporal.api.chat_refusals import ChatError
+from reactive_temporal.api.sessions import valid_session_id
 from reactive_temporal.api.watching import LiveOutputUnavailable
 from reactive_temporal.cli.common import CliError, cli_settings, err, open_agent, out, run_command
 from reactive_temporal.cli.live_view import LivePrinter

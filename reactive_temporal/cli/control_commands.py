@@ -10,7 +10,6 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from reactive_temporal.api.agents import AgentRunError, run_result
 from reactive_temporal.api.control import (
     ApprovalsUnavailable,
     cancel_recorded,
@@ -21,6 +20,7 @@ from reactive_temporal.api.control import (
     waiting_runs_query,
 )
 from reactive_temporal.api.progress import ProgressUnavailable, run_progress
+from reactive_temporal.api.run_results import AgentRunError, run_result
 from reactive_temporal.api.unserved import while_served
 from reactive_temporal.api.watching import follow_events
 from reactive_temporal.cli.common import CliError, cli_runtime, err, out, run_command

@@ -18,19 +18,8 @@ from temporalio.converter import DataConverter
 from temporalio.service import RPCError
 from temporalio.worker import Replayer
 
-from reactive_temporal.api.agents import Agent, AgentRunError
-from reactive_temporal.api.operate import (
-    RETRYING_LOOKUPS_MAX,
-    ReplayReport,
-    RunSummary,
-    history_to_json,
-    list_runs,
-    load_history_file,
-    original_input,
-    replay,
-    rerun_from_failure,
-    runs_query,
-)
+from reactive_temporal.api.agents import Agent
+from reactive_temporal.api.replay import ReplayReport, history_to_json, load_history_file, replay
 from reactive_temporal.api.replay_batch import (
     check_recent,
     quiet_replayer,
@@ -38,6 +27,9 @@ from reactive_temporal.api.replay_batch import (
     recent_runs_query,
     replay_recent,
 )
+from reactive_temporal.api.rerun import original_input, rerun_from_failure
+from reactive_temporal.api.run_results import AgentRunError
+from reactive_temporal.api.runs import RETRYING_LOOKUPS_MAX, RunSummary, list_runs, runs_query
 from reactive_temporal.cli.common import CliError, cli_runtime, err, out, run_command
 from reactive_temporal.cli.run_commands import stall_lines, watch_and_print
 from reactive_temporal.cli.terminal import plain, safe

@@ -14,9 +14,11 @@ from rich.panel import Panel
 from rich.text import Text
 from temporalio.client import Client, WorkflowHandle
 
-from reactive_temporal.api.agents import Agent, AgentRunError, RunResult, build_run_input
+from reactive_temporal.api.agents import Agent
 from reactive_temporal.api.builder import AgentBuilder
-from reactive_temporal.api.operate import load_debrief
+from reactive_temporal.api.debriefs import load_debrief
+from reactive_temporal.api.run_inputs import build_run_input
+from reactive_temporal.api.run_results import AgentRunError, RunResult
 from reactive_temporal.api.stalls import Stall, server_stall
 from reactive_temporal.api.watching import LiveOutputUnavailable
 from reactive_temporal.cli.approval_prompt import Ask, ask_inline

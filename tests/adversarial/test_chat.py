@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from temporalio.client import Client, WorkflowExecutionStatus
 
-from reactive_temporal.api.sessions import CHAT_ERROR_MAX_CHARS, ChatError
+from reactive_temporal.api.chat_refusals import CHAT_ERROR_MAX_CHARS, ChatError
 from reactive_temporal.contracts import names
 from reactive_temporal.embedded.scripted_llm import HttpError, Reply, ScriptedLLM, call
 from reactive_temporal.limits import REPLY_CONTENT_MAX_CHARS

@@ -30,9 +30,11 @@ import pytest
 from pydantic import ValidationError
 from temporalio.client import Client, WorkflowFailureError
 
-from reactive_temporal.api.agents import Agent, AgentRunError
+from reactive_temporal.api.agents import Agent
 from reactive_temporal.api.builder import AgentBuilder, ReactiveAgents
-from reactive_temporal.api.sessions import ChatError, Session
+from reactive_temporal.api.chat_refusals import ChatError
+from reactive_temporal.api.run_results import AgentRunError
+from reactive_temporal.api.sessions import Session
 from reactive_temporal.config import Settings
 from reactive_temporal.contracts.entity import ChatRequest
 from reactive_temporal.embedded.scripted_llm import Reply, ScriptedLLM, call

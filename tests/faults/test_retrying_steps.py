@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client
 
-from reactive_temporal.api.operate import list_runs, runs_query
+from reactive_temporal.api.runs import list_runs, runs_query
 from reactive_temporal.config import Settings
 from reactive_temporal.embedded.scripted_llm import HttpError, Reply, ScriptedLLM, call
 from tests import processes

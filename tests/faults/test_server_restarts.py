@@ -12,7 +12,8 @@ import pytest
 from temporalio.client import Client
 
 from reactive_temporal import search_attributes as sa
-from reactive_temporal.api.agents import Agent, RunResult
+from reactive_temporal.api.agents import Agent
+from reactive_temporal.api.run_results import RunResult
 from reactive_temporal.config import Settings
 from reactive_temporal.contracts import names
 from reactive_temporal.contracts.result import AgentResult

@@ -22,9 +22,9 @@ from temporalio.worker import Worker
 from reactive_temporal.api import worker_waits
 from reactive_temporal.api.agents import Agent
 from reactive_temporal.api.control import ApprovalsUnavailable, pending_calls, waiting_approvals
-from reactive_temporal.api.operate import list_runs, runs_query
 from reactive_temporal.api.progress import ProgressUnavailable
 from reactive_temporal.api.retrying_steps import QUERY_PATIENCE_SECONDS
+from reactive_temporal.api.runs import list_runs, runs_query
 from reactive_temporal.config import Settings
 from reactive_temporal.contracts import names
 from reactive_temporal.contracts.run import AgentConfig, FinalAnswerCapture

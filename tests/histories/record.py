@@ -72,7 +72,7 @@ from typing import Any
 from temporalio.client import Client
 
 from reactive_temporal.api.agents import Agent
-from reactive_temporal.api.operate import history_to_json
+from reactive_temporal.api.replay import history_to_json
 from reactive_temporal.config import Settings
 from reactive_temporal.contracts import names
 from reactive_temporal.contracts.entity import (

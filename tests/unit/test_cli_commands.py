@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from reactive_temporal.api.operate import RunSummary
+from reactive_temporal.api.runs import RunSummary
 from reactive_temporal.cli import serve_commands
 from reactive_temporal.cli.app import app, worker_app
 from reactive_temporal.cli.operate_commands import runs_view

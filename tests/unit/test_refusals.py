@@ -1,4 +1,4 @@
-"""Which refusals of the server a caller waits out (`refusals.py`, `api/sessions.py`): the
+"""Which refusals of the server a caller waits out (`refusals.py`, `api/chat_refusals.py`): the
 server being busy, an update it dropped before the workflow saw it, and (for the agent's
 entity) its move to the next run; anything else is an error at once. A worker's start waits
 out a listing of the search attributes the server cancelled."""
@@ -16,7 +16,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
 from reactive_temporal import search_attributes
-from reactive_temporal.api.sessions import busy_or_between_runs
+from reactive_temporal.api.chat_refusals import busy_or_between_runs
 from reactive_temporal.contracts import names
 from reactive_temporal.refusals import busy, busy_or_aborted, unreachable, while_busy
 
@@ -152,7 +152,8 @@ async def test_an_entity_failing_its_tasks_is_said_to_be(monkeypatch):
     """A chat sent to an agent whose workflow task keeps failing (a worker of another build
     replaying it) printed the server's "Unable to perform workflow execution update due to
     Workflow Task in failed state.", naming no agent and no way out."""
-    from reactive_temporal.api.sessions import AgentEntity, ChatError
+    from reactive_temporal.api.chat_refusals import ChatError
+    from reactive_temporal.api.entity_handle import AgentEntity
     from reactive_temporal.contracts.run import AgentConfig
     from workflows.agent_entity import AgentWorkflow
 

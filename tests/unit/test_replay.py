@@ -20,7 +20,8 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
-from reactive_temporal.api.operate import load_history_file, replay, reset_point
+from reactive_temporal.api.replay import load_history_file, replay
+from reactive_temporal.api.rerun import reset_point
 from reactive_temporal.contracts import names
 from reactive_temporal.contracts.result import AgentResult
 from reactive_temporal.contracts.run import AgentRunInput

@@ -12,7 +12,8 @@ import pytest
 from temporalio.client import Client, WorkflowHandle
 
 from activities.store import Store
-from reactive_temporal.api.agents import Agent, RunResult
+from reactive_temporal.api.agents import Agent
+from reactive_temporal.api.run_results import RunResult
 from reactive_temporal.config import Settings
 from reactive_temporal.contracts.run import AgentConfig
 from reactive_temporal.hosting.runtime import Runtime

@@ -27,7 +27,7 @@ from temporalio.service import RetryConfig, RPCError, RPCStatusCode
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 from reactive_temporal.api.agents import Agent
-from reactive_temporal.api.operate import replay
+from reactive_temporal.api.replay import replay
 from reactive_temporal.api.replay_batch import quiet_replayer
 from reactive_temporal.api.results import result_of
 from reactive_temporal.codec import build_data_converter

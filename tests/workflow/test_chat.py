@@ -12,7 +12,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 
 from activities.workflow_calls import EntityActivities
-from reactive_temporal.api.sessions import ChatError
+from reactive_temporal.api.chat_refusals import ChatError
 from reactive_temporal.contracts import names
 from reactive_temporal.contracts.entity import (
     DEFAULT_SESSION,

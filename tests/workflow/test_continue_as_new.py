@@ -18,7 +18,8 @@ from temporalio.client import Client
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
 
 from reactive_temporal import search_attributes as sa
-from reactive_temporal.api.agents import Agent, RunResult
+from reactive_temporal.api.agents import Agent
+from reactive_temporal.api.run_results import RunResult
 from reactive_temporal.config import Settings
 from reactive_temporal.contracts import names
 from reactive_temporal.contracts.run import AgentConfig, AgentRunInput

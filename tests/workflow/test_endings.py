@@ -9,7 +9,7 @@ import time
 import pytest
 from temporalio.client import WorkflowHistory
 
-from reactive_temporal.api.agents import AgentRunError
+from reactive_temporal.api.run_results import AgentRunError
 from reactive_temporal.cli.run_commands import progress_line
 from reactive_temporal.contracts.run import FinalAnswerCapture, RunProgress
 from reactive_temporal.embedded.scripted_llm import Drop, HttpError, Reply, ScriptedLLM, call

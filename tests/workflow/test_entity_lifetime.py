@@ -23,9 +23,9 @@ from temporalio.client import Client, WorkflowHandle, WorkflowHistory
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 from reactive_temporal.api.agents import Agent
-from reactive_temporal.api.operate import replay
+from reactive_temporal.api.chat_refusals import ChatError
+from reactive_temporal.api.replay import replay
 from reactive_temporal.api.replay_batch import quiet_replayer
-from reactive_temporal.api.sessions import ChatError
 from reactive_temporal.config import Settings
 from reactive_temporal.contracts import names
 from reactive_temporal.contracts.entity import (

@@ -22,7 +22,7 @@ from temporalio.worker import (
     WorkflowInterceptorClassInput,
 )
 
-from reactive_temporal.api.operate import replay
+from reactive_temporal.api.replay import replay
 from reactive_temporal.api.replay_batch import quiet_replayer
 from reactive_temporal.config import Settings
 from reactive_temporal.contracts import names

@@ -247,7 +247,7 @@ async def test_a_chat_turn_streams_its_reply_and_its_tool_path_run(
 
 
 async def test_a_chat_stream_id_must_have_the_run_id_shape(harness: Harness, model_name):
-    from reactive_temporal.api.sessions import ChatError
+    from reactive_temporal.api.chat_refusals import ChatError
 
     agent = harness.agent(model_name, agent_id=unique_agent())
     with pytest.raises(ChatError, match="invalid stream_id 'agent-x'"):
@@ -260,7 +260,7 @@ async def test_a_chat_stream_id_is_the_agent_s_own_and_new(
     """Another agent's chat run id is refused (the turn took that run over: its stored
     transcript, its result, its live output), and an id used before is refused, not run
     again (the new run answered the old run's task and wrote over its transcript)."""
-    from reactive_temporal.api.sessions import ChatError
+    from reactive_temporal.api.chat_refusals import ChatError
 
     llm.script(
         model_name,

@@ -6,7 +6,7 @@ import psycopg
 from psycopg.rows import dict_row
 from temporalio.client import Client
 
-from reactive_temporal.api.operate import rerun_from_failure
+from reactive_temporal.api.rerun import rerun_from_failure
 from reactive_temporal.contracts.result import AgentResult
 from reactive_temporal.embedded.scripted_llm import HttpError, Reply, ScriptedLLM, call
 from tests.conftest import wait_for

@@ -14,12 +14,9 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.api.workflowservice.v1 import ResetWorkflowExecutionRequest
 from temporalio.client import Client
 
-from reactive_temporal.api.operate import (
-    list_runs,
-    load_debrief,
-    rerun_from_failure,
-    runs_query,
-)
+from reactive_temporal.api.debriefs import load_debrief
+from reactive_temporal.api.rerun import rerun_from_failure
+from reactive_temporal.api.runs import list_runs, runs_query
 from reactive_temporal.contracts.result import AgentResult
 from reactive_temporal.embedded.scripted_llm import HttpError, Reply, ScriptedLLM, call
 from tests.conftest import wait_for

@@ -13,7 +13,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowExecutionStatus
 
 from activities.debrief_store import DebriefStore
-from reactive_temporal.api.operate import list_runs, runs_query
+from reactive_temporal.api.runs import list_runs, runs_query
 from reactive_temporal.contracts.run import RunProgress
 from reactive_temporal.embedded.scripted_llm import Reply, ScriptedLLM, Step, call
 from reactive_temporal.pricing import register_price

@@ -17,9 +17,10 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError, RPCStatusCode
 
 from reactive_temporal import search_attributes as sa
-from reactive_temporal.api.agents import Agent, build_run_input
-from reactive_temporal.api.operate import replay
+from reactive_temporal.api.agents import Agent
+from reactive_temporal.api.replay import replay
 from reactive_temporal.api.replay_batch import quiet_replayer
+from reactive_temporal.api.run_inputs import build_run_input
 from reactive_temporal.config import Settings
 from reactive_temporal.contracts import names
 from reactive_temporal.contracts.result import AgentResult

@@ -24,7 +24,7 @@ from psycopg import sql
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 
-from reactive_temporal.api.sessions import ChatError
+from reactive_temporal.api.chat_refusals import ChatError
 from reactive_temporal.contracts import names
 from reactive_temporal.embedded.scripted_llm import Reply, ScriptedLLM, call
 from tests.adversarial.conftest import assert_no_failed_tasks

@@ -1,0 +1,81 @@
+"""How a chat turn is refused: for good, in words a person can act on, or for now.
+
+A ChatError is a refusal for good and says why (the agent's validator, a bad field of the
+request, the model endpoint's own error), never pydantic's or the SDK's wording. A refusal
+for now (the server busy, the agent's entity moving to its next run) is sent again under the
+same update id instead, so the turn still runs once. The entity handle, sessions and the
+Python API's `Agent.chat` all refuse through this one module, so a refusal reads the same.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import ValidationError
+from temporalio.client import WorkflowUpdateFailedError
+from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflowError
+from temporalio.service import RPCError, RPCStatusCode
+
+from reactive_temporal.contracts import names
+from reactive_temporal.contracts.entity import ChatRequest
+from reactive_temporal.refusals import busy_or_aborted
+from reactive_temporal.sanitize import clip
+
+
+class ChatError(ValueError):
+    """The agent refused a chat request (empty message, unknown session, …)."""
+
+
+CHAT_ERROR_MAX_CHARS = 2_000
+
+
+def update_failure_message(err: WorkflowUpdateFailedError) -> str:
+    """Why the update failed, as its innermost cause says it.
+
+    A failed activity's own error (the model endpoint's refusal), not "Activity task
+    failed"; clipped, since an endpoint's error body can be megabytes.
+    """
+    cause: BaseException | None = err.cause
+    while isinstance(cause, ActivityError | ChildWorkflowError) and cause.cause is not None:
+        cause = cause.cause
+    message = getattr(cause, "message", None) or str(cause or err)
+    return clip(message, CHAT_ERROR_MAX_CHARS)
+
+
+ENTITY_BETWEEN_RUNS = (
+    (RPCStatusCode.FAILED_PRECONDITION, "limit on number of total updates"),  # older servers
+    (RPCStatusCode.FAILED_PRECONDITION, "total number of distinct updates"),
+)
+"""How the server refuses an update while the agent's entity moves to its next run: one run
+takes at most 2,000 updates (`history.maxTotalUpdates`; it is told to continue as new at 90%),
+and the updates it had admitted but not begun when it does are aborted (`UPDATE_ABORTED`). Its
+messages (which changed between server versions) are the only mark of either."""
+
+
+def busy_or_between_runs(err: Exception) -> bool:
+    """Refused for now: the server is busy, or the entity is continuing as new.
+
+    The server says so past its limit; the entity itself once it is time (it takes no new
+    update then, so that what it took can finish). Its next run takes the update, under the
+    same update id; a chat turn the last run had answered is answered from the replies it
+    carried over (`reactive_temporal.answered_turns`), so it still runs once.
+    """
+    if isinstance(err, WorkflowUpdateFailedError):
+        cause = err.cause
+        return isinstance(cause, ApplicationError) and cause.type == names.ENTITY_BETWEEN_RUNS
+    return busy_or_aborted(err) or (
+        isinstance(err, RPCError)
+        and any(
+            err.status == status and text in err.message for status, text in ENTITY_BETWEEN_RUNS
+        )
+    )
+
+
+def chat_request(**fields: Any) -> ChatRequest:
+    """A chat request, or a ChatError naming what is wrong with it (not pydantic's error)."""
+    try:
+        return ChatRequest(**fields)
+    except ValidationError as err:
+        first = err.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "request"
+        raise ChatError(f"invalid {where}: {first['msg']}") from None

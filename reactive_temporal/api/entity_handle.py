@@ -1,0 +1,273 @@
+"""The client side of chat: talk to an agent's AgentWorkflow.
+
+Each turn is a workflow update, created on first use (update-with-start), so the agent's
+entity exists whenever someone talks to it; the validator's refusal comes back as a
+ChatError naming what was wrong, and nothing is recorded. `Agent.chat` and every `Session`
+go through one handle, so a turn is sent, waited out and refused the same way either way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from collections.abc import Awaitable, Coroutine
+from datetime import timedelta
+from typing import Any, TypeVar, cast
+
+from temporalio import workflow
+from temporalio.client import (
+    Client,
+    WithStartWorkflowOperation,
+    WorkflowHandle,
+    WorkflowUpdateFailedError,
+)
+from temporalio.common import WorkflowIDConflictPolicy
+from temporalio.exceptions import WorkflowAlreadyStartedError
+from temporalio.service import RPCError
+
+from reactive_temporal.api.chat_refusals import (
+    ChatError,
+    busy_or_between_runs,
+    update_failure_message,
+)
+from reactive_temporal.api.results import UNREACHABLE_PATIENCE_SECONDS
+from reactive_temporal.api.retrying_steps import QUERY_PATIENCE_SECONDS
+from reactive_temporal.api.unserved import RunUnserved, while_served, workflow_unserved
+from reactive_temporal.contracts import names
+from reactive_temporal.contracts.debrief import AgentDebrief
+from reactive_temporal.contracts.entity import (
+    ChatMessage,
+    ChatReply,
+    ChatRequest,
+    SessionHistory,
+    SessionPage,
+    SessionRef,
+    new_entity_input,
+)
+from reactive_temporal.contracts.run import AgentConfig
+from reactive_temporal.errors import workflow_not_found
+from reactive_temporal.refusals import tasks_failing, while_busy
+from workflows.agent_entity import AgentWorkflow
+from workflows.chat_rules import chat_request_problem
+
+ArgT = TypeVar("ArgT")
+ResultT = TypeVar("ResultT")
+
+
+class AgentEntity:
+    """A client handle on one agent's AgentWorkflow.
+
+    `send_config`: chat turns carry this handle's configuration (an agent built in code);
+    otherwise (the CLI) the agent's own, as its runs and builder last set it, is used.
+    """
+
+    def __init__(
+        self,
+        client: Client,
+        task_queue: str,
+        config: AgentConfig,
+        *,
+        send_config: bool = True,
+        unreachable_for: float = UNREACHABLE_PATIENCE_SECONDS,
+    ) -> None:
+        """The AgentWorkflow of `config`'s agent, reached with `client` on `task_queue`.
+
+        An update is sent again through `unreachable_for` seconds of a server out of reach.
+        """
+        self.client = client
+        self.task_queue = task_queue
+        self.config = config
+        self.send_config = send_config
+        self.unreachable_for = unreachable_for
+        self.workflow_id = names.agent_workflow_id(config.agent_id)
+
+    async def update(
+        self,
+        update: workflow.UpdateMethodMultiParam[
+            [AgentWorkflow, ArgT], Coroutine[Any, Any, ResultT]
+        ],
+        arg: ArgT,
+    ) -> ResultT:
+        """Run an update on the agent's AgentWorkflow, starting the workflow if needed.
+
+        The update has one id for all its tries, so a turn sent again while Temporal is busy
+        (`while_busy`) runs once, in whichever of the entity's runs it reaches.
+
+        Raises:
+            ChatError: the update's validator refused the request (it names the problem).
+        """
+        try:
+            result = await self._send(update, [arg])
+        except WorkflowUpdateFailedError as err:
+            raise ChatError(update_failure_message(err)) from err
+        except RPCError as err:
+            if not tasks_failing(err):
+                raise
+            raise ChatError(  # the server's words named no agent and no way out
+                f"agent {self.config.agent_id}'s workflow ({self.workflow_id}) is failing its "
+                "workflow tasks and takes no turn now; a worker's log says why (a "
+                "nondeterminism error: a worker of another build, or a bug). The turn was "
+                "not taken: send it again once a worker completes the task"
+            ) from err
+        # The SDK types a named async update's result as the coroutine; it returns its value.
+        return cast(ResultT, result)
+
+    async def _send(
+        self, update: workflow.UpdateMethodMultiParam[Any, Any], args: list[Any]
+    ) -> Any:
+        """An update-with-start, sent again while Temporal is too busy to take it.
+
+        Its one update id makes a run of the entity run it once however often it is sent (and
+        the next run answer a chat turn the last one answered from its carried-over replies).
+        """
+        await self.require_served(starts=True)
+        update_id = str(uuid.uuid4())
+
+        async def attempt() -> Any:
+            start = self._start()
+            try:
+                return await self.client.execute_update_with_start_workflow(
+                    update, args=args, id=update_id, start_workflow_operation=start
+                )
+            except RPCError:
+                # The start operation keeps its own copy of the error; read it, or asyncio
+                # logs "exception was never retrieved" for every refused try. (Bounded: an
+                # error raised before the start was sent leaves it unset.)
+                with contextlib.suppress(RPCError, WorkflowAlreadyStartedError, TimeoutError):
+                    await asyncio.wait_for(start.workflow_handle(), timeout=1)
+                raise
+
+        # Out of reach too (a restart, a failover): sent again under its one id it runs once,
+        # where it raised at once, the turn lost to its caller as a wait for a result is not.
+        sending = while_busy(
+            attempt,
+            f"an update of {self.workflow_id}",
+            passing=busy_or_between_runs,
+            unreachable_for=self.unreachable_for,
+        )
+        try:
+            return await while_served(
+                self.client,
+                self.workflow_id,
+                sending,
+                lambda why: (
+                    f"{self._whose} has not taken the request: {why}. It was sent and "
+                    "may still be answered once a worker runs it (`starter.py session history` "
+                    "shows a turn answered)"
+                ),
+            )
+        except RunUnserved as err:
+            raise ChatError(str(err)) from err
+
+    @property
+    def _whose(self) -> str:
+        return f"agent {self.config.agent_id}'s workflow ({self.workflow_id})"
+
+    async def require_served(self, *, starts: bool = False) -> None:
+        """ChatError, nothing sent, when no worker can serve the agent's AgentWorkflow now.
+
+        `starts`: the request starts the workflow on this handle's task queue when it does
+        not run (`api.unserved.workflow_unserved`).
+        """
+        start_queue = self.task_queue if starts else None
+        if (why := await workflow_unserved(self.client, self.workflow_id, start_queue)) is None:
+            return
+        raise ChatError(
+            f"{self._whose} can take no request now: {why}. It was not sent: send it again "
+            "once a worker runs it"
+        )
+
+    def _start(self) -> WithStartWorkflowOperation[AgentWorkflow, None]:
+        """The agent's AgentWorkflow, started by an update when it does not exist yet."""
+        return WithStartWorkflowOperation(
+            AgentWorkflow.run,
+            new_entity_input(self.config),
+            id=self.workflow_id,
+            task_queue=self.task_queue,
+            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+            static_summary=f"agent {self.config.agent_id}: chat, sessions, last debrief",
+        )
+
+    def handle(self) -> WorkflowHandle[AgentWorkflow, None]:
+        """The agent's AgentWorkflow (which may not exist yet)."""
+        return self.client.get_workflow_handle_for(AgentWorkflow.run, self.workflow_id)
+
+    async def configure(self) -> None:
+        """Tell the agent its configuration (signal-with-start): chat from any process uses it."""
+        await self.client.start_workflow(
+            AgentWorkflow.run,
+            new_entity_input(self.config),
+            id=self.workflow_id,
+            task_queue=self.task_queue,
+            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+            start_signal=names.CONFIGURE_SIGNAL,
+            start_signal_args=[self.config],
+            static_summary=f"agent {self.config.agent_id}: chat, sessions, last debrief",
+        )
+
+    async def chat(self, request: ChatRequest) -> ChatReply:
+        """One chat turn.
+
+        The request carries this handle's agent settings (when it sends them) unless it has
+        its own.
+
+        Raises:
+            ChatError: the request was refused, here (the agent's own checks, before it is
+                sent) or by the agent.
+        """
+        if request.agent is None and self.send_config:
+            request = request.model_copy(update={"agent": self.config})
+        # checked here first: the agent's refusal of a message of megabytes carries it back,
+        # which fails the agent's task (Temporal's 2 MB) and its chat for everyone a while
+        if (problem := chat_request_problem(request, self.config.agent_id)) is not None:
+            raise ChatError(problem)
+        return await self.update(AgentWorkflow.chat, request)
+
+    async def last_debrief(self) -> AgentDebrief | None:
+        """The last run's debrief; None before its first run.
+
+        An update, not a query: runs keep themselves in Postgres as they end, and the agent
+        reads its last run there (no run signals it), which a query cannot do.
+        """
+        return cast("AgentDebrief | None", await self._send(AgentWorkflow.read_last_run, []))
+
+    async def history(self, session_id: str) -> SessionHistory:
+        """A session's whole history.
+
+        What the agent holds, and what it paged out to Postgres (or all of it, for an ended
+        session) read back a page at a time; empty when neither the agent nor Postgres knows
+        the session.
+        """
+        await self.require_served()
+        query = self.handle().query(
+            AgentWorkflow.history,
+            SessionRef(session_id=session_id),
+            rpc_timeout=timedelta(seconds=QUERY_PATIENCE_SECONDS),
+        )
+        held = await _unless_missing(query, SessionHistory(session_id=session_id))
+        if held.complete or (held.total_messages is None and held.messages):
+            return held  # an entity from before sessions were saved turn by turn holds it all
+        messages: list[ChatMessage] = []
+        total = held.total_messages
+        while total is None or len(messages) < total:
+            page = await self.update(
+                AgentWorkflow.read_session, SessionPage(session_id=session_id, offset=len(messages))
+            )
+            total = page.total_messages or 0
+            if not page.messages:
+                break
+            messages += page.messages
+        return SessionHistory(
+            session_id=session_id, messages=messages, total_messages=len(messages)
+        )
+
+
+async def _unless_missing(query: Awaitable[ResultT], default: ResultT) -> ResultT:
+    """A query's answer, or `default` when the agent has no entity yet."""
+    try:
+        return await query
+    except RPCError as err:
+        if workflow_not_found(err):
+            return default
+        raise

@@ -1,0 +1,112 @@
+"""Replaying a run's history against the workflow code this process has.
+
+A change to a workflow must not break the runs in flight. `starter.py replay` and `export`,
+the recorded histories of tests/histories and `api.replay_batch` check a history here, which
+tells a change that breaks it (and the event it disagreed at) from a history this client
+cannot read (an encryption key), so that neither is taken for the other.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from temporalio.client import WorkflowHistory
+from temporalio.worker import Replayer
+
+from reactive_temporal.codec import unreadable_payload
+
+
+@dataclass(frozen=True)
+class ReplayReport:
+    """Whether a history still replays against the current code, and where not."""
+
+    workflow_id: str
+    ok: bool
+    events: int
+    error: str | None = None
+    event_id: int | None = None
+    """The history event the current code disagreed with, when the error names one."""
+    unreadable: bool = False
+    """The history's payloads could not be read (an encryption key): not the code's fault."""
+
+
+_EVENT_ID = re.compile(r"(?:HistoryEvent\(id|event[_ ]?id|event)\W{0,3}(\d+)", re.IGNORECASE)
+
+
+def history_to_json(history: WorkflowHistory) -> str:
+    """The history as `temporal workflow show -o json` writes it, plus its workflow id.
+
+    Replay needs the id: our workflows derive ids from it.
+    """
+    data = json.loads(history.to_json())
+    return json.dumps({"workflowId": history.workflow_id, **data}, indent=1)
+
+
+def load_history_file(path: Path, workflow_id: str | None = None) -> WorkflowHistory:
+    """A history exported with `starter.py export` or `temporal workflow show -o json`.
+
+    The latter has no workflow id: pass it, or the file name (without .json) is used.
+    """
+    try:
+        data = json.loads(path.read_text())
+    except OSError as err:
+        raise ValueError(f"cannot read history file {path}: {err}") from err
+    except ValueError as err:
+        raise ValueError(f"{path} is not a Temporal history JSON: {err}") from err
+    if not isinstance(data, dict) or "events" not in data:
+        raise ValueError(f"{path} is not a Temporal history JSON: no 'events'")
+    events = data["events"]
+    if not events or not isinstance(events, list) or not isinstance(events[0], dict):
+        raise ValueError(f"{path} is not a Temporal history JSON: it holds no events")
+    first = str(events[0].get("eventType", ""))
+    if first not in ("EVENT_TYPE_WORKFLOW_EXECUTION_STARTED", "WorkflowExecutionStarted"):
+        raise ValueError(
+            f"{path} is not a Temporal history JSON: its first event is {first!r}, "
+            "not WorkflowExecutionStarted"
+        )
+    found = data.pop("workflowId", None)
+    try:
+        return WorkflowHistory.from_json(workflow_id or found or path.stem, data)
+    except Exception as err:
+        raise ValueError(f"{path} is not a Temporal history JSON: {err}") from err
+
+
+async def unreadable_history(history: WorkflowHistory, replayer: Replayer) -> str | None:
+    """Why the replayer's converter cannot read the history's input, or None.
+
+    A key missing or wrong, or plaintext refused: a replay that fails on that fails before
+    any workflow code runs, and its failure says only "Encoded failure".
+    """
+    converter = replayer.config().get("data_converter")
+    if converter is None or not history.events:
+        return None
+    started = history.events[0].workflow_execution_started_event_attributes
+    try:
+        await converter.decode(list(started.input.payloads))
+    except Exception as err:
+        return unreadable_payload(err)
+    return None
+
+
+async def replay(history: WorkflowHistory, replayer: Replayer) -> ReplayReport:
+    """Replay a history against the workflows this process has; never raises on a mismatch."""
+    result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
+    failure = result.replay_failure
+    if failure is None:
+        return ReplayReport(history.workflow_id, True, len(history.events))
+    if (problem := await unreadable_history(history, replayer)) is not None:
+        return ReplayReport(
+            history.workflow_id, False, len(history.events), error=problem, unreadable=True
+        )
+    message = str(failure)
+    match = _EVENT_ID.search(message)
+    return ReplayReport(
+        history.workflow_id,
+        False,
+        len(history.events),
+        error=f"{type(failure).__name__}: {message}",
+        event_id=int(match.group(1)) if match else None,
+    )
