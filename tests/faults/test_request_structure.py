@@ -20,7 +20,7 @@ from temporalio.client import Client
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
 
 from reactive_temporal import search_attributes as sa
-from reactive_temporal.api.operate import rerun_from_failure
+from reactive_temporal.api.rerun import rerun_from_failure
 from reactive_temporal.config import Settings
 from reactive_temporal.contracts import names
 from reactive_temporal.contracts.result import AgentResult
