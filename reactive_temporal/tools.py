@@ -339,9 +339,24 @@ class ToolRegistry:
             self.add(t)
 
     def add(self, t: Tool) -> None:
-        """Register a tool; ValueError when another tool has its name."""
+        """Register a tool; ValueError when another has its name or its wire name.
+
+        The wire name is the one the model sees (`wire_name`). Two tools one wire name apart
+        (`shop/buy` from an MCP server and a module's `shop__buy`, or two MCP names alike in
+        their first 64 characters) were offered to the model twice under one name, and a call
+        to it ran whichever was registered last: a call meant for a tool that waits for
+        approval could run one that does not.
+        """
         if t.name in self._tools and self._tools[t.name] is not t:
             raise ValueError(f"two tools are named {t.name!r}; tool names must be unique")
+        wire = wire_name(t.name)
+        for other in self._tools.values():
+            if other.name != t.name and wire_name(other.name) == wire:
+                raise ValueError(
+                    f"tools {other.name!r} and {t.name!r} would be offered to the model under "
+                    f"one name, {wire!r} (only A-Z, a-z, 0-9, '_' and '-', 64 at most); "
+                    "rename one"
+                )
         self._tools[t.name] = t
 
     def get(self, name: str) -> Tool | None:

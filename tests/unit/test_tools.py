@@ -235,6 +235,28 @@ def test_registry_serves_final_answer_schema_and_rejects_duplicates(tmp_path):
         registry.add(file_tools(tmp_path)[0])
 
 
+def test_registry_refuses_two_tools_the_model_would_see_under_one_name():
+    """`shop/buy` (an MCP tool, approval needed) and a module's `shop__buy` went to the model
+    as two `shop__buy` entries, and a call to it ran whichever was registered last."""
+
+    async def buy(item: str) -> str:
+        return item
+
+    mcp_tool = Tool(name="shop/buy", description="Buy.", function=buy, json_schema={})
+    registry = ToolRegistry([mcp_tool])
+    with pytest.raises(ValueError) as refused:
+        registry.add(Tool(name="shop__buy", description="Buy.", function=buy, json_schema={}))
+    assert str(refused.value) == (
+        "tools 'shop/buy' and 'shop__buy' would be offered to the model under one name, "
+        "'shop__buy' (only A-Z, a-z, 0-9, '_' and '-', 64 at most); rename one"
+    )
+    long = "docs/" + "x" * 70
+    registry.add(Tool(name=long + "a", description="A.", function=buy, json_schema={}))
+    with pytest.raises(ValueError, match="under one name"):
+        registry.add(Tool(name=long + "b", description="B.", function=buy, json_schema={}))
+    assert registry.names == ["shop/buy", long + "a"]
+
+
 def test_registry_builds_each_schema_once_and_hands_out_copies(tmp_path, monkeypatch):
     """Every LLM step asks for the tools' schemas; pydantic makes a JSON schema anew each
     time it is asked (0.6 ms a step for the built-in tools), so the registry keeps them."""
