@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from reactive_temporal.api.agents import Agent
     from reactive_temporal.api.builder import AgentBuilder, ReactiveAgents
+    from reactive_temporal.api.bulk_cancel import CancelledRuns
     from reactive_temporal.api.chat_refusals import ChatError
     from reactive_temporal.api.run_results import AgentRunError, RunResult
     from reactive_temporal.api.sessions import Session
@@ -30,6 +31,7 @@ _EXPORTS = {
     "Agent": "reactive_temporal.api.agents",
     "AgentBuilder": "reactive_temporal.api.builder",
     "AgentRunError": "reactive_temporal.api.run_results",
+    "CancelledRuns": "reactive_temporal.api.bulk_cancel",
     "ReactiveAgents": "reactive_temporal.api.builder",
     "RunResult": "reactive_temporal.api.run_results",
     "ChatError": "reactive_temporal.api.chat_refusals",
@@ -56,6 +58,7 @@ __all__ = [
     "AgentDebrief",
     "AgentResult",
     "AgentRunError",
+    "CancelledRuns",
     "ChatError",
     "ChatMessage",
     "ChatReply",

@@ -29,6 +29,7 @@ from temporalio.common import (
 from temporalio.exceptions import WorkflowAlreadyStartedError
 
 from reactive_temporal import search_attributes as sa
+from reactive_temporal.api.bulk_cancel import CancelledRuns, cancel_running
 from reactive_temporal.api.chat_refusals import chat_request
 from reactive_temporal.api.control import (
     PendingCall,
@@ -215,6 +216,23 @@ class Agent:
         handle = await request_cancel(self.runtime.client, run_id, reason)
         return await while_served(
             self.runtime.client, run_id, self.result(handle), cancel_recorded(run_id)
+        )
+
+    async def cancel_running(self, *, reason: str | None = None) -> CancelledRuns:
+        """Cancel every running run of this agent and wait for each to end.
+
+        Each as `cancel` does it (`starter.py cancel --agent`): for an agent gone wrong. Runs
+        started in the last seconds may not be listed yet by Temporal's visibility; call it
+        again for them.
+
+        Raises:
+            ValueError: the reason cannot be kept.
+        """
+        return await cancel_running(
+            self.runtime.client,
+            self.config.agent_id,
+            reason,
+            unreachable_for=self.runtime.unreachable_patience,
         )
 
     def events(self, run_id: str, *, from_offset: int = 0) -> AsyncIterator[RunEvent]:

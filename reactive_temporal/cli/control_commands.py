@@ -5,11 +5,13 @@ it is stuck retrying and whether it waits for a worker (`progress`)."""
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from typing import Annotated
 
 import typer
 from rich.table import Table
 
+from reactive_temporal.api.bulk_cancel import cancel_running
 from reactive_temporal.api.control import (
     ApprovalsUnavailable,
     cancel_recorded,
@@ -21,31 +23,52 @@ from reactive_temporal.api.control import (
 )
 from reactive_temporal.api.progress import ProgressUnavailable, run_progress
 from reactive_temporal.api.run_results import AgentRunError, run_result
+from reactive_temporal.api.runs import runs_query
 from reactive_temporal.api.unserved import while_served
 from reactive_temporal.api.watching import follow_events
 from reactive_temporal.cli.common import CliError, cli_runtime, err, out, run_command
 from reactive_temporal.cli.live_view import LivePrinter
 from reactive_temporal.cli.run_commands import print_outcome, progress_line, stall_lines
 from reactive_temporal.cli.terminal import plain, safe
+from reactive_temporal.hosting.runtime import Runtime
 
 
 def cancel(
-    run_id: Annotated[str, typer.Argument(help="The run to stop (printed by `run`).")],
+    run_id: Annotated[
+        str | None, typer.Argument(help="The run to stop (printed by `run`).", show_default=False)
+    ] = None,
+    agent: Annotated[
+        str | None,
+        typer.Option(help="Instead of one run: every running run of this agent."),
+    ] = None,
     reason: Annotated[
         str | None, typer.Option(help="Why; recorded in the run's result and debrief.")
     ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the AgentResult as JSON.")] = False,
+    as_json: Annotated[
+        bool,
+        typer.Option(
+            "--json", help="Print the AgentResult as JSON (--agent: what became of each run)."
+        ),
+    ] = False,
 ) -> None:
     """Cancel a running run: what is in flight is cancelled and the run ends as `cancelled`
-    with its last text, its debrief and its agent told; prints that result."""
+    with its last text, its debrief and its agent told; prints that result. With --agent,
+    every running run of that agent, waiting for each to end."""
 
     async def main() -> int:
+        if (run_id is None) == (agent is None):
+            raise CliError("give a RUN_ID or --agent NAME (one of them)")
         try:
             check_cancel_reason(reason)  # before connecting: a bad reason needs no server
+            if agent is not None:
+                runs_query(agent=agent)  # and a name a query cannot hold
         except ValueError as e:
             raise CliError(str(e)) from e
         runtime = await cli_runtime()
         try:
+            if agent is not None:
+                return await _cancel_agent(runtime, agent, reason, as_json)
+            assert run_id is not None
             handle = await request_cancel(runtime.client, run_id, reason)
             if not as_json:
                 err.print(f"[dim]cancel requested for {safe(run_id)}; waiting for it to end…[/]")
@@ -65,6 +88,40 @@ def cancel(
         return 0
 
     run_command(main, as_json=as_json)
+
+
+async def _cancel_agent(runtime: Runtime, agent: str, reason: str | None, as_json: bool) -> int:
+    """`cancel --agent`: each running run of the agent cancelled, a line as each ends, and
+    exit 1 when any could not be ended (no worker can now, or it failed)."""
+    if not as_json:
+        err.print(f"[dim]cancelling the running runs of agent {safe(agent)}…[/]")
+
+    def ended(run_id: str, what: str) -> None:
+        if not as_json:
+            err.print(f"  {safe(run_id)}: {safe(what)}")
+
+    done = await cancel_running(
+        runtime.client,
+        agent,
+        reason,
+        unreachable_for=runtime.unreachable_patience,
+        on_end=ended,
+    )
+    if as_json:
+        print(json.dumps(asdict(done)))
+    elif done.found == 0:
+        out.print(
+            f"no running runs of agent {safe(agent)} (a run started in the last seconds may "
+            "not be listed yet: run this again to catch it)"
+        )
+    else:
+        out.print(
+            f"{len(done.ended)} of {done.found} running runs of agent {safe(agent)} ended"
+            + (f", {len(done.already_over)} had already ended" if done.already_over else "")
+        )
+        for run, why in {**done.unserved, **done.failed}.items():
+            out.print(f"[red]{safe(run)}[/]: {safe(why)}")
+    return 1 if done.unserved or done.failed else 0
 
 
 def approvals(

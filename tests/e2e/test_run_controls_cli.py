@@ -230,6 +230,58 @@ def test_cancel_from_the_command_line_during_a_slow_llm_call(
         processes.stop(worker)
 
 
+def test_cancel_an_agent_s_running_runs_at_once(
+    temporal_address: str, database_url: str, llm: ScriptedLLM, tmp_path: Path
+):
+    """`cancel --agent NAME`: every running run of that agent (three, each in a slow LLM
+    call) ends `cancelled` with the reason, and another agent's run goes on."""
+    queue = f"e2e-cancel-all-{uuid.uuid4().hex[:8]}"
+    env = processes.worker_env(temporal_address, database_url, llm.base_url, queue, tmp_path)
+    worker = processes.start_worker(env, tmp_path / "worker.log")
+    runaway, other = f"runaway-{uuid.uuid4().hex[:6]}", f"other-{uuid.uuid4().hex[:6]}"
+    slow = llm.script(f"e2e-slow-{uuid.uuid4().hex[:6]}", [Reply("FINAL ANSWER: late", delay=90)],
+                      repeat_last=True)  # fmt: skip
+    runs = [
+        background_run(env, tmp_path, f"task {i}", "--agent", runaway, "--model", slow)
+        for i in range(3)
+    ]
+    spared = background_run(env, tmp_path, "spare me", "--agent", other, "--model", slow)
+    try:
+        deadline = time.monotonic() + 60
+        while True:  # all four in their LLM call, and the three listed by visibility
+            listed = starter("runs", "--agent", runaway, "--status", "running", "--json",
+                             env=env, cwd=tmp_path)  # fmt: skip
+            if len(llm.requests[slow]) >= 4 and len(json.loads(listed.stdout)["runs"]) == 3:
+                break
+            assert time.monotonic() < deadline, listed.stdout
+            time.sleep(0.3)
+
+        cancel = starter("cancel", "--agent", runaway, "--reason", "runaway loop", "--json",
+                         env=env, cwd=tmp_path)  # fmt: skip
+        assert cancel.returncode == 0, cancel.stderr
+        done = json.loads(cancel.stdout)
+        assert done["agent"] == runaway and len(done["ended"]) == 3, done
+        assert set(done["ended"].values()) == {"cancelled"}
+        assert done["unserved"] == {} and done["failed"] == {}
+        for run in runs:
+            code, seen = finished(run)
+            assert code == 1 and seen["terminated_by"] == "cancelled"
+            assert seen["error"] == "cancelled: runaway loop" and seen["run_id"] in done["ended"]
+
+        assert spared.poll() is None  # the other agent's run goes on
+        words = starter("cancel", "--agent", other, env=env, cwd=tmp_path)
+        assert words.returncode == 0, words.stderr
+        assert "1 of 1 running runs of agent" in words.stdout
+        assert finished(spared)[1]["terminated_by"] == "cancelled"
+        nothing = starter("cancel", "--agent", runaway, env=env, cwd=tmp_path)
+        assert nothing.returncode == 0 and "no running runs of agent" in nothing.stdout
+    finally:
+        for run in [*runs, spared]:
+            if run.poll() is None:
+                run.kill()
+        processes.stop(worker)
+
+
 def test_budgets_and_the_deadline_from_the_command_line(
     temporal_address: str, database_url: str, llm: ScriptedLLM, tmp_path: Path
 ):
