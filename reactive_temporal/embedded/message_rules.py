@@ -46,6 +46,17 @@ CALL_ID_MAX_CHARS = 40
 """OpenAI's limit on a tool call id in a request's history."""
 
 
+def _unanswered(waiting: dict[str, None], asked_at: int) -> HttpError:
+    """OpenAI's 400 for calls of the message at `asked_at` that no result answers."""
+    return invalid_request(
+        "An assistant message with 'tool_calls' must be followed by tool messages "
+        "responding to each 'tool_call_id'. The following tool_call_ids did not have "
+        f"response messages: {', '.join(waiting)}",
+        param=f"messages.[{asked_at}].role",
+        code=None,
+    )
+
+
 def pairing_refused(messages: list[dict[str, Any]]) -> HttpError | None:
     """OpenAI's 400 for a request whose tool calls and results do not pair: each assistant
     message with `tool_calls` followed at once by a `tool` message for each of its ids, and
@@ -68,13 +79,7 @@ def pairing_refused(messages: list[dict[str, Any]]) -> HttpError | None:
             waiting.pop(answered, None)
             continue
         if waiting:
-            return invalid_request(
-                "An assistant message with 'tool_calls' must be followed by tool messages "
-                "responding to each 'tool_call_id'. The following tool_call_ids did not have "
-                f"response messages: {', '.join(waiting)}",
-                param=f"messages.[{asked_at}].role",
-                code=None,
-            )
+            return _unanswered(waiting, asked_at)
         calls = (message.get("tool_calls") or []) if role == "assistant" else []
         for j, call in enumerate(calls):
             given = str(call.get("id") or "")
@@ -89,13 +94,7 @@ def pairing_refused(messages: list[dict[str, Any]]) -> HttpError | None:
         waiting = {str(c.get("id")): None for c in calls}
         answerable, asked_at = set(waiting), i
     if waiting:
-        return invalid_request(
-            "An assistant message with 'tool_calls' must be followed by tool messages "
-            "responding to each 'tool_call_id'. The following tool_call_ids did not have "
-            f"response messages: {', '.join(waiting)}",
-            param=f"messages.[{asked_at}].role",
-            code=None,
-        )
+        return _unanswered(waiting, asked_at)
     return None
 
 
