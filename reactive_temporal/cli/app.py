@@ -16,6 +16,7 @@ replay ID | --file   replay a run's history against the current code
 export ID            a run's history as JSON
 rerun ID             re-execute a failed run from its last good point (--from-start)
 lessons              what the agent learned from its runs (lessons delete ID… | --all)
+costs                what each agent's runs spent over the last --days, and how they ended
 migrate              apply the agents database's schema migrations (DATABASE_URL)
 prune                delete live output and transcripts of runs idle past --older-than days
 codec-server         decrypt encrypted histories for the Web UI and temporal CLI
@@ -31,6 +32,7 @@ from reactive_temporal.cli import (
     chat_commands,
     codec_commands,
     control_commands,
+    cost_commands,
     lesson_commands,
     migrate_commands,
     operate_commands,
@@ -55,6 +57,7 @@ app.command()(run_commands.debrief)
 app.command()(chat_commands.chat)
 app.add_typer(chat_commands.session_app, name="session")
 app.add_typer(lesson_commands.lessons_app, name="lessons")
+app.command()(cost_commands.costs)
 app.command()(operate_commands.runs)
 app.command()(control_commands.cancel)
 app.command()(control_commands.approvals)

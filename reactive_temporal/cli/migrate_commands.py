@@ -67,7 +67,7 @@ def migrate(
 async def agents_store(settings: Settings, runtime: Runtime | None = None) -> AsyncIterator[Store]:
     """The agents' database: DATABASE_URL, else the running `dev` stack's, else the embedded
     one (started for the command, as `run` does on a fresh clone); `runtime`'s when the
-    command has one."""
+    command has one. A database never migrated is said so, in one line."""
     published = read_published_stack(settings.data_dir.resolve())
     url = settings.database_url or (published.database_url if published else None)
     opened = None
@@ -84,6 +84,11 @@ async def agents_store(settings: Settings, runtime: Runtime | None = None) -> As
             raise CliError(str(e)) from e
         try:
             yield store
+        except psycopg.errors.UndefinedTable as e:  # a database never migrated: a traceback
+            raise CliError(
+                f"the database has none of the agents' tables ({e.diag.message_primary}): "
+                "run `python starter.py migrate` first"
+            ) from e
         finally:
             await store.close()
     finally:
