@@ -116,7 +116,10 @@ class RateLimitWait:
         if not activity.in_activity():
             return None
         info = activity.info()
-        waited = (datetime.now(UTC) - info.scheduled_time).total_seconds()
+        first = info.scheduled_time
+        if first.tzinfo is None:  # a test environment's; the server's are UTC
+            first = first.replace(tzinfo=UTC)
+        waited = (datetime.now(UTC) - first).total_seconds()
         return cls(waited=max(waited, 0.0), attempt=info.attempt)
 
     def delay(self, asked: timedelta | None) -> timedelta:
