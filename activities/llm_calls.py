@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -55,6 +55,7 @@ from reactive_temporal.capabilities import (
 from reactive_temporal.config import ModelPrice
 from reactive_temporal.context_window import estimate_tokens, wire_prompt_tokens
 from reactive_temporal.contracts.run import Usage
+from reactive_temporal.llm_endpoints import endpoint_for
 from reactive_temporal.pricing import cost_of
 from reactive_temporal.telemetry.observe import observe_llm_call
 
@@ -220,14 +221,27 @@ class LlmEndpoint:
         *,
         capabilities: dict[str, ModelCapabilities] | None = None,
         context_tokens: int | None = None,
+        routes: Mapping[str, openai.AsyncOpenAI] | None = None,
     ) -> None:
         self.client = client
+        self.routes = dict(routes or {})
+        """Other endpoints' clients, by the pattern of the models they serve
+        (AGENT_LLM_ENDPOINTS, `reactive_temporal.llm_endpoints`)."""
+        self._chosen: dict[str, openai.AsyncOpenAI] = {}
         self.prices = prices or {}
         self.overrides = capabilities or {}
         self.context_tokens = context_tokens
         self.quirks = ModelQuirks()
         self.no_streaming: set[str] = set()
         """Models whose endpoint refused to stream: asked without it from then on."""
+
+    def client_for(self, model: str) -> openai.AsyncOpenAI:
+        """The client of the endpoint that serves `model` (chosen once per model)."""
+        chosen = self._chosen.get(model)
+        if chosen is None:
+            pattern = endpoint_for(model, self.routes)
+            chosen = self._chosen[model] = self.client if pattern is None else self.routes[pattern]
+        return chosen
 
     def capabilities(self, model: str) -> ModelCapabilities:
         """What `model` accepts: the table, the configuration, then what this worker learned."""
@@ -354,7 +368,7 @@ class LlmEndpoint:
 
     async def _send(self, body: dict[str, Any], http_timeout: float) -> ChatCompletion:
         """One HTTP call, the request as it is."""
-        return await self.client.post(
+        return await self.client_for(str(body.get("model"))).post(
             "/chat/completions",
             body=body,
             cast_to=ChatCompletion,
@@ -365,7 +379,7 @@ class LlmEndpoint:
         self, body: dict[str, Any], http_timeout: float, on_text: TextSink
     ) -> ChatCompletion:
         """One streamed HTTP call: each content delta to `on_text`, the reply reassembled."""
-        stream = await self.client.post(
+        stream = await self.client_for(str(body.get("model"))).post(
             "/chat/completions",
             body={**body, "stream": True, "stream_options": {"include_usage": True}},
             cast_to=ChatCompletion,
@@ -392,4 +406,5 @@ class LlmEndpoint:
         return reply.completion()
 
     async def close(self) -> None:
-        await self.client.close()
+        for client in (self.client, *self.routes.values()):
+            await client.close()

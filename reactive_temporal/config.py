@@ -20,7 +20,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from reactive_temporal.capabilities import ModelCapabilities
 from reactive_temporal.http_guard import AllowList
-from reactive_temporal.http_headers import RESERVED, name_problem, value_problem
+from reactive_temporal.llm_endpoints import ModelEndpoint, checked_headers
 from reactive_temporal.memory import LESSON_TTL_DAYS
 from reactive_temporal.sanitize import redact_dsn
 
@@ -62,11 +62,6 @@ class ModelPrice(BaseModel):
     output_per_mtok: float = Field(ge=0)
     cached_input_per_mtok: float | None = Field(default=None, ge=0)
     """Prompt tokens the provider read from its cache; None: at the input price."""
-
-
-LLM_RESERVED = RESERVED | {"accept"}
-"""Headers AGENT_LLM_HEADERS may not set: the client's own, and the `Accept` that asks for
-JSON or a stream."""
 
 
 class Settings(BaseSettings):
@@ -115,6 +110,12 @@ class Settings(BaseSettings):
     )
     """What models accept, over the built-in table (reactive_temporal/capabilities.py), e.g.
     AGENT_MODEL_CAPABILITIES='{"my-deployment": {"reasoning": true, "context_tokens": 200000}}'."""
+    llm_endpoints: dict[str, ModelEndpoint] = Field(
+        default_factory=dict,
+        validation_alias=AliasChoices("AGENT_LLM_ENDPOINTS", "llm_endpoints"),
+    )
+    """Other endpoints, by the models they serve (`llm_endpoints`): AGENT_LLM_ENDPOINTS=
+    '{"claude-*": {"base_url": "https://api.anthropic.com/v1/", "api_key_env": "…"}}'."""
     llm_headers: dict[str, str] = Field(
         default_factory=dict,
         validation_alias=AliasChoices("AGENT_LLM_HEADERS", "llm_headers"),
@@ -333,12 +334,7 @@ class Settings(BaseSettings):
     @field_validator("llm_headers")
     @classmethod
     def _addable_headers(cls, value: dict[str, str]) -> dict[str, str]:
-        for name, given in value.items():
-            if (problem := name_problem(name, LLM_RESERVED)) is not None:
-                raise ValueError(problem)
-            if (problem := value_problem(given)) is not None:
-                raise ValueError(f"header {name!r}: {problem}")
-        return {name: given.strip() for name, given in value.items()}
+        return checked_headers(value)
 
     @field_validator("openai_base_url", "openai_api_key")
     @classmethod

@@ -76,16 +76,42 @@ def build_registry(
 
 
 def llm_client(settings: Settings, base_url: str | None = None) -> openai.AsyncOpenAI:
-    """The OpenAI-compatible client, sending AGENT_LLM_HEADERS with every request (a gateway's
-    key, say); `max_retries=0` because Temporal owns retries; a
+    """The default endpoint's client (`OPENAI_BASE_URL`, `OPENAI_API_KEY`, sending
+    AGENT_LLM_HEADERS with every request: a gateway's key, say); see `endpoint_client`."""
+    return endpoint_client(
+        settings,
+        base_url or settings.openai_base_url,
+        settings.openai_api_key or OFFLINE_API_KEY,
+        settings.llm_headers,
+    )
+
+
+def llm_routes(settings: Settings) -> dict[str, openai.AsyncOpenAI]:
+    """A client for each endpoint of AGENT_LLM_ENDPOINTS, by its models' pattern; ValueError
+    naming a key's variable that is not set."""
+    return {
+        pattern: endpoint_client(
+            settings,
+            endpoint.base_url,
+            endpoint.api_key(pattern) or OFFLINE_API_KEY,
+            endpoint.headers,
+        )  # fmt: skip
+        for pattern, endpoint in settings.llm_endpoints.items()
+    }
+
+
+def endpoint_client(
+    settings: Settings, base_url: str | None, api_key: str, headers: dict[str, str]
+) -> openai.AsyncOpenAI:
+    """An OpenAI-compatible client; `max_retries=0` because Temporal owns retries; a
     connection for every activity slot (`llm_connection_limits`). HTTP goes through aiohttp
     (openai's own `DefaultAioHttpClient`, the `openai[aiohttp]` extra), not httpx2: reading a
     streamed reply costs the worker's loop 0.75–0.77× the CPU, 0.67× when it comes at a
     model's pace, 0.56× with 200 streaming at once (`bench.llm_transport`, bench/README.md)."""
     return openai.AsyncOpenAI(
-        base_url=base_url or settings.openai_base_url,
-        api_key=settings.openai_api_key or OFFLINE_API_KEY,
-        default_headers=settings.llm_headers or None,
+        base_url=base_url,
+        api_key=api_key,
+        default_headers=headers or None,
         max_retries=0,
         http_client=openai.DefaultAioHttpClient(
             limits=llm_connection_limits(settings.max_concurrent_activities),
@@ -218,6 +244,7 @@ async def create_worker(
         settings.model_prices,
         capabilities=settings.model_capabilities,
         context_tokens=settings.context_tokens,
+        routes=llm_routes(settings),
     )
     records = StepRecords(store)  # the LLM and tool steps' records written together
     debriefs = DebriefStore(store, lesson_ttl_days=settings.lesson_ttl_days)

@@ -13,6 +13,7 @@ from temporalio.client import Client
 
 from reactive_temporal.config import Settings
 from reactive_temporal.embedded.scripted_llm import Endpoint, Reply, ScriptedLLM, Step, call
+from reactive_temporal.llm_endpoints import ModelEndpoint, endpoint_for
 from reactive_temporal.pricing import cost_of
 from reactive_temporal.prompts import SYNTHESIS_SYSTEM_PROMPT
 from reactive_temporal.tools import tool
@@ -113,6 +114,63 @@ async def test_a_gateway_s_headers_go_with_every_request_of_runs_chats_and_debri
     assert all(h.get("helicone-auth") == f"Bearer {key}" for h in sent), sent
     assert all(h.get("x-route") == "eu" and h.get("authorization") == "Bearer test" for h in sent)
     assert key not in history
+
+
+async def test_models_go_to_the_endpoint_their_pattern_names(
+    client: Client, settings: Settings, llm: ScriptedLLM, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """AGENT_LLM_ENDPOINTS: a run's model on the default endpoint, its debrief synthesized by a
+    model of another (a cheap local one, say), each with its own key and headers."""
+    tag = uuid.uuid4().hex[:6]
+    monkeypatch.setenv("LOCAL_LLM_KEY", f"k-{tag}")
+    with ScriptedLLM() as local:
+        synth = local.script(f"local-{tag}/synth", [Reply(json.dumps(SYNTHESIS))])
+        routed = settings.model_copy(
+            update={
+                "llm_endpoints": {
+                    "local-*": ModelEndpoint(
+                        base_url=local.base_url,
+                        api_key_env="LOCAL_LLM_KEY",
+                        headers={"X-Pool": "gpu"},
+                    )
+                }
+            }
+        )
+        model = llm.script(f"main-{tag}", agent_model)
+        async with running_worker(client, routed) as harness:
+            result = await harness.agent(model, agent_id=f"routed-{tag}", debrief_model=synth).run(
+                "What is 12 times 3?"
+            )
+            assert result.success, result
+            rich = await result.debrief_rich()
+            assert rich is not None and rich.synthesized
+
+    assert len(llm.requests[model]) == 2 and synth not in llm.requests  # the run's two steps
+    assert [h["authorization"] for h in llm.request_headers[model]] == ["Bearer test"] * 2
+    [sent] = local.request_headers[synth]
+    assert sent["authorization"] == f"Bearer k-{tag}" and sent["x-pool"] == "gpu"
+
+
+def test_a_model_goes_to_the_endpoint_naming_it_exactly_else_the_longest_match() -> None:
+    patterns = ["claude-*", "claude-3-*", "gpt-4o", "*"]
+    assert endpoint_for("claude-3-haiku", patterns) == "claude-3-*"
+    assert endpoint_for("claude-sonnet-4-5", patterns) == "claude-*"
+    assert endpoint_for("gpt-4o", patterns) == "gpt-4o"
+    assert endpoint_for("gpt-4o-mini", patterns) == "*"
+    assert endpoint_for("gpt-4o-mini", ["claude-*"]) is None
+    assert endpoint_for("Claude-3", ["claude-*"]) is None  # names are case-sensitive
+
+
+def test_an_endpoint_s_key_variable_must_be_set(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("NO_SUCH_KEY_VAR", raising=False)
+    endpoint = ModelEndpoint(base_url="https://api.example.com/v1", api_key_env="NO_SUCH_KEY_VAR")
+    with pytest.raises(ValueError, match=r"\['c-\*'\]: environment variable NO_SUCH_KEY_VAR"):
+        endpoint.api_key("c-*")
+    for bad in ({"base_url": "ftp://x"}, {"base_url": "https://x", "api_key_env": "1X"},
+                {"base_url": "https://x", "headers": {"Host": "y"}},
+                {"base_url": "https://x", "api_key": "sk-inline"}):  # fmt: skip
+        with pytest.raises(ValueError):
+            ModelEndpoint.model_validate(bad)
 
 
 async def test_an_unknown_model_that_refuses_a_parameter_succeeds_after_one_rejection(
