@@ -96,7 +96,7 @@ class Usage(BaseModel):
     """Of the prompt tokens, those the provider read from its cache (billed lower)."""
     estimated: bool = False
     """The endpoint reported no usable count (for either side, or both): those are estimates
-    (`llm_calls.estimated_usage`)."""
+    (`llm_usage.estimated_usage`)."""
 
     @property
     def total_tokens(self) -> int:

@@ -12,7 +12,7 @@ import pytest
 from openai.types.chat import ChatCompletion
 from temporalio.exceptions import ApplicationError
 
-from activities.llm_calls import usage_of
+from activities.llm_usage import usage_of
 from reactive_temporal.context_window import wire_prompt_tokens
 from reactive_temporal.telemetry.metrics import REGISTRY
 from reactive_temporal.telemetry.observe import observe_llm_call

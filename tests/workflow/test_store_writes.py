@@ -19,7 +19,7 @@ import activities.pool as pool_module
 import activities.store as store_module
 from activities import run_events
 from activities.debrief_store import DebriefStore
-from activities.llm_calls import MAX_TOKENS_PER_CALL, usage_of
+from activities.llm_usage import MAX_TOKENS_PER_CALL, usage_of
 from activities.request_messages import to_openai
 from activities.retention import PRUNED_TABLES, prune
 from activities.run_events import RunEvents
