@@ -20,7 +20,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from reactive_temporal.capabilities import ModelCapabilities
 from reactive_temporal.http_guard import AllowList
-from reactive_temporal.llm_endpoints import ModelEndpoint, checked_headers
+from reactive_temporal.llm_endpoints import ModelEndpoint, checked_headers, endpoint_for
 from reactive_temporal.memory import LESSON_TTL_DAYS
 from reactive_temporal.sanitize import redact_dsn
 
@@ -345,6 +345,13 @@ class Settings(BaseSettings):
     def uses_offline_model(self) -> bool:
         """No endpoint and no key configured: the demo runs on the offline scripted model."""
         return self.openai_base_url is None and self.openai_api_key is None
+
+    def routed(self, model: str) -> bool:
+        """Whether an AGENT_LLM_ENDPOINTS pattern names `model`: its calls go there.
+
+        Never to the default endpoint, nor to the offline scripted model in its place.
+        """
+        return endpoint_for(model, self.llm_endpoints) is not None
 
     @property
     def http_allow_list(self) -> AllowList:

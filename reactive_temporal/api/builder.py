@@ -212,7 +212,7 @@ class AgentBuilder:
         settings = self.settings or load_settings()
         config = self.config()
         runtime = await open_runtime(settings, tool_modules=self.tool_modules)
-        if (notice := offline_model_notice(settings, runtime)) is not None:
+        if (notice := offline_model_notice(settings, runtime, config.model)) is not None:
             log.warning("%s", notice)  # a program's runs answered by a script, unsaid, was
             # taken for a real model's (and priced as one)
         agent = Agent(config, runtime)

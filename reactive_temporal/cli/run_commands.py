@@ -130,7 +130,7 @@ def run(
         except (ValueError, StackError) as e:
             raise CliError(str(e)) from e
         try:
-            if runtime.offline_model and not as_json:
+            if runtime.offline_model and not as_json and not settings.routed(config.model):
                 # a key set here is not the dev stack's: its worker answers every run
                 notice = OFFLINE_NOTICE if settings.uses_offline_model else OFFLINE_DEV_NOTICE
                 err.print(Panel(notice, border_style="yellow"))

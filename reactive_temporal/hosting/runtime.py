@@ -140,11 +140,12 @@ async def open_runtime(
     )
 
 
-def offline_model_notice(settings: Settings, runtime: Runtime) -> str | None:
-    """What to tell someone whose runs go to the offline scripted model, or None: that no
-    model is configured, or that a `dev` stack started without one serves it whatever this
-    process has (its worker answers every run)."""
-    if not runtime.offline_model:
+def offline_model_notice(settings: Settings, runtime: Runtime, model: str) -> str | None:
+    """What to tell someone whose runs of `model` go to the offline scripted model, or None:
+    that no model is configured, or that a `dev` stack started without one serves it whatever
+    this process has (its worker answers every run). A model AGENT_LLM_ENDPOINTS routes is
+    answered by its endpoint."""
+    if not runtime.offline_model or settings.routed(model):
         return None
     if settings.uses_offline_model:
         return (

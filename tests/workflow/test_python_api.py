@@ -13,6 +13,7 @@ from reactive_temporal import ReactiveAgents, Settings
 from reactive_temporal.embedded.scripted_llm import Reply, ScriptedLLM
 from reactive_temporal.hosting.runtime import Runtime, offline_model_notice
 from reactive_temporal.hosting.worker_lifecycle import WorkerHost
+from reactive_temporal.llm_endpoints import ModelEndpoint
 from tests.workflow.conftest import Harness
 
 pytestmark = pytest.mark.workflow
@@ -53,9 +54,19 @@ def test_runs_a_dev_stack_answers_offline_are_said_to_be_whatever_this_process_h
     process that starts them is not used, and the notice said none was set."""
     settings = Settings(data_dir=tmp_path, openai_api_key="sk-mine", _env_file=None)  # type: ignore[call-arg]
     runtime = Runtime(cast(Client, None), "q", offline_model=True)
-    notice = offline_model_notice(settings, runtime)
+    notice = offline_model_notice(settings, runtime, "gpt-4o-mini")
     assert notice is not None and "started without OPENAI_BASE_URL" in notice
-    assert offline_model_notice(settings, Runtime(cast(Client, None), "q", False)) is None
+    assert offline_model_notice(settings, Runtime(cast(Client, None), "q", False), "m") is None
+
+
+def test_a_model_another_endpoint_serves_is_not_said_to_be_offline(tmp_path: Path):
+    """With no default endpoint, a model AGENT_LLM_ENDPOINTS routes is its endpoint's, not
+    the offline scripted model's; the others still are."""
+    local = ModelEndpoint(base_url="http://vllm:8000/v1")
+    settings = Settings(data_dir=tmp_path, llm_endpoints={"llama*": local}, _env_file=None)  # type: ignore[call-arg]
+    runtime = Runtime(cast(Client, None), "q", offline_model=True)
+    assert offline_model_notice(settings, runtime, "llama3.1") is None
+    assert offline_model_notice(settings, runtime, "gpt-4o-mini") is not None
 
 
 def test_builder_refuses_bad_configuration():
