@@ -14,6 +14,8 @@ from reactive_temporal.prompts import CHAT_STYLE, SYNTHESIS_SYSTEM_PROMPT
 _EXPRESSION = re.compile(r"[-+(]*\d[\d\s.+\-*/^%()]*[\d)]")
 _OPERATOR = re.compile(r"\d\s*(\*\*|[-+*/^%])\s*[-+(]*\d")
 """A binary operator between two numbers: `17 * 23`, `2**10`, `2^-3`, `2*(3+4)`."""
+_NOTES = re.compile(r"<notes>\n(.*?)\n</notes>", re.DOTALL)
+"""A quoted block of what chat knows of the agent's runs (prompts.quoted_block)."""
 OFFLINE_NOTE = (
     "(offline model) I only know arithmetic and the time. Point OPENAI_BASE_URL / "
     "OPENAI_API_KEY at a real model for anything else."
@@ -68,8 +70,11 @@ def demo_responder(request: dict[str, Any]) -> Step:
     if system == SYNTHESIS_SYSTEM_PROMPT:
         return _demo_debrief(messages)
     if system.endswith(CHAT_STYLE) and not request.get("tools"):
-        # what the agent knows may come quoted ("> " lines) in a user-role notes message
-        known = "\n".join(m.get("content") or "" for m in messages[:-1])
+        # what the agent knows is in the system prompt (entities from before), or quoted ("> "
+        # lines) in a <notes> block of a user turn: on a session's first turn, the same turn as
+        # the question (activities/chat.py merges them), so the last message is read too
+        notes = _NOTES.findall("\n".join(str(m.get("content") or "") for m in messages[1:]))
+        known = "\n".join([system, *notes])
         return _demo_chat(re.sub(r"^> ?", "", known, flags=re.MULTILINE))
     offered = {t["function"]["name"] for t in request.get("tools", [])}
     task = next((m.get("content") or "" for m in messages if m.get("role") == "user"), "")

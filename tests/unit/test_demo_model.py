@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pytest
 
+from activities.chat import direct_messages
+from reactive_temporal import prompts
 from reactive_temporal.builtin_tools import evaluate_arithmetic
+from reactive_temporal.contracts.debrief import AgentDebrief
+from reactive_temporal.contracts.entity import ChatMessage
 from reactive_temporal.embedded.scripted_llm import Reply, demo_responder
+from reactive_temporal.memory import chat_notes
 from reactive_temporal.prompts import run_system_prompt
+from workflows.chat_rules import build_context_summary
 
 CALCULATOR = {"type": "function", "function": {"name": "calculator", "parameters": {}}}
 
@@ -48,3 +56,27 @@ def test_the_calculator_answers_what_the_demo_sends_it():
 def test_a_task_without_arithmetic_says_what_the_offline_model_can_do():
     reply = first_turn("Write me a poem")
     assert reply.tool_calls == [] and "only know arithmetic" in (reply.content or "")
+
+
+def test_chat_on_a_sessions_first_turn_reads_the_notes_sent_with_the_question():
+    """A session's first direct turn sends the notes and the question as one user message
+    (activities/chat.py): `starter.py chat "What did you find?"` after a run quotes that run,
+    not "I have no runs to talk about yet"."""
+    debrief = AgentDebrief(
+        outcome="success", summary="Used the calculator tool and reported its result."
+    )
+    system = prompts.direct_chat_system_prompt("agent", None, "")
+    notes = chat_notes(build_context_summary(debrief, ["[Tool result]: 2026-12-04T21:46:00Z"]))
+    at = datetime(2026, 12, 4, tzinfo=UTC)
+    earlier = [
+        ChatMessage(role="user", content="hi", timestamp=at),
+        ChatMessage(role="assistant", content="hello", timestamp=at),
+    ]
+    for history in ([], earlier):
+        messages = direct_messages(system, notes, history, "What did you find?")
+        reply = demo_responder({"model": "demo", "messages": messages})
+        assert isinstance(reply, Reply)
+        assert reply.content == (
+            "(offline model) In my last run: Used the calculator tool and reported its result."
+            " The tool returned 2026-12-04T21:46:00Z."
+        ), history
