@@ -19,6 +19,7 @@ import asyncio
 import contextlib
 import os
 import signal
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -247,6 +248,13 @@ QUIT_NOW = 130
 """The exit status of a worker stopped at once by a second signal while it drained."""
 
 
+SIGNAL_ECHO_SECONDS = 1.0
+"""A second signal this soon after the first is the same stop request, not "stop now": a
+terminal's Ctrl-C reaches every process of its group, and `worker --processes N`'s supervisor
+passes it on to each worker as SIGTERM too (systemd signals every process of a service): each
+worker saw two at once and stopped without draining, exiting 130."""
+
+
 @contextlib.contextmanager
 def stop_signals(*, second_quits: bool = False) -> Iterator[asyncio.Event]:
     """An event set by SIGINT or SIGTERM while the block runs (install it before announcing
@@ -255,11 +263,17 @@ def stop_signals(*, second_quits: bool = False) -> Iterator[asyncio.Event]:
     long graceful shutdown could not be cut short."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
+    first: float | None = None
 
     def on_signal() -> None:
+        nonlocal first
+        now = time.monotonic()
         if second_quits and stop.is_set():
+            if first is not None and now - first < SIGNAL_ECHO_SECONDS:
+                return  # the same request, reaching this process twice
             os.write(2, b"stopping now: activities in flight are left to be retried\n")
             os._exit(QUIT_NOW)
+        first = now
         stop.set()
 
     for sig in (signal.SIGINT, signal.SIGTERM):

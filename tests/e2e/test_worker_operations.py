@@ -23,7 +23,7 @@ from temporalio.client import Client
 
 from reactive_temporal.embedded.scripted_llm import HttpError, Reply, ScriptedLLM, call
 from reactive_temporal.embedded.stack import free_port
-from reactive_temporal.hosting.worker_lifecycle import QUIT_NOW
+from reactive_temporal.hosting.worker_lifecycle import QUIT_NOW, SIGNAL_ECHO_SECONDS
 from tests.processes import REPO, start_worker, starter, stop, worker_env
 from workflows.agent_run import AgentRunWorkflow
 
@@ -224,8 +224,9 @@ def test_a_second_signal_stops_a_draining_worker_at_once(
     try:
         slow.worker.send_signal(signal.SIGTERM)
         wait_until(lambda: "stopping:" in (tmp_path / "a.log").read_text(), what="draining")
+        time.sleep(SIGNAL_ECHO_SECONDS + 0.2)  # sooner, it is the first one's echo
         slow.worker.send_signal(signal.SIGINT)
-        assert slow.worker.wait(timeout=3) == QUIT_NOW  # the 4 s tool is still running
+        assert slow.worker.wait(timeout=2.5) == QUIT_NOW  # the 4 s tool is still running
         assert "stopping now" in (tmp_path / "a.log").read_text()
         assert "done one" not in slow.tool_log.read_text()
     finally:

@@ -184,3 +184,30 @@ def test_metrics_ports_past_65535_are_refused_before_anything_starts(
 
 def start_command() -> list[str]:
     return [PYTHON, str(REPO / "worker.py")]
+
+
+def test_a_ctrl_c_in_the_terminal_drains_every_worker(
+    temporal_address: str, database_url: str, llm: ScriptedLLM, tmp_path: Path
+):
+    """A terminal's Ctrl-C reaches the supervisor and every worker of its process group, and
+    the supervisor passes it on as SIGTERM: each worker saw a second signal at once and
+    stopped without draining ("stopping now", exit 130). One Ctrl-C drains, as documented."""
+    env = worker_env(
+        temporal_address, database_url, llm.base_url, f"procs-{uuid.uuid4().hex[:8]}", tmp_path
+    )
+    log = tmp_path / "w.log"
+    with open(log, "wb") as out:
+        supervisor = subprocess.Popen(
+            [PYTHON, str(REPO / "worker.py"), "--processes", "2"],
+            env=env, cwd=tmp_path, stdout=out, stderr=subprocess.STDOUT,
+            start_new_session=True,  # a group of its own, as a terminal's job is
+        )  # fmt: skip
+    try:
+        wait_for_text(log, POLLING, supervisor)
+        os.killpg(supervisor.pid, signal.SIGINT)  # what Ctrl-C does
+        assert supervisor.wait(timeout=90) == 0, log.read_text()[-3000:]
+    finally:
+        stop(supervisor)
+    text = log.read_text()
+    assert "stopping now" not in text, text[-3000:]
+    assert text.count("stopping: activities in flight have up to") == 2, text[-3000:]
