@@ -95,7 +95,8 @@ def run_app(app: typer.Typer, args: list[str] | None = None) -> NoReturn:
 def core_logs_to_python() -> None:
     """Temporal's core writes its own warnings (an RPC it retries while the server is gone)
     to stdout, in colour, into a command's output: `--json` lines mixed with log lines. They
-    go through Python's logging instead, which writes them to stderr."""
+    go through Python's logging instead, which writes them to stderr, and its retry warnings
+    once a minute per call (`core_log_quiet`)."""
     from temporalio.runtime import (
         LogForwardingConfig,
         LoggingConfig,
@@ -104,9 +105,13 @@ def core_logs_to_python() -> None:
         TelemetryFilter,
     )
 
+    from reactive_temporal.hosting.core_log_quiet import RetryWarnings
+
+    core = logging.getLogger("temporalio.core")
+    core.addFilter(RetryWarnings())  # one line a minute per call while a server is gone
     logging_config = LoggingConfig(
         filter=TelemetryFilter(core_level="WARN", other_level="ERROR"),
-        forwarding=LogForwardingConfig(logger=logging.getLogger("temporalio.core")),
+        forwarding=LogForwardingConfig(logger=core),
     )
     Runtime.set_default(
         Runtime(telemetry=TelemetryConfig(logging=logging_config)), error_if_already_set=False
