@@ -24,10 +24,12 @@ from reactive_temporal.contracts.retrying import LAST_FAILURE_CHARS, WORKFLOW_TA
 from reactive_temporal.sanitize import one_line
 
 CAUSE_PREFIX = "WORKFLOW_TASK_FAILED_CAUSE_"
+TIMED_OUT_CAUSE = "timed_out"
+"""A workflow task no worker finished in time: a busy worker's, or one that died with it."""
 CAUSE_WORDS = {
     "non_deterministic_error": "nondeterminism",
     "workflow_worker_unhandled_failure": "unhandled failure",
-    "timed_out": "timed out",
+    TIMED_OUT_CAUSE: "timed out",
 }
 """How a cause reads on a status line; any other is its name in words."""
 TIMED_OUT = "no worker finished it within the workflow task timeout (one crashed or hung)"
@@ -105,7 +107,7 @@ def recorded_failure(event: HistoryEvent) -> tuple[str | None, str]:
     unspecified); the message after the failure's type when it has one (`RuntimeError: …`).
     """
     if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT:
-        return "timed_out", TIMED_OUT
+        return TIMED_OUT_CAUSE, TIMED_OUT
     attributes = event.workflow_task_failed_event_attributes
     try:
         name = WorkflowTaskFailedCause.Name(attributes.cause)

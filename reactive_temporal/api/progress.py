@@ -19,6 +19,7 @@ from temporalio.api.enums.v1 import TaskQueueType
 from temporalio.client import Client, WorkflowQueryFailedError
 from temporalio.service import RPCError
 
+from reactive_temporal.api.failing_tasks import TIMED_OUT_CAUSE
 from reactive_temporal.api.retrying_steps import QUERY_PATIENCE_SECONDS
 from reactive_temporal.api.runs import require_run
 from reactive_temporal.api.stalls import Stall, server_stall
@@ -97,8 +98,13 @@ async def unanswerable(
     run_id: str, stall: Stall, task_queue: str, pollers: TaskQueuePollers
 ) -> str | None:
     """Why no worker can answer the run's query now, as the server shows it; None if one may."""
-    if stall.retrying is not None and stall.retrying.step == WORKFLOW_TASK:
-        return task_failing(run_id, stall.retrying.attempt)
+    retrying = stall.retrying
+    if retrying is not None and retrying.step == WORKFLOW_TASK:
+        if retrying.cause != TIMED_OUT_CAUSE:
+            return task_failing(run_id, retrying.attempt)
+        # one that timed out was taken by a worker too busy to finish it in time (or that
+        # died with it): it is handed out again and answers. Taken for one failing, a chat
+        # turn to an agent whose first task a loaded worker was slow with was refused.
     waiting = stall.waiting_for_worker
     if waiting is None:
         return None

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import UTC, date, datetime, timedelta
+from typing import cast
 
 import pytest
 from google.protobuf.timestamp_pb2 import Timestamp
@@ -24,7 +25,9 @@ from temporalio.api.workflowservice.v1 import DescribeWorkflowExecutionResponse
 
 from reactive_temporal import local_retries
 from reactive_temporal.api.failing_tasks import recorded_failure
-from reactive_temporal.api.worker_waits import WAITING_AFTER, waiting_step
+from reactive_temporal.api.progress import unanswerable
+from reactive_temporal.api.stalls import Stall
+from reactive_temporal.api.worker_waits import WAITING_AFTER, TaskQueuePollers, waiting_step
 from reactive_temporal.cli.run_commands import progress_line, retrying_line, waiting_line
 from reactive_temporal.contracts.retrying import (
     LAST_FAILURE_CHARS,
@@ -259,3 +262,15 @@ def test_a_recorded_workflow_task_failure_reads_cause_then_first_line():
     timed_out = HistoryEvent(event_type=EventType.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT)
     cause, text = recorded_failure(timed_out)
     assert cause == "timed_out" and "workflow task timeout" in text
+
+
+async def test_a_workflow_task_that_timed_out_is_not_taken_for_one_that_fails():
+    """A loaded worker too slow with an agent's first workflow task (it timed out, attempt 2)
+    made a chat turn sent meanwhile refused as if the task kept failing ("nondeterminism
+    after a deploy: roll back"): one that timed out is handed out again and answers."""
+    pollers = cast(TaskQueuePollers, None)  # not asked: nothing waits for a worker
+    slow = RetryingStep(step=WORKFLOW_TASK, attempt=2, cause="timed_out")
+    assert await unanswerable("run-1", Stall(retrying=slow), "q", pollers) is None
+    broken = RetryingStep(step=WORKFLOW_TASK, attempt=2, cause="non_deterministic_error")
+    said = await unanswerable("run-1", Stall(retrying=broken), "q", pollers)
+    assert said is not None and said.startswith("its workflow task keeps failing (attempt 2)")
