@@ -3,8 +3,9 @@
 HTTP 408, 409, 429 and 5xx, timeouts and dropped connections are retried (honouring
 `retry-after` and a body's own delay); any other 4xx is the request's fault and fails for good;
 a certificate the worker cannot trust fails for good too, saying how to trust it. Every
-failure counts against the agent's `llm_max_attempts`, its last attempt's failure is final,
-and the provider's own words, in whichever shape it sent them, are in the error.
+failure but a rate limit counts against the agent's `llm_max_attempts` and its last attempt's
+failure is final; a rate limit (429, 529) is waited out for RATE_LIMIT_PATIENCE_SECONDS. The
+provider's own words, in whichever shape it sent them, are in the error.
 """
 
 from __future__ import annotations
@@ -113,6 +114,7 @@ class RateLimitWait:
 
     @classmethod
     def now(cls) -> RateLimitWait | None:
+        """This attempt's standing, from inside an activity (None outside one)."""
         if not activity.in_activity():
             return None
         info = activity.info()
@@ -133,8 +135,8 @@ class RateLimitWait:
 
 
 CONNECT_FAILURES = (
-    aiohttp.ClientConnectorError,
-    ssl.SSLError,
+    aiohttp.ClientConnectorError,  # its certificate and TLS handshake errors too
+    ssl.SSLCertVerificationError,
     ConnectionRefusedError,
     socket.gaierror,
 )
