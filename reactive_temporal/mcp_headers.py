@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit, urlunsplit
 
 from reactive_temporal.http_headers import RESERVED, name_problem, value_problem
+from reactive_temporal.sanitize import redact_dsn
 
 MCP_RESERVED = RESERVED | {"accept", "last-event-id", "mcp-protocol-version", "mcp-session-id"}
 """Besides what the HTTP client sets: what the MCP protocol's transport sets (a session id of
@@ -113,12 +114,7 @@ def headers_by_server(
 
 
 def shown_url(url: str) -> str:
-    """`url` as messages show it: a password in it, and its query (where API keys are often
-    put), replaced by `***`; they are secrets as often as a header is."""
-    parts = urlsplit(url)
-    netloc = parts.netloc
-    if parts.password is not None:
-        user, _, host = netloc.rpartition("@")
-        netloc = f"{user.partition(':')[0]}:***@{host}"
-    query = "***" if parts.query else ""
-    return urlunsplit((parts.scheme, netloc, parts.path, query, ""))
+    """`url` as messages show it: a password in it (`redact_dsn`), and its query (where API
+    keys are often put), replaced by `***`; they are secrets as often as a header is."""
+    parts = urlsplit(redact_dsn(url))
+    return urlunsplit((parts.scheme, parts.netloc, parts.path, "***" if parts.query else "", ""))

@@ -46,15 +46,20 @@ def costs(
     run_command(main, as_json=as_json)
 
 
+def _total(spent: list[AgentSpend]) -> dict[str, int | float]:
+    """Every agent's runs, tokens and dollars added up."""
+    return {
+        "runs": sum(s.runs for s in spent),
+        "tokens": sum(s.tokens for s in spent),
+        "cost_usd": round(sum(s.cost_usd for s in spent), 6),
+    }
+
+
 def _report(spent: list[AgentSpend], days: int) -> dict[str, object]:
     return {
         "days": days,
         "agents": [s.model_dump(mode="json") for s in spent],
-        "total": {
-            "runs": sum(s.runs for s in spent),
-            "tokens": sum(s.tokens for s in spent),
-            "cost_usd": round(sum(s.cost_usd for s in spent), 6),
-        },
+        "total": _total(spent),
     }
 
 
@@ -73,8 +78,7 @@ def _table(spent: list[AgentSpend], days: int) -> Table:
             f"{s.last_run_at:%Y-%m-%d %H:%M}",
         )
     if len(spent) > 1:
-        total = _report(spent, days)["total"]
-        assert isinstance(total, dict)
+        total = _total(spent)
         table.add_row(
             "[bold]all[/]", f"{total['runs']:,}", "", f"{total['tokens']:,}",
             f"${total['cost_usd']:,.4f}", "", "",
