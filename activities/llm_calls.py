@@ -44,13 +44,16 @@ from activities.heartbeat import heartbeating
 from activities.llm_errors import llm_errors, never_connected
 from activities.llm_stream import StreamedReply, whole_reply_as_chunk
 from activities.llm_usage import usage_of
+from activities.request_messages import for_strict_templates
 from reactive_temporal.capabilities import (
+    SHAPE_WORDS,
     ModelCapabilities,
     ModelQuirks,
     WantedParams,
     capabilities_for,
     read_context_overflow,
     read_rejection,
+    read_shape_refusal,
     request_params,
 )
 from reactive_temporal.config import ModelPrice
@@ -189,7 +192,14 @@ class LlmEndpoint:
         )
         base = {k: v for k, v in request.items() if k not in WANTED}
         model = str(request["model"])
-        params = request_params(self.capabilities(model), wanted)
+        caps = self.capabilities(model)
+        if (caps.strict_roles or caps.nine_char_call_ids) and base.get("messages"):
+            base["messages"] = for_strict_templates(
+                base["messages"],
+                strict_roles=caps.strict_roles,
+                nine_char_call_ids=caps.nine_char_call_ids,
+            )
+        params = request_params(caps, wanted)
         return base | self.quirks.without_refused_values(model, params)
 
     async def complete(
@@ -273,6 +283,8 @@ class LlmEndpoint:
                     )
                     continue
                 self._raise_if_overflow(model, err)
+                if learned < MAX_LEARNED_PER_CALL and self._learned_shape(model, err):
+                    continue
                 rejection = read_rejection(err.body, body.keys())
                 if rejection is None or learned == MAX_LEARNED_PER_CALL:
                     raise
@@ -287,6 +299,21 @@ class LlmEndpoint:
                     str(err.message)[:200],
                 )
         raise AssertionError("unreachable")  # the loop returns or raises
+
+    def _learned_shape(self, model: str, err: openai.APIStatusError) -> bool:
+        """Whether the 400 refused the request's shape in a way this worker did not know the
+        model wants (`read_shape_refusal`): learned, and the call goes again in that shape."""
+        shape = read_shape_refusal(err.body)
+        if shape is None or getattr(self.capabilities(model), shape):
+            return False
+        self.quirks.learn_shape(model, shape)
+        activity.logger.warning(
+            "model %s refused the request's shape; this worker sends it %s from now on (%s)",
+            model,
+            SHAPE_WORDS[shape],
+            str(err.message)[:200],
+        )
+        return True
 
     def _raise_if_overflow(self, model: str, err: openai.APIStatusError) -> None:
         """ContextWindowExceeded when the refusal says the request was too long (the window

@@ -8,7 +8,10 @@ a provider would refuse in a request's history are sent in a form it takes.
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
+import re
+import string
 from collections import deque
 from collections.abc import Iterable
 from typing import Any
@@ -151,3 +154,71 @@ def merged_turns(messages: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def _plain_text(message: dict[str, Any]) -> bool:
     return isinstance(message.get("content"), str) and message.keys() <= {"role", "content"}
+
+
+MISTRAL_CALL_ID = re.compile(r"[A-Za-z0-9]{9}")
+_ID_ALPHABET = string.ascii_letters + string.digits
+
+
+def for_strict_templates(
+    messages: list[dict[str, Any]], *, strict_roles: bool, nine_char_call_ids: bool
+) -> list[dict[str, Any]]:
+    """A request's messages (`request_messages`) as Mistral's templates take them, by the
+    model's capabilities (`ModelCapabilities.strict_roles`, `nine_char_call_ids`).
+
+    Their checks refused the request at every later step of a run: a note after tool results
+    (a required tool's nudge, the note on turns left out) is a user turn after a tool's
+    ("Unexpected role 'user' after role 'tool'"; vLLM's "roles must alternate"), and a call
+    id not nine letters and digits (one renamed `-2`, or a rerun's OpenAI ids) is refused
+    outright. The note goes at the end of the last result instead (the run's notes say they
+    are the harness's); an id goes as nine characters derived from it, the same at every
+    step, so the request's prefix stays cacheable.
+    """
+    sent: list[dict[str, Any]] = []
+    ids = _NineCharIds()
+    for message in messages:
+        last = sent[-1] if sent else None
+        if (
+            strict_roles
+            and last is not None
+            and last["role"] == "tool"
+            and message["role"] == "user"
+            and isinstance(last.get("content"), str)
+            and isinstance(message.get("content"), str)
+        ):
+            sent[-1] = {**last, "content": f"{last['content']}\n\n{message['content']}"}
+            continue
+        if nine_char_call_ids and (message.get("tool_calls") or message.get("tool_call_id")):
+            message = ids.shape(message)
+        sent.append(message)
+    return sent
+
+
+class _NineCharIds:
+    """The call ids of one request, each as nine letters and digits: those given that have
+    the shape as they are, any other derived from it; each sent id unique in the request."""
+
+    def __init__(self) -> None:
+        self.sent: dict[str, str] = {}
+        self.taken: set[str] = set()
+
+    def __call__(self, given: str) -> str:
+        if given not in self.sent:
+            candidate, salt = given, 0
+            while not MISTRAL_CALL_ID.fullmatch(candidate) or candidate in self.taken:
+                digest = hashlib.sha256(f"{given}\0{salt}".encode()).digest()
+                candidate, salt = "".join(_ID_ALPHABET[b % 62] for b in digest[:9]), salt + 1
+            self.sent[given] = candidate
+            self.taken.add(candidate)
+        return self.sent[given]
+
+    def shape(self, message: dict[str, Any]) -> dict[str, Any]:
+        """`message` with its calls' ids, or the id it answers, as sent."""
+        out = dict(message)
+        if message.get("tool_calls"):
+            out["tool_calls"] = [
+                {**c, "id": self(str(c.get("id") or ""))} for c in message["tool_calls"]
+            ]
+        if message.get("tool_call_id") is not None:
+            out["tool_call_id"] = self(str(message["tool_call_id"]))
+        return out

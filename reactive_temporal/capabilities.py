@@ -56,6 +56,13 @@ class ModelCapabilities(BaseModel):
     """Parameters never sent to this model."""
     rename: dict[str, str] = Field(default_factory=dict)
     """Parameters sent under another name, e.g. {"max_tokens": "max_completion_tokens"}."""
+    strict_roles: bool = False
+    """The model's chat template takes a user turn only after one of its own (Mistral's, as
+    its API and vLLM check them: "Unexpected role 'user' after role 'tool'"): a note that
+    follows tool results goes at the end of the last result instead."""
+    nine_char_call_ids: bool = False
+    """Tool call ids as Mistral's templates take them: nine letters and digits. Any other id
+    goes as one of that shape, the same for a call and its result."""
 
     @property
     def accepts_reasoning_effort(self) -> bool:
@@ -92,6 +99,10 @@ FAMILIES: list[tuple[re.Pattern[str], ModelCapabilities]] = [
         _caps(context_tokens=1_048_576, reasoning_effort=True, max_output_tokens=65_536),
     ),
     (re.compile(r"^gemini"), _caps(context_tokens=1_048_576, max_output_tokens=8_192)),
+    (
+        re.compile(r"^(open-)?(mistral|mixtral|ministral|codestral|devstral|magistral|pixtral)"),
+        _caps(strict_roles=True, nine_char_call_ids=True),
+    ),
 ]
 """Known families, first match wins, matched on the lower-cased name without a provider
 prefix ("openai/o3", "azure/gpt-4o" → "o3", "gpt-4o")."""
@@ -296,6 +307,34 @@ def read_context_overflow(body: object) -> ContextOverflow | None:
     return ContextOverflow()
 
 
+STRICT_ROLES = "strict_roles"
+NINE_CHAR_CALL_IDS = "nine_char_call_ids"
+SHAPE_WORDS = {
+    STRICT_ROLES: "with a note after tool results at the end of the last result",
+    NINE_CHAR_CALL_IDS: "with call ids of nine letters and digits",
+}
+"""How the worker's log says what a shape refusal taught it."""
+_SHAPE_REFUSALS = (
+    # vLLM rendering a strict Jinja template; Mistral's API and mistral-common
+    (
+        re.compile(r"roles must alternate|Unexpected role '\w+' after role '\w+'", re.I),
+        STRICT_ROLES,
+    ),
+    (
+        re.compile(r"(call ids?|call_id).{0,80}(length (of )?9|9 characters)", re.I | re.S),
+        NINE_CHAR_CALL_IDS,
+    ),
+)
+
+
+def read_shape_refusal(body: object) -> str | None:
+    """The `ModelCapabilities` field a 400 asks for when it refused the request's shape, not
+    its content: turns out of a strict template's order, or call ids not of Mistral's shape
+    ("Tool call IDs should be alphanumeric strings with length 9!")."""
+    message = error_message(body)
+    return next((field for pattern, field in _SHAPE_REFUSALS if pattern.search(message)), None)
+
+
 class ModelQuirks:
     """What this worker learned about models from their 400s; kept for the process's life.
 
@@ -308,6 +347,7 @@ class ModelQuirks:
         self._rename: dict[str, dict[str, str]] = {}
         self._context: dict[str, int] = {}
         self._refused_values: dict[str, dict[str, list[object]]] = {}
+        self._shapes: dict[str, set[str]] = {}
 
     def learn(self, model: str, rejection: ParameterRejection, value: object = None) -> None:
         """Remember a refusal: the value sent (`value`), when only it was refused."""
@@ -327,6 +367,10 @@ class ModelQuirks:
             return params
         return {k: v for k, v in params.items() if v not in refused.get(k, ())}
 
+    def learn_shape(self, model: str, field: str) -> None:
+        """Remember a shape the model's template wants (`read_shape_refusal`)."""
+        self._shapes.setdefault(model, set()).add(field)
+
     def learn_context(self, model: str, limit: int) -> None:
         known = self._context.get(model)
         self._context[model] = limit if known is None else min(known, limit)
@@ -336,24 +380,29 @@ class ModelQuirks:
         omit = self._omit.get(model, set())
         rename = self._rename.get(model, {})
         context = self._context.get(model)
-        if not omit and not rename and context is None:
+        shapes = self._shapes.get(model, set())
+        if not omit and not rename and context is None and not shapes:
             return caps
         return caps.model_copy(
             update={
                 "omit": sorted({*caps.omit, *omit}),
                 "rename": {**caps.rename, **rename},
                 "context_tokens": min(caps.context_tokens, context or caps.context_tokens),
+                **dict.fromkeys(shapes, True),
             }
         )
 
     def learned(self) -> dict[str, list[str]]:
         """model → what was learned, for logs and diagnostics."""
-        names = sorted({*self._omit, *self._rename, *self._context, *self._refused_values})
+        names = sorted(
+            {*self._omit, *self._rename, *self._context, *self._refused_values, *self._shapes}
+        )
         return {
             m: [
                 *(f"omit {p}" for p in sorted(self._omit.get(m, ()))),
                 *(f"{a} → {b}" for a, b in sorted(self._rename.get(m, {}).items())),
                 *([f"context {self._context[m]}"] if m in self._context else []),
+                *sorted(self._shapes.get(m, ())),
                 *(
                     f"omit {p}={v!r}"
                     for p, vs in sorted(self._refused_values.get(m, {}).items())

@@ -134,15 +134,8 @@ def alternation_refused(messages: list[dict[str, Any]]) -> HttpError | None:
     return None
 
 
-def last_role_refused(messages: list[dict[str, Any]]) -> HttpError | None:
-    """Mistral's 400 for a request that ends with the model's own turn (without `prefix`)."""
-    last = messages[-1] if messages else {}
-    if last.get("role") in ("user", "tool") or last.get("prefix"):
-        return None
-    message = (
-        "Expected last role User or Tool (or Assistant with prefix True) for serving but got "
-        f"{last.get('role')}"
-    )
+def mistral_error(message: str) -> HttpError:
+    """Mistral's API's 400 for a request whose messages it refuses."""
     body = {
         "object": "error",
         "message": message,
@@ -151,3 +144,38 @@ def last_role_refused(messages: list[dict[str, Any]]) -> HttpError | None:
         "code": "3230",
     }
     return HttpError(400, message, body=body)
+
+
+def role_order_refused(messages: list[dict[str, Any]]) -> HttpError | None:
+    """Mistral's rule on which role may follow which (its API's and mistral-common's): after
+    a tool result only another result or the model's turn."""
+    for previous, message in zip(messages, messages[1:], strict=False):
+        if previous.get("role") == "tool" and message.get("role") not in ("tool", "assistant"):
+            return mistral_error(f"Unexpected role '{message.get('role')}' after role 'tool'")
+    return None
+
+
+NINE_CHAR_IDS = "Tool call IDs should be alphanumeric strings with length 9!"
+
+
+def call_id_shape_refused(messages: list[dict[str, Any]]) -> HttpError | None:
+    """Mistral's templates' rule on call ids (vLLM renders it): nine letters and digits, in
+    each call and in each result."""
+    for message in messages:
+        given = [c.get("id") for c in message.get("tool_calls") or []]
+        if message.get("role") == "tool":
+            given.append(message.get("tool_call_id"))
+        if not all(isinstance(i, str) and len(i) == 9 and i.isalnum() for i in given):
+            return template_error(NINE_CHAR_IDS)
+    return None
+
+
+def last_role_refused(messages: list[dict[str, Any]]) -> HttpError | None:
+    """Mistral's 400 for a request that ends with the model's own turn (without `prefix`)."""
+    last = messages[-1] if messages else {}
+    if last.get("role") in ("user", "tool") or last.get("prefix"):
+        return None
+    return mistral_error(
+        "Expected last role User or Tool (or Assistant with prefix True) for serving but got "
+        f"{last.get('role')}"
+    )

@@ -15,10 +15,12 @@ from typing import Any
 
 from reactive_temporal.embedded.message_rules import (
     alternation_refused,
+    call_id_shape_refused,
     call_ids_refused,
     invalid_request,
     last_role_refused,
     pairing_refused,
+    role_order_refused,
 )
 from reactive_temporal.embedded.scripted_replies import HttpError, Reply
 
@@ -95,6 +97,10 @@ class Endpoint:
     results and calling turns not counted)."""
     last_user_or_tool: bool = False
     """Mistral's rule: the last message is the user's or a tool result, never the model's."""
+    role_order: bool = False
+    """Mistral's rule: after a tool result, only another result or the model's turn."""
+    nine_char_call_ids: bool = False
+    """Mistral's templates' rule: every call id nine letters and digits."""
 
     @classmethod
     def reasoning_model(
@@ -150,6 +156,10 @@ class Endpoint:
         if self.alternating_roles and (refused := alternation_refused(messages)) is not None:
             return refused
         if self.last_user_or_tool and (refused := last_role_refused(messages)) is not None:
+            return refused
+        if self.role_order and (refused := role_order_refused(messages)) is not None:
+            return refused
+        if self.nine_char_call_ids and (refused := call_id_shape_refused(messages)) is not None:
             return refused
         for i, message in enumerate(messages):
             content = message.get("content")

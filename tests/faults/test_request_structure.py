@@ -273,3 +273,58 @@ async def test_chat_turns_send_whole_turns_a_strict_template_takes(
     tools = await asyncio.wait_for(session.chat("calculate 2+2", use_tools=True), 60)
     assert tools.routed_via == "react-loop"
     assert llm.rejected[model_name] == []
+
+
+def mistral() -> Endpoint:
+    """Mistral's rules besides OpenAI's: its API's order of roles, and its templates' (as
+    vLLM renders them) alternation and nine-character call ids."""
+    return strict(alternating_roles=True, role_order=True, nine_char_call_ids=True)
+
+
+NUDGED_AFTER_RESULTS: list[Step] = [
+    # a call and `FINAL ANSWER:` before the required calculator ran: nudged after the result
+    Reply("Looking it up.\nFINAL ANSWER: 4", [call("no_such_tool", call_id="abcdefghi", x=1)]),
+    Reply(None, [call("calculator", call_id="abcdefghi", expression="2+2")]),  # id again
+    Reply("FINAL ANSWER: 4"),
+]
+
+
+async def test_a_mistral_model_is_sent_a_nudged_run_in_the_shape_its_templates_take(
+    harness: Harness, llm: ScriptedLLM
+):
+    """A nudge after tool results was a user turn after a tool's, and an id given twice went
+    as `abcdefghi-2`: Mistral refused every later step of the run."""
+    model = llm.endpoint(unique("mistral-small"), mistral())
+    llm.script(model, with_synthesis(NUDGED_AFTER_RESULTS))
+    result = await asyncio.wait_for(
+        harness.run(
+            model, "What is 2+2?", agent_id=unique("mistral"), required_tools=["calculator"]
+        ),
+        60,
+    )
+    assert (result.terminated_by, result.output) == ("final_answer", "4"), result.error
+    assert llm.rejected[model] == []
+    last = llm.requests[model][2]["messages"]
+    assert [m["role"] for m in last[-4:]] == ["assistant", "tool", "assistant", "tool"]
+    assert "[harness] Not done yet" in last[-3]["content"]
+
+
+async def test_a_model_the_table_does_not_know_is_sent_the_shape_its_400s_ask_for(
+    harness: Harness, llm: ScriptedLLM, model_name: str
+):
+    """A local model behind a strict template: each shape refused once, learned by the
+    worker, and the run goes on; the worker's next run of the model is not refused."""
+    llm.endpoint(model_name, mistral())
+    llm.script(model_name, with_synthesis(NUDGED_AFTER_RESULTS * 2))
+    for _ in range(2):
+        result = await asyncio.wait_for(
+            harness.run(
+                model_name, "What is 2+2?", agent_id=unique("local"), required_tools=["calculator"]
+            ),
+            60,
+        )
+        assert (result.terminated_by, result.output) == ("final_answer", "4"), result.error
+        said = [b["error"]["message"] for b in llm.rejected[model_name]]
+        assert len(said) == 2, said  # both at the first run, none at the second
+    assert any("roles must alternate" in s for s in said)
+    assert any("length 9" in s for s in said)

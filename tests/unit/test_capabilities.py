@@ -10,7 +10,9 @@ import pytest
 
 from reactive_temporal.capabilities import (
     DEFAULT_CONTEXT_TOKENS,
+    NINE_CHAR_CALL_IDS,
     REASONING_ROOM_TOKENS,
+    STRICT_ROLES,
     ContextOverflow,
     ModelCapabilities,
     ModelQuirks,
@@ -19,6 +21,7 @@ from reactive_temporal.capabilities import (
     capabilities_for,
     read_context_overflow,
     read_rejection,
+    read_shape_refusal,
     request_params,
 )
 from reactive_temporal.config import Settings, settings_error_message
@@ -259,6 +262,66 @@ def test_quirks_learned_for_a_model_apply_to_every_later_call() -> None:
     assert quirks.learned() == {
         "acme-reasoner": ["omit temperature", "max_tokens → max_completion_tokens", "context 8192"]
     }
+
+
+@pytest.mark.parametrize(
+    "model",
+    ["mistral-large-latest", "mistralai/Mistral-7B-Instruct-v0.3", "open-mistral-nemo",
+     "mistral-small3.1:24b", "Mixtral-8x7B-Instruct-v0.1", "codestral-latest",
+     "devstral-small-2505", "magistral-medium", "ministral-8b-latest", "pixtral-12b"],
+)  # fmt: skip
+def test_mistral_families_want_strict_roles_and_nine_character_ids(model: str) -> None:
+    caps = capabilities_for(model)
+    assert (caps.strict_roles, caps.nine_char_call_ids) == (True, True)
+
+
+@pytest.mark.parametrize("model", ["gpt-4o", "claude-sonnet-4", "llama3.1:8b", "qwen2.5"])
+def test_other_families_take_openai_s_shape(model: str) -> None:
+    caps = capabilities_for(model)
+    assert (caps.strict_roles, caps.nine_char_call_ids) == (False, False)
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        (  # vLLM, a strict Jinja template raising
+            {"object": "error", "type": "BadRequestError", "param": None, "code": 400,
+             "message": "After the optional system message, conversation roles must alternate "
+                        "user/assistant/user/assistant/..."},
+            STRICT_ROLES,
+        ),
+        (  # Mistral's API (mistral-common's order check)
+            {"object": "error", "message": "Unexpected role 'user' after role 'tool'",
+             "type": "invalid_request_message_order", "param": None, "code": "3230"},
+            STRICT_ROLES,
+        ),
+        (  # Mistral-7B-Instruct-v0.3's template under vLLM
+            {"object": "error", "type": "BadRequestError", "param": None, "code": 400,
+             "message": "Tool call IDs should be alphanumeric strings with length 9!"},
+            NINE_CHAR_CALL_IDS,
+        ),
+        (  # mistral-common's validator
+            {"object": "error", "type": "invalid_request_error", "param": None, "code": None,
+             "message": "Tool call id was call_4d1a2b3c4d5e6f but must be a-z, A-Z, 0-9, with "
+                        "a length of 9."},
+            NINE_CHAR_CALL_IDS,
+        ),
+        (OPENAI_TEMPERATURE, None),
+        ({"message": "Invalid 'messages[2].content'"}, None),
+    ],
+)  # fmt: skip
+def test_read_shape_refusal(body: object, expected: str | None) -> None:
+    assert read_shape_refusal(body) == expected
+
+
+def test_a_learned_shape_applies_to_the_model_only() -> None:
+    quirks = ModelQuirks()
+    caps = capabilities_for("local-model")
+    quirks.learn_shape("local-model", STRICT_ROLES)
+    learned = quirks.apply("local-model", caps)
+    assert (learned.strict_roles, learned.nine_char_call_ids) == (True, False)
+    assert quirks.apply("other-model", caps) is caps
+    assert quirks.learned() == {"local-model": [STRICT_ROLES]}
 
 
 # -- against the scripted endpoints, with the real openai client -------------------------------

@@ -9,14 +9,24 @@ from typing import Any
 import pytest
 
 from activities.chat import direct_messages
-from activities.request_messages import merged_turns, request_messages
+from activities.request_messages import for_strict_templates, merged_turns, request_messages
 from reactive_temporal.context_window import LEFT_OUT, STUB, ContextPlan, build_view
 from reactive_temporal.contracts.entity import ChatMessage
 from reactive_temporal.contracts.run import Message, SeqMessage, ToolCall
+from reactive_temporal.embedded.message_rules import ALTERNATE, NINE_CHAR_IDS
 from reactive_temporal.embedded.openai_wire import Endpoint
 
 PAIRS = Endpoint(pairs_tool_calls=True)
 TEMPLATE = Endpoint(alternating_roles=True, last_user_or_tool=True)
+MISTRAL = Endpoint(
+    alternating_roles=True,
+    last_user_or_tool=True,
+    role_order=True,
+    nine_char_call_ids=True,
+    pairs_tool_calls=True,
+    unique_call_ids=True,
+)
+"""Mistral's rules: its API's and mistral-common's, and its templates' under vLLM."""
 
 
 def asks(*ids: str) -> dict[str, Any]:
@@ -174,6 +184,8 @@ def test_a_compacted_view_sends_whole_pairs(left_out: range) -> None:
     sent = request_messages(e.message for e in build_view(transcript, ContextPlan(levels=levels)))
     assert refusal(PAIRS, sent) is None
     assert refusal(Endpoint(last_user_or_tool=True), sent) is None
+    shaped = for_strict_templates(sent, strict_roles=True, nine_char_call_ids=True)
+    assert refusal(MISTRAL, shaped) is None
 
 
 def _chat(*roles: str) -> list[ChatMessage]:
@@ -236,3 +248,63 @@ def test_a_repeated_long_call_id_goes_renamed_within_40_characters() -> None:
     assert len(set(ids)) == 3 and all(len(i) <= 40 for i in ids), ids
     assert [m["tool_call_id"] for m in sent if m["role"] == "tool"] == ids
     assert refusal(PAIRS, sent) is None
+
+
+def _nudged_run() -> list[Message]:
+    """A run as Mistral's models make it: nine-character ids, one given twice, and a reply
+    with a call and `FINAL ANSWER:` before a required tool ran (nudged after its result)."""
+    ask = [ToolCall(id="abcdefghi", name="lookup", arguments="{}")]
+    again = [ToolCall(id="abcdefghi", name="calculator", arguments="{}")]
+    return [
+        Message(role="system", content="You help."),
+        Message(role="user", content="task"),
+        Message(role="assistant", content="Looking. FINAL ANSWER: 4", tool_calls=ask),
+        Message(role="tool", content="no such tool", tool_call_id="abcdefghi"),
+        Message(role="user", content="[harness] Not done yet: call calculator."),
+        Message(role="assistant", content=None, tool_calls=again),
+        Message(role="tool", content="4", tool_call_id="abcdefghi"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "said"),
+    [
+        (Endpoint(role_order=True), "Unexpected role 'user' after role 'tool'"),
+        (Endpoint(alternating_roles=True), ALTERNATE),
+        (Endpoint(nine_char_call_ids=True), NINE_CHAR_IDS),
+    ],
+)
+def test_mistral_refuses_a_nudged_run_as_openai_takes_it(endpoint: Endpoint, said: str) -> None:
+    sent = request_messages(_nudged_run())
+    assert refusal(PAIRS, sent) is None  # OpenAI takes it as it is
+    assert said in (refusal(endpoint, sent) or "")
+
+
+def test_a_nudged_run_shaped_for_strict_templates_is_taken_by_every_rule() -> None:
+    sent = request_messages(_nudged_run())
+    shaped = for_strict_templates(sent, strict_roles=True, nine_char_call_ids=True)
+    assert refusal(MISTRAL, shaped) is None and refusal(PAIRS, shaped) is None
+    assert [m["role"] for m in shaped] == [
+        "system",
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+        "tool",
+    ]
+    assert shaped[3]["content"] == "no such tool\n\n[harness] Not done yet: call calculator."
+    first, second = (m["tool_calls"][0]["id"] for m in (shaped[2], shaped[4]))
+    assert first == "abcdefghi"  # an id of the shape goes as it is
+    assert second != first and len(second) == 9 and second.isalnum()
+    assert [shaped[3]["tool_call_id"], shaped[5]["tool_call_id"]] == [first, second]
+    # the same at every step: the request's prefix stays what the provider cached
+    assert for_strict_templates(sent, strict_roles=True, nine_char_call_ids=True) == shaped
+    assert sent[3]["content"] == "no such tool"  # what it was given is left as it was
+
+
+def test_only_the_shapes_a_model_wants_are_applied() -> None:
+    sent = request_messages(_nudged_run())
+    assert for_strict_templates(sent, strict_roles=False, nine_char_call_ids=False) == sent
+    roles_only = for_strict_templates(sent, strict_roles=True, nine_char_call_ids=False)
+    assert refusal(Endpoint(role_order=True, alternating_roles=True), roles_only) is None
+    assert refusal(Endpoint(nine_char_call_ids=True), roles_only) == NINE_CHAR_IDS
