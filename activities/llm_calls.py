@@ -46,19 +46,21 @@ from activities.llm_stream import StreamedReply, whole_reply_as_chunk
 from activities.llm_usage import usage_of
 from activities.request_messages import for_strict_templates
 from reactive_temporal.capabilities import (
-    SHAPE_WORDS,
     ModelCapabilities,
-    ModelQuirks,
     WantedParams,
     capabilities_for,
-    read_context_overflow,
-    read_rejection,
-    read_shape_refusal,
     request_params,
 )
 from reactive_temporal.config import ModelPrice
 from reactive_temporal.contracts.run import Usage
 from reactive_temporal.llm_endpoints import endpoint_for
+from reactive_temporal.model_quirks import (
+    SHAPE_WORDS,
+    ModelQuirks,
+    read_context_overflow,
+    read_rejection,
+    read_shape_refusal,
+)
 from reactive_temporal.pricing import cost_of
 from reactive_temporal.telemetry.observe import observe_llm_call
 

@@ -25,8 +25,8 @@ import openai
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from reactive_temporal.capabilities import body_retry_delay, error_code, error_message
 from reactive_temporal.errors import causes, root_cause
+from reactive_temporal.model_quirks import body_retry_delay, error_code, error_message
 
 RETRYABLE_STATUS = {408, 409, 429}
 NEVER_RETRIED_CODES = {"insufficient_quota"}

@@ -10,22 +10,24 @@ import pytest
 
 from reactive_temporal.capabilities import (
     DEFAULT_CONTEXT_TOKENS,
-    NINE_CHAR_CALL_IDS,
     REASONING_ROOM_TOKENS,
-    STRICT_ROLES,
-    ContextOverflow,
     ModelCapabilities,
-    ModelQuirks,
-    ParameterRejection,
     WantedParams,
     capabilities_for,
-    read_context_overflow,
-    read_rejection,
-    read_shape_refusal,
     request_params,
 )
 from reactive_temporal.config import Settings, settings_error_message
 from reactive_temporal.embedded.scripted_llm import Endpoint, Reply, ScriptedLLM
+from reactive_temporal.model_quirks import (
+    NINE_CHAR_CALL_IDS,
+    STRICT_ROLES,
+    ContextOverflow,
+    ModelQuirks,
+    ParameterRejection,
+    read_context_overflow,
+    read_rejection,
+    read_shape_refusal,
+)
 
 WANTED = WantedParams(max_output_tokens=1024, temperature=0.7, reasoning_effort="low")
 

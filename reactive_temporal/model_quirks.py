@@ -1,0 +1,249 @@
+"""What an endpoint's 400 says, and what the worker learns from it about a model.
+
+The capability table (`reactive_temporal.capabilities`) cannot know every model behind every
+endpoint. A 400 that names a parameter the model refuses, a context window it overflowed, or a
+shape of request its template refuses is read here; `ModelQuirks` remembers it for the
+process's life, so the call goes again without it and later calls never meet it.
+
+Pure: no I/O. Error bodies come in as the decoded JSON the openai client hands over.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from reactive_temporal.capabilities import NEVER_DROPPED, ModelCapabilities
+
+
+@dataclass(frozen=True)
+class ParameterRejection:
+    """An endpoint refused one parameter (or its value): send the call again without it."""
+
+    param: str
+    use_instead: str | None = None
+    """The parameter the endpoint named in its place ("Use 'max_completion_tokens' instead.")."""
+    value_only: bool = False
+    """Only the value sent was refused, others are taken ("Supported values are: 'low',
+    'medium', and 'high'."): the parameter is left out when it has that value only."""
+
+
+_PARAM_PATTERNS = (
+    re.compile(r"Unsupported (?:parameter|value): '([\w.]+)'"),
+    re.compile(r"Unrecognized request arguments? supplied: ([\w.]+)"),
+    re.compile(r"Unknown (?:name|parameter|field|argument)[: ]+[\"'`]?([\w.]+)", re.I),
+    re.compile(r"extra_forbidden.*?'body', '([\w.]+)'", re.S),
+    re.compile(r"does not support parameters?: \[?[\"']?([\w.]+)", re.I),
+    re.compile(r"[\"'`]([\w.]+)[\"'`] (?:is|are) not (?:supported|permitted|allowed)", re.I),
+)
+_USE_INSTEAD = re.compile(r"Use '([\w.]+)' instead")
+_OTHER_VALUES = re.compile(r"Supported values are", re.I)
+
+
+def _unwrap(body: object) -> object:
+    """Gemini answers errors as a one-element list: `[{"error": {...}}]`."""
+    while isinstance(body, list) and len(body) == 1:
+        body = body[0]
+    if isinstance(body, Mapping) and isinstance(body.get("error"), Mapping):
+        return body["error"]
+    return body
+
+
+def error_message(body: object) -> str:
+    """The human message of an error body, whatever shape the server gave it."""
+    body = _unwrap(body)
+    if isinstance(body, Mapping):
+        for key in ("message", "error"):  # TGI: {"error": "Input validation error: …"}
+            if isinstance(body.get(key), str):
+                return str(body[key])
+        if "detail" in body:
+            return str(body["detail"])
+    return str(body) if body is not None else ""
+
+
+def error_code(body: object) -> str | None:
+    """The error's `code` when it is a name (`insufficient_quota`, `tool_use_failed`)."""
+    body = _unwrap(body)
+    code = body.get("code") if isinstance(body, Mapping) else None
+    return code if isinstance(code, str) else None
+
+
+_SECONDS = re.compile(r"(\d+(?:\.\d+)?)s")
+
+
+def body_retry_delay(body: object) -> float | None:
+    """The wait an error body asks for in seconds: Gemini's `RetryInfo` (`"retryDelay":
+    "20s"` among its `details`), which it sends with a 429 instead of a `retry-after`."""
+    body = _unwrap(body)
+    details = body.get("details") if isinstance(body, Mapping) else None
+    for detail in details if isinstance(details, list) else []:
+        delay = detail.get("retryDelay") if isinstance(detail, Mapping) else None
+        if isinstance(delay, str) and (match := _SECONDS.fullmatch(delay.strip())):
+            return float(match.group(1))
+    return None
+
+
+def read_rejection(body: object, sent: Collection[str]) -> ParameterRejection | None:
+    """The parameter a 400 refused, when it names one this request sent and can do without.
+
+    Reads OpenAI's `param` field first, then the message forms other servers use (vLLM,
+    LiteLLM, Gemini, Ollama). Returns None for any other 400: that one is really the request's
+    fault and fails the call.
+    """
+    message = error_message(body)
+    body = _unwrap(body)
+    candidates: list[str] = []
+    if isinstance(body, Mapping) and isinstance(body.get("param"), str):
+        candidates.append(body["param"])
+    candidates += [m.group(1) for pattern in _PARAM_PATTERNS for m in pattern.finditer(message)]
+    for param in candidates:
+        if param in sent and param not in NEVER_DROPPED:
+            instead = _USE_INSTEAD.search(message)
+            use = instead.group(1) if instead and instead.group(1) not in sent else None
+            only = _OTHER_VALUES.search(message) is not None
+            return ParameterRejection(param, use, value_only=only)
+    return None
+
+
+_CONTEXT_PATTERNS = (
+    re.compile(r"maximum context length is (\d+)"),
+    re.compile(r"prompt is too long: \d+ tokens > (\d+) maximum"),
+    re.compile(r"exceeds the maximum number of tokens allowed \((\d+)\)"),
+    re.compile(r"context (?:window|length) (?:of|is) (\d+)", re.I),
+    re.compile(r"inputs`? tokens \+ `?max_new_tokens`? must be <= (\d+)"),  # TGI's 422
+)
+_CONTEXT_WORDS = re.compile(
+    r"context[_ ]length[_ ]exceeded|maximum context length|context window|prompt is too long|"
+    r"too many tokens|exceeds the maximum number of tokens|tokens \+ `?max_new_tokens`? must be",
+    re.I,
+)
+
+
+@dataclass(frozen=True)
+class ContextOverflow:
+    """The request did not fit the model's context window."""
+
+    limit: int | None = None
+    """The window the endpoint reported, when it said."""
+
+
+def read_context_overflow(body: object) -> ContextOverflow | None:
+    """A 400 (or 413) that says the request is longer than the model's context window."""
+    message = error_message(body)
+    body = _unwrap(body)
+    code = body.get("code") if isinstance(body, Mapping) else None
+    if code != "context_length_exceeded" and not _CONTEXT_WORDS.search(message):
+        return None
+    for pattern in _CONTEXT_PATTERNS:
+        match = pattern.search(message)
+        if match:
+            return ContextOverflow(int(match.group(1)))
+    return ContextOverflow()
+
+
+STRICT_ROLES = "strict_roles"
+NINE_CHAR_CALL_IDS = "nine_char_call_ids"
+SHAPE_WORDS = {
+    STRICT_ROLES: "with a note after tool results at the end of the last result",
+    NINE_CHAR_CALL_IDS: "with call ids of nine letters and digits",
+}
+"""How the worker's log says what a shape refusal taught it."""
+_SHAPE_REFUSALS = (
+    # vLLM rendering a strict Jinja template; Mistral's API and mistral-common
+    (
+        re.compile(r"roles must alternate|Unexpected role '\w+' after role '\w+'", re.I),
+        STRICT_ROLES,
+    ),
+    (
+        re.compile(r"(call ids?|call_id).{0,80}(length (of )?9|9 characters)", re.I | re.S),
+        NINE_CHAR_CALL_IDS,
+    ),
+)
+
+
+def read_shape_refusal(body: object) -> str | None:
+    """The `ModelCapabilities` field a 400 asks for when it refused the request's shape, not
+    its content: turns out of a strict template's order, or call ids not of Mistral's shape
+    ("Tool call IDs should be alphanumeric strings with length 9!")."""
+    message = error_message(body)
+    return next((field for pattern, field in _SHAPE_REFUSALS if pattern.search(message)), None)
+
+
+class ModelQuirks:
+    """What this worker learned about models from their 400s; kept for the process's life.
+
+    The table cannot know every model behind every endpoint. When one refuses a parameter,
+    the call goes again without it, and every later call to that model leaves it out.
+    """
+
+    def __init__(self) -> None:
+        self._omit: dict[str, set[str]] = {}
+        self._rename: dict[str, dict[str, str]] = {}
+        self._context: dict[str, int] = {}
+        self._refused_values: dict[str, dict[str, list[object]]] = {}
+        self._shapes: dict[str, set[str]] = {}
+
+    def learn(self, model: str, rejection: ParameterRejection, value: object = None) -> None:
+        """Remember a refusal: the value sent (`value`), when only it was refused."""
+        if rejection.value_only:
+            refused = self._refused_values.setdefault(model, {}).setdefault(rejection.param, [])
+            if value not in refused:
+                refused.append(value)
+        elif rejection.use_instead is not None:
+            self._rename.setdefault(model, {})[rejection.param] = rejection.use_instead
+        else:
+            self._omit.setdefault(model, set()).add(rejection.param)
+
+    def without_refused_values(self, model: str, params: dict[str, Any]) -> dict[str, Any]:
+        """`params` without those whose value `model` refused (the endpoint's default then)."""
+        refused = self._refused_values.get(model)
+        if not refused:
+            return params
+        return {k: v for k, v in params.items() if v not in refused.get(k, ())}
+
+    def learn_shape(self, model: str, field: str) -> None:
+        """Remember a shape the model's template wants (`read_shape_refusal`)."""
+        self._shapes.setdefault(model, set()).add(field)
+
+    def learn_context(self, model: str, limit: int) -> None:
+        known = self._context.get(model)
+        self._context[model] = limit if known is None else min(known, limit)
+
+    def apply(self, model: str, caps: ModelCapabilities) -> ModelCapabilities:
+        """`caps` with what was learned about `model` on top."""
+        omit = self._omit.get(model, set())
+        rename = self._rename.get(model, {})
+        context = self._context.get(model)
+        shapes = self._shapes.get(model, set())
+        if not omit and not rename and context is None and not shapes:
+            return caps
+        return caps.model_copy(
+            update={
+                "omit": sorted({*caps.omit, *omit}),
+                "rename": {**caps.rename, **rename},
+                "context_tokens": min(caps.context_tokens, context or caps.context_tokens),
+                **dict.fromkeys(shapes, True),
+            }
+        )
+
+    def learned(self) -> dict[str, list[str]]:
+        """model → what was learned, for logs and diagnostics."""
+        names = sorted(
+            {*self._omit, *self._rename, *self._context, *self._refused_values, *self._shapes}
+        )
+        return {
+            m: [
+                *(f"omit {p}" for p in sorted(self._omit.get(m, ()))),
+                *(f"{a} → {b}" for a, b in sorted(self._rename.get(m, {}).items())),
+                *([f"context {self._context[m]}"] if m in self._context else []),
+                *sorted(self._shapes.get(m, ())),
+                *(
+                    f"omit {p}={v!r}"
+                    for p, vs in sorted(self._refused_values.get(m, {}).items())
+                    for v in vs
+                ),
+            ]
+            for m in names
+        }
