@@ -63,6 +63,7 @@ from reactive_temporal.model_quirks import (
 )
 from reactive_temporal.pricing import cost_of
 from reactive_temporal.telemetry.observe import observe_llm_call
+from reactive_temporal.thinking import reasoning_of, split_thinking
 
 DEFAULT_ACTIVITY_TIMEOUT = timedelta(seconds=120)
 MAX_LEARNED_PER_CALL = 4
@@ -138,7 +139,17 @@ class Completion:
 
     @property
     def content(self) -> str | None:
-        """The first choice's text, None when there is none."""
+        """The first choice's text without the model's thinking, None when there is none."""
+        return split_thinking(self._text)[1]
+
+    @property
+    def thinking(self) -> str | None:
+        """What a reasoning model thought before its answer (`reactive_temporal.thinking`)."""
+        message = self.response.choices[0].message if self.response.choices else None
+        return reasoning_of(message) or split_thinking(self._text)[0]
+
+    @property
+    def _text(self) -> str | None:
         return self.response.choices[0].message.content if self.response.choices else None
 
     @property

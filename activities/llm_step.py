@@ -40,7 +40,7 @@ from activities.llm_calls import (
 from activities.llm_context import ContextPlan, ContextRecord, StepContext, StepContexts
 from activities.llm_errors import attempts_exhausted
 from activities.pg_refusals import refused_data, refused_data_fails
-from activities.reply_calls import content_text, reply_calls
+from activities.reply_calls import content_text, reply_calls, with_thinking
 from activities.request_messages import request_messages
 from activities.run_events import RunEvents, TextStream
 from activities.run_seed import RunSeeding, resolve_tools, seed_length, seed_messages
@@ -70,6 +70,7 @@ from reactive_temporal.contracts.run import (
 from reactive_temporal.limits import bound_reply
 from reactive_temporal.pricing import price_for
 from reactive_temporal.rationale import parse_rationale_blocks, strip_rationale_blocks
+from reactive_temporal.thinking import reasoning_of, split_thinking
 from reactive_temporal.tools import ToolRegistry, wire_name
 
 MAX_OVERFLOW_RETRIES = 3
@@ -223,7 +224,8 @@ class LlmActivities:
             choice = response.choices[0]
             real_names = {wire_name(n): n for n in input.tool_names}
             calls = reply_calls(choice.message, real_names)
-            content = content_text(choice.message)
+            thinking, content = split_thinking(content_text(choice.message))
+            thinking = reasoning_of(choice.message) or thinking
             rationale = {}
             if input.audit_rationale:
                 rationale = parse_rationale_blocks(content)
@@ -254,7 +256,7 @@ class LlmActivities:
                 input.run_id,
                 input.seq,
                 reply,
-                result,
+                with_thinking(result, thinking),
                 events=text.last if text is not None else (),
                 also=self.contexts.sent(
                     input.run_id, input.seq, context, completion.usage.prompt_tokens

@@ -22,6 +22,7 @@ from typing import Any
 from openai.types.chat import ChatCompletion
 
 from activities.reply_calls import arguments_text, extra_content_of
+from reactive_temporal.thinking import REASONING_FIELDS
 
 
 @dataclass
@@ -79,6 +80,8 @@ class _Choice:
     role: str | None = None
     content: list[str] = field(default_factory=list)
     refusal: list[str] = field(default_factory=list)
+    reasoning: list[str] = field(default_factory=list)
+    """A reasoning parser's thinking (`reasoning_content` or `reasoning` deltas)."""
     tool_calls: dict[int, _ToolCall] = field(default_factory=dict)
     finish_reason: str | None = None
     slots: dict[int, int] = field(default_factory=dict)
@@ -97,6 +100,10 @@ class _Choice:
         refusal = delta.get("refusal")
         if isinstance(refusal, str):
             self.refusal.append(refusal)
+        for name in REASONING_FIELDS:
+            if isinstance(thought := delta.get(name), str):
+                self.reasoning.append(thought)
+                break
         calls = delta.get("tool_calls")
         if isinstance(calls, list):
             for call in calls:
@@ -142,6 +149,8 @@ class _Choice:
             "content": "".join(self.content) if self.content else None,
             "refusal": "".join(self.refusal) if self.refusal else None,
         }
+        if self.reasoning:
+            message["reasoning_content"] = "".join(self.reasoning)
         if self.tool_calls:
             message["tool_calls"] = [self.tool_calls[i].wire() for i in sorted(self.tool_calls)]
         return {"index": self.index, "message": message, "finish_reason": self.finish_reason}

@@ -11,7 +11,9 @@ endpoint sent. What real endpoints send besides OpenAI's shapes:
   next request without: kept with the call and sent back as it came;
 - `content` as a list of parts (`[{"type": "text", "text": …}]`);
 - no `content` but a `refusal` (OpenAI's safety refusal): the refusal is the reply's text,
-  where it was taken for an empty reply and nudged until the run's iterations ran out.
+  where it was taken for an empty reply and nudged until the run's iterations ran out;
+- a reasoning model's thinking, in the text or beside it (`reactive_temporal.thinking`):
+  kept with the step's record only (`with_thinking`).
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ from typing import Any
 
 from openai.types.chat import ChatCompletionMessageCustomToolCall
 
-from reactive_temporal.contracts.run import ToolCall
+from reactive_temporal.contracts.run import LlmStepResult, ToolCall
+from reactive_temporal.sanitize import clean_text, clip
 
 EXTRA_CONTENT_MAX_BYTES = 16_000
 """A call's `extra_content` is kept up to this size in JSON (a thought signature is a few
@@ -93,3 +96,23 @@ def reply_calls(message: object, real_names: Mapping[str, str]) -> list[ToolCall
             )
         )
     return calls
+
+
+THINKING_MAX_CHARS = 64_000
+"""A step's thinking kept with its record; longer keeps its head and tail around a marker."""
+
+
+class ThoughtStep(LlmStepResult):
+    """A step's result as its record keeps it: with the model's thinking, which the workflow
+    is never given (every step's thoughts in its history, and in the next requests)."""
+
+    thinking: str | None = None
+
+
+def with_thinking(result: LlmStepResult, thinking: str | None) -> LlmStepResult:
+    """`result` to record, with `thinking` (bounded) when the model sent any. A retried step
+    reads its record back as an `LlmStepResult`, without it."""
+    if not thinking:
+        return result
+    kept = clip(clean_text(thinking), THINKING_MAX_CHARS)
+    return ThoughtStep.model_construct(**dict(result), thinking=kept)

@@ -239,6 +239,8 @@ def completion_body(model: str, reply: Reply, request: dict[str, Any]) -> dict[s
         for c in reply.tool_calls
     ]
     message: dict[str, Any] = {"role": "assistant", "content": reply.content}
+    if reply.reasoning is not None:
+        message["reasoning_content"] = reply.reasoning
     if tool_calls:
         message["tool_calls"] = tool_calls
     prompt, completion = reply.usage or (
@@ -310,6 +312,7 @@ def stream_chunks(model: str, reply: Reply, request: dict[str, Any]) -> list[dic
         return body
 
     chunks = [chunk({"role": "assistant", "content": ""})]
+    chunks += [chunk({"reasoning_content": t}) for t in split_text(reply.reasoning or "", None)]
     chunks += [chunk({"content": piece}) for piece in split_text(reply.content or "", reply.chunks)]
     for index, tool_call in enumerate(message.get("tool_calls", [])):
         function = tool_call["function"]

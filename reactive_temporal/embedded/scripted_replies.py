@@ -47,6 +47,9 @@ class Reply:
     finish_reason: str | None = None
     """Why the model stopped, when not the usual `stop` / `tool_calls`: `length` (cut off at
     the output limit), `content_filter` (stopped by the provider's filter)."""
+    reasoning: str | None = None
+    """Thinking sent apart from the text, as `reasoning_content` (DeepSeek's API, vLLM with a
+    reasoning parser); streamed in deltas of its own, before the text."""
 
 
 @dataclass

@@ -1,0 +1,129 @@
+"""Reasoning models that write their thinking into the reply (DeepSeek-R1 and its distills,
+Qwen3, QwQ under vLLM or Ollama) or beside it (`reasoning_content`), over real HTTP through
+the real workflows: the thinking is never the run's answer, the chat's reply or the debrief,
+never sent back to the model, and kept with the step's record."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from typing import Any
+
+import psycopg
+import pytest
+
+from reactive_temporal.embedded.scripted_llm import Reply, ScriptedLLM, Step, call
+from reactive_temporal.prompts import SYNTHESIS_SYSTEM_PROMPT
+from tests.workflow.conftest import Harness
+
+pytestmark = [pytest.mark.faults, pytest.mark.workflow]
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def thinking_of(database_url: str, run_id: str) -> list[str | None]:
+    """Each model reply's thinking as its step's record keeps it, in order."""
+    with psycopg.connect(database_url) as conn:
+        rows = conn.execute(
+            "SELECT step_result->>'thinking' FROM run_messages"
+            " WHERE run_id = %s AND role = 'assistant' ORDER BY seq",
+            (run_id,),
+        ).fetchall()
+    return [r[0] for r in rows]
+
+
+async def test_inline_thinking_is_not_the_answer_and_is_not_sent_back(
+    harness: Harness, llm: ScriptedLLM, model_name: str
+):
+    """A `FINAL ANSWER:` line the model only considered while thinking ended the run with
+    the thoughts after it as its output; every later request carried the thinking."""
+    llm.script(
+        model_name,
+        [
+            Reply(
+                "<think>The user wants 2+2.\nFINAL ANSWER: 5? No, check with the tool.\n"
+                "</think>\n\nLet me compute.",
+                [call("calculator", expression="2+2")],
+            ),
+            Reply("<think>The tool said 4.</think>\nFINAL ANSWER: 4"),
+        ],
+    )
+    result = await asyncio.wait_for(
+        harness.run(model_name, "What is 2+2?", agent_id=unique("think"), memory=False), 60
+    )
+    assert (result.terminated_by, result.output) == ("final_answer", "4"), result
+    later = json.dumps(llm.requests[model_name][1]["messages"])
+    assert "Let me compute." in later and "think>" not in later and "wants 2+2" not in later
+    assert thinking_of(harness.database_url or "", result.run_id) == [
+        "The user wants 2+2.\nFINAL ANSWER: 5? No, check with the tool.",
+        "The tool said 4.",
+    ]
+
+
+async def test_thinking_the_template_opened_or_sent_apart_is_kept_apart(
+    harness: Harness, llm: ScriptedLLM, model_name: str
+):
+    """R1's distills under vLLM: the block opened by the template, only `</think>` in the
+    reply; an endpoint with a reasoning parser: `reasoning_content`, streamed apart."""
+    llm.script(
+        model_name,
+        [
+            Reply("Two and two.\n</think>\n\nChecking.", [call("calculator", expression="2+2")]),
+            Reply("FINAL ANSWER: 4", reasoning="The calculator agrees: 4."),
+        ],
+    )
+    result = await asyncio.wait_for(
+        harness.run(model_name, "What is 2+2?", agent_id=unique("apart"), memory=False), 60
+    )
+    assert (result.terminated_by, result.output) == ("final_answer", "4"), result
+    assert "Two and two" not in json.dumps(llm.requests[model_name][1]["messages"])
+    assert thinking_of(harness.database_url or "", result.run_id) == [
+        "Two and two.",
+        "The calculator agrees: 4.",
+    ]
+
+
+SYNTHESIS = {
+    "summary": "Added 2 and 2 with the calculator.",
+    "key_findings": ["2 + 2 = 4"],
+    "errors_encountered": [],
+    "lessons_learned": ["Check sums with the calculator."],
+    "caveats": "",
+}
+
+
+LONG = "The sum of 2 and 2 is 4, as the calculator confirmed. " * 8
+"""An answer long enough for the run's debrief to be synthesized (not trivial)."""
+
+
+async def test_a_chat_reply_and_a_debrief_leave_the_thinking_out(
+    harness: Harness, llm: ScriptedLLM, model_name: str
+):
+    """The chat's reply was the thoughts and the answer; the debrief's JSON could not be read
+    behind thoughts that held a brace, and the rich debrief was lost."""
+
+    def respond(request: dict[str, Any]) -> Step:
+        first = request["messages"][0]
+        if first["role"] == "system" and first["content"] == SYNTHESIS_SYSTEM_PROMPT:
+            return Reply(
+                '<think>The schema is {"summary": ...}. Keep it short.</think>\n'
+                + json.dumps(SYNTHESIS)
+            )
+        if not request.get("tools"):
+            return Reply("<think>They greet me.</think>\n\nHello! I add numbers.")
+        if not any(m["role"] == "tool" for m in request["messages"]):
+            return Reply("<think>Use the tool.</think>", [call("calculator", expression="2+2")])
+        return Reply(None, [call("final-answer", output=LONG, format="text", summary="2+2.")])
+
+    llm.script(model_name, respond)
+    agent = harness.agent(model_name, agent_id=unique("chat"))
+    run = await asyncio.wait_for(agent.run("What is 2+2?"), 60)
+    assert run.terminated_by == "final_answer_tool", run.error
+    rich = await asyncio.wait_for(run.debrief_rich(), 60)
+    assert rich is not None and rich.synthesized, rich
+    assert rich.summary == SYNTHESIS["summary"]
+    reply = await asyncio.wait_for(agent.session().chat("Hi, what do you do?"), 60)
+    assert reply.message == "Hello! I add numbers."
