@@ -40,7 +40,7 @@ from activities.llm_calls import (
 from activities.llm_context import ContextPlan, ContextRecord, StepContext, StepContexts
 from activities.llm_errors import attempts_exhausted
 from activities.pg_refusals import refused_data, refused_data_fails
-from activities.reply_calls import content_text, reply_calls, with_thinking
+from activities.reply_calls import read_reply, with_thinking
 from activities.request_messages import request_messages
 from activities.run_events import RunEvents, TextStream
 from activities.run_seed import RunSeeding, resolve_tools, seed_length, seed_messages
@@ -69,8 +69,6 @@ from reactive_temporal.contracts.run import (
 )
 from reactive_temporal.limits import bound_reply
 from reactive_temporal.pricing import price_for
-from reactive_temporal.rationale import parse_rationale_blocks, strip_rationale_blocks
-from reactive_temporal.thinking import reasoning_of, split_thinking
 from reactive_temporal.tools import ToolRegistry, wire_name
 
 MAX_OVERFLOW_RETRIES = 3
@@ -222,16 +220,16 @@ class LlmActivities:
             )  # fmt: skip
         try:  # whatever the endpoint put in its reply: an error here is the model's
             choice = response.choices[0]
-            real_names = {wire_name(n): n for n in input.tool_names}
-            calls = reply_calls(choice.message, real_names)
-            thinking, content = split_thinking(content_text(choice.message))
-            thinking = reasoning_of(choice.message) or thinking
-            rationale = {}
-            if input.audit_rationale:
-                rationale = parse_rationale_blocks(content)
-                content = strip_rationale_blocks(content) or None
+            read = read_reply(
+                choice.message,
+                {wire_name(n): n for n in input.tool_names},
+                audit_rationale=input.audit_rationale,
+                id_prefix=f"text_{input.seq}",
+            )
+            if read.calls_from_text:
+                _calls_written_as_text(input.model)
             # Whatever the model sent, what is stored and returned fits every payload limit.
-            content, calls = bound_reply(content, calls)
+            content, calls = bound_reply(read.content, read.calls)
         except Exception as err:  # unreadable however often it is asked again as an outage
             raise await self._billed_failure(
                 input, text, BilledReplies(usage=usage, cost=cost),
@@ -245,7 +243,7 @@ class LlmActivities:
             finish_reason=choice.finish_reason,
             usage=usage,
             cost=cost,
-            rationale=rationale,
+            rationale=read.rationale,
             context=context.report(overflows),
             prepared=prepared,
         )
@@ -256,7 +254,7 @@ class LlmActivities:
                 input.run_id,
                 input.seq,
                 reply,
-                with_thinking(result, thinking),
+                with_thinking(result, read.thinking),
                 events=text.last if text is not None else (),
                 also=self.contexts.sent(
                     input.run_id, input.seq, context, completion.usage.prompt_tokens
@@ -369,3 +367,20 @@ class LlmActivities:
 def _billed_before() -> tuple[Usage, float]:
     billed = last_heartbeat(BilledReplies) or BilledReplies()
     return billed.usage, billed.cost
+
+
+_TEXT_CALLS_SEEN: set[str] = set()
+
+
+def _calls_written_as_text(model: str) -> None:
+    """Say once per model and worker that its endpoint leaves its calls in the text: they are
+    read from it, but the endpoint is the thing to fix."""
+    if model in _TEXT_CALLS_SEEN:
+        return
+    _TEXT_CALLS_SEEN.add(model)
+    activity.logger.warning(
+        "model %s wrote its tool calls into its reply's text: its endpoint does not parse "
+        "them (vLLM: --enable-auto-tool-choice with the model's --tool-call-parser; "
+        "llama.cpp: --jinja). This worker reads them from the text.",
+        model,
+    )

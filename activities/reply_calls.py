@@ -13,19 +13,25 @@ endpoint sent. What real endpoints send besides OpenAI's shapes:
 - no `content` but a `refusal` (OpenAI's safety refusal): the refusal is the reply's text,
   where it was taken for an empty reply and nudged until the run's iterations ran out;
 - a reasoning model's thinking, in the text or beside it (`reactive_temporal.thinking`):
-  kept with the step's record only (`with_thinking`).
+  kept with the step's record only (`with_thinking`);
+- tool calls written into the text by an endpoint that does not parse them
+  (`reactive_temporal.text_calls`).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from openai.types.chat import ChatCompletionMessageCustomToolCall
 
-from reactive_temporal.contracts.run import LlmStepResult, ToolCall
+from reactive_temporal.contracts.run import LlmStepResult, RationaleDetail, ToolCall
+from reactive_temporal.rationale import parse_rationale_blocks, strip_rationale_blocks
 from reactive_temporal.sanitize import clean_text, clip
+from reactive_temporal.text_calls import calls_in_text
+from reactive_temporal.thinking import reasoning_of, split_thinking
 
 EXTRA_CONTENT_MAX_BYTES = 16_000
 """A call's `extra_content` is kept up to this size in JSON (a thought signature is a few
@@ -96,6 +102,36 @@ def reply_calls(message: object, real_names: Mapping[str, str]) -> list[ToolCall
             )
         )
     return calls
+
+
+@dataclass(frozen=True)
+class ReadReply:
+    """A model's reply as a step takes it, before `limits.bound_reply`."""
+
+    content: str | None
+    calls: list[ToolCall]
+    thinking: str | None = None
+    rationale: dict[int, RationaleDetail] = field(default_factory=dict)
+    calls_from_text: bool = False
+    """The calls were written into the text (`reactive_temporal.text_calls`)."""
+
+
+def read_reply(
+    message: object, real_names: Mapping[str, str], *, audit_rationale: bool, id_prefix: str
+) -> ReadReply:
+    """The reply's text without its thinking (and rationale blocks, in audit mode), and its
+    calls: those it made, or else those it wrote into the text, ids `<id_prefix>_<n>`."""
+    calls = reply_calls(message, real_names)
+    thinking, content = split_thinking(content_text(message))
+    thinking = reasoning_of(message) or thinking
+    rationale: dict[int, RationaleDetail] = {}
+    if audit_rationale:
+        rationale = parse_rationale_blocks(content)
+        content = strip_rationale_blocks(content) or None
+    written = None if calls else calls_in_text(content, real_names, id_prefix=id_prefix)
+    if written is not None:
+        content, calls = written
+    return ReadReply(content, calls, thinking, rationale, calls_from_text=written is not None)
 
 
 THINKING_MAX_CHARS = 64_000

@@ -1,7 +1,10 @@
-"""Reasoning models that write their thinking into the reply (DeepSeek-R1 and its distills,
-Qwen3, QwQ under vLLM or Ollama) or beside it (`reasoning_content`), over real HTTP through
-the real workflows: the thinking is never the run's answer, the chat's reply or the debrief,
-never sent back to the model, and kept with the step's record."""
+"""Open models served as they come, over real HTTP through the real workflows.
+
+Reasoning models that write their thinking into the reply (DeepSeek-R1 and its distills,
+Qwen3, QwQ under vLLM or Ollama) or beside it (`reasoning_content`): the thinking is never
+the run's answer, the chat's reply or the debrief, never sent back to the model, and kept
+with the step's record. Models whose endpoint leaves their tool calls in the text: the calls
+run."""
 
 from __future__ import annotations
 
@@ -13,7 +16,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from reactive_temporal.embedded.scripted_llm import Reply, ScriptedLLM, Step, call
+from reactive_temporal.embedded.scripted_llm import Endpoint, Reply, ScriptedLLM, Step, call
 from reactive_temporal.prompts import SYNTHESIS_SYSTEM_PROMPT
 from tests.workflow.conftest import Harness
 
@@ -127,3 +130,33 @@ async def test_a_chat_reply_and_a_debrief_leave_the_thinking_out(
     assert rich.summary == SYNTHESIS["summary"]
     reply = await asyncio.wait_for(agent.session().chat("Hi, what do you do?"), 60)
     assert reply.message == "Hello! I add numbers."
+
+
+async def test_tool_calls_left_in_the_text_run_as_calls(
+    harness: Harness, llm: ScriptedLLM, model_name: str
+):
+    """vLLM without a tool parser: Qwen's calls came as `<tool_call>` blocks in the text, and
+    the run ended at once as a success whose output was a call that never ran."""
+    llm.endpoint(model_name, Endpoint(pairs_tool_calls=True, parses_arguments=True))
+    llm.script(
+        model_name,
+        [
+            Reply(
+                "I will add them.\n<tool_call>\n"
+                '{"name": "calculator", "arguments": {"expression": "2+2"}}\n</tool_call>'
+            ),
+            Reply(
+                '<tool_call>\n{"name": "final-answer", "arguments": {"output": "4", '
+                '"format": "text", "summary": "Added."}}\n</tool_call>'
+            ),
+        ],
+    )
+    result = await asyncio.wait_for(
+        harness.run(model_name, "What is 2+2?", agent_id=unique("text"), memory=False), 60
+    )
+    assert (result.terminated_by, result.output) == ("final_answer_tool", "4"), result
+    assert llm.rejected[model_name] == []
+    sent = llm.requests[model_name][1]["messages"]
+    assert sent[-2]["content"] == "I will add them."
+    assert [c["function"]["name"] for c in sent[-2]["tool_calls"]] == ["calculator"]
+    assert sent[-1] == {"role": "tool", "content": "4", "tool_call_id": "text_2_0"}

@@ -1,0 +1,113 @@
+"""Tool calls a model wrote into its reply's text, read as the calls they are.
+
+An open model behind an endpoint that does not parse its tool calls (vLLM without
+`--enable-auto-tool-choice` or with another model's `--tool-call-parser`, a llama.cpp server
+without `--jinja`, an Ollama model whose template has no tools) writes each call in its own
+format into the text. The run took that text for the model's answer: it ended at once, as a
+success, its output a call that never ran. The formats the open models are trained on are
+read here, when the reply has no calls of its own:
+
+- Hermes, Qwen2.5/Qwen3, NousResearch: `<tool_call>{"name": …, "arguments": {…}}</tool_call>`,
+  one block per call;
+- Mistral: `[TOOL_CALLS][{"name": …, "arguments": {…}}, …]`, or `[TOOL_CALLS]name[ARGS]{…}`;
+- Llama 3.1–3.3: `<|python_tag|>{"name": …, "parameters": {…}}`, or that object alone as
+  the whole reply.
+
+A call counts only when it names a tool the step offered and its arguments are a JSON object:
+anything else is left as the text it was (a model explaining the format is answering). The
+text before the first call stays the reply's text.
+
+Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from reactive_temporal.contracts.run import ToolCall
+
+_HERMES = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|\Z)", re.DOTALL)
+_MISTRAL = re.compile(r"\[TOOL_CALLS\]\s*(.*)\Z", re.DOTALL)
+_MISTRAL_ARGS = re.compile(r"\[TOOL_CALLS\]\s*([\w.-]+)\s*\[ARGS\]\s*(.*)\Z", re.DOTALL)
+_PYTHON_TAG = re.compile(r"<\|python_tag\|>\s*(.*)\Z", re.DOTALL)
+_MARKERS = ("<tool_call>", "[TOOL_CALLS]", "<|python_tag|>")
+
+
+def calls_in_text(
+    text: str | None, real_names: Mapping[str, str], *, id_prefix: str
+) -> tuple[str | None, list[ToolCall]] | None:
+    """`(text before the calls, the calls)` when `text` holds calls in a format an open model
+    writes, each naming a tool of `real_names` (wire name → the tool's name) with a JSON
+    object for arguments; None otherwise. Calls get ids `<id_prefix>_<n>`."""
+    if not text:
+        return None
+    found = _marked(text, real_names) if any(m in text for m in _MARKERS) else None
+    if found is None and text.lstrip().startswith("{"):
+        found = _bare_object(text, real_names)
+    if found is None:
+        return None
+    before, calls = found
+    ids = [f"{id_prefix}_{n}" for n in range(len(calls))]
+    tool_calls = [
+        ToolCall(id=i, name=name, arguments=json.dumps(arguments))
+        for i, (name, arguments) in zip(ids, calls, strict=True)
+    ]
+    return (before.strip() or None), tool_calls
+
+
+def _marked(text: str, names: Mapping[str, str]) -> tuple[str, list[tuple[str, Any]]] | None:
+    if "<tool_call>" in text:
+        blocks = list(_HERMES.finditer(text))
+        calls = [_call(_json(b.group(1)), names) for b in blocks]
+        return _all(text[: blocks[0].start()], calls) if blocks else None
+    if (match := _MISTRAL_ARGS.search(text)) is not None:
+        name, arguments = match.group(1), _json(match.group(2))
+        return _all(text[: match.start()], [_call({"name": name, "arguments": arguments}, names)])
+    if (match := _MISTRAL.search(text)) is not None:
+        listed = _json(match.group(1))
+        listed = listed if isinstance(listed, list) else [listed]
+        return _all(text[: match.start()], [_call(item, names) for item in listed])
+    if (match := _PYTHON_TAG.search(text)) is not None:
+        parsed = _json(match.group(1))
+        items = parsed if isinstance(parsed, list) else [parsed]
+        return _all(text[: match.start()], [_call(item, names) for item in items])
+    return None
+
+
+def _bare_object(text: str, names: Mapping[str, str]) -> tuple[str, list[tuple[str, Any]]] | None:
+    """Llama's JSON tool format: the object alone is the whole reply (`parameters`, not
+    `arguments`, is how it writes them; either is taken)."""
+    parsed = _json(text)
+    if not isinstance(parsed, dict) or set(parsed) - {"name", "parameters", "arguments"}:
+        return None
+    return _all("", [_call(parsed, names)])
+
+
+def _call(item: object, names: Mapping[str, str]) -> tuple[str, Any] | None:
+    """(the tool's name, its arguments) when `item` is a call of an offered tool."""
+    if not isinstance(item, dict) or not isinstance(item.get("name"), str):
+        return None
+    arguments = item.get("arguments", item.get("parameters", {}))
+    if isinstance(arguments, str):  # some write the arguments as JSON text, as the API does
+        arguments = _json(arguments)
+    name = names.get(item["name"])
+    return (name, arguments) if name is not None and isinstance(arguments, dict) else None
+
+
+def _all(
+    before: str, calls: list[tuple[str, Any] | None]
+) -> tuple[str, list[tuple[str, Any]]] | None:
+    """Every call read, or none: a block that does not read is text, and so are the rest."""
+    if not calls or any(c is None for c in calls):
+        return None
+    return before, [c for c in calls if c is not None]
+
+
+def _json(text: str) -> Any:
+    try:
+        return json.loads(text.strip())
+    except (ValueError, RecursionError):
+        return None

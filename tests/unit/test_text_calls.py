@@ -1,0 +1,77 @@
+"""Tool calls an open model wrote into its text, in the formats it was trained on (pure)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from reactive_temporal.text_calls import calls_in_text
+
+NAMES = {"calculator": "calculator", "shop__buy": "shop/buy", "final-answer": "final-answer"}
+
+
+def read(text: str) -> tuple[str | None, list[tuple[str, str, dict[str, object]]]] | None:
+    found = calls_in_text(text, NAMES, id_prefix="text_7")
+    if found is None:
+        return None
+    before, calls = found
+    return before, [(c.id, c.name, json.loads(c.arguments)) for c in calls]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (  # Hermes, Qwen2.5 / Qwen3
+            'Let me add.\n<tool_call>\n{"name": "calculator", "arguments": {"expression": '
+            '"2+2"}}\n</tool_call>',
+            ("Let me add.", [("text_7_0", "calculator", {"expression": "2+2"})]),
+        ),
+        (  # two blocks, the last one not closed (the reply ended there)
+            '<tool_call>{"name": "calculator", "arguments": {"expression": "1"}}</tool_call>\n'
+            '<tool_call>{"name": "shop__buy", "arguments": "{\\"sku\\": \\"A\\"}"}',
+            (None, [("text_7_0", "calculator", {"expression": "1"}),
+                    ("text_7_1", "shop/buy", {"sku": "A"})]),
+        ),
+        (  # Mistral v0.3
+            '[TOOL_CALLS] [{"name": "calculator", "arguments": {"expression": "3*3"}}]',
+            (None, [("text_7_0", "calculator", {"expression": "3*3"})]),
+        ),
+        (  # Mistral's newer tokenizers
+            'Checking.[TOOL_CALLS]calculator[ARGS]{"expression": "5-1"}',
+            ("Checking.", [("text_7_0", "calculator", {"expression": "5-1"})]),
+        ),
+        (  # Llama 3.1-3.3, with the python tag or as the whole reply
+            '<|python_tag|>{"name": "calculator", "parameters": {"expression": "9"}}',
+            (None, [("text_7_0", "calculator", {"expression": "9"})]),
+        ),
+        (
+            ' {"name": "final-answer", "parameters": {"output": "4", "format": "text"}}',
+            (None, [("text_7_0", "final-answer", {"output": "4", "format": "text"})]),
+        ),
+    ],
+)  # fmt: skip
+def test_calls_written_in_an_open_model_s_format_are_read(text: str, expected: object) -> None:
+    assert read(text) == expected
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "FINAL ANSWER: 4",
+        "",
+        # a tool the step did not offer: the text stands (the tool was never the model's)
+        '<tool_call>{"name": "rm_rf", "arguments": {}}</tool_call>',
+        # arguments that are not an object, or a block that does not read
+        '<tool_call>{"name": "calculator", "arguments": [1, 2]}</tool_call>',
+        '<tool_call>{"name": "calculator", "arguments": {"expression": </tool_call>',
+        # one of two blocks does not read: neither is taken
+        '<tool_call>{"name": "calculator", "arguments": {}}</tool_call><tool_call>oops',
+        # an answer that is a JSON object of its own, or explains the format
+        '{"name": "calculator", "result": 4}',
+        '{"answer": 4}',
+        "Write calls as <tool_call>{...}</tool_call> blocks.",
+    ],
+)
+def test_anything_else_is_the_text_it_was(text: str) -> None:
+    assert read(text) is None
