@@ -6,6 +6,8 @@
     python worker.py --mcp github=https://mcp.example.com/mcp   # streamable HTTP
     python worker.py --mcp docs=https://mcp.example.com/mcp \
                      --mcp-header 'docs=Authorization: Bearer ${DOCS_TOKEN}'  # a hosted one
+    python worker.py --mcp docs=https://mcp.example.com/mcp \
+                     --mcp-header 'docs=Authorization: Bearer ${file:/run/secrets/docs}'  # rotated
     python worker.py --mcp "gh=npx -y @modelcontextprotocol/server-github" --mcp-env GITHUB_TOKEN
     python worker.py --processes 4            # four worker processes here: one per core
 

@@ -16,6 +16,12 @@ alone: its reply, if it ever comes, is dropped like any late reply, and the othe
 separate HTTP responses: `mcp_http` stops reading one at its deadline or its cap and fails only
 its own request, so that session ends only when its transport fails.)
 
+A call an HTTP server refused for its credentials (401, 403) goes again once, on a new
+session, when the credentials a new session would send differ from those refused (a token
+rotated in the file a `--mcp-header` reads: `credentials_renewed`); otherwise it fails saying
+what the server answered. Once, not until it works: a server that refuses the new ones too is
+not asked again by that call.
+
 The next call opens a new session, lazily: a failing start is then the error of a call that
 needed the server, which its model reads as a tool error, rather than a background failure
 nobody reads, and a server nobody calls again is not restarted. It waits for the old server to
@@ -34,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the SDK is imported when a server is connected (see mcp_tools)
     import mcp_types
-    from mcp import ClientSession
+    from mcp import ClientSession, MCPError
     from mcp.client import Transport
 
 logger = logging.getLogger(__name__)
@@ -51,12 +57,16 @@ class TransportHooks:
     refusal: Callable[[str], str | None] = lambda message: None
     """Why the transport refused a reply, if a request's error `message` says it did (a reply
     over the cap, say); a transport that refuses replies without ending replaces it."""
+    credentials_refused: Callable[[str], bool] = lambda message: False
+    """Whether a request's error `message` is the server refusing the credentials sent (an
+    HTTP 401 or 403); a transport that sends credentials replaces it."""
 
 
 TransportFactory = Callable[[TransportHooks], "Transport"]
 """Opens a server's transport, once for each session."""
 
 CLOSED = "was closed (the worker is stopping)"
+RENEWED = "was reconnected: its credentials were renewed"
 MAX_TOOL_PAGES = 100
 """Pages of `tools/list` read from one server; a server with more, or one that names a page
 it sent already, is refused (it would be read forever)."""
@@ -95,6 +105,8 @@ class _Life:
         self.why: str | None = None
         self.task: asyncio.Task[None] | None = None
         self.hooks = TransportHooks(self.end)
+        self.renewed = False
+        """Ended by a call its server refused, to open one with renewed credentials."""
 
     def end(self, why: str) -> None:
         """Ask the life's task to close the session; the first reason given is kept."""
@@ -112,10 +124,14 @@ class McpConnection:
         open_transport: TransportFactory,
         *,
         connect_timeout_seconds: float,
+        credentials_renewed: Callable[[], bool] | None = None,
     ) -> None:
         self.name = name
         self._open_transport = open_transport
         self.connect_timeout_seconds = connect_timeout_seconds
+        self._credentials_renewed = credentials_renewed
+        """Whether a new session would send other credentials than the current one (read
+        again now; a ValueError when they cannot be); None when they cannot change."""
         self._life: _Life | None = None
         self._closed = False
         self._lock = asyncio.Lock()
@@ -137,27 +153,65 @@ class McpConnection:
     async def call_tool(
         self, tool: str, arguments: dict[str, Any], read_timeout_seconds: float
     ) -> mcp_types.CallToolResult:
-        """Call `tool` on the current session (opening one if the last has ended)."""
+        """Call `tool` on the current session (opening one if the last has ended); once more
+        on a new one if the server refused credentials that have been renewed since."""
         from mcp import MCPError
+
+        for attempt in (1, 2):
+            life = await self._current()
+            assert life.session is not None
+            try:
+                return await life.session.call_tool(
+                    tool, arguments, read_timeout_seconds=read_timeout_seconds
+                )
+            except asyncio.CancelledError:  # run_tool's timeout, or the run's cancellation
+                self._abandoned(life, tool)
+                raise
+            except MCPError as err:
+                if attempt == 1 and self._renewed(life, err):
+                    continue  # refused before the server ran it: safe to send again
+                said = self._said(life, tool, err)
+                if said is err:
+                    raise
+                raise said from err
+        raise AssertionError("unreachable: the second attempt returns or raises")
+
+    def _said(self, life: _Life, tool: str, err: MCPError) -> Exception:
+        """The error a call fails with: in words saying why, when the session or the
+        transport knows, else the server's own."""
         from mcp_types import REQUEST_TIMEOUT
 
-        life = await self._current()
-        assert life.session is not None
-        try:
-            return await life.session.call_tool(
-                tool, arguments, read_timeout_seconds=read_timeout_seconds
-            )
-        except asyncio.CancelledError:  # run_tool's timeout, or the run's cancellation
+        if life.ended.is_set():  # the session ended under the call: say why, not "closed"
+            return McpConnectionError(f"MCP server {self.name!r} {life.why}")
+        if (why := life.hooks.refusal(err.message)) is not None:
+            return McpConnectionError(f"MCP server {self.name!r} {why}")
+        if err.code == REQUEST_TIMEOUT:  # the SDK's backstop
             self._abandoned(life, tool)
-            raise
-        except MCPError as err:
-            if life.ended.is_set():  # the session ended under the call: say why, not "closed"
-                raise McpConnectionError(f"MCP server {self.name!r} {life.why}") from err
-            if (why := life.hooks.refusal(err.message)) is not None:
-                raise McpConnectionError(f"MCP server {self.name!r} {why}") from err
-            if err.code == REQUEST_TIMEOUT:  # the SDK's backstop
-                self._abandoned(life, tool)
-            raise
+        return err
+
+    def _renewed(self, life: _Life, err: MCPError) -> bool:
+        """Whether a call the server refused for its credentials may go again, on a new
+        session: the credentials were renewed since `life` opened (its session is then ended,
+        so the next call opens one with them), or another call refused on it found they were.
+        Credentials that cannot be read again fail the call, saying so."""
+        if not life.hooks.credentials_refused(err.message):
+            return False
+        if life.renewed:
+            return True
+        if self._credentials_renewed is None:
+            return False
+        try:
+            renewed = self._credentials_renewed()
+        except ValueError as unreadable:
+            why = life.hooks.refusal(err.message)
+            raise McpConnectionError(
+                f"MCP server {self.name!r} {why}, and its credentials cannot be read again: "
+                f"{unreadable}"
+            ) from err
+        if renewed:
+            life.renewed = True
+            life.end(RENEWED)
+        return renewed
 
     @staticmethod
     def _abandoned(life: _Life, tool: str) -> None:

@@ -11,16 +11,24 @@ worker's command line (`ps`, and the command line each process of `--processes N
 with), only in the environment, where the worker's other secrets are. A literal value works
 too, and is as visible as any other argument.
 
-Errors name the server, the header and the variable, never a value: they are printed and
-logged, and a value is a secret more often than not.
+A value names a file as `${file:PATH}`: its content, stripped of surrounding whitespace (the
+trailing newline), read at the worker's start and again for each new session with the server
+(`SessionHeaders`), and after the server refused the credentials, to tell whether they were
+renewed. Tokens that rotate are written to a file in place (Kubernetes' projected
+service-account tokens, Vault agent's sidecar) or expire (OAuth access tokens, renewed by
+whatever writes the file): a variable, read once, would take a worker restart at each.
+
+Errors name the server, the header and the variable or the file, never a value: they are
+printed and logged, and a value is a secret more often than not.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import stat
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from urllib.parse import urlsplit, urlunsplit
 
 from reactive_temporal.http_headers import RESERVED, name_problem, value_problem
@@ -31,6 +39,11 @@ MCP_RESERVED = RESERVED | {"accept", "last-event-id", "mcp-protocol-version", "m
 the operator's would break every session)."""
 _REFERENCE = re.compile(r"\$\{([^}]*)\}")
 _VARIABLE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+FILE_PREFIX = "file:"
+"""`${file:PATH}`: a reference to a file rather than to a variable (no variable has a colon)."""
+MAX_FILE_BYTES = 64 * 1024
+"""The longest file a header is read from: a token or a key is a few kilobytes at most, and a
+longer file is a wrong path (a log, a binary), not a credential."""
 
 
 @dataclass(frozen=True)
@@ -47,14 +60,33 @@ class McpHeader:
         """How an error names this header: its server and name, not its value."""
         return f"--mcp-header for MCP server {self.server!r}, header {self.name!r}"
 
+    @property
+    def files(self) -> tuple[str, ...]:
+        """The paths its `${file:PATH}` references name, as written."""
+        return tuple(
+            ref.removeprefix(FILE_PREFIX)
+            for ref in _REFERENCE.findall(self.template)
+            if ref.startswith(FILE_PREFIX)
+        )
+
+    @property
+    def variables(self) -> tuple[str, ...]:
+        """The names its `${VARIABLE}` references give, as written."""
+        return tuple(
+            ref for ref in _REFERENCE.findall(self.template) if not ref.startswith(FILE_PREFIX)
+        )
+
     def value(self, environ: Mapping[str, str] | None = None) -> str:
         """The value to send: `${VARIABLE}` references read from `environ` (the process's
-        environment); a ValueError naming the variable when one is unset or empty, or when
-        the value would hold a line break (a second header smuggled into the request)."""
+        environment), `${file:PATH}` ones from their files (`read_header_file`); a ValueError
+        naming the variable or the file when one is unset, unreadable or empty, or when the
+        value would hold a line break (a second header smuggled into the request)."""
         env = os.environ if environ is None else environ
 
         def read(match: re.Match[str]) -> str:
             variable = match.group(1)
+            if variable.startswith(FILE_PREFIX):
+                return read_header_file(variable.removeprefix(FILE_PREFIX), self.where)
             if not _VARIABLE.fullmatch(variable):
                 raise ValueError(
                     f"{self.where}: ${{{variable}}} does not name an environment variable"
@@ -88,13 +120,89 @@ def parse_mcp_header(text: str) -> McpHeader:
     return McpHeader(server=server, name=name, template=template.strip())
 
 
-def headers_by_server(
+def read_header_file(path: str, where: str) -> str:
+    """The content of the file a `${file:PATH}` names, stripped of surrounding whitespace; a
+    ValueError naming `where` (the header) and the file, never its content, when it cannot be
+    read, is not a regular file (a FIFO would hold the worker's start), is longer than
+    MAX_FILE_BYTES, is empty, or holds what a header's value may not."""
+    if not path:
+        raise ValueError(f"{where}: ${{{FILE_PREFIX}}} names no file")
+
+    def unreadable(err: OSError) -> ValueError:
+        return ValueError(f"{where}: cannot read file {path} ({err.strerror or err})")
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as err:
+        raise unreadable(err) from None
+    try:
+        regular = stat.S_ISREG(os.fstat(fd).st_mode)
+        data = _read_at_most(fd, MAX_FILE_BYTES + 1) if regular else b""
+    except OSError as err:
+        raise unreadable(err) from None
+    finally:
+        os.close(fd)
+    if not regular:
+        raise ValueError(f"{where}: file {path} is not a regular file")
+    if len(data) > MAX_FILE_BYTES:
+        raise ValueError(f"{where}: file {path} is longer than {MAX_FILE_BYTES} bytes")
+    text = data.decode("utf-8", "replace").strip()
+    if not text:
+        raise ValueError(f"{where}: file {path} is empty")
+    if (problem := value_problem(text) or _character_problem(text)) is not None:
+        raise ValueError(f"{where}: file {path}: {problem}")
+    return text
+
+
+def _read_at_most(fd: int, size: int) -> bytes:
+    """Up to `size` bytes of the file open as `fd`: to its end, or `size` when it is longer."""
+    chunks: list[bytes] = []
+    while size > 0 and (chunk := os.read(fd, size)):
+        chunks.append(chunk)
+        size -= len(chunk)
+    return b"".join(chunks)
+
+
+def _character_problem(text: str) -> str | None:
+    """What a header's value may not hold besides a line break: a control character other
+    than a tab (the HTTP client refuses it at each request), or one outside ASCII (the HTTP
+    client encodes values as ASCII and fails each session)."""
+    if all(" " <= c <= "~" or c == "\t" for c in text):
+        return None
+    return "it holds a control character, or one outside ASCII, which a header may not"
+
+
+@dataclass
+class ServerHeaders:
+    """One HTTP server's `--mcp-header`s: their values as read at the worker's start, and what
+    reading their `${file:PATH}`s again takes (the variables, kept as they were then: a
+    `${VARIABLE}` is read once)."""
+
+    server: str
+    headers: list[McpHeader] = field(default_factory=list)
+    environ: dict[str, str] = field(default_factory=dict)
+    values: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def files(self) -> tuple[str, ...]:
+        """The files its values are read from: none, and they are never read again."""
+        return tuple(path for header in self.headers for path in header.files)
+
+    def read(self) -> dict[str, str]:
+        """The values to send now: the files read again (a ValueError naming one that cannot
+        be read or holds no value), the variables as they were at the start."""
+        return {header.name: header.value(self.environ) for header in self.headers}
+
+
+def header_sources(
     texts: Sequence[str], transports: Mapping[str, str], environ: Mapping[str, str] | None = None
-) -> dict[str, dict[str, str]]:
-    """The headers each HTTP server gets, read now: `transports` maps each `--mcp` server's
+) -> dict[str, ServerHeaders]:
+    """The headers of each HTTP server, read now: `transports` maps each `--mcp` server's
     name to its transport. A header for no server, for a stdio server (its secrets go in its
-    environment: `--mcp-env`) or given twice is a ValueError."""
-    sent: dict[str, dict[str, str]] = {}
+    environment: `--mcp-env`) or given twice is a ValueError, as is a value that cannot be
+    read (`McpHeader.value`)."""
+    env = os.environ if environ is None else environ
+    sources: dict[str, ServerHeaders] = {}
     for text in texts:
         header = parse_mcp_header(text)
         transport = transports.get(header.server)
@@ -106,11 +214,52 @@ def headers_by_server(
                 f"{header.where}: it is a stdio server, which takes no headers; pass its "
                 "secrets in its environment with --mcp-env NAME"
             )
-        server = sent.setdefault(header.server, {})
-        if header.name.lower() in (n.lower() for n in server):
+        source = sources.setdefault(header.server, ServerHeaders(header.server))
+        if header.name.lower() in (n.lower() for n in source.values):
             raise ValueError(f"{header.where}: given twice")
-        server[header.name] = header.value(environ)
-    return sent
+        source.values[header.name] = header.value(env)
+        source.headers.append(header)
+        source.environ.update({v: env[v] for v in header.variables if v in env})
+    return sources
+
+
+def headers_by_server(
+    texts: Sequence[str], transports: Mapping[str, str], environ: Mapping[str, str] | None = None
+) -> dict[str, dict[str, str]]:
+    """The headers each HTTP server gets, read now (`header_sources`)."""
+    sources = header_sources(texts, transports, environ)
+    return {server: source.values for server, source in sources.items()}
+
+
+class SessionHeaders:
+    """The headers one HTTP server's sessions send: read again (its files) as each session
+    opens, so a token rotated in its file is sent from the next session on, and read again
+    after the server refused them, to tell whether a new session would send others.
+
+    Read once a session, not once a request: a request is a tool call, and a worker makes
+    many more of those than a token rotates."""
+
+    def __init__(self, source: ServerHeaders | None) -> None:
+        self._source = source if source is not None and source.files else None
+        self.sent: dict[str, str] = {} if source is None else dict(source.values)
+        """What the current (or the last) session was opened with."""
+
+    @property
+    def renewable(self) -> bool:
+        """Whether any of them is read from a file (only those can change)."""
+        return self._source is not None
+
+    def for_session(self) -> dict[str, str]:
+        """The headers a session opening now sends: its files read again."""
+        if self._source is not None:
+            self.sent = self._source.read()
+        return self.sent
+
+    def renewed(self) -> bool:
+        """Whether a new session would send other headers than the current one: the files
+        read again now (a ValueError naming one that cannot be read); False when none of its
+        headers is read from a file."""
+        return self._source is not None and self._source.read() != self.sent
 
 
 def shown_url(url: str) -> str:

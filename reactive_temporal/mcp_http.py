@@ -111,10 +111,16 @@ class ReplyLimits:
         too slow; None for any other error."""
         if self.too_long in message or self._sse_too_long in message:
             return self.too_long
-        if self.unauthorized is not None and SDK_HTTP_ERROR in message:
+        if self.credentials_refused(message):
             return self.unauthorized
         slow = (self.too_slow(self.call_seconds), self.too_slow(self.connect_seconds))
         return next((why for why in (self.compressed, *slow) if why in message), None)
+
+    def credentials_refused(self, message: str) -> bool:
+        """Whether a request failed with `message` because the server refused the credentials
+        (its last refusal, `unauthorized`): the server did not run it, so it may go again
+        with renewed ones."""
+        return self.unauthorized is not None and SDK_HTTP_ERROR in message
 
     def event_hooks(self) -> dict[str, list[EventHook]]:
         return {"request": [self._stamp], "response": [self._cap]}
@@ -271,6 +277,7 @@ async def http_transport(
         credentials=bool(headers),
     )
     hooks.refusal = limits.refusal
+    hooks.credentials_refused = limits.credentials_refused
     client = httpx2.AsyncClient(
         timeout=httpx2.Timeout(CONNECT_SECONDS, read=READ_SECONDS),
         headers={**(headers or {}), "Accept-Encoding": "identity"},

@@ -18,8 +18,11 @@ the operator names with `--mcp-env NAME` (repeatable), never the worker's own se
     python worker.py --mcp "gh=npx -y @modelcontextprotocol/server-github" --mcp-env GITHUB_TOKEN
 
 An HTTP server that asks for credentials gets them in headers, `--mcp-header
-'docs=Authorization: Bearer ${DOCS_TOKEN}'`, read from the environment as the worker starts
-(`mcp_headers`); errors show its URL without a password or query (`McpServerSpec.shown`).
+'docs=Authorization: Bearer ${DOCS_TOKEN}'`, read from the environment as the worker starts,
+or `${file:PATH}`, read from a file at the start and again for each new session and after the
+server refused them (`mcp_headers`): a call refused with credentials renewed since goes again
+once, on a new session (`mcp_connection`). Errors show its URL without a password or query
+(`McpServerSpec.shown`).
 
 The worker opens the toolbox before it starts and closes it after it stops. In between, each
 server's session lives in a task of its own (`mcp_connection`): a call to a stdio server that
@@ -52,7 +55,7 @@ from reactive_temporal.mcp_connection import (
     TransportHooks,
     describe,
 )
-from reactive_temporal.mcp_headers import headers_by_server, shown_url
+from reactive_temporal.mcp_headers import SessionHeaders, header_sources, shown_url
 from reactive_temporal.tools import Tool, ToolFunction
 
 if TYPE_CHECKING:
@@ -190,10 +193,10 @@ class McpToolbox:
 
     Stdio servers get `server_environment(env)`: a minimal environment plus the variables
     named in `env`, so the worker's secrets never reach a server's process. HTTP servers get
-    the `headers` given for them (`NAME=Header-Name: value`, `${VARIABLE}`s read now:
-    `mcp_headers`). A stdio server's
-    session is started again after a call abandoned it mid-reply or it sent a message over
-    `max_message_bytes` (`mcp_connection`); an HTTP server's reply over `max_message_bytes`
+    the `headers` given for them (`NAME=Header-Name: value`, `${VARIABLE}`s and
+    `${file:PATH}`s read now, the files again for each new session: `mcp_headers`). A stdio
+    server's session is started again after a call abandoned it mid-reply or it sent a message
+    over `max_message_bytes` (`mcp_connection`); an HTTP server's reply over `max_message_bytes`
     fails its call and the session goes on (`mcp_http`).
     """
 
@@ -211,7 +214,9 @@ class McpToolbox:
         self.servers = parse_mcp_specs(specs)  # bad specs fail here, before anything starts
         self.env_names = list(env)
         server_environment(self.env_names)  # and bad --mcp-env names
-        self.headers = headers_by_server(headers, {s.name: s.transport for s in self.servers})
+        self.header_sources = header_sources(headers, {s.name: s.transport for s in self.servers})
+        self.headers = {name: source.values for name, source in self.header_sources.items()}
+        """What each HTTP server's headers were when the toolbox was made."""
         if max_message_bytes < 1:
             raise ValueError(f"max_message_bytes must be positive, not {max_message_bytes!r}")
         self.connect_timeout_seconds = connect_timeout_seconds
@@ -225,11 +230,7 @@ class McpToolbox:
     async def __aenter__(self) -> McpToolbox:
         try:
             for server in self.servers:
-                connection = McpConnection(
-                    server.name,
-                    self._transport(server),
-                    connect_timeout_seconds=self.connect_timeout_seconds,
-                )
+                connection = self._connection(server)
                 self._connections.append(connection)
                 try:
                     listed = await connection.open()
@@ -259,7 +260,18 @@ class McpToolbox:
         await asyncio.gather(*(c.close() for c in self._connections))
         self._connections.clear()
 
-    def _transport(self, server: McpServerSpec) -> TransportFactory:
+    def _connection(self, server: McpServerSpec) -> McpConnection:
+        """`server`'s connection: an HTTP one's headers read again for each session it opens,
+        and, after a refusal, to tell whether they were renewed."""
+        headers = SessionHeaders(self.header_sources.get(server.name))
+        return McpConnection(
+            server.name,
+            self._transport(server, headers),
+            connect_timeout_seconds=self.connect_timeout_seconds,
+            credentials_renewed=headers.renewed if headers.renewable else None,
+        )
+
+    def _transport(self, server: McpServerSpec, headers: SessionHeaders) -> TransportFactory:
         """How to open `server`'s transport, each time its session starts."""
         if server.transport == "http":
             from reactive_temporal.mcp_http import http_transport
@@ -269,12 +281,11 @@ class McpToolbox:
             limit, grace = self.max_message_bytes, READ_BACKSTOP_SECONDS
             call_seconds = self.tool_timeout_seconds + grace
             connect_seconds = self.connect_timeout_seconds + grace
-            headers = self.headers.get(server.name, {})
             return lambda hooks: http_transport(
                 url,
                 hooks,
                 server=server.name,
-                headers=headers,
+                headers=headers.for_session(),
                 max_message_bytes=limit,
                 call_seconds=call_seconds,
                 connect_seconds=connect_seconds,

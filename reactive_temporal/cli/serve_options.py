@@ -47,7 +47,8 @@ McpHeaderOption = Annotated[
         metavar="'NAME=Header: value'",
         help="A header sent to HTTP MCP server NAME (repeatable), e.g. "
         "'docs=Authorization: Bearer ${DOCS_TOKEN}': ${VARIABLE} is read from the "
-        "environment, so the secret is not on the command line.",
+        "environment, so the secret is not on the command line; ${file:PATH} from a file, "
+        "read again for each new session and when the server refuses it (a rotated token).",
     ),
 ]
 
@@ -192,7 +193,8 @@ def worker_command(
         ("--tools", tools),
         ("--mcp", mcp),
         ("--mcp-env", mcp_env),
-        ("--mcp-header", mcp_header),  # as given: each process reads its ${VARIABLE}s
+        ("--mcp-header", mcp_header),  # as given: each process reads its ${VARIABLE}s and
+        # ${file:PATH}s, so no secret goes on a command line
     ):
         for value in values or []:
             command += [flag, value]

@@ -49,7 +49,8 @@ class WorkerOptions:
     mcp_env: Sequence[str] = ()
     """Environment variables passed to stdio MCP servers (they get only these and the basics)."""
     mcp_headers: Sequence[str] = ()
-    """Headers sent to HTTP MCP servers: `NAME=Header-Name: value` (`mcp_headers`)."""
+    """Headers sent to HTTP MCP servers: `NAME=Header-Name: value`, with `${VARIABLE}`s and
+    `${file:PATH}`s in the value (`mcp_headers`)."""
 
 
 class NoServerError(RuntimeError):

@@ -317,6 +317,11 @@ CLI_CASES: list[tuple[str, list[str], dict[str, str], int, str]] = [
       "docs=Authorization: Bearer ${NO_SUCH_TOKEN_VAR}"], NO_SERVER, 2,
      "--mcp-header for MCP server 'docs', header 'Authorization': environment variable "
      "NO_SUCH_TOKEN_VAR is not set"),
+    ("worker-mcp-header-missing-file",
+     ["worker", "--mcp", "docs=https://mcp.example/mcp", "--mcp-header",
+      "docs=Authorization: Bearer ${file:/nonexistent/mcp-token}"], NO_SERVER, 2,
+     "--mcp-header for MCP server 'docs', header 'Authorization': cannot read file "
+     "/nonexistent/mcp-token (No such file or directory)"),
     ("dev-mcp-header-stdio-server",
      ["dev", "--mcp", "fs=python server.py", "--mcp-header", "fs=X-Api-Key: sk-literal-9"],
      NO_SERVER, 2, "it is a stdio server, which takes no headers"),

@@ -1,12 +1,22 @@
-"""`--mcp-header NAME=Header-Name: value`: parsed, checked and read from the environment at the
-worker's start; every error names the server, the header and the variable, never a value."""
+"""`--mcp-header NAME=Header-Name: value`: parsed, checked and read from the environment (and
+from files) at the worker's start, files again for each session; every error names the server,
+the header and the variable or the file, never a value."""
 
 from __future__ import annotations
+
+import os
+from pathlib import Path
 
 import httpx2
 import pytest
 
-from reactive_temporal.mcp_headers import headers_by_server, parse_mcp_header, shown_url
+from reactive_temporal.mcp_headers import (
+    SessionHeaders,
+    header_sources,
+    headers_by_server,
+    parse_mcp_header,
+    shown_url,
+)
 from reactive_temporal.mcp_http import ReplyLimits
 from reactive_temporal.mcp_tools import McpToolbox, parse_mcp_spec
 
@@ -135,3 +145,117 @@ async def test_a_refusal_of_the_credentials_names_the_status_until_they_are_take
     assert limits.refusal("MCPError: Method not found") is None
     await answer(200)
     assert limits.refusal(error) is None
+
+
+def write(path: Path, content: str | bytes) -> str:
+    if isinstance(content, str):
+        content = content.encode()
+    path.write_bytes(content)
+    return str(path)
+
+
+def test_a_value_reads_its_files_stripped_beside_its_variables(tmp_path: Path):
+    """`${file:PATH}` is the file's content without its trailing newline (as `echo`, a Vault
+    agent's template or a Kubernetes secret leaves it), beside `${VARIABLE}`s."""
+    token = write(tmp_path / "token", f"  {SECRET}\n")
+    sent = headers_by_server(
+        [f"docs=Authorization: Bearer ${{file:{token}}}", "docs=X-Team: ${TEAM}"],
+        SERVERS,
+        {"TEAM": "core"},
+    )
+    assert sent == {"docs": {"Authorization": f"Bearer {SECRET}", "X-Team": "core"}}
+
+
+@pytest.mark.parametrize(
+    ("content", "problem"),
+    [
+        (None, "cannot read file {path} (No such file or directory)"),
+        ("", "file {path} is empty"),
+        (" \n\n", "file {path} is empty"),
+        (f"{SECRET}\r\nX-Admin: 1\n", "file {path}: the value holds a line break or NUL"),
+        (f"{SECRET}\nX-Admin: 1", "file {path}: the value holds a line break or NUL"),
+        (f"{SECRET}\0", "file {path}: the value holds a line break or NUL"),
+        (f"{SECRET}\x1b[2J", "file {path}: it holds a control character, or one outside ASCII"),
+        (f"{SECRET}é".encode(), "file {path}: it holds a control character, or one outside ASCII"),
+        (b"\xff\xfe" + SECRET.encode(), "file {path}: it holds a control character"),
+        (SECRET * 10_000, "file {path} is longer than 65536 bytes"),
+    ],
+)
+def test_a_file_that_holds_no_header_value_is_named_and_its_content_is_not(
+    tmp_path: Path, content: str | bytes | None, problem: str
+):
+    path = tmp_path / "token"
+    if content is not None:
+        write(path, content)
+    with pytest.raises(ValueError) as info:
+        headers_by_server([f"docs=Authorization: Bearer ${{file:{path}}}"], SERVERS, {})
+    message = str(info.value)
+    assert message.startswith(
+        f"--mcp-header for MCP server 'docs', header 'Authorization': {problem.format(path=path)}"
+    ), message
+    assert SECRET not in message
+
+
+def test_a_file_reference_must_name_a_regular_file(tmp_path: Path):
+    """A directory is a wrong path; a FIFO would hold the worker's start until someone wrote
+    to it, and would not hold the token when it was read again."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    for path, problem in ((tmp_path, "is not a regular file"), (fifo, "is not a regular file")):
+        with pytest.raises(ValueError, match=f"file {path} {problem}"):
+            headers_by_server([f"docs=X-Key: ${{file:{path}}}"], SERVERS, {})
+    with pytest.raises(ValueError, match=r"\$\{file:\} names no file"):
+        headers_by_server(["docs=X-Key: ${file:}"], SERVERS, {})
+
+
+def test_a_session_reads_its_files_again_and_its_variables_never(tmp_path: Path):
+    """Each new session sends the files' current content; a refusal asks whether a new
+    session would send other headers. A `${VARIABLE}` is as it was at the start."""
+    token = tmp_path / "token"
+    write(token, "one\n")
+    environ = {"TEAM": "core"}
+    [source] = header_sources(
+        [f"docs=Authorization: Bearer ${{file:{token}}}", "docs=X-Team: ${TEAM}"],
+        SERVERS,
+        environ,
+    ).values()
+    environ["TEAM"] = "changed"
+    headers = SessionHeaders(source)
+    assert headers.renewable
+    assert headers.sent == {"Authorization": "Bearer one", "X-Team": "core"}
+    assert not headers.renewed()
+    write(token, "two\n")
+    assert headers.renewed()
+    assert headers.for_session() == {"Authorization": "Bearer two", "X-Team": "core"}
+    assert not headers.renewed()
+    token.unlink()
+    with pytest.raises(ValueError, match=f"cannot read file {token}"):
+        headers.renewed()
+
+
+def test_headers_from_variables_alone_are_never_read_again():
+    [source] = header_sources(["docs=X-Key: ${K}"], SERVERS, {"K": SECRET}).values()
+    headers = SessionHeaders(source)
+    assert not headers.renewable and not headers.renewed()
+    assert headers.for_session() == {"X-Key": SECRET}
+    assert not SessionHeaders(None).renewable and SessionHeaders(None).for_session() == {}
+
+
+def test_the_toolbox_reads_a_file_named_in_a_header_before_connecting(tmp_path: Path):
+    header = f"docs=Authorization: Bearer ${{file:{tmp_path / 'token'}}}"
+    with pytest.raises(ValueError, match="No such file or directory"):
+        McpToolbox(["docs=https://example.com/mcp"], headers=[header])
+    write(tmp_path / "token", f"{SECRET}\n")
+    toolbox = McpToolbox(["docs=https://example.com/mcp"], headers=[header])
+    assert toolbox.headers == {"docs": {"Authorization": f"Bearer {SECRET}"}}
+
+
+async def test_a_refusal_of_the_credentials_is_told_from_other_errors():
+    """What lets a call refused for its credentials go again (the server did not run it)."""
+    limits = ReplyLimits(1024, call_seconds=5, connect_seconds=5, server="docs", credentials=True)
+    error = "MCPError: Server returned an error response"
+    request = httpx2.Request("POST", "https://example.com/mcp")
+    assert not limits.credentials_refused(error)
+    await limits._cap(httpx2.Response(401, request=request, stream=httpx2.ByteStream(b"")))
+    assert limits.credentials_refused(error)
+    assert not limits.credentials_refused("MCPError: Method not found")

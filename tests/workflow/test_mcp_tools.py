@@ -242,3 +242,81 @@ async def test_a_url_s_secrets_are_not_shown_in_its_errors(hosted_echo_server: s
     assert message.startswith(f"MCP server 'web=http://me:***@127.0.0.1:{port}/mcp?***'"), message
     assert "refused the credentials sent" in message
     assert "pw-77e1" not in message and "key-9b0f" not in message
+
+
+@pytest.fixture
+def rotating_echo_server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    """The hosted echo server asking for the token its file holds, read at each request: a
+    token rotated on the server's side refuses the old one at once, as an expired one is."""
+    served = tmp_path / "served-token"
+    served.write_text(ECHO_TOKEN)
+    for url in serve_echo(tmp_path, {"MCP_ECHO_TOKEN_FILE": str(served)}):
+        yield url, served
+
+
+def refused_posts(tmp_path: Path) -> int:
+    """How many requests (calls, handshakes) the echo server has refused a token so far."""
+    return (tmp_path / "mcp_http.log").read_text().count("refused: POST")
+
+
+REFUSED = (
+    "MCP server 'web' answered HTTP 401 Unauthorized (invalid_token): it refused the "
+    "credentials sent (check its --mcp-header)"
+)
+
+
+async def test_a_token_rotated_in_its_file_is_sent_without_a_restart(
+    rotating_echo_server: tuple[str, Path], tmp_path: Path
+):
+    """`${file:PATH}`: a call the server refuses is sent again, once, on a new session, when
+    the file holds another token than the one refused; a token that did not change fails
+    the call as before, after that one attempt; a file gone is named."""
+    url, served = rotating_echo_server
+    held = tmp_path / "token"
+    held.write_text(f"{ECHO_TOKEN}\n")
+    header = f"web=Authorization: Bearer ${{file:{held}}}"
+    async with McpToolbox([f"web={url}"], headers=[header]) as toolbox:
+        [reverse] = [t.function for t in toolbox.tools if t.name == "web/reverse"]
+        assert await reverse(text="abc") == "cba"
+
+        held.write_text("tok-2\n")  # a sidecar renews the worker's file, and the server
+        served.write_text("tok-2")  # then refuses the old token
+        assert await reverse(text="rotated") == "detator"
+        assert refused_posts(tmp_path) == 1  # that call's first attempt; the second was taken
+
+        served.write_text("tok-3")  # renewed on the server's side, not yet in the file
+        with pytest.raises(McpConnectionError) as info:
+            await reverse(text="stale")
+        assert str(info.value) == REFUSED
+        assert refused_posts(tmp_path) == 2  # one attempt: the file held the token refused
+
+        held.write_text("tok-3")  # the file renewed later: the next call goes on
+        assert await reverse(text="renewed") == "dewener"
+
+        served.write_text("tok-4")
+        held.unlink()
+        with pytest.raises(McpConnectionError) as info:
+            await reverse(text="gone")
+        assert str(info.value) == (
+            f"{REFUSED}, and its credentials cannot be read again: --mcp-header for MCP server "
+            f"'web', header 'Authorization': cannot read file {held} (No such file or directory)"
+        )
+        assert "tok-" not in str(info.value)
+
+
+async def test_a_token_from_the_environment_refused_mid_session_is_not_sent_again(
+    rotating_echo_server: tuple[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """A `${VARIABLE}` is read once: a refusal of it fails the call, after one attempt."""
+    url, served = rotating_echo_server
+    monkeypatch.setenv("WEB_MCP_TOKEN", ECHO_TOKEN)
+    header = "web=Authorization: Bearer ${WEB_MCP_TOKEN}"
+    async with McpToolbox([f"web={url}"], headers=[header]) as toolbox:
+        [reverse] = [t.function for t in toolbox.tools if t.name == "web/reverse"]
+        assert await reverse(text="abc") == "cba"
+        served.write_text("tok-2")
+        monkeypatch.setenv("WEB_MCP_TOKEN", "tok-2")  # too late: read at the start
+        with pytest.raises(McpConnectionError) as info:
+            await reverse(text="expired")
+        assert str(info.value) == REFUSED
+        assert refused_posts(tmp_path) == 1
