@@ -44,6 +44,7 @@ from activities.heartbeat import heartbeating
 from activities.llm_errors import llm_errors, never_connected
 from activities.llm_stream import StreamedReply, whole_reply_as_chunk
 from activities.llm_usage import usage_of
+from activities.reply_calls import finish_reason_of
 from activities.request_messages import for_strict_templates
 from reactive_temporal.capabilities import (
     ModelCapabilities,
@@ -155,7 +156,8 @@ class Completion:
     @property
     def finish_reason(self) -> str | None:
         """Why the model stopped (`stop`, `length`, `content_filter`, `tool_calls`)."""
-        return self.response.choices[0].finish_reason if self.response.choices else None
+        reason = self.response.choices[0].finish_reason if self.response.choices else None
+        return finish_reason_of(reason)
 
 
 class LlmEndpoint:

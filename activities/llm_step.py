@@ -40,7 +40,7 @@ from activities.llm_calls import (
 from activities.llm_context import ContextPlan, ContextRecord, StepContext, StepContexts
 from activities.llm_errors import attempts_exhausted
 from activities.pg_refusals import refused_data, refused_data_fails
-from activities.reply_calls import read_reply, with_thinking
+from activities.reply_calls import finish_reason_of, read_reply, with_thinking
 from activities.request_messages import request_messages
 from activities.run_events import RunEvents, TextStream
 from activities.run_seed import RunSeeding, resolve_tools, seed_length, seed_messages
@@ -240,7 +240,7 @@ class LlmActivities:
         result = LlmStepResult(
             content=content,
             tool_calls=calls,
-            finish_reason=choice.finish_reason,
+            finish_reason=finish_reason_of(choice.finish_reason),
             usage=usage,
             cost=cost,
             rationale=read.rationale,

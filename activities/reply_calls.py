@@ -134,6 +134,40 @@ def read_reply(
     return ReadReply(content, calls, thinking, rationale, calls_from_text=written is not None)
 
 
+FINISH_REASONS = {
+    # cut off at the output limit, or at the context window (Mistral's `model_length`)
+    "max_tokens": "length",
+    "max_output_tokens": "length",
+    "model_length": "length",
+    "model_context_window_exceeded": "length",
+    # stopped by the provider's filter (Gemini's and Bedrock's words, through gateways)
+    "safety": "content_filter",
+    "recitation": "content_filter",
+    "prohibited_content": "content_filter",
+    "blocklist": "content_filter",
+    "spii": "content_filter",
+    "guardrail_intervened": "content_filter",
+    "content-filter": "content_filter",
+    # the model ended its turn (Anthropic's, Together's, TGI's words)
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "eos": "stop",
+    "eos_token": "stop",
+    "tool_use": "tool_calls",
+    "function_call": "tool_calls",
+}
+"""Finish reasons other endpoints and gateways send, in OpenAI's words. A reply Mistral cut
+at the context window (`model_length`), or a gateway passed on as `max_tokens`, was taken for
+a whole one: a `FINAL ANSWER:` cut mid-sentence ended the run as its answer."""
+
+
+def finish_reason_of(value: object) -> str | None:
+    """A reply's finish reason in OpenAI's words (`FINISH_REASONS`); others as they came."""
+    if not isinstance(value, str):
+        return None
+    return FINISH_REASONS.get(value.strip().lower(), value)
+
+
 THINKING_MAX_CHARS = 64_000
 """A step's thinking kept with its record; longer keeps its head and tail around a marker."""
 

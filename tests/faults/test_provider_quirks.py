@@ -389,3 +389,30 @@ async def test_calls_a_model_gave_one_id_go_back_with_ids_of_their_own(
     assert [i for i, _ in calls] == ["call_0", "call_0-2", "call_0-3", "call_0-4"]
     answers = {m["tool_call_id"]: m["content"] for m in sent if m["role"] == "tool"}
     assert answers == {"call_0": "2", "call_0-2": "4", "call_0-3": "6", "call_0-4": "8"}
+
+
+async def test_a_reply_cut_short_in_a_provider_s_own_words_does_not_end_the_run(
+    harness: Harness, llm: ScriptedLLM, model_name: str
+):
+    """Mistral's `model_length` (cut at the context window), a gateway's `max_tokens`, Gemini's
+    `SAFETY`: each was taken for a whole reply, and the first half answer ended the run."""
+    llm.script(
+        model_name,
+        [
+            Reply("FINAL ANSWER: The capital of France is", finish_reason="model_length"),
+            Reply("FINAL ANSWER: The capital", finish_reason="max_tokens"),
+            Reply("Nothing but words,", finish_reason="SAFETY"),
+            Reply("FINAL ANSWER: Paris.", finish_reason="end_turn"),
+            Reply("It is the largest city,", finish_reason="MAX_TOKENS"),  # the chat's turn
+        ],
+    )
+    result = await asyncio.wait_for(
+        harness.run(model_name, "Capital of France?", memory=False, max_iterations=6), 60
+    )
+    assert (result.terminated_by, result.output) == ("final_answer", "Paris."), result
+    told = [r["messages"][-1]["content"] for r in llm.requests[model_name][1:4]]
+    assert ["cut off" in told[0], "cut off" in told[1], "content filter" in told[2]] == [True] * 3
+    reply = await asyncio.wait_for(
+        harness.agent(model_name).session().chat("Why?", use_tools=False), 60
+    )
+    assert reply.message.endswith("[the answer was cut off at the model's output token limit]")

@@ -1,4 +1,5 @@
-"""A reasoning model's thinking told apart from its answer, in the text or beside it (pure)."""
+"""What a reply says besides its answer: a reasoning model's thinking, in the text or beside it,
+and why it ended, in any provider's words (pure)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from openai.types.chat import ChatCompletion
 
 from activities.llm_calls import Completion
 from activities.llm_stream import StreamedReply
-from activities.reply_calls import THINKING_MAX_CHARS, ThoughtStep, with_thinking
+from activities.reply_calls import THINKING_MAX_CHARS, ThoughtStep, finish_reason_of, with_thinking
 from reactive_temporal.contracts.run import LlmStepResult, Usage
 from reactive_temporal.thinking import reasoning_of, split_thinking
 
@@ -89,3 +90,16 @@ def test_a_step_s_record_keeps_the_thinking_and_its_result_does_not() -> None:
     assert len(dumped["thinking"]) < THINKING_MAX_CHARS + 100 and "cut" in dumped["thinking"]
     assert LlmStepResult.model_validate(dumped) == result  # a retried step reads it back
     assert isinstance(recorded, ThoughtStep)
+
+
+@pytest.mark.parametrize(
+    ("given", "said"),
+    [
+        ("length", "length"), ("model_length", "length"), ("MAX_TOKENS", "length"),
+        ("SAFETY", "content_filter"), ("content_filter", "content_filter"),
+        ("end_turn", "stop"), ("eos", "stop"), ("tool_use", "tool_calls"),
+        ("something_new", "something_new"), (None, None), (3, None),
+    ],
+)  # fmt: skip
+def test_finish_reasons_in_openai_s_words(given: object, said: str | None) -> None:
+    assert finish_reason_of(given) == said
