@@ -88,6 +88,8 @@ class Settings(BaseSettings):
     database_url: str | None = None
     openai_base_url: str | None = None
     openai_api_key: str | None = None
+    openai_api_key_file: str | None = None
+    """A file holding the key instead, read again whenever it changes (`key_files`)."""
     agent_model: str = Field(default=DEFAULT_MODEL, min_length=1)
     data_dir: Path = Field(
         default=Path(".reactive-temporal"),
@@ -336,15 +338,22 @@ class Settings(BaseSettings):
     def _addable_headers(cls, value: dict[str, str]) -> dict[str, str]:
         return checked_headers(value)
 
-    @field_validator("openai_base_url", "openai_api_key")
+    @field_validator("openai_base_url", "openai_api_key", "openai_api_key_file")
     @classmethod
     def _blank_is_unset(cls, value: str | None) -> str | None:
         return value.strip() if value and value.strip() else None
 
+    @model_validator(mode="after")
+    def _one_key(self) -> Settings:
+        if self.openai_api_key is not None and self.openai_api_key_file is not None:
+            raise ValueError("OPENAI_API_KEY and OPENAI_API_KEY_FILE are both set: set one")
+        return self
+
     @property
     def uses_offline_model(self) -> bool:
         """No endpoint and no key configured: the demo runs on the offline scripted model."""
-        return self.openai_base_url is None and self.openai_api_key is None
+        keys = (self.openai_api_key, self.openai_api_key_file)
+        return self.openai_base_url is None and keys == (None, None)
 
     def routed(self, model: str) -> bool:
         """Whether an AGENT_LLM_ENDPOINTS pattern names `model`: its calls go there.

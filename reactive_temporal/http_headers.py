@@ -8,12 +8,16 @@ breaks the request, and `Accept-Encoding` would undo the worker's refusal of com
 replies (a cap on the bytes on the wire does not bound what they inflate to). A value holds no
 line break: that would be a second header smuggled into the request.
 
+A value may be read from a file (`read_header_file`): a token a sidecar rotates in place.
+
 Problems are said naming the header, never its value: a value is a secret more often than not.
 """
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 
 HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 """RFC 9110's token: what a header's name may be."""
@@ -50,3 +54,60 @@ def value_problem(value: str) -> str | None:
     if not value.strip():
         return "the value is empty"
     return None
+
+
+MAX_FILE_BYTES = 64 * 1024
+"""The longest file a header is read from: a token or a key is a few kilobytes at most, and a
+longer file is a wrong path (a log, a binary), not a credential."""
+
+
+def read_header_file(path: str, where: str) -> str:
+    """The content of the file a `${file:PATH}` names, stripped of surrounding whitespace; a
+    ValueError naming `where` (the header) and the file, never its content, when it cannot be
+    read, is not a regular file (a FIFO would hold the worker's start), is longer than
+    MAX_FILE_BYTES, is empty, or holds what a header's value may not."""
+    if not path:
+        raise ValueError(f"{where}: no file is named")
+
+    def unreadable(err: OSError) -> ValueError:
+        return ValueError(f"{where}: cannot read file {path} ({err.strerror or err})")
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as err:
+        raise unreadable(err) from None
+    try:
+        regular = stat.S_ISREG(os.fstat(fd).st_mode)
+        data = _read_at_most(fd, MAX_FILE_BYTES + 1) if regular else b""
+    except OSError as err:
+        raise unreadable(err) from None
+    finally:
+        os.close(fd)
+    if not regular:
+        raise ValueError(f"{where}: file {path} is not a regular file")
+    if len(data) > MAX_FILE_BYTES:
+        raise ValueError(f"{where}: file {path} is longer than {MAX_FILE_BYTES} bytes")
+    text = data.decode("utf-8", "replace").strip()
+    if not text:
+        raise ValueError(f"{where}: file {path} is empty")
+    if (problem := value_problem(text) or _character_problem(text)) is not None:
+        raise ValueError(f"{where}: file {path}: {problem}")
+    return text
+
+
+def _read_at_most(fd: int, size: int) -> bytes:
+    """Up to `size` bytes of the file open as `fd`: to its end, or `size` when it is longer."""
+    chunks: list[bytes] = []
+    while size > 0 and (chunk := os.read(fd, size)):
+        chunks.append(chunk)
+        size -= len(chunk)
+    return b"".join(chunks)
+
+
+def _character_problem(text: str) -> str | None:
+    """What a header's value may not hold besides a line break: a control character other
+    than a tab (the HTTP client refuses it at each request), or one outside ASCII (the HTTP
+    client encodes values as ASCII and fails each session)."""
+    if all(" " <= c <= "~" or c == "\t" for c in text):
+        return None
+    return "it holds a control character, or one outside ASCII, which a header may not"

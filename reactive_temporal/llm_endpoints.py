@@ -12,7 +12,8 @@ name, `*/llama*`):
 
 A model goes to the endpoint of the pattern that names it exactly, else of the longest
 pattern that matches it, else to `OPENAI_BASE_URL`. The key is read from the variable that
-`api_key_env` names when the worker starts, so no secret sits in the JSON; `headers` are that
+`api_key_env` names when the worker starts (or from the file `api_key_file` names, again
+whenever it changes: `key_files`), so no secret sits in the JSON; `headers` are that
 endpoint's own (AGENT_LLM_HEADERS go to the default endpoint only). The model's name is sent
 as it is written.
 """
@@ -25,9 +26,10 @@ import re
 from collections.abc import Iterable, Mapping
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from reactive_temporal.http_headers import RESERVED, name_problem, value_problem
+from reactive_temporal.key_files import KeyFile
 
 LLM_RESERVED = RESERVED | {"accept"}
 """Headers no endpoint's headers may set: the client's own, and the `Accept` that asks for
@@ -54,6 +56,8 @@ class ModelEndpoint(BaseModel):
     base_url: str
     api_key_env: str | None = None
     """The environment variable holding its key (unset: the endpoint takes none)."""
+    api_key_file: str | None = None
+    """Or a file holding it, read again whenever it changes (`key_files`)."""
     headers: dict[str, str] = Field(default_factory=dict)
 
     @field_validator("base_url")
@@ -76,9 +80,20 @@ class ModelEndpoint(BaseModel):
     def _addable(cls, value: dict[str, str]) -> dict[str, str]:
         return checked_headers(value)
 
-    def api_key(self, pattern: str, environ: Mapping[str, str] | None = None) -> str | None:
-        """The key, read now from `api_key_env`; ValueError naming the variable when it is
-        unset or empty (a typo that would send every call of those models unauthenticated)."""
+    @model_validator(mode="after")
+    def _one_key(self) -> ModelEndpoint:
+        if self.api_key_env is not None and self.api_key_file is not None:
+            raise ValueError("api_key_env and api_key_file are both set: set one")
+        return self
+
+    def api_key(
+        self, pattern: str, environ: Mapping[str, str] | None = None
+    ) -> str | KeyFile | None:
+        """The key, read now from `api_key_env` (or its file, `KeyFile`); ValueError naming
+        the variable or the file when it is unset, unreadable or empty (a typo that would send
+        every call of those models unauthenticated)."""
+        if self.api_key_file is not None:
+            return KeyFile(self.api_key_file, f"AGENT_LLM_ENDPOINTS[{pattern!r}] api_key_file")
         if self.api_key_env is None:
             return None
         key = (os.environ if environ is None else environ).get(self.api_key_env, "").strip()

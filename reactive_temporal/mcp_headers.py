@@ -26,12 +26,11 @@ from __future__ import annotations
 
 import os
 import re
-import stat
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit, urlunsplit
 
-from reactive_temporal.http_headers import RESERVED, name_problem, value_problem
+from reactive_temporal.http_headers import RESERVED, name_problem, read_header_file, value_problem
 from reactive_temporal.sanitize import redact_dsn
 
 MCP_RESERVED = RESERVED | {"accept", "last-event-id", "mcp-protocol-version", "mcp-session-id"}
@@ -41,9 +40,6 @@ _REFERENCE = re.compile(r"\$\{([^}]*)\}")
 _VARIABLE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 FILE_PREFIX = "file:"
 """`${file:PATH}`: a reference to a file rather than to a variable (no variable has a colon)."""
-MAX_FILE_BYTES = 64 * 1024
-"""The longest file a header is read from: a token or a key is a few kilobytes at most, and a
-longer file is a wrong path (a log, a binary), not a credential."""
 
 
 @dataclass(frozen=True)
@@ -118,58 +114,6 @@ def parse_mcp_header(text: str) -> McpHeader:
     if (problem := name_problem(name, MCP_RESERVED)) is not None:
         raise ValueError(f"invalid --mcp-header for {server!r}: {problem} ({shape})")
     return McpHeader(server=server, name=name, template=template.strip())
-
-
-def read_header_file(path: str, where: str) -> str:
-    """The content of the file a `${file:PATH}` names, stripped of surrounding whitespace; a
-    ValueError naming `where` (the header) and the file, never its content, when it cannot be
-    read, is not a regular file (a FIFO would hold the worker's start), is longer than
-    MAX_FILE_BYTES, is empty, or holds what a header's value may not."""
-    if not path:
-        raise ValueError(f"{where}: ${{{FILE_PREFIX}}} names no file")
-
-    def unreadable(err: OSError) -> ValueError:
-        return ValueError(f"{where}: cannot read file {path} ({err.strerror or err})")
-
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError as err:
-        raise unreadable(err) from None
-    try:
-        regular = stat.S_ISREG(os.fstat(fd).st_mode)
-        data = _read_at_most(fd, MAX_FILE_BYTES + 1) if regular else b""
-    except OSError as err:
-        raise unreadable(err) from None
-    finally:
-        os.close(fd)
-    if not regular:
-        raise ValueError(f"{where}: file {path} is not a regular file")
-    if len(data) > MAX_FILE_BYTES:
-        raise ValueError(f"{where}: file {path} is longer than {MAX_FILE_BYTES} bytes")
-    text = data.decode("utf-8", "replace").strip()
-    if not text:
-        raise ValueError(f"{where}: file {path} is empty")
-    if (problem := value_problem(text) or _character_problem(text)) is not None:
-        raise ValueError(f"{where}: file {path}: {problem}")
-    return text
-
-
-def _read_at_most(fd: int, size: int) -> bytes:
-    """Up to `size` bytes of the file open as `fd`: to its end, or `size` when it is longer."""
-    chunks: list[bytes] = []
-    while size > 0 and (chunk := os.read(fd, size)):
-        chunks.append(chunk)
-        size -= len(chunk)
-    return b"".join(chunks)
-
-
-def _character_problem(text: str) -> str | None:
-    """What a header's value may not hold besides a line break: a control character other
-    than a tab (the HTTP client refuses it at each request), or one outside ASCII (the HTTP
-    client encodes values as ASCII and fails each session)."""
-    if all(" " <= c <= "~" or c == "\t" for c in text):
-        return None
-    return "it holds a control character, or one outside ASCII, which a header may not"
 
 
 @dataclass

@@ -16,6 +16,7 @@ import typer
 from reactive_temporal.cli.common import CliError, cli_settings
 from reactive_temporal.config import MAX_WORKER_PROCESSES, Settings
 from reactive_temporal.hosting.worker_lifecycle import WorkerOptions
+from reactive_temporal.key_files import read_llm_keys
 
 ToolsOption = Annotated[
     list[str] | None,
@@ -170,6 +171,7 @@ def serving_settings(
     )
     try:
         settings.worker_version()
+        read_llm_keys(settings)
     except ValueError as e:
         raise CliError(str(e)) from e
     return settings

@@ -33,6 +33,7 @@ from reactive_temporal.hosting.activity_logs import one_line_activity_failures
 from reactive_temporal.hosting.bytecode import warn_when_compiled_per_workflow
 from reactive_temporal.hosting.retry_watch import LocalRetryWatch
 from reactive_temporal.hosting.sandbox import OwnWorkflowsUnsandboxed
+from reactive_temporal.key_files import KeyFile
 from reactive_temporal.search_attributes import ensure_registered
 from reactive_temporal.tools import Tool, ToolRegistry
 from workflows.agent_debrief import DebriefWorkflow
@@ -78,11 +79,11 @@ def build_registry(
 def llm_client(settings: Settings, base_url: str | None = None) -> openai.AsyncOpenAI:
     """The default endpoint's client (`OPENAI_BASE_URL`, `OPENAI_API_KEY`, sending
     AGENT_LLM_HEADERS with every request: a gateway's key, say); see `endpoint_client`."""
+    key: str | KeyFile = settings.openai_api_key or OFFLINE_API_KEY
+    if settings.openai_api_key_file is not None:  # a ValueError naming the file stops the start
+        key = KeyFile(settings.openai_api_key_file, "OPENAI_API_KEY_FILE")
     return endpoint_client(
-        settings,
-        base_url or settings.openai_base_url,
-        settings.openai_api_key or OFFLINE_API_KEY,
-        settings.llm_headers,
+        settings, base_url or settings.openai_base_url, key, settings.llm_headers
     )
 
 
@@ -101,7 +102,7 @@ def llm_routes(settings: Settings) -> dict[str, openai.AsyncOpenAI]:
 
 
 def endpoint_client(
-    settings: Settings, base_url: str | None, api_key: str, headers: dict[str, str]
+    settings: Settings, base_url: str | None, api_key: str | KeyFile, headers: dict[str, str]
 ) -> openai.AsyncOpenAI:
     """An OpenAI-compatible client; `max_retries=0` because Temporal owns retries; a
     connection for every activity slot (`llm_connection_limits`). HTTP goes through aiohttp

@@ -328,6 +328,18 @@ CLI_CASES: list[tuple[str, list[str], dict[str, str], int, str]] = [
     ("worker-mcp-header-unknown-server",
      ["worker", "--mcp", "docs=https://mcp.example/mcp", "--mcp-header", "doc=X-Key: 1"],
      NO_SERVER, 2, "no --mcp server has that name (docs)"),
+    # model endpoints' keys are read before anything is connected, named without their values
+    ("worker-key-file-missing", ["worker"],
+     {**NO_SERVER, "OPENAI_API_KEY_FILE": "/nonexistent/openai-key"}, 2,
+     "OPENAI_API_KEY_FILE: cannot read file /nonexistent/openai-key (No such file or "
+     "directory)"),
+    ("dev-key-and-key-file", ["dev"],
+     {**NO_SERVER, "OPENAI_API_KEY": "sk-1", "OPENAI_API_KEY_FILE": "/k"}, 2,
+     "OPENAI_API_KEY and OPENAI_API_KEY_FILE are both set: set one"),
+    ("worker-endpoint-key-unset", ["worker"],
+     {**NO_SERVER, "AGENT_LLM_ENDPOINTS":
+      '{"claude-*": {"base_url": "https://x.example/v1", "api_key_env": "NO_SUCH_KEY_VAR_2"}}'},
+     2, "AGENT_LLM_ENDPOINTS['claude-*']: environment variable NO_SUCH_KEY_VAR_2 is not set"),
     ("llm-headers-reserved", ["run", "hi"], {**NO_SERVER, "AGENT_LLM_HEADERS": '{"Host": "x"}'},
      2, "invalid configuration: AGENT_LLM_HEADERS: Host is set by the worker itself"),
     # a namespace the server does not have: a traceback (RPCError) from most commands

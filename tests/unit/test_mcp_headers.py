@@ -204,7 +204,7 @@ def test_a_file_reference_must_name_a_regular_file(tmp_path: Path):
     for path, problem in ((tmp_path, "is not a regular file"), (fifo, "is not a regular file")):
         with pytest.raises(ValueError, match=f"file {path} {problem}"):
             headers_by_server([f"docs=X-Key: ${{file:{path}}}"], SERVERS, {})
-    with pytest.raises(ValueError, match=r"\$\{file:\} names no file"):
+    with pytest.raises(ValueError, match="no file is named"):
         headers_by_server(["docs=X-Key: ${file:}"], SERVERS, {})
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -114,6 +115,27 @@ async def test_a_gateway_s_headers_go_with_every_request_of_runs_chats_and_debri
     assert all(h.get("helicone-auth") == f"Bearer {key}" for h in sent), sent
     assert all(h.get("x-route") == "eu" and h.get("authorization") == "Bearer test" for h in sent)
     assert key not in history
+
+
+async def test_a_key_rotated_in_its_file_is_sent_without_a_worker_restart(
+    client: Client, settings: Settings, llm: ScriptedLLM, tmp_path: Path
+) -> None:
+    """OPENAI_API_KEY_FILE: a key a sidecar rotates in place (Vault, Kubernetes, an Entra ID
+    token renewed every hour) goes with the next request; read once, as OPENAI_API_KEY is,
+    every call failed with 401 once the key expired, until the worker was restarted."""
+    model = llm.script(f"kf-{uuid.uuid4().hex[:6]}", [Reply("FINAL ANSWER: ok")], repeat_last=True)
+    key_file = tmp_path / "openai-key"
+    key_file.write_text("sk-before\n")
+    keyed = settings.model_copy(
+        update={"openai_api_key": None, "openai_api_key_file": str(key_file)}
+    )
+    async with running_worker(client, keyed) as harness:
+        agent = harness.agent(model, agent_id=f"kf-{uuid.uuid4().hex[:6]}", memory=False)
+        assert (await agent.run("First")).success
+        key_file.write_text("sk-after-rotation\n")
+        assert (await agent.run("Second")).success
+    sent = [h.get("authorization") for h in llm.request_headers[model]]
+    assert sent == ["Bearer sk-before", "Bearer sk-after-rotation"], sent
 
 
 async def test_models_go_to_the_endpoint_their_pattern_names(

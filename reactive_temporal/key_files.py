@@ -1,0 +1,77 @@
+"""A model endpoint's API key read from a file, and read again when the file changes.
+
+Keys that rotate are written to a file in place: Kubernetes secrets and projected tokens, a
+Vault agent's sidecar, a job renewing Azure Entra ID tokens (they expire within the hour). A
+key read once at the start (`OPENAI_API_KEY`) takes a worker restart at each rotation, and a
+long-lived worker otherwise fails every call with 401 once its key has expired.
+`OPENAI_API_KEY_FILE` (and `api_key_file` in AGENT_LLM_ENDPOINTS) names the file instead; the
+openai client asks `KeyFile` for the key before each request, which costs one `stat` of the
+file and a read only when it changed.
+
+The file is checked at the start like any header value (`http_headers.read_header_file`); a
+file that cannot be read later (caught mid-rewrite, empty for an instant) keeps the last key,
+with a warning, rather than failing the calls that come meanwhile.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import TYPE_CHECKING
+
+from reactive_temporal.http_headers import read_header_file
+
+if TYPE_CHECKING:
+    from reactive_temporal.config import Settings
+
+log = logging.getLogger(__name__)
+
+
+class KeyFile:
+    """The key in `path` as it is now; `where` names the setting in errors and warnings."""
+
+    def __init__(self, path: str, where: str) -> None:
+        self.path = path
+        self.where = where
+        self._stamp = self._stamp_now()
+        self._key = read_header_file(path, where)  # at the start: a ValueError stops the worker
+        self._failing = False
+
+    def _stamp_now(self) -> tuple[int, int, int] | None:
+        """What tells a rewritten file from the one read: its inode, size and mtime."""
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return None
+        return (st.st_ino, st.st_size, st.st_mtime_ns)
+
+    def current(self) -> str:
+        """The key: the file read again when it changed since the last read."""
+        stamp = self._stamp_now()
+        if stamp is not None and stamp == self._stamp:
+            return self._key
+        try:
+            key = read_header_file(self.path, self.where)
+        except ValueError as err:
+            if not self._failing:
+                log.warning("%s; the last key read from it is sent meanwhile", err)
+            self._failing = True
+            return self._key
+        if self._failing or key != self._key:
+            log.info("%s: the key in %s was read again (it changed)", self.where, self.path)
+        self._key, self._stamp, self._failing = key, stamp, False
+        return key
+
+    async def __call__(self) -> str:
+        """The openai client's `api_key` provider, asked before each request."""
+        return self.current()
+
+
+def read_llm_keys(settings: Settings) -> None:
+    """Every model endpoint's key read now, as the worker will (`OPENAI_API_KEY_FILE`, and
+    each AGENT_LLM_ENDPOINTS endpoint's variable or file): a ValueError naming the one that
+    is unset, unreadable or empty, said before anything is connected."""
+    if settings.openai_api_key_file is not None:
+        KeyFile(settings.openai_api_key_file, "OPENAI_API_KEY_FILE")
+    for pattern, endpoint in settings.llm_endpoints.items():
+        endpoint.api_key(pattern)
