@@ -28,12 +28,16 @@ from collections.abc import Mapping
 from typing import Any
 
 from reactive_temporal.contracts.run import ToolCall
+from reactive_temporal.limits import TOOL_ARGUMENTS_TOTAL_MAX_CHARS
 
 _HERMES = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|\Z)", re.DOTALL)
 _MISTRAL = re.compile(r"\[TOOL_CALLS\]\s*(.*)\Z", re.DOTALL)
 _MISTRAL_ARGS = re.compile(r"\[TOOL_CALLS\]\s*([\w.-]+)\s*\[ARGS\]\s*(.*)\Z", re.DOTALL)
 _PYTHON_TAG = re.compile(r"<\|python_tag\|>\s*(.*)\Z", re.DOTALL)
 _MARKERS = ("<tool_call>", "[TOOL_CALLS]", "<|python_tag|>")
+TEXT_CALLS_MAX_CHARS = 2 * TOOL_ARGUMENTS_TOTAL_MAX_CHARS
+"""A longer text is not read for calls: what they would carry is past what a reply's calls may
+(`limits`), and a hostile endpoint's 60 MB reply is not parsed as JSON on the event loop."""
 
 
 def calls_in_text(
@@ -42,7 +46,7 @@ def calls_in_text(
     """`(text before the calls, the calls)` when `text` holds calls in a format an open model
     writes, each naming a tool of `real_names` (wire name → the tool's name) with a JSON
     object for arguments; None otherwise. Calls get ids `<id_prefix>_<n>`."""
-    if not text:
+    if not text or len(text) > TEXT_CALLS_MAX_CHARS:
         return None
     found = _marked(text, real_names) if any(m in text for m in _MARKERS) else None
     if found is None and text.lstrip().startswith("{"):

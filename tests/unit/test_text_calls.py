@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from reactive_temporal.text_calls import calls_in_text
+from reactive_temporal.text_calls import TEXT_CALLS_MAX_CHARS, calls_in_text
 
 NAMES = {"calculator": "calculator", "shop__buy": "shop/buy", "final-answer": "final-answer"}
 
@@ -75,3 +75,9 @@ def test_calls_written_in_an_open_model_s_format_are_read(text: str, expected: o
 )
 def test_anything_else_is_the_text_it_was(text: str) -> None:
     assert read(text) is None
+
+
+def test_a_text_past_what_calls_may_carry_is_not_read() -> None:
+    call = '<tool_call>{"name": "calculator", "arguments": {"expression": "1"}}</tool_call>'
+    assert read(call) is not None
+    assert read(" " * TEXT_CALLS_MAX_CHARS + call) is None
