@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from typing import Any
 
 from temporalio import activity
 
-from activities.llm_calls import ContextWindowExceeded, LlmEndpoint, chat_request
+from activities.chat_usage import ChatTurnUsage, ChatUsageStore, TurnKey
+from activities.llm_calls import Completion, ContextWindowExceeded, LlmEndpoint, chat_request
 from activities.pg_refusals import refused_data_fails
 from activities.request_messages import merged_turns
 from activities.run_events import RunEvents
@@ -31,6 +33,9 @@ SESSION_PAGE_BYTES = 1_000_000
 DIRECT_MAX_TOKENS = 1024
 DIRECT_TEMPERATURE = 0.7
 """The direct path's temperature when the agent sets none: a conversation, not a task."""
+RECORD_USAGE_SECONDS = 5.0
+"""How long a turn's answer may wait for its usage row: Postgres answers in milliseconds,
+and a pool waiting out an outage (10 s a connection) would hold the reply for nothing."""
 
 
 def direct_messages(
@@ -55,10 +60,13 @@ def direct_messages(
 
 
 class ChatActivities:
-    def __init__(self, sessions: SessionStore, llm: LlmEndpoint, events: RunEvents) -> None:
+    def __init__(
+        self, sessions: SessionStore, llm: LlmEndpoint, events: RunEvents, usage: ChatUsageStore
+    ) -> None:
         self.sessions = sessions
         self.llm = llm
         self.events = events
+        self.usage = usage
 
     @activity.defn(name=names.CHAT_DIRECT)
     async def chat_direct(self, input: ChatDirectInput) -> ChatDirectResult:
@@ -81,6 +89,7 @@ class ChatActivities:
                     history = history[-2:]
         # bounded where it enters, as a run's replies are: a reply past the payload limit
         # could never be returned, and the activity (and the model) would be retried forever
+        await self._record_usage(input, completion)
         message = clip(clean_text(completion.content or ""), REPLY_CONTENT_MAX_CHARS).strip()
         cut_short = CUT_SHORT_NOTES.get(completion.finish_reason or "")
         if cut_short:  # said to the person, and to the model next turn: the answer is not whole
@@ -90,6 +99,40 @@ class ChatActivities:
             tokens=completion.usage.total_tokens,
             cost=completion.cost,
         )
+
+    async def _record_usage(self, input: ChatDirectInput, completion: Completion) -> None:
+        """What the turn's call used and cost, for `costs` (activities/chat_usage.py): keyed
+        by this activity, so a retried attempt rewrites its row and the turn counts once.
+
+        A write that fails (Postgres down, or not migrated yet) is logged, naming the agent,
+        the session, the model, the tokens and the dollars left out, and the turn is answered
+        all the same. Failing the activity instead would have Temporal call the model again,
+        billed again, to write a row of accounting, and keep the person waiting on it; a step
+        of its own in the agent's workflow, retried until it lands, would add a history event
+        to every turn and a patch to the entity for a record no one is waiting for. The row
+        is what `costs` reads; the model's tokens and dollars are also counted, whether the
+        row is written or not, in the worker's metrics (`reactive_temporal_llm_cost_usd`)."""
+        info = activity.info()
+        turn = ChatTurnUsage(
+            # a workflow's activity always has both (the SDK types them optional for
+            # activities started on their own, which chat never is)
+            key=TurnKey(info.workflow_id or "", info.workflow_run_id or "", info.activity_id),
+            agent_id=input.agent.agent_id,
+            session_id=input.session_id,
+            model=input.agent.model,
+            usage=completion.usage,
+            cost_usd=completion.cost,
+        )
+        try:
+            async with asyncio.timeout(RECORD_USAGE_SECONDS):
+                await self.usage.record(turn)
+        except Exception as err:  # never the turn's failure: see above
+            activity.logger.warning(
+                "a chat turn's usage was not recorded, `costs` will not count it: %s (%s: %s)",
+                turn.described(),
+                type(err).__name__,
+                " ".join(str(err).split())[:300],
+            )
 
     @staticmethod
     def _request(input: ChatDirectInput, history: list[ChatMessage]) -> dict[str, Any]:

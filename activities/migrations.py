@@ -259,4 +259,35 @@ MIGRATIONS: list[tuple[int, str]] = [
         DROP INDEX IF EXISTS idx_sessions_agent_updated;
         """,
     ),
+    (
+        16,
+        # What each direct chat turn's LLM call used and cost (activities/chat_usage.py), for
+        # `costs`: chat was billed and counted nowhere. A table of its own, not columns of
+        # chat_messages: the usage is known in the chat activity, before the turn has a
+        # position in its session, and a session rewritten whole (`save`) or deleted must
+        # not take what it cost with it. One row a turn, keyed by the Temporal activity that
+        # made the call, so a retried attempt writes the same row. A new table only: nothing
+        # stored before is touched.
+        """
+        CREATE TABLE IF NOT EXISTS chat_usage (
+            workflow_id      TEXT             NOT NULL,
+            run_id           TEXT             NOT NULL,
+            activity_id      TEXT             NOT NULL,
+            agent_id         TEXT             NOT NULL,
+            session_id       TEXT,
+            model            TEXT             NOT NULL,
+            input_tokens     BIGINT           NOT NULL,
+            output_tokens    BIGINT           NOT NULL,
+            cached_tokens    BIGINT           NOT NULL DEFAULT 0,
+            reasoning_tokens BIGINT           NOT NULL DEFAULT 0,
+            estimated        BOOLEAN          NOT NULL DEFAULT false,
+            cost_usd         DOUBLE PRECISION NOT NULL,
+            created_at       TIMESTAMPTZ      NOT NULL DEFAULT now(),
+            updated_at       TIMESTAMPTZ      NOT NULL DEFAULT now(),
+            PRIMARY KEY (workflow_id, run_id, activity_id)
+        );
+        CREATE INDEX IF NOT EXISTS idx_chat_usage_agent_created
+            ON chat_usage (agent_id, created_at);
+        """,
+    ),
 ]

@@ -97,7 +97,7 @@ def is_outage(err: BaseException) -> bool:
 
 WRITTEN_TABLES = (
     "agent_debriefs", "agent_last_runs", "agent_lessons", "chat_messages", "chat_sessions",
-    "run_context", "run_events", "run_messages",
+    "chat_usage", "run_context", "run_events", "run_messages",
 )  # fmt: skip
 """The tables a worker writes to: it needs INSERT and UPDATE on each."""
 

@@ -309,7 +309,7 @@ class AgentWorkflow(ChatPaths, Lifetime):
             path = route(request.message, request.use_tools, ascii_words=self._ascii_routing)
             if path == "direct-llm":
                 reply = await self._direct(
-                    agent, request.message, context, history, request.stream_id
+                    agent, request.message, context, history, request.stream_id, request.session_id
                 )
             else:
                 reply = await self._with_tools(agent, request, context, history)

@@ -44,10 +44,13 @@ class ChatPaths(EntityPatches):
         context: str,
         history: list[ChatMessage],
         stream_id: str | None = None,
+        session_id: str | None = None,
     ) -> ChatReply:
         direct = self._direct_input(agent, message, context, history)
         if stream_id is not None and agent.live_output:
             direct.stream_id = stream_id
+        # data the activity records with the call's cost, not a decision: replays the same
+        direct.session_id = session_id
         result: ChatDirectResult = await workflow.execute_activity(
             names.CHAT_DIRECT,
             direct,

@@ -197,6 +197,9 @@ class ChatDirectInput(InternalPayload):
     history (never in the system prompt)."""
     stream_id: str | None = None
     """Stream the reply into the live output under this id (the chat turn's `stream_id`)."""
+    session_id: str | None = None
+    """The turn's session, recorded with what its LLM call cost (`chat_usage`); None from an
+    entity older than that."""
 
 
 class ChatDirectResult(InternalPayload):

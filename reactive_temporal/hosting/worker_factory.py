@@ -15,6 +15,7 @@ from temporalio.worker import Worker, WorkerDeploymentConfig, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from activities.chat import ChatActivities
+from activities.chat_usage import ChatUsageStore
 from activities.debrief_store import DebriefStore
 from activities.debrief_synthesis import DebriefActivities
 from activities.llm_calls import LlmEndpoint
@@ -255,7 +256,7 @@ async def create_worker(
     entity = EntityActivities(client, debriefs)
     debrief = DebriefActivities(debriefs, endpoint)
     events = RunEvents(store)
-    chat = ChatActivities(SessionStore(store), endpoint, events)
+    chat = ChatActivities(SessionStore(store), endpoint, events, ChatUsageStore(store))
     extra: dict[str, Any] = {
         "max_concurrent_activities": settings.max_concurrent_activities,
         "workflow_runner": workflow_runner(settings),
