@@ -1,18 +1,22 @@
-"""`costs`: what each agent's runs spent over the last days, from the agents' database.
+"""`costs`: what each agent spent over the last days, from the agents' database.
 
-The runs' debriefs hold their tokens and cost; this adds them up by agent, so an operator can
-tell which agent is spending (and whether its runs succeed for it) without a provider's bill.
+The runs' debriefs hold their tokens and cost, and their rich debriefs' synthesis its own;
+each direct chat turn has its row (`chat_usage`). This adds them up by agent, so an operator
+can tell which agent is spending, on what (runs, debrief synthesis, chat), and whether its
+runs succeed for it, without a provider's bill.
 """
 
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from typing import Annotated
 
 import typer
+from rich import box
 from rich.table import Table
 
-from activities.spend_report import MAX_DAYS, AgentSpend, spend_by_agent
+from activities.spend_report import MAX_DAYS, AgentSpend, SpendTotal, spend_by_agent, spend_total
 from reactive_temporal.cli.common import CliError, cli_settings, err, out, run_command
 from reactive_temporal.cli.migrate_commands import agents_store
 from reactive_temporal.cli.terminal import safe
@@ -21,12 +25,16 @@ from reactive_temporal.cli.terminal import safe
 def costs(
     agent: Annotated[str | None, typer.Option(help="Only this agent.")] = None,
     days: Annotated[
-        int, typer.Option(min=1, max=MAX_DAYS, help="Runs that ended in the last DAYS days.")
+        int,
+        typer.Option(
+            min=1, max=MAX_DAYS, help="Runs that ended and chat turns in the last DAYS days."
+        ),
     ] = 7,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
 ) -> None:
-    """What each agent's runs spent (tokens, US dollars at the worker's prices) and how they
-    ended, over the last --days days, the costliest agent first."""
+    """What each agent spent (tokens, US dollars at the worker's prices) on its runs, their
+    debriefs' synthesis and its chat, and how its runs ended, over the last --days days, the
+    costliest agent first."""
 
     async def main() -> int:
         try:
@@ -38,7 +46,10 @@ def costs(
             print(json.dumps(_report(spent, days)))
         elif not spent:
             who = f" of agent {safe(agent)}" if agent else ""
-            err.print(f"[dim]no runs{who} ended in the last {days} day(s)[/]")
+            err.print(
+                f"[dim]no runs{who} ended and no chat turns were answered"
+                f" in the last {days} day(s)[/]"
+            )
         else:
             out.print(_table(spent, days))
         return 0
@@ -46,41 +57,65 @@ def costs(
     run_command(main, as_json=as_json)
 
 
-def _total(spent: list[AgentSpend]) -> dict[str, int | float]:
-    """Every agent's runs, tokens and dollars added up."""
-    return {
-        "runs": sum(s.runs for s in spent),
-        "tokens": sum(s.tokens for s in spent),
-        "cost_usd": round(sum(s.cost_usd for s in spent), 6),
-    }
-
-
 def _report(spent: list[AgentSpend], days: int) -> dict[str, object]:
     return {
         "days": days,
         "agents": [s.model_dump(mode="json") for s in spent],
-        "total": _total(spent),
+        "total": spend_total(spent).model_dump(mode="json"),
     }
 
 
-def _table(spent: list[AgentSpend], days: int) -> Table:
-    table = Table(title=f"runs that ended in the last {days} day(s)", title_justify="left")
-    for column in ("agent", "runs", "ok / partial / failed", "tokens", "cost", "per run", "last"):
-        table.add_column(column, justify="left" if column in ("agent", "last") else "right")
-    for s in spent:
-        table.add_row(
-            safe(s.agent_id),
-            f"{s.runs:,}",
-            f"{s.succeeded:,} / {s.partial:,} / {s.failed:,}",
-            f"{s.tokens:,}",
-            f"${s.cost_usd:,.4f}",
-            f"${s.cost_usd / s.runs:,.4f}",
-            f"{s.last_run_at:%Y-%m-%d %H:%M}",
+_Line = tuple[str, int | None, str, int, float, datetime | None]
+"""A line of the table: its label, how many, how runs ended, tokens, dollars, the last one."""
+
+
+def _lines(name: str, s: AgentSpend | SpendTotal) -> list[_Line]:
+    """An agent's (or every agent's) spend: a first line with all of it, then a line for
+    each of runs, debrief synthesis and chat it spent on."""
+    last_run = s.last_run_at if isinstance(s, AgentSpend) else None
+    last_chat = s.last_chat_at if isinstance(s, AgentSpend) else None
+    last = max((t for t in (last_run, last_chat) if t is not None), default=None)
+    lines: list[_Line] = [(name, None, "", s.total_tokens, s.total_cost_usd, last)]
+    if s.runs:
+        outcomes = f"{s.succeeded:,}/{s.partial:,}/{s.failed:,}" if isinstance(
+            s, AgentSpend
+        ) else ""  # fmt: skip
+        lines.append(("  runs", s.runs, outcomes, s.tokens, s.cost_usd, last_run))
+    if s.syntheses or s.synthesis_tokens:
+        lines.append(
+            ("  synthesis", s.syntheses, "", s.synthesis_tokens, s.synthesis_cost_usd, None)
         )
+    if s.chat_turns:
+        lines.append(("  chat", s.chat_turns, "", s.chat_tokens, s.chat_cost_usd, last_chat))
+    return lines
+
+
+def _table(spent: list[AgentSpend], days: int) -> Table:
+    """Each agent's total on its name's line, then its runs, their debriefs' synthesis and
+    its chat on lines of their own: six narrow columns, so the table fits 80 columns (with
+    an agent's name of up to ~20 characters; a longer one wraps, the numbers never do)."""
+    table = Table(
+        title=f"spent in the last {days} day(s)", title_justify="left",
+        box=box.SIMPLE_HEAD, show_edge=False, padding=(0, 1, 0, 0), pad_edge=False,
+    )  # fmt: skip
+    table.add_column("agent", overflow="fold")
+    for column in ("count", "ok/part/fail", "tokens", "cost"):
+        table.add_column(column, justify="right", no_wrap=True)
+    table.add_column("last", no_wrap=True)
+    groups = [_lines(safe(s.agent_id), s) for s in spent]
     if len(spent) > 1:
-        total = _total(spent)
-        table.add_row(
-            "[bold]all[/]", f"{total['runs']:,}", "", f"{total['tokens']:,}",
-            f"${total['cost_usd']:,.4f}", "", "",
-        )  # fmt: skip
+        groups.append(_lines("all agents", spend_total(spent)))
+    for lines in groups:
+        for i, (label, count, outcomes, tokens, cost, last) in enumerate(lines):
+            style = "bold" if i == 0 else ""
+            table.add_row(
+                label,
+                "" if count is None else f"{count:,}",
+                outcomes,
+                f"{tokens:,}",
+                f"${cost:,.4f}",
+                "" if last is None else f"{last:%Y-%m-%d %H:%M}",
+                style=style,
+                end_section=i == len(lines) - 1,
+            )
     return table

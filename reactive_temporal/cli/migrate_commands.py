@@ -18,6 +18,7 @@ import psycopg
 import typer
 from temporalio.service import RPCError
 
+from activities.migrations import MIGRATIONS
 from activities.retention import PRUNED_TABLES, prune
 from activities.store import Store, StoreUnavailable
 from reactive_temporal.api.control import runs_still_going
@@ -84,16 +85,26 @@ async def agents_store(settings: Settings, runtime: Runtime | None = None) -> As
             raise CliError(str(e)) from e
         try:
             yield store
-        except psycopg.errors.UndefinedTable as e:  # a database never migrated: a traceback
-            raise CliError(
-                f"the database has none of the agents' tables ({e.diag.message_primary}): "
-                "run `python starter.py migrate` first"
-            ) from e
+        except psycopg.errors.UndefinedTable as e:  # a database not migrated: a traceback
+            raise CliError(await _not_migrated(store, e)) from e
         finally:
             await store.close()
     finally:
         if opened is not None:
             await opened.close()
+
+
+async def _not_migrated(store: Store, error: psycopg.errors.UndefinedTable) -> str:
+    """A command's table is missing: the database was never migrated, or not since an
+    upgrade added the table (`costs` on a database that has runs and no `chat_usage`)."""
+    missing = await store.missing_migrations()
+    if len(missing) < len(MIGRATIONS):
+        said = f"lacks schema migrations {', '.join(map(str, missing))}"
+    else:
+        said = "has none of the agents' tables"
+    return (
+        f"the database {said} ({error.diag.message_primary}): run `python starter.py migrate` first"
+    )
 
 
 def _no_temporal_of_its_runs(settings: Settings) -> str | None:

@@ -15,7 +15,6 @@ import contextlib
 import json
 import logging
 import uuid
-from collections.abc import AsyncIterator
 from typing import Any
 
 import psycopg
@@ -29,6 +28,7 @@ from reactive_temporal.contracts import names
 from reactive_temporal.embedded.scripted_llm import Reply, ScriptedLLM, call
 from tests.adversarial.conftest import assert_no_failed_tasks
 from tests.conftest import wait_for
+from tests.support.refusing_tables import refusing
 from tests.workflow.conftest import Harness
 from workflows.store_refusals import store_refusal
 
@@ -40,32 +40,6 @@ RESULT_WITHIN = 60.0
 
 def unique(prefix: str) -> str:
     return f"{prefix}{uuid.uuid4().hex[:10]}"
-
-
-@contextlib.asynccontextmanager
-async def refusing(database_url: str, table: str, column: str, marker: str) -> AsyncIterator[str]:
-    """A CHECK constraint on `table` that refuses new rows whose `column` contains `marker`,
-    for the block; yields its name."""
-    name = unique("refuse_")
-    ident = sql.Identifier
-    async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
-        await conn.execute(
-            sql.SQL(
-                "ALTER TABLE {table} ADD CONSTRAINT {name}"
-                " CHECK (position({marker} in coalesce({column}::text, '')) = 0) NOT VALID"
-            ).format(
-                table=ident(table),
-                name=ident(name),
-                marker=sql.Literal(marker),
-                column=ident(column),
-            )  # fmt: skip
-        )
-        try:
-            yield name
-        finally:
-            await conn.execute(
-                sql.SQL("ALTER TABLE {} DROP CONSTRAINT {}").format(ident(table), ident(name))
-            )
 
 
 async def rows(database_url: str, query: str, *params: object) -> list[tuple[Any, ...]]:
