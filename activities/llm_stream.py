@@ -100,10 +100,10 @@ class _Choice:
         refusal = delta.get("refusal")
         if isinstance(refusal, str):
             self.refusal.append(refusal)
-        for name in REASONING_FIELDS:
-            if isinstance(thought := delta.get(name), str):
+        if len(delta) > 1 or "content" not in delta:  # a text delta alone is most of them
+            thought = delta.get(REASONING_FIELDS[0], delta.get(REASONING_FIELDS[1]))
+            if isinstance(thought, str):
                 self.reasoning.append(thought)
-                break
         calls = delta.get("tool_calls")
         if isinstance(calls, list):
             for call in calls:
