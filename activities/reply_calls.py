@@ -27,6 +27,7 @@ from typing import Any
 
 from openai.types.chat import ChatCompletionMessageCustomToolCall
 
+from reactive_temporal.call_names import tool_name_of
 from reactive_temporal.contracts.run import LlmStepResult, RationaleDetail, ToolCall
 from reactive_temporal.rationale import parse_rationale_blocks, strip_rationale_blocks
 from reactive_temporal.sanitize import clean_text, clip
@@ -96,7 +97,7 @@ def reply_calls(message: object, real_names: Mapping[str, str]) -> list[ToolCall
         calls.append(
             ToolCall(
                 id=call_id if isinstance(call_id, str) else "",
-                name=real_names.get(name, name),
+                name=tool_name_of(name, real_names),
                 arguments=arguments_text(getattr(function, "arguments", None)),
                 extra_content=extra_content_of(call),
             )

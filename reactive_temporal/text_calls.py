@@ -27,6 +27,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from reactive_temporal.call_names import tool_name_of
 from reactive_temporal.contracts.run import ToolCall
 from reactive_temporal.limits import TOOL_ARGUMENTS_TOTAL_MAX_CHARS
 
@@ -97,8 +98,9 @@ def _call(item: object, names: Mapping[str, str]) -> tuple[str, Any] | None:
     arguments = item.get("arguments", item.get("parameters", {}))
     if isinstance(arguments, str):  # some write the arguments as JSON text, as the API does
         arguments = _json(arguments)
-    name = names.get(item["name"])
-    return (name, arguments) if name is not None and isinstance(arguments, dict) else None
+    name = tool_name_of(item["name"], names)
+    known = name in names.values()
+    return (name, arguments) if known and isinstance(arguments, dict) else None
 
 
 def _all(

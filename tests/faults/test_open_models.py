@@ -160,3 +160,24 @@ async def test_tool_calls_left_in_the_text_run_as_calls(
     assert sent[-2]["content"] == "I will add them."
     assert [c["function"]["name"] for c in sent[-2]["tool_calls"]] == ["calculator"]
     assert sent[-1] == {"role": "tool", "content": "4", "tool_call_id": "text_2_0"}
+
+
+async def test_a_call_whose_name_the_server_passed_on_wrapped_runs_the_tool(
+    harness: Harness, llm: ScriptedLLM, model_name: str
+):
+    """gpt-oss through servers that pass its harmony recipient on whole: `functions.NAME`, or
+    `NAME<|channel|>commentary`. Each failed as an unknown tool, and the model called again."""
+    llm.script(
+        model_name,
+        [
+            Reply(None, [call("functions.calculator", expression="2+2")]),
+            Reply(None, [call("calculator<|channel|>commentary", expression="3+3")]),
+            Reply("FINAL ANSWER: 4 and 6"),
+        ],
+    )
+    result = await asyncio.wait_for(
+        harness.run(model_name, "Add 2+2 and 3+3", agent_id=unique("oss"), memory=False), 60
+    )
+    assert (result.terminated_by, result.output) == ("final_answer", "4 and 6"), result
+    results = [m["content"] for m in llm.requests[model_name][2]["messages"] if m["role"] == "tool"]
+    assert results == ["4", "6"], results

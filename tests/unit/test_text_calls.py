@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from reactive_temporal.call_names import tool_name_of
 from reactive_temporal.text_calls import TEXT_CALLS_MAX_CHARS, calls_in_text
 
 NAMES = {"calculator": "calculator", "shop__buy": "shop/buy", "final-answer": "final-answer"}
@@ -81,3 +82,28 @@ def test_a_text_past_what_calls_may_carry_is_not_read() -> None:
     call = '<tool_call>{"name": "calculator", "arguments": {"expression": "1"}}</tool_call>'
     assert read(call) is not None
     assert read(" " * TEXT_CALLS_MAX_CHARS + call) is None
+
+
+@pytest.mark.parametrize(
+    ("given", "meant"),
+    [
+        ("calculator", "calculator"),
+        ("shop__buy", "shop/buy"),  # the wire name
+        ("shop/buy", "shop/buy"),  # the tool's own name
+        ("functions.calculator", "calculator"),  # gpt-oss's harmony recipient, passed on
+        ("calculator<|channel|>commentary", "calculator"),
+        ("functions.shop__buy<|channel|>commentary json", "shop/buy"),
+        (' "Calculator" ', "calculator"),
+        ("CALCULATOR", "calculator"),
+        ("calculate", "calculate"),  # no such tool: as given, and refused as unknown
+        ("functions.", "functions."),
+    ],
+)
+def test_the_tool_a_wrapped_name_means(given: str, meant: str) -> None:
+    assert tool_name_of(given, NAMES) == meant
+
+
+def test_a_name_two_tools_share_in_some_case_means_neither() -> None:
+    names = {"Search": "Search", "search": "search"}
+    assert tool_name_of("SEARCH", names) == "SEARCH"
+    assert tool_name_of("search", names) == "search"
