@@ -13,9 +13,11 @@ read here, when the reply has no calls of its own:
 - Llama 3.1–3.3: `<|python_tag|>{"name": …, "parameters": {…}}`, or that object alone as
   the whole reply.
 
-A call counts only when it names a tool the step offered and its arguments are a JSON object:
-anything else is left as the text it was (a model explaining the format is answering). The
-text before the first call stays the reply's text.
+A call counts when its block reads as one (a name, and a JSON object for arguments): a call
+of a tool the step did not offer is then refused as any unknown tool is, and the model reads
+which tools there are, where the run ended with the markup as its answer. The bare object,
+with no marker to say it is a call, counts only when it names an offered tool. Anything else
+is left as the text it was. The text before the first call stays the reply's text.
 
 Pure: no I/O.
 """
@@ -66,19 +68,20 @@ def calls_in_text(
 def _marked(text: str, names: Mapping[str, str]) -> tuple[str, list[tuple[str, Any]]] | None:
     if "<tool_call>" in text:
         blocks = list(_HERMES.finditer(text))
-        calls = [_call(_json(b.group(1)), names) for b in blocks]
+        calls = [_call(_json(b.group(1)), names, marked=True) for b in blocks]
         return _all(text[: blocks[0].start()], calls) if blocks else None
     if (match := _MISTRAL_ARGS.search(text)) is not None:
         name, arguments = match.group(1), _json(match.group(2))
-        return _all(text[: match.start()], [_call({"name": name, "arguments": arguments}, names)])
+        call = _call({"name": name, "arguments": arguments}, names, marked=True)
+        return _all(text[: match.start()], [call])
     if (match := _MISTRAL.search(text)) is not None:
         listed = _json(match.group(1))
         listed = listed if isinstance(listed, list) else [listed]
-        return _all(text[: match.start()], [_call(item, names) for item in listed])
+        return _all(text[: match.start()], [_call(item, names, marked=True) for item in listed])
     if (match := _PYTHON_TAG.search(text)) is not None:
         parsed = _json(match.group(1))
         items = parsed if isinstance(parsed, list) else [parsed]
-        return _all(text[: match.start()], [_call(item, names) for item in items])
+        return _all(text[: match.start()], [_call(item, names, marked=True) for item in items])
     return None
 
 
@@ -88,18 +91,19 @@ def _bare_object(text: str, names: Mapping[str, str]) -> tuple[str, list[tuple[s
     parsed = _json(text)
     if not isinstance(parsed, dict) or set(parsed) - {"name", "parameters", "arguments"}:
         return None
-    return _all("", [_call(parsed, names)])
+    return _all("", [_call(parsed, names, marked=False)])
 
 
-def _call(item: object, names: Mapping[str, str]) -> tuple[str, Any] | None:
-    """(the tool's name, its arguments) when `item` is a call of an offered tool."""
+def _call(item: object, names: Mapping[str, str], *, marked: bool) -> tuple[str, Any] | None:
+    """(the tool's name, its arguments) when `item` reads as a call: of an offered tool, or
+    of any when a marker said it is one (`marked`)."""
     if not isinstance(item, dict) or not isinstance(item.get("name"), str):
         return None
     arguments = item.get("arguments", item.get("parameters", {}))
     if isinstance(arguments, str):  # some write the arguments as JSON text, as the API does
         arguments = _json(arguments)
     name = tool_name_of(item["name"], names)
-    known = name in names.values()
+    known = marked or name in names.values()
     return (name, arguments) if known and isinstance(arguments, dict) else None
 
 

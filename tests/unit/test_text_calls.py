@@ -61,8 +61,6 @@ def test_calls_written_in_an_open_model_s_format_are_read(text: str, expected: o
     [
         "FINAL ANSWER: 4",
         "",
-        # a tool the step did not offer: the text stands (the tool was never the model's)
-        '<tool_call>{"name": "rm_rf", "arguments": {}}</tool_call>',
         # arguments that are not an object, or a block that does not read
         '<tool_call>{"name": "calculator", "arguments": [1, 2]}</tool_call>',
         '<tool_call>{"name": "calculator", "arguments": {"expression": </tool_call>',
@@ -70,6 +68,7 @@ def test_calls_written_in_an_open_model_s_format_are_read(text: str, expected: o
         '<tool_call>{"name": "calculator", "arguments": {}}</tool_call><tool_call>oops',
         # an answer that is a JSON object of its own, or explains the format
         '{"name": "calculator", "result": 4}',
+        '{"name": "rm_rf", "parameters": {}}',  # no marker: a tool not offered is no call
         '{"answer": 4}',
         "Write calls as <tool_call>{...}</tool_call> blocks.",
     ],
@@ -107,3 +106,12 @@ def test_a_name_two_tools_share_in_some_case_means_neither() -> None:
     names = {"Search": "Search", "search": "search"}
     assert tool_name_of("SEARCH", names) == "SEARCH"
     assert tool_name_of("search", names) == "search"
+
+
+def test_a_marked_call_of_a_tool_not_offered_is_a_call_the_run_refuses() -> None:
+    """It ended the run with the markup as its answer; as a call, the model reads that the
+    tool is unknown and which tools there are."""
+    assert read('<tool_call>{"name": "rm_rf", "arguments": {}}</tool_call>') == (
+        None,
+        [("text_7_0", "rm_rf", {})],
+    )
