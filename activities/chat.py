@@ -9,7 +9,8 @@ from typing import Any
 from temporalio import activity
 
 from activities.chat_usage import ChatTurnUsage, ChatUsageStore, TurnKey
-from activities.llm_calls import Completion, ContextWindowExceeded, LlmEndpoint, chat_request
+from activities.completion import Completion
+from activities.llm_calls import ContextWindowExceeded, LlmEndpoint, chat_request
 from activities.pg_refusals import refused_data_fails
 from activities.request_messages import merged_turns
 from activities.run_events import RunEvents

@@ -31,7 +31,6 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -40,11 +39,11 @@ from openai.types.chat import ChatCompletion
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.completion import Completion
 from activities.heartbeat import heartbeating
 from activities.llm_errors import llm_errors, never_connected
 from activities.llm_stream import StreamedReply, whole_reply_as_chunk
 from activities.llm_usage import usage_of
-from activities.reply_calls import finish_reason_of
 from activities.request_messages import for_strict_templates
 from reactive_temporal.capabilities import (
     ModelCapabilities,
@@ -53,7 +52,6 @@ from reactive_temporal.capabilities import (
     request_params,
 )
 from reactive_temporal.config import ModelPrice
-from reactive_temporal.contracts.run import Usage
 from reactive_temporal.llm_endpoints import endpoint_for
 from reactive_temporal.model_quirks import (
     SHAPE_WORDS,
@@ -64,7 +62,6 @@ from reactive_temporal.model_quirks import (
 )
 from reactive_temporal.pricing import cost_of
 from reactive_temporal.telemetry.observe import observe_llm_call
-from reactive_temporal.thinking import reasoning_of, split_thinking
 
 DEFAULT_ACTIVITY_TIMEOUT = timedelta(seconds=120)
 MAX_LEARNED_PER_CALL = 4
@@ -128,36 +125,6 @@ def client_timeout(activity_timeout: timedelta) -> float:
     call is seen here and counted against the LLM's attempts."""
     seconds = activity_timeout.total_seconds()
     return max(seconds - 2, seconds * 0.8)
-
-
-@dataclass(frozen=True)
-class Completion:
-    """One LLM reply with what it cost."""
-
-    response: ChatCompletion
-    usage: Usage
-    cost: float
-
-    @property
-    def content(self) -> str | None:
-        """The first choice's text without the model's thinking, None when there is none."""
-        return split_thinking(self._text)[1]
-
-    @property
-    def thinking(self) -> str | None:
-        """What a reasoning model thought before its answer (`reactive_temporal.thinking`)."""
-        message = self.response.choices[0].message if self.response.choices else None
-        return reasoning_of(message) or split_thinking(self._text)[0]
-
-    @property
-    def _text(self) -> str | None:
-        return self.response.choices[0].message.content if self.response.choices else None
-
-    @property
-    def finish_reason(self) -> str | None:
-        """Why the model stopped (`stop`, `length`, `content_filter`, `tool_calls`)."""
-        reason = self.response.choices[0].finish_reason if self.response.choices else None
-        return finish_reason_of(reason)
 
 
 class LlmEndpoint:
@@ -226,7 +193,28 @@ class LlmEndpoint:
     ) -> Completion:
         """Send one chat-completions request from inside an activity; LLM failures raise
         ApplicationErrors that Temporal retries (or not), counted against `max_attempts`.
-        With `on_text`, the reply streams and each text delta goes to it as it arrives."""
+        With `on_text`, the reply streams and each text delta goes to it as it arrives.
+
+        A model seen thinking before its answer is learned as one that does
+        (`ModelCapabilities.thinks`): its output cap gets room to think from then on. A reply
+        that its cap cut off while the model was still thinking, asked without that room, is
+        asked again once with it (both calls counted): a chat turn of a model served under a
+        name the table cannot know was "(no answer)", its debrief never synthesized."""
+        model = str(request["model"])
+        had_room = self.capabilities(model).thinks
+        completion = await self._complete_once(request, max_attempts, on_text)
+        if had_room or completion.thinking is None:
+            return completion
+        self.quirks.learn_thinks(model)
+        activity.logger.info("model %s thinks before it answers: its output cap gets room", model)
+        if not (completion.cut_while_thinking and request.get("max_tokens")):
+            return completion
+        again = await self._complete_once(request, max_attempts, on_text)
+        return again.after(completion)
+
+    async def _complete_once(
+        self, request: dict[str, Any], max_attempts: int | None, on_text: TextSink | None
+    ) -> Completion:
         timeout = activity.info().start_to_close_timeout or DEFAULT_ACTIVITY_TIMEOUT
         model = str(request["model"])
         priced = functools.partial(cost_of, model, overrides=self.prices)

@@ -27,11 +27,11 @@ from psycopg import AsyncConnection
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.completion import Completion
 from activities.debrief_store import DebriefStore
 from activities.heartbeat import heartbeating, last_heartbeat
 from activities.held_reply import held_reply, hold
 from activities.llm_calls import (
-    Completion,
     ContextWindowExceeded,
     LlmEndpoint,
     TextSink,

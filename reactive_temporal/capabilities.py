@@ -57,6 +57,11 @@ class ModelCapabilities(BaseModel):
     """Parameters never sent to this model."""
     rename: dict[str, str] = Field(default_factory=dict)
     """Parameters sent under another name, e.g. {"max_tokens": "max_completion_tokens"}."""
+    thinks: bool = False
+    """Writes its thinking before its answer, within the output it is allowed (DeepSeek-R1,
+    QwQ, Qwen3, Magistral, gpt-oss): a call's output cap gets REASONING_ROOM_TOKENS more, as
+    a reasoning model's does, so the thinking does not use up the answer; its parameters are
+    sent as they are."""
     strict_roles: bool = False
     """The model's chat template takes a user turn only after one of its own (Mistral's, as
     its API and vLLM check them: "Unexpected role 'user' after role 'tool'"): a note that
@@ -100,8 +105,15 @@ FAMILIES: list[tuple[re.Pattern[str], ModelCapabilities]] = [
         _caps(context_tokens=1_048_576, reasoning_effort=True, max_output_tokens=65_536),
     ),
     (re.compile(r"^gemini"), _caps(context_tokens=1_048_576, max_output_tokens=8_192)),
+    # Open models that think before they answer, in the text or beside it.
+    (re.compile(r"^magistral"), _caps(thinks=True, strict_roles=True, nine_char_call_ids=True)),
     (
-        re.compile(r"^(open-)?(mistral|mixtral|ministral|codestral|devstral|magistral|pixtral)"),
+        re.compile(r"^(deepseek-r1|deepseek-reasoner|qwq|gpt-oss|phi-?4-(mini-)?reasoning)"),
+        _caps(thinks=True),
+    ),
+    (re.compile(r"^qwen3(?!.*(instruct|coder))"), _caps(thinks=True)),
+    (
+        re.compile(r"^(open-)?(mistral|mixtral|ministral|codestral|devstral|pixtral)"),
         _caps(strict_roles=True, nine_char_call_ids=True),
     ),
 ]
@@ -159,13 +171,14 @@ def request_params(caps: ModelCapabilities, wanted: WantedParams) -> dict[str, A
     """The parameters to send, besides model, messages and tools.
 
     Reasoning models get `max_completion_tokens` (with room to think on top of the answer's
-    cap) and no sampling parameters; others get
-    `max_tokens` and the sampling they asked for. `reasoning_effort` goes only to models that
-    take it. Learned or configured omissions and renames apply last.
+    cap) and no sampling parameters; others get `max_tokens` (with that room too for a model
+    that thinks first) and the sampling they asked for. `reasoning_effort` goes only to models
+    that take it. Learned or configured omissions and renames apply last.
     """
     params: dict[str, Any] = {}
     if wanted.max_output_tokens is not None:
-        limit = wanted.max_output_tokens + (REASONING_ROOM_TOKENS if caps.reasoning else 0)
+        room = REASONING_ROOM_TOKENS if caps.reasoning or caps.thinks else 0
+        limit = wanted.max_output_tokens + room
         if caps.max_output_tokens is not None:
             limit = min(limit, caps.max_output_tokens)
         params[MAX_COMPLETION_TOKENS if caps.reasoning else MAX_TOKENS] = limit

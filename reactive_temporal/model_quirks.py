@@ -143,6 +143,7 @@ def read_context_overflow(body: object) -> ContextOverflow | None:
     return ContextOverflow()
 
 
+THINKS = "thinks"
 STRICT_ROLES = "strict_roles"
 NINE_CHAR_CALL_IDS = "nine_char_call_ids"
 SHAPE_WORDS = {
@@ -183,7 +184,7 @@ class ModelQuirks:
         self._rename: dict[str, dict[str, str]] = {}
         self._context: dict[str, int] = {}
         self._refused_values: dict[str, dict[str, list[object]]] = {}
-        self._shapes: dict[str, set[str]] = {}
+        self._flags: dict[str, set[str]] = {}
 
     def learn(self, model: str, rejection: ParameterRejection, value: object = None) -> None:
         """Remember a refusal: the value sent (`value`), when only it was refused."""
@@ -203,9 +204,14 @@ class ModelQuirks:
             return params
         return {k: v for k, v in params.items() if v not in refused.get(k, ())}
 
+    def learn_thinks(self, model: str) -> None:
+        """Remember that `model` thinks before it answers (`ModelCapabilities.thinks`): seen
+        in a reply, as the table could not know it of a model served under a name of its own."""
+        self._flags.setdefault(model, set()).add(THINKS)
+
     def learn_shape(self, model: str, field: str) -> None:
         """Remember a shape the model's template wants (`read_shape_refusal`)."""
-        self._shapes.setdefault(model, set()).add(field)
+        self._flags.setdefault(model, set()).add(field)
 
     def learn_context(self, model: str, limit: int) -> None:
         known = self._context.get(model)
@@ -216,7 +222,7 @@ class ModelQuirks:
         omit = self._omit.get(model, set())
         rename = self._rename.get(model, {})
         context = self._context.get(model)
-        shapes = self._shapes.get(model, set())
+        shapes = self._flags.get(model, set())
         if not omit and not rename and context is None and not shapes:
             return caps
         return caps.model_copy(
@@ -231,14 +237,14 @@ class ModelQuirks:
     def learned(self) -> dict[str, list[str]]:
         """model → what was learned, for logs and diagnostics."""
         names = sorted(
-            {*self._omit, *self._rename, *self._context, *self._refused_values, *self._shapes}
+            {*self._omit, *self._rename, *self._context, *self._refused_values, *self._flags}
         )
         return {
             m: [
                 *(f"omit {p}" for p in sorted(self._omit.get(m, ()))),
                 *(f"{a} → {b}" for a, b in sorted(self._rename.get(m, {}).items())),
                 *([f"context {self._context[m]}"] if m in self._context else []),
-                *sorted(self._shapes.get(m, ())),
+                *sorted(self._flags.get(m, ())),
                 *(
                     f"omit {p}={v!r}"
                     for p, vs in sorted(self._refused_values.get(m, {}).items())

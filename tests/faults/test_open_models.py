@@ -16,6 +16,7 @@ from typing import Any
 import psycopg
 import pytest
 
+from reactive_temporal.capabilities import REASONING_ROOM_TOKENS
 from reactive_temporal.embedded.scripted_llm import Endpoint, Reply, ScriptedLLM, Step, call
 from reactive_temporal.prompts import SYNTHESIS_SYSTEM_PROMPT
 from tests.workflow.conftest import Harness
@@ -181,3 +182,25 @@ async def test_a_call_whose_name_the_server_passed_on_wrapped_runs_the_tool(
     assert (result.terminated_by, result.output) == ("final_answer", "4 and 6"), result
     results = [m["content"] for m in llm.requests[model_name][2]["messages"] if m["role"] == "tool"]
     assert results == ["4", "6"], results
+
+
+async def test_a_chat_reply_cut_off_while_the_model_thought_is_asked_again_with_room(
+    harness: Harness, llm: ScriptedLLM, model_name: str
+):
+    """A thinking model served under a name of its own (the table cannot know it thinks):
+    the chat's 1,024 output tokens went on thinking, and the person read only that the
+    answer was cut off. Seen thinking, the model's cap gets room, and the turn asks again."""
+    llm.script(
+        model_name,
+        [
+            Reply("<think>Let me consider every angle. " + "Hmm. " * 200, finish_reason="length"),
+            Reply("<think>A greeting.</think>\n\nHello there."),
+            Reply("<think>Again.</think>\n\nStill here."),
+        ],
+    )
+    session = harness.agent(model_name, agent_id=unique("thinker")).session()
+    first = await asyncio.wait_for(session.chat("Hi!", use_tools=False), 60)
+    second = await asyncio.wait_for(session.chat("Still there?", use_tools=False), 60)
+    assert (first.message, second.message) == ("Hello there.", "Still here.")
+    asked = [r["max_tokens"] for r in llm.requests[model_name]]
+    assert asked == [1024, 1024 + REASONING_ROOM_TOKENS, 1024 + REASONING_ROOM_TOKENS], asked

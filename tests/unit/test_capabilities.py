@@ -277,6 +277,37 @@ def test_mistral_families_want_strict_roles_and_nine_character_ids(model: str) -
     assert (caps.strict_roles, caps.nine_char_call_ids) == (True, True)
 
 
+@pytest.mark.parametrize(
+    "model",
+    ["deepseek-r1:14b", "deepseek-ai/DeepSeek-R1-Distill-Qwen-32B", "deepseek-reasoner",
+     "qwq:32b", "Qwen/QwQ-32B", "qwen3:8b", "Qwen/Qwen3-30B-A3B-Thinking-2507", "gpt-oss:20b",
+     "openai/gpt-oss-120b", "phi4-reasoning", "phi-4-mini-reasoning", "magistral-small"],
+)  # fmt: skip
+def test_models_that_think_first_get_room_to_think_and_keep_their_parameters(model: str) -> None:
+    caps = capabilities_for(model)
+    assert caps.thinks and not caps.reasoning
+    params = request_params(caps, WantedParams(max_output_tokens=1024, temperature=0.6))
+    assert params == {"max_tokens": 1024 + REASONING_ROOM_TOKENS, "temperature": 0.6}
+
+
+@pytest.mark.parametrize(
+    "model", ["qwen3-coder:30b", "Qwen/Qwen3-235B-A22B-Instruct-2507", "qwen2.5", "llama3.1"]
+)
+def test_models_that_answer_at_once_get_no_room(model: str) -> None:
+    assert not capabilities_for(model).thinks
+
+
+def test_a_model_seen_thinking_is_learned_as_one() -> None:
+    quirks = ModelQuirks()
+    caps = capabilities_for("my-served-thinker")
+    quirks.learn_thinks("my-served-thinker")
+    learned = quirks.apply("my-served-thinker", caps)
+    assert learned.thinks and request_params(learned, WantedParams(max_output_tokens=800)) == {
+        "max_tokens": 800 + REASONING_ROOM_TOKENS
+    }
+    assert quirks.learned() == {"my-served-thinker": ["thinks"]}
+
+
 @pytest.mark.parametrize("model", ["gpt-4o", "claude-sonnet-4", "llama3.1:8b", "qwen2.5"])
 def test_other_families_take_openai_s_shape(model: str) -> None:
     caps = capabilities_for(model)

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 from openai.types.chat import ChatCompletion
 
-from activities.llm_calls import Completion
+from activities.completion import Completion
 from activities.llm_stream import StreamedReply
 from activities.reply_calls import THINKING_MAX_CHARS, ThoughtStep, finish_reason_of, with_thinking
 from reactive_temporal.contracts.run import LlmStepResult, Usage
