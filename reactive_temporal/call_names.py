@@ -19,8 +19,8 @@ _NAME_PREFIXES = ("functions.", "function.", "tools.", "tool.")
 def tool_name_of(name: str, real_names: Mapping[str, str]) -> str:
     """The tool a call's `name` means: its wire name's tool, else the name as a model wrapped
     it, unwrapped — `functions.calc` and `calc<|channel|>commentary` (gpt-oss's harmony
-    format, as some servers pass it on), quotes or spaces around it, another case when one
-    tool alone has that name in any case. Anything else stays as given, and the call fails as
+    format, as some servers pass it on), quotes or spaces around it, another case or `_` for
+    `-` when one tool alone has that name so retyped. Anything else stays as given, and the call fails as
     a call of an unknown tool (the model reads which tools there are). Each of these cost a
     turn the model spent calling the tool again, on a model that often did it again."""
     if name in real_names:
@@ -34,5 +34,10 @@ def tool_name_of(name: str, real_names: Mapping[str, str]) -> str:
             break
     if bare in real_names:
         return real_names[bare]
-    folded = [wire for wire in real_names if wire.lower() == bare.lower()]
+    folded = [wire for wire in real_names if _folded(wire) == _folded(bare)]
     return real_names[folded[0]] if len(folded) == 1 else name
+
+
+def _folded(name: str) -> str:
+    """A name as a model may retype it: any case, `-` and `_` alike (`final_answer`)."""
+    return name.lower().replace("-", "_")

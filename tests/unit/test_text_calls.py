@@ -94,6 +94,8 @@ def test_a_text_past_what_calls_may_carry_is_not_read() -> None:
         ("functions.shop__buy<|channel|>commentary json", "shop/buy"),
         (' "Calculator" ', "calculator"),
         ("CALCULATOR", "calculator"),
+        ("final_answer", "final-answer"),  # `_` for `-`, as small models retype it
+        ("Final-Answer", "final-answer"),
         ("calculate", "calculate"),  # no such tool: as given, and refused as unknown
         ("functions.", "functions."),
     ],
