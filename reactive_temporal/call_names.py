@@ -20,9 +20,9 @@ def tool_name_of(name: str, real_names: Mapping[str, str]) -> str:
     """The tool a call's `name` means: its wire name's tool, else the name as a model wrapped
     it, unwrapped — `functions.calc` and `calc<|channel|>commentary` (gpt-oss's harmony
     format, as some servers pass it on), quotes or spaces around it, another case or `_` for
-    `-` when one tool alone has that name so retyped. Anything else stays as given, and the call fails as
-    a call of an unknown tool (the model reads which tools there are). Each of these cost a
-    turn the model spent calling the tool again, on a model that often did it again."""
+    `-` when one tool alone has that name so retyped. Anything else stays as given, and the
+    call fails as a call of an unknown tool (the model reads which tools there are). Each of
+    these cost a turn the model spent calling the tool again, often the same way."""
     if name in real_names:
         return real_names[name]
     if name in real_names.values():  # the tool's own name where the wire's was expected
