@@ -61,6 +61,7 @@ from reactive_temporal.model_quirks import (
     read_shape_refusal,
 )
 from reactive_temporal.pricing import cost_of
+from reactive_temporal.telemetry.metrics import record_adaptation
 from reactive_temporal.telemetry.observe import observe_llm_call
 
 DEFAULT_ACTIVITY_TIMEOUT = timedelta(seconds=120)
@@ -206,6 +207,7 @@ class LlmEndpoint:
         if had_room or completion.thinking is None:
             return completion
         self.quirks.learn_thinks(model)
+        record_adaptation(model, "thinks_learned")
         activity.logger.info("model %s thinks before it answers: its output cap gets room", model)
         if not (completion.cut_while_thinking and request.get("max_tokens")):
             return completion
@@ -292,6 +294,7 @@ class LlmEndpoint:
                 if rejection is None or learned == MAX_LEARNED_PER_CALL:
                     raise
                 self.quirks.learn(model, rejection, body.get(rejection.param))
+                record_adaptation(model, "parameter_left_out")
                 activity.logger.warning(
                     "model %s refused %r%s; this worker leaves it out for that model from now "
                     "on%s (%s)",
@@ -310,6 +313,7 @@ class LlmEndpoint:
         if shape is None or getattr(self.capabilities(model), shape):
             return False
         self.quirks.learn_shape(model, shape)
+        record_adaptation(model, "shape_learned")
         activity.logger.warning(
             "model %s refused the request's shape; this worker sends it %s from now on (%s)",
             model,

@@ -69,6 +69,7 @@ from reactive_temporal.contracts.run import (
 )
 from reactive_temporal.limits import bound_reply
 from reactive_temporal.pricing import price_for
+from reactive_temporal.telemetry.metrics import record_adaptation
 from reactive_temporal.tools import ToolRegistry, wire_name
 
 MAX_OVERFLOW_RETRIES = 3
@@ -228,6 +229,8 @@ class LlmActivities:
             )
             if read.calls_from_text:
                 _calls_written_as_text(input.model)
+            for _ in range(read.unwrapped_names):
+                record_adaptation(input.model, "tool_name_unwrapped")
             # Whatever the model sent, what is stored and returned fits every payload limit.
             content, calls = bound_reply(read.content, read.calls)
         except Exception as err:  # unreadable however often it is asked again as an outage
@@ -373,8 +376,10 @@ _TEXT_CALLS_SEEN: set[str] = set()
 
 
 def _calls_written_as_text(model: str) -> None:
-    """Say once per model and worker that its endpoint leaves its calls in the text: they are
-    read from it, but the endpoint is the thing to fix."""
+    """Count a reply whose calls were in its text, and say once per model and worker that
+    its endpoint leaves them there: they are read from it, but the endpoint is the thing to
+    fix."""
+    record_adaptation(model, "calls_in_text")
     if model in _TEXT_CALLS_SEEN:
         return
     _TEXT_CALLS_SEEN.add(model)

@@ -84,8 +84,11 @@ def content_text(message: object) -> str | None:
     return refusal if isinstance(refusal, str) and refusal.strip() else None
 
 
-def reply_calls(message: object, real_names: Mapping[str, str]) -> list[ToolCall]:
-    """The reply's function calls, their wire names mapped back to the tools' names."""
+def reply_calls(
+    message: object, real_names: Mapping[str, str], unwrapped: list[str] | None = None
+) -> list[ToolCall]:
+    """The reply's function calls, their wire names mapped back to the tools' names (the
+    names that had to be unwrapped first, `call_names`, added to `unwrapped`)."""
     calls: list[ToolCall] = []
     for call in getattr(message, "tool_calls", None) or []:
         if isinstance(call, ChatCompletionMessageCustomToolCall):
@@ -94,10 +97,13 @@ def reply_calls(message: object, real_names: Mapping[str, str]) -> list[ToolCall
         name = getattr(function, "name", None)
         name = name if isinstance(name, str) else ""
         call_id = getattr(call, "id", None)
+        meant = tool_name_of(name, real_names)
+        if unwrapped is not None and meant != name and name not in real_names:
+            unwrapped.append(name)
         calls.append(
             ToolCall(
                 id=call_id if isinstance(call_id, str) else "",
-                name=tool_name_of(name, real_names),
+                name=meant,
                 arguments=arguments_text(getattr(function, "arguments", None)),
                 extra_content=extra_content_of(call),
             )
@@ -115,6 +121,8 @@ class ReadReply:
     rationale: dict[int, RationaleDetail] = field(default_factory=dict)
     calls_from_text: bool = False
     """The calls were written into the text (`reactive_temporal.text_calls`)."""
+    unwrapped_names: int = 0
+    """Calls whose name had to be unwrapped to name a tool (`reactive_temporal.call_names`)."""
 
 
 def read_reply(
@@ -122,7 +130,8 @@ def read_reply(
 ) -> ReadReply:
     """The reply's text without its thinking (and rationale blocks, in audit mode), and its
     calls: those it made, or else those it wrote into the text, ids `<id_prefix>_<n>`."""
-    calls = reply_calls(message, real_names)
+    unwrapped: list[str] = []
+    calls = reply_calls(message, real_names, unwrapped)
     thinking, content = split_thinking(content_text(message))
     thinking = reasoning_of(message) or thinking
     rationale: dict[int, RationaleDetail] = {}
@@ -132,7 +141,14 @@ def read_reply(
     written = None if calls else calls_in_text(content, real_names, id_prefix=id_prefix)
     if written is not None:
         content, calls = written
-    return ReadReply(content, calls, thinking, rationale, calls_from_text=written is not None)
+    return ReadReply(
+        content,
+        calls,
+        thinking,
+        rationale,
+        calls_from_text=written is not None,
+        unwrapped_names=len(unwrapped),
+    )
 
 
 FINISH_REASONS = {

@@ -55,6 +55,21 @@ LLM_REQUEST_SECONDS = Histogram(
     buckets=(0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 40, 60, 120, 300),
     registry=REGISTRY,
 )
+LLM_ADAPTATIONS = Counter(
+    "reactive_temporal_llm_adaptations",
+    "What the worker did about a model endpoint's quirks, by kind: parameter_left_out, "
+    "shape_learned, thinks_learned (each once per model and worker), calls_in_text, "
+    "tool_name_unwrapped (each reply): a steady rate names an endpoint to configure.",
+    ["model", "kind"],
+    registry=REGISTRY,
+)
+ADAPTATIONS = (
+    "parameter_left_out",
+    "shape_learned",
+    "thinks_learned",
+    "calls_in_text",
+    "tool_name_unwrapped",
+)
 TOOL_CALLS = Counter(
     "reactive_temporal_tool_calls",
     "Tool calls executed, by outcome (ok, error, cancelled).",
@@ -91,6 +106,11 @@ def record_unreported_usage(
     LLM_UNREPORTED_TOKENS.labels(model=model, kind="input").inc(max(input_tokens, 0))
     LLM_UNREPORTED_TOKENS.labels(model=model, kind="output").inc(max(output_tokens, 0))
     LLM_UNREPORTED_COST.labels(model=model).inc(max(cost_usd, 0.0))
+
+
+def record_adaptation(model: str, kind: str) -> None:
+    """The worker adapted to what `model`'s endpoint does (`ADAPTATIONS`)."""
+    LLM_ADAPTATIONS.labels(model=model_label(model), kind=kind).inc()
 
 
 def record_tool_call(tool: str, *, outcome: str) -> None:

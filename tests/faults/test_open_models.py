@@ -19,6 +19,7 @@ import pytest
 from reactive_temporal.capabilities import REASONING_ROOM_TOKENS
 from reactive_temporal.embedded.scripted_llm import Endpoint, Reply, ScriptedLLM, Step, call
 from reactive_temporal.prompts import SYNTHESIS_SYSTEM_PROMPT
+from reactive_temporal.telemetry.metrics import REGISTRY
 from tests.workflow.conftest import Harness
 
 pytestmark = [pytest.mark.faults, pytest.mark.workflow]
@@ -26,6 +27,14 @@ pytestmark = [pytest.mark.faults, pytest.mark.workflow]
 
 def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def adaptations(model: str, kind: str) -> float:
+    """What `reactive_temporal_llm_adaptations` counts of `kind` for `model` in this process."""
+    sample = REGISTRY.get_sample_value(
+        "reactive_temporal_llm_adaptations_total", {"model": model, "kind": kind}
+    )
+    return sample or 0.0
 
 
 def thinking_of(database_url: str, run_id: str) -> list[str | None]:
@@ -161,6 +170,7 @@ async def test_tool_calls_left_in_the_text_run_as_calls(
     assert sent[-2]["content"] == "I will add them."
     assert [c["function"]["name"] for c in sent[-2]["tool_calls"]] == ["calculator"]
     assert sent[-1] == {"role": "tool", "content": "4", "tool_call_id": "text_2_0"}
+    assert adaptations(model_name, "calls_in_text") == 2  # each reply, for dashboards
 
 
 async def test_a_call_whose_name_the_server_passed_on_wrapped_runs_the_tool(
@@ -182,6 +192,7 @@ async def test_a_call_whose_name_the_server_passed_on_wrapped_runs_the_tool(
     assert (result.terminated_by, result.output) == ("final_answer", "4 and 6"), result
     results = [m["content"] for m in llm.requests[model_name][2]["messages"] if m["role"] == "tool"]
     assert results == ["4", "6"], results
+    assert adaptations(model_name, "tool_name_unwrapped") == 2
 
 
 async def test_a_chat_reply_cut_off_while_the_model_thought_is_asked_again_with_room(
@@ -204,3 +215,4 @@ async def test_a_chat_reply_cut_off_while_the_model_thought_is_asked_again_with_
     assert (first.message, second.message) == ("Hello there.", "Still here.")
     asked = [r["max_tokens"] for r in llm.requests[model_name]]
     assert asked == [1024, 1024 + REASONING_ROOM_TOKENS, 1024 + REASONING_ROOM_TOKENS], asked
+    assert adaptations(model_name, "thinks_learned") == 1  # once per model and worker
