@@ -35,6 +35,7 @@ from reactive_temporal.embedded.scripted_llm import (
 )
 from reactive_temporal.limits import MAX_TOOL_CALLS_PER_TURN
 from reactive_temporal.prompts import SYNTHESIS_SYSTEM_PROMPT
+from reactive_temporal.telemetry.metrics import REGISTRY
 from reactive_temporal.tools import tool
 from tests.conftest import wait_for
 from tests.workflow.conftest import Harness, running_worker
@@ -328,3 +329,7 @@ async def test_a_model_the_table_does_not_know_is_sent_the_shape_its_400s_ask_fo
         assert len(said) == 2, said  # both at the first run, none at the second
     assert any("roles must alternate" in s for s in said)
     assert any("length 9" in s for s in said)
+    learned = REGISTRY.get_sample_value(
+        "reactive_temporal_llm_adaptations_total", {"model": model_name, "kind": "shape_learned"}
+    )
+    assert learned == 2

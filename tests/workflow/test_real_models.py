@@ -17,6 +17,7 @@ from reactive_temporal.embedded.scripted_llm import Endpoint, Reply, ScriptedLLM
 from reactive_temporal.llm_endpoints import ModelEndpoint, endpoint_for
 from reactive_temporal.pricing import cost_of
 from reactive_temporal.prompts import SYNTHESIS_SYSTEM_PROMPT
+from reactive_temporal.telemetry.metrics import REGISTRY
 from reactive_temporal.tools import tool
 from tests.workflow.conftest import Harness, running_worker
 
@@ -215,6 +216,10 @@ async def test_an_unknown_model_that_refuses_a_parameter_succeeds_after_one_reje
     assert llm.rejected[model][0]["error"]["param"] == "temperature"
     assert "temperature" in llm.requests[model][0]
     assert all("temperature" not in r for r in llm.requests[model][1:])
+    left_out = REGISTRY.get_sample_value(
+        "reactive_temporal_llm_adaptations_total", {"model": model, "kind": "parameter_left_out"}
+    )
+    assert left_out == 1  # once: the worker remembers
 
 
 @tool
