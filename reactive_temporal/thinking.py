@@ -20,6 +20,9 @@ import re
 
 _OPENS = re.compile(r"\A\s*<(think|thinking)>", re.IGNORECASE)
 _CLOSES = re.compile(r"</(think|thinking)>", re.IGNORECASE)
+_CLOSES_ALONE = re.compile(r"(?:\A|\n)[ \t]*</(think|thinking)>[ \t]*(?:\n|\Z)", re.IGNORECASE)
+"""A block the template opened is closed on a line of its own: a `</think>` inside a line is
+words the model wrote (quoting a page that planted one, say), not the end of its thinking."""
 REASONING_FIELDS = ("reasoning_content", "reasoning")
 """Where endpoints with a reasoning parser put the thinking, beside `content`."""
 
@@ -27,14 +30,14 @@ REASONING_FIELDS = ("reasoning_content", "reasoning")
 def split_thinking(text: str | None) -> tuple[str | None, str | None]:
     """`(thinking, answer)` of a reply's text; each None when there is none.
 
-    A block counts only at the start of the text (a `</think>` alone counts when nothing
-    before it opened one): a tag further on is the answer's own words. A block never closed
-    (the reply cut off while thinking) is all thinking, and there is no answer."""
+    A block counts only at the start of the text (a `</think>` on a line of its own counts
+    when nothing before it opened one): a tag further on is the answer's own words. A block
+    never closed (the reply cut off while thinking) is all thinking, and there is no answer."""
     if not text or "think" not in text.lower():
         return None, text
     opened = _OPENS.match(text)
     start = opened.end() if opened else 0
-    closed = _CLOSES.search(text, start)
+    closed = (_CLOSES if opened else _CLOSES_ALONE).search(text, start)
     if closed is None:
         if opened is None:
             return None, text
