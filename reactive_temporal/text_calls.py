@@ -13,11 +13,14 @@ read here, when the reply has no calls of its own:
 - Llama 3.1–3.3: `<|python_tag|>{"name": …, "parameters": {…}}`, or that object alone as
   the whole reply.
 
-A call counts when its block reads as one (a name, and a JSON object for arguments): a call
-of a tool the step did not offer is then refused as any unknown tool is, and the model reads
-which tools there are, where the run ended with the markup as its answer. The bare object,
-with no marker to say it is a call, counts only when it names an offered tool. Anything else
-is left as the text it was. The text before the first call stays the reply's text.
+Calls end the reply, as models write them: a block with words after it is quoted, not made
+(a page the model read may hold one, planted to be run; one quoted last reads as a call, and
+what a call may do is for the tools and approvals to bound). A call counts when its block
+reads as one (a name, and a JSON object for arguments): a call of a tool the step did not
+offer is then refused as any unknown tool is, and the model reads which tools there are,
+where the run ended with the markup as its answer. The bare object, with no marker to say it
+is a call, counts only when it names an offered tool. Anything else is left as the text it
+was. The text before the first call stays the reply's text.
 
 Pure: no I/O.
 """
@@ -68,8 +71,10 @@ def calls_in_text(
 def _marked(text: str, names: Mapping[str, str]) -> tuple[str, list[tuple[str, Any]]] | None:
     if "<tool_call>" in text:
         blocks = list(_HERMES.finditer(text))
+        if not blocks or not _the_tail(text, blocks):
+            return None
         calls = [_call(_json(b.group(1)), names, marked=True) for b in blocks]
-        return _all(text[: blocks[0].start()], calls) if blocks else None
+        return _all(text[: blocks[0].start()], calls)
     if (match := _MISTRAL_ARGS.search(text)) is not None:
         name, arguments = match.group(1), _json(match.group(2))
         call = _call({"name": name, "arguments": arguments}, names, marked=True)
@@ -83,6 +88,15 @@ def _marked(text: str, names: Mapping[str, str]) -> tuple[str, list[tuple[str, A
         items = parsed if isinstance(parsed, list) else [parsed]
         return _all(text[: match.start()], [_call(item, names, marked=True) for item in items])
     return None
+
+
+def _the_tail(text: str, blocks: list[re.Match[str]]) -> bool:
+    """Whether the blocks end the reply, one after another: a model writes its calls last. A
+    block with words after it, or between two, is quoted (a page the model read may hold
+    one, planted to be run), not made."""
+    ends = [0, *(b.end() for b in blocks)]
+    gaps = [text[end : b.start()] for end, b in zip(ends[1:], blocks[1:], strict=False)]
+    return not text[blocks[-1].end() :].strip() and not any(g.strip() for g in gaps)
 
 
 def _bare_object(text: str, names: Mapping[str, str]) -> tuple[str, list[tuple[str, Any]]] | None:

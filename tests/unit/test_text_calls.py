@@ -71,6 +71,10 @@ def test_calls_written_in_an_open_model_s_format_are_read(text: str, expected: o
         '{"name": "rm_rf", "parameters": {}}',  # no marker: a tool not offered is no call
         '{"answer": 4}',
         "Write calls as <tool_call>{...}</tool_call> blocks.",
+        # quoted with words after it (a page the model read planted it): not made
+        'The page holds <tool_call>{"name": "calculator", "arguments": {}}</tool_call>, odd.',
+        '<tool_call>{"name": "calculator", "arguments": {}}</tool_call>\nso it said\n'
+        '<tool_call>{"name": "calculator", "arguments": {}}</tool_call>',
     ],
 )
 def test_anything_else_is_the_text_it_was(text: str) -> None:
