@@ -226,6 +226,7 @@ class LlmActivities:
                 {wire_name(n): n for n in input.tool_names},
                 audit_rationale=input.audit_rationale,
                 id_prefix=f"text_{input.seq}",
+                calls_in_text=self.llm.capabilities(input.model).calls_in_text,
             )
             if read.calls_from_text:
                 _calls_written_as_text(input.model)

@@ -31,7 +31,7 @@ from reactive_temporal.call_names import tool_name_of
 from reactive_temporal.contracts.run import LlmStepResult, RationaleDetail, ToolCall
 from reactive_temporal.rationale import parse_rationale_blocks, strip_rationale_blocks
 from reactive_temporal.sanitize import clean_text, clip
-from reactive_temporal.text_calls import calls_in_text
+from reactive_temporal.text_calls import calls_in_text as text_calls
 from reactive_temporal.thinking import reasoning_of, split_thinking
 
 EXTRA_CONTENT_MAX_BYTES = 16_000
@@ -126,10 +126,16 @@ class ReadReply:
 
 
 def read_reply(
-    message: object, real_names: Mapping[str, str], *, audit_rationale: bool, id_prefix: str
+    message: object,
+    real_names: Mapping[str, str],
+    *,
+    audit_rationale: bool,
+    id_prefix: str,
+    calls_in_text: bool = True,
 ) -> ReadReply:
     """The reply's text without its thinking (and rationale blocks, in audit mode), and its
-    calls: those it made, or else those it wrote into the text, ids `<id_prefix>_<n>`."""
+    calls: those it made, or else (`calls_in_text`) those it wrote into the text, ids
+    `<id_prefix>_<n>`."""
     unwrapped: list[str] = []
     calls = reply_calls(message, real_names, unwrapped)
     thinking, content = split_thinking(content_text(message))
@@ -138,7 +144,9 @@ def read_reply(
     if audit_rationale:
         rationale = parse_rationale_blocks(content)
         content = strip_rationale_blocks(content) or None
-    written = None if calls else calls_in_text(content, real_names, id_prefix=id_prefix)
+    written = None
+    if not calls and calls_in_text:
+        written = text_calls(content, real_names, id_prefix=id_prefix)
     if written is not None:
         content, calls = written
     return ReadReply(

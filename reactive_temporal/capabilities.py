@@ -62,6 +62,10 @@ class ModelCapabilities(BaseModel):
     QwQ, Qwen3, Magistral, gpt-oss): a call's output cap gets REASONING_ROOM_TOKENS more, as
     a reasoning model's does, so the thinking does not use up the answer; its parameters are
     sent as they are."""
+    calls_in_text: bool = True
+    """Read the tool calls the model writes into its text when its reply has none of its own
+    (`text_calls`): its endpoint does not parse them. False for an endpoint known to, so that
+    nothing a reply quotes can be taken for a call."""
     strict_roles: bool = False
     """The model's chat template takes a user turn only after one of its own (Mistral's, as
     its API and vLLM check them: "Unexpected role 'user' after role 'tool'"): a note that

@@ -15,12 +15,14 @@ from typing import Any
 
 import psycopg
 import pytest
+from temporalio.client import Client
 
-from reactive_temporal.capabilities import REASONING_ROOM_TOKENS
+from reactive_temporal.capabilities import REASONING_ROOM_TOKENS, ModelCapabilities
+from reactive_temporal.config import Settings
 from reactive_temporal.embedded.scripted_llm import Endpoint, Reply, ScriptedLLM, Step, call
 from reactive_temporal.prompts import SYNTHESIS_SYSTEM_PROMPT
 from reactive_temporal.telemetry.metrics import REGISTRY
-from tests.workflow.conftest import Harness
+from tests.workflow.conftest import Harness, running_worker
 
 pytestmark = [pytest.mark.faults, pytest.mark.workflow]
 
@@ -216,3 +218,19 @@ async def test_a_chat_reply_cut_off_while_the_model_thought_is_asked_again_with_
     asked = [r["max_tokens"] for r in llm.requests[model_name]]
     assert asked == [1024, 1024 + REASONING_ROOM_TOKENS, 1024 + REASONING_ROOM_TOKENS], asked
     assert adaptations(model_name, "thinks_learned") == 1  # once per model and worker
+
+
+async def test_an_endpoint_known_to_parse_calls_never_has_text_taken_for_one(
+    client: Client, settings: Settings, llm: ScriptedLLM, model_name: str
+):
+    """`"calls_in_text": false` in AGENT_MODEL_CAPABILITIES: nothing a reply quotes is run."""
+    quoted = '<tool_call>{"name": "calculator", "arguments": {"expression": "6*7"}}</tool_call>'
+    llm.script(model_name, [Reply(quoted)])
+    strict = settings.model_copy(
+        update={"model_capabilities": {model_name: ModelCapabilities(calls_in_text=False)}}
+    )
+    async with running_worker(client, strict) as harness:
+        agent = harness.agent(model_name, agent_id=unique("parsed"), memory=False)
+        result = await asyncio.wait_for(agent.run("What is 6*7?"), 60)
+    assert (result.terminated_by, result.output) == ("end_turn", quoted), result
+    assert len(llm.requests[model_name]) == 1  # no call ran, no second step
