@@ -83,32 +83,43 @@ def _caps(**fields: Any) -> ModelCapabilities:
     return ModelCapabilities.model_validate(fields)
 
 
+def _hosted(**fields: Any) -> ModelCapabilities:
+    """A hosted provider's model: its endpoint parses tool calls, so none is read from text."""
+    return _caps(calls_in_text=False, **fields)
+
+
 FAMILIES: list[tuple[re.Pattern[str], ModelCapabilities]] = [
     # OpenAI reasoning models. The oldest two take no reasoning_effort.
     (
         re.compile(r"^o1-(mini|preview)\b"),
-        _caps(reasoning=True, reasoning_effort=False, context_tokens=128_000),
+        _hosted(reasoning=True, reasoning_effort=False, context_tokens=128_000),
     ),
-    (re.compile(r"^o\d+(-|$)"), _caps(reasoning=True, context_tokens=200_000)),
-    (re.compile(r"^gpt-5(\.\d+)?-chat\b"), _caps(context_tokens=128_000, max_output_tokens=16_384)),
-    (re.compile(r"^gpt-5"), _caps(reasoning=True, context_tokens=400_000)),
+    (re.compile(r"^o\d+(-|$)"), _hosted(reasoning=True, context_tokens=200_000)),
+    (
+        re.compile(r"^gpt-5(\.\d+)?-chat\b"),
+        _hosted(context_tokens=128_000, max_output_tokens=16_384),
+    ),
+    (re.compile(r"^gpt-5"), _hosted(reasoning=True, context_tokens=400_000)),
     # OpenAI chat models.
-    (re.compile(r"^gpt-4\.1"), _caps(context_tokens=1_047_576, max_output_tokens=32_768)),
-    (re.compile(r"^(gpt-4o|chatgpt-4o)"), _caps(context_tokens=128_000, max_output_tokens=16_384)),
-    (re.compile(r"^gpt-4-32k"), _caps(context_tokens=32_768)),
+    (re.compile(r"^gpt-4\.1"), _hosted(context_tokens=1_047_576, max_output_tokens=32_768)),
+    (
+        re.compile(r"^(gpt-4o|chatgpt-4o)"),
+        _hosted(context_tokens=128_000, max_output_tokens=16_384),
+    ),
+    (re.compile(r"^gpt-4-32k"), _hosted(context_tokens=32_768)),
     (
         re.compile(r"^gpt-4-(turbo|\d{4}-preview|vision)"),
-        _caps(context_tokens=128_000, max_output_tokens=4_096),
+        _hosted(context_tokens=128_000, max_output_tokens=4_096),
     ),
-    (re.compile(r"^gpt-4(-\d{4})?$"), _caps(context_tokens=8_192)),
-    (re.compile(r"^gpt-3\.5-turbo"), _caps(context_tokens=16_385, max_output_tokens=4_096)),
+    (re.compile(r"^gpt-4(-\d{4})?$"), _hosted(context_tokens=8_192)),
+    (re.compile(r"^gpt-3\.5-turbo"), _hosted(context_tokens=16_385, max_output_tokens=4_096)),
     # Other providers' models through their OpenAI-compatible endpoints.
-    (re.compile(r"^claude"), _caps(context_tokens=200_000, max_output_tokens=8_192)),
+    (re.compile(r"^claude"), _hosted(context_tokens=200_000, max_output_tokens=8_192)),
     (
         re.compile(r"^gemini-(2\.5|[3-9])"),
-        _caps(context_tokens=1_048_576, reasoning_effort=True, max_output_tokens=65_536),
+        _hosted(context_tokens=1_048_576, reasoning_effort=True, max_output_tokens=65_536),
     ),
-    (re.compile(r"^gemini"), _caps(context_tokens=1_048_576, max_output_tokens=8_192)),
+    (re.compile(r"^gemini"), _hosted(context_tokens=1_048_576, max_output_tokens=8_192)),
     # Open models that think before they answer, in the text or beside it.
     (re.compile(r"^magistral"), _caps(thinks=True, strict_roles=True, nine_char_call_ids=True)),
     (

@@ -308,6 +308,18 @@ def test_a_model_seen_thinking_is_learned_as_one() -> None:
     assert quirks.learned() == {"my-served-thinker": ["thinks"]}
 
 
+@pytest.mark.parametrize(
+    ("model", "read"),
+    [("gpt-4o", False), ("o3", False), ("claude-sonnet-4", False), ("gemini-2.5-pro", False),
+     ("llama3.1:8b", True), ("qwen3:8b", True), ("my-own-model", True)],
+)  # fmt: skip
+def test_calls_are_read_from_text_only_for_endpoints_that_may_not_parse_them(
+    model: str, read: bool
+) -> None:
+    """A hosted provider's endpoint parses its models' calls: a block in a reply is quoted."""
+    assert capabilities_for(model).calls_in_text is read
+
+
 @pytest.mark.parametrize("model", ["gpt-4o", "claude-sonnet-4", "llama3.1:8b", "qwen2.5"])
 def test_other_families_take_openai_s_shape(model: str) -> None:
     caps = capabilities_for(model)
