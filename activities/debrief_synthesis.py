@@ -1,9 +1,12 @@
 """The rich debrief's activities: one LLM synthesis call, and persistence.
 
 `synthesize_debrief` never fails on a bad answer: an answer that is not usable JSON comes
-back as `parsed=None` and the deterministic debrief stands. HTTP failures are raised like
-`llm_step`'s (the call is `activities.llm_calls`'), so Temporal retries them; the
-DebriefWorkflow falls back when retries end. The prompt is `prompts.synthesis_prompt`.
+back as `parsed=None`, with what the call was billed, and the deterministic debrief stands
+with that bill. HTTP failures are raised like `llm_step`'s (the call is
+`activities.llm_calls`'), so Temporal retries them; a reply that cannot be read at all fails
+the attempt as `llm_step`'s does (`LlmBadReply`, against the LLM's attempts, its bill in the
+failure's details: it was retried as an outage, up to 53 billed calls, none of them counted).
+The DebriefWorkflow falls back when retries end. The prompt is `prompts.synthesis_prompt`.
 """
 
 from __future__ import annotations
@@ -14,9 +17,12 @@ from typing import Any
 
 from pydantic import ValidationError
 from temporalio import activity
+from temporalio.exceptions import ApplicationError
 
 from activities.debrief_store import DebriefStore
-from activities.llm_calls import ContextWindowExceeded, LlmEndpoint, chat_request
+from activities.heartbeat import last_heartbeat
+from activities.llm_calls import Completion, ContextWindowExceeded, LlmEndpoint, chat_request
+from activities.llm_errors import attempts_exhausted
 from activities.pg_refusals import refused_data_fails
 from reactive_temporal.context_window import (
     CHARS_PER_TOKEN,
@@ -33,6 +39,7 @@ from reactive_temporal.contracts.debrief import (
     SynthesisResult,
     SynthesisTokens,
 )
+from reactive_temporal.contracts.run import BilledReplies
 from reactive_temporal.limits import bound_synthesis
 from reactive_temporal.prompts import SYNTHESIS_SYSTEM_PROMPT, synthesis_prompt
 
@@ -62,6 +69,21 @@ def parse_synthesis(text: str | None) -> SynthesisFields | None:
     return None
 
 
+def _with_bill(err: ApplicationError, earlier: BilledReplies) -> ApplicationError:
+    """`err` (the call failing: an outage, a refusal) carrying what earlier attempts were
+    billed for replies that could not be read, in its details and in this attempt's last
+    heartbeat, so neither the next attempt nor the debrief, when it is the last, loses it."""
+    details = earlier.model_dump(mode="json")
+    activity.heartbeat(details)  # this attempt's beats during the call said nothing
+    return ApplicationError(
+        err.message,
+        details,
+        type=err.type,
+        non_retryable=err.non_retryable,
+        next_retry_delay=err.next_retry_delay,
+    )
+
+
 class DebriefActivities:
     def __init__(self, debriefs: DebriefStore, llm: LlmEndpoint) -> None:
         self.debriefs = debriefs
@@ -70,7 +92,55 @@ class DebriefActivities:
     @activity.defn(name=names.SYNTHESIZE_DEBRIEF)
     async def synthesize_debrief(self, request: SynthesisRequest) -> SynthesisResult:
         """One LLM call over the run's signals, fitted to the debrief model's window (a long
-        task or answer is shortened in the middle; a refusal as too long shortens it more)."""
+        task or answer is shortened in the middle; a refusal as too long shortens it more).
+
+        Every reply is billed, so its usage always comes back: with an answer that is not
+        usable JSON too (`parsed=None`), and added to what earlier attempts were billed for
+        replies that could not be read (`BilledReplies`, carried in their heartbeat). A
+        failure of this attempt carries that bill in its details, so a synthesis that fails
+        for good still says what it cost (the DebriefWorkflow records it)."""
+        earlier = last_heartbeat(BilledReplies) or BilledReplies()
+        try:
+            completion = await self._complete(request)
+        except ApplicationError as err:
+            if earlier.usage.total_tokens <= 0:
+                raise
+            raise _with_bill(err, earlier) from None
+        billed = BilledReplies(
+            usage=earlier.usage + completion.usage, cost=earlier.cost + completion.cost
+        )
+        try:  # whatever the endpoint put in its reply: an error here is the model's
+            content = completion.content
+            parsed = bound_synthesis(parse_synthesis(content))
+        except Exception as err:
+            activity.heartbeat(billed.model_dump(mode="json"))  # the next attempt adds to it
+            last = attempts_exhausted(request.max_attempts)
+            raise ApplicationError(
+                f"LLM endpoint sent a reply that could not be read: {type(err).__name__}: "
+                f"{str(err)[:300]}{' (attempts exhausted)' if last else ''}",
+                billed.model_dump(mode="json"),  # the debrief counts it when this fails for good
+                type="LlmBadReply",
+                non_retryable=last,
+            ) from None
+        if parsed is None:
+            activity.logger.warning(
+                "debrief synthesis answer was not usable JSON; keeping fallback (its %d tokens "
+                "counted)",
+                billed.usage.total_tokens,
+            )
+        return SynthesisResult(
+            parsed=parsed,
+            raw_excerpt=(content or "")[:500],
+            tokens=SynthesisTokens(
+                input=billed.usage.prompt_tokens,
+                output=billed.usage.completion_tokens,
+                total=billed.usage.total_tokens,
+                cost=billed.cost,
+            ),
+        )
+
+    async def _complete(self, request: SynthesisRequest) -> Completion:
+        """The model's answer to the synthesis prompt, sent shorter when refused as too long."""
         prompt = synthesis_prompt(request.input)
         limit = self._prompt_chars(request.model)
         for attempt in range(2):
@@ -79,7 +149,7 @@ class DebriefActivities:
                 {"role": "user", "content": fit_text(prompt, limit)},
             ]
             try:
-                completion = await self.llm.complete(
+                return await self.llm.complete(
                     chat_request(
                         request.model,
                         messages,
@@ -89,29 +159,12 @@ class DebriefActivities:
                     ),
                     max_attempts=request.max_attempts,
                 )
-                break
             except ContextWindowExceeded:
                 if attempt == 1:
                     raise
                 # the window it learned from the refusal, or half of what was refused
                 limit = min(self._prompt_chars(request.model), min(limit, len(prompt)) // 2)
-        content = completion.content
-        parsed = bound_synthesis(parse_synthesis(content))
-        if parsed is None:
-            activity.logger.warning(
-                "debrief synthesis answer was not usable JSON; keeping fallback"
-            )
-        usage = completion.usage
-        return SynthesisResult(
-            parsed=parsed,
-            raw_excerpt=(content or "")[:500],
-            tokens=SynthesisTokens(
-                input=usage.prompt_tokens,
-                output=usage.completion_tokens,
-                total=usage.total_tokens,
-                cost=completion.cost,
-            ),
-        )
+        raise AssertionError("unreachable")  # the loop returns or raises
 
     def _prompt_chars(self, model: str) -> int:
         """How much of the synthesis prompt fits the model's window, in characters."""

@@ -3,6 +3,8 @@
 The run starts it as an abandoned child and returns at once with the deterministic debrief.
 Here, durably: synthesize (one LLM call, skipped for trivial runs) → merge over the
 deterministic facts → persist the `agent_debriefs` row and the lessons → tell the agent.
+A synthesis that was billed but gave no rich debrief (prose, or replies that could not be
+read until its attempts ran out) leaves the deterministic debrief with the call's bill.
 A worker crash anywhere in between resumes where it stopped; nothing is written twice. A
 debrief Postgres refuses for good fails the workflow, saying why (workflows/store_refusals.py).
 """
@@ -25,7 +27,14 @@ with workflow.unsafe.imports_passed_through():
     from reactive_temporal.contracts.entity import DebriefReady
     from workflows.activity_options import STORE, llm_options
     from workflows.bugs import BUG_EXCEPTIONS
-    from workflows.debrief_rules import build_fallback, merge_synthesis
+    from workflows.debrief_rules import (
+        billed_synthesis,
+        build_fallback,
+        merge_synthesis,
+        unusable_but_billed,
+        with_synthesis_bill,
+    )
+    from workflows.run_tools import failure_billed
     from workflows.store_refusals import refusal_failure, store_refusal
 
 SYNTHESIS_ATTEMPTS = 3
@@ -58,9 +67,15 @@ class DebriefWorkflow:
                     **llm_options(input.llm_timeout_seconds, SYNTHESIS_ATTEMPTS),
                     summary=f"debrief synthesis · {input.model}",
                 )
-                debrief = merge_synthesis(input.input, fallback, result)
+                if unusable_but_billed(result) and not self._bill_kept():
+                    debrief = fallback  # a debrief from before the patch: its bill was dropped
+                else:
+                    debrief = merge_synthesis(input.input, fallback, result)
             except ActivityError as err:
                 workflow.logger.warning("debrief synthesis failed, keeping the fallback: %s", err)
+                billed = billed_synthesis(failure_billed(err))  # replies paid for, unusable
+                if billed is not None and self._bill_kept():
+                    debrief = with_synthesis_bill(fallback, billed)
         workflow.set_current_details("persisting the debrief")
         try:
             await workflow.execute_activity(
@@ -92,3 +107,9 @@ class DebriefWorkflow:
         )
         workflow.set_current_details(f"done · {debrief.outcome} · {status}")
         return debrief
+
+    @staticmethod
+    def _bill_kept() -> bool:
+        """Whether a synthesis billed for no rich debrief keeps its bill in the fallback
+        (`synthesis-bill-kept`): asked only then, so other debriefs record no marker."""
+        return workflow.patched(names.SYNTHESIS_BILL_KEPT_PATCH)

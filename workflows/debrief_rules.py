@@ -19,12 +19,13 @@ from reactive_temporal.contracts.debrief import (
     Outcome,
     RationaleEntry,
     SynthesisResult,
+    SynthesisTokens,
     ToolCallRecord,
     ToolStat,
     ToolUsage,
 )
 from reactive_temporal.contracts.result import AgentResult
-from reactive_temporal.contracts.run import SUCCESSFUL_ENDINGS, TerminatedBy
+from reactive_temporal.contracts.run import SUCCESSFUL_ENDINGS, BilledReplies, TerminatedBy
 from reactive_temporal.js_numbers import js_round, to_fixed
 from reactive_temporal.limits import within_bytes
 from workflows.approval_rules import approval_lines
@@ -279,11 +280,12 @@ def merge_synthesis(
     """The rich debrief: the LLM's narrative over the deterministic facts.
 
     Outcome, confidence, tools and metrics stay deterministic; the LLM contributes the
-    summary, findings, lessons, caveats and any errors it noticed.
+    summary, findings, lessons, caveats and any errors it noticed. An answer that is not
+    usable JSON leaves the fallback, with what the call was billed (`with_synthesis_bill`).
     """
     parsed = result.parsed
-    if parsed is None:
-        return fallback
+    if parsed is None:  # billed all the same: the fallback says what it cost
+        return with_synthesis_bill(fallback, result.tokens)
     metrics = DebriefMetrics(
         **input.metrics.model_dump(exclude={"synthesis_tokens"}),
         synthesis_tokens=result.tokens if result.tokens.total > 0 else None,
@@ -307,6 +309,38 @@ def merge_synthesis(
     )
     debrief.markdown = format_markdown(debrief)
     return debrief
+
+
+def unusable_but_billed(result: SynthesisResult) -> bool:
+    """Whether the synthesis call was billed for an answer that gave no rich debrief (the
+    case the `synthesis-bill-kept` patch changed: its usage was dropped with the answer)."""
+    return result.parsed is None and result.tokens.total > 0
+
+
+def billed_synthesis(billed: BilledReplies | None) -> SynthesisTokens | None:
+    """What a synthesis activity that failed for good says it was billed for (its failure's
+    `BilledReplies`), as the debrief's `synthesis_tokens`; None when it says nothing or
+    nothing was billed (a failure from before it said, or an endpoint that never answered)."""
+    if billed is None or billed.usage.total_tokens <= 0:
+        return None
+    return SynthesisTokens(
+        input=billed.usage.prompt_tokens,
+        output=billed.usage.completion_tokens,
+        total=billed.usage.total_tokens,
+        cost=billed.cost,
+    )
+
+
+def with_synthesis_bill(debrief: AgentDebrief, tokens: SynthesisTokens) -> AgentDebrief:
+    """The debrief with its synthesis call's usage and dollars in `metrics.synthesis_tokens`
+    (the released shape, `{input, output, total, cost}`, kept when `total` > 0 as the
+    reference does), whether or not the call's answer made it rich: a model that answers in
+    prose is billed on every run, and `costs` reads the bill from here. Nothing else changes:
+    a fallback stays `synthesized: False`, and the markdown never shows synthesis tokens."""
+    if tokens.total <= 0:
+        return debrief
+    metrics = debrief.metrics.model_copy(update={"synthesis_tokens": tokens.model_copy()})
+    return debrief.model_copy(update={"metrics": metrics})
 
 
 def _section(title: str, lines: list[str]) -> list[str]:

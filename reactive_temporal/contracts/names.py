@@ -219,6 +219,13 @@ FIRST_STEP_SEEDS_PATCH: Final = "first-step-seeds"
 where a `prepare_run` local activity did before it: one action, one local-activity task and
 one second activation of the first workflow task less per run."""
 
+SYNTHESIS_BILL_KEPT_PATCH: Final = "synthesis-bill-kept"
+"""A DebriefWorkflow whose synthesis call was billed but gave no rich debrief (an answer that
+is not usable JSON, or an activity that failed for good after billed replies, its
+`BilledReplies` in the failure) keeps the call's usage and dollars in the fallback's
+`metrics.synthesis_tokens` (still `synthesized: False`), where `costs` counts them; before,
+they were recorded nowhere. Asked only by a debrief that meets the case (no marker otherwise)."""
+
 RUN_PATCHES_2026_12_03: Final = "run-patches-2026-12-03"
 """Every AgentRunWorkflow patch in RUN_PATCHES_2026_12_03_COVERS is on: RUN_PATCHES_2026_12's
 and FIRST_STEP_SEEDS_PATCH. A run started with it in its input asks no patch at all; a run

@@ -19,11 +19,17 @@ from reactive_temporal.contracts.debrief import (
     ToolCallRecord,
 )
 from reactive_temporal.contracts.result import AgentResult
-from reactive_temporal.contracts.run import FinalAnswerCapture, RationaleDetail
+from reactive_temporal.contracts.run import (
+    BilledReplies,
+    FinalAnswerCapture,
+    RationaleDetail,
+    Usage,
+)
 from reactive_temporal.limits import ERROR_RECORD_MAX_CHARS
 from reactive_temporal.rationale import REF_MAX_CHARS, REFS_MAX, WHY_MAX_CHARS
 from workflows.approval_rules import ARGUMENTS_PREVIEW_CHARS
 from workflows.debrief_rules import (
+    billed_synthesis,
     brief_output,
     build_fallback,
     collect_debrief_input,
@@ -34,6 +40,8 @@ from workflows.debrief_rules import (
     is_trivial,
     merge_synthesis,
     tool_stats,
+    unusable_but_billed,
+    with_synthesis_bill,
 )
 from workflows.run_state import RunState
 
@@ -317,6 +325,55 @@ def test_unusable_synthesis_keeps_the_fallback():
     inp = make_input(final_output="y" * 200)
     fallback = build_fallback(inp)
     assert merge_synthesis(inp, fallback, SynthesisResult(parsed=None)) is fallback
+
+
+def test_an_unusable_but_billed_synthesis_keeps_the_fallback_with_its_bill():
+    """A model that answers in prose is billed on every run: the fallback stands, still not
+    synthesized, and says what the call cost in the released shape (reference §2.5: usage
+    kept whenever its total is above 0, a failed parse included)."""
+    inp = make_input(final_output="y" * 200, errors_from_loop=["Tool a failed"])
+    fallback = build_fallback(inp)
+    bill = SynthesisTokens(input=1200, output=300, total=1500, cost=0.0054)
+    result = SynthesisResult(parsed=None, raw_excerpt="It went well!", tokens=bill)
+    assert unusable_but_billed(result)
+    debrief = merge_synthesis(inp, fallback, result)
+    assert not debrief.synthesized
+    assert debrief.metrics.synthesis_tokens == bill
+    assert debrief.metrics.model_dump(exclude={"synthesis_tokens"}) == fallback.metrics.model_dump(
+        exclude={"synthesis_tokens"}
+    )  # the run's own tokens and cost never include the synthesis
+    assert debrief.model_dump(exclude={"metrics"}) == fallback.model_dump(exclude={"metrics"})
+    assert "synthesis" not in debrief.markdown.lower()  # not rendered, as upstream
+    assert fallback.metrics.synthesis_tokens is None  # the instant debrief is left as it was
+    assert debrief.model_dump(mode="json")["metrics"]["synthesis_tokens"] == {
+        "input": 1200, "output": 300, "total": 1500, "cost": 0.0054
+    }  # fmt: skip
+
+
+def test_nothing_billed_is_nothing_counted():
+    fallback = build_fallback(make_input(final_output="y" * 200))
+    assert not unusable_but_billed(SynthesisResult(parsed=None))
+    assert not unusable_but_billed(
+        SynthesisResult(parsed=SynthesisFields(summary="Rich."), tokens=SynthesisTokens(total=9))
+    )  # a rich debrief counts its bill as it always did
+    assert with_synthesis_bill(fallback, SynthesisTokens()) is fallback
+
+
+def test_a_synthesis_that_failed_for_good_is_counted_from_its_billed_replies():
+    """Its failure's details (`BilledReplies`, the LLM step's shape) are what its attempts
+    were billed for replies that could not be read; none, or none billed, count nothing."""
+    billed = BilledReplies(
+        usage=Usage(prompt_tokens=900, completion_tokens=60, reasoning_tokens=20), cost=0.01
+    )
+    assert billed_synthesis(billed) == SynthesisTokens(input=900, output=60, total=960, cost=0.01)
+    assert billed_synthesis(None) is None
+    assert billed_synthesis(BilledReplies()) is None
+    fallback = build_fallback(make_input(final_output="y" * 200))
+    tokens = billed_synthesis(billed)
+    assert tokens is not None
+    debrief = with_synthesis_bill(fallback, tokens)
+    assert not debrief.synthesized and debrief.summary == fallback.summary
+    assert debrief.metrics.synthesis_tokens == tokens
 
 
 def test_blank_synthesis_summary_keeps_the_deterministic_one():
