@@ -54,6 +54,10 @@ at once on an entity that continues as new) with entities that ask one patch,
 `chat-routing-ascii` patch (chat routed with Python's Unicode words and case),
 `chat_routing_ascii.json` with it asked (routed as the released code's regexes do; the group
 records both, the second as the release that asks it).
+`debrief_prose.json` (group `synthesis_bill`) was recorded by the workflow and activity code
+from before the `synthesis-bill-kept` patch (a synthesis answered in prose: the fallback kept
+no bill); `debrief_prose_bill_kept.json` and `debrief_unreadable_bill_kept.json` with it (the
+fallback keeps what the call, or the attempts that failed for good, were billed).
 Each scenario runs on a fresh dev server with scripted models.
 """
 
@@ -82,7 +86,7 @@ from reactive_temporal.contracts.entity import (
     ChatRequest,
 )
 from reactive_temporal.contracts.run import AgentConfig, AgentRunInput, FinalAnswerCapture
-from reactive_temporal.embedded.scripted_llm import HttpError, Reply, ScriptedLLM, call
+from reactive_temporal.embedded.scripted_llm import HttpError, Raw, Reply, ScriptedLLM, Step, call
 from reactive_temporal.embedded.stack import DevServer
 from reactive_temporal.hosting.runtime import Runtime
 from reactive_temporal.hosting.worker_factory import create_worker
@@ -478,6 +482,48 @@ async def record_routing(client: Client, task_queue: str, llm: ScriptedLLM) -> d
     return scenarios
 
 
+def unreadable_reply(prompt: int, completion: int) -> Raw:
+    """A 200 chat completion, usage and all (so billed), whose `content` is no text."""
+    body = {
+        "id": "r1", "object": "chat.completion", "created": 1, "model": "m",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": 42},
+                     "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
+                  "total_tokens": prompt + completion},
+    }  # fmt: skip
+    return Raw([json.dumps(body).encode()], content_type="application/json")
+
+
+async def record_synthesis_bill(
+    client: Client, task_queue: str, llm: ScriptedLLM
+) -> dict[str, str]:
+    """Debrief children whose synthesis was billed and gave no rich debrief: answered in prose
+    (`debrief_prose`), and replies that could not be read until the synthesis's attempts ran
+    out (`debrief_unreadable`, only where the `synthesis-bill-kept` patch exists: before it,
+    such a reply was retried as an outage for half an hour)."""
+    scenarios: dict[str, str] = {}
+    cases: list[tuple[str, list[Step]]] = [
+        ("debrief_prose.json", [Reply("It went well, I think.", usage=(1200, 300))])
+    ]
+    if hasattr(names, "SYNTHESIS_BILL_KEPT_PATCH"):
+        cases.append(("debrief_unreadable.json", [unreadable_reply(900, 60)]))
+    for file, answer in cases:
+        tag = uuid.uuid4().hex[:6]
+        llm.script(
+            f"bill-{tag}",
+            [
+                Reply(None, [call("calculator", expression="3*1")]),
+                Reply(None, [call("final-answer", output=LONG, format="text", summary="Done.")]),
+            ],
+        )
+        synth = llm.script(f"bill-{tag}-debrief/gpt-4o-mini", answer, repeat_last=True)
+        cfg = AgentConfig(agent_id="recorder", model=f"bill-{tag}", debrief_model=synth)
+        result = await Agent(cfg, Runtime(client, task_queue, offline_model=False)).run("3*1?")
+        await result.debrief_rich()
+        scenarios[file] = names.debrief_workflow_id(result.run_id)
+    return scenarios
+
+
 GROUPS = {
     "base": record,
     "chat": record_chat,
@@ -490,6 +536,7 @@ GROUPS = {
     "cut_short": record_cut_short,
     "crowd": record_crowd,
     "routing": record_routing,
+    "synthesis_bill": record_synthesis_bill,
 }
 
 

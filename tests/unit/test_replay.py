@@ -59,6 +59,9 @@ def test_the_required_histories_are_committed():
         "cut_short_run_go_on",
         "chat_routing",
         "chat_routing_ascii",
+        "debrief_prose",
+        "debrief_prose_bill_kept",
+        "debrief_unreadable_bill_kept",
     } <= names
 
 
@@ -155,6 +158,48 @@ def test_the_routing_histories_took_the_paths_their_code_chose(
     history = _history(stem)
     assert _patch_markers(history) == markers
     assert _tool_path_messages(history) == [to_tools]
+
+
+def _persisted_debrief(history) -> dict:
+    """The debrief a DebriefWorkflow's history handed `persist_debrief` (its row's)."""
+    [data] = [
+        e.activity_task_scheduled_event_attributes.input.payloads[0].data
+        for e in history.events
+        if e.HasField("activity_task_scheduled_event_attributes")
+        and e.activity_task_scheduled_event_attributes.activity_type.name == names.PERSIST_DEBRIEF
+    ]
+    debrief: dict = json.loads(data)["debrief"]
+    return debrief
+
+
+@pytest.mark.parametrize(
+    ("stem", "markers", "bill"),
+    [
+        ("debrief_prose", [], None),
+        (
+            "debrief_prose_bill_kept",
+            [names.SYNTHESIS_BILL_KEPT_PATCH],
+            {"input": 1200, "output": 300, "total": 1500, "cost": 0.00036},
+        ),
+        (
+            "debrief_unreadable_bill_kept",
+            [names.SYNTHESIS_BILL_KEPT_PATCH],
+            {"input": 2700, "output": 180, "total": 2880, "cost": 0.000513},
+        ),
+    ],
+)
+def test_the_synthesis_bill_histories_kept_what_their_code_kept(
+    stem: str, markers: list[str], bill: dict | None
+):
+    """Both replay (above), so both paths are covered: a debrief from before the
+    synthesis-bill-kept patch (no marker) persisted its fallback without the prose answer's
+    bill, and replays keeping it so; one since persisted the fallback with the bill (three
+    unreadable replies' in the second), still not synthesized."""
+    history = _history(stem)
+    assert _patch_markers(history) == markers
+    debrief = _persisted_debrief(history)
+    assert not debrief.get("synthesized", False)
+    assert debrief["metrics"].get("synthesis_tokens") == bill
 
 
 @workflow.defn(name="AgentRunWorkflow", sandboxed=False)
