@@ -6,8 +6,10 @@ agents' database what an agent spent over the last days rather than adding up a 
 bill by hand. Three kinds of spend, each counted once:
 - runs: each debrief's `metrics.tokens` and `metrics.cost` (a tool-path chat turn is a run,
   with its own debrief, and is counted here);
-- the synthesis of a rich debrief: its own call, kept in `metrics.synthesis_tokens` (an
-  object: input, output, total, cost) and never in the run's;
+- the synthesis of a debrief: its own call, kept in `metrics.synthesis_tokens` (an
+  object: input, output, total, cost) and never in the run's; there whenever the model was
+  billed, in a debrief that fell back to the deterministic one too (an answer that was not
+  usable JSON, replies that could not be read: DebriefWorkflow);
 - direct chat turns: one `chat_usage` row each (activities/chat_usage.py).
 `total_tokens` and `total_cost_usd` add up all three.
 
@@ -76,7 +78,7 @@ class AgentSpend(BaseModel):
     last_run_at: datetime | None = None
     """None for an agent that only chatted in the window."""
     syntheses: int = 0
-    """Runs whose rich debrief's synthesis reported its usage."""
+    """Runs whose debrief's synthesis was billed (it reported its usage), rich or not."""
     synthesis_cost_usd: float = 0.0
     chat_turns: int = 0
     chat_tokens: int = 0

@@ -1,6 +1,7 @@
 """`costs`: what each agent spent over the last days, from the agents' database.
 
-The runs' debriefs hold their tokens and cost, and their rich debriefs' synthesis its own;
+The runs' debriefs hold their tokens and cost, and their synthesis its own (whenever it was
+billed, in a debrief that fell back to the deterministic one too);
 each direct chat turn has its row (`chat_usage`). This adds them up by agent, so an operator
 can tell which agent is spending, on what (runs, debrief synthesis, chat), and whether its
 runs succeed for it, without a provider's bill.
