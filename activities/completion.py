@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from openai.types.chat import ChatCompletion
 
-from activities.reply_calls import finish_reason_of
+from activities.reply_calls import content_text, finish_reason_of
 from reactive_temporal.contracts.run import Usage
 from reactive_temporal.thinking import reasoning_of, split_thinking
 
@@ -33,7 +33,17 @@ class Completion:
 
     @property
     def _text(self) -> str | None:
-        return self.response.choices[0].message.content if self.response.choices else None
+        """The reply's text as it came: `content` as text or as text parts (Mistral's), else
+        its `refusal` (`reply_calls.content_text`); a list of parts was no text at all."""
+        return content_text(self.response.choices[0].message) if self.response.choices else None
+
+    def thought(self) -> bool:
+        """Whether the model sent thinking; False for a reply that cannot be read at all, which
+        its caller reads (and fails on) as its own: an error here was retried as an outage."""
+        try:
+            return self.thinking is not None
+        except Exception:
+            return False
 
     @property
     def cut_while_thinking(self) -> bool:

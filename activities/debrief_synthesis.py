@@ -19,9 +19,10 @@ from pydantic import ValidationError
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.completion import Completion
 from activities.debrief_store import DebriefStore
 from activities.heartbeat import last_heartbeat
-from activities.llm_calls import Completion, ContextWindowExceeded, LlmEndpoint, chat_request
+from activities.llm_calls import ContextWindowExceeded, LlmEndpoint, chat_request
 from activities.llm_errors import attempts_exhausted
 from activities.pg_refusals import refused_data_fails
 from reactive_temporal.context_window import (

@@ -204,7 +204,7 @@ class LlmEndpoint:
         model = str(request["model"])
         had_room = self.capabilities(model).thinks
         completion = await self._complete_once(request, max_attempts, on_text)
-        if had_room or completion.thinking is None:
+        if had_room or not completion.thought():
             return completion
         self.quirks.learn_thinks(model)
         record_adaptation(model, "thinks_learned")

@@ -4,6 +4,7 @@ and why it ended, in any provider's words (pure)."""
 from __future__ import annotations
 
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 from openai.types.chat import ChatCompletion
@@ -49,7 +50,7 @@ def test_reasoning_beside_the_text_is_read_from_either_field() -> None:
     assert reasoning_of(message.choices[0].message) == "r"
 
 
-def _body(message: dict[str, object]) -> dict[str, object]:
+def _body(message: dict[str, object]) -> dict[str, Any]:
     return {
         "id": "r",
         "object": "chat.completion",
@@ -106,3 +107,12 @@ def test_a_step_s_record_keeps_the_thinking_and_its_result_does_not() -> None:
 )  # fmt: skip
 def test_finish_reasons_in_openai_s_words(given: object, said: str | None) -> None:
     assert finish_reason_of(given) == said
+
+
+def test_a_completion_reads_text_parts_and_a_reply_that_cannot_be_read_thought_nothing() -> None:
+    parts = [{"type": "text", "text": "<think>hm</think>"}, {"type": "text", "text": "Hi."}]
+    response = ChatCompletion.construct(**_body({"content": parts}))  # as the client builds it
+    completion = Completion(response=response, usage=Usage(), cost=0.0)
+    assert (completion.content, completion.thinking) == ("Hi.", "hm")  # Mistral's parts
+    broken = ChatCompletion.construct(**{**_body({}), "choices": [42]})
+    assert not Completion(response=broken, usage=Usage(), cost=0.0).thought()

@@ -39,16 +39,14 @@ def dollars(prompt: int, completion: int) -> float:
 
 
 def unreadable(prompt: int, completion: int) -> Raw:
-    """A 200 chat completion, usage and all (so billed), whose `content` is no text: the
-    synthesis cannot read it (it retried such a reply as an outage, up to 53 times)."""
+    """A 200 chat completion, usage and all (so billed), whose choice is no message at all:
+    the synthesis cannot read it (it retried such a reply as an outage, up to 53 times)."""
     body = {
         "id": "r1",
         "object": "chat.completion",
         "created": 1,
         "model": "m",
-        "choices": [
-            {"index": 0, "message": {"role": "assistant", "content": 42}, "finish_reason": "stop"}
-        ],
+        "choices": [42],
         "usage": {
             "prompt_tokens": prompt,
             "completion_tokens": completion,
