@@ -10,6 +10,18 @@ the run looks "running". Two facts together say so, and neither alone:
   within POLL_SILENCE. A worker's poll waits up to a minute for work (measured on the dev
   server: its last poll is up to ~60 s old while it sits idle), so a poll more recent than
   that may still be waiting; and a busy worker, its slots full, polls as each one frees.
+
+A task queue is served in partitions (4 by default, `matching.numTaskqueueReadPartitions`;
+the dev server's too), a worker's poll lands on any, and `describe_task_queue` tells of one:
+the root, unless a partition is named (`/_sys/<queue>/<n>`). An idle worker's poll on another
+partition is forwarded to the root, which records it; a poll served from a backlog where it
+lands is not. Measured (dev server 1.32, 4 partitions, one activity slot, 20 s activities, 39
+waiting): the worker polled every 20 s, on partitions 1 and 3, and the root's last activity
+poll grew to 90 s old while the freshest partition's stayed within 21 s; the ENHANCED mode
+(`report_pollers`) gave the root's 90 s too. The root alone made a worker saturated by a
+backlog look gone, and the runs queued behind it unserved. So a root poll older than
+POLL_SILENCE less ROOT_SETTLES is checked against the other partitions: three more calls,
+only then (an idle worker's poll, forwarded, was at most 55 s old at the root).
 """
 
 from __future__ import annotations
@@ -38,6 +50,14 @@ milliseconds, and a worker restarted by a rolling deploy polls again within it."
 POLL_SILENCE = timedelta(seconds=75)
 """No poll for this long: no worker is polling. A worker's poll lasts up to 60 s, then it
 polls again."""
+ROOT_SETTLES = timedelta(seconds=15)
+"""A root partition's poll within POLL_SILENCE less this settles it, no other partition asked:
+an answer is kept while its caller (a `runs` listing) works, and a poll just inside
+POLL_SILENCE may not stay so. A root poll older (idle workers': up to 55 s) costs 3 calls."""
+READ_PARTITIONS = 4
+"""The partitions asked: Temporal's default `matching.numTaskqueueReadPartitions` (the dev
+server's and a self-hosted cluster's). A cluster set to more has polls on the others unseen,
+when served from a backlog there (an idle one is forwarded to the root, which records it)."""
 
 
 class TaskQueuePollers:
@@ -54,8 +74,11 @@ class TaskQueuePollers:
     async def last_poll(self, task_queue: str, kind: TaskQueueType.ValueType) -> datetime | None:
         """The latest poll of `task_queue` for `kind` tasks the server remembers (5 minutes).
 
+        The root partition's, when it is recent (within POLL_SILENCE less ROOT_SETTLES); else
+        the latest of the root's and READ_PARTITIONS - 1 other partitions', asked together.
+
         Raises:
-            RPCError: the server would not say.
+            RPCError: the server would not say (of the root, or of another partition).
         """
         key = (task_queue, kind)
         if key not in self._asked:
@@ -65,7 +88,7 @@ class TaskQueuePollers:
     async def silent(self, task_queue: str, kind: TaskQueueType.ValueType) -> bool:
         """No worker has polled `task_queue` for `kind` tasks within POLL_SILENCE.
 
-        False when the server would not say.
+        On any partition asked (`last_poll`). False when the server would not say.
         """
         try:
             last = await self.last_poll(task_queue, kind)
@@ -74,10 +97,24 @@ class TaskQueuePollers:
         return last is None or datetime.now(UTC) - last >= POLL_SILENCE
 
     async def _ask(self, task_queue: str, kind: TaskQueueType.ValueType) -> datetime | None:
+        root = await self._latest_poll(task_queue, kind)
+        if root is not None and datetime.now(UTC) - root < POLL_SILENCE - ROOT_SETTLES:
+            return root
+        # a poll served from a backlog on another partition is not recorded at the root
+        others = await asyncio.gather(
+            *(
+                self._latest_poll(partition_name(task_queue, n), kind)
+                for n in range(1, READ_PARTITIONS)
+            )
+        )
+        return max((p for p in (root, *others) if p is not None), default=None)
+
+    async def _latest_poll(self, name: str, kind: TaskQueueType.ValueType) -> datetime | None:
+        """The latest poll one partition remembers (legacy mode describes one partition)."""
         response = await self._client.workflow_service.describe_task_queue(
             DescribeTaskQueueRequest(
                 namespace=self._client.namespace,
-                task_queue=TaskQueue(name=task_queue),
+                task_queue=TaskQueue(name=name),
                 task_queue_type=kind,
             )
         )
@@ -87,6 +124,20 @@ class TaskQueuePollers:
             if p.HasField("last_access_time")
         ]
         return max(polls, default=None)
+
+
+def partition_name(task_queue: str, partition: int) -> str:
+    """The name the server takes for one of `task_queue`'s partitions other than its root (0).
+
+    Raises:
+        ValueError: `partition` is not 1 or more (the root is named by the queue's own name).
+    """
+    if partition < 1:
+        raise ValueError(
+            f"partition {partition} of task queue {task_queue!r}: the root (0) "
+            "is named by the task queue's own name; others are 1 or more"
+        )
+    return f"/_sys/{task_queue}/{partition}"
 
 
 async def waiting_for_worker(

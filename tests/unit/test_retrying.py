@@ -27,7 +27,14 @@ from reactive_temporal import local_retries
 from reactive_temporal.api.failing_tasks import recorded_failure
 from reactive_temporal.api.progress import unanswerable
 from reactive_temporal.api.stalls import Stall
-from reactive_temporal.api.worker_waits import WAITING_AFTER, TaskQueuePollers, waiting_step
+from reactive_temporal.api.worker_waits import (
+    POLL_SILENCE,
+    ROOT_SETTLES,
+    WAITING_AFTER,
+    TaskQueuePollers,
+    partition_name,
+    waiting_step,
+)
 from reactive_temporal.cli.run_commands import progress_line, retrying_line, waiting_line
 from reactive_temporal.contracts.retrying import (
     LAST_FAILURE_CHARS,
@@ -247,6 +254,15 @@ def test_a_step_waits_for_a_worker_once_ready_long_and_not_started():
     both = described(task=task, activities=[activity(SCHEDULED, scheduled=long + 5)])
     longest = waiting_step(both, NOW)
     assert longest is not None and longest[0] == "llm_step"  # ready the longest
+
+
+def test_a_task_queue_s_other_partitions_are_named_as_the_server_takes_them():
+    """The server's names for partitions 1 and up (it refuses `/_sys/<queue>/0`: the root is
+    the queue's own name), and a root poll trusted only while it cannot turn silent soon."""
+    assert partition_name("agents", 1) == "/_sys/agents/1"
+    with pytest.raises(ValueError, match=r"partition 0 of task queue 'agents'"):
+        partition_name("agents", 0)
+    assert timedelta(0) < ROOT_SETTLES < POLL_SILENCE - timedelta(seconds=55)
 
 
 def test_a_recorded_workflow_task_failure_reads_cause_then_first_line():
