@@ -11,6 +11,7 @@ from temporalio import activity
 from activities.chat_usage import ChatTurnUsage, ChatUsageStore, TurnKey
 from activities.completion import Completion
 from activities.llm_calls import ContextWindowExceeded, LlmEndpoint, chat_request
+from activities.llm_errors import unreadable_reply
 from activities.pg_refusals import refused_data_fails
 from activities.request_messages import merged_turns
 from activities.run_events import RunEvents
@@ -91,8 +92,12 @@ class ChatActivities:
         # bounded where it enters, as a run's replies are: a reply past the payload limit
         # could never be returned, and the activity (and the model) would be retried forever
         await self._record_usage(input, completion)
-        message = clip(clean_text(completion.content or ""), REPLY_CONTENT_MAX_CHARS).strip()
-        cut_short = CUT_SHORT_NOTES.get(completion.finish_reason or "")
+        try:  # whatever the endpoint put in its reply: an error here is the model's
+            answer, finish_reason = completion.content, completion.finish_reason
+        except Exception as err:
+            raise unreadable_reply(err, input.agent.llm_max_attempts) from None
+        message = clip(clean_text(answer or ""), REPLY_CONTENT_MAX_CHARS).strip()
+        cut_short = CUT_SHORT_NOTES.get(finish_reason or "")
         if cut_short:  # said to the person, and to the model next turn: the answer is not whole
             message = f"{message}\n\n{cut_short}" if message else cut_short
         return ChatDirectResult(

@@ -23,7 +23,7 @@ from activities.completion import Completion
 from activities.debrief_store import DebriefStore
 from activities.heartbeat import last_heartbeat
 from activities.llm_calls import ContextWindowExceeded, LlmEndpoint, chat_request
-from activities.llm_errors import attempts_exhausted
+from activities.llm_errors import unreadable_reply
 from activities.pg_refusals import refused_data_fails
 from reactive_temporal.context_window import (
     CHARS_PER_TOKEN,
@@ -115,14 +115,9 @@ class DebriefActivities:
             parsed = bound_synthesis(parse_synthesis(content))
         except Exception as err:
             activity.heartbeat(billed.model_dump(mode="json"))  # the next attempt adds to it
-            last = attempts_exhausted(request.max_attempts)
-            raise ApplicationError(
-                f"LLM endpoint sent a reply that could not be read: {type(err).__name__}: "
-                f"{str(err)[:300]}{' (attempts exhausted)' if last else ''}",
-                billed.model_dump(mode="json"),  # the debrief counts it when this fails for good
-                type="LlmBadReply",
-                non_retryable=last,
-            ) from None
+            # the debrief counts the bill when this fails for good
+            bill = billed.model_dump(mode="json")
+            raise unreadable_reply(err, request.max_attempts, bill) from None
         if parsed is None:
             activity.logger.warning(
                 "debrief synthesis answer was not usable JSON; keeping fallback (its %d tokens "

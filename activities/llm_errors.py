@@ -181,6 +181,23 @@ def attempts_exhausted(max_attempts: int | None) -> bool:
     return max_attempts is not None and activity.info().attempt >= max_attempts
 
 
+def unreadable_reply(
+    err: Exception, max_attempts: int | None, details: object = None
+) -> ApplicationError:
+    """A reply the endpoint sent (and billed) that cannot be read, as the model's failure:
+    counted against its attempts (`LlmBadReply`), where a plain error was retried as an
+    outage, a billed call each time, up to every infrastructure retry. `details`: what the
+    caller carries with it (the bill)."""
+    last = attempts_exhausted(max_attempts)
+    return ApplicationError(
+        f"LLM endpoint sent a reply that could not be read: {type(err).__name__}: "
+        f"{str(err)[:300]}{' (attempts exhausted)' if last else ''}",
+        *(() if details is None else (details,)),
+        type="LlmBadReply",
+        non_retryable=last,
+    )
+
+
 @contextlib.contextmanager
 def llm_errors(max_attempts: int | None = None) -> Iterator[None]:
     """Map the openai client's failures to Temporal's retry semantics.
@@ -217,9 +234,4 @@ def llm_errors(max_attempts: int | None = None) -> Iterator[None]:
         # A reply the client could not read (a page of HTML, an error object mid-stream, a
         # shape it does not know) is the model failing too: counted against its attempts,
         # where it was retried as an outage, 20 billed calls more.
-        raise ApplicationError(
-            f"LLM endpoint sent a reply that could not be read: {type(err).__name__}: "
-            f"{str(err)[:300]}{' (attempts exhausted)' if last else ''}",
-            type="LlmBadReply",
-            non_retryable=last,
-        ) from None  # not chained: its text may hold the whole body
+        raise unreadable_reply(err, max_attempts) from None  # its text may hold the whole body

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from activities.llm_calls import LlmEndpoint, chat_request
+from reactive_temporal.api.chat_refusals import ChatError
 from reactive_temporal.config import Settings
 from reactive_temporal.embedded.scripted_llm import Endpoint, Raw, Reply, ScriptedLLM, Step, call
 from reactive_temporal.hosting.worker_factory import llm_client
@@ -416,3 +417,19 @@ async def test_a_reply_cut_short_in_a_provider_s_own_words_does_not_end_the_run(
         harness.agent(model_name).session().chat("Why?", use_tools=False), 60
     )
     assert reply.message.endswith("[the answer was cut off at the model's output token limit]")
+
+
+async def test_a_chat_reply_that_cannot_be_read_counts_against_the_model_s_attempts(
+    harness: Harness, llm: ScriptedLLM, model_name: str
+):
+    """A billed 200 whose choice is no message: the direct turn raised a plain error, retried
+    as an outage, a billed call each time, up to every infrastructure retry (55 calls)."""
+    usage = {"prompt_tokens": 300, "completion_tokens": 20, "total_tokens": 320}
+    body = {"id": "r", "object": "chat.completion", "created": 1, "model": "m",
+            "choices": [42], "usage": usage}  # fmt: skip
+    unreadable = Raw([json.dumps(body).encode()], content_type="application/json")
+    llm.script(model_name, [unreadable], repeat_last=True)
+    session = harness.agent(model_name, agent_id="unreadable-chat", llm_max_attempts=2).session()
+    with pytest.raises(ChatError, match="reply that could not be read.*attempts exhausted"):
+        await asyncio.wait_for(session.chat("Hi", use_tools=False), 90)
+    assert len(llm.requests[model_name]) == 2
