@@ -2,11 +2,12 @@
 
 Open reasoning models served as they come (DeepSeek-R1 and its distills, Qwen3, QwQ under
 vLLM without a reasoning parser, Ollama, LM Studio) write their thinking into the reply's
-text: `<think>…</think>` before the answer, or only `</think>` when the chat template opened
-the block in the prompt. Taken as the answer, it was the run's output and the chat's reply, a
-`FINAL ANSWER:` line the model only considered while thinking ended the run, a debrief's
-JSON could not be read behind it, and every later request sent it back (their guidance: the
-history holds the answers only), filling small context windows with old thoughts.
+text: `<think>…</think>` before the answer (Magistral: `[THINK]…[/THINK]`), or only the
+closing tag when the chat template opened the block in the prompt. Taken as the answer, it
+was the run's output and the chat's reply, a `FINAL ANSWER:` line the model only considered
+while thinking ended the run, a debrief's JSON could not be read behind it, and every later
+request sent it back (their guidance: the history holds the answers only), filling small
+context windows with old thoughts.
 
 Endpoints with a reasoning parser send it apart, as `reasoning_content` (DeepSeek's API,
 vLLM) or `reasoning` (OpenRouter, Ollama, vLLM's newer releases): read here too.
@@ -18,9 +19,11 @@ from __future__ import annotations
 
 import re
 
-_OPENS = re.compile(r"\A\s*<(think|thinking)>", re.IGNORECASE)
-_CLOSES = re.compile(r"</(think|thinking)>", re.IGNORECASE)
-_CLOSES_ALONE = re.compile(r"(?:\A|\n)[ \t]*</(think|thinking)>[ \t]*(?:\n|\Z)", re.IGNORECASE)
+_OPENS = re.compile(r"\A\s*(?:<(?:think|thinking)>|\[THINK\])", re.IGNORECASE)
+_CLOSE = r"(?:</(?:think|thinking)>|\[/THINK\])"
+"""`</think>`, or Magistral's `[/THINK]` (its newer releases think in those tokens)."""
+_CLOSES = re.compile(_CLOSE, re.IGNORECASE)
+_CLOSES_ALONE = re.compile(rf"(?:\A|\n)[ \t]*{_CLOSE}[ \t]*(?:\n|\Z)", re.IGNORECASE)
 """A block the template opened is closed on a line of its own: a `</think>` inside a line is
 words the model wrote (quoting a page that planted one, say), not the end of its thinking."""
 REASONING_FIELDS = ("reasoning_content", "reasoning")
@@ -42,7 +45,8 @@ def split_thinking(text: str | None) -> tuple[str | None, str | None]:
         if opened is None:
             return None, text
         return _or_none(text[start:]), None
-    if opened is None and "<think" in text[: closed.start()].lower():
+    before = text[: closed.start()].lower()
+    if opened is None and ("<think" in before or "[think]" in before):
         return None, text  # a tag quoted in the answer, not a block the template opened
     return _or_none(text[start : closed.start()]), _or_none(text[closed.end() :])
 

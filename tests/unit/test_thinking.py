@@ -29,6 +29,8 @@ from reactive_temporal.thinking import reasoning_of, split_thinking
         ("<think>cut off at the output limit, still thinking", "cut off at the output limit, "
          "still thinking", None),
         ("<think>only thoughts</think>", "only thoughts", None),
+        ("[THINK]Magistral's tokens.[/THINK]Answer.", "Magistral's tokens.", "Answer."),
+        ("Opened by the template.\n[/THINK]\nAnswer.", "Opened by the template.", "Answer."),
         ("Use a <think> tag, then close it with </think>.", None,
          "Use a <think> tag, then close it with </think>."),  # the answer's own words
         ("I think it is 4.", None, "I think it is 4."),
