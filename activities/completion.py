@@ -3,6 +3,7 @@ thinking, why it ended (in OpenAI's words, whatever the provider said), and what
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from openai.types.chat import ChatCompletion
@@ -23,19 +24,21 @@ class Completion:
     @property
     def content(self) -> str | None:
         """The first choice's text without the model's thinking, None when there is none."""
-        return split_thinking(self._text)[1]
+        return self._split[1]
 
     @property
     def thinking(self) -> str | None:
         """What a reasoning model thought before its answer (`reactive_temporal.thinking`)."""
         message = self.response.choices[0].message if self.response.choices else None
-        return reasoning_of(message) or split_thinking(self._text)[0]
+        return reasoning_of(message) or self._split[0]
 
-    @property
-    def _text(self) -> str | None:
-        """The reply's text as it came: `content` as text or as text parts (Mistral's), else
-        its `refusal` (`reply_calls.content_text`); a list of parts was no text at all."""
-        return content_text(self.response.choices[0].message) if self.response.choices else None
+    @functools.cached_property
+    def _split(self) -> tuple[str | None, str | None]:
+        """The reply's text as it came, `(thinking, answer)`: `content` as text or as text
+        parts (Mistral's), else its `refusal` (`reply_calls.content_text`). Split once, however
+        often the answer and the thinking are read."""
+        message = self.response.choices[0].message if self.response.choices else None
+        return split_thinking(content_text(message) if message is not None else None)
 
     def thought(self) -> bool:
         """Whether the model sent thinking; False for a reply that cannot be read at all, which

@@ -127,12 +127,7 @@ class DebriefActivities:
         return SynthesisResult(
             parsed=parsed,
             raw_excerpt=(content or "")[:500],
-            tokens=SynthesisTokens(
-                input=billed.usage.prompt_tokens,
-                output=billed.usage.completion_tokens,
-                total=billed.usage.total_tokens,
-                cost=billed.cost,
-            ),
+            tokens=SynthesisTokens.billed(billed),
         )
 
     async def _complete(self, request: SynthesisRequest) -> Completion:

@@ -136,20 +136,12 @@ def _merge_in(merged: dict[str, dict[str, object]], rows: Iterable[RunSpend | Ch
 
 
 def spend_total(spent: Sequence[AgentSpend]) -> SpendTotal:
-    """The agents' spend added up."""
-    return SpendTotal(
-        runs=sum(s.runs for s in spent),
-        tokens=sum(s.tokens for s in spent),
-        cost_usd=dollars(s.cost_usd for s in spent),
-        syntheses=sum(s.syntheses for s in spent),
-        synthesis_tokens=sum(s.synthesis_tokens for s in spent),
-        synthesis_cost_usd=dollars(s.synthesis_cost_usd for s in spent),
-        chat_turns=sum(s.chat_turns for s in spent),
-        chat_tokens=sum(s.chat_tokens for s in spent),
-        chat_cost_usd=dollars(s.chat_cost_usd for s in spent),
-        total_tokens=sum(s.total_tokens for s in spent),
-        total_cost_usd=dollars(s.total_cost_usd for s in spent),
-    )
+    """The agents' spend added up, field by field (dollars to `DOLLAR_DIGITS`)."""
+    added: dict[str, float] = {}
+    for name in SpendTotal.model_fields:
+        values = [getattr(s, name) for s in spent]
+        added[name] = dollars(values) if name.endswith("_usd") else sum(values)
+    return SpendTotal.model_validate(added)
 
 
 def dollars(amounts: Iterable[float]) -> float:

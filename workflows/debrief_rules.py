@@ -323,12 +323,7 @@ def billed_synthesis(billed: BilledReplies | None) -> SynthesisTokens | None:
     nothing was billed (a failure from before it said, or an endpoint that never answered)."""
     if billed is None or billed.usage.total_tokens <= 0:
         return None
-    return SynthesisTokens(
-        input=billed.usage.prompt_tokens,
-        output=billed.usage.completion_tokens,
-        total=billed.usage.total_tokens,
-        cost=billed.cost,
-    )
+    return SynthesisTokens.billed(billed)
 
 
 def with_synthesis_bill(debrief: AgentDebrief, tokens: SynthesisTokens) -> AgentDebrief:

@@ -14,7 +14,12 @@ from pydantic import AliasChoices, BaseModel, Field, field_validator
 
 from reactive_temporal.contracts.approvals import ApprovalRecord
 from reactive_temporal.contracts.internal import InternalPayload
-from reactive_temporal.contracts.run import FinalAnswerCapture, RationaleDetail, TerminatedBy
+from reactive_temporal.contracts.run import (
+    BilledReplies,
+    FinalAnswerCapture,
+    RationaleDetail,
+    TerminatedBy,
+)
 
 Outcome = Literal["success", "partial", "failed"]
 Confidence = Literal["high", "medium", "low"]
@@ -64,6 +69,17 @@ class SynthesisTokens(BaseModel):
     output: int = 0
     total: int = 0
     cost: float = 0.0
+
+    @classmethod
+    def billed(cls, replies: BilledReplies) -> SynthesisTokens:
+        """What replies the synthesis was billed for used and cost, in the debrief's shape."""
+        usage = replies.usage
+        return cls(
+            input=usage.prompt_tokens,
+            output=usage.completion_tokens,
+            total=usage.total_tokens,
+            cost=replies.cost,
+        )
 
 
 class DebriefMetrics(BaseModel):
