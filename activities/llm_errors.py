@@ -1,7 +1,8 @@
 """How the LLM endpoint's failures map to Temporal's retries, and what each says.
 
 HTTP 408, 409, 429 and 5xx, timeouts and dropped connections are retried (honouring
-`retry-after` and a body's own delay); any other 4xx is the request's fault and fails for good;
+`retry-after` and a body's own delay); any other 4xx is the request's fault and fails for good,
+but a 401/403 of a key its file replaced while the request was on its way (`key_files`);
 a certificate the worker cannot trust fails for good too, saying how to trust it. Every
 failure but a rate limit counts against the agent's `llm_max_attempts` and its last attempt's
 failure is final; a rate limit (429, 529) is waited out for RATE_LIMIT_PATIENCE_SECONDS. The
@@ -26,6 +27,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from reactive_temporal.errors import causes, root_cause
+from reactive_temporal.key_files import renewed_since
 from reactive_temporal.model_quirks import body_retry_delay, error_code, error_message
 
 RETRYABLE_STATUS = {408, 409, 429}
@@ -38,6 +40,7 @@ MAX_RETRY_DELAY_SECONDS = 120.0
 RATE_LIMITED_STATUS = {429, 529}
 """A provider asking to be called later: a rate limit (429, but `insufficient_quota`),
 Anthropic's "overloaded" (529)."""
+CREDENTIALS_REFUSED = {401, 403}
 RATE_LIMIT_PATIENCE_SECONDS = 600.0
 """How long from a step's first attempt a rate limit is waited out without counting against
 the agent's `llm_max_attempts`: a burst of runs over a tokens-per-minute limit waits for the
@@ -85,6 +88,9 @@ def raise_for_status(
         retryable = should == "true"
     if code in NEVER_RETRIED_CODES:
         retryable = False
+    renewed = status in CREDENTIALS_REFUSED and renewed_since(_sent_authorization(err))
+    if renewed:  # the key was rotated while the request was on its way: ask again, at once
+        retryable = True
     # what the provider said, in whichever shape (the client reads only OpenAI's, and said
     # "Error code: 400" for Gemini's, TGI's, a `detail` or a plain-text body)
     detail = error_message(err.body) or (err.message if isinstance(err.message, str) else "")
@@ -94,14 +100,24 @@ def raise_for_status(
         final = limited.waited >= RATE_LIMIT_PATIENCE_SECONDS
         gave_up = f" (rate limited for {limited.waited:.0f} s)"
         asked = None if final else limited.delay(asked)
+    said = gave_up if retryable and final else ""
+    if renewed:
+        asked, said = timedelta(0), f" (sent with a key its file has replaced since){said}"
     raise ApplicationError(
-        f"LLM endpoint answered HTTP {status}: {(detail or str(err))[:500]}"
-        f"{gave_up if retryable and final else ''}",
+        f"LLM endpoint answered HTTP {status}: {(detail or str(err))[:500]}{said}",
         type="LlmHttpError" if retryable else "LlmRequestRejected",
         non_retryable=not retryable or final,
         next_retry_delay=asked,
     ) from None  # not chained: the client's error holds the whole body (megabytes, maybe), and
     # a failure past Temporal's size limit arrives as "Failure exceeds size limit", its cause lost
+
+
+def _sent_authorization(err: openai.APIStatusError) -> str | None:
+    """The `Authorization` header the refused request carried."""
+    try:
+        return err.response.request.headers.get("authorization")
+    except (AttributeError, RuntimeError):  # a response made without its request
+        return None
 
 
 @dataclass(frozen=True)

@@ -11,12 +11,20 @@ file and a read only when it changed.
 The file is checked at the start like any header value (`http_headers.read_header_file`); a
 file that cannot be read later (caught mid-rewrite, empty for an instant) keeps the last key,
 with a warning, rather than failing the calls that come meanwhile.
+
+A request can leave with a key that is rotated out while it is on its way: the endpoint's
+401 then refuses a key the file no longer holds. `renewed_since` tells that refusal from a key
+that is simply wrong, so the step asks again at once with the new key instead of failing the
+run for good (`llm_errors.raise_for_status`).
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
+import weakref
+from collections import deque
 from typing import TYPE_CHECKING
 
 from reactive_temporal.http_headers import read_header_file
@@ -25,6 +33,17 @@ if TYPE_CHECKING:
     from reactive_temporal.config import Settings
 
 log = logging.getLogger(__name__)
+
+KEYS_REMEMBERED = 4
+"""The keys a file held before its current one that are still told apart from a wrong key:
+a request outlives a rotation or two at most."""
+_LIVE: weakref.WeakSet[KeyFile] = weakref.WeakSet()
+"""Every key file the process reads (one per endpoint client)."""
+
+
+def _digest(key: str) -> bytes:
+    """What is remembered of a rotated-out key: not the secret itself."""
+    return hashlib.sha256(key.encode()).digest()
 
 
 class KeyFile:
@@ -36,6 +55,8 @@ class KeyFile:
         self._stamp = self._stamp_now()
         self._key = read_header_file(path, where)  # at the start: a ValueError stops the worker
         self._failing = False
+        self._before: deque[bytes] = deque(maxlen=KEYS_REMEMBERED)
+        _LIVE.add(self)
 
     def _stamp_now(self) -> tuple[int, int, int] | None:
         """What tells a rewritten file from the one read: its inode, size and mtime."""
@@ -59,12 +80,28 @@ class KeyFile:
             return self._key
         if self._failing or key != self._key:
             log.info("%s: the key in %s was read again (it changed)", self.where, self.path)
+        if key != self._key:
+            self._before.append(_digest(self._key))
         self._key, self._stamp, self._failing = key, stamp, False
         return key
+
+    def rotated_out(self, key: str) -> bool:
+        """Whether `key` is one this file held before the key it holds now (the file is
+        looked at again first)."""
+        return key != self.current() and _digest(key) in self._before
 
     async def __call__(self) -> str:
         """The openai client's `api_key` provider, asked before each request."""
         return self.current()
+
+
+def renewed_since(authorization: str | None) -> bool:
+    """Whether a refused request's `Authorization` header carried a key that a key file has
+    replaced since: the request went out as the key was rotated, and goes again at once."""
+    scheme, _, key = (authorization or "").partition(" ")
+    if scheme.lower() != "bearer" or not key:
+        return False
+    return any(keys.rotated_out(key) for keys in list(_LIVE))
 
 
 def read_llm_keys(settings: Settings) -> None:

@@ -9,7 +9,7 @@ import pytest
 from pydantic import ValidationError
 
 from reactive_temporal.config import Settings
-from reactive_temporal.key_files import KeyFile, read_llm_keys
+from reactive_temporal.key_files import KeyFile, read_llm_keys, renewed_since
 from reactive_temporal.llm_endpoints import ModelEndpoint
 
 
@@ -78,3 +78,20 @@ def test_every_endpoint_s_key_is_read_before_the_worker_connects(tmp_path: Path)
     endpoint = ModelEndpoint(base_url="http://vllm:8000/v1", api_key_file=str(good))
     key = endpoint.api_key("llama*")
     assert isinstance(key, KeyFile) and key.current() == "sk-1"
+
+
+def test_a_refusal_of_a_key_rotated_out_is_told_from_a_wrong_key(tmp_path: Path) -> None:
+    """A 401 for a key the file held before is worth asking again; one for the key the file
+    still holds, or for a key it never held, is not."""
+    path = tmp_path / "key"
+    path.write_text("sk-old-key-1")
+    key = KeyFile(str(path), "OPENAI_API_KEY_FILE")
+    assert key.current() == "sk-old-key-1"
+    assert not renewed_since("Bearer sk-old-key-1")  # not rotated: the key is wrong
+    path.write_text("sk-new-key-22")  # rotated while a request was out; nothing read it yet
+    assert renewed_since("Bearer sk-old-key-1")
+    assert renewed_since("bearer sk-old-key-1")
+    assert not renewed_since("Bearer sk-new-key-22")
+    assert not renewed_since("Bearer sk-never-held")
+    assert not renewed_since("Basic sk-old-key-1") and not renewed_since(None)
+    assert not renewed_since("Bearer ")

@@ -13,7 +13,14 @@ import pytest
 from temporalio.client import Client
 
 from reactive_temporal.config import Settings
-from reactive_temporal.embedded.scripted_llm import Endpoint, Reply, ScriptedLLM, Step, call
+from reactive_temporal.embedded.scripted_llm import (
+    Endpoint,
+    HttpError,
+    Reply,
+    ScriptedLLM,
+    Step,
+    call,
+)
 from reactive_temporal.llm_endpoints import ModelEndpoint, endpoint_for
 from reactive_temporal.pricing import cost_of
 from reactive_temporal.prompts import SYNTHESIS_SYSTEM_PROMPT
@@ -137,6 +144,41 @@ async def test_a_key_rotated_in_its_file_is_sent_without_a_worker_restart(
         assert (await agent.run("Second")).success
     sent = [h.get("authorization") for h in llm.request_headers[model]]
     assert sent == ["Bearer sk-before", "Bearer sk-after-rotation"], sent
+
+
+async def test_a_key_rotated_while_its_request_was_on_its_way_is_sent_again_at_once(
+    client: Client, settings: Settings, llm: ScriptedLLM, tmp_path: Path
+) -> None:
+    """A request that left just before its key file was rotated is refused (401) for a key
+    the file no longer holds: the step asks again with the new key, where the run failed for
+    good on a key that had been replaced. A key that is simply wrong still fails at once."""
+    key_file = tmp_path / "openai-key"
+    key_file.write_text("sk-expiring\n")
+
+    def rotated_in_flight(request: dict[str, Any]) -> Step:
+        if key_file.read_text().strip() == "sk-expiring":
+            key_file.write_text("sk-renewed-in-flight\n")  # the sidecar, mid-request
+            return HttpError(401, "Incorrect API key provided: sk-expi*****.")
+        return Reply("FINAL ANSWER: ok")
+
+    def refused(request: dict[str, Any]) -> Step:
+        return HttpError(401, "Incorrect API key provided.")
+
+    rotated = llm.script(f"kr-{uuid.uuid4().hex[:6]}", rotated_in_flight)
+    wrong = llm.script(f"kw-{uuid.uuid4().hex[:6]}", refused)
+    keyed = settings.model_copy(
+        update={"openai_api_key": None, "openai_api_key_file": str(key_file)}
+    )
+    async with running_worker(client, keyed) as harness:
+        agent = harness.agent(rotated, agent_id=f"kr-{uuid.uuid4().hex[:6]}", memory=False)
+        assert (await agent.run("First")).success
+        failed = await harness.agent(
+            wrong, agent_id=f"kw-{uuid.uuid4().hex[:6]}", memory=False
+        ).run("Second")
+    sent = [h.get("authorization") for h in llm.request_headers[rotated]]
+    assert sent == ["Bearer sk-expiring", "Bearer sk-renewed-in-flight"], sent
+    assert failed.terminated_by == "llm_error" and "HTTP 401" in (failed.error or ""), failed
+    assert len(llm.requests[wrong]) == 1  # its key never changed: not asked again
 
 
 async def test_models_go_to_the_endpoint_their_pattern_names(
