@@ -227,6 +227,7 @@ class LlmActivities:
                 audit_rationale=input.audit_rationale,
                 id_prefix=f"text_{input.seq}",
                 calls_in_text=self.llm.capabilities(input.model).calls_in_text,
+                transcript=transcript,
             )
             if read.calls_from_text:
                 _calls_written_as_text(input.model)

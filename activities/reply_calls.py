@@ -21,14 +21,14 @@ endpoint sent. What real endpoints send besides OpenAI's shapes:
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from openai.types.chat import ChatCompletionMessageCustomToolCall
 
 from reactive_temporal.call_names import tool_name_of
-from reactive_temporal.contracts.run import LlmStepResult, RationaleDetail, ToolCall
+from reactive_temporal.contracts.run import LlmStepResult, RationaleDetail, SeqMessage, ToolCall
 from reactive_temporal.rationale import parse_rationale_blocks, strip_rationale_blocks
 from reactive_temporal.sanitize import clean_text, clip
 from reactive_temporal.text_calls import calls_in_text as text_calls
@@ -132,10 +132,11 @@ def read_reply(
     audit_rationale: bool,
     id_prefix: str,
     calls_in_text: bool = True,
+    transcript: Sequence[SeqMessage] = (),
 ) -> ReadReply:
     """The reply's text without its thinking (and rationale blocks, in audit mode), and its
     calls: those it made, or else (`calls_in_text`) those it wrote into the text, ids
-    `<id_prefix>_<n>`."""
+    `<id_prefix>_<n>`, unless they copy a tool's result in `transcript`."""
     unwrapped: list[str] = []
     calls = reply_calls(message, real_names, unwrapped)
     thinking, content = split_thinking(content_text(message))
@@ -146,7 +147,9 @@ def read_reply(
         content = strip_rationale_blocks(content) or None
     written = None
     if not calls and calls_in_text:
-        written = text_calls(content, real_names, id_prefix=id_prefix)
+        written = text_calls(
+            content, real_names, id_prefix=id_prefix, read=lambda: tool_results(transcript)
+        )
     if written is not None:
         content, calls = written
     return ReadReply(
@@ -157,6 +160,14 @@ def read_reply(
         calls_from_text=written is not None,
         unwrapped_names=len(unwrapped),
     )
+
+
+def tool_results(transcript: Sequence[SeqMessage]) -> Iterator[str]:
+    """What the tools returned to the model, newest first (a planted call is most often in
+    what it read last)."""
+    for entry in reversed(transcript):
+        if entry.message.role == "tool" and entry.message.content:
+            yield entry.message.content
 
 
 FINISH_REASONS = {

@@ -14,8 +14,9 @@ read here, when the reply has no calls of its own:
   the whole reply.
 
 Calls end the reply, as models write them: a block with words after it is quoted, not made
-(a page the model read may hold one, planted to be run; one quoted last reads as a call, and
-what a call may do is for the tools and approvals to bound). A call counts when its block
+(a page the model read may hold one, planted to be run). A block quoted last is told by what
+it copies: calls that repeat what a tool returned (`read`: its quotes, backslashes, spacing
+and HTML escapes aside) are the page's words, and stay text. A call counts when its block
 reads as one (a name, and a JSON object for arguments): a call of a tool the step did not
 offer is then refused as any unknown tool is, and the model reads which tools there are,
 where the run ended with the markup as its answer. The bare object, with no marker to say it
@@ -27,9 +28,10 @@ Pure: no I/O.
 
 from __future__ import annotations
 
+import html
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from reactive_temporal.call_names import tool_name_of
@@ -46,12 +48,25 @@ TEXT_CALLS_MAX_CHARS = 2 * TOOL_ARGUMENTS_TOTAL_MAX_CHARS
 (`limits`), and a hostile endpoint's 60 MB reply is not parsed as JSON on the event loop."""
 
 
+QUOTE_MIN_CHARS = 24
+"""A block this short (its quotes and spacing aside) is not taken for a copy: a page may hold
+`{"name": "x"}` by chance."""
+_UNQUOTED = re.compile(r"""\\[nrt]|[\s"'\\`]+""")
+"""What a copy may gain or lose on its way through a tool's result and back: spacing, quotes,
+escapes (`\\n` for a line break)."""
+
+
 def calls_in_text(
-    text: str | None, real_names: Mapping[str, str], *, id_prefix: str
+    text: str | None,
+    real_names: Mapping[str, str],
+    *,
+    id_prefix: str,
+    read: Callable[[], Iterable[str]] = tuple,
 ) -> tuple[str | None, list[ToolCall]] | None:
     """`(text before the calls, the calls)` when `text` holds calls in a format an open model
     writes, each naming a tool of `real_names` (wire name → the tool's name) with a JSON
-    object for arguments; None otherwise. Calls get ids `<id_prefix>_<n>`."""
+    object for arguments, none copied from `read` (what the tools returned, asked only when
+    there are calls); None otherwise. Calls get ids `<id_prefix>_<n>`."""
     if not text or len(text) > TEXT_CALLS_MAX_CHARS:
         return None
     found = _marked(text, real_names) if any(m in text for m in _MARKERS) else None
@@ -60,12 +75,35 @@ def calls_in_text(
     if found is None:
         return None
     before, calls = found
+    if copied(text[len(before) :], read()):
+        return None
     ids = [f"{id_prefix}_{n}" for n in range(len(calls))]
     tool_calls = [
         ToolCall(id=i, name=name, arguments=json.dumps(arguments))
         for i, (name, arguments) in zip(ids, calls, strict=True)
     ]
     return (before.strip() or None), tool_calls
+
+
+def copied(written: str, read: Iterable[str]) -> bool:
+    """Whether calls written at the end of a reply (`written`, from the first call on) copy
+    what the model read: any one block of them, or the whole, found in a tool's result once
+    quotes, backslashes, spacing and HTML escapes are set aside (a page's block comes back
+    JSON-escaped in a tool's result, and the model writes it unescaped)."""
+    blocks = [b.group(0) for b in _HERMES.finditer(written)] or [written]
+    pieces = {_squeezed(p) for p in blocks} | {_squeezed(written)}
+    pieces = {p for p in pieces if len(p) >= QUOTE_MIN_CHARS}
+    if not pieces:
+        return False
+    for result in read:
+        seen = _squeezed(html.unescape(result))
+        if any(p in seen for p in pieces):
+            return True
+    return False
+
+
+def _squeezed(text: str) -> str:
+    return _UNQUOTED.sub("", text)
 
 
 def _marked(text: str, names: Mapping[str, str]) -> tuple[str, list[tuple[str, Any]]] | None:
