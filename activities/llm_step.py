@@ -41,6 +41,7 @@ from activities.llm_context import ContextPlan, ContextRecord, StepContext, Step
 from activities.llm_errors import attempts_exhausted
 from activities.pg_refusals import refused_data, refused_data_fails
 from activities.reply_calls import finish_reason_of, read_reply, with_thinking
+from activities.reply_notes import note_reply
 from activities.request_messages import request_messages
 from activities.run_events import RunEvents, TextStream
 from activities.run_seed import RunSeeding, resolve_tools, seed_length, seed_messages
@@ -69,7 +70,6 @@ from reactive_temporal.contracts.run import (
 )
 from reactive_temporal.limits import bound_reply
 from reactive_temporal.pricing import price_for
-from reactive_temporal.telemetry.metrics import record_adaptation
 from reactive_temporal.tools import ToolRegistry, wire_name
 
 MAX_OVERFLOW_RETRIES = 3
@@ -229,10 +229,7 @@ class LlmActivities:
                 calls_in_text=self.llm.capabilities(input.model).calls_in_text,
                 transcript=transcript,
             )
-            if read.calls_from_text:
-                _calls_written_as_text(input.model)
-            for _ in range(read.unwrapped_names):
-                record_adaptation(input.model, "tool_name_unwrapped")
+            note_reply(input.model, input.run_id, read)
             # Whatever the model sent, what is stored and returned fits every payload limit.
             content, calls = bound_reply(read.content, read.calls)
         except Exception as err:  # unreadable however often it is asked again as an outage
@@ -372,22 +369,3 @@ class LlmActivities:
 def _billed_before() -> tuple[Usage, float]:
     billed = last_heartbeat(BilledReplies) or BilledReplies()
     return billed.usage, billed.cost
-
-
-_TEXT_CALLS_SEEN: set[str] = set()
-
-
-def _calls_written_as_text(model: str) -> None:
-    """Count a reply whose calls were in its text, and say once per model and worker that
-    its endpoint leaves them there: they are read from it, but the endpoint is the thing to
-    fix."""
-    record_adaptation(model, "calls_in_text")
-    if model in _TEXT_CALLS_SEEN:
-        return
-    _TEXT_CALLS_SEEN.add(model)
-    activity.logger.warning(
-        "model %s wrote its tool calls into its reply's text: its endpoint does not parse "
-        "them (vLLM: --enable-auto-tool-choice with the model's --tool-call-parser; "
-        "llama.cpp: --jinja). This worker reads them from the text.",
-        model,
-    )

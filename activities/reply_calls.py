@@ -20,6 +20,7 @@ endpoint sent. What real endpoints send besides OpenAI's shapes:
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -123,6 +124,8 @@ class ReadReply:
     """The calls were written into the text (`reactive_temporal.text_calls`)."""
     unwrapped_names: int = 0
     """Calls whose name had to be unwrapped to name a tool (`reactive_temporal.call_names`)."""
+    copied_calls: str | None = None
+    """Calls the reply wrote at its end that copy a tool's result, left as its text."""
 
 
 def read_reply(
@@ -145,11 +148,10 @@ def read_reply(
     if audit_rationale:
         rationale = parse_rationale_blocks(content)
         content = strip_rationale_blocks(content) or None
-    written = None
+    written, copies = None, list[str]()
     if not calls and calls_in_text:
-        written = text_calls(
-            content, real_names, id_prefix=id_prefix, read=lambda: tool_results(transcript)
-        )
+        read = functools.partial(tool_results, transcript)
+        written = text_calls(content, real_names, id_prefix=id_prefix, read=read, copies=copies)
     if written is not None:
         content, calls = written
     return ReadReply(
@@ -159,6 +161,7 @@ def read_reply(
         rationale,
         calls_from_text=written is not None,
         unwrapped_names=len(unwrapped),
+        copied_calls=copies[0] if copies else None,
     )
 
 

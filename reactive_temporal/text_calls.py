@@ -62,11 +62,13 @@ def calls_in_text(
     *,
     id_prefix: str,
     read: Callable[[], Iterable[str]] = tuple,
+    copies: list[str] | None = None,
 ) -> tuple[str | None, list[ToolCall]] | None:
     """`(text before the calls, the calls)` when `text` holds calls in a format an open model
     writes, each naming a tool of `real_names` (wire name → the tool's name) with a JSON
     object for arguments, none copied from `read` (what the tools returned, asked only when
-    there are calls); None otherwise. Calls get ids `<id_prefix>_<n>`."""
+    there are calls); None otherwise. Calls get ids `<id_prefix>_<n>`. Calls left as text
+    for being copies are added to `copies`, for the worker to say."""
     if not text or len(text) > TEXT_CALLS_MAX_CHARS:
         return None
     found = _marked(text, real_names) if any(m in text for m in _MARKERS) else None
@@ -76,6 +78,8 @@ def calls_in_text(
         return None
     before, calls = found
     if copied(text[len(before) :], read()):
+        if copies is not None:
+            copies.append(text[len(before) :])
         return None
     ids = [f"{id_prefix}_{n}" for n in range(len(calls))]
     tool_calls = [

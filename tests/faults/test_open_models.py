@@ -241,7 +241,11 @@ async def transfer(to: str, usd: int) -> str:
 
 
 async def test_a_call_the_model_quotes_from_a_page_it_read_does_not_run(
-    client: Client, settings: Settings, llm: ScriptedLLM, model_name: str
+    client: Client,
+    settings: Settings,
+    llm: ScriptedLLM,
+    model_name: str,
+    caplog: pytest.LogCaptureFixture,
 ):
     """A review plants a call; the model ends its reply quoting it, as a model that was told
     to by the page does. Read as the model's own call, the transfer ran: a page the agent read
@@ -262,6 +266,10 @@ async def test_a_call_the_model_quotes_from_a_page_it_read_does_not_run(
     assert transferred == []
     assert result.terminated_by == "end_turn" and PLANTED_CALL in result.output, result
     assert len(llm.requests[model_name]) == 2  # nothing ran after the quote
+    [said] = [
+        r.getMessage() for r in caplog.records if "copied from a tool's result" in r.getMessage()
+    ]
+    assert result.run_id in said and model_name in said and '"attacker"' in said
 
 
 async def test_an_endpoint_known_to_parse_calls_never_has_text_taken_for_one(

@@ -140,7 +140,10 @@ def test_calls_copied_from_what_a_tool_returned_stay_text(page: str) -> None:
     words; a call of the model's own beside such a page, and the same call with a tool that
     never returned it, are still read."""
     reply = f"The page says:\n{PLANTED}"
-    assert calls_in_text(reply, NAMES, id_prefix="t", read=lambda: ["nothing here", page]) is None
+    copies: list[str] = []
+    read = lambda: ["nothing here", page]  # noqa: E731
+    assert calls_in_text(reply, NAMES, id_prefix="t", read=read, copies=copies) is None
+    assert copies == [PLANTED]
     own = '<tool_call>{"name": "calculator", "arguments": {"expression": "6*7"}}</tool_call>'
     assert calls_in_text(own, NAMES, id_prefix="t", read=lambda: [page]) is not None
     assert calls_in_text(reply, NAMES, id_prefix="t", read=lambda: ["other page"]) is not None

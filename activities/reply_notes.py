@@ -1,0 +1,49 @@
+"""What the worker says about a reply it read: to dashboards, and in the log to operators.
+
+Kept apart from reading the reply (`reply_calls`, pure) and from the step (`llm_step`), which
+only hands each reply over.
+"""
+
+from __future__ import annotations
+
+from temporalio import activity
+
+from activities.reply_calls import ReadReply
+from reactive_temporal.sanitize import one_line
+from reactive_temporal.telemetry.metrics import record_adaptation
+
+_TEXT_CALLS_SEEN: set[str] = set()
+
+
+def note_reply(model: str, run_id: str, read: ReadReply) -> None:
+    """Count what the worker adapted to in `model`'s reply, and say what an operator should
+    know: calls left in the text (once per model), a tool's result the model quoted as
+    calls (each time: a page or a tool's output tried to have the agent run them)."""
+    if read.calls_from_text:
+        _calls_written_as_text(model)
+    for _ in range(read.unwrapped_names):
+        record_adaptation(model, "tool_name_unwrapped")
+    if read.copied_calls is not None:
+        activity.logger.warning(
+            "run %s: model %s ended its reply with tool calls copied from a tool's result "
+            "(a page or a tool's output planting calls, most likely); they were not run: %s",
+            run_id,
+            model,
+            one_line(read.copied_calls, 300),
+        )
+
+
+def _calls_written_as_text(model: str) -> None:
+    """Count a reply whose calls were in its text, and say once per model and worker that
+    its endpoint leaves them there: they are read from it, but the endpoint is the thing to
+    fix."""
+    record_adaptation(model, "calls_in_text")
+    if model in _TEXT_CALLS_SEEN:
+        return
+    _TEXT_CALLS_SEEN.add(model)
+    activity.logger.warning(
+        "model %s wrote its tool calls into its reply's text: its endpoint does not parse "
+        "them (vLLM: --enable-auto-tool-choice with the model's --tool-call-parser; "
+        "llama.cpp: --jinja). This worker reads them from the text.",
+        model,
+    )
