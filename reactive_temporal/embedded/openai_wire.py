@@ -73,6 +73,11 @@ class Endpoint:
     context_tokens: int | None = None
     """The context window: a request whose estimated tokens (plus the output it asks for)
     exceed it is a 400 `context_length_exceeded`."""
+    truncates_to: int | None = None
+    """A context length that cuts instead of refusing, as Ollama's `num_ctx` and LM Studio's
+    overflow policy do: a longer request is answered as if whole, its oldest messages after
+    the system prompt dropped (`kept`: the script sees what is left), and `prompt_tokens`
+    counts what was left, at most this."""
     content_required: bool = False
     """OpenAI's rule: an assistant message with no tool calls must have text (`content:
     null` alone is a 400)."""
@@ -211,16 +216,37 @@ class Endpoint:
             return None
         return invalid_request(message, param="messages", code="context_length_exceeded")
 
+    def kept(self, request: dict[str, Any]) -> dict[str, Any]:
+        """What a server that cuts prompts to `truncates_to` keeps of the request (Ollama's
+        `chatPrompt`): its system messages, and the latest others that fit, the last one
+        whatever its length."""
+        if self.truncates_to is None:
+            return request
+        messages = request.get("messages") or []
+        system = [m for m in messages if m.get("role") == "system"]
+        rest = [m for m in messages if m.get("role") != "system"]
+        dropped = 0
+        while dropped < len(rest) - 1 and (
+            estimate_request_tokens({**request, "messages": system + rest[dropped:]})
+            > self.truncates_to
+        ):
+            dropped += 1
+        return {**request, "messages": system + rest[dropped:]} if dropped else request
+
     def shape(self, reply: Reply, request: dict[str, Any]) -> Reply:
         """The reply as this endpoint reports it: reasoning tokens, prompt tokens counted the
-        way its context window counts them."""
+        way its context window counts them (of the request it `kept`, when it cuts)."""
         changes: dict[str, Any] = {}
         if self.reasoning_tokens is not None and reply.reasoning_tokens is None:
             changes["reasoning_tokens"] = self.reasoning_tokens
-        if self.context_tokens is not None and reply.usage is None:
+        counts = self.context_tokens is not None or self.truncates_to is not None
+        if counts and reply.usage is None:
             calls = json.dumps([[c.name, c.arguments] for c in reply.tool_calls])
             completion = _estimate_tokens((reply.content or "") + calls)
-            changes["usage"] = (estimate_request_tokens(request), completion)
+            prompt = estimate_request_tokens(request)
+            if self.truncates_to is not None:  # the runner cuts the last message too
+                prompt = min(prompt, self.truncates_to)
+            changes["usage"] = (prompt, completion)
         return replace(reply, **changes) if changes else reply
 
 

@@ -24,6 +24,7 @@ parameter an unknown model rejects, a context window — with the providers' exa
 
     llm.endpoint("o4-mini", Endpoint.reasoning_model(reasoning_tokens=64))
     llm.endpoint("small", Endpoint(context_tokens=8192))
+    llm.endpoint("ollama-default", Endpoint(truncates_to=4096))  # cuts, says nothing
 """
 
 from __future__ import annotations
@@ -144,6 +145,7 @@ class ScriptedLLM:
             if refusal is not None:
                 self.rejected[model].append(refusal.body or {})
                 return refusal
+            request = endpoint.kept(request)  # a server that cuts long prompts: what is left
         step = self.scripts.get(model, self.default)(request)
         if endpoint is not None and isinstance(step, Reply):
             step = endpoint.shape(step, request)

@@ -192,6 +192,41 @@ def test_a_context_window_rejects_longer_requests_with_context_length_exceeded(
     assert response.usage.prompt_tokens == estimate_request_tokens({"messages": fits})
 
 
+def test_a_context_length_that_cuts_answers_the_oldest_messages_dropped_and_counts_the_rest(
+    server: ScriptedLLM, client: openai.OpenAI
+) -> None:
+    """Ollama at its `num_ctx`, LM Studio with its overflow policy: no 400; the oldest
+    messages after the system prompt dropped, `prompt_tokens` what was left."""
+    model = server.endpoint("cuts-1k-a1", Endpoint(truncates_to=1_024))
+    seen: list[list[dict[str, Any]]] = []
+
+    def respond(request: dict[str, Any]) -> Reply:
+        seen.append(request["messages"])
+        return Reply("ok")
+
+    server.script(model, respond)
+    messages = [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "The task: " + "t" * 3_000},
+        {"role": "assistant", "content": "a" * 2_000},
+        {"role": "user", "content": "the latest"},
+    ]
+    response = ask(client, model, messages=messages)
+    assert response.choices[0].message.content == "ok"
+    assert [m["content"][:10] for m in seen[-1]] == ["Be brief.", "a" * 10, "the latest"]
+    assert response.usage is not None
+    assert response.usage.prompt_tokens == estimate_request_tokens({"messages": seen[-1]})
+    assert server.requests[model][-1]["messages"] == messages  # the request as it was sent
+    # the last message is kept whatever its length, and the count stops at the window
+    response = ask(client, model, messages=[{"role": "user", "content": "x" * 40_000}])
+    assert response.usage is not None and response.usage.prompt_tokens == 1_024
+    # what fits is served whole
+    response = ask(client, model)
+    assert seen[-1] == MESSAGES
+    assert response.usage is not None
+    assert response.usage.prompt_tokens == estimate_request_tokens({"messages": MESSAGES})
+
+
 def test_models_without_an_endpoint_behave_as_before(
     server: ScriptedLLM, client: openai.OpenAI
 ) -> None:
