@@ -43,7 +43,7 @@ from activities.completion import Completion
 from activities.heartbeat import heartbeating
 from activities.llm_errors import llm_errors, never_connected
 from activities.llm_stream import StreamedReply, whole_reply_as_chunk
-from activities.llm_usage import usage_of
+from activities.llm_usage import prompt_count_low, usage_of
 from activities.request_messages import for_strict_templates
 from reactive_temporal.capabilities import (
     ModelCapabilities,
@@ -151,6 +151,8 @@ class LlmEndpoint:
         self.quirks = ModelQuirks()
         self.no_streaming: set[str] = set()
         """Models whose endpoint refused to stream: asked without it from then on."""
+        self.low_counts: set[str] = set()
+        """Models whose endpoint counted a prompt too low for it: said once (`llm_usage`)."""
 
     def client_for(self, model: str) -> openai.AsyncOpenAI:
         """The client of the endpoint that serves `model` (chosen once per model)."""
@@ -243,6 +245,7 @@ class LlmEndpoint:
                 if error and not getattr(response, "choices", None):
                     raise ValueError(f"the endpoint answered with an error: {str(error)[:300]}")
                 usage = usage_of(response, request)
+            prompt_count_low(model, usage, request, self.low_counts)  # billed as reported
             cost = cost_of(
                 model,
                 usage.prompt_tokens,

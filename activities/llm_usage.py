@@ -1,5 +1,6 @@
 """What one LLM reply is counted as: its tokens as the endpoint reported them, read in every
-shape providers send, or estimated where it sent none (a reply is billed either way).
+shape providers send, or estimated where it sent none (a reply is billed either way); and a
+prompt count too low for the request it answered, said (`prompt_count_low`).
 """
 
 from __future__ import annotations
@@ -7,10 +8,16 @@ from __future__ import annotations
 from typing import Any
 
 from openai.types.chat import ChatCompletion
+from temporalio import activity
 
 from activities.reply_calls import arguments_text
-from reactive_temporal.context_window import estimate_tokens, wire_prompt_tokens
+from reactive_temporal.context_window import (
+    count_implausibly_low,
+    estimate_tokens,
+    wire_prompt_tokens,
+)
 from reactive_temporal.contracts.run import Usage
+from reactive_temporal.telemetry.metrics import record_adaptation
 
 MAX_TOKENS_PER_CALL = 100_000_000
 """A count an endpoint reports for one call is taken up to this (no model reads or writes
@@ -79,3 +86,34 @@ def estimated_usage(request: dict[str, Any], response: ChatCompletion) -> Usage:
     return Usage(
         prompt_tokens=wire_prompt_tokens(request), completion_tokens=output, estimated=True
     )
+
+
+def prompt_count_low(
+    model: str, usage: Usage, request: dict[str, Any], warned: set[str] | None = None
+) -> bool:
+    """Whether the endpoint counted fewer prompt tokens than the request as sent can hold
+    (`context_window.count_implausibly_low`): counted each time (the `prompt_count_low`
+    adaptation), and said once per model of `warned` (the worker's) with what to do. Nothing
+    else shows it: a server that cuts prompts to its context length answers as if whole.
+
+    The usage stays as reported (billing, budgets and metrics take the endpoint's word); the
+    next step's estimate of how full its request is distrusts it (`estimate_prompt`)."""
+    sent = wire_prompt_tokens(request)
+    if not count_implausibly_low(usage.prompt_tokens, sent):
+        return False
+    record_adaptation(model, "prompt_count_low")
+    if warned is not None and model not in warned:
+        warned.add(model)
+        activity.logger.warning(
+            "model %s: the endpoint counted %d prompt tokens for a request of about %d "
+            "(estimated at 3 characters a token): it may be cutting prompts to its context "
+            "length (Ollama: raise num_ctx / OLLAMA_CONTEXT_LENGTH; LM Studio: its context "
+            "length) — set context_tokens for %s in AGENT_MODEL_CAPABILITIES to its real "
+            "window. (Or it leaves cached tokens out of its count.) This worker estimates "
+            "such requests itself.",
+            model,
+            usage.prompt_tokens,
+            sent,
+            model,
+        )
+    return True

@@ -9,7 +9,9 @@ step records the plan it used, so a retried or rerun step sends exactly what was
 How full a request is comes from the provider's own count when there is one: the prompt
 tokens it reported for the previous call, plus an estimate of the messages added since.
 Estimates are deliberately pessimistic (3 characters a token; English averages about 4, code
-and non-Latin scripts fewer), and no tokenizer is downloaded.
+and non-Latin scripts fewer), and no tokenizer is downloaded. A count far below the estimate
+of the request it answered is not taken (`count_implausibly_low`): the endpoint cut the
+prompt, or left its cached part out of the count.
 
 Pure functions and data; the LLM helper does the I/O.
 """
@@ -75,6 +77,46 @@ def wire_prompt_tokens(request: Mapping[str, Any]) -> int:
     return tokens
 
 
+LOW_COUNT_SHARE = 0.4
+"""A reported prompt count under this share of the estimate is no count of the whole request."""
+LOW_COUNT_FROM = 2_048
+"""Requests estimated at no more than this are never judged by their count."""
+
+
+def count_implausibly_low(reported: int, estimate: int) -> bool:
+    """Whether an endpoint's `prompt_tokens` for a request is too far below this worker's
+    (pessimistic) estimate of the same request as sent to have counted all of it.
+
+    Two field problems report such counts and nothing else shows them: Ollama (at its context
+    length: 4,096 by default, which its OpenAI-compatible endpoint cannot raise per request)
+    and LM Studio (its context overflow policy) cut an over-long prompt silently instead of
+    refusing it, dropping the oldest messages, often the task; and several Ollama versions
+    count only the prompt tokens they did not find cached (ollama/ollama#2068, #5370,
+    #16414). Trusted, such a count keeps the next requests' estimates low, so the run never
+    compacts and the endpoint goes on cutting.
+
+    `LOW_COUNT_SHARE` (0.4): the estimate takes 3 characters a token, so honest counts sit
+    near 75% of it for English (about 4 characters a token), nearer 100% for code, JSON and
+    non-Latin scripts, and lower only where long runs of whitespace or repeated punctuation
+    are single tokens (indented code, padded tables), which a whole request, with its
+    system prompt and tool schemas, rarely has enough of to come near half. A cut prompt or
+    a cached-only count is far below: a request estimated at 12k cut to Ollama's 4,096 is
+    at a third, and a cached-only count at a few percent. A request barely over the window is not
+    caught; what its cut loses is small, and the run's next, longer request is. The two
+    mistakes are not equal: a false alarm costs an earlier compaction and a log line, a miss
+    costs the run its task.
+
+    `LOW_COUNT_FROM` (2,048 estimated, about 1,500 real tokens): no local server's default
+    context length (Ollama's 2,048 in older versions, 4,096 since; LM Studio's are of that
+    order) cuts a request that small, and there a few hundred tokens of framing that chat
+    templates count their own way (tool schemas, message separators) move the share a lot.
+
+    Only the estimate of how full the next request is distrusts the count: what is billed,
+    budgeted and reported as the call's usage stays what the endpoint said.
+    """
+    return estimate > LOW_COUNT_FROM and reported < estimate * LOW_COUNT_SHARE
+
+
 def reserved_output(context_tokens: int, max_output_tokens: int | None) -> int:
     """The output a call asks for (`max_tokens`): its wish, at most a quarter of the window."""
     share = context_tokens // OUTPUT_SHARE
@@ -102,10 +144,15 @@ def estimate_prompt(
 ) -> int:
     """The request's prompt tokens: the provider's count for the previous call plus an
     estimate of what was added since; a whole estimate when there is no comparable count
-    (the first call, or the view was compacted since)."""
+    (the first call, or the view was compacted since), or when the count is implausibly low
+    for the previous request (`count_implausibly_low`: the view before `previous.seq` is
+    that request's, with the same plan)."""
     if previous is None or previous.prompt_tokens <= 0 or previous.plan != plan:
-        return tools + sum(message_tokens(m.message) for m in view)
+        return view_tokens(view, tools)
+    earlier = sum(message_tokens(m.message) for m in view if m.seq < previous.seq)
     added = sum(message_tokens(m.message) for m in view if m.seq >= previous.seq)
+    if count_implausibly_low(previous.prompt_tokens, previous.tools_tokens + earlier):
+        return tools + earlier + added  # the endpoint cut it, or left its cache out
     return previous.prompt_tokens + added + max(0, tools - previous.tools_tokens)
 
 

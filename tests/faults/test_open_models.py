@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
+import re
 import uuid
 from typing import Any
 
@@ -19,7 +21,15 @@ from temporalio.client import Client
 
 from reactive_temporal.capabilities import REASONING_ROOM_TOKENS, ModelCapabilities
 from reactive_temporal.config import Settings
-from reactive_temporal.embedded.scripted_llm import Endpoint, Reply, ScriptedLLM, Step, call
+from reactive_temporal.context_window import count_implausibly_low, wire_prompt_tokens
+from reactive_temporal.embedded.scripted_llm import (
+    Endpoint,
+    Reply,
+    ScriptedLLM,
+    Step,
+    call,
+    estimate_request_tokens,
+)
 from reactive_temporal.prompts import SYNTHESIS_SYSTEM_PROMPT
 from reactive_temporal.telemetry.metrics import REGISTRY
 from reactive_temporal.tools import tool
@@ -286,3 +296,65 @@ async def test_an_endpoint_known_to_parse_calls_never_has_text_taken_for_one(
         result = await asyncio.wait_for(agent.run("What is 6*7?"), 60)
     assert (result.terminated_by, result.output) == ("end_turn", quoted), result
     assert len(llm.requests[model_name]) == 1  # no call ran, no second step
+
+
+@tool
+async def read_chapter(chapter: int) -> str:
+    """Read one chapter of the pump's manual (about 6 KB of text)."""
+    line = f"Chapter {chapter}: priming, running and checking the pump, step by step. "
+    return (line * 90)[:6_000]
+
+
+MANUAL_TASK = "Read the 7 chapters of the pump's manual, one at a time, then say what it needs."
+
+
+async def test_a_server_that_cuts_prompts_is_named_and_its_count_not_trusted(
+    client: Client,
+    settings: Settings,
+    llm: ScriptedLLM,
+    model_name: str,
+    caplog: pytest.LogCaptureFixture,
+):
+    """Ollama at its context length (or LM Studio's overflow policy): the prompt was cut
+    silently, the task first, and only a `prompt_tokens` far below the request showed it.
+    Trusted, that count kept every estimate low: the run never compacted and the model went
+    on without its task. Now the worker says so once, counts it, and estimates the requests
+    itself, so a run with its `context_tokens` set compacts them; billed as reported."""
+    endpoint = Endpoint(truncates_to=2_048)
+    llm.endpoint(model_name, endpoint)
+    saw_the_task: list[bool] = []
+
+    def respond(request: dict[str, Any]) -> Step:  # the request as the server kept it
+        saw_the_task.append(any(MANUAL_TASK in str(m["content"]) for m in request["messages"]))
+        sent = llm.requests[model_name][-1]["messages"]  # as sent: compacted, never cut
+        read = [re.match(r"Chapter (\d+):", m["content"]) for m in sent if m["role"] == "tool"]
+        done = max((int(r[1]) for r in read if r), default=0)
+        if done < 7:
+            return Reply(f"Reading chapter {done + 1}.", [call("read_chapter", chapter=done + 1)])
+        return Reply(None, [call("final-answer", output="Prime it.", format="text", summary="-")])
+
+    llm.script(model_name, respond)
+    synth = llm.script(unique("synth"), [Reply(json.dumps(SYNTHESIS))], repeat_last=True)
+    window = {model_name: ModelCapabilities(context_tokens=8_192)}  # the operator's figure
+    configured = settings.model_copy(update={"model_capabilities": window})
+    with caplog.at_level(logging.WARNING):
+        async with running_worker(client, configured, extra_tools=[read_chapter]) as harness:
+            agent = harness.agent(
+                model_name, agent_id=unique("manual"), max_iterations=12,
+                tools=["read_chapter"], memory=False, debrief_model=synth,
+            )  # fmt: skip
+            result = await asyncio.wait_for(agent.run(MANUAL_TASK), 120)
+    assert (result.terminated_by, result.output) == ("final_answer_tool", "Prime it."), result
+    sent = llm.requests[model_name]
+    assert not all(saw_the_task), "the server never cut a prompt: the test missed its path"
+    counted = [min(estimate_request_tokens(endpoint.kept(r)), 2_048) for r in sent]
+    low = [count_implausibly_low(counted[i], wire_prompt_tokens(r)) for i, r in enumerate(sent)]
+    assert adaptations(model_name, "prompt_count_low") == sum(low) >= 2  # each reply
+    said = [r.getMessage() for r in caplog.records if "prompt tokens for a request" in r.msg]
+    assert len(said) == 1, said  # once per model and worker
+    assert model_name in said[0] and "OLLAMA_CONTEXT_LENGTH" in said[0]
+    # the estimate no longer trusted the count: later requests went compacted
+    first_low = low.index(True)
+    compacted = [any("left out here" in str(m["content"]) for m in r["messages"]) for r in sent]
+    assert not any(compacted[: first_low + 1]) and any(compacted[first_low + 1 :]), compacted
+    assert result.metadata.prompt_tokens == sum(counted)  # billed as the endpoint counted

@@ -10,12 +10,14 @@ import pytest
 from reactive_temporal.context_window import (
     HEADROOM,
     LEFT_OUT,
+    LOW_COUNT_FROM,
     SHORTENED,
     STUB,
     ContextPlan,
     PreviousCall,
     build_view,
     compact_message,
+    count_implausibly_low,
     estimate_prompt,
     estimate_tokens,
     message_tokens,
@@ -183,6 +185,39 @@ def test_the_estimate_uses_the_providers_count_for_the_previous_call() -> None:
     view = build_view(transcript, other)
     assert estimate_prompt(view, 100, other, previous) == view_tokens(view, 100)
     assert estimate_prompt(transcript, 100, plan, None) == view_tokens(transcript, 100)
+
+
+def test_a_count_far_below_the_estimate_of_a_long_request_is_implausible() -> None:
+    # Ollama's default 4,096 for a request estimated at 12k: cut; a cached-only count: cut
+    assert count_implausibly_low(4_096, 12_000)
+    assert count_implausibly_low(37, 12_000)
+    assert count_implausibly_low(0, 12_000)
+    # honest counts: English at 4 characters a token (75% of the estimate), prose with
+    # whitespace runs at half of it
+    assert not count_implausibly_low(9_000, 12_000)
+    assert not count_implausibly_low(6_000, 12_000)
+    assert not count_implausibly_low(4_800, 12_000)  # the boundary: 40% is taken
+    # short requests are never judged: no default window cuts them, framing moves the share
+    assert not count_implausibly_low(10, LOW_COUNT_FROM)
+    assert count_implausibly_low(10, LOW_COUNT_FROM + 1)
+
+
+def test_the_estimate_does_not_trust_a_count_too_low_for_the_previous_request() -> None:
+    """Ollama cut the previous request to its window (or counted only what it had not
+    cached): that count plus what was added since kept the run from ever compacting."""
+    transcript = _run(8, 6_000)  # ~16k tokens before the last turn
+    plan = ContextPlan()
+    seq = transcript[-2].seq  # the previous call's reply: it saw every message before it
+    whole = view_tokens(transcript, 100)
+    before = view_tokens([e for e in transcript if e.seq < seq], 100)
+    added = whole - before
+    cut = PreviousCall(seq=seq, prompt_tokens=4_096, plan=plan, tools_tokens=100)
+    assert estimate_prompt(transcript, 100, plan, cut) == whole
+    cached_only = PreviousCall(seq=seq, prompt_tokens=12, plan=plan, tools_tokens=100)
+    assert estimate_prompt(transcript, 100, plan, cached_only) == whole
+    # an honest count (English-like, 75% of the estimate) is still taken as it is
+    honest = PreviousCall(seq=seq, prompt_tokens=before * 3 // 4, plan=plan, tools_tokens=100)
+    assert estimate_prompt(transcript, 100, plan, honest) == before * 3 // 4 + added
 
 
 @pytest.mark.parametrize("seed", range(25))
