@@ -210,6 +210,15 @@ class Settings(BaseSettings):
         ),
     )
     """Seconds a workflow task waits on the sticky queue of the worker that holds its run."""
+    credentials_poll_seconds: float = Field(
+        default=10.0,
+        gt=0,
+        le=3_600,
+        validation_alias=AliasChoices(
+            "REACTIVE_TEMPORAL_CREDENTIALS_POLL", "credentials_poll_seconds"
+        ),
+    )
+    """How often a worker looks at TEMPORAL_API_KEY_FILE and its TLS files for new ones."""
     unreachable_patience_seconds: float = Field(
         default=600.0,
         ge=0,
@@ -288,14 +297,15 @@ class Settings(BaseSettings):
             )
         return self.deployment_name, self.build_id
 
-    def temporal_connection(self) -> TemporalConnection:
+    def temporal_connection(self, *, again: bool = False) -> TemporalConnection:
         """How to reach Temporal, as the temporal CLI reads it.
 
         temporal.toml and the TEMPORAL_* variables, with this address and namespace first
         (they may come from `.env`). An address of None means the embedded dev server.
         ConnectionConfigError (a ValueError) names a bad profile, file or certificate.
+        Read once, unless `again` (its files were renewed).
         """
-        if self._connection is None:
+        if self._connection is None or again:
             from reactive_temporal.connection import load_connection
 
             explicit = "temporal_namespace" in self.model_fields_set

@@ -5,7 +5,10 @@ Worker, CLI and Python API all take their connection from Temporal's environment
 or `--profile`) overlaid with the standard variables (`TEMPORAL_ADDRESS`, `TEMPORAL_NAMESPACE`,
 `TEMPORAL_API_KEY`, `TEMPORAL_TLS`, `TEMPORAL_TLS_CLIENT_CERT_PATH`/`_KEY_PATH`,
 `TEMPORAL_TLS_SERVER_CA_CERT_PATH`, `TEMPORAL_TLS_SERVER_NAME`, `TEMPORAL_GRPC_META_*`, …).
-Nothing configured means no address: the embedded dev server, as before.
+Nothing configured means no address: the embedded dev server, as before. Beside them,
+`TEMPORAL_API_KEY_FILE` names a file holding the API key (a Kubernetes secret, a Vault
+sidecar's): read at connect like the variable, and by a worker again whenever it changes
+(`hosting/credential_watch.py`), as its certificate files are.
 
 A connection that fails is one line naming what failed (the TLS handshake and why, the API
 key, an unreachable address), never a traceback: `ConnectionFailed`.
@@ -22,6 +25,8 @@ from typing import TYPE_CHECKING, Any
 
 from temporalio.envconfig import ClientConfigProfile
 from temporalio.service import TLSConfig
+
+from reactive_temporal.http_headers import read_header_file
 
 if TYPE_CHECKING:  # the client is imported where it connects, not where config is read
     from temporalio.client import Client, Interceptor, Plugin
@@ -52,6 +57,10 @@ class TemporalConnection:
     profile: str | None = None
     client_cert_source: str | None = None
     """Where the client certificate came from (a path or 'inline data'), for errors."""
+    api_key_file: str | None = None
+    """TEMPORAL_API_KEY_FILE: where `api_key` was read, to read again when it changes."""
+    tls_files: tuple[str, ...] = ()
+    """The TLS files read (client certificate, its key, the server's CA), likewise."""
 
     @property
     def uses_tls(self) -> bool:
@@ -99,12 +108,19 @@ def load_connection(
         message = str(err).replace("Configuration loading error: ", "").splitlines()[0]
         raise ConnectionConfigError(f"Temporal configuration{where}: {message}") from err
     target = address or connect.get("target_host")
-    tls = connect.get("tls", False)
-    cert_source = None
-    if loaded.tls is not None and loaded.tls.client_cert is not None:
-        source = loaded.tls.client_cert
-        cert_source = str(source) if isinstance(source, Path) else "inline data"
-    if target is None and (connect.get("api_key") or tls):
+    api_key, key_file = _api_key(env, connect.get("api_key"))
+    tls = connect.get("tls", key_file is not None)  # a key implies TLS, as the variable's does
+    cert_source, tls_files = None, tuple[str, ...]()
+    if loaded.tls is not None:
+        sources = (
+            loaded.tls.client_cert,
+            loaded.tls.client_private_key,
+            loaded.tls.server_root_ca_cert,
+        )
+        tls_files = tuple(str(s) for s in sources if isinstance(s, Path))
+        if (source := loaded.tls.client_cert) is not None:
+            cert_source = str(source) if isinstance(source, Path) else "inline data"
+    if target is None and (api_key or tls):
         raise ConnectionConfigError(
             "TLS or an API key is configured for Temporal but no address: set TEMPORAL_ADDRESS "
             "(or the profile's address)"
@@ -112,12 +128,30 @@ def load_connection(
     return TemporalConnection(
         address=target,
         namespace=namespace or connect.get("namespace") or DEFAULT_NAMESPACE,
-        api_key=connect.get("api_key"),
+        api_key=api_key,
         tls=tls,
         rpc_metadata=dict(connect.get("rpc_metadata") or {}),
         profile=chosen,
         client_cert_source=cert_source,
+        api_key_file=key_file,
+        tls_files=tls_files,
     )
+
+
+def _api_key(env: Mapping[str, str], configured: str | None) -> tuple[str | None, str | None]:
+    """(the API key, the file it was read from): TEMPORAL_API_KEY_FILE's content when it is
+    set, else the key configured (TEMPORAL_API_KEY, the profile's `api_key`)."""
+    path = env.get("TEMPORAL_API_KEY_FILE", "").strip() or None
+    if path is None:
+        return configured, None
+    if env.get("TEMPORAL_API_KEY", "").strip():
+        raise ConnectionConfigError(
+            "TEMPORAL_API_KEY and TEMPORAL_API_KEY_FILE are both set: set one"
+        )
+    try:
+        return read_header_file(path, "TEMPORAL_API_KEY_FILE"), path
+    except ValueError as err:
+        raise ConnectionConfigError(str(err)) from None
 
 
 async def connect_client(

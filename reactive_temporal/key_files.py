@@ -41,6 +41,16 @@ _LIVE: weakref.WeakSet[KeyFile] = weakref.WeakSet()
 """Every key file the process reads (one per endpoint client)."""
 
 
+def file_stamp(path: str) -> tuple[int, int, int] | None:
+    """What tells a rewritten file from the one read: its inode, size and mtime (None: it
+    cannot be looked at)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_ino, st.st_size, st.st_mtime_ns)
+
+
 def _digest(key: str) -> bytes:
     """What is remembered of a rotated-out key: not the secret itself."""
     return hashlib.sha256(key.encode()).digest()
@@ -59,12 +69,7 @@ class KeyFile:
         _LIVE.add(self)
 
     def _stamp_now(self) -> tuple[int, int, int] | None:
-        """What tells a rewritten file from the one read: its inode, size and mtime."""
-        try:
-            st = os.stat(self.path)
-        except OSError:
-            return None
-        return (st.st_ino, st.st_size, st.st_mtime_ns)
+        return file_stamp(self.path)
 
     def current(self) -> str:
         """The key: the file read again when it changed since the last read."""

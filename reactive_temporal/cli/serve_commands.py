@@ -10,6 +10,7 @@ SIGTERM finish the tasks in flight, then close everything they opened.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from dataclasses import asdict
@@ -45,6 +46,7 @@ from reactive_temporal.embedded.stack import (
     connect,
     read_published_stack,
 )
+from reactive_temporal.hosting.credential_watch import CredentialWatch
 from reactive_temporal.hosting.observability import Observability
 from reactive_temporal.hosting.worker_lifecycle import (
     NoServerError,
@@ -137,6 +139,18 @@ def worker(
                 task_queue=target.task_queue,
                 offline_model=target.offline_model,
                 observability=observability,
+                credentials=CredentialWatch(
+                    target.connection,
+                    reload=functools.partial(settings.temporal_connection, again=True),
+                    reconnect=functools.partial(
+                        connect,
+                        encryption_keys=settings.encryption_keys,
+                        encryption_required=settings.encryption_required,
+                        runtime=observability.runtime,
+                        plugins=observability.plugins,
+                    ),
+                    poll_seconds=settings.credentials_poll_seconds,
+                ),
             )
         except (StackError, ValueError, RuntimeError) as e:
             observability.close()

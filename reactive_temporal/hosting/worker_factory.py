@@ -213,6 +213,18 @@ class AgentWorker:
     """Stops this worker's calls of runs that ended on another worker (`activities.run_stops`)."""
     activities: list[Callable[..., Any]]
     """The activities the worker runs (a worker of some of them: tests)."""
+    entity: EntityActivities
+    """The activities that call Temporal themselves, with the worker's client."""
+
+    @property
+    def client(self) -> Client:
+        return self.worker.client
+
+    def replace_client(self, client: Client) -> None:
+        """Use `client` from the next call on (one connected with renewed credentials): the
+        worker's polls and completions, and its activities' own calls."""
+        self.worker.client = client
+        self.entity.client = client
 
     async def close(self) -> None:
         await self.stops.close()
@@ -304,4 +316,5 @@ async def create_worker(
         llm=endpoint,
         stops=stops,
         activities=activities,
+        entity=entity,
     )

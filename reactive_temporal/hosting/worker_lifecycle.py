@@ -31,6 +31,7 @@ from reactive_temporal.config import Settings
 from reactive_temporal.connection import TemporalConnection
 from reactive_temporal.embedded.scripted_llm import ScriptedLLM
 from reactive_temporal.embedded.stack import EmbeddedStack, read_published_stack
+from reactive_temporal.hosting.credential_watch import CredentialWatch
 from reactive_temporal.hosting.observability import Observability
 from reactive_temporal.tools import Tool
 
@@ -110,8 +111,10 @@ class WorkerHost:
     resources: contextlib.AsyncExitStack
     task_queue: str
     observability: Observability | None = None
+    credentials: CredentialWatch | None = None
     polling: asyncio.Task[None] | None = field(default=None, repr=False)
     _watch: asyncio.Task[None] | None = field(default=None, repr=False)
+    _renewing: asyncio.Task[None] | None = field(default=None, repr=False)
 
     @property
     def tool_names(self) -> list[str]:
@@ -122,6 +125,11 @@ class WorkerHost:
         if self.observability is not None:
             self._watch = asyncio.create_task(
                 self.observability.watch(self.agent_worker.worker, self.polling)
+            )
+        if self.credentials is not None and self.credentials.needed:
+            worker = self.agent_worker
+            self._renewing = asyncio.create_task(
+                self.credentials.run(lambda: worker.client, worker.replace_client)
             )
 
     async def wait(self, stop: asyncio.Event) -> None:
@@ -138,8 +146,9 @@ class WorkerHost:
 
         Raises what made the worker stop by itself, if anything did (after closing)."""
         polling, self.polling = self.polling, None
-        if self._watch is not None:
-            self._watch.cancel()
+        for task in (self._watch, self._renewing):
+            if task is not None:
+                task.cancel()
         if self.observability is not None:
             self.observability.draining()
         try:
@@ -169,10 +178,12 @@ async def start_worker_host(
     offline_model: bool = False,
     max_cached_workflows: int | None = None,
     observability: Observability | None = None,
+    credentials: CredentialWatch | None = None,
 ) -> WorkerHost:
     """Build a worker (with its MCP servers, and an offline model when asked) and start it;
     `extra_tools` are tools built in code rather than loaded from a module. The host owns
-    `observability` (the process's metrics endpoint and tracing) from here on."""
+    `observability` (the process's metrics endpoint and tracing) from here on, and renews
+    the client's `credentials` while it runs."""
     # imported here, not above: the worker's modules (the model client, MCP, activities) are
     # about a second of every CLI command's start, and most commands host no worker
     from reactive_temporal.hosting.worker_factory import create_worker
@@ -209,7 +220,11 @@ async def start_worker_host(
             observability.close()
         raise
     host = WorkerHost(
-        agent_worker, resources, task_queue or settings.temporal_task_queue, observability
+        agent_worker,
+        resources,
+        task_queue or settings.temporal_task_queue,
+        observability,
+        credentials,
     )
     host.start()
     return host

@@ -9,8 +9,10 @@ temporal.toml profile) and complete a run through it.
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.processes import REPO, clean_env, start_worker, starter, stop
-from tests.support.pki import Pki, make_pki
+from tests.support.pki import Pki, make_pki, renew_client_cert
 from tests.support.tls_proxy import TlsProxy
 
 pytestmark = pytest.mark.e2e
@@ -158,3 +160,54 @@ def test_worker_without_the_client_certificate_exits_with_one_line(
     assert proc.returncode != 0
     errors = [line for line in proc.stderr.splitlines() if line.strip()]
     assert len(errors) == 1 and "client certificate" in errors[0], proc.stderr
+
+
+def test_a_worker_takes_renewed_credentials_without_a_restart(
+    proxy: TlsProxy, pki: Pki, database_url: str, llm, tmp_path: Path
+):
+    """Its API key file and its client certificate rotated while it runs, the old
+    certificate then refused and every connection dropped (as at a cluster's restart): the
+    worker serves the next run on the new ones. Read once at its start, it reconnected with
+    the old certificate, was refused, and served nothing until restarted."""
+    creds = tmp_path / "creds"
+    creds.mkdir()
+    cert, key, api_key = creds / "client.pem", creds / "client.key", creds / "api-key"
+    shutil.copy(pki.client_cert, cert)
+    shutil.copy(pki.client_key, key)
+    api_key.write_text("tk-first\n")
+    env = base_env(
+        database_url,
+        llm.base_url,
+        tmp_path,
+        TEMPORAL_ADDRESS=proxy.address,
+        TEMPORAL_TLS_SERVER_CA_CERT_PATH=str(pki.ca_cert),
+        TEMPORAL_TLS_CLIENT_CERT_PATH=str(cert),
+        TEMPORAL_TLS_CLIENT_KEY_PATH=str(key),
+        TEMPORAL_API_KEY_FILE=str(api_key),
+        REACTIVE_TEMPORAL_CREDENTIALS_POLL="0.2",
+    )
+    log = tmp_path / "worker.log"
+    worker = start_worker(env, log)
+    try:
+        assert run_json(env, tmp_path)["success"] is True
+        [first_serial] = set(proxy.client_serials)
+        api_key.write_text("tk-second\n")
+        renewed_serial = renew_client_cert(pki, cert, key)
+        deadline = time.monotonic() + 30
+        while renewed_serial not in proxy.client_serials or "Bearer tk-second" not in set(
+            proxy.headers_with("authorization")
+        ):  # the worker connected with the new certificate, and sent the new key
+            assert time.monotonic() < deadline, log.read_text()[-3000:]
+            time.sleep(0.1)
+        proxy.refuse(first_serial)  # the old certificate expires, every connection drops
+        since = len(proxy.requests)
+        proc = starter("run", TASK, "--json", env=env, cwd=tmp_path, timeout=90)
+    finally:
+        stop(worker)
+    assert proc.returncode == 0 and json.loads(proc.stdout)["success"] is True, proc.stderr
+    assert renewed_serial in proxy.client_serials[-1:]
+    assert set(proxy.headers_with("authorization")[:1]) == {"Bearer tk-first"}
+    with proxy._lock:
+        after = [r.get("authorization") for r in proxy.requests[since:]]
+    assert after and set(after) == {"Bearer tk-second"}, set(after)
+    assert "tk-" not in log.read_text()

@@ -2,7 +2,7 @@
 
 `make_pki(directory)` writes PEM files for a CA, a server certificate (localhost, 127.0.0.1) and
 a client certificate signed by it, plus a client certificate from an unrelated CA that the
-server must refuse.
+server must refuse; `renew_client_cert` rotates a client certificate in place.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 @dataclass(frozen=True)
 class Pki:
     ca_cert: Path
+    ca_key: Path
     server_cert: Path
     server_key: Path
     client_cert: Path
@@ -129,6 +130,7 @@ def make_pki(directory: Path) -> Pki:
     stranger_cert, stranger_key = _leaf("stranger", _ca("some other CA"), server=False)
     return Pki(
         ca_cert=_write_cert(ca[0], directory / "ca.pem"),
+        ca_key=_write_key(ca[1], directory / "ca.key"),
         server_cert=_write_cert(server_cert, directory / "server.pem"),
         server_key=_write_key(server_key, directory / "server.key"),
         client_cert=_write_cert(client_cert, directory / "client.pem"),
@@ -136,3 +138,15 @@ def make_pki(directory: Path) -> Pki:
         stranger_cert=_write_cert(stranger_cert, directory / "stranger.pem"),
         stranger_key=_write_key(stranger_key, directory / "stranger.key"),
     )
+
+
+def renew_client_cert(pki: Pki, cert: Path, key: Path) -> int:
+    """A new client certificate and key from the same CA, written over `cert` and `key` as a
+    rotation does (the key first); returns its serial number."""
+    ca_cert = x509.load_pem_x509_certificate(pki.ca_cert.read_bytes())
+    ca_key = serialization.load_pem_private_key(pki.ca_key.read_bytes(), password=None)
+    assert isinstance(ca_key, ec.EllipticCurvePrivateKey)
+    renewed, renewed_key = _leaf("reactive-temporal worker", (ca_cert, ca_key), server=False)
+    _write_key(renewed_key, key)
+    _write_cert(renewed, cert)
+    return renewed.serial_number

@@ -19,6 +19,7 @@ import ssl
 import struct
 import threading
 
+from cryptography import x509
 from hpack import Decoder
 
 from tests.support.pki import Pki
@@ -97,6 +98,11 @@ class TlsProxy:
         self.handshake_errors: list[str] = []
         self.decode_errors: list[str] = []
         self.connections = 0
+        self.client_serials: list[int] = []
+        """Each accepted connection's client certificate serial number, in order."""
+        self.refused_serials: set[int] = set()
+        """Client certificates turned away after the handshake (revoked, expired)."""
+        self._open: set[asyncio.StreamWriter] = set()
         self._lock = threading.Lock()
         self._loop = asyncio.new_event_loop()
         self._server: asyncio.Server | None = None
@@ -111,6 +117,18 @@ class TlsProxy:
         """Every value the clients sent for header `name` (lower-case), in order."""
         with self._lock:
             return [r[name] for r in self.requests if name in r]
+
+    def refuse(self, serial: int) -> None:
+        """Turn the client certificate `serial` away from now on, and close every connection
+        open now (as a server that restarts, or an expired certificate's next handshake)."""
+
+        async def close_all() -> None:
+            for writer in list(self._open):
+                writer.close()
+
+        with self._lock:
+            self.refused_serials.add(serial)
+        asyncio.run_coroutine_threadsafe(close_all(), self._loop).result(timeout=10)
 
     def start(self) -> TlsProxy:
         self._thread.start()
@@ -151,13 +169,23 @@ class TlsProxy:
                 self.handshake_errors.append(f"{type(err).__name__}: {err}")
             writer.close()
             return
+        serial = _peer_serial(writer)
         with self._lock:
-            self.connections += 1
+            refused = serial in self.refused_serials
+            if refused:
+                self.handshake_errors.append(f"client certificate {serial} refused")
+            else:
+                self.connections += 1
+                self.client_serials.append(serial)
+        if refused:
+            writer.close()
+            return
         try:
             up_reader, up_writer = await asyncio.open_connection(*self.upstream)
         except OSError:
             writer.close()
             return
+        self._open.add(writer)
         headers: Http2HeaderReader | None = Http2HeaderReader()
 
         def record(chunk: bytes) -> None:
@@ -175,9 +203,18 @@ class TlsProxy:
                 with self._lock:
                     self.requests.extend(seen)
 
-        await asyncio.gather(
-            _pipe(reader, up_writer, record), _pipe(up_reader, writer), return_exceptions=True
-        )
+        try:
+            await asyncio.gather(
+                _pipe(reader, up_writer, record), _pipe(up_reader, writer), return_exceptions=True
+            )
+        finally:
+            self._open.discard(writer)
+            up_writer.close()
+
+
+def _peer_serial(writer: asyncio.StreamWriter) -> int:
+    der = writer.get_extra_info("ssl_object").getpeercert(binary_form=True)
+    return x509.load_der_x509_certificate(der).serial_number if der else 0
 
 
 async def _pipe(

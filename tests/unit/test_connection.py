@@ -48,6 +48,36 @@ def test_temporal_variables_give_mtls_an_api_key_and_metadata(tmp_path: Path):
     assert conn.describe() == "temporal.example:7233 (namespace 'agents', mTLS, API key)"
 
 
+def test_an_api_key_file_is_read_implies_tls_and_names_what_is_wrong(tmp_path: Path):
+    """TEMPORAL_API_KEY_FILE: read like the variable (and again by a worker when it changes:
+    `hosting/credential_watch.py`); TLS implied as for TEMPORAL_API_KEY."""
+    pki = make_pki(tmp_path)
+    key = tmp_path / "api-key"
+    key.write_text("tk-from-file\n")
+    base = {"TEMPORAL_ADDRESS": "cloud.example:7233", "TEMPORAL_API_KEY_FILE": str(key)}
+    conn = load_connection(environ=base)
+    assert (conn.api_key, conn.api_key_file, conn.tls) == ("tk-from-file", str(key), True)
+    assert conn.tls_files == ()
+    with_tls = load_connection(
+        environ={
+            **base,
+            "TEMPORAL_TLS_CLIENT_CERT_PATH": str(pki.client_cert),
+            "TEMPORAL_TLS_CLIENT_KEY_PATH": str(pki.client_key),
+        }
+    )
+    assert isinstance(with_tls.tls, TLSConfig)
+    assert with_tls.tls_files == (str(pki.client_cert), str(pki.client_key))
+    with pytest.raises(ConnectionConfigError, match="TEMPORAL_API_KEY and TEMPORAL_API_KEY_FILE"):
+        load_connection(environ={**base, "TEMPORAL_API_KEY": "k-1"})
+    key.write_text("tk-1\nX-Injected: 1")
+    with pytest.raises(ConnectionConfigError, match=f"TEMPORAL_API_KEY_FILE: .*{key}") as err:
+        load_connection(environ=base)
+    assert "tk-1" not in str(err.value)
+    with pytest.raises(ConnectionConfigError, match="no address"):
+        key.write_text("tk-1")
+        load_connection(environ={"TEMPORAL_API_KEY_FILE": str(key)})
+
+
 def write_profiles(tmp_path: Path) -> Path:
     pki = make_pki(tmp_path / "pki")
     path = tmp_path / "temporal.toml"

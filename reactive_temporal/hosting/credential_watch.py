@@ -1,0 +1,90 @@
+"""A worker's Temporal credentials renewed while it runs, with no restart.
+
+A worker runs for weeks; its credentials do not. A Temporal Cloud API key read from a file
+(`TEMPORAL_API_KEY_FILE`) is replaced in it by whoever rotates it, and a client certificate
+from cert-manager or Vault is renewed in place every few weeks. Read once at the start, the
+old key is refused once it is revoked, and the old certificate once it expires: the worker
+can no longer poll, and every run it serves stalls until someone restarts it.
+
+So the worker looks at those files every `credentials_poll_seconds` (a `stat` each):
+- a new API key is handed to the client it has (`Client.api_key`: the SDK sends it with the
+  next call, polls included);
+- new TLS files make a new client (the SDK cannot change a connection's TLS), connected
+  before it replaces the old one in the worker and its activities (`Worker.client`), so a
+  certificate that does not work (a key that does not match it, half written) leaves the
+  worker on the credentials it has, and says so. A change is taken once the files have
+  stayed as they are for one look: a certificate and its key are written one after the other.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from reactive_temporal.connection import TemporalConnection
+from reactive_temporal.key_files import KeyFile, file_stamp
+
+if TYPE_CHECKING:
+    from temporalio.client import Client
+
+log = logging.getLogger(__name__)
+
+Stamps = tuple[tuple[int, int, int] | None, ...]
+
+
+def stamps_of(paths: Sequence[str]) -> Stamps:
+    return tuple(file_stamp(path) for path in paths)
+
+
+@dataclass
+class CredentialWatch:
+    """Watches `connection`'s credential files for the worker connected with it.
+
+    `reload` reads the connection's configuration again (the profile, the variables) and
+    `reconnect` connects a client with it, as the worker's was."""
+
+    connection: TemporalConnection
+    reload: Callable[[], TemporalConnection]
+    reconnect: Callable[[TemporalConnection], Awaitable[Client]]
+    poll_seconds: float = 10.0
+
+    @property
+    def needed(self) -> bool:
+        return bool(self.connection.api_key_file or self.connection.tls_files)
+
+    async def run(self, client_of: Callable[[], Client], replace: Callable[[Client], None]) -> None:
+        """Until cancelled: the current client is `client_of()`, `replace` puts a new one in
+        its place."""
+        path = self.connection.api_key_file
+        key = KeyFile(path, "TEMPORAL_API_KEY_FILE") if path is not None else None
+        files = self.connection.tls_files
+        applied = seen = stamps_of(files)
+        refused: Stamps | None = None
+        while True:
+            await asyncio.sleep(self.poll_seconds)
+            if key is not None and (current := key.current()) != client_of().api_key:
+                client_of().api_key = current
+                log.info("TEMPORAL_API_KEY_FILE: the worker's API key was renewed from %s", path)
+            if not files:
+                continue
+            stamps = stamps_of(files)
+            if stamps != applied and stamps == seen:
+                try:
+                    fresh = await self.reconnect(self.reload())
+                except Exception as err:
+                    if refused != stamps:
+                        log.warning(
+                            "Temporal's TLS files (%s) changed, but connecting with them "
+                            "failed; the worker keeps the credentials it has: %s",
+                            ", ".join(files),
+                            err,
+                        )
+                    refused = stamps
+                else:
+                    replace(fresh)
+                    applied = stamps
+                    log.info("Temporal's TLS files changed: the worker reconnected with them")
+            seen = stamps

@@ -1,0 +1,79 @@
+"""A worker's Temporal credentials renewed while it runs (`hosting/credential_watch.py`): what
+it does with files that change, half written or not working. The reconnection itself, through
+a TLS proxy that refuses the old certificate, is tests/e2e/test_secure_connections.py's."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+
+from reactive_temporal.connection import TemporalConnection
+from reactive_temporal.hosting.credential_watch import CredentialWatch
+
+
+@dataclass
+class Connected:
+    """Stands for a client: what it was connected with."""
+
+    api_key: str | None
+    cert: str
+
+
+async def test_a_certificate_that_does_not_connect_leaves_the_worker_on_the_one_it_has(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    cert = tmp_path / "client.pem"
+    cert.write_text("cert-1")
+    connection = TemporalConnection(address="t:7233", tls=True, tls_files=(str(cert),))
+    attempts: list[str] = []
+
+    async def reconnect(_: TemporalConnection) -> Any:
+        attempts.append(cert.read_text())
+        if cert.read_text() == "cert-2-broken":
+            raise RuntimeError("TLS handshake failed: the key does not match the certificate")
+        return Connected(None, cert.read_text())
+
+    current: list[Any] = [Connected(None, "cert-1")]
+    watch = CredentialWatch(connection, lambda: connection, reconnect, poll_seconds=0.01)
+    task = asyncio.create_task(watch.run(lambda: cast(Any, current[-1]), current.append))
+    try:
+        await asyncio.sleep(0.05)  # the watch has read the files as they were
+        with caplog.at_level(logging.WARNING):
+            cert.write_text("cert-2-broken")
+            await asyncio.sleep(0.2)
+            assert [c.cert for c in current] == ["cert-1"]  # kept, and said once
+            assert len(attempts) > 1  # asked again while the files stay so
+            warned = [r.getMessage() for r in caplog.records if "TLS files" in r.getMessage()]
+            assert len(warned) == 1 and "keeps the credentials it has" in warned[0]
+            cert.write_text("cert-3-good")
+            await asyncio.sleep(0.2)
+    finally:
+        task.cancel()
+    assert [c.cert for c in current] == ["cert-1", "cert-3-good"]
+
+
+async def test_a_renewed_api_key_goes_to_the_client_it_has(tmp_path: Path) -> None:
+    key = tmp_path / "api-key"
+    key.write_text("tk-1")
+    connection = TemporalConnection(address="t:7233", api_key="tk-1", api_key_file=str(key))
+
+    async def never(_: TemporalConnection) -> Any:
+        raise AssertionError("no TLS files: nothing to reconnect for")
+
+    client = Connected("tk-1", "")
+    watch = CredentialWatch(connection, lambda: connection, never, poll_seconds=0.01)
+    assert watch.needed
+    task = asyncio.create_task(watch.run(lambda: cast(Any, client), never))  # type: ignore[arg-type]
+    try:
+        await asyncio.sleep(0.05)
+        key.write_text("tk-2\n")
+        await asyncio.sleep(0.1)
+    finally:
+        task.cancel()
+    assert client.api_key == "tk-2"
+    assert not CredentialWatch(TemporalConnection(address="t:7233"), never, never).needed  # type: ignore[arg-type]
