@@ -83,6 +83,7 @@ class ChatActivities:
                         self._request(input, history),
                         max_attempts=input.agent.llm_max_attempts,
                         on_text=text.add if text is not None else None,
+                        on_thinking=text.add_thinking if text is not None else None,
                     )
                     break
                 except ContextWindowExceeded:

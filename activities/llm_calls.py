@@ -20,7 +20,8 @@ go through `LlmEndpoint.complete`:
 - the reply comes back with its token usage (reasoning tokens too, `activities.llm_usage`) and
   its cost (`Completion`);
 - with `on_text`, the call streams (`stream: true`, `stream_options.include_usage`) and
-  hands each text delta to `on_text` as it arrives; the chunks are put back together
+  hands each text delta to `on_text` as it arrives (and thinking sent apart to
+  `on_thinking`); the chunks are put back together
   (`activities.llm_stream`, as plain dicts) into the same `ChatCompletion` an unstreamed
   call returns, so nothing downstream knows. An endpoint that refuses to stream is asked again
   without it, and this worker stops asking it to stream for that model.
@@ -42,7 +43,7 @@ from temporalio.exceptions import ApplicationError
 from activities.completion import Completion
 from activities.heartbeat import heartbeating
 from activities.llm_errors import llm_errors, never_connected
-from activities.llm_stream import StreamedReply, whole_reply_as_chunk
+from activities.llm_stream import Added, StreamedReply, whole_reply_as_chunk
 from activities.llm_usage import prompt_count_low, usage_of
 from activities.request_messages import for_strict_templates
 from reactive_temporal.capabilities import (
@@ -80,6 +81,14 @@ def _also(first: TextSink, then: TextSink) -> TextSink:
         then(text)
 
     return both
+
+
+def _hand_on(added: Added, on_text: TextSink, on_thinking: TextSink | None) -> None:
+    """A chunk's thinking, then its text, to the sinks that take them."""
+    if added.thinking and on_thinking is not None:
+        on_thinking(added.thinking)
+    if added.text:
+        on_text(added.text)
 
 
 def chat_request(
@@ -193,10 +202,12 @@ class LlmEndpoint:
         *,
         max_attempts: int | None,
         on_text: TextSink | None = None,
+        on_thinking: TextSink | None = None,
     ) -> Completion:
         """Send one chat-completions request from inside an activity; LLM failures raise
         ApplicationErrors that Temporal retries (or not), counted against `max_attempts`.
-        With `on_text`, the reply streams and each text delta goes to it as it arrives.
+        With `on_text`, the reply streams and each text delta goes to it as it arrives, and
+        each delta of thinking its endpoint sends apart to `on_thinking`.
 
         A model seen thinking before its answer is learned as one that does
         (`ModelCapabilities.thinks`): its output cap gets room to think from then on. A reply
@@ -205,7 +216,7 @@ class LlmEndpoint:
         name the table cannot know was "(no answer)", its debrief never synthesized."""
         model = str(request["model"])
         had_room = self.capabilities(model).thinks
-        completion = await self._complete_once(request, max_attempts, on_text)
+        completion = await self._complete_once(request, max_attempts, on_text, on_thinking)
         if had_room or not completion.thought():
             return completion
         self.quirks.learn_thinks(model)
@@ -213,11 +224,15 @@ class LlmEndpoint:
         activity.logger.info("model %s thinks before it answers: its output cap gets room", model)
         if not (completion.cut_while_thinking and request.get("max_tokens")):
             return completion
-        again = await self._complete_once(request, max_attempts, on_text)
+        again = await self._complete_once(request, max_attempts, on_text, on_thinking)
         return again.after(completion)
 
     async def _complete_once(
-        self, request: dict[str, Any], max_attempts: int | None, on_text: TextSink | None
+        self,
+        request: dict[str, Any],
+        max_attempts: int | None,
+        on_text: TextSink | None,
+        on_thinking: TextSink | None = None,
     ) -> Completion:
         timeout = activity.info().start_to_close_timeout or DEFAULT_ACTIVITY_TIMEOUT
         model = str(request["model"])
@@ -234,7 +249,9 @@ class LlmEndpoint:
                         # per read, and a token a second kept a call going past the
                         # activity's timeout (retried as an outage, two calls at once)
                         async with asyncio.timeout(deadline):
-                            response = await self._send_adapted(request, deadline, on_text)
+                            response = await self._send_adapted(
+                                request, deadline, on_text, on_thinking
+                            )
                     except (openai.APITimeoutError, TimeoutError) as err:
                         # the endpoint may have answered it in full, if it ever had it
                         observed.timed_out = not never_connected(err)
@@ -262,7 +279,11 @@ class LlmEndpoint:
         return Completion(response=response, usage=usage, cost=cost)
 
     async def _send_adapted(
-        self, request: dict[str, Any], http_timeout: float, on_text: TextSink | None = None
+        self,
+        request: dict[str, Any],
+        http_timeout: float,
+        on_text: TextSink | None = None,
+        on_thinking: TextSink | None = None,
     ) -> ChatCompletion:
         """Send the request as the model accepts it; learn from a 400 that names a parameter
         it refuses and go again without it."""
@@ -272,7 +293,7 @@ class LlmEndpoint:
             stream = on_text is not None and model not in self.no_streaming
             try:
                 if stream and on_text is not None:
-                    return await self._stream(body, http_timeout, on_text)
+                    return await self._stream(body, http_timeout, on_text, on_thinking)
                 return await self._send(body, http_timeout)
             except openai.APIStatusError as err:
                 if not isinstance(err, openai.BadRequestError):
@@ -344,9 +365,14 @@ class LlmEndpoint:
         )
 
     async def _stream(
-        self, body: dict[str, Any], http_timeout: float, on_text: TextSink
+        self,
+        body: dict[str, Any],
+        http_timeout: float,
+        on_text: TextSink,
+        on_thinking: TextSink | None = None,
     ) -> ChatCompletion:
-        """One streamed HTTP call: each content delta to `on_text`, the reply reassembled."""
+        """One streamed HTTP call: each content delta to `on_text`, each delta of thinking
+        sent apart to `on_thinking`, the reply reassembled."""
         stream = await self.client_for(str(body.get("model"))).post(
             "/chat/completions",
             body={**body, "stream": True, "stream_options": {"include_usage": True}},
@@ -363,14 +389,10 @@ class LlmEndpoint:
                 whole = whole_reply_as_chunk(await stream.response.aread())
                 if isinstance(whole, dict) and whole.get("error") and not whole.get("choices"):
                     raise ValueError(f"the endpoint answered with an error: {whole['error']}"[:400])
-                text = reply.add(whole)
-                if text:
-                    on_text(text)
+                _hand_on(reply.merge(whole), on_text, on_thinking)
                 return reply.completion()
             async for chunk in stream:
-                text = reply.add(chunk)
-                if text:
-                    on_text(text)
+                _hand_on(reply.merge(chunk), on_text, on_thinking)
         return reply.completion()
 
     async def close(self) -> None:

@@ -31,12 +31,7 @@ from activities.completion import Completion
 from activities.debrief_store import DebriefStore
 from activities.heartbeat import heartbeating, last_heartbeat
 from activities.held_reply import held_reply, hold
-from activities.llm_calls import (
-    ContextWindowExceeded,
-    LlmEndpoint,
-    TextSink,
-    chat_request,
-)
+from activities.llm_calls import ContextWindowExceeded, LlmEndpoint, chat_request
 from activities.llm_context import ContextPlan, ContextRecord, StepContext, StepContexts
 from activities.llm_errors import attempts_exhausted
 from activities.pg_refusals import refused_data, refused_data_fails
@@ -209,7 +204,7 @@ class LlmActivities:
             hand_over=True,  # the last text goes out with the reply's record, below
         ) as text:
             completion, context, overflows = await self._complete_within_window(
-                input, transcript, tools, context, text.add if text is not None else None
+                input, transcript, tools, context, text
             )
         response = completion.response
         earlier_usage, earlier_cost = _billed_before()
@@ -328,7 +323,7 @@ class LlmActivities:
         transcript: list[SeqMessage],
         tools: list[dict[str, Any]],
         context: StepContext,
-        on_text: TextSink | None = None,
+        live: TextStream | None = None,
     ) -> tuple[Completion, StepContext, int]:
         """The model's reply to the step's view; a view the endpoint refuses as too long is
         compacted harder (within the window it named, when it named one) and sent again."""
@@ -342,7 +337,10 @@ class LlmActivities:
             )
             try:
                 completion = await self.llm.complete(
-                    request, max_attempts=input.max_attempts, on_text=on_text
+                    request,
+                    max_attempts=input.max_attempts,
+                    on_text=live.add if live is not None else None,
+                    on_thinking=live.add_thinking if live is not None else None,
                 )
                 return completion, context, overflows
             except ContextWindowExceeded:

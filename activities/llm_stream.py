@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from openai.types.chat import ChatCompletion
 
@@ -88,8 +88,8 @@ class _Choice:
     """An endpoint's `index` → the call it stands for now (a proxy that numbers every call
     0 starts the next one under the same index, with a new id)."""
 
-    def add(self, delta: dict[str, Any]) -> str:
-        """Merge one delta; the text it added."""
+    def add(self, delta: dict[str, Any]) -> tuple[str, str]:
+        """Merge one delta; the text and the thinking it added."""
         if self.role is None and isinstance(delta.get("role"), str):
             self.role = delta["role"]
         text = delta.get("content")
@@ -100,16 +100,18 @@ class _Choice:
         refusal = delta.get("refusal")
         if isinstance(refusal, str):
             self.refusal.append(refusal)
+        thought = ""
         if len(delta) > 1 or "content" not in delta:  # a text delta alone is most of them
-            thought = delta.get(REASONING_FIELDS[0], delta.get(REASONING_FIELDS[1]))
-            if isinstance(thought, str):
-                self.reasoning.append(thought)
+            sent = delta.get(REASONING_FIELDS[0], delta.get(REASONING_FIELDS[1]))
+            if isinstance(sent, str):
+                self.reasoning.append(sent)
+                thought = sent
         calls = delta.get("tool_calls")
         if isinstance(calls, list):
             for call in calls:
                 if isinstance(call, dict):
                     self.tool_calls.setdefault(self._index_of(call), _ToolCall()).add(call)
-        return text
+        return text, thought
 
     def _index_of(self, call: dict[str, Any]) -> int:
         """The call a fragment belongs to: the one its `index` stands for, unless the
@@ -156,6 +158,14 @@ class _Choice:
         return {"index": self.index, "message": message, "finish_reason": self.finish_reason}
 
 
+class Added(NamedTuple):
+    """What one chunk added to the reply's first choice: to its text, to its thinking sent
+    apart (both for the live output)."""
+
+    text: str
+    thinking: str
+
+
 @dataclass
 class StreamedReply:
     """The chunks of one streamed reply, merged as they arrive."""
@@ -170,8 +180,12 @@ class StreamedReply:
 
     def add(self, chunk: object) -> str:
         """Merge one chunk; the text it added to the first choice ('' when none)."""
+        return self.merge(chunk).text
+
+    def merge(self, chunk: object) -> Added:
+        """Merge one chunk; the text and the thinking it added to the first choice."""
         if not isinstance(chunk, dict):
-            return ""
+            return Added("", "")
         if self.id is None and isinstance(chunk.get("id"), str):
             self.id = chunk["id"]
         if self.model is None and isinstance(chunk.get("model"), str):
@@ -186,7 +200,7 @@ class StreamedReply:
         elif self.usage is None and isinstance(groq := chunk.get("x_groq"), dict):
             if isinstance(groq.get("usage"), dict):  # Groq's place for it, without stream_options
                 self.usage = groq["usage"]
-        text = ""
+        text = thought = ""
         choices = chunk.get("choices")
         for choice in choices if isinstance(choices, list) else []:
             if not isinstance(choice, dict) or not isinstance(choice.get("index"), int):
@@ -194,12 +208,12 @@ class StreamedReply:
             index = choice["index"]
             merged = self.choices.setdefault(index, _Choice(index))
             delta = choice.get("delta")
-            added = merged.add(delta) if isinstance(delta, dict) else ""
+            added = merged.add(delta) if isinstance(delta, dict) else ("", "")
             if isinstance(choice.get("finish_reason"), str):
                 merged.finish_reason = choice["finish_reason"]
             if index == 0:
-                text += added
-        return text
+                text, thought = text + added[0], thought + added[1]
+        return Added(text, thought)
 
     def completion(self) -> ChatCompletion:
         """The reply as an unstreamed call returns it (built without validation, as the

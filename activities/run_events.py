@@ -29,6 +29,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from psycopg import sql
@@ -36,6 +37,7 @@ from psycopg.types.json import Jsonb
 from temporalio import activity
 
 from activities.group_commit import GroupCommit
+from activities.reply_calls import THINKING_MAX_CHARS
 from activities.store import Store
 from reactive_temporal.contracts import names
 from reactive_temporal.contracts.events import NewEvent, RecordRunEventsInput, once_key
@@ -231,16 +233,60 @@ class Announcement:
 LIVE_TEXT_MAX_CHARS = REPLY_CONTENT_MAX_CHARS
 """What the live output shows of one LLM call's reply: as much as the run keeps of it."""
 LIVE_TEXT_CUT = "\n… [the rest of this reply is not shown live]"
+LIVE_THINKING_MAX_CHARS = THINKING_MAX_CHARS
+"""What it shows of the thinking an endpoint sends apart: as much as the step's record keeps."""
+LIVE_THINKING_CUT = "\n… [the rest of this thinking is not shown live]"
+
+
+@dataclass
+class _Channel:
+    """One kind of a call's deltas (its text, or its thinking sent apart): their own
+    positions, their own bound."""
+
+    limit: int
+    marker: str
+    thinking: bool = False
+    written: int = 0
+    """Characters handed to a write so far (the next delta's position)."""
+    buffer: str = ""
+    cut: bool = False
+    """Past `limit`: the rest is not shown."""
+
+    def add(self, delta: str) -> None:
+        """Queue a delta; past the limit, a marker says the rest is not shown, once."""
+        if not delta or self.cut:
+            return
+        room = self.limit - self.written - len(self.buffer)
+        if len(delta) > room:  # a 5 MB reply stored 9.7 MB of rows (the reply kept is 64,000)
+            delta = delta[: max(room, 0)] + self.marker
+            self.cut = True
+        self.buffer += delta
+
+    def take(self, step: int, attempt: int) -> list[NewEvent]:
+        """The deltas not written yet, as one event (none when there are none)."""
+        if not self.buffer:
+            return []
+        delta, self.buffer = self.buffer, ""
+        position, self.written = self.written, self.written + len(delta)
+        data: dict[str, Any] = {"delta": clean_text(delta, nul=True), "attempt": attempt}
+        if self.thinking:
+            data["thinking"] = True
+        return [NewEvent(type="text", step=step, position=position, data=data)]
 
 
 class TextStream:
-    """One LLM call's text deltas, appended as they come without waiting on each write.
+    """One LLM call's text deltas (and the thinking its endpoint sends apart: `add_thinking`),
+    appended as they come without waiting on each write.
 
     The first delta is written FIRST_TEXT_AFTER seconds after it comes; later ones at most
     every TEXT_WRITE_INTERVAL seconds, deltas that arrive meanwhile going out together, so a
     reply costs a few writes per second however finely the model streams it. At most one
     write is in flight. `close()` writes what is left without waiting for the interval (or
     leaves it for the caller's own write).
+
+    Thinking sent apart goes out the same way, in the same writes: a `text` event with
+    `"thinking": true` in its data and positions of its own, before the text that came with
+    it. The split of thinking written into the text is the reader's (`TextFold`).
     """
 
     def __init__(
@@ -260,9 +306,8 @@ class TextStream:
         self.run_id = run_id
         self.step = step
         self.attempt = attempt
-        self.written = 0
-        """Characters handed to a write so far (the next delta's position)."""
-        self.buffer = ""
+        self.thinking = _Channel(LIVE_THINKING_MAX_CHARS, LIVE_THINKING_CUT, thinking=True)
+        self.text = _Channel(LIVE_TEXT_MAX_CHARS, LIVE_TEXT_CUT)
         self.flushing: asyncio.Task[None] | None = None
         self.next_write_at = 0.0
         """Loop time before which the next write waits (unless the reply has ended)."""
@@ -270,27 +315,30 @@ class TextStream:
         """Set by `close()`: what is left goes out without waiting for the interval."""
         self.last: list[NewEvent] = []
         """After `close(write=False)`: the events it did not write (see `close`)."""
-        self.cut = False
-        """The reply passed LIVE_TEXT_MAX_CHARS: the rest is not shown."""
 
     def add(self, delta: str) -> None:
-        """Queue a delta; a write starts at once unless one is already in flight. Past
+        """Queue a text delta; a write starts at once unless one is already in flight. Past
         LIVE_TEXT_MAX_CHARS the reply is not shown live: a marker says so, once."""
-        if not delta or self.cut:
+        self._queue(self.text, delta)
+
+    def add_thinking(self, delta: str) -> None:
+        """Queue a delta of thinking sent apart, as `add` does text (up to
+        LIVE_THINKING_MAX_CHARS)."""
+        self._queue(self.thinking, delta)
+
+    def _queue(self, channel: _Channel, delta: str) -> None:
+        first = not any(c.written or c.buffer for c in (self.thinking, self.text))
+        channel.add(delta)
+        if not channel.buffer:
             return
-        room = LIVE_TEXT_MAX_CHARS - self.written - len(self.buffer)
-        if len(delta) > room:  # a 5 MB reply stored 9.7 MB of rows (the reply kept is 64,000)
-            delta = delta[: max(room, 0)] + LIVE_TEXT_CUT
-            self.cut = True
-        if not self.written and not self.buffer:  # the reply's first text
+        if first:  # the reply's first text
             self.next_write_at = asyncio.get_running_loop().time() + self.first_after
-        self.buffer += delta
         if self.flushing is None or self.flushing.done():
             self.flushing = asyncio.create_task(self._flush())
 
     async def _flush(self) -> None:
         loop = asyncio.get_running_loop()
-        while self.buffer:
+        while self.thinking.buffer or self.text.buffer:
             pause = self.next_write_at - loop.time()
             if pause > 0:
                 with contextlib.suppress(TimeoutError):
@@ -303,13 +351,10 @@ class TextStream:
             await self.events.try_append(self.run_id, [*prelude, *text])
 
     def _take_text(self) -> list[NewEvent]:
-        """The text not written yet, as one event (none when there is none)."""
-        if not self.buffer:
-            return []
-        delta, self.buffer = self.buffer, ""
-        position, self.written = self.written, self.written + len(delta)
-        data = {"delta": clean_text(delta, nul=True), "attempt": self.attempt}
-        return [NewEvent(type="text", step=self.step, position=position, data=data)]
+        """What was not written yet, the thinking first, as an event each (none when there
+        is none)."""
+        thinking = self.thinking.take(self.step, self.attempt)
+        return [*thinking, *self.text.take(self.step, self.attempt)]
 
     async def close(self, *, write: bool = True) -> None:
         """Once the write in flight is done, write what is left now (not after the

@@ -142,7 +142,7 @@ class TextStreamBefore(TextStream):
 
     async def _flush(self) -> None:
         loop = asyncio.get_running_loop()
-        while self.buffer:
+        while self.text.buffer:
             pause = self.next_write_at - loop.time()
             if pause > 0:
                 with contextlib.suppress(TimeoutError):

@@ -3,14 +3,18 @@
 - `channel_for(run_id)`: the Postgres NOTIFY channel a run's writers signal and its
   watchers LISTEN on (one per run, so a watcher wakes only for its run);
 - `TextFold`: turns the stored text deltas into what a person should see, each character
-  of a reply once: a retried LLM call streams its reply again from the start, and the fold
-  shows only what is new; if the retry's text differs from what was shown, it says so with
-  one `restart` carrying the retry's text so far.
+  of a reply once, its thinking told from its answer: a retried LLM call streams its reply
+  again from the start, and the fold shows only what is new; if the retry's text differs
+  from what was shown, it says so with a `restart` carrying the retry's text so far (and
+  so when thinking the chat template opened turns out to be what was shown as the answer).
 """
 
 from __future__ import annotations
 
 import hashlib
+from typing import NamedTuple
+
+from reactive_temporal.thinking import thinking_so_far
 
 CHANNEL_PREFIX = "rt_run_"
 
@@ -20,29 +24,73 @@ def channel_for(run_id: str) -> str:
     return CHANNEL_PREFIX + hashlib.sha256(run_id.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
+class Shown(NamedTuple):
+    """A piece of a step's reply to show: appended to what was shown of the step, or, with
+    `restart`, in place of all of it (the pieces that follow append to it again)."""
+
+    text: str
+    thinking: bool
+    """The model's thinking, not its answer."""
+    restart: bool = False
+
+
 class TextFold:
-    """What to show of each step's streamed reply, given its deltas in log order."""
+    """What to show of each step's streamed reply, given its deltas in log order.
+
+    Each step's view is its thinking, then its answer (`thinking_so_far` of its text, the
+    thinking an endpoint sent apart first). The split is made here, on the reader's side,
+    from the raw text deltas as stored: the writers stay as they were (one cheap append of
+    whatever streamed), replies stored before the split existed read the same way, and the
+    one case where the view goes back on itself (a `</think>` the template opened, seen after
+    the thinking was shown as the answer) is a `restart`, which readers already handle for
+    a retried call that answered differently.
+    """
 
     def __init__(self) -> None:
-        self._shown: dict[int, str] = {}
-        self._attempts: dict[tuple[int, int], str] = {}
+        self._shown: dict[int, tuple[str, str]] = {}
+        self._attempts: dict[tuple[int, int, bool], str] = {}
+        self._latest: dict[int, int] = {}
+        """Steps whose reply may still be read differently once it has ended: their attempt."""
 
-    def take(self, step: int, attempt: int, position: int, delta: str) -> tuple[str, bool] | None:
-        """(text to show, is it a restart) for this delta, or None when it shows nothing new.
-
-        A restart's text replaces the step's text shown so far; otherwise it is appended.
-        """
-        so_far = self._attempts.get((step, attempt), "")
+    def take(
+        self, step: int, attempt: int, position: int, delta: str, *, thinking: bool = False
+    ) -> list[Shown]:
+        """What to show for this delta (none when it shows nothing new yet); `thinking`: a
+        delta of the thinking an endpoint sent apart from the text."""
+        key = (step, attempt, thinking)
+        so_far = self._attempts.get(key, "")
         text = so_far[:position] + delta if position <= len(so_far) else so_far + delta
-        self._attempts[(step, attempt)] = text
-        shown = self._shown.get(step, "")
-        if text.startswith(shown):
-            fresh = text[len(shown) :]
-            if not fresh:
-                return None
-            self._shown[step] = text
-            return fresh, False
-        if shown.startswith(text):
-            return None  # a retry catching up with what was shown: nothing new yet
-        self._shown[step] = text
-        return text, True
+        self._attempts[key] = text
+        self._latest[step] = attempt
+        return self._show(step, self._view(step, attempt, ended=False))
+
+    def settle(self, *, besides: int | None = None) -> list[tuple[int, Shown]]:
+        """Each step's last pieces, its reply read as ended (text held back while it might
+        have been a tag part-way is shown now): for the steps but `besides`, whose reply a
+        later event showed has ended, or all at the end of the stream."""
+        settled = []
+        for step in [s for s in self._latest if s != besides]:
+            attempt = self._latest.pop(step)
+            settled += [(step, shown) for shown in self._show(step, self._view(step, attempt))]
+        return settled
+
+    def _view(self, step: int, attempt: int, *, ended: bool = True) -> tuple[str, str]:
+        apart = self._attempts.get((step, attempt, True), "").strip()
+        thought, answer = thinking_so_far(
+            self._attempts.get((step, attempt, False), ""), ended=ended
+        )
+        return "\n\n".join(t for t in (apart, thought) if t), answer
+
+    def _show(self, step: int, view: tuple[str, str]) -> list[Shown]:
+        thinking, answer = view
+        was_thinking, was_answer = self._shown.get(step, ("", ""))
+        grows = thinking.startswith(was_thinking) and answer.startswith(was_answer)
+        if grows and (not was_answer or thinking == was_thinking):
+            self._shown[step] = view
+            pieces = [(thinking[len(was_thinking) :], True), (answer[len(was_answer) :], False)]
+            return [Shown(text, is_thinking) for text, is_thinking in pieces if text]
+        if was_thinking.startswith(thinking) and was_answer.startswith(answer):
+            return []  # a retry catching up with what was shown: nothing new yet
+        self._shown[step] = view
+        pieces = [(t, is_thinking) for t, is_thinking in ((thinking, True), (answer, False)) if t]
+        return [Shown(t, is_thinking, restart=i == 0) for i, (t, is_thinking) in enumerate(pieces)]

@@ -51,6 +51,63 @@ def split_thinking(text: str | None) -> tuple[str | None, str | None]:
     return _or_none(text[start : closed.start()]), _or_none(text[closed.end() :])
 
 
+_OPEN_TAGS = ("<think>", "<thinking>", "[think]")
+_CLOSE_TAGS = ("</think>", "</thinking>", "[/think]")
+_LONGEST_TAG = max(len(tag) for tag in (*_OPEN_TAGS, *_CLOSE_TAGS))
+_LEADING_SPACE = re.compile(r"\s*")
+
+
+def thinking_so_far(text: str, *, ended: bool = False) -> tuple[str, str]:
+    """`(thinking, answer)` to show of a reply's text while it streams ('' for none).
+
+    What it shows of a reply only grows as more of it comes, but in one case: a `</think>`
+    on a line of its own (the template opened the block) makes what was the answer so far
+    thinking. Text that may yet be a tag is held back until the next delta tells (an
+    opening tag at the start, a closing tag at the end, a line that may turn out to be a
+    lone `</think>`), and so is the thinking's trailing space; once the reply has `ended`,
+    it is exactly `split_thinking`'s reading (a reader learns that from the run's next
+    step). Tags split across deltas are read whole this way: the function reads all the
+    text so far each time, not each delta alone."""
+    if ended:
+        thinking, answer = split_thinking(text)
+        return thinking or "", answer or ""
+    start = _LEADING_SPACE.match(text).end()  # type: ignore[union-attr]
+    lead = text[start : start + _LONGEST_TAG].lower()
+    if any(tag != lead and tag.startswith(lead) for tag in _OPEN_TAGS):
+        return "", ""  # nothing yet, or an opening tag part-way
+    opened = _OPENS.match(text)
+    if opened:
+        closed = _CLOSES.search(text, opened.end())
+        if closed is None:  # still thinking: hold back a closing tag part-way
+            rest = text[opened.end() :]
+            return rest[: len(rest) - _partial_close(rest[-_LONGEST_TAG:].lower())].strip(), ""
+    line_start = text.rfind("\n") + 1
+    last_line = text[line_start:].strip(" \t")
+    if 0 < len(last_line) <= _LONGEST_TAG:
+        may_close = any(tag.startswith(last_line.lower()) for tag in _CLOSE_TAGS)
+        if may_close and not _quotes_a_tag(text[:line_start]):
+            return thinking_so_far(text[:line_start])  # a lone closing tag may be coming
+    if "</" not in text and "[/" not in text:  # no closing tag: cheap (read at every delta)
+        return "", text
+    thinking, answer = split_thinking(text)
+    return thinking or "", answer or ""
+
+
+def _partial_close(lowered: str) -> int:
+    """How many characters at the end of `lowered` may begin a closing tag."""
+    for size in range(_LONGEST_TAG - 1, 0, -1):
+        if any(tag.startswith(lowered[-size:]) for tag in _CLOSE_TAGS if len(lowered) >= size):
+            return size
+    return 0
+
+
+def _quotes_a_tag(before: str) -> bool:
+    """An opening tag in the text before a lone `</think>`: the answer quoting one, not a
+    block the template opened (`split_thinking`)."""
+    lowered = before.lower()
+    return "<think" in lowered or "[think]" in lowered
+
+
 def reasoning_of(message: object) -> str | None:
     """The thinking an endpoint sent apart from the text (`REASONING_FIELDS`)."""
     for name in REASONING_FIELDS:

@@ -23,7 +23,7 @@ from reactive_temporal.api.runs import require_run
 from reactive_temporal.api.unserved import while_served
 from reactive_temporal.contracts.events import RunEvent
 from reactive_temporal.contracts.result import AgentResult
-from reactive_temporal.live_output import TextFold
+from reactive_temporal.live_output import Shown, TextFold
 from workflows.agent_run import AgentRunWorkflow
 
 WAKE_SECONDS = 1.0
@@ -39,29 +39,59 @@ class LiveOutputUnavailable(ValueError):
     """This process cannot read runs' live output (no Postgres, or it refused)."""
 
 
-def _event(run_id: str, row: dict[str, Any], fold: TextFold) -> RunEvent | None:
-    """A stored row as watchers see it; None for a text delta that shows nothing new."""
+def _events(run_id: str, row: dict[str, Any], fold: TextFold) -> list[RunEvent]:
+    """A stored row as watchers see it.
+
+    Nothing for a text delta that shows nothing new yet; its thinking and its answer apart for
+    one that shows both.
+    """
     data: dict[str, Any] = row["data"]
-    base: dict[str, Any] = {
+    if row["type"] == "text":
+        shown = fold.take(
+            row["step"],
+            int(data.get("attempt", 1)),
+            row["position"],
+            str(data.get("delta", "")),
+            thinking=data.get("thinking") is True,
+        )
+        return [_text(run_id, row, piece) for piece in shown]
+    fields = (
+        "iteration", "call_id", "tool", "arguments", "success", "duration_ms", "preview",
+        "status", "by", "reason",
+    )  # fmt: skip
+    picked = {k: data[k] for k in fields if data.get(k) is not None}
+    return [RunEvent(**_base(run_id, row), **picked)]
+
+
+def _base(run_id: str, row: dict[str, Any]) -> dict[str, Any]:
+    return {
         "type": row["type"],
         "run_id": run_id,
         "offset": row["offset"],
         "at": row["created_at"],
         "step": row["step"],
     }
-    if row["type"] == "text":
-        shown = fold.take(
-            row["step"], int(data.get("attempt", 1)), row["position"], str(data.get("delta", ""))
-        )
-        if shown is None:
-            return None
-        text, restart = shown
-        return RunEvent(**base, delta=text, restart=True if restart else None)
-    fields = (
-        "iteration", "call_id", "tool", "arguments", "success", "duration_ms", "preview",
-        "status", "by", "reason",
-    )  # fmt: skip
-    return RunEvent(**base, **{k: data[k] for k in fields if data.get(k) is not None})
+
+
+def _text(run_id: str, row: dict[str, Any], piece: Shown) -> RunEvent:
+    """A piece of a step's reply, as a `text` event of the row it came from."""
+    return RunEvent(
+        **{**_base(run_id, row), "type": "text"},
+        delta=piece.text,
+        thinking=True if piece.thinking else None,
+        restart=True if piece.restart else None,
+    )
+
+
+def _settled(
+    run_id: str, fold: TextFold, last_text: dict[int, dict[str, Any]], besides: int | None = None
+) -> list[RunEvent]:
+    """The last pieces of the replies that have ended (`TextFold.settle`).
+
+    An event of another step, or the stream's end, shows they have; each piece is an event
+    of its step's last text row.
+    """
+    return [_text(run_id, last_text[step], piece) for step, piece in fold.settle(besides=besides)]
 
 
 async def _outcome(
@@ -146,6 +176,7 @@ async def stream_events(
     if "\x00" in stream_id:
         raise ValueError("a stream id cannot hold a NUL character")
     fold = TextFold()
+    last_text: dict[int, dict[str, Any]] = {}
     offset = from_offset
     lost = 0
     read_once = False
@@ -161,11 +192,13 @@ async def stream_events(
                         read_once, lost = True, 0
                         for row in rows:
                             offset = row["offset"] + 1
-                            if (event := _event(stream_id, row, fold)) is not None:
+                            for event in _read(stream_id, row, fold, last_text):
                                 yield event
                         if len(rows) < BATCH:
                             break
                     if done:
+                        for event in _settled(stream_id, fold, last_text):
+                            yield event
                         return
                     await _wait(wake, until)
                 except psycopg.OperationalError:
@@ -175,6 +208,19 @@ async def stream_events(
                     await asyncio.sleep(RECONNECT_DELAY_SECONDS * lost)
     except psycopg.Error as err:
         raise LiveOutputUnavailable(f"cannot read live output from Postgres: {err}") from err
+
+
+def _read(
+    run_id: str, row: dict[str, Any], fold: TextFold, last_text: dict[int, dict[str, Any]]
+) -> list[RunEvent]:
+    """The events a row shows, after what it shows of earlier steps' replies.
+
+    An event of another step means those replies have ended.
+    """
+    settled = _settled(run_id, fold, last_text, besides=row["step"])
+    if row["type"] == "text":
+        last_text[row["step"]] = row
+    return [*settled, *_events(run_id, row, fold)]
 
 
 def _require_readable(database_url: str | None, from_offset: int) -> None:

@@ -37,7 +37,8 @@ class NewEvent(BaseModel):
     step: int
     """The transcript position of the LLM step or tool call it belongs to."""
     position: int = 0
-    """`text`: the delta's character offset in its step's reply."""
+    """`text`: the delta's character offset in its step's reply (with `"thinking": true` in
+    its data, in the thinking its endpoint sent apart)."""
     data: dict[str, Any] = Field(default_factory=dict)
     key: str | None = None
     """Events with a key are written once per run, however often their activity is retried
@@ -75,9 +76,19 @@ class RunEvent(BaseModel):
     step: int | None = None
     iteration: int | None = None
     delta: str | None = None
-    """`text`: the model's new text. The deltas of a step join to its reply; after a
-    `restart` (a retried call that answered differently), from the restart on."""
+    """`text`: the model's new text. The deltas of a step join to its reply (its thinking
+    and its answer, each joined apart); after a `restart`, from the restart on."""
+    thinking: bool | None = None
+    """`text`: True when the delta is the model's thinking, not its answer: thinking it
+    wrote into its text (`<think>…</think>`, Magistral's `[THINK]…[/THINK]`, tags left out)
+    or that its endpoint sent apart (`reasoning_content`, `reasoning`). A step's thinking
+    comes before its answer; joined, each is what the step's record keeps."""
     restart: bool | None = None
+    """`text`: what was shown of the step so far (thinking and answer) is replaced, from
+    this delta on: a retried call that answered differently, or text shown as the answer
+    that turned out to be thinking (a `</think>` the chat template had opened). A restart
+    can be followed by more deltas of the same stored row (its answer after its thinking),
+    with the same `offset`."""
     call_id: str | None = None
     tool: str | None = None
     arguments: str | None = None

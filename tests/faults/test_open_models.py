@@ -22,6 +22,7 @@ from temporalio.client import Client
 from reactive_temporal.capabilities import REASONING_ROOM_TOKENS, ModelCapabilities
 from reactive_temporal.config import Settings
 from reactive_temporal.context_window import count_implausibly_low, wire_prompt_tokens
+from reactive_temporal.contracts.events import RunEvent
 from reactive_temporal.embedded.scripted_llm import (
     Endpoint,
     Reply,
@@ -110,6 +111,67 @@ async def test_thinking_the_template_opened_or_sent_apart_is_kept_apart(
         "Two and two.",
         "The calculator agrees: 4.",
     ]
+
+
+def seen_by_step(events: list[RunEvent]) -> dict[int, tuple[str, str]]:
+    """Each step's thinking and answer as a watcher of `events` ends up seeing them."""
+    seen: dict[int, tuple[str, str]] = {}
+    for e in events:
+        if e.type != "text" or e.step is None:
+            continue
+        thinking, answer = ("", "") if e.restart else seen.get(e.step, ("", ""))
+        delta = e.delta or ""
+        seen[e.step] = (thinking + delta, answer) if e.thinking else (thinking, answer + delta)
+    return seen
+
+
+async def test_watchers_see_thinking_in_the_text_as_thinking(
+    harness: Harness, llm: ScriptedLLM, model_name: str
+):
+    """Streamed in pieces over real HTTP, tags cut anywhere: `watch` showed the thinking as
+    if it were the answer. A block the template opened ends up thinking too."""
+    opened_by_template = (
+        "The user wants 2+2.\nFINAL ANSWER: 5? No, check.\n</think>\n\nLet me compute."
+    )
+    tagged = "<think>The tool said 4.\nSo it is 4.</think>\n\nFINAL ANSWER: 4"
+    llm.script(
+        model_name,
+        [
+            Reply(opened_by_template, [call("calculator", expression="2+2")], chunks=14,
+                  chunk_delay=0.04),
+            Reply(tagged, chunks=12, chunk_delay=0.04),
+        ],
+    )  # fmt: skip
+    agent = harness.agent(model_name, agent_id=unique("watched"), memory=False)
+    events = [e async for e in agent.run_stream("What is 2+2?")]
+    result = events[-1].result
+    assert result is not None and (result.terminated_by, result.output) == ("final_answer", "4")
+    assert list(seen_by_step(events).values()) == [
+        ("The user wants 2+2.\nFINAL ANSWER: 5? No, check.", "Let me compute."),
+        ("The tool said 4.\nSo it is 4.", "FINAL ANSWER: 4"),
+    ]
+    assert all("think>" not in (e.delta or "") for e in events if e.type == "text")
+    assert thinking_of(harness.database_url or "", result.run_id) == [
+        thinking for thinking, _ in seen_by_step(events).values()
+    ]  # the record and the live output agree
+
+
+async def test_watchers_see_thinking_sent_apart_as_it_comes(
+    harness: Harness, llm: ScriptedLLM, model_name: str
+):
+    """`reasoning_content` streamed apart, word by word: a watcher saw nothing while the model
+    thought (as if it hung), then the answer."""
+    reasoning = "The calculator is not needed here. Two and two make four, surely."
+    llm.script(model_name, [Reply("FINAL ANSWER: 4", reasoning=reasoning, chunk_delay=0.05)])
+    agent = harness.agent(model_name, agent_id=unique("apart"), memory=False)
+    events = [e async for e in agent.run_stream("What is 2+2?")]
+    result = events[-1].result
+    assert result is not None and result.output == "4"
+    assert list(seen_by_step(events).values()) == [(reasoning, "FINAL ANSWER: 4")]
+    texts = [e for e in events if e.type == "text"]
+    assert texts[0].thinking and not texts[-1].thinking  # the thinking first, the answer after
+    assert len([e for e in texts if e.thinking]) >= 2  # written as it came, not all at the end
+    assert thinking_of(harness.database_url or "", result.run_id) == [reasoning]
 
 
 SYNTHESIS = {
