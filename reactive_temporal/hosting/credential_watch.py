@@ -41,37 +41,45 @@ def stamps_of(paths: Sequence[str]) -> Stamps:
 
 @dataclass
 class CredentialWatch:
-    """Watches `connection`'s credential files for the worker connected with it.
+    """Watches `connection`'s credential files for the process connected with it.
 
     `reload` reads the connection's configuration again (the profile, the variables) and
-    `reconnect` connects a client with it, as the worker's was."""
+    `reconnect` connects a client with it, as the first was; without them (a process using
+    the Python API, whose client many objects hold) only the API key is renewed."""
 
     connection: TemporalConnection
-    reload: Callable[[], TemporalConnection]
-    reconnect: Callable[[TemporalConnection], Awaitable[Client]]
+    reload: Callable[[], TemporalConnection] | None = None
+    reconnect: Callable[[TemporalConnection], Awaitable[Client]] | None = None
     poll_seconds: float = 10.0
 
     @property
-    def needed(self) -> bool:
-        return bool(self.connection.api_key_file or self.connection.tls_files)
+    def tls_files(self) -> tuple[str, ...]:
+        return self.connection.tls_files if self.reconnect is not None else ()
 
-    async def run(self, client_of: Callable[[], Client], replace: Callable[[Client], None]) -> None:
+    @property
+    def needed(self) -> bool:
+        return bool(self.connection.api_key_file or self.tls_files)
+
+    async def run(
+        self, client_of: Callable[[], Client], replace: Callable[[Client], None] | None = None
+    ) -> None:
         """Until cancelled: the current client is `client_of()`, `replace` puts a new one in
-        its place."""
+        its place (asked only with `reconnect`)."""
         path = self.connection.api_key_file
         key = KeyFile(path, "TEMPORAL_API_KEY_FILE") if path is not None else None
-        files = self.connection.tls_files
+        files = self.tls_files
         applied = seen = stamps_of(files)
         refused: Stamps | None = None
         while True:
             await asyncio.sleep(self.poll_seconds)
             if key is not None and (current := key.current()) != client_of().api_key:
                 client_of().api_key = current
-                log.info("TEMPORAL_API_KEY_FILE: the worker's API key was renewed from %s", path)
+                log.info("TEMPORAL_API_KEY_FILE: the API key was renewed from %s", path)
             if not files:
                 continue
             stamps = stamps_of(files)
             if stamps != applied and stamps == seen:
+                assert self.reconnect and self.reload and replace, "TLS files need them"
                 try:
                     fresh = await self.reconnect(self.reload())
                 except Exception as err:

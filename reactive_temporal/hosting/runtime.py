@@ -20,6 +20,7 @@ from temporalio.client import Client
 
 from reactive_temporal.config import Settings
 from reactive_temporal.embedded.stack import EmbeddedStack, connect, read_published_stack
+from reactive_temporal.hosting.credential_watch import CredentialWatch
 
 if TYPE_CHECKING:
     from reactive_temporal.hosting.worker_lifecycle import WorkerHost
@@ -44,11 +45,16 @@ class Runtime:
     """Seconds a wait for a run's result outlasts a Temporal server out of reach
     (`Settings.unreachable_patience_seconds`)."""
     closed: bool = False
+    credentials: CredentialWatch | None = None
+    """Renews the client's API key from TEMPORAL_API_KEY_FILE while the runtime is open."""
     loop: asyncio.AbstractEventLoop | None = field(default=None, init=False)
     """The event loop the in-process worker runs on (None: no worker here)."""
+    _renewing: asyncio.Task[None] | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.loop = asyncio.get_running_loop() if self.host is not None else None
+        if self.credentials is not None and self.credentials.needed:
+            self._renewing = asyncio.create_task(self.credentials.run(lambda: self.client))
 
     def require_usable(self) -> None:
         """Raise a RuntimeError when runs started now could never run: the runtime was
@@ -67,6 +73,8 @@ class Runtime:
     async def close(self) -> None:
         """Stop the in-process worker (gracefully) and the embedded stack, if any."""
         self.closed = True
+        if self._renewing is not None:
+            self._renewing.cancel()
         if self.host is not None:
             host, self.host = self.host, None
             try:
@@ -86,8 +94,9 @@ async def open_runtime(
     command that only reads what is stored, the worker's imports and start are most of its
     time)."""
     if settings.temporal_address is not None:
+        connection = settings.temporal_connection()  # TLS, API key: temporal.toml, TEMPORAL_*
         client = await connect(
-            settings.temporal_connection(),  # TLS, API key, metadata: temporal.toml, TEMPORAL_*
+            connection,
             encryption_keys=settings.encryption_keys,
             encryption_required=settings.encryption_required,
         )
@@ -97,6 +106,7 @@ async def open_runtime(
             offline_model=None,
             database_url=settings.database_url,
             unreachable_patience=settings.unreachable_patience_seconds,
+            credentials=CredentialWatch(connection, poll_seconds=settings.credentials_poll_seconds),
         )
 
     published = read_published_stack(settings.data_dir.resolve())

@@ -8,6 +8,7 @@ temporal.toml profile) and complete a run through it.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shutil
 import subprocess
@@ -19,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from reactive_temporal.config import Settings
+from reactive_temporal.hosting.runtime import open_runtime
 from tests.processes import REPO, clean_env, start_worker, starter, stop
 from tests.support.pki import Pki, make_pki, renew_client_cert
 from tests.support.tls_proxy import TlsProxy
@@ -211,3 +214,34 @@ def test_a_worker_takes_renewed_credentials_without_a_restart(
         after = [r.get("authorization") for r in proxy.requests[since:]]
     assert after and set(after) == {"Bearer tk-second"}, set(after)
     assert "tk-" not in log.read_text()
+
+
+async def test_a_python_api_process_takes_a_renewed_api_key(
+    proxy: TlsProxy, pki: Pki, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """A web app holding an agent for weeks: a key rotated in TEMPORAL_API_KEY_FILE goes with
+    its next call, where every call was refused once the old key was revoked."""
+    api_key = tmp_path / "api-key"
+    api_key.write_text("tk-app-first")
+    for name, value in tls_variables(proxy, pki).items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("TEMPORAL_API_KEY_FILE", str(api_key))
+    monkeypatch.delenv("TEMPORAL_API_KEY", raising=False)
+    settings = Settings(
+        temporal_address=proxy.address,
+        credentials_poll_seconds=0.1,
+        data_dir=tmp_path / "data",
+    )
+    runtime = await open_runtime(settings, worker=False)
+    try:
+        await runtime.client.count_workflows()
+        api_key.write_text("tk-app-renewed\n")
+        await asyncio.sleep(0.5)
+        since = len(proxy.requests)
+        await runtime.client.count_workflows()
+    finally:
+        await runtime.close()
+    assert proxy.headers_with("authorization")[0] == "Bearer tk-app-first"
+    with proxy._lock:
+        after = {r.get("authorization") for r in proxy.requests[since:]}
+    assert after == {"Bearer tk-app-renewed"}, after
