@@ -105,15 +105,17 @@ class LlmActivities:
             if earlier is not None:
                 return earlier
             if (held := held_reply(input.seq)) is not None:
-                return await self._record_held(input, held)
+                return await self._record_held(input, *held)
             return await self._step(input, prepared)
 
-    async def _record_held(self, input: LlmStepInput, held: LlmStepResult) -> LlmStepResult:
+    async def _record_held(
+        self, input: LlmStepInput, held: LlmStepResult, thinking: str | None
+    ) -> LlmStepResult:
         """The reply an earlier attempt got and could not record (`activities.held_reply`),
-        recorded now instead of asking the model again."""
+        recorded now (with its thinking) instead of asking the model again."""
         reply = Message(role="assistant", content=held.content, tool_calls=held.tool_calls)
         await record_step(
-            self.records, input.run_id, input.seq, reply, held,
+            self.records, input.run_id, input.seq, reply, with_thinking(held, thinking),
             what="recording the model's reply an earlier attempt got",
         )  # fmt: skip
         self.transcripts.add(input.run_id, input.seq, reply)
@@ -260,7 +262,7 @@ class LlmActivities:
             )
         except ApplicationError as err:
             if err.type == STORE_UNAVAILABLE:  # the next attempt records it, not buys it again
-                hold(input.seq, result)
+                hold(input.seq, result, read.thinking)
             raise
         except Exception as err:  # a reply Postgres refuses: the run ends, and counts its bill
             refused = refused_data(err)

@@ -389,11 +389,13 @@ async def test_a_reply_the_step_could_not_record_is_recorded_by_its_next_attempt
     """Postgres goes down as the step records the model's reply and stays down past the
     attempt's deadline: the attempt fails as an outage, and the next one (Temporal hands it
     the last heartbeat's details) records that reply instead of calling the model again, with
-    what the endpoint sent with each call for itself. It was bought twice."""
+    what the endpoint sent with each call for itself and the thinking behind it. It was
+    bought twice; then its record lost the thinking."""
     signature = {"google": {"thought_signature": "sig-7f3"}}
     reply = {
         "role": "assistant",
         "content": "held-7f3 calling the tool",
+        "reasoning_content": "One and one: the calculator should say.",
         "tool_calls": [
             {
                 "id": "c1",
@@ -445,3 +447,12 @@ async def test_a_reply_the_step_could_not_record_is_recorded_by_its_next_attempt
     assert kept[-1].seq == 2 and kept[-1].message.content == "held-7f3 calling the tool"
     # the next request carries it back (a Gemini 3 model refuses one without it)
     assert kept[-1].message.tool_calls[0].extra_content == signature
+    async with harness.store.connection() as conn:
+        row = await (
+            await conn.execute(
+                "SELECT step_result->>'thinking' FROM run_messages WHERE run_id = %s AND seq = 2",
+                (run_id,),
+            )
+        ).fetchone()
+    assert row == ("One and one: the calculator should say.",)
+    assert "thinking" not in result.model_dump()  # never the workflow's
