@@ -257,13 +257,19 @@ def watch(
     as_json: Annotated[
         bool, typer.Option("--json", help="JSON Lines: one event per line, `finished` last.")
     ] = False,
+    hide_thinking: Annotated[
+        bool,
+        typer.Option(
+            "--hide-thinking", help="A reasoning model's thinking: one line a step, not its text."
+        ),
+    ] = False,
 ) -> None:
     """Follow a run's live output from any process: the model's text as it is generated,
     tool calls as they start and end, approvals, and its end; a finished run's from the start."""
 
     async def main() -> int:
         runtime = await cli_runtime()
-        printer = LivePrinter(json_lines=as_json)
+        printer = LivePrinter(json_lines=as_json, hide_thinking=hide_thinking)
         code = 0
         try:
             async for event in follow_events(

@@ -4,7 +4,8 @@ The model's text is printed as it arrives (cleaned: it is untrusted, so escape s
 control characters never reach the terminal), tool calls as they start and end, approvals,
 and the end of the run. A reasoning model's thinking is printed apart from its answer: each
 of its lines behind a `┆` gutter, dim and italic on a terminal (`NO_COLOR` turns that off),
-the answer on a line of its own after it.
+the answer on a line of its own after it; or, hidden (`watch --hide-thinking`), one line
+saying the model thinks, so a long silence is not taken for a hung model.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ _THINKING_STYLE = ("\x1b[2;3m", "\x1b[0m")
 """Dim and italic, on a terminal: the printer's own sequences, around text already cleaned."""
 _RESTARTED = "↻ (the model's reply restarted after a retry)"
 _WAS_THINKING = "↑ (that was the model's thinking: the chat template had opened it)"
+_THINKS = THINKING_GUTTER + "(the model thinks…)"
 
 
 def _short(text: str | None, limit: int = PREVIEW_CHARS) -> str:
@@ -34,9 +36,15 @@ def _short(text: str | None, limit: int = PREVIEW_CHARS) -> str:
 class LivePrinter:
     """Prints events to `out` as they come; `json_lines` prints one JSON object per event."""
 
-    def __init__(self, out: TextIO | None = None, *, json_lines: bool = False) -> None:
+    def __init__(
+        self, out: TextIO | None = None, *, json_lines: bool = False, hide_thinking: bool = False
+    ) -> None:
         self.out = out or sys.stdout
         self.json_lines = json_lines
+        self.hide_thinking = hide_thinking
+        """Thinking is said once a step (`_THINKS`), not printed; JSON Lines carry it all."""
+        self.thinks_said: int | None = None
+        """The step whose thinking was said (hidden)."""
         self.mid_line = False
         """The last thing printed was streamed text without its newline yet."""
         self.styled = _is_terminal(self.out) and not os.environ.get("NO_COLOR")
@@ -73,6 +81,11 @@ class LivePrinter:
         if self.streaming is None or self.streaming[0] != event.step or event.restart:
             self.answer = ""
         self.streaming = kind
+        if event.thinking and self.hide_thinking:
+            if self.thinks_said != event.step:
+                self._line(_THINKS)
+                self.thinks_said = event.step
+            return
         if event.thinking:
             self._thinking(delta)
             return

@@ -164,10 +164,10 @@ def event(**fields: object) -> RunEvent:
     return RunEvent.model_validate({"type": "text", "run_id": "run-1", "step": 2, **fields})
 
 
-def printed(*events: RunEvent, terminal: bool = False) -> str:
+def printed(*events: RunEvent, terminal: bool = False, hide_thinking: bool = False) -> str:
     out = io.StringIO()
     out.isatty = lambda: terminal  # type: ignore[method-assign]
-    printer = LivePrinter(out)
+    printer = LivePrinter(out, hide_thinking=hide_thinking)
     for e in events:
         printer.show(e)
     return out.getvalue()
@@ -206,6 +206,27 @@ def test_watch_says_so_when_the_answer_shown_was_thinking_the_template_opened() 
         event(delta="Another thought.", thinking=True, restart=True),
     )
     assert "↻ (the model's reply restarted after a retry)" in retried
+
+
+def test_watch_hide_thinking_says_once_a_step_that_the_model_thinks() -> None:
+    """`watch --hide-thinking`: a minute of silence read as a hung model; the thinking's
+    text, pages of it, was more than an operator follows."""
+    text = printed(
+        event(delta="The user wants", thinking=True),
+        event(delta=" 2+2.\nUse the tool.", thinking=True),
+        event(delta="Let me compute."),
+        RunEvent(type="iteration", run_id="run-1", iteration=2),
+        event(delta="Now the answer.", thinking=True, step=4),
+        event(delta="4", step=4),
+        hide_thinking=True,
+    )
+    assert text.splitlines() == [
+        f"{THINKING_GUTTER}(the model thinks…)",
+        "Let me compute.",
+        "── iteration 2 ──",
+        f"{THINKING_GUTTER}(the model thinks…)",
+        "4",
+    ]
 
 
 def test_json_lines_carry_the_thinking_marker() -> None:
