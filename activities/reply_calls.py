@@ -165,11 +165,22 @@ def read_reply(
     )
 
 
+TOOL_RESULTS_READ_MAX_CHARS = 256_000
+"""How much of what the tools returned a reply's text calls are compared with, newest first:
+a model quotes what it read last, and a long run's every result, read at each of its steps
+that writes calls in its text (vLLM without a tool parser: all of them), cost the worker's
+event loop milliseconds a step."""
+
+
 def tool_results(transcript: Sequence[SeqMessage]) -> Iterator[str]:
-    """What the tools returned to the model, newest first (a planted call is most often in
-    what it read last)."""
+    """What the tools returned to the model, newest first, up to TOOL_RESULTS_READ_MAX_CHARS
+    (a planted call is most often in what it read last)."""
+    left = TOOL_RESULTS_READ_MAX_CHARS
     for entry in reversed(transcript):
+        if left <= 0:
+            return
         if entry.message.role == "tool" and entry.message.content:
+            left -= len(entry.message.content)
             yield entry.message.content
 
 

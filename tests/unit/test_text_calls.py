@@ -6,7 +6,9 @@ import json
 
 import pytest
 
+from activities.reply_calls import TOOL_RESULTS_READ_MAX_CHARS, tool_results
 from reactive_temporal.call_names import tool_name_of
+from reactive_temporal.contracts.run import Message, SeqMessage
 from reactive_temporal.text_calls import TEXT_CALLS_MAX_CHARS, calls_in_text
 
 NAMES = {"calculator": "calculator", "shop__buy": "shop/buy", "final-answer": "final-answer"}
@@ -157,3 +159,12 @@ def test_what_the_tools_returned_is_asked_only_when_the_text_holds_calls() -> No
         raise AssertionError("read without calls in the text")
 
     assert calls_in_text("Just an answer.", NAMES, id_prefix="t", read=never) is None
+
+
+def test_what_a_reply_is_compared_with_is_the_tools_latest_results_up_to_a_bound() -> None:
+    def result(seq: int, text: str) -> SeqMessage:
+        return SeqMessage(seq=seq, message=Message(role="tool", content=text, tool_call_id="c"))
+
+    big = "x" * (TOOL_RESULTS_READ_MAX_CHARS // 2)
+    transcript = [result(1, "oldest"), result(2, big), result(3, big), result(4, "newest")]
+    assert list(tool_results(transcript)) == ["newest", big, big]
