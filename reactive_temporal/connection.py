@@ -208,7 +208,8 @@ def explain(err: BaseException, connection: TemporalConnection) -> str:
     if "InvalidContentType" in text or "CorruptMessage" in text:
         return "TLS handshake failed: the server does not speak TLS (unset TEMPORAL_TLS?)"
     if "Unauthenticated" in text or "PermissionDenied" in text:
-        key = "the API key (TEMPORAL_API_KEY)" if connection.api_key else "this client"
+        setting = "TEMPORAL_API_KEY_FILE" if connection.api_key_file else "TEMPORAL_API_KEY"
+        key = f"the API key ({setting})" if connection.api_key else "this client"
         return f"authentication failed: the server refused {key}: {_first_message(text)}"
     if "ConnectionRefused" in text or "Connection refused" in text:
         return "connection refused (is the server running, and is the address right?)"

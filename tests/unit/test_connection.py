@@ -187,6 +187,11 @@ RAW = {
             TemporalConnection(address="a:1", api_key="k"),
             "refused the API key (TEMPORAL_API_KEY): Request unauthorized.",
         ),
+        (
+            "unauthenticated",
+            TemporalConnection(address="a:1", api_key="k", api_key_file="/run/key"),
+            "refused the API key (TEMPORAL_API_KEY_FILE): Request unauthorized.",
+        ),
     ],
 )
 def test_connection_errors_are_one_line_naming_what_failed(case, connection, expected):
