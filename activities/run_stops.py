@@ -36,6 +36,8 @@ from psycopg import AsyncConnection
 from temporalio import activity
 from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
+from reactive_temporal.database_settings import Conninfo, conninfo_now
+
 CHANNEL = "reactive_temporal_run_stops"
 """The Postgres channel a run's wrap-up NOTIFYs with its Temporal run id as the payload."""
 
@@ -165,8 +167,9 @@ def _deaf() -> None:
 class StopListener:
     """A worker's one connection LISTENing on `CHANNEL`, stopping what each notice names."""
 
-    def __init__(self, conninfo: str, stops: RunStops = RUN_STOPS) -> None:
+    def __init__(self, conninfo: Conninfo, stops: RunStops = RUN_STOPS) -> None:
         self.conninfo = conninfo
+        """The URL, or what gives the one of the day at each reconnect (DATABASE_URL_FILE)."""
         self.stops = stops
         self.listening = asyncio.Event()
         """Set while the LISTEN is in effect (tests wait for it)."""
@@ -190,7 +193,7 @@ class StopListener:
         while True:
             try:
                 async with await AsyncConnection.connect(
-                    self.conninfo, autocommit=True, application_name=APPLICATION_NAME
+                    conninfo_now(self.conninfo), autocommit=True, application_name=APPLICATION_NAME
                 ) as conn:
                     await conn.execute(f"LISTEN {CHANNEL}")
                     self.listening.set()

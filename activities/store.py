@@ -21,6 +21,7 @@ from pydantic import BaseModel
 from activities.migrations import MIGRATIONS
 from activities.pool import IdleChecks, warm_connections
 from reactive_temporal.contracts.run import Message, SeqMessage, ToolCall
+from reactive_temporal.database_settings import Conninfo, conninfo_now
 from reactive_temporal.sanitize import clean_text, clean_value, redact_dsn
 
 log = logging.getLogger(__name__)
@@ -117,16 +118,19 @@ class Store:
         self.pool = pool
 
     @classmethod
-    async def open(cls, database_url: str, *, max_size: int = 10, migrate: bool = True) -> Store:
+    async def open(
+        cls, database_url: Conninfo, *, max_size: int = 10, migrate: bool = True
+    ) -> Store:
         """Connect, run migrations (unless `migrate=False`), and return a ready store.
 
+        `database_url` may give the URL of the day (DATABASE_URL_FILE), asked at each connection
+        the pool opens: one replacing a connection an expired role lost logs in anew.
         One connection is tried first: a Postgres that refuses it is said at once, where
         the pool tried for 15 s, logging each try (26 lines before the one that says why).
         """
-        if (refused := await _connect_error(database_url)) is not None:
-            raise StoreUnavailable(
-                f"cannot connect to Postgres at {redact_dsn(database_url)}: {refused}"
-            )
+        url = conninfo_now(database_url)
+        if (refused := await _connect_error(url)) is not None:
+            raise StoreUnavailable(f"cannot connect to Postgres at {redact_dsn(url)}: {refused}")
         checks = IdleChecks()
         pool: AsyncConnectionPool[AsyncConnection[Any]] = AsyncConnectionPool(
             database_url,
@@ -144,9 +148,9 @@ class Store:
         except Exception as err:
             await pool.close()
             # the pool says only that it timed out: one connection of our own names why
-            cause = await _connect_error(database_url) or str(err)
+            cause = await _connect_error(url := conninfo_now(database_url)) or str(err)
             raise StoreUnavailable(
-                f"cannot connect to Postgres at {redact_dsn(database_url)}: {cause}"
+                f"cannot connect to Postgres at {redact_dsn(url)}: {cause}"
             ) from err
         store = cls(pool)
         if migrate:
@@ -154,8 +158,7 @@ class Store:
                 await store.migrate()
                 if (problem := await store.unwritable()) is not None:
                     raise StoreUnavailable(
-                        f"this worker cannot write to Postgres at {redact_dsn(database_url)}: "
-                        f"{problem}"
+                        f"this worker cannot write to Postgres at {redact_dsn(url)}: {problem}"
                     )
             except BaseException:
                 await pool.close()

@@ -16,13 +16,13 @@ from pydantic import (
     field_validator,
     model_validator,
 )
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import SettingsConfigDict
 
 from reactive_temporal.capabilities import ModelCapabilities
+from reactive_temporal.database_settings import DatabaseSettings
 from reactive_temporal.http_guard import AllowList
 from reactive_temporal.llm_endpoints import ModelEndpoint, checked_headers, endpoint_for
 from reactive_temporal.memory import LESSON_TTL_DAYS
-from reactive_temporal.sanitize import redact_dsn
 
 if TYPE_CHECKING:
     from reactive_temporal.connection import TemporalConnection
@@ -64,11 +64,12 @@ class ModelPrice(BaseModel):
     """Prompt tokens the provider read from its cache; None: at the input price."""
 
 
-class Settings(BaseSettings):
+class Settings(DatabaseSettings):
     """Everything the worker, the starter and the Python API read from the environment.
 
     Unset server addresses mean "use the embedded stack": a Temporal dev server and an
-    embedded Postgres under `data_dir`, started on demand.
+    embedded Postgres under `data_dir`, started on demand. The database's settings
+    (DATABASE_URL, DATABASE_URL_FILE) are `DatabaseSettings`'.
     """
 
     # Values are never echoed in a validation error's text: they hold passwords and keys (a
@@ -85,7 +86,6 @@ class Settings(BaseSettings):
     temporal_address: str | None = None
     temporal_namespace: str = "default"
     temporal_task_queue: str = DEFAULT_TASK_QUEUE
-    database_url: str | None = None
     openai_base_url: str | None = None
     openai_api_key: str | None = None
     openai_api_key_file: str | None = None
@@ -315,18 +315,6 @@ class Settings(BaseSettings):
                 environ={**_temporal_variables_in_env_file(), **os.environ},
             )
         return self._connection
-
-    @field_validator("database_url")
-    @classmethod
-    def _postgres_url(cls, value: str | None) -> str | None:
-        if value is None or value.strip() == "":
-            return None
-        if not value.startswith(("postgresql://", "postgres://")) and "=" not in value:
-            raise ValueError(
-                f"DATABASE_URL={redact_dsn(value)!r} is not a PostgreSQL URL "
-                "(for example postgresql://user@localhost:5432/db)"
-            )
-        return value.strip()
 
     @field_validator("http_allow")
     @classmethod

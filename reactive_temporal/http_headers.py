@@ -64,8 +64,18 @@ longer file is a wrong path (a log, a binary), not a credential."""
 def read_header_file(path: str, where: str) -> str:
     """The content of the file a `${file:PATH}` names, stripped of surrounding whitespace; a
     ValueError naming `where` (the header) and the file, never its content, when it cannot be
-    read, is not a regular file (a FIFO would hold the worker's start), is longer than
-    MAX_FILE_BYTES, is empty, or holds what a header's value may not."""
+    read (`read_secret_file`) or holds what a header's value may not."""
+    text = read_secret_file(path, where)
+    if (problem := value_problem(text) or _character_problem(text)) is not None:
+        raise ValueError(f"{where}: file {path}: {problem}")
+    return text
+
+
+def read_secret_file(path: str, where: str, limit: int = MAX_FILE_BYTES) -> str:
+    """The text of a file holding a secret, stripped of surrounding whitespace; a ValueError
+    naming `where` (the setting) and the file, never its content, when it cannot be read, is
+    not a regular file (a FIFO would hold the worker's start), is longer than `limit` bytes,
+    or is empty."""
     if not path:
         raise ValueError(f"{where}: no file is named")
 
@@ -78,20 +88,18 @@ def read_header_file(path: str, where: str) -> str:
         raise unreadable(err) from None
     try:
         regular = stat.S_ISREG(os.fstat(fd).st_mode)
-        data = _read_at_most(fd, MAX_FILE_BYTES + 1) if regular else b""
+        data = _read_at_most(fd, limit + 1) if regular else b""
     except OSError as err:
         raise unreadable(err) from None
     finally:
         os.close(fd)
     if not regular:
         raise ValueError(f"{where}: file {path} is not a regular file")
-    if len(data) > MAX_FILE_BYTES:
-        raise ValueError(f"{where}: file {path} is longer than {MAX_FILE_BYTES} bytes")
+    if len(data) > limit:
+        raise ValueError(f"{where}: file {path} is longer than {limit} bytes")
     text = data.decode("utf-8", "replace").strip()
     if not text:
         raise ValueError(f"{where}: file {path} is empty")
-    if (problem := value_problem(text) or _character_problem(text)) is not None:
-        raise ValueError(f"{where}: file {path}: {problem}")
     return text
 
 

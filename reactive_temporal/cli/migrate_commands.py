@@ -40,7 +40,8 @@ def migrate(
         settings = cli_settings()
         if settings.database_url is None:
             raise CliError(
-                "migrate needs DATABASE_URL (the embedded Postgres is migrated by its worker)"
+                "migrate needs DATABASE_URL or DATABASE_URL_FILE (the embedded Postgres is "
+                "migrated by its worker)"
             )
         try:
             store = await Store.open(settings.database_url, migrate=False)

@@ -252,7 +252,8 @@ async def create_worker(
     if settings.sandbox_workflows:
         warn_when_compiled_per_workflow(WORKFLOWS)
     await ensure_registered(client, client.namespace)
-    store = await Store.open(database_url, max_size=settings.store_pool_size())
+    conninfo = settings.database_conninfo(database_url)  # DATABASE_URL_FILE: read at each connect
+    store = await Store.open(conninfo, max_size=settings.store_pool_size())
     endpoint = LlmEndpoint(
         llm_client(settings, llm_base_url),
         settings.model_prices,
@@ -308,7 +309,7 @@ async def create_worker(
         interceptors=[LocalRetryWatch()],  # a run's `progress` names its failing local step
         **extra,
     )
-    stops = StopListener(database_url).start()
+    stops = StopListener(conninfo).start()
     return AgentWorker(
         worker=worker,
         store=store,
