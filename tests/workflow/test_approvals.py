@@ -83,8 +83,12 @@ async def test_a_call_that_needs_approval_parks_the_run_until_approved(
         1,
     )
     assert len(llm.requests[model_name]) == 1  # parked before the tool, no second LLM call
-    description = await handle.describe()
-    assert list(description.raw_description.pending_activities) == []  # no worker slot held
+
+    async def holds_no_slot() -> bool:  # once its announcement (record_run_events) is written
+        description = await handle.describe()
+        return list(description.raw_description.pending_activities) == []
+
+    await wait_for(holds_no_slot, seconds=15)
     metadata = await handle.query("__temporal_workflow_metadata", result_type=WorkflowMetadata)
     assert f"waiting for approval: calculator (call {pending.call_id})" in (
         metadata.current_details
