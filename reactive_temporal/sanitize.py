@@ -85,7 +85,9 @@ def clip(text: str, limit: int, *, what: str = "characters") -> str:
     return text[:head] + marker + (text[len(text) - tail :] if tail else "")
 
 
-_URL_PASSWORD = re.compile(r"(://[^:/?#@]*):[^/?#]*@")
+_URL_PASSWORD = re.compile(r"(://[^:/?#@]*):[^/?#]+@")
+"""A URL's `user:password@`; `user:@` (an empty password, as the embedded server's) is shown as
+it is, not as a password hidden."""
 _PASSWORD_PARAMETER = re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|[^&\s]*)", re.IGNORECASE)
 
 

@@ -140,6 +140,7 @@ async def test_the_model_client_sends_through_aiohttp():
         ("host=db user=x password=S3cretPW dbname=y", "host=db user=x password=*** dbname=y"),
         ("host=db password='a b\\' c' dbname=y", "host=db password=*** dbname=y"),
         ("postgresql://u@h:5432/db", "postgresql://u@h:5432/db"),
+        ("postgresql://postgres:@localhost:5432/db", "postgresql://postgres:@localhost:5432/db"),
     ],
 )
 def test_a_connection_string_is_shown_without_its_password(dsn: str, shown: str):
