@@ -26,7 +26,7 @@ def note_reply(model: str, run_id: str, read: ReadReply) -> None:
     if read.copied_calls is not None:
         activity.logger.warning(
             "run %s: model %s ended its reply with tool calls copied from a tool's result "
-            "(a page or a tool's output planting calls, most likely); they were not run: %s",
+            "(a page or a tool's output planting calls, most likely); they were not run: %r",
             run_id,
             model,
             one_line(read.copied_calls, 300),
