@@ -66,12 +66,20 @@ class CredentialWatch:
         """Until cancelled: the current client is `client_of()`, `replace` puts a new one in
         its place (asked only with `reconnect`)."""
         path = self.connection.api_key_file
-        key = KeyFile(path, "TEMPORAL_API_KEY_FILE") if path is not None else None
+        key: KeyFile | None = None
         files = self.tls_files
         applied = seen = stamps_of(files)
         refused: Stamps | None = None
+        unreadable = False
         while True:
             await asyncio.sleep(self.poll_seconds)
+            if path is not None and key is None:
+                try:  # first read here: a file broken since the connect is waited out
+                    key = KeyFile(path, "TEMPORAL_API_KEY_FILE")
+                except ValueError as err:
+                    if not unreadable:
+                        log.warning("%s; the API key the client has is kept meanwhile", err)
+                    unreadable = True
             if key is not None and (current := key.current()) != client_of().api_key:
                 client_of().api_key = current
                 log.info("TEMPORAL_API_KEY_FILE: the API key was renewed from %s", path)

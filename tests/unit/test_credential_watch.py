@@ -77,3 +77,28 @@ async def test_a_renewed_api_key_goes_to_the_client_it_has(tmp_path: Path) -> No
         task.cancel()
     assert client.api_key == "tk-2"
     assert not CredentialWatch(TemporalConnection(address="t:7233"), never, never).needed  # type: ignore[arg-type]
+
+
+async def test_a_key_file_broken_when_the_watch_starts_is_waited_out(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Rewritten between the connect and the watch's first look (empty for an instant): the
+    watch died with the ValueError, and no later key was ever taken."""
+    key = tmp_path / "api-key"
+    key.write_text("")
+    connection = TemporalConnection(address="t:7233", api_key="tk-1", api_key_file=str(key))
+    client = Connected("tk-1", "")
+    task = asyncio.create_task(
+        CredentialWatch(connection, poll_seconds=0.01).run(lambda: cast(Any, client))
+    )
+    try:
+        with caplog.at_level(logging.WARNING):
+            await asyncio.sleep(0.1)
+        assert client.api_key == "tk-1" and not task.done()
+        key.write_text("tk-2")
+        await asyncio.sleep(0.1)
+    finally:
+        task.cancel()
+    assert client.api_key == "tk-2"
+    warned = [r.getMessage() for r in caplog.records if "TEMPORAL_API_KEY_FILE" in r.getMessage()]
+    assert len(warned) == 1 and "kept meanwhile" in warned[0], warned
