@@ -13,7 +13,9 @@ So the worker looks at those files every `credentials_poll_seconds` (a `stat` ea
   before it replaces the old one in the worker and its activities (`Worker.client`), so a
   certificate that does not work (a key that does not match it, half written) leaves the
   worker on the credentials it has, and says so. A change is taken once the files have
-  stayed as they are for one look: a certificate and its key are written one after the other.
+  stayed as they are for one look: a certificate and its key are written one after the other;
+- the client certificate's end of validity is watched too (`cert_expiry`): a gauge, and a
+  warning while less than a week is left.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from reactive_temporal.connection import TemporalConnection
+from reactive_temporal.hosting.cert_expiry import CertExpiry
 from reactive_temporal.key_files import KeyFile, file_stamp
 
 if TYPE_CHECKING:
@@ -58,7 +61,7 @@ class CredentialWatch:
 
     @property
     def needed(self) -> bool:
-        return bool(self.connection.api_key_file or self.tls_files)
+        return bool(self.connection.api_key_file or self.tls_files or _client_cert(self.connection))
 
     async def run(
         self, client_of: Callable[[], Client], replace: Callable[[Client], None] | None = None
@@ -71,7 +74,10 @@ class CredentialWatch:
         applied = seen = stamps_of(files)
         refused: Stamps | None = None
         unreadable = False
+        expiry = CertExpiry(self.connection.client_cert_source)
+        expiry.seen(_client_cert(self.connection))
         while True:
+            expiry.check()
             await asyncio.sleep(self.poll_seconds)
             if path is not None and key is None:
                 try:  # first read here: a file broken since the connect is waited out
@@ -89,7 +95,8 @@ class CredentialWatch:
             if stamps != applied and stamps == seen:
                 assert self.reconnect and self.reload and replace, "TLS files need them"
                 try:
-                    fresh = await self.reconnect(self.reload())
+                    renewed = self.reload()
+                    fresh = await self.reconnect(renewed)
                 except Exception as err:
                     if refused != stamps:
                         log.warning(
@@ -102,5 +109,11 @@ class CredentialWatch:
                 else:
                     replace(fresh)
                     applied = stamps
+                    expiry.seen(_client_cert(renewed))
                     log.info("Temporal's TLS files changed: the worker reconnected with them")
             seen = stamps
+
+
+def _client_cert(connection: TemporalConnection) -> bytes | None:
+    tls = connection.tls
+    return None if isinstance(tls, bool) else tls.client_cert

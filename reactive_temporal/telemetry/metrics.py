@@ -9,7 +9,7 @@ names below, and reach `/metrics` through the SDK runtime's Prometheus exporter.
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from reactive_temporal.contracts.names import DEBRIEFS_METRIC, RUNS_METRIC
 from reactive_temporal.telemetry.labels import model_label
@@ -71,6 +71,12 @@ ADAPTATIONS = (
     "calls_in_text",
     "tool_name_unwrapped",
     "prompt_count_low",
+)
+TEMPORAL_CERT_EXPIRY = Gauge(
+    "reactive_temporal_temporal_client_cert_expiry_timestamp_seconds",
+    "When the client certificate this process connects to Temporal with expires (Unix "
+    "time): alert well before it, as on any certificate (hosting/cert_expiry.py).",
+    registry=REGISTRY,
 )
 TOOL_CALLS = Counter(
     "reactive_temporal_tool_calls",

@@ -7,13 +7,17 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, cast
 
 import pytest
 
 from reactive_temporal.connection import TemporalConnection
+from reactive_temporal.hosting.cert_expiry import CertExpiry, not_after
 from reactive_temporal.hosting.credential_watch import CredentialWatch
+from reactive_temporal.telemetry.metrics import REGISTRY
+from tests.support.pki import make_pki
 
 
 @dataclass
@@ -102,3 +106,29 @@ async def test_a_key_file_broken_when_the_watch_starts_is_waited_out(
     assert client.api_key == "tk-2"
     warned = [r.getMessage() for r in caplog.records if "TEMPORAL_API_KEY_FILE" in r.getMessage()]
     assert len(warned) == 1 and "kept meanwhile" in warned[0], warned
+
+
+def test_a_client_certificate_near_its_end_is_said_and_shown(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An expired certificate was found out when the server refused the next connection:
+    every run stalled, and nothing had said it was coming."""
+    pki = make_pki(tmp_path)
+    expiry = CertExpiry(str(pki.client_cert))
+    expiry.seen(pki.client_cert.read_bytes())
+    assert expiry.expires is not None
+    assert (
+        REGISTRY.get_sample_value("reactive_temporal_temporal_client_cert_expiry_timestamp_seconds")
+        == expiry.expires.timestamp()
+    )
+    end = expiry.expires
+    with caplog.at_level(logging.WARNING, logger="reactive_temporal.hosting.cert_expiry"):
+        expiry.check(now=end - timedelta(days=30))  # far off: nothing said
+        expiry.check(now=end - timedelta(days=2, hours=3))
+        expiry.check(now=end - timedelta(days=2))  # said a while ago: not again
+        expiry.check(now=end + timedelta(hours=1))
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) == 2, said
+    assert str(pki.client_cert) in said[0] and "in 2 days 3 h" in said[0]
+    assert "expired at" in said[1] and "refuse" in said[1]
+    assert not_after(b"not a certificate") is None and not_after(None) is None
