@@ -72,7 +72,7 @@ class TemporalConnection:
         if self.uses_tls:
             parts.append("mTLS" if self.client_cert_source else "TLS")
         if self.api_key:
-            parts.append("API key")
+            parts.append("API key from its file" if self.api_key_file else "API key")
         if self.profile:
             parts.append(f"profile {self.profile!r}")
         return f"{self.address} ({', '.join(parts)})"

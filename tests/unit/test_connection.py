@@ -57,6 +57,7 @@ def test_an_api_key_file_is_read_implies_tls_and_names_what_is_wrong(tmp_path: P
     base = {"TEMPORAL_ADDRESS": "cloud.example:7233", "TEMPORAL_API_KEY_FILE": str(key)}
     conn = load_connection(environ=base)
     assert (conn.api_key, conn.api_key_file, conn.tls) == ("tk-from-file", str(key), True)
+    assert conn.describe() == "cloud.example:7233 (namespace 'default', TLS, API key from its file)"
     assert conn.tls_files == ()
     with_tls = load_connection(
         environ={
