@@ -176,8 +176,8 @@ class LlmEndpoint:
         table = capabilities_for(model, self.overrides, context_tokens=self.context_tokens)
         return self.quirks.apply(model, table)
 
-    def adapt(self, request: dict[str, Any]) -> dict[str, Any]:
-        """The request with its wishes (`WANTED`) in the form the model accepts."""
+    def adapt(self, request: dict[str, Any], *, streamed: bool = False) -> dict[str, Any]:
+        """The request with its wishes (`WANTED`) in the form the model accepts, streamed or not."""
         wanted = WantedParams(
             max_output_tokens=request.get("max_tokens"),
             temperature=request.get("temperature"),
@@ -193,6 +193,8 @@ class LlmEndpoint:
                 strict_roles=caps.strict_roles,
                 nine_char_call_ids=caps.nine_char_call_ids,
             )
+        if caps.thinking_off_unstreamed and not streamed:
+            base["enable_thinking"] = False
         params = request_params(caps, wanted)
         return base | self.quirks.without_refused_values(model, params)
 
@@ -289,8 +291,8 @@ class LlmEndpoint:
         it refuses and go again without it."""
         model = str(request["model"])
         for learned in range(MAX_LEARNED_PER_CALL + 1):
-            body = self.adapt(request)
             stream = on_text is not None and model not in self.no_streaming
+            body = self.adapt(request, streamed=stream)
             try:
                 if stream and on_text is not None:
                     return await self._stream(body, http_timeout, on_text, on_thinking)

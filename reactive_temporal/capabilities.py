@@ -73,6 +73,11 @@ class ModelCapabilities(BaseModel):
     nine_char_call_ids: bool = False
     """Tool call ids as Mistral's templates take them: nine letters and digits. Any other id
     goes as one of that shape, the same for a call and its result."""
+    thinking_off_unstreamed: bool = False
+    """The endpoint takes the model's calls that do not stream only with its thinking off
+    (`enable_thinking: false`): Alibaba Cloud Model Studio (DashScope) for Qwen3 and QwQ
+    ("parameter.enable_thinking must be set to false for non-streaming calls"), which refused
+    every debrief synthesis, and every step of a run without live output."""
 
     @property
     def accepts_reasoning_effort(self) -> bool:

@@ -146,9 +146,11 @@ def read_context_overflow(body: object) -> ContextOverflow | None:
 THINKS = "thinks"
 STRICT_ROLES = "strict_roles"
 NINE_CHAR_CALL_IDS = "nine_char_call_ids"
+THINKING_OFF_UNSTREAMED = "thinking_off_unstreamed"
 SHAPE_WORDS = {
     STRICT_ROLES: "with a note after tool results at the end of the last result",
     NINE_CHAR_CALL_IDS: "with call ids of nine letters and digits",
+    THINKING_OFF_UNSTREAMED: "with enable_thinking: false when it does not stream",
 }
 """How the worker's log says what a shape refusal taught it."""
 _SHAPE_REFUSALS = (
@@ -160,6 +162,11 @@ _SHAPE_REFUSALS = (
     (
         re.compile(r"(call ids?|call_id).{0,80}(length (of )?9|9 characters)", re.I | re.S),
         NINE_CHAR_CALL_IDS,
+    ),
+    # Alibaba Cloud Model Studio (DashScope), in English and in Chinese
+    (
+        re.compile(r"enable_thinking.{0,20}(must be set to false|必须设置为\s*false)", re.I),
+        THINKING_OFF_UNSTREAMED,
     ),
 )
 

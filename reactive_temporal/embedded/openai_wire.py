@@ -106,6 +106,9 @@ class Endpoint:
     """Mistral's rule: after a tool result, only another result or the model's turn."""
     nine_char_call_ids: bool = False
     """Mistral's templates' rule: every call id nine letters and digits."""
+    thinks_streamed_only: bool = False
+    """Alibaba Cloud Model Studio's rule for Qwen3: a call that does not stream is refused
+    unless it sends `enable_thinking: false`."""
 
     @classmethod
     def reasoning_model(
@@ -140,6 +143,13 @@ class Endpoint:
                     f"Only the default ({default}) value is supported.",
                     param=name,
                     code="unsupported_value",
+                )
+        if self.thinks_streamed_only and not request.get("stream"):
+            if request.get("enable_thinking") is not False:
+                return invalid_request(
+                    "parameter.enable_thinking must be set to false for non-streaming calls",
+                    param=None,
+                    code="invalid_parameter_error",
                 )
         effort = request.get("reasoning_effort")
         if self.reasoning_efforts is not None and effort is not None:

@@ -433,3 +433,30 @@ async def test_a_chat_reply_that_cannot_be_read_counts_against_the_model_s_attem
     with pytest.raises(ChatError, match="reply that could not be read.*attempts exhausted"):
         await asyncio.wait_for(session.chat("Hi", use_tools=False), 90)
     assert len(llm.requests[model_name]) == 2
+
+
+async def test_qwen3_on_model_studio_is_asked_unstreamed_with_its_thinking_off(
+    harness: Harness, llm: ScriptedLLM, model_name: str
+):
+    """Alibaba Cloud Model Studio (DashScope) refuses Qwen3's calls that do not stream
+    unless `enable_thinking` is false: a run without live output failed at its first step
+    (`LlmRequestRejected`), and every debrief's synthesis with it. Learned from the 400 once
+    per worker; a streamed call keeps the model's thinking."""
+    model = llm.endpoint(f"qwen3-max-{model_name}", Endpoint(thinks_streamed_only=True))
+    llm.script(
+        model,
+        [
+            Reply("Adding.", [call("calculator", expression="40+2")]),
+            Reply("FINAL ANSWER: 42"),
+            Reply("FINAL ANSWER: 43"),
+        ],
+    )
+    quiet = harness.agent(model, agent_id=f"qw-{model_name[:8]}", live_output=False, memory=False)
+    result = await asyncio.wait_for(quiet.run("What is 40+2?"), 60)
+    assert (result.terminated_by, result.output) == ("final_answer", "42"), result
+    watched = harness.agent(model, agent_id=f"qs-{model_name[:8]}", memory=False)
+    assert (await asyncio.wait_for(watched.run("And 40+3?"), 60)).output == "43"
+    assert len(llm.rejected[model]) == 1  # the first call only: learned
+    unstreamed = [r for r in llm.requests[model] if not r.get("stream")]
+    assert [r.get("enable_thinking") for r in unstreamed] == [None, False, False]
+    assert [r.get("enable_thinking") for r in llm.requests[model] if r.get("stream")] == [None]

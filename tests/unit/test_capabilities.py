@@ -21,6 +21,7 @@ from reactive_temporal.embedded.scripted_llm import Endpoint, Reply, ScriptedLLM
 from reactive_temporal.model_quirks import (
     NINE_CHAR_CALL_IDS,
     STRICT_ROLES,
+    THINKING_OFF_UNSTREAMED,
     ContextOverflow,
     ModelQuirks,
     ParameterRejection,
@@ -351,8 +352,21 @@ def test_other_families_take_openai_s_shape(model: str) -> None:
                         "a length of 9."},
             NINE_CHAR_CALL_IDS,
         ),
+        (  # Alibaba Cloud Model Studio (DashScope), Qwen3 not streamed
+            {"error": {"code": "invalid_parameter_error", "param": None, "type":
+                       "invalid_request_error", "message": "parameter.enable_thinking must be "
+                       "set to false for non-streaming calls"}},
+            THINKING_OFF_UNSTREAMED,
+        ),
+        (  # the same, as its Chinese console's requests are answered
+            {"error": {"code": "invalid_parameter_error", "param": None, "type":
+                       "invalid_request_error", "message": "parameter.enable_thinking必须设置"
+                       "为false才能进行非流式调用"}},
+            THINKING_OFF_UNSTREAMED,
+        ),
         (OPENAI_TEMPERATURE, None),
         ({"message": "Invalid 'messages[2].content'"}, None),
+        ({"message": "enable_thinking is not supported"}, None),
     ],
 )  # fmt: skip
 def test_read_shape_refusal(body: object, expected: str | None) -> None:
