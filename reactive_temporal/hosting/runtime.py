@@ -46,7 +46,8 @@ class Runtime:
     (`Settings.unreachable_patience_seconds`)."""
     closed: bool = False
     credentials: CredentialWatch | None = None
-    """Renews the client's API key from TEMPORAL_API_KEY_FILE while the runtime is open."""
+    """Renews the client's API key from TEMPORAL_API_KEY_FILE, and says when its client
+    certificate nears its end, while the runtime is open."""
     loop: asyncio.AbstractEventLoop | None = field(default=None, init=False)
     """The event loop the in-process worker runs on (None: no worker here)."""
     _renewing: asyncio.Task[None] | None = field(default=None, init=False, repr=False)
