@@ -25,6 +25,10 @@ parameter an unknown model rejects, a context window — with the providers' exa
     llm.endpoint("o4-mini", Endpoint.reasoning_model(reasoning_tokens=64))
     llm.endpoint("small", Endpoint(context_tokens=8192))
     llm.endpoint("ollama-default", Endpoint(truncates_to=4096))  # cuts, says nothing
+
+`GET /v1/models` lists the scripted models, as OpenAI lists a key's models. With
+`required_key`, every request without `Authorization: Bearer <that key>` is answered 401 with
+OpenAI's error body (`invalid_api_key`), which never repeats the key sent.
 """
 
 from __future__ import annotations
@@ -95,7 +99,10 @@ class ScriptedLLM:
         default: Responder | None = None,
         *,
         tls: ssl.SSLContext | None = None,
+        required_key: str | None = None,
     ) -> None:
+        self.required_key = required_key
+        """The only API key accepted, when set (a provider's 401 for any other)."""
         self.scripts: dict[str, Responder] = {}
         self.endpoints: dict[str, Endpoint] = {}
         self.requests: dict[str, list[dict[str, Any]]] = defaultdict(list)
@@ -180,7 +187,45 @@ def _handler_for(llm: ScriptedLLM) -> type[BaseHTTPRequestHandler]:
         ) -> None:  # quiet: tests read their own output
             pass
 
+        def do_GET(self) -> None:
+            """`/models`: the models a key may use (a free request, `starter.py check`'s)."""
+            if self._refused():
+                return
+            if not self.path.rstrip("/").endswith("/models"):
+                self._send(
+                    404, {"error": {"message": f"no route {self.path}", "type": "not_found"}}
+                )
+                return
+            models = [
+                {"id": model, "object": "model", "created": 0, "owned_by": "scripted"}
+                for model in sorted(llm.scripts)
+            ]
+            self._send(200, {"object": "list", "data": models})
+
+        def _refused(self) -> bool:
+            """Answer 401 as OpenAI does when `required_key` is set and not the one sent."""
+            if llm.required_key is None:
+                return False
+            if self.headers.get("authorization", "") == f"Bearer {llm.required_key}":
+                return False
+            length = int(self.headers.get("content-length") or 0)
+            if length:
+                self.rfile.read(length)  # the connection is kept: the body is read past
+            body = {
+                "error": {
+                    "message": "Incorrect API key provided. You can find your API key at "
+                    "https://platform.openai.com/account/api-keys.",
+                    "type": "invalid_request_error",
+                    "param": None,
+                    "code": "invalid_api_key",
+                }
+            }
+            self._send(401, body)
+            return True
+
         def do_POST(self) -> None:
+            if self._refused():
+                return
             length = int(self.headers.get("content-length") or 0)
             try:
                 request = json.loads(self.rfile.read(length) or b"{}")

@@ -206,11 +206,11 @@ async def test_http_get_limits_the_body():
     from reactive_temporal.embedded.scripted_llm import ScriptedLLM
     from reactive_temporal.http_guard import AllowList
 
-    with ScriptedLLM() as server:  # a local server that answers GET with a 501 error page
+    with ScriptedLLM() as server:  # a local server that answers GET /v1 with a 404 error body
         allowed = http_get_tool(AllowList.parse(server.base_url.split("/")[2]))
         text = await allowed(url=server.base_url, max_bytes=10)
     status, body = text.split("\n", 1)
-    assert status == "HTTP 501 (truncated)" and len(body) == 10
+    assert status == "HTTP 404 (truncated)" and len(body) == 10
 
 
 async def test_file_tools_stay_inside_the_workspace(tmp_path):
