@@ -9,6 +9,7 @@ that cannot register them refuses to start, saying how to register them by hand.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from temporalio.api.enums.v1 import IndexedValueType
@@ -86,17 +87,28 @@ async def ensure_registered(client: Client, namespace: str) -> list[str]:
             retry=True,
         )
     except Exception as err:
-        commands = "\n".join(
-            f"  temporal operator search-attribute create --namespace {namespace} "
-            f"--name {name} --type {_TYPE_NAMES[kind]}"
-            for name, kind in missing.items()
-        )
+        commands = "\n".join(f"  {command}" for command in create_commands(namespace, missing))
         raise SearchAttributesMissing(
             f"namespace {namespace!r} lacks the search attributes {', '.join(missing)} and this "
             f"worker may not add them ({err}). Register them once, then restart:\n{commands}"
         ) from err
     log.info("registered search attributes %s", ", ".join(missing))
     return list(missing)
+
+
+def create_commands(namespace: str, names: Iterable[str]) -> list[str]:
+    """The `temporal` CLI commands that register `names` (of ALL) on `namespace` by hand."""
+    return [
+        f"temporal operator search-attribute create --namespace {namespace} "
+        f"--name {name} --type {_TYPE_NAMES[ALL[name]]}"
+        for name in names
+    ]
+
+
+async def unregistered(client: Client, namespace: str) -> list[str]:
+    """The attributes `namespace` lacks, registering none (`starter.py check` only reads);
+    RPCError when the server will not list them."""
+    return list(await _missing(client, namespace))
 
 
 async def _missing(client: Client, namespace: str) -> dict[str, IndexedValueType.ValueType]:

@@ -17,6 +17,8 @@ export ID            a run's history as JSON
 rerun ID             re-execute a failed run from its last good point (--from-start)
 lessons              what the agent learned from its runs (lessons delete ID… | --all)
 costs                what each agent's runs spent over the last --days, and how they ended
+check                a read-only preflight of what a worker would use: Temporal, Postgres,
+                     model endpoints, the task queue (exit 1 when a check fails)
 migrate              apply the agents database's schema migrations (DATABASE_URL)
 prune                delete live output and transcripts of runs idle past --older-than days
 codec-server         decrypt encrypted histories for the Web UI and temporal CLI
@@ -30,6 +32,7 @@ import typer
 
 from reactive_temporal.cli import (
     chat_commands,
+    check_commands,
     codec_commands,
     control_commands,
     cost_commands,
@@ -69,6 +72,7 @@ app.command("replay")(operate_commands.replay_command)
 app.command()(operate_commands.export)
 app.command()(operate_commands.rerun)
 app.command("codec-server")(codec_commands.codec_server)
+app.command()(check_commands.check)
 app.command()(migrate_commands.migrate)
 app.command("prune")(migrate_commands.prune_command)
 app.command()(serve_commands.worker)

@@ -1,0 +1,105 @@
+"""`starter.py check`'s checks, run together, and whether a worker polls the task queue.
+
+The task queue's check needs the client API (`worker_waits`), so it is here, not in hosting.
+Temporal's, Postgres's and the model endpoints' checks are independent and run at once
+(`hosting/preflight.py`, `hosting/preflight_models.py`); within Temporal's, the namespace, the
+search attributes and the task queue are asked at once once the client is connected.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+
+from temporalio.api.enums.v1 import TaskQueueType
+from temporalio.client import Client
+from temporalio.service import RPCError
+
+from reactive_temporal.api.worker_waits import POLL_SILENCE, TaskQueuePollers
+from reactive_temporal.config import Settings
+from reactive_temporal.hosting.preflight import (
+    Check,
+    Late,
+    Targets,
+    certificate_check,
+    connect_temporal,
+    namespace_check,
+    not_checked,
+    postgres_checks,
+    resolve_targets,
+    search_attributes_check,
+    within,
+)
+from reactive_temporal.hosting.preflight_models import model_checks
+
+
+async def run_checks(settings: Settings, seconds: float) -> list[Check]:
+    """Every check of what a worker started now with `settings` would serve.
+
+    Each call within `seconds`, in a fixed order: Temporal's, Postgres's, the model endpoints'.
+    """
+    targets = resolve_targets(settings)
+    temporal, postgres, models = await asyncio.gather(
+        temporal_checks(settings, targets, seconds),
+        postgres_checks(targets, seconds),
+        model_checks(settings, seconds),
+    )
+    return [*temporal, *postgres, *models]
+
+
+async def temporal_checks(settings: Settings, targets: Targets, seconds: float) -> list[Check]:
+    """`temporal`, `namespace`, `search attributes`, `client certificate`, `task queue`."""
+    reached, client = await connect_temporal(settings, targets, seconds)
+    certificate = certificate_check(targets.connection)
+    if client is None:
+        return [
+            reached,
+            not_checked("namespace", "Temporal is unreachable"),
+            not_checked("search attributes", "Temporal is unreachable"),
+            certificate,
+            not_checked("task queue", "Temporal is unreachable"),
+        ]
+    namespace, attributes, queue = await asyncio.gather(
+        namespace_check(client, seconds),
+        search_attributes_check(client, seconds),
+        task_queue_check(client, targets.task_queue, seconds),
+    )
+    return [reached, namespace, attributes, certificate, queue]
+
+
+async def task_queue_check(client: Client, task_queue: str, seconds: float) -> Check:
+    """Whether a worker polls `task_queue` now (`worker_waits`), for information.
+
+    A preflight before the first worker starts finds none: `warn` then, never `fail`.
+    """
+    pollers = TaskQueuePollers(client)
+    kinds = (TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW, TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY)
+    try:
+        polls = await within(
+            seconds,
+            asyncio.gather(*(pollers.last_poll(task_queue, kind) for kind in kinds)),
+            f"the description of task queue {task_queue!r}",
+        )
+    except Late as err:
+        return Check("task queue", "fail", str(err))
+    except RPCError as err:
+        return Check("task queue", "warn", f"the server would not describe it ({err.message})")
+    last = max((p for p in polls if p is not None), default=None)
+    if last is None:
+        return Check(
+            "task queue",
+            "warn",
+            f"no worker polls {task_queue!r} now (none has before the first starts); "
+            "workers and clients must share TEMPORAL_TASK_QUEUE",
+        )
+    ago = datetime.now(UTC) - last
+    if ago >= POLL_SILENCE:
+        return Check(
+            "task queue",
+            "warn",
+            f"no worker has polled {task_queue!r} for {ago.total_seconds():.0f} s: runs wait "
+            "until one does (are the workers down, or on another TEMPORAL_TASK_QUEUE?)",
+        )
+    return Check(
+        "task queue", "ok", f"workers poll {task_queue!r} (last {ago.total_seconds():.0f} s ago)"
+    )
