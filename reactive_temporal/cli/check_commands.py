@@ -40,7 +40,10 @@ def check(
     ] = DEFAULT_TIMEOUT_SECONDS,
     profile: ProfileOption = None,
     as_json: Annotated[
-        bool, typer.Option("--json", help="Print a JSON list of {name, status, detail}.")
+        bool,
+        typer.Option(
+            "--json", help='One JSON object: {"ok": …, "checks": [{name, status, detail}…]}.'
+        ),
     ] = False,
 ) -> None:
     """A read-only preflight of what a worker started here would use (exit 1: a check failed).
@@ -58,11 +61,12 @@ def check(
             rows = [configuration]
         else:
             rows = [configuration, *await run_checks(settings, timeout)]
-        if as_json:
-            print(json.dumps([row.as_json() for row in rows]))
+        failed = any(row.status == "fail" for row in rows)
+        if as_json:  # one object, as every command's --json
+            print(json.dumps({"ok": not failed, "checks": [row.as_json() for row in rows]}))
         else:
             out.print(_table(rows))
-        return 1 if any(row.status == "fail" for row in rows) else 0
+        return 1 if failed else 0
 
     run_command(main, as_json=as_json)
 

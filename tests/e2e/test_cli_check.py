@@ -66,7 +66,9 @@ def check_json(env: dict[str, str], cwd: Path, *args: str) -> tuple[int, dict[st
     """`starter.py check --json ARGS`: its exit status and its rows by name."""
     proc = starter("check", "--json", *args, env=env, cwd=cwd, timeout=120)
     assert "Traceback" not in proc.stderr, proc.stderr
-    rows = json.loads(proc.stdout)
+    printed = json.loads(proc.stdout)
+    assert printed["ok"] == (proc.returncode == 0), printed
+    rows = printed["checks"]
     assert all(set(row) == {"name", "status", "detail"} for row in rows)
     assert all("\n" not in row["detail"] for row in rows)  # one line each
     return proc.returncode, {row["name"]: row for row in rows}
