@@ -25,7 +25,7 @@ from pydantic import PrivateAttr, field_validator, model_validator
 from pydantic_settings import BaseSettings
 
 from reactive_temporal.http_headers import read_secret_file
-from reactive_temporal.key_files import file_stamp
+from reactive_temporal.key_files import WatchedFile
 from reactive_temporal.sanitize import redact_dsn
 
 log = logging.getLogger(__name__)
@@ -73,33 +73,15 @@ def read_url_file(path: str, where: str = URL_FILE) -> str:
     return text
 
 
-class UrlFile:
+class UrlFile(WatchedFile):
     """The URL in `path` as it is now; psycopg_pool calls it for each connection it opens."""
 
-    def __init__(self, path: str, where: str = URL_FILE) -> None:
-        self.path = path
-        self.where = where
-        self._stamp = file_stamp(path)
-        self._url = read_url_file(path, where)  # at the start: a ValueError stops the worker
-        self._failing = False
+    WHAT = "URL"
+    MEANWHILE = "new connections use the last URL read from it meanwhile"
+    LOG = log
 
-    def current(self) -> str:
-        """The URL: the file read again when it changed since the last read; the last good
-        URL while it cannot be read (warned once until it can)."""
-        stamp = file_stamp(self.path)
-        if stamp is not None and stamp == self._stamp:
-            return self._url
-        try:
-            url = read_url_file(self.path, self.where)
-        except ValueError as err:
-            if not self._failing:
-                log.warning("%s; new connections use the last URL read from it meanwhile", err)
-            self._failing = True
-            return self._url
-        if self._failing or url != self._url:
-            log.info("%s: the URL in %s was read again (it changed)", self.where, self.path)
-        self._url, self._stamp, self._failing = url, stamp, False
-        return url
+    def __init__(self, path: str, where: str = URL_FILE) -> None:
+        super().__init__(path, where, read_url_file)
 
     def __call__(self) -> str:
         return self.current()

@@ -25,6 +25,7 @@ import logging
 import os
 import weakref
 from collections import deque
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from reactive_temporal.http_headers import read_header_file
@@ -56,39 +57,65 @@ def _digest(key: str) -> bytes:
     return hashlib.sha256(key.encode()).digest()
 
 
-class KeyFile:
-    """The key in `path` as it is now; `where` names the setting in errors and warnings."""
+class WatchedFile:
+    """A secret held in a file, as it is now (`where` names the setting in errors and warnings).
 
-    def __init__(self, path: str, where: str) -> None:
+    Read at the start by `read` (a ValueError then stops the process); afterwards read again
+    only when the file changed (one `stat` a call), and while it cannot be read (caught
+    mid-rewrite, empty for an instant) the last good value is kept, warned once until it can
+    be read again. `KeyFile` and `database_settings.UrlFile` are this, for a key and a URL."""
+
+    WHAT = "value"
+    MEANWHILE = "the last value read from it is used meanwhile"
+    LOG = log
+    """Where it says so: the logger of the module that reads such a file."""
+
+    def __init__(self, path: str, where: str, read: Callable[[str, str], str]) -> None:
         self.path = path
         self.where = where
-        self._stamp = self._stamp_now()
-        self._key = read_header_file(path, where)  # at the start: a ValueError stops the worker
+        self._read = read
+        self._stamp = file_stamp(path)
+        self._value = read(path, where)  # at the start: a ValueError stops the process
         self._failing = False
+
+    def current(self) -> str:
+        """The value: the file read again when it changed since the last read."""
+        stamp = file_stamp(self.path)
+        if stamp is not None and stamp == self._stamp:
+            return self._value
+        try:
+            value = self._read(self.path, self.where)
+        except ValueError as err:
+            if not self._failing:
+                self.LOG.warning("%s; %s", err, self.MEANWHILE)
+            self._failing = True
+            return self._value
+        if self._failing or value != self._value:
+            self.LOG.info(
+                "%s: the %s in %s was read again (it changed)", self.where, self.WHAT, self.path
+            )
+        if value != self._value:
+            self._replaced(self._value)
+        self._value, self._stamp, self._failing = value, stamp, False
+        return value
+
+    def _replaced(self, old: str) -> None:
+        """`old` is no longer the file's: what a subclass remembers of it."""
+
+
+class KeyFile(WatchedFile):
+    """A model endpoint's (or Temporal's) API key in a file, as it is now."""
+
+    WHAT = "key"
+    MEANWHILE = "the last key read from it is sent meanwhile"
+
+    def __init__(self, path: str, where: str) -> None:
+        super().__init__(path, where, read_header_file)
         self._before: deque[bytes] = deque(maxlen=KEYS_REMEMBERED)
         _LIVE.add(self)
 
-    def _stamp_now(self) -> tuple[int, int, int] | None:
-        return file_stamp(self.path)
-
-    def current(self) -> str:
-        """The key: the file read again when it changed since the last read."""
-        stamp = self._stamp_now()
-        if stamp is not None and stamp == self._stamp:
-            return self._key
-        try:
-            key = read_header_file(self.path, self.where)
-        except ValueError as err:
-            if not self._failing:
-                log.warning("%s; the last key read from it is sent meanwhile", err)
-            self._failing = True
-            return self._key
-        if self._failing or key != self._key:
-            log.info("%s: the key in %s was read again (it changed)", self.where, self.path)
-        if key != self._key:
-            self._before.append(_digest(self._key))
-        self._key, self._stamp, self._failing = key, stamp, False
-        return key
+    def _replaced(self, old: str) -> None:
+        self._before.append(_digest(old))
 
     def rotated_out(self, key: str) -> bool:
         """Whether `key` is one this file held before the key it holds now (the file is
