@@ -185,6 +185,34 @@ def test_a_database_not_migrated_fails_saying_to_migrate(
         assert conn.execute("SELECT to_regclass('schema_migrations')").fetchone() == (None,)
 
 
+def test_a_role_that_may_only_read_fails_the_writes_row_naming_the_grants(
+    temporal_address: str, migrated: str, llm: ScriptedLLM, tmp_path: Path
+):
+    """A worker started on such a role failed every run's first step; `check` says which
+    tables it may not write, and where the GRANTs are shown."""
+    role = f"check_reader_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(migrated, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(role)))
+        conn.execute(
+            sql.SQL("GRANT SELECT ON ALL TABLES IN SCHEMA public TO {}").format(
+                sql.Identifier(role)
+            )
+        )
+    try:
+        reader = psycopg.conninfo.make_conninfo(migrated, user=role)
+        env = check_env(temporal_address, reader, llm, tmp_path, OPENAI_API_KEY="test")
+        code, rows = check_json(env, tmp_path)
+    finally:
+        with psycopg.connect(migrated, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP OWNED BY {}").format(sql.Identifier(role)))
+            conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
+    assert code == 1
+    assert (rows["postgres"]["status"], rows["schema"]["status"]) == ("ok", "ok"), rows
+    writes = rows["database writes"]
+    assert writes["status"] == "fail" and f"role {role} may not insert" in writes["detail"]
+    assert "init-roles.sh" in writes["detail"]
+
+
 @pytest.fixture
 def pki(tmp_path: Path) -> Pki:
     return make_pki(tmp_path / "pki")
