@@ -23,6 +23,7 @@ from psycopg import sql
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
+from reactive_temporal.database_settings import Conninfo, conninfo_now
 from reactive_temporal.live_output import channel_for
 
 logger = logging.getLogger(__name__)
@@ -56,7 +57,7 @@ first batch of a long run, whose offsets it thought every run has, as a parallel
 LIVE_FEED_NAME = "reactive-temporal live output"
 """The feed's connections' `application_name` (pg_stat_activity shows whose they are)."""
 
-_feeds: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, LiveFeed]] = (
+_feeds: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[Conninfo, LiveFeed]] = (
     weakref.WeakKeyDictionary()
 )
 
@@ -70,8 +71,12 @@ class _Channel:
 class LiveFeed:
     """The shared connections of this event loop's watchers of one database."""
 
-    def __init__(self, database_url: str) -> None:
-        """Nothing is opened until the first watcher comes (`watching`)."""
+    def __init__(self, database_url: Conninfo) -> None:
+        """Nothing is opened until the first watcher comes (`watching`).
+
+        `database_url` may give the URL of the moment (DATABASE_URL_FILE:
+        `database_settings.UrlFile`), asked at each connection made.
+        """
         self.database_url = database_url
         self._channels: dict[str, _Channel] = {}
         self._state = asyncio.Condition()
@@ -81,7 +86,7 @@ class LiveFeed:
         self._pool: AsyncConnectionPool[psycopg.AsyncConnection[Any]] | None = None
 
     @staticmethod
-    def shared(database_url: str) -> LiveFeed:
+    def shared(database_url: Conninfo) -> LiveFeed:
         """This event loop's feed for `database_url` (made on first use)."""
         feeds = _feeds.setdefault(asyncio.get_running_loop(), {})
         if (feed := feeds.get(database_url)) is None:
@@ -167,7 +172,9 @@ class LiveFeed:
         while True:
             try:
                 async with await psycopg.AsyncConnection.connect(
-                    self.database_url, autocommit=True, application_name=LIVE_FEED_NAME
+                    conninfo_now(self.database_url),
+                    autocommit=True,
+                    application_name=LIVE_FEED_NAME,
                 ) as conn:
                     listened: set[str] = set()
                     while True:

@@ -23,6 +23,7 @@ from reactive_temporal.api.runs import require_run
 from reactive_temporal.api.unserved import while_served
 from reactive_temporal.contracts.events import RunEvent
 from reactive_temporal.contracts.result import AgentResult
+from reactive_temporal.database_settings import Conninfo
 from reactive_temporal.live_output import Shown, TextFold
 from workflows.agent_run import AgentRunWorkflow
 
@@ -108,7 +109,7 @@ async def _outcome(
 
 async def follow_events(
     client: Client,
-    database_url: str | None,
+    database_url: Conninfo | None,
     run_id: str,
     *,
     from_offset: int = 0,
@@ -156,7 +157,7 @@ async def follow_events(
 
 
 async def stream_events(
-    database_url: str,
+    database_url: Conninfo,
     stream_id: str,
     *,
     until: asyncio.Future[Any],
@@ -223,7 +224,7 @@ def _read(
     return [*settled, *_events(run_id, row, fold)]
 
 
-def _require_readable(database_url: str | None, from_offset: int) -> None:
+def _require_readable(database_url: Conninfo | None, from_offset: int) -> None:
     if not database_url:
         raise LiveOutputUnavailable(
             "live output is read from the workers' Postgres: set DATABASE_URL "

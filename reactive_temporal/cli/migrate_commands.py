@@ -24,6 +24,7 @@ from activities.store import Store, StoreUnavailable
 from reactive_temporal.api.control import runs_still_going
 from reactive_temporal.cli.common import CliError, cli_runtime, cli_settings, out, run_command
 from reactive_temporal.config import Settings
+from reactive_temporal.database_settings import conninfo_now
 from reactive_temporal.embedded.orphans import EMBEDDED_TEMPORAL_DB
 from reactive_temporal.embedded.stack import read_published_stack
 from reactive_temporal.hosting.runtime import Runtime
@@ -76,7 +77,7 @@ async def agents_store(settings: Settings, runtime: Runtime | None = None) -> As
     if url is None:
         if runtime is None:
             runtime = opened = await cli_runtime(settings, worker=False)
-        url = runtime.database_url
+        url = conninfo_now(runtime.database_url) if runtime.database_url else None
     if url is None:
         raise CliError("no database: set DATABASE_URL")
     try:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from temporalio.client import Client
 
 from reactive_temporal.config import Settings
+from reactive_temporal.database_settings import Conninfo
 from reactive_temporal.embedded.stack import EmbeddedStack, connect, read_published_stack
 from reactive_temporal.hosting.credential_watch import CredentialWatch
 
@@ -39,8 +40,9 @@ class Runtime:
     stack: EmbeddedStack | None = None
     host: WorkerHost | None = None
     """The worker this process runs, when nothing else serves its runs."""
-    database_url: str | None = None
-    """The workers' Postgres, where runs' live output is read; None when unknown here."""
+    database_url: Conninfo | None = None
+    """The workers' Postgres, where runs' live output is read (DATABASE_URL_FILE's read again
+    for each connection: `database_settings.UrlFile`); None when unknown here."""
     unreachable_patience: float = 600.0
     """Seconds a wait for a run's result outlasts a Temporal server out of reach
     (`Settings.unreachable_patience_seconds`)."""
@@ -105,7 +107,9 @@ async def open_runtime(
             client,
             settings.temporal_task_queue,
             offline_model=None,
-            database_url=settings.database_url,
+            database_url=settings.database_conninfo(settings.database_url)
+            if settings.database_url
+            else None,
             unreachable_patience=settings.unreachable_patience_seconds,
             credentials=CredentialWatch(connection, poll_seconds=settings.credentials_poll_seconds),
         )

@@ -23,8 +23,11 @@ from temporalio.client import Client
 
 from activities.run_stops import APPLICATION_NAME
 from activities.store import Store
+from reactive_temporal.api.agents import Agent
 from reactive_temporal.config import Settings
+from reactive_temporal.contracts.run import AgentConfig
 from reactive_temporal.embedded.scripted_llm import Reply, ScriptedLLM
+from reactive_temporal.hosting.runtime import open_runtime
 from tests.conftest import wait_for
 from tests.processes import clean_env, starter
 from tests.workflow.conftest import Harness, running_worker
@@ -251,3 +254,47 @@ def test_cli_commands_read_the_password_file_and_the_url_file(
     conflict = starter("migrate", env=both, cwd=tmp_path)
     assert conflict.returncode != 0
     assert "DATABASE_URL and DATABASE_URL_FILE are both set: set one" in conflict.stderr
+
+
+async def test_a_python_api_process_reads_live_output_with_the_url_of_the_moment(
+    client: Client,
+    settings: Settings,
+    llm: ScriptedLLM,
+    model_name: str,
+    password_postgres: PasswordPostgres,
+    temporal_address: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+):
+    """A web app that follows runs for weeks with DATABASE_URL_FILE read the URL once: once
+    the lease it started with ended, its live-output reader could no longer connect."""
+    pg = password_postgres
+    old = pg.new_role("api-one")
+    url_file = tmp_path / "database-url"
+    write_private(url_file, pg.url(old, "api-one") + "\n")
+    monkeypatch.delenv("DATABASE_URL", raising=False)
+    leased = Settings(
+        temporal_address=temporal_address,
+        database_url_file=str(url_file),
+        openai_base_url=settings.openai_base_url,
+        openai_api_key="test",
+        data_dir=settings.data_dir,
+        workspace_dir=settings.workspace_dir,
+    )
+    async with running_worker(client, leased) as harness:
+        runtime = await open_runtime(leased, worker=False)
+        follower = Agent(AgentConfig(agent_id="follower", model=model_name), runtime)
+        try:
+            first = await a_run_completes(harness, llm, f"{model_name}-one")
+            assert [e.type async for e in follower.events(first)][-1] == "finished"
+
+            new = pg.new_role("api-two")
+            write_private(url_file, pg.url(new, "api-two") + "\n")
+            pg.execute(sql.SQL("ALTER ROLE {} NOLOGIN").format(sql.Identifier(old)))
+            pg.end_sessions(old)
+
+            second = await a_run_completes(harness, llm, f"{model_name}-two")
+            assert [e.type async for e in follower.events(second)][-1] == "finished"
+        finally:
+            await runtime.close()
+    assert pg.sessions(old) == 0
