@@ -167,17 +167,24 @@ def never_connected(err: BaseException) -> bool:
     return any(isinstance(c, CONNECT_FAILURES) for c in causes(err))
 
 
+def untrusted_reason(err: BaseException) -> str | None:
+    """Why the endpoint's TLS certificate was not trusted, when that is what failed `err`."""
+    untrusted = [c for c in causes(err) if isinstance(c, ssl.SSLCertVerificationError)]
+    if not untrusted:
+        return None
+    # aiohttp's own error is one too, without OpenSSL's words: the innermost has them
+    return getattr(untrusted[-1], "verify_message", None) or str(untrusted[-1])
+
+
 def refuse_untrusted(err: BaseException) -> None:
     """A connection that failed because the endpoint's TLS certificate was not trusted, as a
     final error saying so: the client reported it as "Request timed out." (aiohttp's
     certificate error under a connect timeout), and each attempt was retried as an outage,
     which no retry ends. A certificate from a private CA (a company's vLLM, a gateway that
     inspects TLS) is trusted through SSL_CERT_FILE."""
-    untrusted = [c for c in causes(err) if isinstance(c, ssl.SSLCertVerificationError)]
-    if not untrusted:
+    reason = untrusted_reason(err)
+    if reason is None:
         return
-    # aiohttp's own error is one too, without OpenSSL's words: the innermost has them
-    reason = getattr(untrusted[-1], "verify_message", None) or str(untrusted[-1])
     private = any(w in reason for w in ("issuer", "self-signed", "self signed"))
     hint = (
         ": a certificate from a private CA is trusted once SSL_CERT_FILE names a bundle that "

@@ -66,6 +66,11 @@ class TemporalConnection:
     def uses_tls(self) -> bool:
         return self.tls is not False
 
+    @property
+    def client_cert(self) -> bytes | None:
+        """The client certificate's PEM, as read at connect (None without mTLS)."""
+        return None if isinstance(self.tls, bool) else self.tls.client_cert
+
     def describe(self) -> str:
         """`address (namespace 'x', TLS, API key, profile 'p')` for banners and errors."""
         parts = [f"namespace {self.namespace!r}"]

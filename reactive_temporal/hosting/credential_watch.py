@@ -61,7 +61,7 @@ class CredentialWatch:
 
     @property
     def needed(self) -> bool:
-        return bool(self.connection.api_key_file or self.tls_files or _client_cert(self.connection))
+        return bool(self.connection.api_key_file or self.tls_files or self.connection.client_cert)
 
     async def run(
         self, client_of: Callable[[], Client], replace: Callable[[Client], None] | None = None
@@ -75,7 +75,7 @@ class CredentialWatch:
         refused: Stamps | None = None
         unreadable = False
         expiry = CertExpiry(self.connection.client_cert_source)
-        expiry.seen(_client_cert(self.connection))
+        expiry.seen(self.connection.client_cert)
         while True:
             expiry.check()
             await asyncio.sleep(self.poll_seconds)
@@ -109,11 +109,6 @@ class CredentialWatch:
                 else:
                     replace(fresh)
                     applied = stamps
-                    expiry.seen(_client_cert(renewed))
+                    expiry.seen(renewed.client_cert)
                     log.info("Temporal's TLS files changed: the worker reconnected with them")
             seen = stamps
-
-
-def _client_cert(connection: TemporalConnection) -> bytes | None:
-    tls = connection.tls
-    return None if isinstance(tls, bool) else tls.client_cert

@@ -198,8 +198,7 @@ async def search_attributes_check(client: Client, seconds: float) -> Check:
 def certificate_check(connection: TemporalConnection | None, now: datetime | None = None) -> Check:
     """The client certificate's end of validity: an expired one is refused at the worker's
     next connection, and every run it serves stalls (`hosting/cert_expiry.py`)."""
-    tls = connection.tls if connection is not None else False
-    pem = None if isinstance(tls, bool) else tls.client_cert
+    pem = connection.client_cert if connection is not None else None
     if connection is None or pem is None:
         return Check("client certificate", "ok", "none configured (no mTLS)")
     source = connection.client_cert_source or "the client certificate"

@@ -11,14 +11,12 @@ never the key.
 from __future__ import annotations
 
 import asyncio
-import ssl
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from reactive_temporal.config import Settings
-from reactive_temporal.errors import causes, root_cause
+from reactive_temporal.errors import root_cause
 from reactive_temporal.hosting.preflight import Check, Late, within
-from reactive_temporal.key_files import KeyFile
 from reactive_temporal.sanitize import redact_dsn
 
 if TYPE_CHECKING:
@@ -30,13 +28,14 @@ OPENAI_DEFAULT_URL = "https://api.openai.com/v1"
 
 @dataclass(frozen=True)
 class ModelEndpointTarget:
-    """One endpoint a worker calls: its row's name, URL, the settings behind them, headers."""
+    """One endpoint a worker calls: its row's name, URL, the settings behind them, and its
+    AGENT_LLM_ENDPOINTS pattern (None: OPENAI_BASE_URL's)."""
 
     name: str
     base_url: str
     url_setting: str
     key_setting: str
-    headers: dict[str, str]
+    pattern: str | None = None
 
 
 def endpoint_targets(settings: Settings) -> list[ModelEndpointTarget]:
@@ -53,7 +52,6 @@ def endpoint_targets(settings: Settings) -> list[ModelEndpointTarget]:
                 settings.openai_base_url or OPENAI_DEFAULT_URL,
                 "OPENAI_BASE_URL",
                 key_setting,
-                settings.llm_headers,
             )
         )
     for pattern, endpoint in settings.llm_endpoints.items():
@@ -70,22 +68,10 @@ def endpoint_targets(settings: Settings) -> list[ModelEndpointTarget]:
                 endpoint.base_url,
                 f"{where} base_url",
                 key_setting,
-                endpoint.headers,
+                pattern,
             )
         )
     return targets
-
-
-def _api_key(settings: Settings, name: str, unset: str) -> str | KeyFile:
-    """The key the worker would send to the endpoint of row `name` (`unset` when none is
-    set), read now: ValueError naming the variable or file that is unset, unreadable or
-    empty."""
-    if name == "model endpoint":
-        if settings.openai_api_key_file is not None:
-            return KeyFile(settings.openai_api_key_file, "OPENAI_API_KEY_FILE")
-        return settings.openai_api_key or unset
-    pattern = name.removeprefix("model endpoint ")
-    return settings.llm_endpoints[pattern].api_key(pattern) or unset
 
 
 async def model_checks(settings: Settings, seconds: float) -> list[Check]:
@@ -108,14 +94,16 @@ async def model_checks(settings: Settings, seconds: float) -> list[Check]:
 async def probe(settings: Settings, target: ModelEndpointTarget, seconds: float) -> Check:
     """`GET {base_url}/models` with the endpoint's key and headers, as a worker sends them."""
     # imported here: the worker's modules are a second's import (`hosting/runtime.py`)
-    from reactive_temporal.hosting.worker_factory import OFFLINE_API_KEY, endpoint_client
+    from reactive_temporal.hosting.worker_factory import llm_client, route_client
 
     url = redact_dsn(target.base_url)
-    try:
-        key = _api_key(settings, target.name, OFFLINE_API_KEY)
+    try:  # the client the worker builds: its key (variable or file) and headers
+        if target.pattern is None:
+            client = llm_client(settings)
+        else:
+            client = route_client(settings, target.pattern)
     except ValueError as err:  # names the variable or the file, not the key
         return Check(target.name, "fail", str(err))
-    client = endpoint_client(settings, target.base_url, key, target.headers)
     try:
         page = await within(seconds, client.models.list(timeout=seconds), url)
     except Late as err:
@@ -161,9 +149,9 @@ def _refusal(target: ModelEndpointTarget, url: str, err: Exception) -> Check:
 def _unreachable(target: ModelEndpointTarget, url: str, err: openai.APIError) -> str:
     """A connection that failed, in the machine's words (the client's own are "Connection
     error." or "Request timed out." whatever happened)."""
-    untrusted = [c for c in causes(err) if isinstance(c, ssl.SSLCertVerificationError)]
-    if untrusted:
-        reason = getattr(untrusted[-1], "verify_message", None) or str(untrusted[-1])
+    from activities.llm_errors import untrusted_reason  # the model client's: when it runs
+
+    if (reason := untrusted_reason(err)) is not None:
         return (
             f"{url}'s TLS certificate is not trusted ({reason}): SSL_CERT_FILE may name a "
             "bundle holding its CA"

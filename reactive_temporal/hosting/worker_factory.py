@@ -91,15 +91,15 @@ def llm_client(settings: Settings, base_url: str | None = None) -> openai.AsyncO
 def llm_routes(settings: Settings) -> dict[str, openai.AsyncOpenAI]:
     """A client for each endpoint of AGENT_LLM_ENDPOINTS, by its models' pattern; ValueError
     naming a key's variable that is not set."""
-    return {
-        pattern: endpoint_client(
-            settings,
-            endpoint.base_url,
-            endpoint.api_key(pattern) or OFFLINE_API_KEY,
-            endpoint.headers,
-        )  # fmt: skip
-        for pattern, endpoint in settings.llm_endpoints.items()
-    }
+    return {pattern: route_client(settings, pattern) for pattern in settings.llm_endpoints}
+
+
+def route_client(settings: Settings, pattern: str) -> openai.AsyncOpenAI:
+    """The client of AGENT_LLM_ENDPOINTS' endpoint for `pattern`, with its key and headers;
+    ValueError naming a key's variable or file that is not set or cannot be read."""
+    endpoint = settings.llm_endpoints[pattern]
+    key = endpoint.api_key(pattern) or OFFLINE_API_KEY
+    return endpoint_client(settings, endpoint.base_url, key, endpoint.headers)
 
 
 def endpoint_client(
