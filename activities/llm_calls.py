@@ -45,7 +45,7 @@ from activities.heartbeat import heartbeating
 from activities.llm_errors import llm_errors, never_connected
 from activities.llm_stream import Added, StreamedReply, whole_reply_as_chunk
 from activities.llm_usage import prompt_count_low, usage_of
-from activities.request_messages import for_strict_templates
+from activities.request_messages import for_strict_templates, thinking_back
 from reactive_temporal.capabilities import (
     ModelCapabilities,
     WantedParams,
@@ -193,6 +193,8 @@ class LlmEndpoint:
                 strict_roles=caps.strict_roles,
                 nine_char_call_ids=caps.nine_char_call_ids,
             )
+        if caps.thinking_sent_back and base.get("messages"):
+            base["messages"] = thinking_back(base["messages"])
         if caps.thinking_off_unstreamed and not streamed:
             base["enable_thinking"] = False
         params = request_params(caps, wanted)

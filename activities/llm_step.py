@@ -35,7 +35,7 @@ from activities.llm_calls import ContextWindowExceeded, LlmEndpoint, chat_reques
 from activities.llm_context import ContextPlan, ContextRecord, StepContext, StepContexts
 from activities.llm_errors import attempts_exhausted
 from activities.pg_refusals import refused_data, refused_data_fails
-from activities.reply_calls import finish_reason_of, read_reply, with_thinking
+from activities.reply_calls import finish_reason_of, read_reply, recorded_thinking, with_thinking
 from activities.reply_notes import note_reply
 from activities.request_messages import request_messages
 from activities.run_events import RunEvents, TextStream
@@ -49,7 +49,7 @@ from activities.step_records import (
     seconds_to_spare,
     until_stored,
 )
-from activities.store import Store
+from activities.store import Store, ThoughtEntry
 from activities.transcripts import Transcripts
 from reactive_temporal.contracts import names
 from reactive_temporal.contracts.events import NewEvent, once_key
@@ -118,7 +118,7 @@ class LlmActivities:
             self.records, input.run_id, input.seq, reply, with_thinking(held, thinking),
             what="recording the model's reply an earlier attempt got",
         )  # fmt: skip
-        self.transcripts.add(input.run_id, input.seq, reply)
+        self.transcripts.add(input.run_id, input.seq, reply, recorded_thinking(thinking))
         return held
 
     async def _seeded(
@@ -272,7 +272,7 @@ class LlmActivities:
             raise ApplicationError(
                 refused.message, billed, type=refused.type, non_retryable=True
             ) from err
-        self.transcripts.add(input.run_id, input.seq, reply)
+        self.transcripts.add(input.run_id, input.seq, reply, recorded_thinking(read.thinking))
         return result
 
     async def _billed_failure(
@@ -332,7 +332,9 @@ class LlmActivities:
         for overflows in range(MAX_OVERFLOW_RETRIES + 1):
             request = chat_request(
                 input.model,
-                request_messages(e.message for e in context.view),
+                _view_messages(
+                    context, transcript, self.llm.capabilities(input.model).thinking_sent_back
+                ),
                 tools=tools,
                 temperature=input.temperature,
                 reasoning_effort=input.reasoning_effort,
@@ -364,6 +366,22 @@ class LlmActivities:
                     context.estimated,
                 )
         raise AssertionError("unreachable")
+
+
+def _view_messages(
+    context: StepContext, transcript: list[SeqMessage], thinking_sent_back: bool
+) -> list[dict[str, Any]]:
+    """The step's view as the request sends it; for an endpoint that wants the model's turns
+    back with their thinking, each with what its step recorded (none for a turn the view
+    compacts: its thinking would undo what the compaction saved)."""
+    if not thinking_sent_back:
+        return request_messages(e.message for e in context.view)
+    thought = {e.seq: e.thinking for e in transcript if isinstance(e, ThoughtEntry)}
+    levels = context.plan.levels
+    return request_messages(
+        [e.message for e in context.view],
+        ["" if levels.get(e.seq) else thought.get(e.seq, "") for e in context.view],
+    )
 
 
 def _billed_before() -> tuple[Usage, float]:

@@ -224,15 +224,21 @@ THINKING_MAX_CHARS = 64_000
 
 class ThoughtStep(LlmStepResult):
     """A step's result as its record keeps it: with the model's thinking, which the workflow
-    is never given (every step's thoughts in its history, and in the next requests)."""
+    is never given (every step's thoughts would be in its history), and which the next
+    requests carry only to the endpoints that want it back (`Transcripts`)."""
 
     thinking: str | None = None
+
+
+def recorded_thinking(thinking: str | None) -> str | None:
+    """`thinking` as a step's record keeps it: bounded, and as Postgres stores it."""
+    return clip(clean_text(thinking, nul=True), THINKING_MAX_CHARS) if thinking else None
 
 
 def with_thinking(result: LlmStepResult, thinking: str | None) -> LlmStepResult:
     """`result` to record, with `thinking` (bounded) when the model sent any. A retried step
     reads its record back as an `LlmStepResult`, without it."""
-    if not thinking:
+    kept = recorded_thinking(thinking)
+    if not kept:
         return result
-    kept = clip(clean_text(thinking), THINKING_MAX_CHARS)
     return ThoughtStep.model_construct(**dict(result), thinking=kept)

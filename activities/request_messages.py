@@ -13,7 +13,7 @@ import json
 import re
 import string
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from reactive_temporal.contracts.run import Message
@@ -58,8 +58,14 @@ EMPTY_REPLY_TEXT = "(empty reply)"
 """A model's turn that said nothing and called nothing, as the next requests show it."""
 
 
-def to_openai(message: Message) -> dict[str, Any]:
-    """The chat-completions wire shape of a transcript message.
+THINKING_FIELD = "reasoning_content"
+"""Where a turn's thinking goes back to the endpoints that want it
+(`ModelCapabilities.thinking_sent_back`): DeepSeek's and Moonshot's name for it."""
+
+
+def to_openai(message: Message, thinking: str | None = None) -> dict[str, Any]:
+    """The chat-completions wire shape of a transcript message; a model's turn with its
+    `thinking` beside it (THINKING_FIELD) when that is not None.
 
     A model's turn with no text goes back as providers take it: with calls, as `content:
     null`; with none (an empty reply, nudged), as EMPTY_REPLY_TEXT. Sent as it came, OpenAI
@@ -83,12 +89,30 @@ def to_openai(message: Message) -> dict[str, Any]:
         ]
     if message.tool_call_id is not None:
         out["tool_call_id"] = message.tool_call_id
+    if thinking is not None and message.role == "assistant":
+        out[THINKING_FIELD] = thinking
     return out
 
 
-def request_messages(messages: Iterable[Message]) -> list[dict[str, Any]]:
-    """A request's messages, each as `to_openai` sends it, with every tool call id unique
-    and no two user messages in a row.
+def thinking_back(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A request's messages with every model's turn carrying THINKING_FIELD, empty where the
+    request has none for it, for an endpoint that refuses a turn without it (a call the worker
+    learned that of mid-way, a chat's turns, a turn from before the run was continued): the
+    field must be there; what it holds is the model's own continuity."""
+    if all(m.get("role") != "assistant" or THINKING_FIELD in m for m in messages):
+        return messages
+    return [
+        {**m, THINKING_FIELD: ""} if m.get("role") == "assistant" and THINKING_FIELD not in m else m
+        for m in messages
+    ]
+
+
+def request_messages(
+    messages: Iterable[Message], thinking: Sequence[str | None] | None = None
+) -> list[dict[str, Any]]:
+    """A request's messages, each as `to_openai` sends it (with `thinking[i]` beside the
+    i-th message when given), with every tool call id unique and no two user messages in a
+    row.
 
     Some models give one id to several calls (`call_0` every turn, or twice in one reply),
     and the transcript keeps what they gave; Anthropic refuses a request whose history holds
@@ -104,13 +128,13 @@ def request_messages(messages: Iterable[Message]) -> list[dict[str, Any]]:
     sent: list[dict[str, Any]] = []
     seen: set[str] = set()
     renamed: dict[str, deque[str]] = {}
-    for message in messages:
+    for i, message in enumerate(messages):
         if message.role == "user" and sent and sent[-1]["role"] == "user" and message.content:
             last = sent[-1]
             if isinstance(last["content"], str) and len(last) == 2:  # role and text only
                 sent[-1] = {"role": "user", "content": f"{last['content']}\n\n{message.content}"}
                 continue
-        wire = to_openai(message)
+        wire = to_openai(message, thinking[i] if thinking is not None else None)
         for call in wire.get("tool_calls", ()):
             given = call["id"]
             unique, n = given, 2

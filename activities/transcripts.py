@@ -11,8 +11,11 @@ step, and the step's own reply is added here as it is recorded. A reset or rerun
 continue-as-new (a new run id), a step on another worker, or an evicted entry reads the whole
 transcript, as before; so does a read whose new rows are not exactly the next positions.
 
-Memory is bounded: at most MAX_RUNS runs and MAX_CHARS characters of message text per worker,
-least recently used first out.
+Each model's turn is held with the thinking its step recorded (`ThoughtEntry`), for the
+endpoints that want it back; the others' requests leave it out.
+
+Memory is bounded: at most MAX_RUNS runs and MAX_CHARS characters of message text (thinking
+included) per worker, least recently used first out.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from typing import Any
 from psycopg import AsyncConnection
 from temporalio import activity
 
-from activities.store import Store
+from activities.store import Store, ThoughtEntry
 from reactive_temporal.contracts.run import Message, SeqMessage
 
 MAX_RUNS = 2_000
@@ -35,7 +38,13 @@ MAX_CHARS = 40_000_000
 
 def _size(entry: SeqMessage) -> int:
     message = entry.message
-    return len(message.content or "") + sum(len(c.arguments) for c in message.tool_calls) + 64
+    thinking = len(entry.thinking) if isinstance(entry, ThoughtEntry) else 0
+    return (
+        len(message.content or "")
+        + sum(len(c.arguments) for c in message.tool_calls)
+        + 64
+        + thinking
+    )
 
 
 @dataclass
@@ -85,7 +94,9 @@ class Transcripts:
         if held is None or held.next_seq > before_seq:
             held = None
         from_seq = held.next_seq if held is not None else 0
-        reading = await self.store.begin_transcript(run_id, before_seq, from_seq, conn)
+        reading = await self.store.begin_transcript(
+            run_id, before_seq, from_seq, conn, thinking=True
+        )
 
         async def answer() -> list[SeqMessage]:
             new = await reading()
@@ -93,7 +104,9 @@ class Transcripts:
                 if [e.seq for e in new] == list(range(held.next_seq, held.next_seq + len(new))):
                     self.partial_reads += 1
                     return list(self._extend(key, held, new))
-                new = await self.store.load_transcript(run_id, before_seq=before_seq, conn=conn)
+                new = await self.store.load_transcript(
+                    run_id, before_seq=before_seq, conn=conn, thinking=True
+                )
             self.full_reads += 1
             self._keep(key, new)
             return list(new)
@@ -104,12 +117,18 @@ class Transcripts:
         """The run's seed, as its first step wrote it: the steps after read only what is new."""
         self._keep(self._key(run_id), list(entries))
 
-    def add(self, run_id: str, seq: int, message: Message) -> None:
-        """The step's own reply, as recorded: the next step need not read it back."""
+    def add(self, run_id: str, seq: int, message: Message, thinking: str | None = None) -> None:
+        """The step's own reply, as recorded (with the `thinking` recorded with it): the next
+        step need not read it back."""
         key = self._key(run_id)
         held = self._held.get(key)
         if held is not None and held.next_seq == seq:
-            self._extend(key, held, [SeqMessage(seq=seq, message=message)])
+            entry = (
+                ThoughtEntry(seq=seq, message=message, thinking=thinking)
+                if thinking
+                else SeqMessage(seq=seq, message=message)
+            )
+            self._extend(key, held, [entry])
 
     def _keep(self, key: tuple[str, str], messages: list[SeqMessage]) -> None:
         old = self._held.pop(key, None)

@@ -78,6 +78,14 @@ class ModelCapabilities(BaseModel):
     (`enable_thinking: false`): Alibaba Cloud Model Studio (DashScope) for Qwen3 and QwQ
     ("parameter.enable_thinking must be set to false for non-streaming calls"), which refused
     every debrief synthesis, and every step of a run without live output."""
+    thinking_sent_back: bool = False
+    """The endpoint wants the model's earlier turns back with their thinking, as
+    `reasoning_content`: DeepSeek's thinking mode (deepseek-reasoner, the V4 models) and
+    Moonshot's Kimi K2 thinking models refuse a request whose turns that called tools come
+    back without it ("The `reasoning_content` in the thinking mode must be passed back to the
+    API", "thinking is enabled but reasoning_content is missing in assistant tool call
+    message"): a run with tools failed at its second step. Every other model gets its
+    answers back only, as its makers advise."""
 
     @property
     def accepts_reasoning_effort(self) -> bool:
@@ -127,10 +135,11 @@ FAMILIES: list[tuple[re.Pattern[str], ModelCapabilities]] = [
     (re.compile(r"^gemini"), _hosted(context_tokens=1_048_576, max_output_tokens=8_192)),
     # Open models that think before they answer, in the text or beside it.
     (re.compile(r"^magistral"), _caps(thinks=True, strict_roles=True, nine_char_call_ids=True)),
-    (
-        re.compile(r"^(deepseek-r1|deepseek-reasoner|qwq|gpt-oss|phi-?4-(mini-)?reasoning)"),
-        _caps(thinks=True),
-    ),
+    # DeepSeek's and Moonshot's thinking modes on their own APIs: thinking sent apart, and
+    # wanted back with every later request.
+    (re.compile(r"^deepseek-(reasoner|v4)"), _hosted(thinks=True, thinking_sent_back=True)),
+    (re.compile(r"^kimi-k2(\.\d|-thinking)"), _hosted(thinks=True, thinking_sent_back=True)),
+    (re.compile(r"^(deepseek-r1|qwq|gpt-oss|phi-?4-(mini-)?reasoning)"), _caps(thinks=True)),
     (re.compile(r"^qwen3(?!.*(instruct|coder))"), _caps(thinks=True)),
     (
         re.compile(r"^(open-)?(mistral|mixtral|ministral|codestral|devstral|pixtral)"),

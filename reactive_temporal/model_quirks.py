@@ -147,7 +147,9 @@ THINKS = "thinks"
 STRICT_ROLES = "strict_roles"
 NINE_CHAR_CALL_IDS = "nine_char_call_ids"
 THINKING_OFF_UNSTREAMED = "thinking_off_unstreamed"
+THINKING_SENT_BACK = "thinking_sent_back"
 SHAPE_WORDS = {
+    THINKING_SENT_BACK: "with its earlier turns' thinking (reasoning_content)",
     STRICT_ROLES: "with a note after tool results at the end of the last result",
     NINE_CHAR_CALL_IDS: "with call ids of nine letters and digits",
     THINKING_OFF_UNSTREAMED: "with enable_thinking: false when it does not stream",
@@ -168,13 +170,25 @@ _SHAPE_REFUSALS = (
         re.compile(r"enable_thinking.{0,20}(must be set to false|必须设置为\s*false)", re.I),
         THINKING_OFF_UNSTREAMED,
     ),
+    # DeepSeek's thinking mode (V4: "must be passed back", V3.2: "Missing `reasoning_content`
+    # field in the assistant message"), Moonshot's Kimi K2 ("… is missing in assistant tool
+    # call message at index N")
+    (
+        re.compile(
+            r"reasoning_content\W{0,3}(in the thinking mode )?(must be passed back|is missing)"
+            r"|missing\W{1,3}reasoning_content",
+            re.I,
+        ),
+        THINKING_SENT_BACK,
+    ),
 )
 
 
 def read_shape_refusal(body: object) -> str | None:
     """The `ModelCapabilities` field a 400 asks for when it refused the request's shape, not
-    its content: turns out of a strict template's order, or call ids not of Mistral's shape
-    ("Tool call IDs should be alphanumeric strings with length 9!")."""
+    its content: turns out of a strict template's order, call ids not of Mistral's shape
+    ("Tool call IDs should be alphanumeric strings with length 9!"), a call that does not
+    stream with thinking on, or earlier turns sent back without their thinking."""
     message = error_message(body)
     return next((field for pattern, field in _SHAPE_REFUSALS if pattern.search(message)), None)
 

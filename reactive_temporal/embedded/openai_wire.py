@@ -109,6 +109,9 @@ class Endpoint:
     thinks_streamed_only: bool = False
     """Alibaba Cloud Model Studio's rule for Qwen3: a call that does not stream is refused
     unless it sends `enable_thinking: false`."""
+    thinking_sent_back: bool = False
+    """DeepSeek's thinking mode's rule (Moonshot's for Kimi K2 is the same): every assistant
+    message that called tools carries its `reasoning_content`."""
 
     @classmethod
     def reasoning_model(
@@ -178,6 +181,17 @@ class Endpoint:
             return refused
         for i, message in enumerate(messages):
             content = message.get("content")
+            if (
+                self.thinking_sent_back
+                and message.get("role") == "assistant"
+                and message.get("tool_calls")
+                and not isinstance(message.get("reasoning_content"), str)
+            ):
+                return invalid_request(
+                    "The `reasoning_content` in the thinking mode must be passed back to the API.",
+                    param=None,
+                    code="invalid_request_error",
+                )
             if (
                 self.content_required
                 and message.get("role") == "assistant"

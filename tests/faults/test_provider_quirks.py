@@ -460,3 +460,63 @@ async def test_qwen3_on_model_studio_is_asked_unstreamed_with_its_thinking_off(
     unstreamed = [r for r in llm.requests[model] if not r.get("stream")]
     assert [r.get("enable_thinking") for r in unstreamed] == [None, False, False]
     assert [r.get("enable_thinking") for r in llm.requests[model] if r.get("stream")] == [None]
+
+
+def thinking_sent(request: dict[str, Any]) -> list[str | None]:
+    """What each of a request's model turns carried back as its thinking."""
+    return [m.get("reasoning_content") for m in request["messages"] if m["role"] == "assistant"]
+
+
+async def test_deepseek_s_thinking_mode_gets_each_turn_back_with_its_thinking(
+    harness: Harness, llm: ScriptedLLM, model_name: str
+):
+    """DeepSeek's thinking mode (deepseek-reasoner, V4) and Moonshot's Kimi K2 refuse a request
+    whose turns that called tools come back without their `reasoning_content`: every run with
+    tools failed at its second step (`LlmRequestRejected`). Known by name, sent from the first
+    request, each turn with the thinking its step recorded."""
+    model = llm.endpoint(f"deepseek-v4-flash-{model_name}", Endpoint(thinking_sent_back=True))
+    llm.script(
+        model,
+        [
+            Reply(None, [call("calculator", expression="40+2")], reasoning="Add with the tool."),
+            Reply(None, [call("calculator", expression="42*2")], reasoning="Now double it."),
+            Reply("FINAL ANSWER: 84", reasoning="The tool said 84."),
+        ],
+    )
+    agent = harness.agent(model, agent_id=f"ds-{model_name[:8]}", memory=False)
+    result = await asyncio.wait_for(agent.run("What is (40+2)*2?"), 60)
+    assert (result.terminated_by, result.output) == ("final_answer", "84"), result
+    assert llm.rejected[model] == []
+    assert [thinking_sent(r) for r in llm.requests[model]] == [
+        [],
+        ["Add with the tool."],
+        ["Add with the tool.", "Now double it."],
+    ]
+
+
+async def test_a_model_that_wants_its_thinking_back_is_learned_from_its_refusal(
+    harness: Harness, llm: ScriptedLLM, model_name: str
+):
+    """The same API under a name the table does not know (a gateway's, a deployment's): its
+    400 is read once per worker, the call goes again with every turn carrying the field, and
+    the later steps send each turn's own thinking. A model that wants nothing back is sent
+    none (`test_open_models`)."""
+    model = llm.endpoint(f"house-thinker-{model_name}", Endpoint(thinking_sent_back=True))
+    llm.script(
+        model,
+        [
+            Reply(None, [call("calculator", expression="40+2")], reasoning="Add with the tool."),
+            Reply(None, [call("calculator", expression="42*2")], reasoning="Now double it."),
+            Reply("FINAL ANSWER: 84"),
+        ],
+    )
+    agent = harness.agent(model, agent_id=f"ht-{model_name[:8]}", memory=False)
+    result = await asyncio.wait_for(agent.run("What is (40+2)*2?"), 60)
+    assert (result.terminated_by, result.output) == ("final_answer", "84"), result
+    assert len(llm.rejected[model]) == 1  # the second step's first call only: learned
+    assert [thinking_sent(r) for r in llm.requests[model]] == [
+        [],
+        [None],  # refused
+        [""],  # sent again as it was learned: the field, which the endpoint checks, is there
+        ["Add with the tool.", "Now double it."],
+    ]

@@ -22,6 +22,7 @@ from reactive_temporal.model_quirks import (
     NINE_CHAR_CALL_IDS,
     STRICT_ROLES,
     THINKING_OFF_UNSTREAMED,
+    THINKING_SENT_BACK,
     ContextOverflow,
     ModelQuirks,
     ParameterRejection,
@@ -298,6 +299,19 @@ def test_models_that_answer_at_once_get_no_room(model: str) -> None:
     assert not capabilities_for(model).thinks
 
 
+@pytest.mark.parametrize(
+    ("model", "sent_back"),
+    [("deepseek-reasoner", True), ("deepseek-v4-flash", True), ("deepseek/deepseek-v4-pro", True),
+     ("kimi-k2-thinking", True), ("kimi-k2.5", True), ("Pro/moonshotai/Kimi-K2.5", True),
+     ("deepseek-chat", False), ("deepseek-r1:14b", False), ("kimi-k2-0905-preview", False),
+     ("qwen3:8b", False), ("gpt-oss:20b", False), ("o3", False)],
+)  # fmt: skip
+def test_only_apis_that_want_thinking_back_get_it(model: str, sent_back: bool) -> None:
+    """DeepSeek's and Moonshot's thinking modes refuse turns without their thinking; every
+    other model is sent its answers only (its makers' advice: old thoughts fill the window)."""
+    assert capabilities_for(model).thinking_sent_back is sent_back
+
+
 def test_a_model_seen_thinking_is_learned_as_one() -> None:
     quirks = ModelQuirks()
     caps = capabilities_for("my-served-thinker")
@@ -364,8 +378,27 @@ def test_other_families_take_openai_s_shape(model: str) -> None:
                        "为false才能进行非流式调用"}},
             THINKING_OFF_UNSTREAMED,
         ),
+        (  # DeepSeek's API, the V4 models in thinking mode
+            {"error": {"message": "The `reasoning_content` in the thinking mode must be passed "
+                       "back to the API.", "type": "invalid_request_error", "param": None,
+                       "code": "invalid_request_error"}},
+            THINKING_SENT_BACK,
+        ),
+        (  # DeepSeek's API, deepseek-reasoner (V3.2)
+            {"error": {"message": "Missing `reasoning_content` field in the assistant message at "
+                       "message index 2. For more information, please refer to https://api-docs"
+                       ".deepseek.com/guides/thinking_mode#tool-calls", "type":
+                       "invalid_request_error", "param": None, "code": "invalid_request_error"}},
+            THINKING_SENT_BACK,
+        ),
+        (  # Moonshot's API, Kimi K2.5 (and SiliconFlow serving it)
+            {"error": {"message": "thinking is enabled but reasoning_content is missing in "
+                       "assistant tool call message at index 7", "type": "invalid_request_error"}},
+            THINKING_SENT_BACK,
+        ),
         (OPENAI_TEMPERATURE, None),
         ({"message": "Invalid 'messages[2].content'"}, None),
+        ({"message": "Unrecognized field 'reasoning_content' in messages[1]"}, None),
         ({"message": "enable_thinking is not supported"}, None),
     ],
 )  # fmt: skip

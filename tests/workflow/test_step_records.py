@@ -15,12 +15,14 @@ from temporalio.exceptions import ApplicationError
 
 from activities.llm_calls import LlmEndpoint
 from activities.llm_step import LlmActivities
-from activities.store import Store
+from activities.reply_calls import ThoughtStep
+from activities.store import Store, ThoughtEntry
 from activities.tool_calls import ToolActivities
 from activities.transcripts import Transcripts
 from reactive_temporal.contracts import names
 from reactive_temporal.contracts.run import (
     LlmStepInput,
+    LlmStepResult,
     Message,
     RunToolInput,
     SeqMessage,
@@ -81,6 +83,42 @@ async def test_a_step_reads_only_the_transcript_rows_written_since_its_last_step
     reset = await attempt(1, workflow_run_id="temporal-run-2").run(transcripts.read, run_id, 4)
     assert reset[0].message.content == "system, rewritten"
     assert transcripts.full_reads == 2
+
+
+async def test_a_model_s_turns_are_held_with_the_thinking_their_steps_recorded(
+    harness: Harness,
+):
+    """For the endpoints that want each turn back with its thinking (DeepSeek's and Kimi's
+    thinking modes): a turn this worker recorded is held with it, one another worker recorded
+    (or one a new worker reads) is read with it from its record, and a turn without any, or a
+    message not the model's, has none."""
+    store: Store = harness.store
+    run_id = f"run-thought-{uuid.uuid4().hex[:8]}"
+    transcripts = Transcripts(store)
+    await store.put_messages(run_id, seeded("system", "task"))
+    await attempt(1).run(transcripts.read, run_id, 2)
+    mine = Message(role="assistant", tool_calls=[ToolCall(id="c1", name="calculator")])
+    thought = "Add them with the tool."
+    await store.record_step(
+        run_id, 2, mine, ThoughtStep(tool_calls=mine.tool_calls, thinking=thought)
+    )
+    attempt(1).run(transcripts.add, run_id, 2, mine, thought)  # as the step that recorded it
+    theirs = Message(role="assistant", content="another worker's turn")
+    await store.put_messages(run_id, seeded("tool result", first=3))
+    await store.record_step(
+        run_id, 4, theirs, ThoughtStep(content=theirs.content, thinking="Worker two thought.")
+    )
+    await store.record_step(run_id, 5, Message(role="assistant", content="no thoughts"),
+                            LlmStepResult(content="no thoughts"))  # fmt: skip
+
+    def thoughts(entries: list[SeqMessage]) -> dict[int, str]:
+        return {e.seq: e.thinking for e in entries if isinstance(e, ThoughtEntry)}
+
+    expected = {2: "Add them with the tool.", 4: "Worker two thought."}
+    assert thoughts(await attempt(1).run(transcripts.read, run_id, 6)) == expected
+    assert transcripts.partial_reads == 1
+    assert thoughts(await attempt(1).run(Transcripts(store).read, run_id, 6)) == expected
+    assert thoughts(await store.load_transcript(run_id)) == {}  # asked for messages only
 
 
 async def test_a_gap_in_the_new_rows_reads_the_whole_transcript(harness: Harness):
