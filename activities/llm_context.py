@@ -25,11 +25,13 @@ from reactive_temporal.capabilities import ModelCapabilities
 from reactive_temporal.context_window import (
     ContextPlan,
     PreviousCall,
+    ThinkingTokens,
     build_view,
     estimate_prompt,
     plan_compaction,
     prompt_budget,
     reserved_output,
+    sent_thinking,
     tools_tokens,
     view_tokens,
 )
@@ -185,10 +187,12 @@ class StepContexts:
         refused: StepContext | None = None,
         conn: AsyncConnection[Any] | None = None,
         recorded: ContextRecord | None = None,
+        thinking: ThinkingTokens | None = None,
     ) -> StepContext:
         """The view for step `seq`: the recorded plan (`recorded`, when the caller read it
         already), compacted further when the request would not fit the budget (or, with
-        `refused`, after the endpoint said it did not); on `conn` when given."""
+        `refused`, after the endpoint said it did not); on `conn` when given. `thinking`:
+        what the request sends back with the model's turns, for an endpoint that wants it."""
         if recorded is None:
             recorded = await self.records.load(run_id, seq, conn=conn)
         tools_cost = tools_tokens(tools)
@@ -198,7 +202,7 @@ class StepContexts:
         if refused is not None:
             budget = min(budget, int(refused.estimated * OVERFLOW_SHRINK))
         view = build_view(transcript, plan)
-        estimated = estimate_prompt(view, tools_cost, plan, recorded.previous)
+        estimated = estimate_prompt(view, tools_cost, plan, recorded.previous, thinking)
         if refused is not None or estimated > budget:
             new_plan = plan_compaction(
                 transcript,
@@ -206,11 +210,12 @@ class StepContexts:
                 tools=tools_cost,
                 previous=plan,
                 harder=refused is not None,
+                thinking=thinking,
             )
             if new_plan != plan:
                 plan = new_plan
                 view = build_view(transcript, plan)
-                estimated = view_tokens(view, tools_cost)
+                estimated = view_tokens(view, tools_cost, sent_thinking(thinking, plan))
         context = StepContext(
             view=view,
             plan=plan,

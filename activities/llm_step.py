@@ -51,6 +51,7 @@ from activities.step_records import (
 )
 from activities.store import Store, ThoughtEntry
 from activities.transcripts import Transcripts
+from reactive_temporal.context_window import estimate_tokens
 from reactive_temporal.contracts import names
 from reactive_temporal.contracts.events import NewEvent, once_key
 from reactive_temporal.contracts.run import (
@@ -308,15 +309,17 @@ class LlmActivities:
         recorded: ContextRecord | None = None,
     ) -> StepContext:
         """The step's view of the transcript for its model (`StepContexts.prepare`)."""
+        caps = self.llm.capabilities(input.model)
         return await self.contexts.prepare(
             input.run_id,
             input.seq,
             transcript,
             tools,
-            self.llm.capabilities(input.model),
+            caps,
             refused=refused,
             conn=conn,
             recorded=recorded,
+            thinking=_thinking_tokens(transcript) if caps.thinking_sent_back else None,
         )
 
     async def _complete_within_window(
@@ -382,6 +385,10 @@ def _view_messages(
         [e.message for e in context.view],
         ["" if levels.get(e.seq) else thought.get(e.seq, "") for e in context.view],
     )
+
+
+def _thinking_tokens(transcript: list[SeqMessage]) -> dict[int, int]:
+    return {e.seq: estimate_tokens(e.thinking) for e in transcript if isinstance(e, ThoughtEntry)}
 
 
 def _billed_before() -> tuple[Usage, float]:

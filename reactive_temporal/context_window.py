@@ -139,18 +139,39 @@ class PreviousCall:
     tools_tokens: int = 0
 
 
+ThinkingTokens = Mapping[int, int]
+"""Transcript position of a model's turn → the tokens of the thinking a request sends back
+with it, for an endpoint that wants it (`ModelCapabilities.thinking_sent_back`); a turn a
+plan compacts goes without."""
+
+
+def sent_thinking(thinking: ThinkingTokens | None, plan: ContextPlan) -> ThinkingTokens:
+    """`thinking` of the turns `plan` leaves verbatim: what a request in that plan sends."""
+    return {seq: n for seq, n in (thinking or {}).items() if not plan.levels.get(seq)}
+
+
+def _entry_tokens(entry: SeqMessage, thinking: ThinkingTokens) -> int:
+    tokens = message_tokens(entry.message)
+    return tokens + thinking.get(entry.seq, 0) if entry.message.role == "assistant" else tokens
+
+
 def estimate_prompt(
-    view: Sequence[SeqMessage], tools: int, plan: ContextPlan, previous: PreviousCall | None
+    view: Sequence[SeqMessage],
+    tools: int,
+    plan: ContextPlan,
+    previous: PreviousCall | None,
+    thinking: ThinkingTokens | None = None,
 ) -> int:
     """The request's prompt tokens: the provider's count for the previous call plus an
     estimate of what was added since; a whole estimate when there is no comparable count
     (the first call, or the view was compacted since), or when the count is implausibly low
     for the previous request (`count_implausibly_low`: the view before `previous.seq` is
-    that request's, with the same plan)."""
+    that request's, with the same plan). `thinking`: what goes back with the model's turns."""
+    sent = sent_thinking(thinking, plan)
     if previous is None or previous.prompt_tokens <= 0 or previous.plan != plan:
-        return view_tokens(view, tools)
-    earlier = sum(message_tokens(m.message) for m in view if m.seq < previous.seq)
-    added = sum(message_tokens(m.message) for m in view if m.seq >= previous.seq)
+        return view_tokens(view, tools, sent)
+    earlier = sum(_entry_tokens(m, sent) for m in view if m.seq < previous.seq)
+    added = sum(_entry_tokens(m, sent) for m in view if m.seq >= previous.seq)
     if count_implausibly_low(previous.prompt_tokens, previous.tools_tokens + earlier):
         return tools + earlier + added  # the endpoint cut it, or left its cache out
     return previous.prompt_tokens + added + max(0, tools - previous.tools_tokens)
@@ -289,6 +310,7 @@ def plan_compaction(
     previous: ContextPlan | None = None,
     keep_turns: int = KEEP_TURNS,
     harder: bool = False,
+    thinking: ThinkingTokens | None = None,
 ) -> ContextPlan:
     """A plan whose view fits well inside `budget` tokens, compacting only what it must.
 
@@ -296,7 +318,8 @@ def plan_compaction(
     shortened, then cut to stubs, then whole turns are left out. The head and the latest
     `keep_turns` turns stay verbatim; `harder` (the endpoint said the request was too long
     after all) keeps only the latest turn, and shortens even its tool results if that is
-    still too long. It never undoes the `previous` plan's compaction.
+    still too long. It never undoes the `previous` plan's compaction. A turn sent back with
+    its `thinking` weighs that too while it goes verbatim.
     """
     levels = dict(previous.levels) if previous else {}
     _, turns = split_turns(transcript)
@@ -304,7 +327,18 @@ def plan_compaction(
     old, recent = turns[: max(0, len(turns) - keep)], turns[max(0, len(turns) - keep) :]
     target = int(budget * HEADROOM)
 
-    cost = {e.seq: _cost(e.message, levels.get(e.seq, 0)) for e in transcript}
+    thought = {
+        e.seq: (thinking or {}).get(e.seq, 0) for e in transcript if e.message.role == "assistant"
+    }
+
+    def _cost(entry: SeqMessage, level: int) -> int:
+        if level == LEFT_OUT:
+            return 0
+        return message_tokens(compact_message(entry.message, level)) + (
+            0 if level else thought.get(entry.seq, 0)
+        )
+
+    cost = {e.seq: _cost(e, levels.get(e.seq, 0)) for e in transcript}
     total = tools + sum(cost.values()) + (NOTE_TOKENS if LEFT_OUT in levels.values() else 0)
 
     def raise_to(entry: SeqMessage, level: int) -> None:
@@ -313,7 +347,7 @@ def plan_compaction(
             return
         if level == LEFT_OUT and LEFT_OUT not in levels.values():
             total += NOTE_TOKENS
-        new = _cost(entry.message, level)
+        new = _cost(entry, level)
         if level != LEFT_OUT and new >= cost[entry.seq]:
             return  # nothing to gain: leave it verbatim
         levels[entry.seq] = level
@@ -333,9 +367,9 @@ def plan_compaction(
     return ContextPlan(levels=levels)
 
 
-def _cost(message: Message, level: int) -> int:
-    return 0 if level == LEFT_OUT else message_tokens(compact_message(message, level))
-
-
-def view_tokens(view: Sequence[SeqMessage], tools: int = 0) -> int:
-    return tools + sum(message_tokens(e.message) for e in view)
+def view_tokens(
+    view: Sequence[SeqMessage], tools: int = 0, thinking: ThinkingTokens | None = None
+) -> int:
+    """A request's estimated prompt: its view, its tools, and the `thinking` it sends back
+    (`sent_thinking`: of the turns the view has verbatim)."""
+    return tools + sum(_entry_tokens(e, thinking or {}) for e in view)

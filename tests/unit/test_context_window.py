@@ -24,6 +24,7 @@ from reactive_temporal.context_window import (
     plan_compaction,
     prompt_budget,
     reserved_output,
+    sent_thinking,
     split_turns,
     view_tokens,
 )
@@ -185,6 +186,30 @@ def test_the_estimate_uses_the_providers_count_for_the_previous_call() -> None:
     view = build_view(transcript, other)
     assert estimate_prompt(view, 100, other, previous) == view_tokens(view, 100)
     assert estimate_prompt(transcript, 100, plan, None) == view_tokens(transcript, 100)
+
+
+def test_thinking_sent_back_weighs_in_the_estimate_and_gives_way_with_its_turn() -> None:
+    """DeepSeek's and Kimi's thinking modes get each turn back with its thinking: 20 turns of
+    6,000 characters each are as much again as their answers, calls and results. Uncounted,
+    a request the plan deemed to fit was refused as too long; a turn compacted sends none."""
+    transcript = _run(20, 600)
+    thinking = {e.seq: 2_000 for e in transcript if e.message.role == "assistant"}
+    plan = ContextPlan()
+    bare = estimate_prompt(transcript, 100, plan, None)
+    assert estimate_prompt(transcript, 100, plan, None, thinking) == bare + 20 * 2_000
+    previous = PreviousCall(seq=40, prompt_tokens=50_000, plan=plan, tools_tokens=100)
+    last = sum(message_tokens(e.message) for e in transcript if e.seq >= 40)
+    assert estimate_prompt(transcript, 100, plan, previous, thinking) == 50_000 + last + 2_000
+
+    budget = bare * 2
+    assert plan_compaction(transcript, budget=budget, tools=100) == ContextPlan()  # fits without
+    compacted = plan_compaction(transcript, budget=budget, tools=100, thinking=thinking)
+    assert compacted.compacted
+    view = build_view(transcript, compacted)
+    sent = sent_thinking(thinking, compacted)
+    assert not set(sent) & set(compacted.levels)
+    assert view_tokens(view, 100, sent) <= budget * HEADROOM
+    _assert_well_formed(view)
 
 
 def test_a_count_far_below_the_estimate_of_a_long_request_is_implausible() -> None:
