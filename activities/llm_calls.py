@@ -60,6 +60,7 @@ from reactive_temporal.model_quirks import (
     read_context_overflow,
     read_rejection,
     read_shape_refusal,
+    read_stream_refusal,
 )
 from reactive_temporal.pricing import cost_of
 from reactive_temporal.telemetry.metrics import record_adaptation
@@ -70,7 +71,6 @@ MAX_LEARNED_PER_CALL = 4
 """Parameters one call may learn to leave out before its 400 stands (each 400 names one)."""
 WANTED = ("max_tokens", "temperature", "top_p", "reasoning_effort")
 """Request keys that say what the caller wants, adapted to the model before sending."""
-STREAM_PARAMS = ("stream", "stream_options")
 TextSink = Callable[[str], None]
 """Takes each text delta of a streamed reply, as it arrives (it must not block)."""
 
@@ -160,6 +160,9 @@ class LlmEndpoint:
         self.quirks = ModelQuirks()
         self.no_streaming: set[str] = set()
         """Models whose endpoint refused to stream: asked without it from then on."""
+        self.no_stream_usage: set[str] = set()
+        """Models whose endpoint refused `stream_options` alone (Azure OpenAI's older API
+        versions, some local servers): streamed without asking for usage (estimated)."""
         self.low_counts: set[str] = set()
         """Models whose endpoint counted a prompt too low for it: said once (`llm_usage`)."""
 
@@ -306,12 +309,20 @@ class LlmEndpoint:
                     if err.status_code in (413, 422):
                         self._raise_if_overflow(model, err)
                     raise
-                if stream and read_rejection(err.body, STREAM_PARAMS) is not None:
-                    self.no_streaming.add(model)
+                refused = read_stream_refusal(err.body) if stream else None
+                if refused is not None:
+                    if refused == "stream_options" and model not in self.no_stream_usage:
+                        self.no_stream_usage.add(model)
+                        how = "streamed without asking for usage (estimated)"
+                    else:  # `stream` itself (or `stream_options` again: streaming, then)
+                        self.no_streaming.add(model)
+                        how = "without streaming"
                     activity.logger.warning(
-                        "model %s refused to stream; this worker asks it without streaming "
-                        "from now on (%s)",
+                        "model %s refused %r in a streamed call; this worker asks it %s from "
+                        "now on (%s)",
                         model,
+                        refused,
+                        how,
                         str(err.message)[:200],
                     )
                     continue
@@ -379,7 +390,7 @@ class LlmEndpoint:
         sent apart to `on_thinking`, the reply reassembled."""
         stream = await self.client_for(str(body.get("model"))).post(
             "/chat/completions",
-            body={**body, "stream": True, "stream_options": {"include_usage": True}},
+            body={**body, "stream": True, **self._usage_asked(str(body.get("model")))},
             cast_to=ChatCompletion,
             stream=True,
             stream_cls=openai.AsyncStream[object],  # chunks as decoded JSON: no model per chunk
@@ -398,6 +409,11 @@ class LlmEndpoint:
             async for chunk in stream:
                 _hand_on(reply.merge(chunk), on_text, on_thinking)
         return reply.completion()
+
+    def _usage_asked(self, model: str) -> dict[str, Any]:
+        """How a streamed call asks for its usage (a last chunk): not at all of an endpoint
+        that refused `stream_options` (`no_stream_usage`)."""
+        return {} if model in self.no_stream_usage else {"stream_options": {"include_usage": True}}
 
     async def close(self) -> None:
         for client in (self.client, *self.routes.values()):

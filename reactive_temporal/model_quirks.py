@@ -93,18 +93,32 @@ def read_rejection(body: object, sent: Collection[str]) -> ParameterRejection | 
     fault and fails the call.
     """
     message = error_message(body)
-    body = _unwrap(body)
-    candidates: list[str] = []
-    if isinstance(body, Mapping) and isinstance(body.get("param"), str):
-        candidates.append(body["param"])
-    candidates += [m.group(1) for pattern in _PARAM_PATTERNS for m in pattern.finditer(message)]
-    for param in candidates:
+    for param in _named_params(body):
         if param in sent and param not in NEVER_DROPPED:
             instead = _USE_INSTEAD.search(message)
             use = instead.group(1) if instead and instead.group(1) not in sent else None
             only = _OTHER_VALUES.search(message) is not None
             return ParameterRejection(param, use, value_only=only)
     return None
+
+
+def _named_params(body: object) -> list[str]:
+    """The parameters a 400 names: OpenAI's `param` field, then the message's forms."""
+    message = error_message(body)
+    body = _unwrap(body)
+    named: list[str] = []
+    if isinstance(body, Mapping) and isinstance(body.get("param"), str):
+        named.append(body["param"])
+    return named + [m.group(1) for pattern in _PARAM_PATTERNS for m in pattern.finditer(message)]
+
+
+STREAM_PARAMS = ("stream", "stream_options")
+
+
+def read_stream_refusal(body: object) -> str | None:
+    """`stream` or `stream_options` when a 400 to a streamed call names it: an endpoint that
+    does not stream, or streams but takes no `stream_options` (its usage chunk)."""
+    return next((p for p in _named_params(body) if p in STREAM_PARAMS), None)
 
 
 _CONTEXT_PATTERNS = (

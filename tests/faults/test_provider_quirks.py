@@ -520,3 +520,28 @@ async def test_a_model_that_wants_its_thinking_back_is_learned_from_its_refusal(
         [""],  # sent again as it was learned: the field, which the endpoint checks, is there
         ["Add with the tool.", "Now double it."],
     ]
+
+
+@pytest.mark.parametrize(("refused", "streamed"), [("stream_options", True), ("stream", False)])
+async def test_an_endpoint_that_refuses_streaming_or_its_usage_chunk_is_asked_as_it_takes(
+    harness: Harness, llm: ScriptedLLM, model_name: str, refused: str, streamed: bool
+):
+    """A run with live output streams its calls and asks for the usage chunk
+    (`stream_options`). An endpoint that refuses `stream` is asked without streaming from then
+    on; one that refuses only `stream_options` (Azure OpenAI's older API versions, some local
+    servers: "Unrecognized request argument supplied: stream_options") is still streamed,
+    without it, its usage estimated: it was asked without streaming, and its watchers saw
+    nothing until each reply had come whole."""
+    model = llm.endpoint(f"older-{refused}-{model_name}", Endpoint(unrecognized=(refused,)))
+    llm.script(
+        model,
+        [Reply("Adding.", [call("calculator", expression="40+2")]), Reply("FINAL ANSWER: 42")],
+    )
+    agent = harness.agent(model, agent_id=f"so-{refused[-4:]}-{model_name[:8]}", memory=False)
+    result = await asyncio.wait_for(agent.run("What is 40+2?"), 60)
+    assert (result.terminated_by, result.output) == ("final_answer", "42"), result
+    assert len(llm.rejected[model]) == 1  # the first call only: learned
+    later = llm.requests[model][1:]
+    assert [r.get("stream") for r in later] == ([True, True] if streamed else [None, None])
+    assert not any("stream_options" in r for r in later)
+    assert result.metadata.prompt_tokens > 0  # estimated where the endpoint said nothing

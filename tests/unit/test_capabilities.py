@@ -29,6 +29,7 @@ from reactive_temporal.model_quirks import (
     read_context_overflow,
     read_rejection,
     read_shape_refusal,
+    read_stream_refusal,
 )
 
 WANTED = WantedParams(max_output_tokens=1024, temperature=0.7, reasoning_effort="low")
@@ -404,6 +405,21 @@ def test_other_families_take_openai_s_shape(model: str) -> None:
 )  # fmt: skip
 def test_read_shape_refusal(body: object, expected: str | None) -> None:
     assert read_shape_refusal(body) == expected
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [({"error": {"message": "Unrecognized request argument supplied: stream_options",
+                 "param": None}}, "stream_options"),
+     ({"message": "stream is not supported", "param": "stream"}, "stream"),
+     ({"detail": "Unknown field 'stream'"}, "stream"),
+     (OPENAI_TEMPERATURE, None)],
+)  # fmt: skip
+def test_read_stream_refusal(body: object, expected: str | None) -> None:
+    """Never learned as parameters to leave out (a call cannot do without them), so read
+    apart: the call goes unstreamed, or streamed without asking for the usage chunk."""
+    assert read_stream_refusal(body) == expected
+    assert read_rejection(body, ("stream", "stream_options")) is None
 
 
 def test_a_learned_shape_applies_to_the_model_only() -> None:
