@@ -10,8 +10,9 @@ from temporalio import activity
 
 from activities.chat_usage import ChatTurnUsage, ChatUsageStore, TurnKey
 from activities.completion import Completion
-from activities.llm_calls import ContextWindowExceeded, LlmEndpoint, chat_request
+from activities.llm_calls import LlmEndpoint
 from activities.llm_errors import unreadable_reply
+from activities.llm_request import ContextWindowExceeded, chat_request
 from activities.pg_refusals import refused_data_fails
 from activities.request_messages import merged_turns
 from activities.run_events import RunEvents

@@ -22,8 +22,9 @@ from temporalio.exceptions import ApplicationError
 from activities.completion import Completion
 from activities.debrief_store import DebriefStore
 from activities.heartbeat import last_heartbeat
-from activities.llm_calls import ContextWindowExceeded, LlmEndpoint, chat_request
+from activities.llm_calls import LlmEndpoint
 from activities.llm_errors import unreadable_reply
+from activities.llm_request import ContextWindowExceeded, chat_request
 from activities.pg_refusals import refused_data_fails
 from reactive_temporal.context_window import (
     CHARS_PER_TOKEN,

@@ -3,12 +3,13 @@
 `llm_step` (the run), `chat_direct` (chat) and `synthesize_debrief` (the rich debrief) all
 go through `LlmEndpoint.complete`:
 
-- the request is a plain dict in the chat-completions wire shape (`chat_request`), posted as
-  it is: the request `chat.completions.create` sends, minus its per-call walk over every
-  message (7–36 ms of CPU per call at 40–200 messages, measured in bench/overhead.py);
-- the HTTP call gives up a little before the activity does (`client_timeout`), so a hung
-  call is seen here and counted against the LLM's attempts, and the activity heartbeats
-  while it waits;
+- the request is a plain dict in the chat-completions wire shape
+  (`llm_request.chat_request`), posted as it is: the request `chat.completions.create`
+  sends, minus its per-call walk over every message (7–36 ms of CPU per call at 40–200
+  messages, measured in bench/overhead.py);
+- the HTTP call gives up a little before the activity does (`llm_request.client_timeout`),
+  so a hung call is seen here and counted against the LLM's attempts, and the activity
+  heartbeats while it waits;
 - the openai client never retries (`max_retries=0`): Temporal owns retries. HTTP 408, 409,
   429 and 5xx, timeouts and dropped connections are retryable (honouring `retry-after`); any
   other 4xx is the request's fault and fails for good (`activities.llm_errors`);
@@ -38,11 +39,11 @@ from typing import Any
 import openai
 from openai.types.chat import ChatCompletion
 from temporalio import activity
-from temporalio.exceptions import ApplicationError
 
 from activities.completion import Completion
 from activities.heartbeat import heartbeating
 from activities.llm_errors import llm_errors, never_connected
+from activities.llm_request import ContextWindowExceeded, client_timeout
 from activities.llm_stream import Added, StreamedReply, whole_reply_as_chunk
 from activities.llm_usage import prompt_count_low, usage_of
 from activities.request_messages import for_strict_templates, thinking_back
@@ -89,52 +90,6 @@ def _hand_on(added: Added, on_text: TextSink, on_thinking: TextSink | None) -> N
         on_thinking(added.thinking)
     if added.text:
         on_text(added.text)
-
-
-def chat_request(
-    model: str,
-    messages: list[dict[str, Any]],
-    *,
-    tools: list[dict[str, Any]] | None = None,
-    temperature: float | None = None,
-    max_tokens: int | None = None,
-    reasoning_effort: str | None = None,
-) -> dict[str, Any]:
-    """A chat-completions request body; parameters left None are not sent.
-
-    `temperature`, `max_tokens` and `reasoning_effort` are wishes: `LlmEndpoint.complete`
-    sends them in the form the model accepts, or not at all.
-    """
-    request: dict[str, Any] = {"model": model, "messages": messages}
-    if tools:
-        request["tools"] = tools
-    if temperature is not None:
-        request["temperature"] = temperature
-    if max_tokens is not None:
-        request["max_tokens"] = max_tokens
-    if reasoning_effort is not None:
-        request["reasoning_effort"] = reasoning_effort
-    return request
-
-
-class ContextWindowExceeded(ApplicationError):
-    """The endpoint said the request is longer than the model's context window."""
-
-    def __init__(self, model: str, detail: str, limit: int | None) -> None:
-        super().__init__(
-            f"the request is longer than {model}'s context window"
-            f"{f' ({limit:,} tokens)' if limit else ''}: {detail[:300]}",
-            type="LlmContextWindowExceeded",
-            non_retryable=True,
-        )
-        self.limit = limit
-
-
-def client_timeout(activity_timeout: timedelta) -> float:
-    """Give up on the HTTP call a little before Temporal gives up on the activity, so a hung
-    call is seen here and counted against the LLM's attempts."""
-    seconds = activity_timeout.total_seconds()
-    return max(seconds - 2, seconds * 0.8)
 
 
 class LlmEndpoint:

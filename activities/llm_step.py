@@ -31,9 +31,10 @@ from activities.completion import Completion
 from activities.debrief_store import DebriefStore
 from activities.heartbeat import heartbeating, last_heartbeat
 from activities.held_reply import held_reply, hold
-from activities.llm_calls import ContextWindowExceeded, LlmEndpoint, chat_request
+from activities.llm_calls import LlmEndpoint
 from activities.llm_context import ContextPlan, ContextRecord, StepContext, StepContexts
 from activities.llm_errors import attempts_exhausted
+from activities.llm_request import ContextWindowExceeded, chat_request
 from activities.pg_refusals import refused_data, refused_data_fails
 from activities.reply_calls import finish_reason_of, read_reply, recorded_thinking, with_thinking
 from activities.reply_notes import note_reply

@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 import pytest
 
 from activities import llm_errors
-from activities.llm_calls import ContextWindowExceeded, LlmEndpoint, chat_request
+from activities.llm_calls import LlmEndpoint
+from activities.llm_request import ContextWindowExceeded, chat_request
 from reactive_temporal.config import Settings
 from reactive_temporal.embedded.scripted_llm import (
     Drop,

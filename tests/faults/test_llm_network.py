@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 from temporalio.exceptions import ApplicationError
 
-from activities.llm_calls import LlmEndpoint, chat_request
+from activities.llm_calls import LlmEndpoint
+from activities.llm_request import chat_request
 from reactive_temporal.config import Settings
 from reactive_temporal.embedded.scripted_llm import Reply, ScriptedLLM
 from reactive_temporal.hosting.worker_factory import llm_client

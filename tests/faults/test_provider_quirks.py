@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from activities.llm_calls import LlmEndpoint, chat_request
+from activities.llm_calls import LlmEndpoint
+from activities.llm_request import chat_request
 from reactive_temporal.api.chat_refusals import ChatError
 from reactive_temporal.config import Settings
 from reactive_temporal.embedded.scripted_llm import Endpoint, Raw, Reply, ScriptedLLM, Step, call

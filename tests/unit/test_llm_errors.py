@@ -13,13 +13,13 @@ except ImportError:  # pragma: no cover
 import pytest
 from temporalio.exceptions import ApplicationError
 
-from activities.llm_calls import chat_request
 from activities.llm_errors import (
     RATE_LIMIT_PATIENCE_SECONDS,
     RateLimitWait,
     raise_for_status,
     retry_delay,
 )
+from activities.llm_request import chat_request
 
 
 def status_error(status: int, headers: dict[str, str] | None = None) -> openai.APIStatusError:
