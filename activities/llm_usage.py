@@ -59,7 +59,7 @@ def usage_of(response: ChatCompletion, request: dict[str, Any]) -> Usage:
     if unreported > 0 and not estimated:  # thinking billed outside `completion_tokens`
         completion = min(completion + unreported, MAX_TOKENS_PER_CALL)  # (Gemini's)
         reasoning = max(reasoning, unreported)
-    cached = _count(getattr(getattr(usage, "prompt_tokens_details", None), "cached_tokens", 0))
+    cached = cached_tokens_of(usage)
     return Usage(
         prompt_tokens=prompt,
         completion_tokens=completion,
@@ -67,6 +67,33 @@ def usage_of(response: ChatCompletion, request: dict[str, Any]) -> Usage:
         cached_tokens=min(cached, prompt),
         estimated=estimated,
     )
+
+
+def _field(value: object, name: str) -> object:
+    return value.get(name) if isinstance(value, dict) else getattr(value, name, None)
+
+
+CACHED_FIELDS = (
+    ("prompt_tokens_details", "cached_tokens"),  # OpenAI's, and most others'
+    ("prompt_cache_hit_tokens",),  # DeepSeek's
+    ("cached_tokens",),  # Moonshot's (Kimi)
+    ("cache_read_input_tokens",),  # Anthropic's, as gateways pass it on
+    ("input_tokens_details", "cached_tokens"),  # the Responses API's, as gateways pass it on
+)
+
+
+def cached_tokens_of(usage: object) -> int:
+    """The prompt tokens a reply's usage says were read from the provider's cache, in
+    whichever field its provider puts them (CACHED_FIELDS): read in OpenAI's alone, DeepSeek's
+    and Kimi's were priced as uncached, and an agent's steps repeat their whole prefix, so
+    their cost (and a cost budget's end) came to several times what was billed."""
+    for path in CACHED_FIELDS:
+        value: object = usage
+        for name in path:
+            value = _field(value, name)
+        if counted := _count(value):
+            return counted
+    return 0
 
 
 def estimated_usage(request: dict[str, Any], response: ChatCompletion) -> Usage:

@@ -157,6 +157,24 @@ def test_usage_is_read_under_either_name_and_its_parts_within_their_whole():
     assert half.prompt_tokens == 1000 and half.completion_tokens > 0 and half.estimated
 
 
+@pytest.mark.parametrize(
+    "cached",
+    [{"prompt_tokens_details": {"cached_tokens": 900}},  # OpenAI's
+     {"prompt_cache_hit_tokens": 900, "prompt_cache_miss_tokens": 100},  # DeepSeek's
+     {"cached_tokens": 900},  # Moonshot's (Kimi)
+     {"cache_read_input_tokens": 900},  # Anthropic's, through a gateway
+     {"input_tokens_details": {"cached_tokens": 900}},  # the Responses API's
+     {"prompt_tokens_details": {"cached_tokens": 0}, "prompt_cache_hit_tokens": 900}],
+)  # fmt: skip
+def test_cached_tokens_are_read_in_each_provider_s_field(cached: dict[str, Any]):
+    """DeepSeek and Kimi say what they read from their cache in fields of their own: read
+    in OpenAI's alone, their cached prompt was priced as uncached (an agent's steps resend
+    their whole prefix: most of a run's prompt tokens)."""
+    usage = {"prompt_tokens": 1000, "completion_tokens": 10, **cached}
+    assert usage_of(_reply(usage), REQUEST).cached_tokens == 900
+    assert usage_of(_reply({**usage, "prompt_tokens": 500}), REQUEST).cached_tokens == 500
+
+
 def test_thinking_left_out_of_completion_tokens_counts_from_the_total():
     """Gemini reports thinking in `total_tokens` only: it was billed and counted nowhere."""
     usage = {"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 610}
