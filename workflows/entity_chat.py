@@ -27,6 +27,7 @@ with workflow.unsafe.imports_passed_through():
     from reactive_temporal.contracts.result import AgentResult
     from reactive_temporal.contracts.run import AgentConfig, AgentRunInput
     from reactive_temporal.memory import chat_notes
+    from reactive_temporal.ui_text import literal
     from workflows.activity_options import llm_options
     from workflows.agent_run import AgentRunWorkflow
     from workflows.chat_rules import TOOL_PATH_DEFAULT_ITERATIONS, tool_path_task, window_history
@@ -103,7 +104,7 @@ class ChatPaths(EntityPatches):
                 # an id used before is refused, not run again: the new run took the old one's
                 # stored transcript (its model answered the old task) and wrote over it
                 id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
-                static_summary=f"chat: {request.message[:200]}",
+                static_summary=f"chat: {literal(request.message[:200])}",
                 memo={names.TASK_MEMO: f"chat: {request.message[:190]}"},
                 search_attributes=TypedSearchAttributes(
                     [SearchAttributePair(sa.AGENT_NAME, agent.agent_id)]

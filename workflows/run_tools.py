@@ -30,6 +30,7 @@ with workflow.unsafe.imports_passed_through():
         ToolResult,
     )
     from reactive_temporal.prompts import unfinished_nudge
+    from reactive_temporal.ui_text import literal
     from workflows.activity_options import tool_options
     from workflows.final_answer import missing_required_tools
     from workflows.run_controls import tool_message
@@ -177,7 +178,7 @@ def _tool_summary(call: ToolCall, limit: int = 80) -> str:
     if args.startswith("{") and args.endswith("}"):
         args = args[1:-1]
     args = args if len(args) <= limit else args[:limit] + "…"
-    return f"tool {call.name}({args})"
+    return f"tool {literal(call.name)}({literal(args)})"  # the model's: shown, never rendered
 
 
 def _application_cause(err: BaseException) -> BaseException:

@@ -28,6 +28,7 @@ with workflow.unsafe.imports_passed_through():
     from reactive_temporal.contracts.result import AgentResult
     from reactive_temporal.contracts.run import AgentConfig, AgentRunInput
     from reactive_temporal.telemetry.labels import agent_label
+    from reactive_temporal.ui_text import literal
     from workflows.activity_options import AGENT_SIGNAL
     from workflows.agent_debrief import DebriefWorkflow
     from workflows.debrief_rules import (
@@ -226,12 +227,12 @@ class RunWrapUp:
         status = f"ended: {terminated_by}" if terminated_by else "running"
         waiting = self.state.pending_approvals
         if waiting and not terminated_by:
-            calls = ", ".join(f"{p.tool} (call {p.call_id})" for p in waiting[:5])
+            calls = ", ".join(f"{literal(p.tool)} (call {literal(p.call_id)})" for p in waiting[:5])
             status = f"waiting for approval: {calls}"
         tools_used = self.state.tools_used
         workflow.set_current_details(
             f"**{status}** · iteration {self.state.iteration}/{self.agent.max_iterations} · "
-            f"last tool: {tools_used[-1] if tools_used else '—'} · {tokens} tokens"
+            f"last tool: {literal(tools_used[-1]) if tools_used else '—'} · {tokens} tokens"
         )
 
 

@@ -56,6 +56,7 @@ from reactive_temporal.contracts.result import AgentResult
 from reactive_temporal.contracts.run import AgentConfig, AgentRunInput, RunProgress
 from reactive_temporal.hosting.runtime import Runtime
 from reactive_temporal.refusals import while_busy
+from reactive_temporal.ui_text import literal
 from workflows.agent_run import AgentRunWorkflow
 
 DISPOSE_DEBRIEF_TIMEOUT_SECONDS = 60.0
@@ -130,7 +131,7 @@ class Agent:
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
             id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
             task_queue=self.runtime.task_queue,
-            static_summary=run_input.task[:400],  # as validated (bytes were decoded there)
+            static_summary=literal(run_input.task[:400]),  # shown as text, never rendered
             memo={names.TASK_MEMO: run_input.task[:200]},
             # the Web UI renders details as markdown: a model name is one line, no code fence
             static_details=f"agent `{self.name}` · model `{_inline(run_input.agent.model)}` · "
