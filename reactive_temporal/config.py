@@ -218,7 +218,8 @@ class Settings(DatabaseSettings):
             "REACTIVE_TEMPORAL_CREDENTIALS_POLL", "credentials_poll_seconds"
         ),
     )
-    """How often a worker looks at TEMPORAL_API_KEY_FILE and its TLS files for new ones."""
+    """How often a worker (or a Python API process) looks at TEMPORAL_API_KEY_FILE and its
+    TLS files for new ones."""
     unreachable_patience_seconds: float = Field(
         default=600.0,
         ge=0,

@@ -7,8 +7,8 @@ or `--profile`) overlaid with the standard variables (`TEMPORAL_ADDRESS`, `TEMPO
 `TEMPORAL_TLS_SERVER_CA_CERT_PATH`, `TEMPORAL_TLS_SERVER_NAME`, `TEMPORAL_GRPC_META_*`, …).
 Nothing configured means no address: the embedded dev server, as before. Beside them,
 `TEMPORAL_API_KEY_FILE` names a file holding the API key (a Kubernetes secret, a Vault
-sidecar's): read at connect like the variable, and by a worker again whenever it changes
-(`hosting/credential_watch.py`), as its certificate files are.
+sidecar's): read at connect like the variable, and by a worker or a Python API process again
+whenever it changes (`hosting/credential_watch.py`), as its certificate files are.
 
 A connection that fails is one line naming what failed (the TLS handshake and why, the API
 key, an unreachable address), never a traceback: `ConnectionFailed`.

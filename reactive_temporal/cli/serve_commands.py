@@ -10,7 +10,6 @@ SIGTERM finish the tasks in flight, then close everything they opened.
 
 from __future__ import annotations
 
-import functools
 import json
 import logging
 from dataclasses import asdict
@@ -139,17 +138,11 @@ def worker(
                 task_queue=target.task_queue,
                 offline_model=target.offline_model,
                 observability=observability,
-                credentials=CredentialWatch(
+                credentials=CredentialWatch.of(
+                    settings,
                     target.connection,
-                    reload=functools.partial(settings.temporal_connection, again=True),
-                    reconnect=functools.partial(
-                        connect,
-                        encryption_keys=settings.encryption_keys,
-                        encryption_required=settings.encryption_required,
-                        runtime=observability.runtime,
-                        plugins=observability.plugins,
-                    ),
-                    poll_seconds=settings.credentials_poll_seconds,
+                    runtime=observability.runtime,
+                    plugins=observability.plugins,
                 ),
             )
         except (StackError, ValueError, RuntimeError) as e:

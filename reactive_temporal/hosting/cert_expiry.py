@@ -70,8 +70,8 @@ class CertExpiry:
         if left <= timedelta(0):
             log.warning(
                 "Temporal client certificate %s expired at %s: the server will refuse this "
-                "process's next connection; renew it (the worker takes renewed files without "
-                "a restart)",
+                "process's next connection; renew it (a worker or a Python API process takes "
+                "renewed files without a restart)",
                 self.source,
                 when,
             )

@@ -48,8 +48,9 @@ class Runtime:
     (`Settings.unreachable_patience_seconds`)."""
     closed: bool = False
     credentials: CredentialWatch | None = None
-    """Renews the client's API key from TEMPORAL_API_KEY_FILE, and says when its client
-    certificate nears its end, while the runtime is open."""
+    """Renews the client's credentials while the runtime is open: its API key from
+    TEMPORAL_API_KEY_FILE, its connection from renewed TLS files (`take_renewed`); and says
+    when its client certificate nears its end."""
     loop: asyncio.AbstractEventLoop | None = field(default=None, init=False)
     """The event loop the in-process worker runs on (None: no worker here)."""
     _renewing: asyncio.Task[None] | None = field(default=None, init=False, repr=False)
@@ -57,7 +58,23 @@ class Runtime:
     def __post_init__(self) -> None:
         self.loop = asyncio.get_running_loop() if self.host is not None else None
         if self.credentials is not None and self.credentials.needed:
-            self._renewing = asyncio.create_task(self.credentials.run(lambda: self.client))
+            self._renewing = asyncio.create_task(
+                self.credentials.run(lambda: self.client, self.take_renewed)
+            )
+
+    def take_renewed(self, fresh: Client) -> None:
+        """Go on through `fresh`, connected with renewed TLS files, from the next call on.
+
+        The client stays the same object and takes `fresh`'s connection
+        (`take_connection`): every agent, session and run handle made from it, the waits for
+        results and debriefs under way and the caller's own uses of `runtime.client` move
+        with it, where a new client in `self.client` would have left each of them on the old
+        certificate. The in-process worker, when there is one, polls through it too (today
+        only the embedded stack has one, which has no credentials to renew: moved anyway,
+        so the two never part)."""
+        take_connection(self.client, fresh)
+        if self.host is not None:
+            self.host.agent_worker.replace_client(self.client)
 
     def require_usable(self) -> None:
         """Raise a RuntimeError when runs started now could never run: the runtime was
@@ -74,10 +91,10 @@ class Runtime:
             )
 
     async def close(self) -> None:
-        """Stop the in-process worker (gracefully) and the embedded stack, if any."""
+        """Stop the credentials' watch, the in-process worker (gracefully) and the embedded
+        stack, if any."""
         self.closed = True
-        if self._renewing is not None:
-            self._renewing.cancel()
+        await self._stop_renewing()
         if self.host is not None:
             host, self.host = self.host, None
             try:
@@ -87,6 +104,32 @@ class Runtime:
         if self.stack is not None:
             stack, self.stack = self.stack, None
             await stack.stop()
+
+    async def _stop_renewing(self) -> None:
+        """Cancel the credentials' watch and wait for it to end: no task left behind."""
+        renewing, self._renewing = self._renewing, None
+        if renewing is None:
+            return
+        renewing.cancel()
+        if renewing.get_loop() is not _running_loop():
+            return  # built in another asyncio.run: its loop ended it
+        await asyncio.wait([renewing])
+        if not renewing.cancelled() and (err := renewing.exception()) is not None:
+            log.warning("the watch of Temporal's credentials had stopped: %s", err)
+
+
+def take_connection(client: Client, fresh: Client) -> None:
+    """`client` talks through `fresh`'s connection from its next call on (calls under way
+    finish on the old one, dropped after them).
+
+    The SDK renews a connection's API key and metadata in place (`Client.api_key`), but not
+    its TLS, and has no setter for the connection: it is the `service_client` of the
+    client's configuration, which each call reads (`Client.workflow_service`), set here.
+    `fresh` was connected as `client` was (`CredentialWatch.of`): its data converter,
+    interceptors and plugins are `client`'s own. tests/faults/test_renewed_connections.py
+    holds it against the SDK installed."""
+    client._config["service_client"] = fresh.service_client
+    client._initial_config["service_client"] = fresh.service_client
 
 
 async def open_runtime(
@@ -111,7 +154,7 @@ async def open_runtime(
             if settings.database_url
             else None,
             unreachable_patience=settings.unreachable_patience_seconds,
-            credentials=CredentialWatch(connection, poll_seconds=settings.credentials_poll_seconds),
+            credentials=CredentialWatch.of(settings, connection),
         )
 
     published = read_published_stack(settings.data_dir.resolve())

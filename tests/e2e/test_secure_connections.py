@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import shutil
 import subprocess
 import sys
@@ -19,7 +20,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from cryptography import x509
 
+from reactive_temporal import ReactiveAgents
 from reactive_temporal.config import Settings
 from reactive_temporal.hosting.runtime import open_runtime
 from tests.processes import REPO, clean_env, start_worker, starter, stop
@@ -248,3 +251,91 @@ async def test_a_python_api_process_takes_a_renewed_api_key(
     with proxy._lock:
         after = {r.get("authorization") for r in proxy.requests[since:]}
     assert after == {"Bearer tk-app-renewed"}, after
+
+
+async def test_a_python_api_process_takes_a_renewed_client_certificate(
+    proxy: TlsProxy,
+    pki: Pki,
+    database_url: str,
+    llm,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+):
+    """A web app that built its agent once: its client certificate is renewed in place, then
+    the old one is refused and every connection dropped. The agent, a session, a run handle
+    it kept from before and a reader of that run's output go on with the new one; they had
+    kept the old certificate, and every `run` and `chat` failed until the process was
+    restarted."""
+    creds, worker_creds = tmp_path / "creds", tmp_path / "worker-creds"
+    creds.mkdir()
+    worker_creds.mkdir()
+    cert, key = creds / "client.pem", creds / "client.key"
+    shutil.copy(pki.client_cert, cert)
+    shutil.copy(pki.client_key, key)
+    first_serial = x509.load_pem_x509_certificate(cert.read_bytes()).serial_number
+    worker_cert, worker_key = worker_creds / "client.pem", worker_creds / "client.key"
+    renew_client_cert(pki, worker_cert, worker_key)  # the worker's own: never refused here
+    env = base_env(
+        database_url,
+        llm.base_url,
+        tmp_path,
+        TEMPORAL_ADDRESS=proxy.address,
+        TEMPORAL_TLS_SERVER_CA_CERT_PATH=str(pki.ca_cert),
+        TEMPORAL_TLS_CLIENT_CERT_PATH=str(worker_cert),
+        TEMPORAL_TLS_CLIENT_KEY_PATH=str(worker_key),
+    )
+    for name, value in tls_variables(proxy, pki).items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("TEMPORAL_TLS_CLIENT_CERT_PATH", str(cert))
+    monkeypatch.setenv("TEMPORAL_TLS_CLIENT_KEY_PATH", str(key))
+    settings = Settings(
+        temporal_address=proxy.address,
+        temporal_task_queue=env["TEMPORAL_TASK_QUEUE"],
+        database_url=database_url,
+        openai_base_url=llm.base_url,
+        openai_api_key="test-key",
+        credentials_poll_seconds=0.1,
+        unreachable_patience_seconds=20,  # without the renewal: failed in 20 s, not 10 min
+        data_dir=tmp_path / "data",
+    )
+    worker = start_worker(env, tmp_path / "worker.log")
+    try:
+        with caplog.at_level(logging.INFO, logger="reactive_temporal"):
+            agent = await (
+                ReactiveAgents.create()
+                .with_name(f"tls-app-{uuid.uuid4().hex[:6]}")
+                .with_settings(settings)
+                .build()
+            )
+            try:
+                assert (await agent.run(TASK)).success
+                session = agent.session()
+                await session.chat("Hello")
+                kept = await agent.start(TASK)  # awaited after the rotation
+                renewed_serial = renew_client_cert(pki, cert, key)
+                deadline = time.monotonic() + 30
+                while renewed_serial not in proxy.client_serials:  # reconnected with it
+                    assert time.monotonic() < deadline, "the API never used the new certificate"
+                    await asyncio.sleep(0.1)
+                proxy.refuse(first_serial)  # the old one expires, every connection drops
+                result = await agent.run(TASK)
+                reply = await session.chat("And now?")
+                chat = await agent.chat("Hi")
+                kept_result = await agent.result(kept)
+                followed = [event.type async for event in agent.events(kept.id)]
+            finally:
+                await agent.dispose(debrief_wait_seconds=30)
+    finally:
+        stop(worker)
+    assert result.success and "395" in result.output
+    assert reply.message and chat.message and kept_result.success
+    assert followed[-1] == "finished"
+    refused = [e for e in proxy.handshake_errors if "refused" in e]
+    assert refused == []  # nothing here went back to the old certificate
+    pending = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+    assert pending == []  # the watch stopped with the runtime
+    said = caplog.text
+    assert "PRIVATE KEY" not in said and "BEGIN CERTIFICATE" not in said
+    # the test CA's certificates last a day: said of each the process connected with
+    assert said.count(f"Temporal client certificate {cert} expires at") == 2, said[-3000:]

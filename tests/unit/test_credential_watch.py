@@ -1,6 +1,7 @@
-"""A worker's Temporal credentials renewed while it runs (`hosting/credential_watch.py`): what
-it does with files that change, half written or not working. The reconnection itself, through
-a TLS proxy that refuses the old certificate, is tests/e2e/test_secure_connections.py's."""
+"""A process's Temporal credentials renewed while it runs (`hosting/credential_watch.py`): what
+it does with files that change, half written or not working, and how a Python API runtime
+stops watching. The reconnection itself, through a TLS proxy that refuses the old certificate,
+is tests/e2e/test_secure_connections.py's (a worker's and a Python API process's)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import pytest
 from reactive_temporal.connection import TemporalConnection
 from reactive_temporal.hosting.cert_expiry import CertExpiry, not_after
 from reactive_temporal.hosting.credential_watch import CredentialWatch
+from reactive_temporal.hosting.runtime import Runtime
 from reactive_temporal.telemetry.metrics import REGISTRY
 from tests.support.pki import make_pki
 
@@ -132,3 +134,31 @@ def test_a_client_certificate_near_its_end_is_said_and_shown(
     assert str(pki.client_cert) in said[0] and "in 2 days 3 h" in said[0]
     assert "expired at" in said[1] and "refuse" in said[1]
     assert not_after(b"not a certificate") is None and not_after(None) is None
+
+
+class DyingWatch(CredentialWatch):
+    async def run(self, *args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("a bug in the watch")
+
+
+async def test_a_closed_runtime_leaves_no_watch_behind(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """`close` cancelled the watch without waiting for it to end: its task was still pending
+    once the runtime was closed. One that had died (a bug) is said, and the close still ends."""
+    key = tmp_path / "api-key"
+    key.write_text("tk-1")
+    connection = TemporalConnection(address="t:7233", api_key="tk-1", api_key_file=str(key))
+    client = cast(Any, Connected("tk-1", ""))
+    watch = CredentialWatch(connection, poll_seconds=0.01)
+    runtime = Runtime(client, "q", offline_model=None, credentials=watch)
+    await asyncio.sleep(0.05)
+    await runtime.close()
+    assert [t for t in asyncio.all_tasks() if t is not asyncio.current_task()] == []
+
+    broken = Runtime(client, "q", offline_model=None, credentials=DyingWatch(connection))
+    await asyncio.sleep(0)
+    with caplog.at_level(logging.WARNING, logger="reactive_temporal"):
+        await broken.close()
+    assert "the watch of Temporal's credentials had stopped: a bug in the watch" in caplog.text
+    assert [t for t in asyncio.all_tasks() if t is not asyncio.current_task()] == []
