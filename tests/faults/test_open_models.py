@@ -15,14 +15,12 @@ import re
 import uuid
 from typing import Any
 
-import psycopg
 import pytest
 from temporalio.client import Client
 
 from reactive_temporal.capabilities import REASONING_ROOM_TOKENS, ModelCapabilities
 from reactive_temporal.config import Settings
 from reactive_temporal.context_window import count_implausibly_low, wire_prompt_tokens
-from reactive_temporal.contracts.events import RunEvent
 from reactive_temporal.embedded.scripted_llm import (
     Endpoint,
     Reply,
@@ -32,8 +30,8 @@ from reactive_temporal.embedded.scripted_llm import (
     estimate_request_tokens,
 )
 from reactive_temporal.prompts import SYNTHESIS_SYSTEM_PROMPT
-from reactive_temporal.telemetry.metrics import REGISTRY
 from reactive_temporal.tools import tool
+from tests.support.live_text import adaptations, seen_by_step, thinking_of
 from tests.workflow.conftest import Harness, running_worker
 
 pytestmark = [pytest.mark.faults, pytest.mark.workflow]
@@ -41,25 +39,6 @@ pytestmark = [pytest.mark.faults, pytest.mark.workflow]
 
 def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
-
-
-def adaptations(model: str, kind: str) -> float:
-    """What `reactive_temporal_llm_adaptations` counts of `kind` for `model` in this process."""
-    sample = REGISTRY.get_sample_value(
-        "reactive_temporal_llm_adaptations_total", {"model": model, "kind": kind}
-    )
-    return sample or 0.0
-
-
-def thinking_of(database_url: str, run_id: str) -> list[str | None]:
-    """Each model reply's thinking as its step's record keeps it, in order."""
-    with psycopg.connect(database_url) as conn:
-        rows = conn.execute(
-            "SELECT step_result->>'thinking' FROM run_messages"
-            " WHERE run_id = %s AND role = 'assistant' ORDER BY seq",
-            (run_id,),
-        ).fetchall()
-    return [r[0] for r in rows]
 
 
 async def test_inline_thinking_is_not_the_answer_and_is_not_sent_back(
@@ -111,18 +90,6 @@ async def test_thinking_the_template_opened_or_sent_apart_is_kept_apart(
         "Two and two.",
         "The calculator agrees: 4.",
     ]
-
-
-def seen_by_step(events: list[RunEvent]) -> dict[int, tuple[str, str]]:
-    """Each step's thinking and answer as a watcher of `events` ends up seeing them."""
-    seen: dict[int, tuple[str, str]] = {}
-    for e in events:
-        if e.type != "text" or e.step is None:
-            continue
-        thinking, answer = ("", "") if e.restart else seen.get(e.step, ("", ""))
-        delta = e.delta or ""
-        seen[e.step] = (thinking + delta, answer) if e.thinking else (thinking, answer + delta)
-    return seen
 
 
 async def test_watchers_see_thinking_in_the_text_as_thinking(

@@ -18,6 +18,7 @@ from reactive_temporal.cli.live_view import THINKING_GUTTER, LivePrinter
 from reactive_temporal.contracts.events import NewEvent, RunEvent
 from reactive_temporal.live_output import Shown, TextFold
 from reactive_temporal.thinking import split_thinking, thinking_so_far
+from tests.support.live_text import cuts, folded, view
 
 REPLIES = [
     "<think>The user wants 2+2.\nCheck with the tool.\n</think>\n\nLet me compute.",
@@ -35,40 +36,6 @@ REPLIES = [
     "   ",
     "",
 ]
-
-
-def cuts(text: str, rng: random.Random) -> list[str]:
-    """`text` in random pieces (a tag may be split anywhere)."""
-    pieces, start = [], 0
-    while start < len(text):
-        end = start + rng.randint(1, 4)
-        pieces.append(text[start:end])
-        start = end
-    return pieces
-
-
-def folded(deltas: list[tuple[int, str]], *, step: int = 1) -> tuple[list[Shown], TextFold]:
-    """What a fold shows of one step's `(attempt, delta)`s, positions counted per attempt,
-    and the reply read as ended at the end."""
-    fold, shown, written = TextFold(), [], dict[int, int]()
-    for attempt, delta in deltas:
-        position = written.get(attempt, 0)
-        written[attempt] = position + len(delta)
-        shown += fold.take(step, attempt, position, delta)
-    return shown + [piece for _, piece in fold.settle()], fold
-
-
-def view(shown: list[Shown]) -> tuple[str, str]:
-    """The step's thinking and answer as a watcher ends up seeing them."""
-    thinking, answer = "", ""
-    for piece in shown:
-        if piece.restart:
-            thinking, answer = "", ""
-        if piece.thinking:
-            thinking += piece.text
-        else:
-            answer += piece.text
-    return thinking, answer
 
 
 def as_split(text: str) -> tuple[str, str]:
