@@ -11,7 +11,10 @@ read here, when the reply has no calls of its own:
   one block per call;
 - Mistral: `[TOOL_CALLS][{"name": …, "arguments": {…}}, …]`, or `[TOOL_CALLS]name[ARGS]{…}`;
 - Llama 3.1–3.3: `<|python_tag|>{"name": …, "parameters": {…}}`, or that object alone as
-  the whole reply.
+  the whole reply;
+- gpt-oss (harmony): `<|channel|>commentary to=functions.NAME <|constrain|>json<|message|>{…}
+  <|call|>` (or `to=` before `<|channel|>`), or `commentary to=functions.NAME json{…}` when
+  the detokenizer left the special tokens out (`reactive_temporal.harmony`).
 
 Calls end the reply, as models write them: a block with words after it is quoted, not made
 (a page the model read may hold one, planted to be run). A block quoted last is told by what
@@ -36,6 +39,7 @@ from typing import Any
 
 from reactive_temporal.call_names import tool_name_of
 from reactive_temporal.contracts.run import ToolCall
+from reactive_temporal.harmony import harmony_calls
 from reactive_temporal.limits import TOOL_ARGUMENTS_TOTAL_MAX_CHARS
 
 _HERMES = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|\Z)", re.DOTALL)
@@ -43,6 +47,7 @@ _MISTRAL = re.compile(r"\[TOOL_CALLS\]\s*(.*)\Z", re.DOTALL)
 _MISTRAL_ARGS = re.compile(r"\[TOOL_CALLS\]\s*([\w.-]+)\s*\[ARGS\]\s*(.*)\Z", re.DOTALL)
 _PYTHON_TAG = re.compile(r"<\|python_tag\|>\s*(.*)\Z", re.DOTALL)
 _MARKERS = ("<tool_call>", "[TOOL_CALLS]", "<|python_tag|>")
+_HARMONY_MARKERS = ("<|channel|>", "commentary")
 TEXT_CALLS_MAX_CHARS = 2 * TOOL_ARGUMENTS_TOTAL_MAX_CHARS
 """A longer text is not read for calls: what they would carry is past what a reply's calls may
 (`limits`), and a hostile endpoint's 60 MB reply is not parsed as JSON on the event loop."""
@@ -51,9 +56,10 @@ TEXT_CALLS_MAX_CHARS = 2 * TOOL_ARGUMENTS_TOTAL_MAX_CHARS
 QUOTE_MIN_CHARS = 24
 """A block this short (its quotes and spacing aside) is not taken for a copy: a page may hold
 `{"name": "x"}` by chance."""
-_UNQUOTED = re.compile(r"""\\[nrt]|[\s"'\\`]+""")
+_UNQUOTED = re.compile(r"""\\[nrt]|[\s"'\\`]+|<\|[a-z_]{1,16}\|>""")
 """What a copy may gain or lose on its way through a tool's result and back: spacing, quotes,
-escapes (`\\n` for a line break)."""
+escapes (`\\n` for a line break), special tokens (a page's `<|channel|>`, written as text,
+comes back as the token, which the server may strip)."""
 
 
 def calls_in_text(
@@ -72,6 +78,8 @@ def calls_in_text(
     if not text or len(text) > TEXT_CALLS_MAX_CHARS:
         return None
     found = _marked(text, real_names) if any(m in text for m in _MARKERS) else None
+    if found is None and any(m in text for m in _HARMONY_MARKERS):
+        found = _harmony(text, real_names)
     if found is None and text.lstrip().startswith("{"):
         found = _bare_object(text, real_names)
     if found is None:
@@ -94,7 +102,10 @@ def copied(written: str, read: Iterable[str]) -> bool:
     what the model read: any one block of them, or the whole, found in a tool's result once
     quotes, backslashes, spacing and HTML escapes are set aside (a page's block comes back
     JSON-escaped in a tool's result, and the model writes it unescaped)."""
-    blocks = [b.group(0) for b in _HERMES.finditer(written)] or [written]
+    blocks = [b.group(0) for b in _HERMES.finditer(written)]
+    if not blocks and any(m in written for m in _HARMONY_MARKERS):
+        blocks = (harmony_calls(written) or ("", [], []))[2]
+    blocks = blocks or [written]
     pieces = {_squeezed(p) for p in blocks} | {_squeezed(written)}
     pieces = {p for p in pieces if len(p) >= QUOTE_MIN_CHARS}
     if not pieces:
@@ -130,6 +141,25 @@ def _marked(text: str, names: Mapping[str, str]) -> tuple[str, list[tuple[str, A
         items = parsed if isinstance(parsed, list) else [parsed]
         return _all(text[: match.start()], [_call(item, names, marked=True) for item in items])
     return None
+
+
+def _harmony(text: str, names: Mapping[str, str]) -> tuple[str, list[tuple[str, Any]]] | None:
+    """gpt-oss's calls, addressed `to=` a tool: each marked a call by its recipient."""
+    found = harmony_calls(text)
+    if found is None:
+        return None
+    before, calls, _ = found
+    items = [{"name": _recipient(to, names), "arguments": args} for to, args in calls]
+    return _all(before, [_call(item, names, marked=True) for item in items])
+
+
+def _recipient(name: str, names: Mapping[str, str]) -> str:
+    """A recipient with the content type glued on (`functions.get_weatherjson`, when the
+    model left out the space or the `<|constrain|>` between them) names the tool before it."""
+    if name.endswith("json") and tool_name_of(name, names) not in names.values():
+        if tool_name_of(name[:-4], names) in names.values():
+            return name[:-4]
+    return name
 
 
 def _the_tail(text: str, blocks: list[re.Match[str]]) -> bool:

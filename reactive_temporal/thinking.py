@@ -9,6 +9,11 @@ while thinking ended the run, a debrief's JSON could not be read behind it, and 
 request sent it back (their guidance: the history holds the answers only), filling small
 context windows with old thoughts.
 
+gpt-oss writes in channels (its harmony format): a server that does not parse them leaves
+the analysis channel, its thinking, in the text before the final one, its answer
+(`reactive_temporal.harmony`); read here too, the calls that end such a reply left with its
+answer for `text_calls` to read.
+
 Endpoints with a reasoning parser send it apart, as `reasoning_content` (DeepSeek's API,
 vLLM) or `reasoning` (OpenRouter, Ollama, vLLM's newer releases): read here too.
 
@@ -18,6 +23,8 @@ Pure: no I/O.
 from __future__ import annotations
 
 import re
+
+from reactive_temporal.harmony import harmony_so_far, read_harmony
 
 _OPENS = re.compile(r"\A\s*(?:<(?:think|thinking)>|\[THINK\])", re.IGNORECASE)
 _CLOSE = r"(?:</(?:think|thinking)>|\[/THINK\])"
@@ -35,8 +42,15 @@ def split_thinking(text: str | None) -> tuple[str | None, str | None]:
 
     A block counts only at the start of the text (a `</think>` on a line of its own counts
     when nothing before it opened one): a tag further on is the answer's own words. A block
-    never closed (the reply cut off while thinking) is all thinking, and there is no answer."""
-    if not text or "think" not in text.lower():
+    never closed (the reply cut off while thinking) is all thinking, and there is no answer.
+    A reply in harmony markup is read by its channels, the calls that end it left at the end
+    of its answer, as written (`harmony.read_harmony`)."""
+    if not text:
+        return None, text
+    if (harmony := read_harmony(text)) is not None:
+        thinking, answer, calls = harmony
+        return thinking, "\n".join(t for t in (answer, calls) if t) or None
+    if "think" not in text.lower():
         return None, text
     opened = _OPENS.match(text)
     start = opened.end() if opened else 0
@@ -60,17 +74,25 @@ _LEADING_SPACE = re.compile(r"\s*")
 def thinking_so_far(text: str, *, ended: bool = False) -> tuple[str, str]:
     """`(thinking, answer)` to show of a reply's text while it streams ('' for none).
 
-    What it shows of a reply only grows as more of it comes, but in one case: a `</think>`
-    on a line of its own (the template opened the block) makes what was the answer so far
-    thinking. Text that may yet be a tag is held back until the next delta tells (an
-    opening tag at the start, a closing tag at the end, a line that may turn out to be a
-    lone `</think>`), and so is the thinking's trailing space; once the reply has `ended`,
-    it is exactly `split_thinking`'s reading (a reader learns that from the run's next
-    step). Tags split across deltas are read whole this way: the function reads all the
-    text so far each time, not each delta alone."""
+    What it shows of a reply only grows as more of it comes, but in a few cases: a
+    `</think>` on a line of its own (the template opened the block) makes what was the
+    answer so far thinking; and in harmony markup, a reply that began like its stripped
+    shape and never was, or a last message on `commentary` that turns out to be the answer
+    when the reply ends, go the other way. Text that may yet be a tag is held back until
+    the next delta tells (an opening tag at the start, a closing tag at the end, a line
+    that may turn out to be a lone `</think>`), and so is the thinking's trailing space;
+    once the reply has `ended`, it is exactly `split_thinking`'s reading (a reader learns
+    that from the run's next step), but for the calls that end a reply in harmony markup:
+    the run's tool steps show those, not its answer. Tags split across deltas are read
+    whole this way: the function reads all the text so far each time, not each delta
+    alone. A reply in harmony markup is shown by its channels (`harmony.harmony_so_far`)."""
     if ended:
+        if (harmony := read_harmony(text)) is not None:
+            return harmony.thinking or "", harmony.answer or ""
         thinking, answer = split_thinking(text)
         return thinking or "", answer or ""
+    if (so_far := harmony_so_far(text)) is not None:
+        return so_far
     start = _LEADING_SPACE.match(text).end()  # type: ignore[union-attr]
     lead = text[start : start + _LONGEST_TAG].lower()
     if any(tag != lead and tag.startswith(lead) for tag in _OPEN_TAGS):

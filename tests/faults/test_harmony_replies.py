@@ -1,0 +1,119 @@
+"""gpt-oss behind a server that leaves its harmony format in the reply's text (llama.cpp's
+server without `--jinja`, LM Studio, MLX servers, gateways), over real HTTP through the real
+workflows: the analysis channel (its chain of thought) was the run's answer, a `FINAL ANSWER:`
+it only considered there ended the run, its thoughts went back in every later request and
+`watch` showed them as the answer; a call it wrote in harmony markup was the run's output."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+
+import pytest
+
+from reactive_temporal.embedded.scripted_llm import Endpoint, Reply, ScriptedLLM
+from tests.support.live_text import adaptations, seen_by_step, thinking_of
+from tests.workflow.conftest import Harness
+
+pytestmark = [pytest.mark.faults, pytest.mark.workflow]
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+async def test_a_reply_in_harmony_markup_answers_with_its_final_channel(
+    harness: Harness, llm: ScriptedLLM, model_name: str
+):
+    """The raw tokens kept (shape 1), then stripped by the detokenizer (shape 2): each
+    reply's analysis is thinking, its final channel the answer; the thoughts never go back."""
+    llm.endpoint(model_name, Endpoint(pairs_tool_calls=True, parses_arguments=True))
+    llm.script(
+        model_name,
+        [
+            Reply(
+                "<|channel|>analysis<|message|>User wants 2+2.\nFINAL ANSWER: 5? No, "
+                "use the calculator.<|end|><|start|>assistant<|channel|>commentary "
+                "to=functions.calculator <|constrain|>json<|message|>"
+                '{"expression":"2+2"}<|call|>'
+            ),
+            Reply(
+                "analysisThe tool said 4. Answer now.assistantfinalFINAL ANSWER: 4",
+                chunks=9,
+                chunk_delay=0.03,
+            ),
+        ],
+    )
+    agent = harness.agent(model_name, agent_id=unique("harmony"), memory=False)
+    events = [e async for e in agent.run_stream("What is 2+2?")]
+    result = events[-1].result
+    assert result is not None and (result.terminated_by, result.output) == ("final_answer", "4")
+    sent = llm.requests[model_name][1]["messages"]
+    assert [c["function"]["name"] for c in sent[-2]["tool_calls"]] == ["calculator"]
+    assert sent[-1]["role"] == "tool" and sent[-1]["content"] == "4"
+    later = json.dumps(sent)
+    assert "<|" not in later and "User wants" not in later and "FINAL ANSWER: 5" not in later
+    assert thinking_of(harness.database_url or "", result.run_id) == [
+        "User wants 2+2.\nFINAL ANSWER: 5? No, use the calculator.",
+        "The tool said 4. Answer now.",
+    ]
+    assert list(seen_by_step(events).values()) == [
+        ("User wants 2+2.\nFINAL ANSWER: 5? No, use the calculator.", ""),  # the call: a tool step
+        ("The tool said 4. Answer now.", "FINAL ANSWER: 4"),
+    ]
+    texts = "".join(e.delta or "" for e in events if e.type == "text")
+    assert "<|" not in texts and "assistantfinal" not in texts
+
+
+async def test_a_tool_call_written_in_harmony_markup_runs_the_tool(
+    harness: Harness, llm: ScriptedLLM, model_name: str
+):
+    """A server with no harmony parser: gpt-oss's call, addressed `to=functions.calculator`,
+    came as text, and the run ended at once as a success whose output was that markup."""
+    llm.endpoint(model_name, Endpoint(pairs_tool_calls=True, parses_arguments=True))
+    llm.script(
+        model_name,
+        [
+            Reply(
+                "<|start|>assistant<|channel|>analysis<|message|>Need the calculator."
+                "<|end|><|start|>assistant to=functions.calculator<|channel|>commentary "
+                'json<|message|>{"expression": "6*7"}'
+            ),
+            Reply(
+                "<|channel|>analysis<|message|>It returned 42.<|end|><|start|>assistant"
+                "<|channel|>final<|message|>6 times 7 is 42.<|return|>"
+            ),
+        ],
+    )
+    result = await asyncio.wait_for(
+        harness.run(model_name, "What is 6*7?", agent_id=unique("call"), memory=False), 60
+    )
+    assert (result.terminated_by, result.output) == ("end_turn", "6 times 7 is 42."), result
+    sent = llm.requests[model_name][1]["messages"]
+    assert sent[-1] == {"role": "tool", "content": "42", "tool_call_id": "text_2_0"}
+    assert sent[-2]["content"] in (None, "") and "<|" not in json.dumps(sent)
+    assert adaptations(model_name, "calls_in_text") == 1
+
+
+async def test_a_chat_reply_in_harmony_markup_is_its_final_channel(
+    harness: Harness, llm: ScriptedLLM, model_name: str
+):
+    """The chat's reply was gpt-oss's analysis, markup and all, and went back to it with
+    the next turn's history."""
+    llm.script(
+        model_name,
+        [
+            Reply(
+                "<|channel|>analysis<|message|>They greet me. Be brief.<|end|><|start|>"
+                "assistant<|channel|>final<|message|>Hello! I add numbers.<|return|>"
+            ),
+            Reply("analysisAgain a greeting.assistantfinalStill here."),
+        ],
+    )
+    session = harness.agent(model_name, agent_id=unique("chat")).session()
+    first = await asyncio.wait_for(session.chat("Hi!", use_tools=False), 60)
+    second = await asyncio.wait_for(session.chat("Still there?", use_tools=False), 60)
+    assert (first.message, second.message) == ("Hello! I add numbers.", "Still here.")
+    history = json.dumps(llm.requests[model_name][1]["messages"])
+    assert "Hello! I add numbers." in history and "greet me" not in history
