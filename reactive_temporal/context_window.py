@@ -167,11 +167,15 @@ def estimate_prompt(
     (the first call, or the view was compacted since), or when the count is implausibly low
     for the previous request (`count_implausibly_low`: the view before `previous.seq` is
     that request's, with the same plan). `thinking`: what goes back with the model's turns."""
-    sent = sent_thinking(thinking, plan)
+    sent = sent_thinking(thinking, plan) if thinking else None
     if previous is None or previous.prompt_tokens <= 0 or previous.plan != plan:
         return view_tokens(view, tools, sent)
-    earlier = sum(_entry_tokens(m, sent) for m in view if m.seq < previous.seq)
-    added = sum(_entry_tokens(m, sent) for m in view if m.seq >= previous.seq)
+    if sent:
+        earlier = sum(_entry_tokens(m, sent) for m in view if m.seq < previous.seq)
+        added = sum(_entry_tokens(m, sent) for m in view if m.seq >= previous.seq)
+    else:  # every step's path: kept as lean as it was
+        earlier = sum(message_tokens(m.message) for m in view if m.seq < previous.seq)
+        added = sum(message_tokens(m.message) for m in view if m.seq >= previous.seq)
     if count_implausibly_low(previous.prompt_tokens, previous.tools_tokens + earlier):
         return tools + earlier + added  # the endpoint cut it, or left its cache out
     return previous.prompt_tokens + added + max(0, tools - previous.tools_tokens)
@@ -327,16 +331,17 @@ def plan_compaction(
     old, recent = turns[: max(0, len(turns) - keep)], turns[max(0, len(turns) - keep) :]
     target = int(budget * HEADROOM)
 
-    thought = {
-        e.seq: (thinking or {}).get(e.seq, 0) for e in transcript if e.message.role == "assistant"
-    }
+    thought = (
+        {e.seq: thinking.get(e.seq, 0) for e in transcript if e.message.role == "assistant"}
+        if thinking
+        else {}
+    )
 
     def _cost(entry: SeqMessage, level: int) -> int:
         if level == LEFT_OUT:
             return 0
-        return message_tokens(compact_message(entry.message, level)) + (
-            0 if level else thought.get(entry.seq, 0)
-        )
+        cost = message_tokens(compact_message(entry.message, level))
+        return cost + thought.get(entry.seq, 0) if thought and not level else cost
 
     cost = {e.seq: _cost(e, levels.get(e.seq, 0)) for e in transcript}
     total = tools + sum(cost.values()) + (NOTE_TOKENS if LEFT_OUT in levels.values() else 0)
@@ -372,4 +377,6 @@ def view_tokens(
 ) -> int:
     """A request's estimated prompt: its view, its tools, and the `thinking` it sends back
     (`sent_thinking`: of the turns the view has verbatim)."""
-    return tools + sum(_entry_tokens(e, thinking or {}) for e in view)
+    if not thinking:
+        return tools + sum(message_tokens(e.message) for e in view)
+    return tools + sum(_entry_tokens(e, thinking) for e in view)
