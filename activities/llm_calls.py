@@ -69,6 +69,8 @@ from reactive_temporal.telemetry.observe import observe_llm_call
 
 DEFAULT_ACTIVITY_TIMEOUT = timedelta(seconds=120)
 MAX_LEARNED_PER_CALL = 4
+MODELS_REMEMBERED = 1_024
+"""Models whose capabilities a worker keeps worked out (a run names its model: any string)."""
 """Parameters one call may learn to leave out before its 400 stands (each 400 names one)."""
 WANTED = ("max_tokens", "temperature", "top_p", "reasoning_effort")
 """Request keys that say what the caller wants, adapted to the model before sending."""
@@ -113,6 +115,7 @@ class LlmEndpoint:
         self.overrides = capabilities or {}
         self.context_tokens = context_tokens
         self.quirks = ModelQuirks()
+        self._capabilities: dict[str, tuple[int, ModelCapabilities]] = {}
         self.no_streaming: set[str] = set()
         """Models whose endpoint refused to stream: asked without it from then on."""
         self.no_stream_usage: set[str] = set()
@@ -130,9 +133,18 @@ class LlmEndpoint:
         return chosen
 
     def capabilities(self, model: str) -> ModelCapabilities:
-        """What `model` accepts: the table, the configuration, then what this worker learned."""
+        """What `model` accepts: the table, the configuration, then what this worker learned.
+        Worked out once per model until the worker learns something (a step asks five
+        times, 15 µs each); the same object each time: read it, never change it."""
+        known = self._capabilities.get(model)
+        if known is not None and known[0] == self.quirks.lessons:
+            return known[1]
         table = capabilities_for(model, self.overrides, context_tokens=self.context_tokens)
-        return self.quirks.apply(model, table)
+        caps = self.quirks.apply(model, table)
+        if len(self._capabilities) >= MODELS_REMEMBERED:
+            self._capabilities.clear()  # a worker asked for that many models: start again
+        self._capabilities[model] = (self.quirks.lessons, caps)
+        return caps
 
     def adapt(self, request: dict[str, Any], *, streamed: bool = False) -> dict[str, Any]:
         """The request with its wishes (`WANTED`) in the form the model accepts, streamed or not."""

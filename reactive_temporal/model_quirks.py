@@ -220,9 +220,13 @@ class ModelQuirks:
         self._context: dict[str, int] = {}
         self._refused_values: dict[str, dict[str, list[object]]] = {}
         self._flags: dict[str, set[str]] = {}
+        self.lessons = 0
+        """How many times this worker learned something: what was worked out before is
+        worked out again once it grows (`LlmEndpoint.capabilities`)."""
 
     def learn(self, model: str, rejection: ParameterRejection, value: object = None) -> None:
         """Remember a refusal: the value sent (`value`), when only it was refused."""
+        self.lessons += 1
         if rejection.value_only:
             refused = self._refused_values.setdefault(model, {}).setdefault(rejection.param, [])
             if value not in refused:
@@ -242,13 +246,16 @@ class ModelQuirks:
     def learn_thinks(self, model: str) -> None:
         """Remember that `model` thinks before it answers (`ModelCapabilities.thinks`): seen
         in a reply, as the table could not know it of a model served under a name of its own."""
+        self.lessons += 1
         self._flags.setdefault(model, set()).add(THINKS)
 
     def learn_shape(self, model: str, field: str) -> None:
         """Remember a shape the model's template wants (`read_shape_refusal`)."""
+        self.lessons += 1
         self._flags.setdefault(model, set()).add(field)
 
     def learn_context(self, model: str, limit: int) -> None:
+        self.lessons += 1
         known = self._context.get(model)
         self._context[model] = limit if known is None else min(known, limit)
 
