@@ -22,6 +22,7 @@ from reactive_temporal.embedded.message_rules import (
     pairing_refused,
     role_order_refused,
 )
+from reactive_temporal.embedded.schema_rules import schema_refused
 from reactive_temporal.embedded.scripted_replies import HttpError, Reply
 
 
@@ -112,6 +113,9 @@ class Endpoint:
     thinking_sent_back: bool = False
     """DeepSeek's thinking mode's rule (Moonshot's for Kimi K2 is the same): every assistant
     message that called tools carries its `reasoning_content`."""
+    schema_subset: bool = False
+    """Google Gemini's rule: every tool's parameters within its subset of OpenAPI 3.0's schema
+    (`schema_rules`), refused in its words, the body a one-element list."""
 
     @classmethod
     def reasoning_model(
@@ -154,6 +158,8 @@ class Endpoint:
                     param=None,
                     code="invalid_parameter_error",
                 )
+        if self.schema_subset and (refused := schema_refused(request.get("tools"))) is not None:
+            return refused
         effort = request.get("reasoning_effort")
         if self.reasoning_efforts is not None and effort is not None:
             if effort not in self.reasoning_efforts:

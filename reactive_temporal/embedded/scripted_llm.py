@@ -109,7 +109,7 @@ class ScriptedLLM:
         """Every request per model, rejected ones included."""
         self.request_headers: dict[str, list[dict[str, str]]] = defaultdict(list)
         """The HTTP headers of each of `requests`, names in lower case."""
-        self.rejected: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        self.rejected: dict[str, list[Any]] = defaultdict(list)
         """The error bodies an `Endpoint` answered with, per model, in order."""
         self.abandoned: dict[str, int] = defaultdict(int)
         """Per model, the delayed replies whose client hung up before the delay was over
@@ -326,9 +326,7 @@ def _handler_for(llm: ScriptedLLM) -> type[BaseHTTPRequestHandler]:
             self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
             self.wfile.flush()
 
-        def _send(
-            self, status: int, body: dict[str, Any], headers: dict[str, str] | None = None
-        ) -> None:
+        def _send(self, status: int, body: object, headers: dict[str, str] | None = None) -> None:
             data = json.dumps(body).encode()
             try:
                 self.send_response(status)

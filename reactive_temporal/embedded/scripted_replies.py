@@ -57,7 +57,7 @@ class HttpError:
     status: int
     message: str = "scripted error"
     headers: dict[str, str] = field(default_factory=dict)
-    body: dict[str, Any] | None = None
+    body: dict[str, Any] | list[Any] | None = None
     """The exact JSON body to answer with; None: a generic `{"error": {...}}` from `message`."""
 
 

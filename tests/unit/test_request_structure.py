@@ -48,7 +48,7 @@ def refusal(endpoint: Endpoint, messages: list[dict[str, Any]]) -> str | None:
     refused = endpoint.check({"model": "m", "messages": messages})
     if refused is None:
         return None
-    assert refused.status == 400 and refused.body is not None
+    assert refused.status == 400 and isinstance(refused.body, dict)
     error = refused.body["error"] if "error" in refused.body else refused.body
     return str(error["message"])
 

@@ -239,3 +239,41 @@ def test_models_without_an_endpoint_behave_as_before(
     )
     assert response.choices[0].message.content == "hi"
     assert response.usage is not None and response.usage.completion_tokens_details is None
+
+
+def test_gemini_refuses_a_tool_schema_outside_its_subset_in_its_own_words(
+    server: ScriptedLLM, client: openai.OpenAI
+) -> None:
+    """Each keyword it has no field for, each type list, each number in an enum, named where
+    it is, in one message; the body a one-element list."""
+    model = server.endpoint("gemini-2.5-flash-a1", Endpoint(schema_subset=True))
+    server.script(model, [Reply("served")])
+    parameters = {
+        "type": "object",
+        "$schema": "http://json-schema.org/draft-07/schema#",
+        "properties": {
+            "a": {"type": ["string", "null"]},
+            "b": {"anyOf": [{"const": "x"}, {"type": "integer", "enum": [1, 2]}]},
+        },
+        "additionalProperties": False,
+    }
+    tools: Any = [{"type": "function", "function": {"name": "f", "parameters": parameters}}]
+    with pytest.raises(openai.BadRequestError) as err:
+        ask(client, model, tools=tools)
+    [wrapped] = err.value.response.json()
+    at = "tools[0].function_declarations[0].parameters"
+    assert wrapped["error"]["status"] == "INVALID_ARGUMENT"
+    assert wrapped["error"]["message"].split("\n") == [
+        f"Invalid JSON payload received. Unknown name \"$schema\" at '{at}': Cannot find field.",
+        f"Invalid JSON payload received. Unknown name \"additionalProperties\" at '{at}': Cannot "
+        "find field.",
+        f"Invalid JSON payload received. Unknown name \"type\" at '{at}.properties[0].value': "
+        "Proto field is not repeating, cannot start list.",
+        f'Invalid JSON payload received. Unknown name "const" at \'{at}.properties[1].value'
+        ".any_of[0]': Cannot find field.",
+        f"Invalid value at '{at}.properties[1].value.any_of[1].enum[0]' (TYPE_STRING), 1",
+        f"Invalid value at '{at}.properties[1].value.any_of[1].enum[1]' (TYPE_STRING), 2",
+    ]
+    subset = {"type": "object", "properties": {"a": {"type": "string", "nullable": True}}}
+    tools[0]["function"]["parameters"] = subset
+    assert ask(client, model, tools=tools).choices[0].message.content == "served"
