@@ -64,6 +64,7 @@ from reactive_temporal.model_quirks import (
     read_stream_refusal,
 )
 from reactive_temporal.pricing import cost_of
+from reactive_temporal.schema_subset import SubsetSchemas
 from reactive_temporal.telemetry.metrics import record_adaptation
 from reactive_temporal.telemetry.observe import observe_llm_call
 
@@ -123,6 +124,8 @@ class LlmEndpoint:
         versions, some local servers): streamed without asking for usage (estimated)."""
         self.low_counts: set[str] = set()
         """Models whose endpoint counted a prompt too low for it: said once (`llm_usage`)."""
+        self.subset_schemas = SubsetSchemas()
+        """Tool schemas in Gemini's subset, converted once for every step that sends them."""
 
     def client_for(self, model: str) -> openai.AsyncOpenAI:
         """The client of the endpoint that serves `model` (chosen once per model)."""
@@ -147,7 +150,8 @@ class LlmEndpoint:
         return caps
 
     def adapt(self, request: dict[str, Any], *, streamed: bool = False) -> dict[str, Any]:
-        """The request with its wishes (`WANTED`) in the form the model accepts, streamed or not."""
+        """The request with its wishes (`WANTED`) in the form the model accepts, streamed or not,
+        its messages and tool schemas in the shape the model wants."""
         wanted = WantedParams(
             max_output_tokens=request.get("max_tokens"),
             temperature=request.get("temperature"),
@@ -167,6 +171,8 @@ class LlmEndpoint:
             base["messages"] = thinking_back(base["messages"])
         if caps.thinking_off_unstreamed and not streamed:
             base["enable_thinking"] = False
+        if caps.tool_schema_subset and base.get("tools"):
+            base["tools"] = self.subset_schemas.tools(base["tools"])
         params = request_params(caps, wanted)
         return base | self.quirks.without_refused_values(model, params)
 

@@ -86,6 +86,13 @@ class ModelCapabilities(BaseModel):
     API", "thinking is enabled but reasoning_content is missing in assistant tool call
     message"): a run with tools failed at its second step. Every other model gets its
     answers back only, as its makers advise."""
+    tool_schema_subset: bool = False
+    """The endpoint takes tool schemas only within Google Gemini's subset of JSON Schema (an
+    OpenAPI 3.0 subset: no `$ref`/`$defs`, `const`, `additionalProperties`, `$schema`, type
+    lists, …) and refuses any other with a 400 ("Unknown name \"additionalProperties\" at
+    'tools[0].function_declarations[0].parameters': Cannot find field."): Gemini's
+    OpenAI-compatible endpoint and Vertex AI's. Each tool's parameters are sent rewritten into
+    it (`reactive_temporal.schema_subset`)."""
 
     @property
     def accepts_reasoning_effort(self) -> bool:
@@ -130,9 +137,17 @@ FAMILIES: list[tuple[re.Pattern[str], ModelCapabilities]] = [
     (re.compile(r"^claude"), _hosted(context_tokens=200_000, max_output_tokens=8_192)),
     (
         re.compile(r"^gemini-(2\.5|[3-9])"),
-        _hosted(context_tokens=1_048_576, reasoning_effort=True, max_output_tokens=65_536),
+        _hosted(
+            context_tokens=1_048_576,
+            reasoning_effort=True,
+            max_output_tokens=65_536,
+            tool_schema_subset=True,
+        ),
     ),
-    (re.compile(r"^gemini"), _hosted(context_tokens=1_048_576, max_output_tokens=8_192)),
+    (
+        re.compile(r"^gemini"),
+        _hosted(context_tokens=1_048_576, max_output_tokens=8_192, tool_schema_subset=True),
+    ),
     # Open models that think before they answer, in the text or beside it.
     (re.compile(r"^magistral"), _caps(thinks=True, strict_roles=True, nine_char_call_ids=True)),
     # DeepSeek's and Moonshot's thinking modes on their own APIs: thinking sent apart, and

@@ -33,7 +33,13 @@ class ParameterRejection:
 _PARAM_PATTERNS = (
     re.compile(r"Unsupported (?:parameter|value): '([\w.]+)'"),
     re.compile(r"Unrecognized request arguments? supplied: ([\w.]+)"),
-    re.compile(r"Unknown (?:name|parameter|field|argument)[: ]+[\"'`]?([\w.]+)", re.I),
+    # Gemini names where an unknown name is (" at 'tools[0].function_declarations[0]…'") when
+    # it is not the request's own: a schema's keyword, not a parameter
+    re.compile(
+        r"Unknown (?:name|parameter|field|argument)[: ]+[\"'`]?([\w.]+)[\"'`]?"
+        r"(?P<inside> at ')?",
+        re.I,
+    ),
     re.compile(r"extra_forbidden.*?'body', '([\w.]+)'", re.S),
     re.compile(r"does not support parameters?: \[?[\"']?([\w.]+)", re.I),
     re.compile(r"[\"'`]([\w.]+)[\"'`] (?:is|are) not (?:supported|permitted|allowed)", re.I),
@@ -109,7 +115,12 @@ def _named_params(body: object) -> list[str]:
     named: list[str] = []
     if isinstance(body, Mapping) and isinstance(body.get("param"), str):
         named.append(body["param"])
-    return named + [m.group(1) for pattern in _PARAM_PATTERNS for m in pattern.finditer(message)]
+    return named + [
+        m.group(1)
+        for pattern in _PARAM_PATTERNS
+        for m in pattern.finditer(message)
+        if not m.groupdict().get("inside")  # a keyword inside a tool's schema (Gemini's)
+    ]
 
 
 STREAM_PARAMS = ("stream", "stream_options")
@@ -162,11 +173,13 @@ STRICT_ROLES = "strict_roles"
 NINE_CHAR_CALL_IDS = "nine_char_call_ids"
 THINKING_OFF_UNSTREAMED = "thinking_off_unstreamed"
 THINKING_SENT_BACK = "thinking_sent_back"
+TOOL_SCHEMA_SUBSET = "tool_schema_subset"
 SHAPE_WORDS = {
     THINKING_SENT_BACK: "with its earlier turns' thinking (reasoning_content)",
     STRICT_ROLES: "with a note after tool results at the end of the last result",
     NINE_CHAR_CALL_IDS: "with call ids of nine letters and digits",
     THINKING_OFF_UNSTREAMED: "with enable_thinking: false when it does not stream",
+    TOOL_SCHEMA_SUBSET: "with its tool schemas in Gemini's subset of JSON Schema",
 }
 """How the worker's log says what a shape refusal taught it."""
 _SHAPE_REFUSALS = (
@@ -195,6 +208,20 @@ _SHAPE_REFUSALS = (
         ),
         THINKING_SENT_BACK,
     ),
+    # Google Gemini (and Vertex AI) on a tool schema outside its subset: an unknown keyword,
+    # a type list or a number in an enum, where the parser says ("at
+    # 'tools[0].function_declarations[1].parameters.properties[0].value'"), or its own checks
+    # ("GenerateContentRequest.tools[0].function_declarations[3].parameters.required[0]: property
+    # is not defined", "`edit` functionDeclaration `parameters.edits` schema specified other
+    # fields alongside any_of")
+    (
+        re.compile(
+            r"function_declarations\[\d+\]\.(?:parameters|\*{3})"
+            r"|functionDeclaration\b.{0,200}?\bschema",
+            re.S,
+        ),
+        TOOL_SCHEMA_SUBSET,
+    ),
 )
 
 
@@ -202,7 +229,8 @@ def read_shape_refusal(body: object) -> str | None:
     """The `ModelCapabilities` field a 400 asks for when it refused the request's shape, not
     its content: turns out of a strict template's order, call ids not of Mistral's shape
     ("Tool call IDs should be alphanumeric strings with length 9!"), a call that does not
-    stream with thinking on, or earlier turns sent back without their thinking."""
+    stream with thinking on, earlier turns sent back without their thinking, or tool schemas
+    outside Gemini's subset."""
     message = error_message(body)
     return next((field for pattern, field in _SHAPE_REFUSALS if pattern.search(message)), None)
 

@@ -23,6 +23,7 @@ from reactive_temporal.model_quirks import (
     STRICT_ROLES,
     THINKING_OFF_UNSTREAMED,
     THINKING_SENT_BACK,
+    TOOL_SCHEMA_SUBSET,
     ContextOverflow,
     ModelQuirks,
     ParameterRejection,
@@ -194,6 +195,21 @@ SENT = {"model", "messages", "tools", "max_tokens", "temperature", "reasoning_ef
         ),
         ({"message": 'Invalid JSON payload received. Unknown name "top_p": Cannot find field.'},
          ParameterRejection("top_p")),
+        (  # Gemini on a tool schema's keyword that is also a parameter's name: not one
+            [{"error": {"code": 400, "status": "INVALID_ARGUMENT",
+                        "message": 'Invalid JSON payload received. Unknown name "temperature" at '
+                                   "'tools[0].function_declarations[0].parameters.properties[0]"
+                                   ".value': Cannot find field."}}],
+            None,
+        ),
+        (  # ... among them, the one at the top: that one
+            [{"error": {"code": 400, "status": "INVALID_ARGUMENT",
+                        "message": 'Invalid JSON payload received. Unknown name "max_tokens" at '
+                                   "'tools[0].function_declarations[1].parameters': Cannot find "
+                                   'field.\nInvalid JSON payload received. Unknown name "top_p": '
+                                   "Cannot find field."}}],
+            ParameterRejection("top_p"),
+        ),
         (  # a parameter this request did not send is not learned
             {"message": "Unsupported parameter: 'seed' is not supported with this model.",
              "param": "seed", "code": "unsupported_parameter"},
@@ -313,6 +329,25 @@ def test_only_apis_that_want_thinking_back_get_it(model: str, sent_back: bool) -
     assert capabilities_for(model).thinking_sent_back is sent_back
 
 
+@pytest.mark.parametrize(
+    ("model", "subset"),
+    [("gemini-2.5-flash", True), ("gemini-1.5-pro", True), ("google/gemini-3-pro-preview", True),
+     ("gpt-4o", False), ("claude-sonnet-4", False), ("qwen3:8b", False)],
+)  # fmt: skip
+def test_gemini_gets_its_tool_schemas_in_its_subset(model: str, subset: bool) -> None:
+    assert capabilities_for(model).tool_schema_subset is subset
+
+
+def test_the_schema_subset_is_set_per_model_in_the_configuration(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A gateway's name for Gemini, said from the start."""
+    monkeypatch.setenv("AGENT_MODEL_CAPABILITIES", '{"house-llm": {"tool_schema_subset": true}}')
+    settings = Settings()
+    assert capabilities_for("house-llm", settings.model_capabilities).tool_schema_subset
+    assert not capabilities_for("other", settings.model_capabilities).tool_schema_subset
+
+
 def test_a_model_seen_thinking_is_learned_as_one() -> None:
     quirks = ModelQuirks()
     caps = capabilities_for("my-served-thinker")
@@ -396,6 +431,45 @@ def test_other_families_take_openai_s_shape(model: str) -> None:
             {"error": {"message": "thinking is enabled but reasoning_content is missing in "
                        "assistant tool call message at index 7", "type": "invalid_request_error"}},
             THINKING_SENT_BACK,
+        ),
+        (  # Gemini's OpenAI-compatible endpoint, a zod-written MCP server's schema
+            [{"error": {"code": 400, "status": "INVALID_ARGUMENT", "message":
+                        'Invalid JSON payload received. Unknown name "additionalProperties" at '
+                        "'tools[0].function_declarations[0].parameters': Cannot find field.\n"
+                        'Invalid JSON payload received. Unknown name "$schema" at '
+                        "'tools[0].function_declarations[1].parameters': Cannot find field."}}],
+            TOOL_SCHEMA_SUBSET,
+        ),
+        (  # ... numbers in an enum
+            {"error": {"code": 400, "status": "INVALID_ARGUMENT", "message":
+                       "Invalid value at 'tools[0].function_declarations[10].parameters"
+                       ".properties[0].value.enum[0]' (TYPE_STRING), 500"}},
+            TOOL_SCHEMA_SUBSET,
+        ),
+        (  # ... a type list
+            {"error": {"code": 400, "message": 'Invalid JSON payload received. Unknown name '
+                       "\"type\" at 'tools[0].function_declarations[4].parameters.properties[1]"
+                       ".value': Proto field is not repeating, cannot start list."}},
+            TOOL_SCHEMA_SUBSET,
+        ),
+        (  # Gemini's own checks
+            {"error": {"code": 400, "status": "INVALID_ARGUMENT", "message":
+                       "* GenerateContentRequest.tools[0].function_declarations[3].parameters"
+                       ".required[0]: property is not defined\n"}},
+            TOOL_SCHEMA_SUBSET,
+        ),
+        (  # Vertex AI
+            [{"error": {"code": 400, "status": "INVALID_ARGUMENT", "message":
+                        "Unable to submit request because `edit` functionDeclaration "
+                        "`parameters.edits` schema specified other fields alongside any_of. "
+                        "When using any_of, it must be the only field set."}}],
+            TOOL_SCHEMA_SUBSET,
+        ),
+        (  # a parameter Gemini does not know is not a schema's
+            [{"error": {"code": 400, "status": "INVALID_ARGUMENT", "message":
+                        'Invalid JSON payload received. Unknown name "reasoning": Cannot find '
+                        "field."}}],
+            None,
         ),
         (OPENAI_TEMPERATURE, None),
         ({"message": "Invalid 'messages[2].content'"}, None),
