@@ -14,7 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel, ConfigDict, Field
 
-from activities.llm_calls import LlmEndpoint, chat_request
+from activities.llm_calls import LlmEndpoint
+from activities.llm_request import chat_request
 from reactive_temporal.builtin_tools import builtin_tools
 from reactive_temporal.embedded.schema_rules import schema_refused
 from reactive_temporal.schema_subset import (
