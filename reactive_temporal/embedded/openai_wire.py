@@ -22,6 +22,12 @@ from reactive_temporal.embedded.message_rules import (
     pairing_refused,
     role_order_refused,
 )
+from reactive_temporal.embedded.reasoning_state import (
+    remembered,
+    state_deltas,
+    state_of,
+    state_refused,
+)
 from reactive_temporal.embedded.schema_rules import schema_refused
 from reactive_temporal.embedded.scripted_replies import HttpError, Reply
 
@@ -116,6 +122,13 @@ class Endpoint:
     schema_subset: bool = False
     """Google Gemini's rule: every tool's parameters within its subset of OpenAPI 3.0's schema
     (`schema_rules`), refused in its words, the body a one-element list."""
+    state_back: str | None = None
+    """OpenRouter's rule for its models that think (`"reasoning_details"`), or a LiteLLM
+    proxy's in front of Anthropic with thinking (`"thinking_blocks"`): a model's turn that
+    called tools comes back with exactly the state its reply came with in that field, or the
+    request is refused in Anthropic's words (`reasoning_state`)."""
+    given: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    """`state_back`: what each call's reply came with, by call id."""
 
     @classmethod
     def reasoning_model(
@@ -184,6 +197,8 @@ class Endpoint:
         if self.role_order and (refused := role_order_refused(messages)) is not None:
             return refused
         if self.nine_char_call_ids and (refused := call_id_shape_refused(messages)) is not None:
+            return refused
+        if self.state_back and (refused := state_refused(messages, self.state_back, self.given)):
             return refused
         for i, message in enumerate(messages):
             content = message.get("content")
@@ -265,8 +280,11 @@ class Endpoint:
 
     def shape(self, reply: Reply, request: dict[str, Any]) -> Reply:
         """The reply as this endpoint reports it: reasoning tokens, prompt tokens counted the
-        way its context window counts them (of the request it `kept`, when it cuts)."""
+        way its context window counts them (of the request it `kept`, when it cuts); its calls
+        named, and the state they came with remembered (`state_back`)."""
         changes: dict[str, Any] = {}
+        if self.state_back:
+            reply = remembered(self.given, self.state_back, reply)
         if self.reasoning_tokens is not None and reply.reasoning_tokens is None:
             changes["reasoning_tokens"] = self.reasoning_tokens
         counts = self.context_tokens is not None or self.truncates_to is not None
@@ -297,6 +315,7 @@ def completion_body(model: str, reply: Reply, request: dict[str, Any]) -> dict[s
     message: dict[str, Any] = {"role": "assistant", "content": reply.content}
     if reply.reasoning is not None:
         message["reasoning_content"] = reply.reasoning
+    message.update(state_of(reply))
     if tool_calls:
         message["tool_calls"] = tool_calls
     prompt, completion = reply.usage or (
@@ -369,6 +388,7 @@ def stream_chunks(model: str, reply: Reply, request: dict[str, Any]) -> list[dic
 
     chunks = [chunk({"role": "assistant", "content": ""})]
     chunks += [chunk({"reasoning_content": t}) for t in split_text(reply.reasoning or "", None)]
+    chunks += [chunk(d) for d in state_deltas(reply, lambda text: split_text(text, None))]
     chunks += [chunk({"content": piece}) for piece in split_text(reply.content or "", reply.chunks)]
     for index, tool_call in enumerate(message.get("tool_calls", [])):
         function = tool_call["function"]

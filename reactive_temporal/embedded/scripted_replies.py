@@ -50,6 +50,12 @@ class Reply:
     reasoning: str | None = None
     """Thinking sent apart from the text, as `reasoning_content` (DeepSeek's API, vLLM with a
     reasoning parser); streamed in deltas of its own, before the text."""
+    reasoning_details: list[dict[str, Any]] | None = None
+    """OpenRouter's state of the turn, sent as `message.reasoning_details` and streamed in
+    fragments as OpenRouter streams it (`reasoning_state`), after the thinking."""
+    thinking_blocks: list[dict[str, Any]] | None = None
+    """A LiteLLM proxy's (Anthropic with thinking), sent as `message.thinking_blocks` and
+    streamed as LiteLLM streams it (`reasoning_state`), after the thinking."""
 
 
 @dataclass
