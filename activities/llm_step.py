@@ -38,7 +38,7 @@ from activities.llm_request import ContextWindowExceeded, chat_request
 from activities.pg_refusals import refused_data, refused_data_fails
 from activities.reply_calls import finish_reason_of, read_reply, recorded_thinking, with_thinking
 from activities.reply_notes import note_reply
-from activities.request_messages import request_messages
+from activities.request_messages import view_messages
 from activities.run_events import RunEvents, TextStream
 from activities.run_seed import RunSeeding, resolve_tools, seed_length, seed_messages
 from activities.run_stops import RUN_STOPS
@@ -50,8 +50,10 @@ from activities.step_records import (
     seconds_to_spare,
     until_stored,
 )
-from activities.store import Store, ThoughtEntry
+from activities.store import Store
+from activities.transcript_rows import ThoughtEntry
 from activities.transcripts import Transcripts
+from activities.turn_state import recorded_state
 from reactive_temporal.context_window import estimate_tokens
 from reactive_temporal.contracts import names
 from reactive_temporal.contracts.events import NewEvent, once_key
@@ -111,16 +113,16 @@ class LlmActivities:
             return await self._step(input, prepared)
 
     async def _record_held(
-        self, input: LlmStepInput, held: LlmStepResult, thinking: str | None
+        self, input: LlmStepInput, held: LlmStepResult, thinking: str | None, state: str | None
     ) -> LlmStepResult:
         """The reply an earlier attempt got and could not record (`activities.held_reply`),
-        recorded now (with its thinking) instead of asking the model again."""
+        recorded now (with its thinking and state) instead of asking the model again."""
         reply = Message(role="assistant", content=held.content, tool_calls=held.tool_calls)
         await record_step(
-            self.records, input.run_id, input.seq, reply, with_thinking(held, thinking),
+            self.records, input.run_id, input.seq, reply, with_thinking(held, thinking, state),
             what="recording the model's reply an earlier attempt got",
         )  # fmt: skip
-        self.transcripts.add(input.run_id, input.seq, reply, recorded_thinking(thinking))
+        self.transcripts.add(input.run_id, input.seq, reply, recorded_thinking(thinking), state)
         return held
 
     async def _seeded(
@@ -249,13 +251,14 @@ class LlmActivities:
             prepared=prepared,
         )
         reply = Message(role="assistant", content=content, tool_calls=calls)
+        state = recorded_state(read.state, input.run_id)  # the endpoint's, for its next requests
         try:
             await record_step(
                 self.records,
                 input.run_id,
                 input.seq,
                 reply,
-                with_thinking(result, read.thinking),
+                with_thinking(result, read.thinking, state),
                 events=text.last if text is not None else (),
                 also=self.contexts.sent(
                     input.run_id, input.seq, context, completion.usage.prompt_tokens
@@ -264,7 +267,7 @@ class LlmActivities:
             )
         except ApplicationError as err:
             if err.type == STORE_UNAVAILABLE:  # the next attempt records it, not buys it again
-                hold(input.seq, result, read.thinking)
+                hold(input.run_id, input.seq, result, read.thinking, state)
             raise
         except Exception as err:  # a reply Postgres refuses: the run ends, and counts its bill
             refused = refused_data(err)
@@ -274,7 +277,9 @@ class LlmActivities:
             raise ApplicationError(
                 refused.message, billed, type=refused.type, non_retryable=True
             ) from err
-        self.transcripts.add(input.run_id, input.seq, reply, recorded_thinking(read.thinking))
+        self.transcripts.add(
+            input.run_id, input.seq, reply, recorded_thinking(read.thinking), state
+        )
         return result
 
     async def _billed_failure(
@@ -336,8 +341,11 @@ class LlmActivities:
         for overflows in range(MAX_OVERFLOW_RETRIES + 1):
             request = chat_request(
                 input.model,
-                _view_messages(
-                    context, transcript, self.llm.capabilities(input.model).thinking_sent_back
+                view_messages(
+                    context.view,
+                    transcript,
+                    context.plan.levels,
+                    self.llm.capabilities(input.model).thinking_sent_back,
                 ),
                 tools=tools,
                 temperature=input.temperature,
@@ -372,24 +380,12 @@ class LlmActivities:
         raise AssertionError("unreachable")
 
 
-def _view_messages(
-    context: StepContext, transcript: list[SeqMessage], thinking_sent_back: bool
-) -> list[dict[str, Any]]:
-    """The step's view as the request sends it; for an endpoint that wants the model's turns
-    back with their thinking, each with what its step recorded (none for a turn the view
-    compacts: its thinking would undo what the compaction saved)."""
-    if not thinking_sent_back:
-        return request_messages(e.message for e in context.view)
-    thought = {e.seq: e.thinking for e in transcript if isinstance(e, ThoughtEntry)}
-    levels = context.plan.levels
-    return request_messages(
-        [e.message for e in context.view],
-        ["" if levels.get(e.seq) else thought.get(e.seq, "") for e in context.view],
-    )
-
-
 def _thinking_tokens(transcript: list[SeqMessage]) -> dict[int, int]:
-    return {e.seq: estimate_tokens(e.thinking) for e in transcript if isinstance(e, ThoughtEntry)}
+    return {
+        e.seq: estimate_tokens(e.thinking)
+        for e in transcript
+        if isinstance(e, ThoughtEntry) and e.thinking
+    }
 
 
 def _billed_before() -> tuple[Usage, float]:

@@ -22,6 +22,7 @@ from typing import Any, NamedTuple
 from openai.types.chat import ChatCompletion
 
 from activities.reply_calls import arguments_text, extra_content_of
+from activities.turn_state import STATE_FIELDS, StateFragments
 from reactive_temporal.thinking import REASONING_FIELDS
 
 
@@ -83,6 +84,8 @@ class _Choice:
     reasoning: list[str] = field(default_factory=list)
     """A reasoning parser's thinking (`reasoning_content` or `reasoning` deltas)."""
     tool_calls: dict[int, _ToolCall] = field(default_factory=dict)
+    state: dict[str, StateFragments] = field(default_factory=dict)
+    """What the endpoint attaches to the turn for itself (`activities.turn_state`), by field."""
     finish_reason: str | None = None
     slots: dict[int, int] = field(default_factory=dict)
     """An endpoint's `index` → the call it stands for now (a proxy that numbers every call
@@ -106,6 +109,10 @@ class _Choice:
             if isinstance(sent, str):
                 self.reasoning.append(sent)
                 thought = sent
+            for name in STATE_FIELDS:
+                fragments = delta.get(name)
+                if isinstance(fragments, list) and fragments:
+                    self.state.setdefault(name, StateFragments()).add(fragments)
         calls = delta.get("tool_calls")
         if isinstance(calls, list):
             for call in calls:
@@ -153,6 +160,9 @@ class _Choice:
         }
         if self.reasoning:
             message["reasoning_content"] = "".join(self.reasoning)
+        for name, fragments in self.state.items():
+            if entries := fragments.entries:
+                message[name] = entries
         if self.tool_calls:
             message["tool_calls"] = [self.tool_calls[i].wire() for i in sorted(self.tool_calls)]
         return {"index": self.index, "message": message, "finish_reason": self.finish_reason}

@@ -14,6 +14,9 @@ endpoint sent. What real endpoints send besides OpenAI's shapes:
   where it was taken for an empty reply and nudged until the run's iterations ran out;
 - a reasoning model's thinking, in the text or beside it (`reactive_temporal.thinking`):
   kept with the step's record only (`with_thinking`);
+- state the endpoint attaches to the turn and wants back on it (OpenRouter's
+  `reasoning_details`, LiteLLM's `thinking_blocks`: `activities.turn_state`), kept with the
+  step's record only and sent back as it came;
 - tool calls written into the text by an endpoint that does not parse them
   (`reactive_temporal.text_calls`).
 """
@@ -28,6 +31,7 @@ from typing import Any
 
 from openai.types.chat import ChatCompletionMessageCustomToolCall
 
+from activities.turn_state import TurnState, state_of
 from reactive_temporal.call_names import tool_name_of
 from reactive_temporal.contracts.run import LlmStepResult, RationaleDetail, SeqMessage, ToolCall
 from reactive_temporal.rationale import parse_rationale_blocks, strip_rationale_blocks
@@ -126,6 +130,8 @@ class ReadReply:
     """Calls whose name had to be unwrapped to name a tool (`reactive_temporal.call_names`)."""
     copied_calls: str | None = None
     """Calls the reply wrote at its end that copy a tool's result, left as its text."""
+    state: TurnState | None = None
+    """What the endpoint attached to the turn for itself (`activities.turn_state`)."""
 
 
 def read_reply(
@@ -162,6 +168,7 @@ def read_reply(
         calls_from_text=written is not None,
         unwrapped_names=len(unwrapped),
         copied_calls=copies[0] if copies else None,
+        state=state_of(message),
     )
 
 
@@ -225,9 +232,12 @@ THINKING_MAX_CHARS = 64_000
 class ThoughtStep(LlmStepResult):
     """A step's result as its record keeps it: with the model's thinking, which the workflow
     is never given (every step's thoughts would be in its history), and which the next
-    requests carry only to the endpoints that want it back (`Transcripts`)."""
+    requests carry only to the endpoints that want it back (`Transcripts`); and with the
+    state the endpoint attached to the turn, which they carry whenever there is one."""
 
     thinking: str | None = None
+    turn_state: str | None = None
+    """`activities.turn_state.state_text`: as JSON text, so it goes back as it came."""
 
 
 def recorded_thinking(thinking: str | None) -> str | None:
@@ -235,10 +245,13 @@ def recorded_thinking(thinking: str | None) -> str | None:
     return clip(clean_text(thinking, nul=True), THINKING_MAX_CHARS) if thinking else None
 
 
-def with_thinking(result: LlmStepResult, thinking: str | None) -> LlmStepResult:
-    """`result` to record, with `thinking` (bounded) when the model sent any. A retried step
-    reads its record back as an `LlmStepResult`, without it."""
+def with_thinking(
+    result: LlmStepResult, thinking: str | None, turn_state: str | None = None
+) -> LlmStepResult:
+    """`result` to record, with `thinking` (bounded) when the model sent any and the turn's
+    state (`turn_state.recorded_state`) when the endpoint attached some. A retried step reads
+    its record back as an `LlmStepResult`, without them."""
     kept = recorded_thinking(thinking)
-    if not kept:
+    if not kept and not turn_state:
         return result
-    return ThoughtStep.model_construct(**dict(result), thinking=kept)
+    return ThoughtStep.model_construct(**dict(result), thinking=kept, turn_state=turn_state)

@@ -13,10 +13,12 @@ import json
 import re
 import string
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from reactive_temporal.contracts.run import Message
+from activities.transcript_rows import ThoughtEntry
+from activities.turn_state import STATE_FIELDS
+from reactive_temporal.contracts.run import Message, SeqMessage
 from reactive_temporal.tools import wire_name
 
 CACHED_ARGUMENTS_MAX_CHARS = 2_000
@@ -63,9 +65,12 @@ THINKING_FIELD = "reasoning_content"
 (`ModelCapabilities.thinking_sent_back`): DeepSeek's and Moonshot's name for it."""
 
 
-def to_openai(message: Message, thinking: str | None = None) -> dict[str, Any]:
+def to_openai(
+    message: Message, thinking: str | None = None, state: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
     """The chat-completions wire shape of a transcript message; a model's turn with its
-    `thinking` beside it (THINKING_FIELD) when that is not None.
+    `thinking` beside it (THINKING_FIELD) when that is not None, and with the `state` its
+    endpoint attached to it (`activities.turn_state`), in the fields it came in, as it came.
 
     A model's turn with no text goes back as providers take it: with calls, as `content:
     null`; with none (an empty reply, nudged), as EMPTY_REPLY_TEXT. Sent as it came, OpenAI
@@ -91,6 +96,8 @@ def to_openai(message: Message, thinking: str | None = None) -> dict[str, Any]:
         out["tool_call_id"] = message.tool_call_id
     if thinking is not None and message.role == "assistant":
         out[THINKING_FIELD] = thinking
+    if state and message.role == "assistant":
+        out.update((name, value) for name, value in state.items() if name in STATE_FIELDS)
     return out
 
 
@@ -107,12 +114,46 @@ def thinking_back(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ]
 
 
-def request_messages(
-    messages: Iterable[Message], thinking: Sequence[str | None] | None = None
+def view_messages(
+    view: Sequence[SeqMessage],
+    transcript: Sequence[SeqMessage],
+    compacted: Mapping[int, int],
+    thinking_sent_back: bool,
 ) -> list[dict[str, Any]]:
-    """A request's messages, each as `to_openai` sends it (with `thinking[i]` beside the
-    i-th message when given), with every tool call id unique and no two user messages in a
-    row.
+    """A step's view of `transcript` as its request sends it (`request_messages`).
+
+    Each model's turn goes with the state its endpoint attached to it (what its step recorded:
+    `ThoughtEntry.turn_state`), a turn the plan `compacted` too: the state is the endpoint's
+    credential for the turn, which it checks, not text the compaction could shorten. Gemini 3
+    (through OpenRouter) refuses a call of the current turn, every step after the task,
+    without its thought signature, and a thinking block cut short no longer matches its
+    signature: dropped or cut, a compacted turn's state would cost the run its next request.
+    A turn the plan leaves out goes whole, calls and state. (Not counted in the context
+    estimate: `activities.turn_state` says why.)
+
+    For an endpoint that wants the turns back with their thinking (`thinking_sent_back`),
+    each goes with what its step recorded, but a compacted turn: its thinking is text the
+    model reads again, and would undo what the compaction saved (the field goes, empty).
+    """
+    recorded = {e.seq: e for e in transcript if isinstance(e, ThoughtEntry)}
+    thinking = None
+    if thinking_sent_back:
+        thinking = [
+            "" if compacted.get(e.seq) or e.seq not in recorded else recorded[e.seq].thinking
+            for e in view
+        ]
+    states = [recorded[e.seq].turn_state if e.seq in recorded else None for e in view]
+    return request_messages([e.message for e in view], thinking, states)
+
+
+def request_messages(
+    messages: Iterable[Message],
+    thinking: Sequence[str | None] | None = None,
+    states: Sequence[Mapping[str, Any] | None] | None = None,
+) -> list[dict[str, Any]]:
+    """A request's messages, each as `to_openai` sends it (with `thinking[i]` and `states[i]`
+    beside the i-th message when given), with every tool call id unique and no two user
+    messages in a row.
 
     Some models give one id to several calls (`call_0` every turn, or twice in one reply),
     and the transcript keeps what they gave; Anthropic refuses a request whose history holds
@@ -134,7 +175,11 @@ def request_messages(
             if isinstance(last["content"], str) and len(last) == 2:  # role and text only
                 sent[-1] = {"role": "user", "content": f"{last['content']}\n\n{message.content}"}
                 continue
-        wire = to_openai(message, thinking[i] if thinking is not None else None)
+        wire = to_openai(
+            message,
+            thinking[i] if thinking is not None else None,
+            states[i] if states is not None else None,
+        )
         for call in wire.get("tool_calls", ()):
             given = call["id"]
             unique, n = given, 2

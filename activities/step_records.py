@@ -190,6 +190,8 @@ async def record_step(
     """
     row = record_row(run_id, seq, message, result, recorded_by=activity.info().workflow_run_id)
     chars = 2 * (len(message.content or "") + sum(len(c.arguments) for c in message.tool_calls))
+    for beside in ("thinking", "turn_state"):  # what a `ThoughtStep` holds besides
+        chars += len(getattr(result, beside, None) or "")
     extras = bool(events) or also is not None
     written_with_record = False
 

@@ -20,6 +20,7 @@ from pydantic import BaseModel
 
 from activities.migrations import MIGRATIONS
 from activities.pool import IdleChecks, warm_connections
+from activities.transcript_rows import TRANSCRIPT, TRANSCRIPT_RECORDED, seq_messages
 from reactive_temporal.contracts.run import Message, SeqMessage, ToolCall
 from reactive_temporal.database_settings import Conninfo, conninfo_now
 from reactive_temporal.sanitize import clean_text, clean_value, redact_dsn
@@ -345,13 +346,13 @@ class Store:
         *,
         from_seq: int = 0,
         conn: AsyncConnection[Any] | None = None,
-        thinking: bool = False,
+        recorded: bool = False,
     ) -> list[SeqMessage]:
         """The run's transcript with each message's position, from `from_seq` up to (not
-        including) `before_seq` (on `conn` when given; `thinking`: see `begin_transcript`)."""
+        including) `before_seq` (on `conn` when given; `recorded`: see `begin_transcript`)."""
         async with self.connection(conn) as c:
             reading = await self.begin_transcript(
-                run_id, before_seq, from_seq, c, thinking=thinking
+                run_id, before_seq, from_seq, c, recorded=recorded
             )
             return await reading()
 
@@ -362,36 +363,19 @@ class Store:
         from_seq: int,
         conn: AsyncConnection[Any],
         *,
-        thinking: bool = False,
+        recorded: bool = False,
     ) -> Callable[[], Awaitable[list[SeqMessage]]]:
         """`load_transcript`'s query sent on `conn`; what it returns reads the answer (on a
         connection in pipeline mode, once the pipeline has ended: one round trip for all).
-        With `thinking`, a model's turn recorded with its thinking is a `ThoughtEntry`."""
+        With `recorded`, a model's turn whose step recorded thinking or the endpoint's state
+        beside it is a `transcript_rows.ThoughtEntry`."""
         limit = before_seq if before_seq is not None else 2**31 - 1
         return await pending_rows(
             conn,
-            _TRANSCRIPT_WITH_THINKING if thinking else _TRANSCRIPT,
+            TRANSCRIPT_RECORDED if recorded else TRANSCRIPT,
             (run_id, from_seq, limit),
-            _seq_messages,
+            seq_messages,
         )
-
-
-class ThoughtEntry(SeqMessage):
-    """A model's turn with the thinking its step recorded (`ThoughtStep`), for the endpoints
-    that want it back (`ModelCapabilities.thinking_sent_back`). Activities only: a payload
-    that holds one sends it as a `SeqMessage`, without the thinking."""
-
-    thinking: str
-
-
-_COLUMNS = "seq, role, content, tool_calls, tool_call_id, name"
-_TRANSCRIPT = (
-    f"SELECT {_COLUMNS} FROM run_messages WHERE run_id = %s AND seq >= %s AND seq < %s ORDER BY seq"
-)
-_TRANSCRIPT_WITH_THINKING = (
-    f"SELECT {_COLUMNS}, CASE WHEN role = 'assistant' THEN step_result->>'thinking' END AS thinking"
-    " FROM run_messages WHERE run_id = %s AND seq >= %s AND seq < %s ORDER BY seq"
-)
 
 
 Rows = list[dict[str, Any]]
@@ -422,25 +406,6 @@ async def pending_rows(
             await cur.close()
 
     return answer
-
-
-def _seq_messages(rows: Rows) -> list[SeqMessage]:
-    entries: list[SeqMessage] = []
-    for r in rows:
-        message = Message(
-            role=r["role"],
-            content=r["content"],
-            tool_calls=[ToolCall(**c) for c in (r["tool_calls"] or [])],
-            tool_call_id=r["tool_call_id"],
-            name=r["name"],
-        )
-        thinking = r.get("thinking")
-        entries.append(
-            ThoughtEntry(seq=r["seq"], message=message, thinking=thinking)
-            if thinking
-            else SeqMessage(seq=r["seq"], message=message)
-        )
-    return entries
 
 
 def pg_text(text: str | None) -> str | None:

@@ -11,11 +11,12 @@ step, and the step's own reply is added here as it is recorded. A reset or rerun
 continue-as-new (a new run id), a step on another worker, or an evicted entry reads the whole
 transcript, as before; so does a read whose new rows are not exactly the next positions.
 
-Each model's turn is held with the thinking its step recorded (`ThoughtEntry`), for the
-endpoints that want it back; the others' requests leave it out.
+Each model's turn is held with what its step recorded beside it (`ThoughtEntry`): its
+thinking, for the endpoints that want it back (the others' requests leave it out), and the
+state the endpoint attached to it, which goes back whenever there is one.
 
 Memory is bounded: at most MAX_RUNS runs and MAX_CHARS characters of message text (thinking
-included) per worker, least recently used first out.
+and state included) per worker, least recently used first out.
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ from typing import Any
 from psycopg import AsyncConnection
 from temporalio import activity
 
-from activities.store import Store, ThoughtEntry
+from activities.store import Store
+from activities.transcript_rows import ThoughtEntry, turn_entry
 from reactive_temporal.contracts.run import Message, SeqMessage
 
 MAX_RUNS = 2_000
@@ -38,12 +40,9 @@ MAX_CHARS = 40_000_000
 
 def _size(entry: SeqMessage) -> int:
     message = entry.message
-    thinking = len(entry.thinking) if isinstance(entry, ThoughtEntry) else 0
+    beside = len(entry.thinking) + entry.state_chars if isinstance(entry, ThoughtEntry) else 0
     return (
-        len(message.content or "")
-        + sum(len(c.arguments) for c in message.tool_calls)
-        + 64
-        + thinking
+        len(message.content or "") + sum(len(c.arguments) for c in message.tool_calls) + 64 + beside
     )
 
 
@@ -95,7 +94,7 @@ class Transcripts:
             held = None
         from_seq = held.next_seq if held is not None else 0
         reading = await self.store.begin_transcript(
-            run_id, before_seq, from_seq, conn, thinking=True
+            run_id, before_seq, from_seq, conn, recorded=True
         )
 
         async def answer() -> list[SeqMessage]:
@@ -105,7 +104,7 @@ class Transcripts:
                     self.partial_reads += 1
                     return list(self._extend(key, held, new))
                 new = await self.store.load_transcript(
-                    run_id, before_seq=before_seq, conn=conn, thinking=True
+                    run_id, before_seq=before_seq, conn=conn, recorded=True
                 )
             self.full_reads += 1
             self._keep(key, new)
@@ -117,18 +116,20 @@ class Transcripts:
         """The run's seed, as its first step wrote it: the steps after read only what is new."""
         self._keep(self._key(run_id), list(entries))
 
-    def add(self, run_id: str, seq: int, message: Message, thinking: str | None = None) -> None:
-        """The step's own reply, as recorded (with the `thinking` recorded with it): the next
-        step need not read it back."""
+    def add(
+        self,
+        run_id: str,
+        seq: int,
+        message: Message,
+        thinking: str | None = None,
+        turn_state: str | None = None,
+    ) -> None:
+        """The step's own reply, as recorded (with the `thinking` and the `turn_state` recorded
+        with it): the next step need not read it back."""
         key = self._key(run_id)
         held = self._held.get(key)
         if held is not None and held.next_seq == seq:
-            entry = (
-                ThoughtEntry(seq=seq, message=message, thinking=thinking)
-                if thinking
-                else SeqMessage(seq=seq, message=message)
-            )
-            self._extend(key, held, [entry])
+            self._extend(key, held, [turn_entry(seq, message, thinking, turn_state)])
 
     def _keep(self, key: tuple[str, str], messages: list[SeqMessage]) -> None:
         old = self._held.pop(key, None)

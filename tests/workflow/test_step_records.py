@@ -15,10 +15,12 @@ from temporalio.exceptions import ApplicationError
 
 from activities.llm_calls import LlmEndpoint
 from activities.llm_step import LlmActivities
-from activities.reply_calls import ThoughtStep
-from activities.store import Store, ThoughtEntry
+from activities.reply_calls import ThoughtStep, with_thinking
+from activities.store import Store
 from activities.tool_calls import ToolActivities
+from activities.transcript_rows import ThoughtEntry
 from activities.transcripts import Transcripts
+from activities.turn_state import state_text
 from reactive_temporal.contracts import names
 from reactive_temporal.contracts.run import (
     LlmStepInput,
@@ -29,7 +31,7 @@ from reactive_temporal.contracts.run import (
     ToolCall,
     ToolResult,
 )
-from reactive_temporal.embedded.scripted_llm import Raw, Reply, ScriptedLLM, call
+from reactive_temporal.embedded.scripted_llm import Endpoint, Raw, Reply, ScriptedLLM, call
 from reactive_temporal.hosting.worker_factory import llm_client
 from reactive_temporal.tools import ToolRegistry, current_tool_call, tool
 from tests.support.pg_proxy import CountingProxy
@@ -119,6 +121,110 @@ async def test_a_model_s_turns_are_held_with_the_thinking_their_steps_recorded(
     assert transcripts.partial_reads == 1
     assert thoughts(await attempt(1).run(Transcripts(store).read, run_id, 6)) == expected
     assert thoughts(await store.load_transcript(run_id)) == {}  # asked for messages only
+
+
+DETAILS = [  # OpenRouter's, for an Anthropic model with thinking
+    {
+        "type": "reasoning.text",
+        "text": "Add them with the tool.",
+        "signature": "EqcDCkgICBACGAIqQDV0Mem0naIq1Zn2w==",
+        "format": "anthropic-claude-v1",
+        "index": 0,
+    }
+]
+
+
+def states(entries: list[SeqMessage]) -> dict[int, Any]:
+    """The state each model's turn is held or read with."""
+    return {e.seq: e.turn_state for e in entries if isinstance(e, ThoughtEntry) and e.turn_state}
+
+
+async def test_a_model_s_turns_are_held_with_the_state_their_endpoint_attached(harness: Harness):
+    """OpenRouter's `reasoning_details`, a LiteLLM proxy's `thinking_blocks`, which go back on
+    their turn whatever the model: a turn this worker recorded is held with its state, one
+    another worker recorded (or one a new worker reads) is read with it from its record,
+    exactly as it came: keys in their order, a NUL in its text (JSONB would have sorted the
+    ones and refused the other). A turn without any has none."""
+    store: Store = harness.store
+    run_id = f"run-state-{uuid.uuid4().hex[:8]}"
+    transcripts = Transcripts(store)
+    await store.put_messages(run_id, seeded("system", "task"))
+    await attempt(1).run(transcripts.read, run_id, 2)
+    mine = Message(role="assistant", tool_calls=[ToolCall(id="c1", name="calculator")])
+    details = {"reasoning_details": [{**DETAILS[0], "text": "Add them\u0000 with the tool."}]}
+    recorded = with_thinking(LlmStepResult(tool_calls=mine.tool_calls), None, state_text(details))
+    await store.record_step(run_id, 2, mine, recorded)
+    attempt(1).run(transcripts.add, run_id, 2, mine, None, state_text(details))  # the step's own
+    theirs = Message(role="assistant", content="another worker's turn",
+                     tool_calls=[ToolCall(id="c2", name="calculator")])  # fmt: skip
+    blocks = {
+        "thinking_blocks": [
+            {"signature": "EqQB-2", "type": "thinking", "thinking": "Worker two thought."},
+            {"type": "redacted_thinking", "data": "EmwKAhgBEgy3va3pzix"},
+        ]
+    }
+    await store.put_messages(run_id, seeded("tool result", first=3))
+    await store.record_step(
+        run_id,
+        4,
+        theirs,
+        with_thinking(LlmStepResult(content=theirs.content), "Thought.", state_text(blocks)),
+    )
+    await store.record_step(run_id, 5, Message(role="assistant", content="no state"),
+                            LlmStepResult(content="no state"))  # fmt: skip
+
+    expected = {2: details, 4: blocks}
+    assert states(await attempt(1).run(transcripts.read, run_id, 6)) == expected
+    assert transcripts.partial_reads == 1
+    read = await attempt(1).run(Transcripts(store).read, run_id, 6)  # from the records
+    assert states(read) == expected
+    assert [list(b) for b in states(read)[4]["thinking_blocks"]] == [
+        ["signature", "type", "thinking"],
+        ["type", "data"],
+    ]
+    assert states(await store.load_transcript(run_id)) == {}  # asked for messages only
+
+
+async def test_a_retried_step_s_next_step_on_another_worker_sends_its_turn_s_state(
+    harness: Harness, settings, llm: ScriptedLLM, model_name: str
+):
+    """The step got a reply with OpenRouter's `reasoning_details` and recorded it, and its
+    completion was lost: Temporal ran it again on another worker, which returned the record
+    (the workflow's result never holds the state) and ran the run's next step. That request
+    carries the turn's state, read from the record; the endpoint refused it without."""
+    llm.endpoint(model_name, Endpoint(state_back="reasoning_details"))
+    llm.script(
+        model_name,
+        [
+            Reply(None, [call("calculator", expression="1+1")], reasoning_details=DETAILS),
+            Reply("FINAL ANSWER: 2"),
+        ],
+    )
+    store: Store = harness.store
+    endpoint = LlmEndpoint(llm_client(settings, llm.base_url))
+    run_id = f"run-retried-state-{uuid.uuid4().hex[:8]}"
+    await store.put_messages(run_id, seeded("You are a test.", "Add 1 and 1."))
+    step = LlmStepInput(
+        run_id=run_id, seq=2, iteration=0, model=model_name, tool_names=["calculator"]
+    )
+    try:
+        first = await attempt(1).run(
+            LlmActivities(store, endpoint, harness.worker.registry).llm_step, step
+        )
+        other = LlmActivities(store, endpoint, harness.worker.registry)  # another worker
+        again = await attempt(2).run(other.llm_step, step)
+        assert again == first and "turn_state" not in again.model_dump()
+        answer = Message(role="tool", content="2", tool_call_id=first.tool_calls[0].id)
+        await store.put_messages(run_id, [SeqMessage(seq=3, message=answer)])
+        last = await attempt(1).run(
+            other.llm_step, step.model_copy(update={"seq": 4, "iteration": 1})
+        )
+    finally:
+        await endpoint.close()
+    assert last.content == "FINAL ANSWER: 2"
+    assert llm.rejected[model_name] == []
+    sent = [m for m in llm.requests[model_name][-1]["messages"] if m["role"] == "assistant"]
+    assert [m.get("reasoning_details") for m in sent] == [DETAILS]
 
 
 async def test_a_gap_in_the_new_rows_reads_the_whole_transcript(harness: Harness):
@@ -427,13 +533,16 @@ async def test_a_reply_the_step_could_not_record_is_recorded_by_its_next_attempt
     """Postgres goes down as the step records the model's reply and stays down past the
     attempt's deadline: the attempt fails as an outage, and the next one (Temporal hands it
     the last heartbeat's details) records that reply instead of calling the model again, with
-    what the endpoint sent with each call for itself and the thinking behind it. It was
-    bought twice; then its record lost the thinking."""
+    what the endpoint sent with each call for itself, the thinking behind it and the state
+    the endpoint attached to the turn. It was bought twice; then its record lost the thinking
+    (and the state, which the next requests carry back)."""
     signature = {"google": {"thought_signature": "sig-7f3"}}
+    body_state = {"reasoning_details": DETAILS}
     reply = {
         "role": "assistant",
         "content": "held-7f3 calling the tool",
         "reasoning_content": "One and one: the calculator should say.",
+        "reasoning_details": DETAILS,
         "tool_calls": [
             {
                 "id": "c1",
@@ -488,9 +597,11 @@ async def test_a_reply_the_step_could_not_record_is_recorded_by_its_next_attempt
     async with harness.store.connection() as conn:
         row = await (
             await conn.execute(
-                "SELECT step_result->>'thinking' FROM run_messages WHERE run_id = %s AND seq = 2",
+                "SELECT step_result->>'thinking', step_result->>'turn_state' FROM run_messages"
+                " WHERE run_id = %s AND seq = 2",
                 (run_id,),
             )
         ).fetchone()
-    assert row == ("One and one: the calculator should say.",)
+    assert row == ("One and one: the calculator should say.", state_text(body_state))
     assert "thinking" not in result.model_dump()  # never the workflow's
+    assert "turn_state" not in result.model_dump()
