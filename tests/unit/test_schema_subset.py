@@ -386,7 +386,7 @@ def test_refs_that_multiply_are_bounded() -> None:
     defs["D12"] = {"type": "string"}
     started = time.perf_counter()
     converted = to_subset({"$ref": "#/$defs/D0", "$defs": defs})
-    assert time.perf_counter() - started < 2
+    assert time.perf_counter() - started < 60  # a hang guard, not a timing: unbounded, never
     assert_in_subset(converted)
     assert len(nodes(converted)) <= MAX_NODES
 
@@ -400,7 +400,7 @@ def test_huge_lists_and_maps_are_bounded() -> None:
     schema = {"type": "object", "properties": properties, "required": list(properties)}
     started = time.perf_counter()
     converted = to_subset(schema)
-    assert time.perf_counter() - started < 2
+    assert time.perf_counter() - started < 60  # a hang guard, not a timing (the bound: below)
     assert_in_subset(converted)
     assert len(nodes(converted)) <= MAX_NODES
     assert converted["properties"]["e"] == {"type": "string"}  # too long to be an enum
