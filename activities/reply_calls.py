@@ -34,6 +34,7 @@ from openai.types.chat import ChatCompletionMessageCustomToolCall
 from activities.turn_state import TurnState, state_of
 from reactive_temporal.call_names import tool_name_of
 from reactive_temporal.contracts.run import LlmStepResult, RationaleDetail, SeqMessage, ToolCall
+from reactive_temporal.harmony import in_harmony
 from reactive_temporal.rationale import parse_rationale_blocks, strip_rationale_blocks
 from reactive_temporal.sanitize import clean_text, clip
 from reactive_temporal.text_calls import calls_in_text as text_calls
@@ -130,6 +131,9 @@ class ReadReply:
     """Calls whose name had to be unwrapped to name a tool (`reactive_temporal.call_names`)."""
     copied_calls: str | None = None
     """Calls the reply wrote at its end that copy a tool's result, left as its text."""
+    harmony_in_text: bool = False
+    """The text was in gpt-oss's harmony markup (`reactive_temporal.harmony`), read by its
+    channels: the endpoint left it there."""
     state: TurnState | None = None
     """What the endpoint attached to the turn for itself (`activities.turn_state`)."""
 
@@ -148,7 +152,8 @@ def read_reply(
     `<id_prefix>_<n>`, unless they copy a tool's result in `transcript`."""
     unwrapped: list[str] = []
     calls = reply_calls(message, real_names, unwrapped)
-    thinking, content = split_thinking(content_text(message))
+    text = content_text(message)
+    thinking, content = split_thinking(text)
     thinking = reasoning_of(message) or thinking
     rationale: dict[int, RationaleDetail] = {}
     if audit_rationale:
@@ -168,6 +173,7 @@ def read_reply(
         calls_from_text=written is not None,
         unwrapped_names=len(unwrapped),
         copied_calls=copies[0] if copies else None,
+        harmony_in_text=thinking is not None and in_harmony(text),
         state=state_of(message),
     )
 

@@ -13,6 +13,7 @@ from reactive_temporal.sanitize import one_line
 from reactive_temporal.telemetry.metrics import record_adaptation
 
 _TEXT_CALLS_SEEN: set[str] = set()
+_HARMONY_SEEN: set[str] = set()
 
 
 def note_reply(model: str, run_id: str, read: ReadReply) -> None:
@@ -21,6 +22,8 @@ def note_reply(model: str, run_id: str, read: ReadReply) -> None:
     calls (each time: a page or a tool's output tried to have the agent run them)."""
     if read.calls_from_text:
         _calls_written_as_text(model)
+    if read.harmony_in_text:
+        _harmony_left_in_text(model)
     for _ in range(read.unwrapped_names):
         record_adaptation(model, "tool_name_unwrapped")
     if read.copied_calls is not None:
@@ -45,5 +48,22 @@ def _calls_written_as_text(model: str) -> None:
         "model %s wrote its tool calls into its reply's text: its endpoint does not parse "
         "them (vLLM: --enable-auto-tool-choice with the model's --tool-call-parser; "
         "llama.cpp: --jinja). This worker reads them from the text.",
+        model,
+    )
+
+
+def _harmony_left_in_text(model: str) -> None:
+    """Count a reply whose text held gpt-oss's harmony channels, and say once per model and
+    worker that its endpoint leaves them there: read here by channel, but every other client
+    of that endpoint shows the model's thoughts as its answer."""
+    record_adaptation(model, "harmony_in_text")
+    if model in _HARMONY_SEEN:
+        return
+    _HARMONY_SEEN.add(model)
+    activity.logger.warning(
+        "model %s wrote gpt-oss's harmony channels (analysis, final) into its reply's text: "
+        "its endpoint does not parse them (vLLM: --reasoning-parser openai_gptoss and "
+        "--tool-call-parser openai; llama.cpp: --jinja with the model's own template). This "
+        "worker reads them from the text: the analysis as thinking, the final as the answer.",
         model,
     )

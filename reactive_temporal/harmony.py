@@ -194,6 +194,12 @@ def read_harmony(text: str) -> HarmonyText | None:
     )
 
 
+def in_harmony(text: str | None) -> bool:
+    """Whether a reply's text is in harmony markup, as `read_harmony` reads it: its server
+    left gpt-oss's channels in the text (`activities.reply_notes` says so, once a model)."""
+    return bool(text) and _messages(text) is not None  # type: ignore[arg-type]
+
+
 def _messages(text: str) -> list[_Message] | None:
     start = _LEADING_SPACE.match(text).end()  # type: ignore[union-attr]
     if text.startswith(_OPENERS, start) or "<|channel|>" in text[start : start + _ROLE_CHARS]:

@@ -64,6 +64,8 @@ async def test_a_reply_in_harmony_markup_answers_with_its_final_channel(
     ]
     texts = "".join(e.delta or "" for e in events if e.type == "text")
     assert "<|" not in texts and "assistantfinal" not in texts
+    # the operator is told (once a model) that the endpoint leaves the channels in the text
+    assert adaptations(model_name, "harmony_in_text") == 2
 
 
 async def test_a_tool_call_written_in_harmony_markup_runs_the_tool(
