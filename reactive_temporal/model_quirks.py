@@ -10,6 +10,7 @@ Pure: no I/O. Error bodies come in as the decoded JSON the openai client hands o
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
@@ -57,16 +58,36 @@ def _unwrap(body: object) -> object:
     return body
 
 
-def error_message(body: object) -> str:
-    """The human message of an error body, whatever shape the server gave it."""
+PROVIDER_RAW_MAX_CHARS = 4_000
+"""How much of the provider's own error a gateway passes on (`metadata.raw`) is read."""
+
+
+def error_message(body: object, *, _depth: int = 0) -> str:
+    """The human message of an error body, whatever shape the server gave it; with the
+    provider's own message after it when a gateway passed that on apart (OpenRouter:
+    "Provider returned error", the provider's body in `metadata.raw`), where every reading
+    of the 400 (a parameter refused, a shape, the context window) looks for it."""
     body = _unwrap(body)
-    if isinstance(body, Mapping):
-        for key in ("message", "error"):  # TGI: {"error": "Input validation error: …"}
-            if isinstance(body.get(key), str):
-                return str(body[key])
+    if not isinstance(body, Mapping):
+        return str(body) if body is not None else ""
+    message = ""
+    for key in ("message", "error"):  # TGI: {"error": "Input validation error: …"}
+        if isinstance(body.get(key), str):
+            message = str(body[key])
+            break
+    else:
         if "detail" in body:
-            return str(body["detail"])
-    return str(body) if body is not None else ""
+            message = str(body["detail"])
+    metadata = body.get("metadata")
+    raw = metadata.get("raw") if isinstance(metadata, Mapping) else None
+    if not isinstance(raw, str) or not raw.strip() or _depth >= 2:
+        return message
+    raw = raw[:PROVIDER_RAW_MAX_CHARS]
+    try:
+        provider = error_message(json.loads(raw), _depth=_depth + 1)
+    except (ValueError, RecursionError):
+        provider = raw
+    return f"{message}: {provider}" if message else provider
 
 
 def error_code(body: object) -> str | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -27,6 +28,7 @@ from reactive_temporal.model_quirks import (
     ContextOverflow,
     ModelQuirks,
     ParameterRejection,
+    error_message,
     read_context_overflow,
     read_rejection,
     read_shape_refusal,
@@ -494,6 +496,35 @@ def test_read_stream_refusal(body: object, expected: str | None) -> None:
     apart: the call goes unstreamed, or streamed without asking for the usage chunk."""
     assert read_stream_refusal(body) == expected
     assert read_rejection(body, ("stream", "stream_options")) is None
+
+
+def _through_openrouter(provider_body: object) -> dict[str, Any]:
+    """An error as OpenRouter passes a provider's on: its own words, the provider's body in
+    `metadata.raw` as JSON text."""
+    metadata = {"raw": json.dumps(provider_body), "provider_name": "DeepSeek"}
+    return {"error": {"code": 400, "message": "Provider returned error", "metadata": metadata}}
+
+
+def test_a_provider_s_error_passed_on_by_a_gateway_is_read() -> None:
+    """OpenRouter says "Provider returned error" and puts the provider's body apart: every
+    reading of the 400 saw only its own words, so nothing was learned from it (a model that
+    wants its thinking back, a parameter refused, a window) and the run's error said nothing."""
+    thinking = {"error": {"message": "The `reasoning_content` in the thinking mode must be "
+                          "passed back to the API.", "type": "invalid_request_error"}}  # fmt: skip
+    assert read_shape_refusal(_through_openrouter(thinking)) == THINKING_SENT_BACK
+    assert error_message(_through_openrouter(thinking)) == (
+        "Provider returned error: The `reasoning_content` in the thinking mode must be passed "
+        "back to the API."
+    )
+    assert read_rejection(_through_openrouter(OPENAI_TEMPERATURE), {"temperature"}) is not None
+    window = {"error": {"message": "This model's maximum context length is 65536 tokens."}}
+    assert read_context_overflow(_through_openrouter(window)) == ContextOverflow(65536)
+    raw_text = {
+        "error": {"message": "Provider returned error", "metadata": {"raw": "upstream 503"}}
+    }
+    assert error_message(raw_text) == "Provider returned error: upstream 503"
+    nested = {"error": {"message": "a", "metadata": {"raw": json.dumps(_through_openrouter("b"))}}}
+    assert error_message(nested).startswith("a: Provider returned error")
 
 
 def test_a_learned_shape_applies_to_the_model_only() -> None:
