@@ -56,29 +56,35 @@ def _clip(text: str, limit: int) -> str:
 
 
 def run_notes(prior: PriorRun | None, lessons: Iterable[LessonNote]) -> str | None:
-    """The notes a new run starts with, or None when there is nothing to remember."""
+    """The notes a new run starts with, or None when there is nothing to remember; at most
+    NOTES_MAX_CHARS as the model reads them, quoted. Quoting puts "> " before every line: a
+    summary, an error or a lesson of many short lines made notes of 4,000 characters, where
+    the budget had counted each as one line. The last run's summary and errors are read as one
+    line each (their line breaks spaces); a lesson is kept only while the whole fits."""
     lines: list[str] = []
     if prior is not None:
         lines += [
             f"Last run ({js_round(prior.age_hours)}h ago, {prior.run_id}): {prior.outcome}",
-            _clip(prior.summary, 600),
+            _clip(_one_line(prior.summary), 600),
         ]
-        errors = [_clip(e, 200) for e in list(prior.errors)[:5]]
+        errors = [_clip(_one_line(e), 200) for e in list(prior.errors)[:5]]
         if errors:
             lines.append("Errors in that run: " + "; ".join(errors))
-    budget = NOTES_MAX_CHARS - len(NOTES_LABEL) - len("\n".join(lines)) - 40
     for lesson in lessons:
         line = (
             f"Lesson from {lesson.run_id} ({lesson.created_at:%Y-%m-%d}): "
             f"{_clip(lesson.text, LESSON_MAX_CHARS)}"
         )
-        if len(line) + 3 > budget:
+        if len(quoted_block(NOTES_LABEL, "\n".join([*lines, line]))) > NOTES_MAX_CHARS:
             break
         lines.append(line)
-        budget -= len(line) + 3
     if not lines:
         return None
     return quoted_block(NOTES_LABEL, "\n".join(lines))
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
 
 
 def chat_notes(context: str) -> str | None:

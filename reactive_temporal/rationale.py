@@ -30,16 +30,18 @@ _FENCE = re.compile(r"^\s*```(?:json)?\s*|\s*```\s*$", re.IGNORECASE)
 
 
 def _lenient_json(body: str) -> Any:
+    """The block's JSON, or None. Nesting past the parser's depth is malformed too: a block
+    of 100,000 `[` raised RecursionError, and the whole reply was thrown away as unreadable."""
     text = _FENCE.sub("", body.strip())
     try:
         return json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         start, end = text.find("{"), text.rfind("}")
         if start == -1 or end <= start:
             return None
         try:
             return json.loads(text[start : end + 1])
-        except ValueError:
+        except (ValueError, RecursionError):
             return None
 
 
@@ -79,7 +81,9 @@ def parse_rationale_blocks(text: str | None) -> dict[int, RationaleDetail]:
         key = (int(named) if len(named) <= 6 else BLOCKS_MAX + 1) if named else sequence
         while key in found:
             key += 1
-        if key <= BLOCKS_MAX:  # a block for a call no reply keeps is no call's rationale
+        # a block for a call no reply keeps is no call's rationale, nor is `call="0"` (a
+        # model counting from 0): kept, a second one took position 1 from the block for it
+        if 1 <= key <= BLOCKS_MAX:
             found[key] = rationale
     return found
 
@@ -89,4 +93,8 @@ def strip_rationale_blocks(text: str | None) -> str:
     if not text:
         return ""
     stripped = _ORPHAN_TAG.sub("", _BLOCK.sub("", text))
+    # a tag cut in two around another (`<ratio<rationale>nale>`) is whole once that one is
+    # gone: escaped, it is no tag (removing tags until none is left took seconds on a reply of
+    # nested halves, each pass making the next tag)
+    stripped = _ORPHAN_TAG.sub(lambda tag: "&lt;" + tag.group(0)[1:], stripped)
     return re.sub(r"\n{3,}", "\n\n", stripped).strip()

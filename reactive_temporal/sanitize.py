@@ -9,7 +9,7 @@ helpers make such text storable, changing only what cannot be stored:
 - `clean_text`: each lone surrogate becomes U+FFFD (and with `nul=True`, each NUL too); a
   literal backslash-u-0000 (six ordinary characters) is ordinary text and stays as it is;
 - `clean_value`: the same, deep, through strings, lists, tuples, dicts (keys too) and
-  pydantic models;
+  pydantic models (every field, those a dump leaves out too);
 - `clip`: text bounded to a number of characters, its head and tail kept around a marker
   saying how much was cut;
 - `one_line`: text as one line for a status display (its whitespace runs one space), cut
@@ -49,11 +49,22 @@ def _clean(value: Any, nul: bool) -> Any:
     if isinstance(value, str):
         return clean_text(value, nul=nul)
     if isinstance(value, BaseModel):
-        dumped = value.model_dump(mode="python", round_trip=True)
-        cleaned = _clean(dumped, nul)
-        if cleaned is dumped:
+        # field by field, not through model_dump: a dump leaves out the fields marked
+        # `exclude`, and a model rebuilt from it lost them (a tool call's `extra_content`, the
+        # thought signature Gemini 3 must be sent back, when its arguments held a surrogate)
+        changed = {
+            name: cleaned
+            for name in type(value).model_fields
+            if (cleaned := _clean(getattr(value, name), nul)) is not getattr(value, name)
+        }
+        extra = value.__pydantic_extra__
+        cleaned_extra = _clean(extra, nul) if extra else extra
+        if not changed and cleaned_extra is extra:
             return value
-        return type(value).model_validate(cleaned)
+        copy = value.model_copy(update=changed)
+        if cleaned_extra is not extra:
+            copy.__pydantic_extra__ = cleaned_extra
+        return copy
     if isinstance(value, dict):
         items = [(_clean(k, nul), _clean(v, nul)) for k, v in value.items()]
         if all(k is k0 and v is v0 for (k, v), (k0, v0) in zip(items, value.items(), strict=True)):
