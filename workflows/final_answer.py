@@ -232,8 +232,10 @@ def parse_final_answer_arguments(
         return f"final-answer arguments are invalid: {err.errors()[0]['msg']}"
     if not capture.output.strip():
         return "final-answer needs a non-empty 'output' holding the deliverable itself."
+    # the format's head only: a 100,000-character one was the model's observation, and the
+    # run's last observation, whole (past the limit of every other observation)
     if capture.format not in OUTPUT_FORMATS:
-        return f"Unknown format {capture.format!r}: use one of {', '.join(OUTPUT_FORMATS)}."
+        return f"Unknown format {capture.format[:40]!r}: use one of {', '.join(OUTPUT_FORMATS)}."
     return capture
 
 
