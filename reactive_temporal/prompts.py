@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from reactive_temporal.contracts.debrief import AgentDebrief, DebriefInput
 from reactive_temporal.contracts.entity import ChatMessage
 from reactive_temporal.contracts.run import OUTPUT_FORMATS, RunProgress
-from reactive_temporal.js_numbers import js_round, to_fixed
+from reactive_temporal.js_numbers import js_number, js_round_text, to_fixed
 
 # -- who the agent is -------------------------------------------------------------------------
 
@@ -179,7 +179,7 @@ def last_run_context(debrief: AgentDebrief | None, observations: Sequence[str]) 
             lines.append(
                 "Tools used: "
                 + ", ".join(
-                    f"{t.name} ({t.calls}x, {js_round(t.success_rate * 100)}% success)"
+                    f"{t.name} ({t.calls}x, {js_round_text(t.success_rate * 100)}% success)"
                     for t in debrief.tools_used
                 )
             )
@@ -188,7 +188,7 @@ def last_run_context(debrief: AgentDebrief | None, observations: Sequence[str]) 
         m = debrief.metrics
         lines.append(
             f"Metrics: {m.iterations} iterations, {m.tokens} tokens, "
-            f"{to_fixed(m.duration_ms / 1000, 1)}s"
+            f"{to_fixed(js_number(m.duration_ms) / 1000, 1)}s"
         )
     if observations:
         lines.append(
@@ -306,7 +306,7 @@ def synthesis_prompt(input: DebriefInput) -> str:
         for r in input.rationale:
             tool = f" ({r.tool_name})" if r.tool_name else ""
             conf = (
-                f" (confidence: {js_round(r.rationale.confidence * 100)}%)"
+                f" (confidence: {js_round_text(r.rationale.confidence * 100)}%)"
                 if r.rationale.confidence is not None
                 else ""
             )

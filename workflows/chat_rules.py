@@ -20,8 +20,8 @@ from reactive_temporal.contracts.entity import (
     ChatRequest,
     RoutedVia,
 )
-from reactive_temporal.limits import CHAT_CONTEXT_MAX_CHARS, system_prompt_problem
-from reactive_temporal.sanitize import clip
+from reactive_temporal.limits import CHAT_CONTEXT_MAX_CHARS, agent_config_problem
+from reactive_temporal.sanitize import clean_text, clip
 
 _CHAT_OVERRIDE_PHRASES = (
     r"\b(what did you|tell me about|which one|summarize|explain|describe|how did)\b",
@@ -68,11 +68,10 @@ def chat_request_problem(request: ChatRequest, agent_id: str) -> str | None:
         1 <= request.max_iterations <= MAX_TOOL_PATH_ITERATIONS
     ):
         return f"max_iterations must be between 1 and {MAX_TOOL_PATH_ITERATIONS}"
-    # the caller's own configuration travels into the turn's activity (twice): one past the
-    # limits builders keep made an input over 2 MB, the agent's workflow task failing forever
-    if request.agent is not None and (
-        problem := system_prompt_problem(request.agent.system_prompt)
-    ):
+    # the caller's own configuration travels into the turn's activity (twice) or its tool-path
+    # run: one past the limits builders keep (a system prompt, and as much in its lists of
+    # tools) made an input over 2 MB, the agent's workflow task failing forever
+    if request.agent is not None and (problem := agent_config_problem(request.agent)):
         return f"invalid agent configuration: {problem}"
     # another agent's id would write this turn into that agent's run (its transcript, result
     # and live output): ids are this agent's own
@@ -185,5 +184,9 @@ def tool_path_task(
     message: str, context: str, history: Sequence[ChatMessage], *, quoted: bool = False
 ) -> str:
     """The task of a chat turn's tool-path run: the request, the last run's context (quoted
-    notes, with `quoted`), and the windowed history."""
-    return with_history_block(prompts.tool_path_request(message, context, quoted=quoted), history)
+    notes, with `quoted`), and the windowed history; without NUL (U+FFFD in its place, as the
+    store keeps text). A run's task may hold none, and a NUL in a model's earlier reply in
+    the session, a live run's last observation or the last run's news refused every tool-path
+    chat (the child run's input did not validate) until it left the context."""
+    task = with_history_block(prompts.tool_path_request(message, context, quoted=quoted), history)
+    return clean_text(task, nul=True)

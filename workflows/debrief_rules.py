@@ -26,7 +26,7 @@ from reactive_temporal.contracts.debrief import (
 )
 from reactive_temporal.contracts.result import AgentResult
 from reactive_temporal.contracts.run import SUCCESSFUL_ENDINGS, BilledReplies, TerminatedBy
-from reactive_temporal.js_numbers import js_round, to_fixed
+from reactive_temporal.js_numbers import js_number, js_round, js_round_text, to_fixed
 from reactive_temporal.limits import within_bytes
 from workflows.approval_rules import approval_lines
 from workflows.stop_rules import STOP_ENDINGS
@@ -364,7 +364,7 @@ def format_markdown(d: AgentDebrief) -> str:
         if entry.tool_name:
             head += f" `{entry.tool_name}`"
         if entry.rationale.confidence is not None:
-            head += f" _(confidence: {js_round(entry.rationale.confidence * 100)}%)_"
+            head += f" _(confidence: {js_round_text(entry.rationale.confidence * 100)}%)_"
         rationale += [head, f"  - Why: {entry.rationale.why}"]
         if entry.rationale.refs:
             rationale.append(f"  - Refs: {', '.join(entry.rationale.refs)}")
@@ -373,7 +373,7 @@ def format_markdown(d: AgentDebrief) -> str:
     lines += ["## Tools Used", ""]
     if d.tools_used:
         lines += [
-            f"- `{t.name}`: {t.calls} call(s), {js_round(t.success_rate * 100)}% success"
+            f"- `{t.name}`: {t.calls} call(s), {js_round_text(t.success_rate * 100)}% success"
             for t in d.tools_used
         ]
     else:
@@ -383,7 +383,7 @@ def format_markdown(d: AgentDebrief) -> str:
         "## Metrics",
         "",
         f"- Tokens: {d.metrics.tokens:,}",
-        f"- Duration: {to_fixed(d.metrics.duration_ms / 1000, 1)}s",
+        f"- Duration: {to_fixed(js_number(d.metrics.duration_ms) / 1000, 1)}s",
         f"- Iterations: {d.metrics.iterations}",
         f"- Cost: ${to_fixed(d.metrics.cost, 4)}",
     ]
