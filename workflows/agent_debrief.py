@@ -20,7 +20,6 @@ with workflow.unsafe.imports_passed_through():
     from reactive_temporal.contracts.debrief import (
         AgentDebrief,
         DebriefWorkflowInput,
-        PersistDebriefInput,
         SynthesisRequest,
         SynthesisResult,
     )
@@ -31,6 +30,7 @@ with workflow.unsafe.imports_passed_through():
         billed_synthesis,
         build_fallback,
         merge_synthesis,
+        persist_input,
         unusable_but_billed,
         with_synthesis_bill,
     )
@@ -80,7 +80,7 @@ class DebriefWorkflow:
         try:
             await workflow.execute_activity(
                 names.PERSIST_DEBRIEF,
-                PersistDebriefInput(input=input.input, debrief=debrief),
+                persist_input(input.input, debrief),
                 **STORE,  # Postgres may be down for a while: keep trying, nothing is lost
                 summary="persist debrief and lessons",
             )

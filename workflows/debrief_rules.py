@@ -17,6 +17,7 @@ from reactive_temporal.contracts.debrief import (
     DebriefInput,
     DebriefMetrics,
     Outcome,
+    PersistDebriefInput,
     RationaleEntry,
     SynthesisResult,
     SynthesisTokens,
@@ -309,6 +310,25 @@ def merge_synthesis(
     )
     debrief.markdown = format_markdown(debrief)
     return debrief
+
+
+def persist_input(input: DebriefInput, debrief: AgentDebrief) -> PersistDebriefInput:
+    """The `persist_debrief` activity's input: the debrief, and of its input what the row keeps
+    (the run, its task and output; `activities/debrief_store.py`). The answer's capture and
+    the run's records are in the debrief already: sent twice, a run ended by an operator's
+    100,000-character answer with its records at their limits made an input of 2.2 MB, past
+    the 2 MB Temporal takes, and the debrief was never kept. Replay does not compare an
+    activity's input."""
+    kept = input.model_copy(
+        update={
+            "final_answer": None,
+            "tool_stats": [],
+            "errors_from_loop": [],
+            "rationale": [],
+            "approvals": [],
+        }
+    )
+    return PersistDebriefInput(input=kept, debrief=debrief)
 
 
 def unusable_but_billed(result: SynthesisResult) -> bool:
