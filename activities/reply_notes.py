@@ -12,8 +12,8 @@ from activities.reply_calls import ReadReply
 from reactive_temporal.sanitize import one_line
 from reactive_temporal.telemetry.metrics import record_adaptation
 
-_TEXT_CALLS_SEEN: set[str] = set()
-_HARMONY_SEEN: set[str] = set()
+_SAID: dict[str, set[str]] = {}
+"""Adaptation kind → the models whose endpoint this worker named for it already."""
 
 
 def note_reply(model: str, run_id: str, read: ReadReply) -> None:
@@ -37,33 +37,35 @@ def note_reply(model: str, run_id: str, read: ReadReply) -> None:
 
 
 def _calls_written_as_text(model: str) -> None:
-    """Count a reply whose calls were in its text, and say once per model and worker that
-    its endpoint leaves them there: they are read from it, but the endpoint is the thing to
-    fix."""
-    record_adaptation(model, "calls_in_text")
-    if model in _TEXT_CALLS_SEEN:
-        return
-    _TEXT_CALLS_SEEN.add(model)
-    activity.logger.warning(
-        "model %s wrote its tool calls into its reply's text: its endpoint does not parse "
-        "them (vLLM: --enable-auto-tool-choice with the model's --tool-call-parser; "
-        "llama.cpp: --jinja). This worker reads them from the text.",
+    """A reply whose calls were in its text: they are read from it, but the endpoint is the
+    thing to fix."""
+    _endpoint_leaves(
         model,
+        "calls_in_text",
+        "its tool calls into its reply's text: its endpoint does not parse them (vLLM: "
+        "--enable-auto-tool-choice with the model's --tool-call-parser; llama.cpp: --jinja). "
+        "This worker reads them from the text.",
     )
 
 
 def _harmony_left_in_text(model: str) -> None:
-    """Count a reply whose text held gpt-oss's harmony channels, and say once per model and
-    worker that its endpoint leaves them there: read here by channel, but every other client
-    of that endpoint shows the model's thoughts as its answer."""
-    record_adaptation(model, "harmony_in_text")
-    if model in _HARMONY_SEEN:
-        return
-    _HARMONY_SEEN.add(model)
-    activity.logger.warning(
-        "model %s wrote gpt-oss's harmony channels (analysis, final) into its reply's text: "
-        "its endpoint does not parse them (vLLM: --reasoning-parser openai_gptoss and "
-        "--tool-call-parser openai; llama.cpp: --jinja with the model's own template). This "
-        "worker reads them from the text: the analysis as thinking, the final as the answer.",
+    """A reply whose text held gpt-oss's harmony channels: read here by channel, but every
+    other client of that endpoint shows the model's thoughts as its answer."""
+    _endpoint_leaves(
         model,
+        "harmony_in_text",
+        "gpt-oss's harmony channels (analysis, final) into its reply's text: its endpoint "
+        "does not parse them (vLLM: --reasoning-parser openai_gptoss and --tool-call-parser "
+        "openai; llama.cpp: --jinja with the model's own template). This worker reads them "
+        "from the text: the analysis as thinking, the final as the answer.",
     )
+
+
+def _endpoint_leaves(model: str, kind: str, what: str) -> None:
+    """Count a reply of `kind` (an adaptation), and say once per model and worker what the
+    model wrote that its endpoint should have parsed."""
+    record_adaptation(model, kind)
+    seen = _SAID.setdefault(kind, set())
+    if model not in seen:
+        seen.add(model)
+        activity.logger.warning("model %s wrote %s", model, what)
