@@ -128,8 +128,8 @@ def view_messages(
     (through OpenRouter) refuses a call of the current turn, every step after the task,
     without its thought signature, and a thinking block cut short no longer matches its
     signature: dropped or cut, a compacted turn's state would cost the run its next request.
-    A turn the plan leaves out goes whole, calls and state. (Not counted in the context
-    estimate: `activities.turn_state` says why.)
+    (A turn the plan leaves out is not in the view: none of it goes, calls nor state. Not
+    counted in the context estimate: `activities.turn_state` says why.)
 
     For an endpoint that wants the turns back with their thinking (`thinking_sent_back`),
     each goes with what its step recorded, but a compacted turn: its thinking is text the
