@@ -46,6 +46,7 @@ from activities.llm_errors import llm_errors, never_connected
 from activities.llm_request import ContextWindowExceeded, client_timeout
 from activities.llm_stream import Added, StreamedReply, whole_reply_as_chunk
 from activities.llm_usage import prompt_count_low, usage_of
+from activities.prompted_tools import tools_in_prompt
 from activities.request_messages import for_strict_templates, thinking_back
 from reactive_temporal.capabilities import (
     ModelCapabilities,
@@ -161,6 +162,8 @@ class LlmEndpoint:
         base = {k: v for k, v in request.items() if k not in WANTED}
         model = str(request["model"])
         caps = self.capabilities(model)
+        if caps.tools_in_prompt:  # its server takes no tools: described, calls as text
+            base = tools_in_prompt(base)
         if (caps.strict_roles or caps.nine_char_call_ids) and base.get("messages"):
             base["messages"] = for_strict_templates(
                 base["messages"],

@@ -212,8 +212,8 @@ def merged_turns(messages: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
             last is not None
             and _plain_text(last)
             and _plain_text(message)
-            and last["role"] == message["role"]
-            and message["role"] in ("user", "assistant")
+            and last.get("role") == message.get("role")
+            and message.get("role") in ("user", "assistant")
         ):
             sent[-1] = {**last, "content": f"{last['content']}\n\n{message['content']}"}
         else:

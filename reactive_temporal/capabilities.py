@@ -93,6 +93,15 @@ class ModelCapabilities(BaseModel):
     'tools[0].function_declarations[0].parameters': Cannot find field."): Gemini's
     OpenAI-compatible endpoint and Vertex AI's. Each tool's parameters are sent rewritten into
     it (`reactive_temporal.schema_subset`)."""
+    tools_in_prompt: bool = False
+    """The model's server refuses any request with `tools`: Ollama for a model whose template
+    has no tool support (Gemma, older DeepSeek-R1 tags, Phi-3, LLaVA, many community models:
+    "registry.ollama.ai/library/gemma3:4b does not support tools"), llama.cpp's server without
+    `--jinja`, a proxy that takes no tools. Every run with a tool failed at its first step.
+    The tools are described in a system message instead, the transcript's calls and results
+    sent as text (`activities.prompted_tools`), and the calls the model writes read from its
+    text: `calls_in_text` holds for it, whatever else says. Learned from the 400
+    (`model_quirks`), or set in AGENT_MODEL_CAPABILITIES."""
 
     @property
     def accepts_reasoning_effort(self) -> bool:
@@ -186,6 +195,15 @@ def capabilities_for(
     override = _override_for(model, overrides or {})
     if override is not None:
         caps = caps.model_copy(update=override.model_dump(exclude_unset=True), deep=True)
+    return with_implied(caps)
+
+
+def with_implied(caps: ModelCapabilities) -> ModelCapabilities:
+    """`caps` with what one field implies of another: a model whose tools go in the prompt
+    has its calls read from its text (`tools_in_prompt`), even one the table says is behind
+    an endpoint that parses them (a hosted model behind a proxy that refuses tools)."""
+    if caps.tools_in_prompt and not caps.calls_in_text:
+        return caps.model_copy(update={"calls_in_text": True})
     return caps
 
 

@@ -16,7 +16,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from reactive_temporal.capabilities import NEVER_DROPPED, ModelCapabilities
+from reactive_temporal.capabilities import NEVER_DROPPED, ModelCapabilities, with_implied
 
 
 @dataclass(frozen=True)
@@ -195,12 +195,19 @@ NINE_CHAR_CALL_IDS = "nine_char_call_ids"
 THINKING_OFF_UNSTREAMED = "thinking_off_unstreamed"
 THINKING_SENT_BACK = "thinking_sent_back"
 TOOL_SCHEMA_SUBSET = "tool_schema_subset"
+TOOLS_IN_PROMPT = "tools_in_prompt"
 SHAPE_WORDS = {
     THINKING_SENT_BACK: "with its earlier turns' thinking (reasoning_content)",
     STRICT_ROLES: "with a note after tool results at the end of the last result",
     NINE_CHAR_CALL_IDS: "with call ids of nine letters and digits",
     THINKING_OFF_UNSTREAMED: "with enable_thinking: false when it does not stream",
     TOOL_SCHEMA_SUBSET: "with its tool schemas in Gemini's subset of JSON Schema",
+    TOOLS_IN_PROMPT: (
+        "without `tools`, its tools described in a system message and its calls read from its "
+        "text (its server takes no tools for it: pick a model with tool support for calls the "
+        'server parses, or set "tools_in_prompt": true for it in AGENT_MODEL_CAPABILITIES to '
+        "accept this and skip the refused first call)"
+    ),
 }
 """How the worker's log says what a shape refusal taught it."""
 _SHAPE_REFUSALS = (
@@ -243,6 +250,12 @@ _SHAPE_REFUSALS = (
         ),
         TOOL_SCHEMA_SUBSET,
     ),
+    # Ollama for a model whose template has no tools ("registry.ollama.ai/library/gemma3:4b
+    # does not support tools", on /v1 and on its own API); llama.cpp's server without --jinja
+    (
+        re.compile(r"does not support tools|tools param requires --jinja", re.I),
+        TOOLS_IN_PROMPT,
+    ),
 )
 
 
@@ -250,8 +263,8 @@ def read_shape_refusal(body: object) -> str | None:
     """The `ModelCapabilities` field a 400 asks for when it refused the request's shape, not
     its content: turns out of a strict template's order, call ids not of Mistral's shape
     ("Tool call IDs should be alphanumeric strings with length 9!"), a call that does not
-    stream with thinking on, earlier turns sent back without their thinking, or tool schemas
-    outside Gemini's subset."""
+    stream with thinking on, earlier turns sent back without their thinking, tool schemas
+    outside Gemini's subset, or any tools at all for a model whose server takes none."""
     message = error_message(body)
     return next((field for pattern, field in _SHAPE_REFUSALS if pattern.search(message)), None)
 
@@ -316,13 +329,15 @@ class ModelQuirks:
         shapes = self._flags.get(model, set())
         if not omit and not rename and context is None and not shapes:
             return caps
-        return caps.model_copy(
-            update={
-                "omit": sorted({*caps.omit, *omit}),
-                "rename": {**caps.rename, **rename},
-                "context_tokens": min(caps.context_tokens, context or caps.context_tokens),
-                **dict.fromkeys(shapes, True),
-            }
+        return with_implied(
+            caps.model_copy(
+                update={
+                    "omit": sorted({*caps.omit, *omit}),
+                    "rename": {**caps.rename, **rename},
+                    "context_tokens": min(caps.context_tokens, context or caps.context_tokens),
+                    **dict.fromkeys(shapes, True),
+                }
+            )
         )
 
     def learned(self) -> dict[str, list[str]]:

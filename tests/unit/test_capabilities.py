@@ -25,6 +25,7 @@ from reactive_temporal.model_quirks import (
     THINKING_OFF_UNSTREAMED,
     THINKING_SENT_BACK,
     TOOL_SCHEMA_SUBSET,
+    TOOLS_IN_PROMPT,
     ContextOverflow,
     ModelQuirks,
     ParameterRejection,
@@ -473,6 +474,20 @@ def test_other_families_take_openai_s_shape(model: str) -> None:
                         "field."}}],
             None,
         ),
+        (  # Ollama's /v1, a model whose template has no tools
+            {"error": {"message": "registry.ollama.ai/library/gemma3:4b does not support tools",
+                       "type": "api_error", "param": None, "code": None}},
+            TOOLS_IN_PROMPT,
+        ),
+        (  # Ollama's own API, and its older /v1 (the model's name alone)
+            {"error": "registry.ollama.ai/library/deepseek-r1:latest does not support tools"},
+            TOOLS_IN_PROMPT,
+        ),
+        (  # llama.cpp's server started without --jinja
+            {"error": {"code": 400, "message": "tools param requires --jinja flag",
+                       "type": "invalid_request_error"}},
+            TOOLS_IN_PROMPT,
+        ),
         (OPENAI_TEMPERATURE, None),
         ({"message": "Invalid 'messages[2].content'"}, None),
         ({"message": "Unrecognized field 'reasoning_content' in messages[1]"}, None),
@@ -535,6 +550,26 @@ def test_a_learned_shape_applies_to_the_model_only() -> None:
     assert (learned.strict_roles, learned.nine_char_call_ids) == (True, False)
     assert quirks.apply("other-model", caps) is caps
     assert quirks.learned() == {"local-model": [STRICT_ROLES]}
+
+
+def test_a_model_whose_server_takes_no_tools_has_its_calls_read_from_its_text(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Learned or configured, even for a model the table says is behind an endpoint that
+    parses calls (a hosted model behind a proxy that takes no tools): its calls come back in
+    its text, and would be taken for its answer."""
+    quirks = ModelQuirks()
+    assert not capabilities_for("gpt-4o").calls_in_text
+    quirks.learn_shape("gpt-4o", TOOLS_IN_PROMPT)
+    learned = quirks.apply("gpt-4o", capabilities_for("gpt-4o"))
+    assert (learned.tools_in_prompt, learned.calls_in_text) == (True, True)
+    assert quirks.learned() == {"gpt-4o": [TOOLS_IN_PROMPT]}
+    config = '{"gpt-4o": {"tools_in_prompt": true, "calls_in_text": false}}'
+    monkeypatch.setenv("AGENT_MODEL_CAPABILITIES", config)
+    overrides = Settings().model_capabilities
+    set_so = capabilities_for("gpt-4o-2024-08-06", overrides)
+    assert (set_so.tools_in_prompt, set_so.calls_in_text) == (True, True)
+    assert not capabilities_for("gemma3:4b", overrides).tools_in_prompt  # not unless learned
 
 
 # -- against the scripted endpoints, with the real openai client -------------------------------
