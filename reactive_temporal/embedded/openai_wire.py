@@ -127,6 +127,12 @@ class Endpoint:
     proxy's in front of Anthropic with thinking (`"thinking_blocks"`): a model's turn that
     called tools comes back with exactly the state its reply came with in that field, or the
     request is refused in Anthropic's words (`reasoning_state`)."""
+    no_tools: bool = False
+    """Ollama serving a model whose template has no tool support (Gemma, older DeepSeek-R1
+    tags, Phi-3): a request with `tools` is refused in its words ("registry.ollama.ai/library/
+    <model> does not support tools", `type: api_error`); one without goes through the
+    template, which renders no `tool` message and no turn's `tool_calls`: the script sees the
+    request without them (`kept`), as the model would, silently."""
     given: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
     """`state_back`: what each call's reply came with, by call id."""
 
@@ -171,6 +177,10 @@ class Endpoint:
                     param=None,
                     code="invalid_parameter_error",
                 )
+        if self.no_tools and request.get("tools"):
+            message = f"registry.ollama.ai/library/{request.get('model')} does not support tools"
+            body = {"error": {"message": message, "type": "api_error", "param": None, "code": None}}
+            return HttpError(400, message, body=body)
         if self.schema_subset and (refused := schema_refused(request.get("tools"))) is not None:
             return refused
         effort = request.get("reasoning_effort")
@@ -264,7 +274,10 @@ class Endpoint:
     def kept(self, request: dict[str, Any]) -> dict[str, Any]:
         """What a server that cuts prompts to `truncates_to` keeps of the request (Ollama's
         `chatPrompt`): its system messages, and the latest others that fit, the last one
-        whatever its length."""
+        whatever its length; without what a template with no tools renders nothing of
+        (`no_tools`)."""
+        if self.no_tools:
+            request = {**request, "messages": _without_tools(request.get("messages") or [])}
         if self.truncates_to is None:
             return request
         messages = request.get("messages") or []
@@ -296,6 +309,15 @@ class Endpoint:
                 prompt = min(prompt, self.truncates_to)
             changes["usage"] = (prompt, completion)
         return replace(reply, **changes) if changes else reply
+
+
+def _without_tools(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The messages a template with no tools renders: no `tool` message, no `tool_calls`."""
+    return [
+        {k: v for k, v in m.items() if k != "tool_calls"}
+        for m in messages
+        if m.get("role") != "tool"
+    ]
 
 
 def completion_body(model: str, reply: Reply, request: dict[str, Any]) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from reactive_temporal.api.chat_refusals import ChatError
 from reactive_temporal.config import Settings
 from reactive_temporal.embedded.scripted_llm import Endpoint, Raw, Reply, ScriptedLLM, Step, call
 from reactive_temporal.hosting.worker_factory import llm_client
+from tests.support.live_text import adaptations
 from tests.support.steps import attempt
 from tests.workflow.conftest import Harness
 
@@ -546,3 +547,47 @@ async def test_an_endpoint_that_refuses_streaming_or_its_usage_chunk_is_asked_as
     assert [r.get("stream") for r in later] == ([True, True] if streamed else [None, None])
     assert not any("stream_options" in r for r in later)
     assert result.metadata.prompt_tokens > 0  # estimated where the endpoint said nothing
+
+
+@pytest.mark.parametrize("name", ["gemma3-4b", "gpt-4o"], ids=["open-model", "behind-a-proxy"])
+async def test_a_model_whose_server_takes_no_tools_gets_them_in_its_prompt(
+    name: str, harness: Harness, llm: ScriptedLLM, model_name: str
+):
+    """Ollama refuses any request with `tools` for a model whose template has none (Gemma,
+    older DeepSeek-R1 tags, Phi-3): every run with a tool failed at its first step
+    (`LlmRequestRejected`). Learned from that 400 once per worker: the tools go in the system
+    message, the model writes its calls in its text, and they run; its turns' calls and their
+    results go back as text, which a template without tools renders (it drops `tool`
+    messages and `tool_calls`). A hosted model behind a proxy that takes no tools too, though
+    the table says its endpoint parses calls."""
+    model = llm.endpoint(f"{name}-{model_name}", Endpoint(no_tools=True))
+    llm.script(
+        model,
+        [
+            Reply(
+                "I will multiply.\n<tool_call>\n"
+                '{"name": "calculator", "arguments": {"expression": "6*7"}}\n</tool_call>'
+            ),
+            Reply("FINAL ANSWER: 42"),
+        ],
+    )
+    agent = harness.agent(model, agent_id=f"nt-{name[:4]}-{model_name[:8]}", memory=False)
+    result = await asyncio.wait_for(agent.run("What is 6*7?"), 60)
+    assert (result.terminated_by, result.output) == ("final_answer", "42"), result
+    [refused] = llm.rejected[model]  # the first call only: learned
+    assert "does not support tools" in refused["error"]["message"]
+    later = llm.requests[model][1:]
+    assert len(later) == 2 and not any(set(r) & {"tools", "tool_choice"} for r in later)
+    messages = [m for r in later for m in r["messages"]]
+    assert not any(m["role"] == "tool" or "tool_calls" in m for m in messages)
+    system, *rest = later[-1]["messages"]
+    assert system["role"] == "system" and '"name": "calculator"' in system["content"]
+    assert "<tool_call>" in system["content"]
+    call_turn, answered = rest[-2:]
+    assert call_turn["role"] == "assistant" and call_turn["content"].startswith(
+        'I will multiply.\n<tool_call>\n{"name": "calculator", "arguments": {"expression": "6*7"}}'
+    )
+    assert answered["role"] == "user"
+    assert answered["content"].startswith('<tool_response call="text_')
+    assert 'name="calculator">\n42\n</tool_response>' in answered["content"]
+    assert adaptations(model, "shape_learned") == 1
