@@ -222,15 +222,16 @@ class LlmActivities:
             )  # fmt: skip
         try:  # whatever the endpoint put in its reply: an error here is the model's
             choice = response.choices[0]
+            caps = self.llm.capabilities(input.model)
             read = read_reply(
                 choice.message,
                 {wire_name(n): n for n in input.tool_names},
                 audit_rationale=input.audit_rationale,
                 id_prefix=f"text_{input.seq}",
-                calls_in_text=self.llm.capabilities(input.model).calls_in_text,
+                calls_in_text=caps.calls_in_text,
                 transcript=transcript,
             )
-            note_reply(input.model, input.run_id, read)
+            note_reply(input.model, input.run_id, read, tools_in_prompt=caps.tools_in_prompt)
             # Whatever the model sent, what is stored and returned fits every payload limit.
             content, calls = bound_reply(read.content, read.calls)
         except Exception as err:  # unreadable however often it is asked again as an outage

@@ -16,11 +16,13 @@ _SAID: dict[str, set[str]] = {}
 """Adaptation kind → the models whose endpoint this worker named for it already."""
 
 
-def note_reply(model: str, run_id: str, read: ReadReply) -> None:
+def note_reply(model: str, run_id: str, read: ReadReply, *, tools_in_prompt: bool = False) -> None:
     """Count what the worker adapted to in `model`'s reply, and say what an operator should
-    know: calls left in the text (once per model), a tool's result the model quoted as
-    calls (each time: a page or a tool's output tried to have the agent run them)."""
-    if read.calls_from_text:
+    know: calls left in the text (once per model; not for a model whose tools are described
+    in its prompt, `ModelCapabilities.tools_in_prompt`: there the text is where they belong,
+    and the learning was said already), a tool's result the model quoted as calls (each
+    time: a page or a tool's output tried to have the agent run them)."""
+    if read.calls_from_text and not tools_in_prompt:
         _calls_written_as_text(model)
     if read.harmony_in_text:
         _harmony_left_in_text(model)

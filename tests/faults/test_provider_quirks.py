@@ -591,3 +591,5 @@ async def test_a_model_whose_server_takes_no_tools_gets_them_in_its_prompt(
     assert answered["content"].startswith('<tool_response call="text_')
     assert 'name="calculator">\n42\n</tool_response>' in answered["content"]
     assert adaptations(model, "shape_learned") == 1
+    # the calls are where the prompt asked for them: no "endpoint does not parse them" warning
+    assert adaptations(model, "calls_in_text") == 0
