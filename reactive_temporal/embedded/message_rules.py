@@ -1,5 +1,5 @@
 """Providers' rules on the shape of a request's messages, each answering the provider's own
-400: what the scripted endpoint (`openai_wire.Endpoint`) checks before a script answers, so
+400: what the scripted endpoint (`endpoint_rules.Endpoint`) checks before a script answers, so
 request shaping is tested against what real endpoints refuse.
 """
 

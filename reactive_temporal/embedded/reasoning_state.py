@@ -1,5 +1,5 @@
 """State an endpoint attaches to a model's turn for itself and wants back on that turn, as the
-scripted endpoint sends it and checks that it came back (`openai_wire.Endpoint.state_back`).
+scripted endpoint sends it and checks that it came back (`endpoint_rules.Endpoint.state_back`).
 
 - OpenRouter: `message.reasoning_details`, an array of `reasoning.text` (text, signature),
   `reasoning.summary` and `reasoning.encrypted` (data) entries. Streamed, each entry comes in

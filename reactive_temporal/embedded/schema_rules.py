@@ -1,5 +1,5 @@
 """Google Gemini's rule on a request's tool schemas, answering its own 400: what the scripted
-endpoint (`openai_wire.Endpoint.schema_subset`) checks before a script answers.
+endpoint (`endpoint_rules.Endpoint.schema_subset`) checks before a script answers.
 
 Gemini (its OpenAI-compatible endpoint, and Vertex AI's) reads each tool's `parameters` into its
 `Schema` message, a select subset of OpenAPI 3.0, and refuses what does not fit in the words of

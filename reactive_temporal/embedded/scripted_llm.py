@@ -45,14 +45,9 @@ from functools import partial
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from reactive_temporal.embedded.endpoint_rules import Endpoint, estimate_request_tokens
 from reactive_temporal.embedded.offline_model import demo_responder
-from reactive_temporal.embedded.openai_wire import (
-    Endpoint,
-    completion_body,
-    estimate_request_tokens,
-    split_text,
-    stream_chunks,
-)
+from reactive_temporal.embedded.openai_wire import completion_body, split_text, stream_chunks
 from reactive_temporal.embedded.scripted_replies import (
     Drop,
     HttpError,

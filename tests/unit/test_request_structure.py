@@ -13,8 +13,8 @@ from activities.request_messages import for_strict_templates, merged_turns, requ
 from reactive_temporal.context_window import LEFT_OUT, STUB, ContextPlan, build_view
 from reactive_temporal.contracts.entity import ChatMessage
 from reactive_temporal.contracts.run import Message, SeqMessage, ToolCall
+from reactive_temporal.embedded.endpoint_rules import Endpoint
 from reactive_temporal.embedded.message_rules import ALTERNATE, NINE_CHAR_IDS
-from reactive_temporal.embedded.openai_wire import Endpoint
 
 PAIRS = Endpoint(pairs_tool_calls=True)
 TEMPLATE = Endpoint(alternating_roles=True, last_user_or_tool=True)
