@@ -9,16 +9,18 @@ import json
 from typing import Any
 
 import pytest
+from temporalio.client import Client
 
 from activities.llm_calls import LlmEndpoint
 from activities.llm_request import chat_request
 from reactive_temporal.api.chat_refusals import ChatError
+from reactive_temporal.capabilities import ModelCapabilities
 from reactive_temporal.config import Settings
 from reactive_temporal.embedded.scripted_llm import Endpoint, Raw, Reply, ScriptedLLM, Step, call
 from reactive_temporal.hosting.worker_factory import llm_client
 from tests.support.live_text import adaptations
 from tests.support.steps import attempt
-from tests.workflow.conftest import Harness
+from tests.workflow.conftest import Harness, running_worker
 
 pytestmark = [pytest.mark.faults, pytest.mark.workflow]
 
@@ -593,3 +595,35 @@ async def test_a_model_whose_server_takes_no_tools_gets_them_in_its_prompt(
     assert adaptations(model, "shape_learned") == 1
     # the calls are where the prompt asked for them: no "endpoint does not parse them" warning
     assert adaptations(model, "calls_in_text") == 0
+
+
+async def test_a_model_configured_as_taking_no_tools_is_never_sent_them(
+    client: Client, settings: Settings, llm: ScriptedLLM, model_name: str
+):
+    """`"tools_in_prompt": true` in AGENT_MODEL_CAPABILITIES says it from the start: not one
+    request refused, the tools in the prompt from the first, the call read from the text."""
+    model = llm.endpoint(f"gemma3-{model_name}", Endpoint(no_tools=True))
+    llm.script(
+        model,
+        [
+            Reply(
+                '<tool_call>{"name": "calculator", "arguments": {"expression": "6*7"}}</tool_call>'
+            ),
+            Reply("FINAL ANSWER: 42"),
+        ],
+    )
+    configured = settings.model_copy(
+        update={"model_capabilities": {model: ModelCapabilities(tools_in_prompt=True)}}
+    )
+    async with running_worker(client, configured) as harness:
+        agent = harness.agent(model, agent_id=f"nc-{model_name[:8]}", memory=False)
+        result = await asyncio.wait_for(agent.run("What is 6*7?"), 60)
+    assert (result.terminated_by, result.output) == ("final_answer", "42"), result
+    assert llm.rejected[model] == []
+    assert [
+        ("tools" in r, "<tool_call>" in r["messages"][0]["content"]) for r in llm.requests[model]
+    ] == [
+        (False, True),
+        (False, True),
+    ]
+    assert adaptations(model, "shape_learned") == 0
