@@ -78,6 +78,9 @@ def demo_responder(request: dict[str, Any]) -> Step:
         return _demo_chat(re.sub(r"^> ?", "", known, flags=re.MULTILINE))
     offered = {t["function"]["name"] for t in request.get("tools", [])}
     task = next((m.get("content") or "" for m in messages if m.get("role") == "user"), "")
+    # the agent's notes may follow the task in the same turn (`request_messages` joins them):
+    # an arithmetic-looking run id in them ("run-a-019748-2672985…") is no part of the task
+    task = _NOTES.sub("", task)
     observations = [m.get("content") or "" for m in messages if m.get("role") == "tool"]
     expression = _find_expression(task)
     wants_time = re.search(r"\b(time|date|today)\b", task, re.I) is not None

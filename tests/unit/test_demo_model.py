@@ -12,7 +12,7 @@ from reactive_temporal.builtin_tools import evaluate_arithmetic
 from reactive_temporal.contracts.debrief import AgentDebrief
 from reactive_temporal.contracts.entity import ChatMessage
 from reactive_temporal.embedded.scripted_llm import Reply, demo_responder
-from reactive_temporal.memory import chat_notes
+from reactive_temporal.memory import PriorRun, chat_notes, run_notes
 from reactive_temporal.prompts import run_system_prompt
 from workflows.chat_rules import build_context_summary
 
@@ -46,6 +46,19 @@ def test_arithmetic_tasks_go_to_the_calculator(task: str, expression: str):
     reply = first_turn(task)
     assert [c.name for c in reply.tool_calls] == ["calculator"]
     assert reply.tool_calls[0].arguments == {"expression": expression}
+
+
+def test_the_agent_s_notes_after_the_task_are_not_read_as_its_arithmetic():
+    """The task and the notes go as one user turn; a run id in the notes whose hex happened
+    to be digits ("run-crash-test-019748-2672985…") was read as a longer expression than the
+    task's, and the run computed it (a flaky `test_ten_runs_survive_two_worker_kills`)."""
+    notes = run_notes(
+        PriorRun(run_id="run-crash-test-019748-2672985abcde", outcome="success",
+                 summary="Computed 5 * 7 + 1.", age_hours=0.01),
+        [],
+    )  # fmt: skip
+    reply = first_turn(f"What is 6 * 7 + 1?\n\n{notes}")
+    assert reply.tool_calls[0].arguments == {"expression": "6 * 7 + 1"}
 
 
 def test_the_calculator_answers_what_the_demo_sends_it():
