@@ -229,7 +229,7 @@ def test_each_turn_the_view_sends_goes_with_its_state_compacted_or_not(
 ) -> None:
     """A compacted turn keeps its state (the endpoint's credential for its calls, which Gemini
     3 refuses a call of the run without); its thinking, text the model reads, goes empty. A
-    turn left out goes whole, state and all. Other messages carry nothing."""
+    turn left out is not in the view: nothing of it is sent. Other messages carry nothing."""
     transcript = _run()
     plan = ContextPlan(levels={2: LEFT_OUT, 3: LEFT_OUT, 4: STUB, 5: STUB})
     view = build_view(transcript, plan)
