@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from activities.store import Store, pg_text
+from activities.statements import pg_text
+from activities.store import Store
 from reactive_temporal.contracts.run import Usage
 
 _UPSERT = (

@@ -12,7 +12,8 @@ from typing import Any
 from psycopg import AsyncConnection, AsyncCursor
 from pydantic import ValidationError
 
-from activities.store import Rows, Store, pending_rows, pg_json, pg_text
+from activities.statements import Rows, pending_rows, pg_json, pg_text
+from activities.store import Store
 from reactive_temporal.contracts.debrief import AgentDebrief, DebriefInput
 from reactive_temporal.contracts.entity import RunFinished
 from reactive_temporal.memory import LESSON_TTL_DAYS

@@ -18,7 +18,8 @@ from typing import Any
 from psycopg import AsyncConnection
 from psycopg.rows import dict_row
 
-from activities.store import Rows, Store, pending_rows
+from activities.statements import Rows, pending_rows
+from activities.store import Store
 from reactive_temporal.contracts.debrief import StoredLesson
 from reactive_temporal.memory import LessonNote, relevance_query_text
 

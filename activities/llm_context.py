@@ -20,7 +20,8 @@ from typing import Any
 from psycopg import AsyncConnection, sql
 from psycopg.types.json import Jsonb
 
-from activities.store import Rows, Store, pending_rows, quoted
+from activities.statements import Rows, pending_rows, quoted
+from activities.store import Store
 from reactive_temporal.capabilities import ModelCapabilities
 from reactive_temporal.context_window import (
     ContextPlan,

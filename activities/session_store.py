@@ -7,7 +7,8 @@ from typing import Any
 from psycopg import AsyncConnection
 from psycopg.rows import dict_row
 
-from activities.store import Store, pg_text
+from activities.statements import pg_text
+from activities.store import Store
 from reactive_temporal.contracts.entity import ChatMessage
 from reactive_temporal.session_window import trim_window
 

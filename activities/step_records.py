@@ -29,7 +29,8 @@ from temporalio.exceptions import ApplicationError
 
 from activities import run_events
 from activities.group_commit import GroupCommit
-from activities.store import Store, is_outage, record_row
+from activities.statements import record_row
+from activities.store import Store, is_outage
 from reactive_temporal.contracts.events import NewEvent
 from reactive_temporal.contracts.run import Message
 
@@ -122,7 +123,7 @@ holds it twice): one query string stays a few megabytes however many replies are
 
 @dataclass(frozen=True)
 class StepRecord:
-    """One step's record (`store.record_row`), with what goes in its round trip: statements
+    """One step's record (`statements.record_row`), with what goes in its round trip: statements
     in its transaction (`also`) and live-output events after it."""
 
     run_id: str

@@ -8,22 +8,28 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from typing import Any, TypeVar
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from typing import Any
 
 import psycopg
 from psycopg import AsyncConnection, sql
-from psycopg.rows import dict_row
-from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 from pydantic import BaseModel
 
 from activities.migrations import MIGRATIONS
 from activities.pool import IdleChecks, warm_connections
+from activities.statements import (
+    UPSERT_MESSAGE,
+    calls_json,
+    pending_rows,
+    pg_text,
+    quoted,
+    record_row,
+)
 from activities.transcript_rows import TRANSCRIPT, TRANSCRIPT_RECORDED, seq_messages
-from reactive_temporal.contracts.run import Message, SeqMessage, ToolCall
+from reactive_temporal.contracts.run import Message, SeqMessage
 from reactive_temporal.database_settings import Conninfo, conninfo_now
-from reactive_temporal.sanitize import clean_text, clean_value, redact_dsn
+from reactive_temporal.sanitize import redact_dsn
 
 log = logging.getLogger(__name__)
 
@@ -32,44 +38,6 @@ _MIGRATION_LOCK = 0x5EAC7  # pg_advisory_xact_lock key: one migrating worker at 
 
 class StoreUnavailable(RuntimeError):
     """Postgres could not be reached or migrated."""
-
-
-UPSERT_MESSAGE = (
-    "INSERT INTO run_messages"
-    " (run_id, seq, role, content, tool_calls, tool_call_id, name, step_result, recorded_by)"
-    " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)"
-    " ON CONFLICT (run_id, seq) DO UPDATE SET role = EXCLUDED.role,"
-    " content = EXCLUDED.content, tool_calls = EXCLUDED.tool_calls,"
-    " tool_call_id = EXCLUDED.tool_call_id, name = EXCLUDED.name,"
-    " step_result = EXCLUDED.step_result, recorded_by = EXCLUDED.recorded_by"
-)
-"""One transcript row; a row the workflow rewrites (e.g. an observation after a failed tool
-activity) keeps no step result."""
-
-
-def quoted(query: str, params: tuple[object, ...]) -> sql.Composed:
-    """`query` with its `%s` parameters quoted in by psycopg (`sql.Literal`): a statement
-    that can go in one query string with others (one round trip, one simple-protocol
-    message), where a parameterized statement must go alone."""
-    return sql.SQL(query.replace("%s", "{}")).format(*map(sql.Literal, params))
-
-
-def record_row(
-    run_id: str, seq: int, message: Message, result: BaseModel, recorded_by: str | None = None
-) -> tuple[object, ...]:
-    """A step's record: its transcript message with the step's whole result, and the Temporal
-    run (`workflow_run_id`) whose step recorded it."""
-    return (
-        run_id,
-        seq,
-        message.role,
-        pg_text(message.content),
-        calls_json(message.tool_calls),
-        message.tool_call_id,
-        message.name,
-        pg_json(result.model_dump(mode="json")),
-        recorded_by,
-    )
 
 
 async def _connect_error(database_url: str) -> str | None:
@@ -376,59 +344,3 @@ class Store:
             (run_id, from_seq, limit),
             seq_messages,
         )
-
-
-Rows = list[dict[str, Any]]
-R = TypeVar("R")
-
-
-async def pending_rows(
-    conn: AsyncConnection[Any],
-    query: str,
-    params: tuple[object, ...] | Mapping[str, object],
-    read: Callable[[Rows], R],
-    *,
-    prepare: bool | None = None,
-) -> Callable[[], Awaitable[R]]:
-    """`query` sent on `conn`; what it returns reads its rows (as dicts) with `read`.
-
-    On a connection in pipeline mode, the queries sent this way go out together and their
-    answers are read once the pipeline has ended: one round trip for all. (A read inside the
-    pipeline would sync it, and its end syncs it again: two.) `prepare` is psycopg's: False
-    for a statement whose good plan depends on its parameters (`lesson_store._RELEVANT`)."""
-    cur = conn.cursor(row_factory=dict_row)
-    await cur.execute(query, params, prepare=prepare)  # type: ignore[arg-type]
-
-    async def answer() -> R:
-        try:
-            return read(await cur.fetchall())
-        finally:
-            await cur.close()
-
-    return answer
-
-
-def pg_text(text: str | None) -> str | None:
-    """Text Postgres accepts: it cannot hold NUL characters nor encode lone surrogates, so a
-    model or tool that emits them still gets its output stored, with U+FFFD in their place
-    (retrying would only fail again). Everything else is stored exactly."""
-    return clean_text(text, nul=True) if text else text
-
-
-def pg_json(value: object) -> Jsonb:
-    """A JSONB parameter cleaned the same way, string by string (never by rewriting the JSON
-    text, which would also rewrite a literal backslash-u-0000 in someone's message)."""
-    return Jsonb(clean_value(value, nul=True))
-
-
-def calls_json(calls: list[ToolCall]) -> Jsonb | None:
-    """A message's tool calls as stored, with what the endpoint sent with each for itself
-    (`ToolCall.extra_content`, which payloads leave out)."""
-    if not calls:
-        return None
-    return pg_json(
-        [
-            c.model_dump() | ({"extra_content": c.extra_content} if c.extra_content else {})
-            for c in calls
-        ]
-    )

@@ -20,7 +20,8 @@ from psycopg import AsyncConnection, sql
 
 from activities.lesson_store import LessonStore, _notes
 from activities.retention import PRUNED_TABLES
-from activities.store import Store, pending_rows
+from activities.statements import pending_rows
+from activities.store import Store
 from bench._scale_data import TASK
 from bench._stack import print_table
 from reactive_temporal.memory import LessonNote, relevance_query_text

@@ -47,8 +47,9 @@ from activities.debrief_store import DebriefStore
 from activities.lesson_store import LessonStore
 from activities.llm_context import ContextRecords
 from activities.run_events import RunEvents, transaction
+from activities.statements import UPSERT_MESSAGE, pg_json, pg_text, record_row
 from activities.step_records import StepRecord, StepRecords
-from activities.store import UPSERT_MESSAGE, Store, pg_json, pg_text, record_row
+from activities.store import Store
 from bench._stack import _start_postgres, log, machine, parser, print_table, run
 from reactive_temporal.contracts.debrief import AgentDebrief, DebriefInput
 from reactive_temporal.contracts.entity import RunFinished
