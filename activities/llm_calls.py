@@ -54,7 +54,6 @@ from reactive_temporal.capabilities import (
     capabilities_for,
     request_params,
 )
-from reactive_temporal.config import ModelPrice
 from reactive_temporal.llm_endpoints import endpoint_for
 from reactive_temporal.model_quirks import (
     SHAPE_WORDS,
@@ -64,7 +63,7 @@ from reactive_temporal.model_quirks import (
     read_shape_refusal,
     read_stream_refusal,
 )
-from reactive_temporal.pricing import cost_of
+from reactive_temporal.pricing import ModelPrice, cost_of
 from reactive_temporal.schema_subset import SubsetSchemas
 from reactive_temporal.telemetry.metrics import record_adaptation
 from reactive_temporal.telemetry.observe import observe_llm_call

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from pathlib import Path
@@ -9,67 +10,35 @@ from typing import TYPE_CHECKING
 
 from pydantic import (
     AliasChoices,
-    BaseModel,
-    ConfigDict,
     Field,
     PrivateAttr,
     field_validator,
     model_validator,
 )
-from pydantic_settings import SettingsConfigDict
+from pydantic_settings import SettingsConfigDict, SettingsError
 
 from reactive_temporal.capabilities import ModelCapabilities
-from reactive_temporal.database_settings import DatabaseSettings
 from reactive_temporal.http_guard import AllowList
 from reactive_temporal.llm_endpoints import ModelEndpoint, checked_headers, endpoint_for
 from reactive_temporal.memory import LESSON_TTL_DAYS
+from reactive_temporal.pricing import ModelPrice
+from reactive_temporal.worker_settings import WorkerSettings
 
 if TYPE_CHECKING:
     from reactive_temporal.connection import TemporalConnection
 
 DEFAULT_TASK_QUEUE = "reactive-temporal"
 DEFAULT_MODEL = "gpt-4o-mini"
-DEFAULT_MAX_CONCURRENT_ACTIVITIES = 500
-"""An LLM call waits seconds on the network: a worker holds hundreds in flight (the SDK's 100
-would cap it at 100 calls whatever its CPU)."""
-DEFAULT_MAX_CONCURRENT_WORKFLOW_TASKS = 100
-"""Workflow tasks are short and CPU-bound: the SDK's default."""
-MAX_WORKER_PROCESSES = 64
-"""More worker processes than this on one host is a typo, not a plan."""
-MIN_DB_POOL_SIZE = 10
-MAX_DEFAULT_DB_POOL_SIZE = 50
-"""A default pool never asks for more: Postgres allows 100 connections unless told otherwise,
-and several workers share them. More is one setting away (REACTIVE_TEMPORAL_DB_POOL_SIZE)."""
-DEFAULT_GRACEFUL_SHUTDOWN_SECONDS = 30.0
-DEFAULT_STICKY_QUEUE_TIMEOUT_SECONDS = 30.0
-"""How long a run's next workflow task waits for the worker that has the run in memory before
-any worker may take it (the SDK's default is 10 s). A saturated worker is late to poll: at
-1,000 runs on 2 cores 58–545 tasks of a bench passed that 10 s and went to the shared queue,
-each a timeout in its run's history and handed out again with the whole history; at 30 s and
-at 60 s none did, the longest wait being 12–14 s (bench/README.md).
-The cost: tasks already queued for a worker that dies without shutting down wait this long
-(newer tasks of its runs go to the shared queue once it stops polling): 30 s, as long as
-Temporal waits for a dead worker's steps to stop heartbeating."""
 _HOST_PORT = re.compile(r"^[A-Za-z0-9_.\-\[\]:]+:\d{1,5}$")
 
 
-class ModelPrice(BaseModel):
-    """US dollars per million tokens."""
-
-    model_config = ConfigDict(allow_inf_nan=False)
-
-    input_per_mtok: float = Field(ge=0)
-    output_per_mtok: float = Field(ge=0)
-    cached_input_per_mtok: float | None = Field(default=None, ge=0)
-    """Prompt tokens the provider read from its cache; None: at the input price."""
-
-
-class Settings(DatabaseSettings):
+class Settings(WorkerSettings):
     """Everything the worker, the starter and the Python API read from the environment.
 
     Unset server addresses mean "use the embedded stack": a Temporal dev server and an
     embedded Postgres under `data_dir`, started on demand. The database's settings
-    (DATABASE_URL, DATABASE_URL_FILE) are `DatabaseSettings`'.
+    (DATABASE_URL, DATABASE_URL_FILE) are `DatabaseSettings`', how a worker process runs
+    `WorkerSettings`'.
     """
 
     # Values are never echoed in a validation error's text: they hold passwords and keys (a
@@ -162,54 +131,7 @@ class Settings(DatabaseSettings):
     """Exceptions to http_get's public-addresses-only rule: comma-separated hostnames, IPs or
     CIDRs, each optionally with `:port` (see `reactive_temporal.http_guard`)."""
 
-    # -- operating workers (worker / dev; the options of the same names override these) -----
-    metrics_port: int | None = Field(
-        default=None,
-        ge=1,
-        le=65_535,
-        validation_alias=AliasChoices("REACTIVE_TEMPORAL_METRICS_PORT", "metrics_port"),
-    )
-    """Serve Prometheus text at /metrics and /healthz on this port (worker and dev)."""
-    worker_processes: int = Field(
-        default=1,
-        ge=1,
-        le=MAX_WORKER_PROCESSES,
-        validation_alias=AliasChoices("REACTIVE_TEMPORAL_WORKER_PROCESSES", "worker_processes"),
-    )
-    """`worker`: how many worker processes to run on this host, one per core it can give
-    them (`hosting/worker_processes.py`)."""
-    graceful_shutdown_seconds: float = Field(
-        default=DEFAULT_GRACEFUL_SHUTDOWN_SECONDS,
-        ge=0,
-        le=86_400,
-        validation_alias=AliasChoices(
-            "REACTIVE_TEMPORAL_GRACEFUL_SHUTDOWN", "graceful_shutdown_seconds"
-        ),
-    )
-    """On SIGTERM, how long in-flight activities may run on before they are cancelled."""
-    max_concurrent_activities: int = Field(
-        default=DEFAULT_MAX_CONCURRENT_ACTIVITIES,
-        ge=1,
-        validation_alias=AliasChoices(
-            "REACTIVE_TEMPORAL_MAX_CONCURRENT_ACTIVITIES", "max_concurrent_activities"
-        ),
-    )
-    max_concurrent_workflow_tasks: int = Field(
-        default=DEFAULT_MAX_CONCURRENT_WORKFLOW_TASKS,
-        ge=2,
-        validation_alias=AliasChoices(
-            "REACTIVE_TEMPORAL_MAX_CONCURRENT_WORKFLOW_TASKS", "max_concurrent_workflow_tasks"
-        ),
-    )
-    sticky_queue_timeout_seconds: float = Field(
-        default=DEFAULT_STICKY_QUEUE_TIMEOUT_SECONDS,
-        gt=0,
-        le=3_600,
-        validation_alias=AliasChoices(
-            "REACTIVE_TEMPORAL_STICKY_QUEUE_TIMEOUT", "sticky_queue_timeout_seconds"
-        ),
-    )
-    """Seconds a workflow task waits on the sticky queue of the worker that holds its run."""
+    # -- renewed credentials and an unreachable server (workers and clients alike) ----------
     credentials_poll_seconds: float = Field(
         default=10.0,
         gt=0,
@@ -230,43 +152,7 @@ class Settings(DatabaseSettings):
     )
     """How long a wait for a run's result (`run`, `watch`, `agent.run()`) outlasts a Temporal
     server it cannot reach: the run goes on meanwhile (a restart, a failover)."""
-    sandbox_workflows: bool = Field(
-        default=False,
-        validation_alias=AliasChoices("REACTIVE_TEMPORAL_SANDBOX_WORKFLOWS", "sandbox_workflows"),
-    )
-    """Run the project's own workflows in Temporal's sandbox as well (default: outside it, a
-    quarter less worker CPU per run; `reactive_temporal/hosting/sandbox.py` says why that is
-    safe). Any other workflow on the worker is sandboxed either way."""
-    db_pool_size: int | None = Field(
-        default=None,
-        ge=1,
-        validation_alias=AliasChoices("REACTIVE_TEMPORAL_DB_POOL_SIZE", "db_pool_size"),
-    )
-    """The worker's Postgres pool, at most this many connections (unset: `store_pool_size()`)."""
-    deployment_name: str | None = Field(
-        default=None, validation_alias=AliasChoices("TEMPORAL_DEPLOYMENT_NAME", "deployment_name")
-    )
-    """Worker Versioning: the worker deployment this worker belongs to (with `build_id`)."""
-    build_id: str | None = Field(
-        default=None, validation_alias=AliasChoices("TEMPORAL_WORKER_BUILD_ID", "build_id")
-    )
-    """Worker Versioning: this worker's build (one per release of the workflow code)."""
-
     _connection: TemporalConnection | None = PrivateAttr(default=None)
-
-    def store_pool_size(self) -> int:
-        """The worker's Postgres pool size: the setting, else half the activity slots.
-
-        Within [10, 50]. A step's reads and writes take milliseconds of its seconds, but on a
-        busy worker every statement's round trip also waits for the event loop, and runs
-        start in bursts: at 200 runs on 2 cores a pool of a tenth of the slots (20) had 1,821
-        checkouts wait, 50 had 223 (bench/README.md). The pool opens connections as they are
-        needed, up to this.
-        """
-        if self.db_pool_size is not None:
-            return self.db_pool_size
-        wanted = self.max_concurrent_activities // 2
-        return max(MIN_DB_POOL_SIZE, min(wanted, MAX_DEFAULT_DB_POOL_SIZE))
 
     @field_validator("temporal_address")
     @classmethod
@@ -278,25 +164,6 @@ class Settings(DatabaseSettings):
                 f"TEMPORAL_ADDRESS={value!r} is not host:port (for example localhost:7233)"
             )
         return value.strip()
-
-    @field_validator("metrics_port", "deployment_name", "build_id", mode="before")
-    @classmethod
-    def _blank_means_unset(cls, value: object) -> object:
-        return None if isinstance(value, str) and not value.strip() else value
-
-    def worker_version(self) -> tuple[str, str] | None:
-        """(deployment name, build id) when a worker uses Worker Versioning, else None.
-
-        Checked where a worker starts (clients ignore these): ValueError when one is missing.
-        """
-        if self.deployment_name is None and self.build_id is None:
-            return None
-        if self.deployment_name is None or self.build_id is None:
-            raise ValueError(
-                "TEMPORAL_DEPLOYMENT_NAME (--deployment-name) and TEMPORAL_WORKER_BUILD_ID "
-                "(--build-id) go together: Worker Versioning needs both, or neither"
-            )
-        return self.deployment_name, self.build_id
 
     def temporal_connection(self, *, again: bool = False) -> TemporalConnection:
         """How to reach Temporal, as the temporal CLI reads it.
@@ -404,13 +271,38 @@ def settings_error_message(err: Exception) -> str:
     return text
 
 
+def _nested_too_deep() -> str:
+    """The setting whose JSON (in the environment or `.env`) nests past the parser's limit."""
+    from dotenv import dotenv_values
+
+    given: dict[str, str] = {
+        name.upper(): value
+        for name, value in {**dotenv_values(".env"), **os.environ}.items()
+        if value is not None
+    }
+    for field in Settings.model_fields:
+        try:
+            json.loads(given.get(environment_variable(field), "0"))
+        except RecursionError:
+            return field
+        except ValueError:
+            pass
+    return "a JSON setting"
+
+
 def load_settings(**overrides: object) -> Settings:
     """Settings from the environment, with explicit overrides (None values are ignored).
 
     The Temporal address and namespace are the connection's (`temporal_connection()`): a
     `temporal.toml` profile's address counts as configured, as TEMPORAL_ADDRESS does.
     """
-    settings = Settings(**{k: v for k, v in overrides.items() if v is not None})  # type: ignore[arg-type]
+    try:
+        settings = Settings(**{k: v for k, v in overrides.items() if v is not None})  # type: ignore[arg-type]
+    except RecursionError:  # pydantic-settings names a JSON setting that is not JSON, not this
+        raise SettingsError(
+            f'error parsing value for field "{_nested_too_deep()}": JSON nested deeper than '
+            "a parser takes"
+        ) from None
     connection = settings.temporal_connection()
     settings.temporal_address = connection.address
     settings.temporal_namespace = connection.namespace

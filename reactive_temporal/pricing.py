@@ -11,8 +11,20 @@ from __future__ import annotations
 
 import re
 
+from pydantic import BaseModel, ConfigDict, Field
+
 from reactive_temporal.capabilities import family_name
-from reactive_temporal.config import ModelPrice
+
+
+class ModelPrice(BaseModel):
+    """US dollars per million tokens."""
+
+    model_config = ConfigDict(allow_inf_nan=False)
+
+    input_per_mtok: float = Field(ge=0)
+    output_per_mtok: float = Field(ge=0)
+    cached_input_per_mtok: float | None = Field(default=None, ge=0)
+    """Prompt tokens the provider read from its cache; None: at the input price."""
 
 
 def _price(input: float, output: float, cached: float) -> ModelPrice:

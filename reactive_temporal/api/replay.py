@@ -56,6 +56,10 @@ def load_history_file(path: Path, workflow_id: str | None = None) -> WorkflowHis
         raise ValueError(f"cannot read history file {path}: {err}") from err
     except ValueError as err:
         raise ValueError(f"{path} is not a Temporal history JSON: {err}") from err
+    except RecursionError:
+        raise ValueError(
+            f"{path} is not a Temporal history JSON: nested deeper than a JSON parser takes"
+        ) from None
     if not isinstance(data, dict) or "events" not in data:
         raise ValueError(f"{path} is not a Temporal history JSON: no 'events'")
     events = data["events"]

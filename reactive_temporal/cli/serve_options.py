@@ -14,9 +14,10 @@ from typing import Annotated
 import typer
 
 from reactive_temporal.cli.common import CliError, cli_settings
-from reactive_temporal.config import MAX_WORKER_PROCESSES, Settings
+from reactive_temporal.config import Settings
 from reactive_temporal.hosting.worker_lifecycle import WorkerOptions
 from reactive_temporal.key_files import read_llm_keys
+from reactive_temporal.worker_settings import MAX_WORKER_PROCESSES
 
 ToolsOption = Annotated[
     list[str] | None,

@@ -129,6 +129,7 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (path / "not-history.json").write_text(json.dumps({"runs": []}))
     (path / "garbage.json").write_text("this is not JSON")
     (path / "bad-events.json").write_text(json.dumps({"events": "nope"}))
+    (path / "nested.json").write_text('{"events": ' + NESTED_TOO_DEEP + "}")
     (path / "no-events.json").write_text(json.dumps({"workflowId": "run-x", "events": []}))
     return path
 
@@ -162,6 +163,8 @@ async def within(call: Awaitable[T], seconds: float, client: Client, workflow_id
 
 # (id, args, environment, exit status, distinctive part of the message). The environment's
 # "{temporal}" is the test server, "{db}" the test Postgres; "{dir}" in args is the work dir.
+NESTED_TOO_DEEP = "[" * 5_000 + "]" * 5_000
+"""JSON past what a parser nests (Python's stops at its recursion limit, ~1,000)."""
 NO_SERVER = {"TEMPORAL_ADDRESS": UNREACHABLE, "DATABASE_URL": "{db}"}
 LIVE = {"TEMPORAL_ADDRESS": "{temporal}", "DATABASE_URL": "{db}"}
 CLI_CASES: list[tuple[str, list[str], dict[str, str], int, str]] = [
@@ -216,6 +219,16 @@ CLI_CASES: list[tuple[str, list[str], dict[str, str], int, str]] = [
      "is not a Temporal history JSON"),
     ("replay-no-events", ["replay", "--file", "{dir}/no-events.json"], NO_SERVER, 2,
      "is not a Temporal history JSON"),
+    # a RecursionError and its traceback, before
+    ("replay-nested-too-deep", ["replay", "--file", "{dir}/nested.json"], NO_SERVER, 2,
+     "is not a Temporal history JSON: nested deeper than a JSON parser takes"),
+    ("model-prices-nested-too-deep", ["run", "hi"],
+     {**NO_SERVER, "AGENT_MODEL_PRICES": NESTED_TOO_DEEP}, 2,
+     'AGENT_MODEL_PRICES is not valid (error parsing value for field "model_prices": JSON '
+     "nested deeper than a parser takes)"),
+    ("model-capabilities-nested-too-deep", ["chat", "hi"],
+     {**NO_SERVER, "AGENT_MODEL_CAPABILITIES": '{"m": ' + NESTED_TOO_DEEP + "}"}, 2,
+     "AGENT_MODEL_CAPABILITIES is not valid"),
     ("unknown-command", ["teleport"], NO_SERVER, 2, "No such command 'teleport'"),
     ("database-url-mysql", ["run", "hi"], {**NO_SERVER, "DATABASE_URL": "mysql://x"}, 2,
      "invalid configuration: DATABASE_URL: DATABASE_URL='mysql://x' is not a PostgreSQL URL"),

@@ -21,8 +21,9 @@ import pytest
 from temporalio.client import Client
 
 from activities.spend_report import spend_by_agent
-from reactive_temporal.config import ModelPrice, Settings
+from reactive_temporal.config import Settings
 from reactive_temporal.embedded.scripted_llm import HttpError, Raw, Reply, ScriptedLLM, Step, call
+from reactive_temporal.pricing import ModelPrice
 from tests.processes import starter
 from tests.workflow.conftest import Harness, running_worker
 
