@@ -13,6 +13,13 @@ an `anyOf` with other fields beside it or a schema without a `type`. Pydantic wr
 an Optional and `additionalProperties: false` for every `@tool`; MCP servers written with zod
 add `$schema` to every tool: a run with tools failed at its first step.
 
+A tool without parameters goes without `parameters`: Gemini refuses an object schema with no
+properties ("GenerateContentRequest.tools[0].function_declarations[0].parameters.properties:
+should be non-empty for OBJECT type", and `{"type": "object"}` alone is the same to its
+protobuf), which every tool without arguments sends as pydantic and MCP servers write it; a
+declaration without them is a function of none. (Gemini's `ANY` function-calling mode refuses
+such a declaration; no request here sends `tool_choice`.)
+
 `to_subset` rewrites a schema into that subset, keeping its meaning as far as it can: a `$ref`
 inlined (a recursive one at most `REF_EXPANSIONS` times on one path, then a plain object with
 its description), `const` a one-value `enum`, a `type` list or a null option of `anyOf` the type
@@ -330,7 +337,8 @@ class SubsetSchemas:
         self._done: OrderedDict[str, tuple[object, Schema]] = OrderedDict()
 
     def tools(self, tools: list[Any]) -> list[Any]:
-        """A request's `tools` with each function's parameters in the subset."""
+        """A request's `tools` with each function's parameters in the subset (none for a
+        function of no parameters)."""
         return [self._tool(entry) for entry in tools]
 
     def _tool(self, entry: object) -> object:
@@ -342,6 +350,8 @@ class SubsetSchemas:
         name = function.get("name")
         schema = function["parameters"]
         parameters = self.parameters(name, schema) if isinstance(name, str) else to_subset(schema)
+        if not parameters.get("properties"):  # no parameters: said by sending none
+            return {**entry, "function": {k: v for k, v in function.items() if k != "parameters"}}
         return {**entry, "function": {**function, "parameters": parameters}}
 
     def parameters(self, name: str, schema: object) -> Schema:

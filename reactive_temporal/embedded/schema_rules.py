@@ -8,6 +8,15 @@ the protobuf JSON parser: a field the message lacks ("Unknown name \"additionalP
 field is not repeating, cannot start list."), an `enum` value that is not a string. Every error
 of the request in one message, one line each, the body a one-element list.
 
+A request that parses is then checked: a tool's `parameters` of type object with no properties
+(a tool without parameters written `{"type": "object", "properties": {}}`, as pydantic and most
+MCP servers write it) is refused, each in a line of its own ("* GenerateContentRequest.tools[0]
+.function_declarations[0].parameters.properties: should be non-empty for OBJECT type"): an
+empty map and none are one to its protobuf, so `{"type": "object"}` alone is refused too; a
+function without `parameters` is taken. Gemini checks a nested object the same way; this
+endpoint checks only the parameters' own: a nested object of free keys (`dict[str, str]`) has
+no form in the subset that the converter could send instead (`schema_subset`).
+
 Written from Google's field list and the refusals users report, apart from the converter it
 tests (`reactive_temporal.schema_subset`), so the one does not just agree with itself.
 """
@@ -65,17 +74,32 @@ def _problems(schema: object, path: str, out: list[tuple[str, str]]) -> None:
         _problems(sub, f"{path}.any_of[{i}]", out)
 
 
+def _empty_object(schema: object) -> bool:
+    """An object schema with no properties: "should be non-empty for OBJECT type"."""
+    if not isinstance(schema, Mapping) or str(schema.get("type", "")).lower() != "object":
+        return False
+    properties = schema.get("properties")
+    return not (isinstance(properties, Mapping) and properties)
+
+
 def schema_refused(tools: object) -> HttpError | None:
     """Gemini's 400 for a request whose tool schemas leave its subset, or None."""
     found: list[tuple[str, str]] = []
+    empty: list[str] = []
     for i, entry in enumerate(tools if isinstance(tools, list) else []):
         function = entry.get("function") if isinstance(entry, Mapping) else None
         if isinstance(function, Mapping):
-            _problems(
-                function.get("parameters"),
-                f"tools[0].function_declarations[{i}].parameters",
-                found,
-            )
+            at = f"tools[0].function_declarations[{i}].parameters"
+            _problems(function.get("parameters"), at, found)
+            if _empty_object(function.get("parameters")):
+                empty.append(at)
+    if not found and empty:  # the request parsed: Gemini's own checks of what it holds
+        message = "".join(
+            f"* GenerateContentRequest.{at}.properties: should be non-empty for OBJECT type\n"
+            for at in empty
+        )
+        body = {"code": 400, "message": message, "status": "INVALID_ARGUMENT"}
+        return HttpError(400, message, body=[{"error": body}])
     if not found:
         return None
     message = "\n".join(description for _, description in found)

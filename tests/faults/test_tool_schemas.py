@@ -137,3 +137,48 @@ async def test_a_run_with_nested_model_and_mcp_tools_completes_on_gemini(
     to = parameters["ship"]["properties"]["parcel"]["properties"]["to"]
     assert to["properties"]["country"]["enum"] == ["FR"]
     assert parameters["search"]["properties"]["mode"]["enum"] == ["fast"]
+
+
+pinged: list[str] = []
+
+
+async def _ping(**arguments: Any) -> str:
+    pinged.append(json.dumps(arguments))
+    return "pong"
+
+
+# as an MCP server lists a tool of no arguments
+ping = Tool(
+    name="ping",
+    description="Ping the depot.",
+    function=_ping,
+    json_schema={"type": "object", "properties": {}},
+)
+
+
+@pytest.mark.parametrize("known", [True, False], ids=["gemini-by-name", "learned"])
+async def test_a_tool_of_no_arguments_is_declared_without_parameters_on_gemini(
+    known: bool, client: Client, settings: Settings, llm: ScriptedLLM, model_name: str
+):
+    """Gemini refuses an object schema with no properties ("…parameters.properties: should be
+    non-empty for OBJECT type"), which a tool of no arguments is as MCP servers and pydantic
+    write it: every run given one failed at its first step, by name or learned from that 400.
+    It goes without `parameters`, and the model calls it with none."""
+    name = f"gemini-2.5-flash-np-{model_name}" if known else f"house-np-{model_name}"
+    model = llm.endpoint(name, Endpoint(schema_subset=True))
+    llm.script(model, [Reply(None, [call("ping")]), Reply("FINAL ANSWER: pong")])
+    pinged.clear()
+    async with running_worker(client, settings, extra_tools=[ping]) as harness:
+        result = await asyncio.wait_for(
+            harness.run(model, "Ping it.", agent_id=f"np-{model_name[:8]}", memory=False,
+                        tools=["ping"]),
+            60,
+        )  # fmt: skip
+    assert (result.terminated_by, result.output) == ("final_answer", "pong"), result
+    assert pinged == ["{}"]
+    refused = llm.rejected[model]
+    assert len(refused) == (0 if known else 1)
+    if not known:
+        assert "should be non-empty for OBJECT type" in refused[0][0]["error"]["message"]
+    served = [r for r in llm.requests[model] if "tools" in r][-1]
+    assert served["tools"][0]["function"] == {"name": "ping", "description": "Ping the depot."}

@@ -51,8 +51,10 @@ def nodes(schema: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def assert_in_subset(schema: dict[str, Any]) -> None:
-    """What Gemini and Vertex AI check, each refusal a user met."""
-    assert schema_refused([{"function": {"parameters": schema}}]) is None
+    """What Gemini and Vertex AI check, each refusal a user met; parameters of no properties
+    are not sent (`SubsetSchemas`, below)."""
+    sent = {"parameters": schema} if schema.get("properties") else {}
+    assert schema_refused([{"function": sent}]) is None
     assert schema["type"] == "object" and "nullable" not in schema
     for node in nodes(schema):
         assert node.keys() <= SUBSET, node
@@ -477,3 +479,39 @@ def test_a_tool_whose_schema_changed_is_converted_again() -> None:
     old = cache.parameters("search", {"type": "object", "properties": {"q": {"type": "string"}}})
     new = cache.parameters("search", {"type": "object", "properties": {"n": {"const": 1}}})
     assert old["properties"].keys() == {"q"} and new["properties"].keys() == {"n"}
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": "object", "properties": {}, "additionalProperties": False},  # pydantic, no args
+        {"type": "object"},  # an MCP server's tool of no arguments
+        {"type": "object", "properties": {"a": False}},  # none it may take
+        None,
+    ],
+)
+def test_a_tool_without_parameters_is_sent_without_them(schema: object) -> None:
+    """Gemini refuses an object schema with no properties, whichever way it is written ("…
+    parameters.properties: should be non-empty for OBJECT type"): every run with a tool of no
+    arguments failed at its first step. A declaration without `parameters` is one of none."""
+    function: dict[str, Any] = {"name": "ping", "description": "Ping.", "parameters": schema}
+    raw = [{"type": "function", "function": function}]
+    if schema in ({"type": "object"}, {"type": "object", "properties": {}}):
+        assert schema_refused(raw) is not None  # as written: refused
+    [sent] = SubsetSchemas().tools(raw)
+    assert sent == {"type": "function", "function": {"name": "ping", "description": "Ping."}}
+    assert schema_refused([sent]) is None
+
+
+def test_a_tool_of_no_arguments_among_others_goes_without_parameters() -> None:
+    @tool
+    async def ping() -> str:
+        """Ping."""
+        return "pong"
+
+    tools = ToolRegistry([ping, *BUILTIN_TOOLS]).schemas(["ping", "calculator"])
+    assert tools[0]["function"]["parameters"]["properties"] == {}  # as pydantic writes it
+    sent = SubsetSchemas().tools(tools)
+    assert "parameters" not in sent[0]["function"]
+    assert sent[1]["function"]["parameters"]["properties"].keys() == {"expression"}
+    assert schema_refused(sent) is None

@@ -277,3 +277,33 @@ def test_gemini_refuses_a_tool_schema_outside_its_subset_in_its_own_words(
     subset = {"type": "object", "properties": {"a": {"type": "string", "nullable": True}}}
     tools[0]["function"]["parameters"] = subset
     assert ask(client, model, tools=tools).choices[0].message.content == "served"
+
+
+def test_gemini_refuses_parameters_of_no_properties_in_its_own_words(
+    server: ScriptedLLM, client: openai.OpenAI
+) -> None:
+    """Once the schemas parse, an object with no properties is refused, `{}` or none alike,
+    one line each; a function without `parameters` is taken."""
+    model = server.endpoint("gemini-2.5-flash-a2", Endpoint(schema_subset=True))
+    server.script(model, [Reply("served")])
+    written = [
+        {"type": "object", "properties": {}},
+        {"type": "object", "properties": {"q": {"type": "string"}}},
+        {"type": "object"},
+    ]
+    tools: Any = [
+        {"type": "function", "function": {"name": f"f{i}", "parameters": p}}
+        for i, p in enumerate(written)
+    ]
+    with pytest.raises(openai.BadRequestError) as err:
+        ask(client, model, tools=tools)
+    [wrapped] = err.value.response.json()
+    assert wrapped["error"]["status"] == "INVALID_ARGUMENT"
+    assert wrapped["error"]["message"] == "".join(
+        f"* GenerateContentRequest.tools[0].function_declarations[{i}].parameters.properties: "
+        "should be non-empty for OBJECT type\n"
+        for i in (0, 2)
+    )
+    for i in (0, 2):
+        del tools[i]["function"]["parameters"]
+    assert ask(client, model, tools=tools).choices[0].message.content == "served"
