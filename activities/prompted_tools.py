@@ -9,7 +9,12 @@ model would never see what its tools returned. So the request goes without `tool
 
 - the tools, and how to call one, are appended to the first system message (a system
   message of their own first when there is none), so that the request's prefix stays the same
-  from step to step, and cacheable, while the tools do;
+  from step to step, and cacheable. Only the tools a run offers at every step are there: the
+  one whose offer comes and goes (`final-answer`, offered once its gate opens,
+  `RunState.visible_tools`) is described after the request's latest message at the steps that
+  offer it, and said nothing of at the others, as a model with `tools` is not sent it. Written
+  into the system message, it rewrote that message when the gate opened (or closed again
+  after an error), and the provider's prompt cache was lost for the rest of the run;
 - each model's turn that called tools goes as its text followed by its calls, written as the
   model is asked to write them;
 - each tool's result goes as a user message, in a block that names the call it answers (the
@@ -38,6 +43,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from activities.request_messages import merged_turns
+from reactive_temporal.contracts.run import FINAL_ANSWER_TOOL
 
 TOOLS_LEFT_OUT = ("tools", "tool_choice", "parallel_tool_calls")
 """Request keys a server that takes no tools refuses, or has no use for."""
@@ -46,6 +52,9 @@ CALL_OPEN, CALL_CLOSE = "<tool_call>", "</tool_call>"
 _FORMAT_TAGS = re.compile(r"<(?=/?(?:tool_call|tool_response|tools)\b)", re.I)
 _ATTRIBUTE_UNSAFE = re.compile(r"[^\w.:-]+")
 ATTRIBUTE_MAX_CHARS = 64
+COMES_AND_GOES = frozenset({FINAL_ANSWER_TOOL})
+"""Tools a run offers at some of its steps only (`RunState.visible_tools`); it offers each of
+its other tools at every step."""
 
 
 def tools_instructions(tools: list[Any]) -> str:
@@ -67,15 +76,32 @@ def tools_instructions(tools: list[Any]) -> str:
     )
 
 
+def offered_now(tools: list[Any]) -> str:
+    """What the latest message says of the tools this step offers besides the system
+    message's."""
+    listed = "\n".join(_json(tool) for tool in tools)
+    return (
+        "Offered at this step too, besides the tools in the system message, and called the "
+        f"same way:\n<tools>\n{listed}\n</tools>"
+    )
+
+
 def tools_in_prompt(request: Mapping[str, Any]) -> dict[str, Any]:
     """`request` as a model whose server takes no tools takes it: no `tools` (the tools
-    described in the system message), every call and result in the messages as text."""
+    described in the system message, one that comes and goes after the latest message),
+    every call and result in the messages as text."""
     out = {k: v for k, v in request.items() if k not in TOOLS_LEFT_OUT}
     messages = request.get("messages")
     sent = text_messages(messages) if isinstance(messages, list) else []
     tools = request.get("tools")
     if isinstance(tools, list) and tools:
-        sent = _with_instructions(sent, tools_instructions(tools))
+        steady = [t for t in tools if _name_of(t) not in COMES_AND_GOES]
+        now = [t for t in tools if _name_of(t) in COMES_AND_GOES]
+        if not steady:  # a run of no tools of its own: as they come, in the system message
+            steady, now = tools, []
+        sent = _with_instructions(sent, tools_instructions(steady))
+        if now:
+            sent = _with_note(sent, offered_now(now))
     if isinstance(messages, list):
         out["messages"] = sent
     return out
@@ -140,6 +166,26 @@ def _with_instructions(messages: list[dict[str, Any]], instructions: str) -> lis
             part = {"type": "text", "text": instructions}
             return [{**first, "content": [*content, part]}, *messages[1:]]
     return [{"role": "system", "content": instructions}, *messages]
+
+
+def _with_note(messages: list[dict[str, Any]], note: str) -> list[dict[str, Any]]:
+    """`note` at the end of the last message when it is the user's (no two user turns in a
+    row), else in a user message of its own after it."""
+    last = messages[-1] if messages else None
+    if last is not None and last.get("role") == "user":
+        content = last.get("content")
+        if isinstance(content, str):
+            joined = f"{content}\n\n{note}" if content.strip() else note
+            return [*messages[:-1], {**last, "content": joined}]
+        if isinstance(content, list):
+            return [*messages[:-1], {**last, "content": [*content, {"type": "text", "text": note}]}]
+    return [*messages, {"role": "user", "content": note}]
+
+
+def _name_of(tool: object) -> str | None:
+    function = tool.get("function") if isinstance(tool, Mapping) else None
+    name = function.get("name") if isinstance(function, Mapping) else None
+    return name if isinstance(name, str) else None
 
 
 def _arguments(arguments: object) -> object:

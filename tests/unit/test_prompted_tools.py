@@ -10,8 +10,9 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from activities.prompted_tools import tools_in_prompt
+from activities.prompted_tools import offered_now, tools_in_prompt
 from reactive_temporal.text_calls import calls_in_text
+from reactive_temporal.tools import FINAL_ANSWER_SCHEMA
 from tests.support.hostile import hostile_text
 
 CALCULATOR = {
@@ -92,6 +93,34 @@ def test_the_request_s_prefix_stays_the_same_from_step_to_step() -> None:
     """Cacheable: what one step sent, the next sends again as it was."""
     first, second = tools_in_prompt(step(FIRST)), tools_in_prompt(step(SECOND))
     assert second["messages"][: len(first["messages"])] == first["messages"]
+
+
+def test_final_answer_offered_or_not_leaves_the_system_message_as_it_was() -> None:
+    """A run offers `final-answer` once its gate opens (and hides it again after an error):
+    in the system message, it rewrote that message at that step, and the provider's prompt
+    cache was lost for the rest of the run. The system message lists the tools offered at
+    every step; `final-answer` is described after the latest message when it is offered, and
+    not at all when it is not."""
+    without = tools_in_prompt(step(SECOND))["messages"]
+    offered = step(SECOND) | {"tools": [CALCULATOR, FINAL_ANSWER_SCHEMA]}
+    sent = tools_in_prompt(offered)["messages"]
+    assert sent[0] == without[0] and '"final-answer"' not in sent[0]["content"]
+    assert sent[:-1] == without[:-1]
+    note = sent[-1]["content"].removeprefix(without[-1]["content"])
+    assert note == "\n\n" + offered_now([FINAL_ANSWER_SCHEMA])
+    assert json.dumps(FINAL_ANSWER_SCHEMA) in note
+    assert not any("Offered at this step" in json.dumps(m) for m in without)
+    # after the model's turn (no user message last): a user message of its own
+    turn = [*FIRST, {"role": "assistant", "content": "Thinking."}]
+    assert tools_in_prompt(step(turn) | {"tools": [CALCULATOR, FINAL_ANSWER_SCHEMA]})["messages"][
+        -1
+    ] == {"role": "user", "content": offered_now([FINAL_ANSWER_SCHEMA])}
+
+
+def test_a_run_of_no_tools_of_its_own_gets_final_answer_in_the_system_message() -> None:
+    sent = tools_in_prompt(step(SECOND) | {"tools": [FINAL_ANSWER_SCHEMA]})["messages"]
+    assert json.dumps(FINAL_ANSWER_SCHEMA) in sent[0]["content"]
+    assert "Offered at this step" not in json.dumps(sent)
 
 
 def test_without_a_system_message_the_tools_go_in_one_of_their_own() -> None:

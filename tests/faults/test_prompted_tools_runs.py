@@ -1,0 +1,147 @@
+"""A model whose server takes no tools (`ModelCapabilities.tools_in_prompt`: Ollama for a model
+whose template has none, llama.cpp without `--jinja`), over real HTTP through the real
+workflows: chat on both paths, and a run whose offered tools change from step to step."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from typing import Any
+
+import pytest
+
+from reactive_temporal.embedded.scripted_llm import Endpoint, Reply, ScriptedLLM, Step
+from reactive_temporal.prompts import SYNTHESIS_SYSTEM_PROMPT
+from tests.workflow.conftest import Harness
+
+pytestmark = [pytest.mark.faults, pytest.mark.workflow]
+
+SYNTHESIS = {
+    "summary": "The agent multiplied with the calculator.",
+    "key_findings": ["6 * 7 = 42"],
+    "errors_encountered": [],
+    "lessons_learned": [],
+    "caveats": "",
+}
+OFFERED_NOW = "Offered at this step too"
+"""How a request says which tools it offers besides the system message's
+(`prompted_tools.offered_now`)."""
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def written(name: str, **arguments: Any) -> str:
+    """A call as the prompt asks the model to write it."""
+    return f"<tool_call>\n{json.dumps({'name': name, 'arguments': arguments})}\n</tool_call>"
+
+
+def system_of(request: dict[str, Any]) -> str:
+    first = request["messages"][0]
+    return str(first.get("content") or "") if first["role"] == "system" else ""
+
+
+def served(llm: ScriptedLLM, model: str) -> list[dict[str, Any]]:
+    """The requests the endpoint answered (a refused one carried `tools`)."""
+    return [r for r in llm.requests[model] if "tools" not in r]
+
+
+async def test_chat_on_both_paths_with_a_model_whose_server_takes_no_tools(
+    harness: Harness, llm: ScriptedLLM, model_name: str
+):
+    """A direct turn, then a turn on the tool path (a capped child run): the run's first
+    request learns that the server takes no tools, the calculator's call is read from the
+    text and runs, and the turn's reply is the run's answer. Every step of the tool path's
+    run sends the same system message, `final-answer` offered or not."""
+    model = llm.endpoint(f"gemma3-{model_name}", Endpoint(no_tools=True))
+
+    def respond(request: dict[str, Any]) -> Step:
+        system = system_of(request)
+        if system == SYNTHESIS_SYSTEM_PROMPT:
+            return Reply(json.dumps(SYNTHESIS))
+        if "<tools>" not in system:
+            return Reply("Hello! I multiply numbers with my calculator.")
+        turns = json.dumps(request["messages"][1:])
+        if "<tool_response" not in turns:
+            return Reply(f"I will multiply.\n{written('calculator', expression='6*7')}")
+        if OFFERED_NOW in turns:
+            return Reply(written("final-answer", output="42", format="text", summary="6*7."))
+        return Reply("FINAL ANSWER: 42")  # the gate may be shut: the answer as a line
+
+    llm.script(model, respond)
+    session = harness.agent(model, agent_id=unique("chat")).session()
+    direct = await asyncio.wait_for(session.chat("Hi!", use_tools=False), 60)
+    tools = await asyncio.wait_for(session.chat("calculate 6*7", use_tools=True), 60)
+    assert (direct.routed_via, direct.message) == (
+        "direct-llm",
+        "Hello! I multiply numbers with my calculator.",
+    )
+    assert (tools.routed_via, tools.message, tools.tools_used) == (
+        "react-loop",
+        "42",
+        ["calculator"],
+    )
+    [refused] = llm.rejected[model]  # the tool path's first request: learned once
+    assert "does not support tools" in refused["error"]["message"]
+    requests = served(llm, model)
+    assert not any(
+        m["role"] == "tool" or "tool_calls" in m for r in requests for m in r["messages"]
+    )
+    run_steps = [r for r in requests if "<tools>" in system_of(r)]
+    assert len(run_steps) == 2
+    assert system_of(run_steps[0]) == system_of(run_steps[1])  # byte for byte
+    assert OFFERED_NOW in run_steps[1]["messages"][-1]["content"]
+    call_turn = run_steps[1]["messages"][-2]
+    assert call_turn == {
+        "role": "assistant",
+        "content": f"I will multiply.\n{written('calculator', expression='6*7')}",
+    }
+
+
+async def test_a_run_whose_offered_tools_change_keeps_its_system_message(
+    harness: Harness, llm: ScriptedLLM, model_name: str
+):
+    """`final-answer` is offered once its gate opens (a required tool called, no error
+    pending: errors are forgiven from iteration 4): written into the system message, it
+    rewrote it at that step, and the provider's prompt cache was lost for the rest of the
+    run. Every request of the run now sends the same system message, which never lists
+    `final-answer`; the step that offers it says so after its latest message. A call to a
+    tool the step does not offer is refused as before: `final-answer` before the required
+    tool ran is judged and turned down, a tool the run has not is unknown."""
+    model = llm.endpoint(f"gemma3-{model_name}", Endpoint(no_tools=True))
+    multiply = Reply(written("calculator", expression="6*7"))
+    llm.script(
+        model,
+        [
+            Reply(
+                written("final-answer", output="42", format="text", summary="Guessed.")
+                + "\n"
+                + written("rm_rf", path="/")
+            ),
+            multiply,  # iteration 1: an error is pending, the gate stays shut until 4
+            multiply,
+            multiply,
+            Reply(written("final-answer", output="42", format="text", summary="6*7.")),
+        ],
+    )
+    agent = harness.agent(
+        model, agent_id=unique("gate"), memory=False, required_tools=["calculator"]
+    )
+    result = await asyncio.wait_for(agent.run("What is 6*7?"), 60)
+    assert (result.terminated_by, result.output) == ("final_answer_tool", "42"), result
+    requests = served(llm, model)
+    assert len(requests) == 5
+    systems = {system_of(r) for r in requests}
+    assert len(systems) == 1  # byte for byte, final-answer offered or not
+    [system] = systems
+    assert '"name": "calculator"' in system and '"final-answer"' not in system
+    offered = [OFFERED_NOW in json.dumps(r["messages"]) for r in requests]
+    assert offered == [False, False, False, False, True]
+    assert '"name": "final-answer"' in requests[-1]["messages"][-1]["content"]
+    refusals = requests[1]["messages"][-1]["content"]
+    assert 'name="final-answer">\n⚠️ Cannot finalize yet. Still need to call: calculator' in (
+        refusals
+    )
+    assert "unknown tool 'rm_rf'" in refusals
