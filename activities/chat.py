@@ -14,6 +14,7 @@ from activities.llm_calls import LlmEndpoint
 from activities.llm_errors import unreadable_reply
 from activities.llm_request import ContextWindowExceeded, chat_request
 from activities.pg_refusals import refused_data_fails
+from activities.reply_calls import content_text, unmade_calls_out
 from activities.request_messages import merged_turns
 from activities.run_events import RunEvents
 from activities.session_store import SessionStore
@@ -96,6 +97,13 @@ class ChatActivities:
         await self._record_usage(input, completion)
         try:  # whatever the endpoint put in its reply: an error here is the model's
             answer, finish_reason = completion.content, completion.finish_reason
+            # no tools on this path: harmony calls a model wrote are markup, never the reply
+            choices = completion.response.choices
+            answer = unmade_calls_out(
+                answer,
+                content_text(choices[0].message) if choices else None,
+                calls_in_text=self.llm.capabilities(input.agent.model).calls_in_text,
+            )
         except Exception as err:
             raise unreadable_reply(err, input.agent.llm_max_attempts) from None
         message = clip(clean_text(answer or ""), REPLY_CONTENT_MAX_CHARS).strip()

@@ -18,7 +18,8 @@ endpoint sent. What real endpoints send besides OpenAI's shapes:
   `reasoning_details`, LiteLLM's `thinking_blocks`: `activities.turn_state`), kept with the
   step's record only and sent back as it came;
 - tool calls written into the text by an endpoint that does not parse them
-  (`reactive_temporal.text_calls`).
+  (`reactive_temporal.text_calls`); gpt-oss's calls in harmony markup that are not made
+  taken out of the text (`unmade_calls_out`).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from openai.types.chat import ChatCompletionMessageCustomToolCall
 from activities.turn_state import TurnState, state_of
 from reactive_temporal.call_names import tool_name_of
 from reactive_temporal.contracts.run import LlmStepResult, RationaleDetail, SeqMessage, ToolCall
-from reactive_temporal.harmony import in_harmony
+from reactive_temporal.harmony import in_harmony, without_calls
 from reactive_temporal.rationale import parse_rationale_blocks, strip_rationale_blocks
 from reactive_temporal.sanitize import clean_text, clip
 from reactive_temporal.text_calls import calls_in_text as text_calls
@@ -165,6 +166,8 @@ def read_reply(
         written = text_calls(content, real_names, id_prefix=id_prefix, read=read, copies=copies)
     if written is not None:
         content, calls = written
+    else:
+        content = unmade_calls_out(content, text, calls_in_text=calls_in_text)
     return ReadReply(
         content,
         calls,
@@ -176,6 +179,18 @@ def read_reply(
         harmony_in_text=thinking is not None and in_harmony(text),
         state=state_of(message),
     )
+
+
+def unmade_calls_out(content: str | None, text: str | None, *, calls_in_text: bool) -> str | None:
+    """A reply's words without gpt-oss's harmony calls that end them and were not made (a
+    copy of a tool's result, a reply past what text calls may carry, a model whose calls are
+    not read from its text): markup that was the run's output and the chat's reply. Taken
+    out where calls are read from the text, or where the whole reply came in harmony markup
+    (`text`: the reply's text as it came); a model whose calls are not read from its text
+    may quote the markup in an answer of its own."""
+    if not content or not (calls_in_text or in_harmony(text)):
+        return content
+    return without_calls(content)
 
 
 TOOL_RESULTS_READ_MAX_CHARS = 256_000

@@ -22,7 +22,13 @@ output and never ran. The shapes read here:
 
 Analysis is thinking, and so is commentary that is no call (a preamble), but for the last
 message of a reply with no final one (its answer, written on the wrong channel); final is the
-answer; calls at the end of the reply are left to `text_calls`, as written. A reply cut off
+answer; calls at the end of the reply are left to `text_calls`, as written, and taken out of
+the answer when they are not made (`without_calls`): a copy of a tool's result that
+`text_calls` refuses, a call of a model whose calls are not read from its text. A call with
+messages after it is thinking: a real gpt-oss stops at `<|call|>` (its server's stop token)
+to wait for the tool's answer, so what follows one is a server that did not stop there (the
+model goes on to imagine the tool's reply), or a quote, and calls count only where they end a
+reply (`text_calls`: a page's planted call, quoted mid-reply, must not run). A reply cut off
 in its analysis is all thinking, and has no answer.
 
 Pure: no I/O. Linear in the text: one pass of regexes with nothing nested that repeats, on
@@ -310,6 +316,15 @@ def harmony_calls(text: str) -> tuple[str, list[tuple[str, str]], list[str]] | N
         [(m.recipient or "", m.content) for m in messages],
         [text[m.start : m.end].strip() for m in messages],
     )
+
+
+def without_calls(text: str | None) -> str | None:
+    """`text` without the harmony calls that end it (as `harmony_calls` finds them), None when
+    nothing else is left: a reply's words once its calls are made, or left unmade."""
+    found = harmony_calls(text) if text else None
+    if found is None:
+        return text
+    return found[0].strip() or None
 
 
 def _block(text: str, message: _Message) -> str:

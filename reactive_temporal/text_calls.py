@@ -22,9 +22,13 @@ it copies: calls that repeat what a tool returned (`read`: its quotes, backslash
 and HTML escapes aside) are the page's words, and stay text. A call counts when its block
 reads as one (a name, and a JSON object for arguments): a call of a tool the step did not
 offer is then refused as any unknown tool is, and the model reads which tools there are,
-where the run ended with the markup as its answer. The bare object, with no marker to say it
-is a call, counts only when it names an offered tool. Anything else is left as the text it
-was. The text before the first call stays the reply's text.
+where the run ended with the markup as its answer. A harmony call names its tool in its
+header, whatever its message holds: arguments that are no JSON object go to the tool as
+written, which refuses them by name ("arguments are not valid JSON"), as an endpoint's call
+with broken arguments does (`reply_calls.arguments_text`), and the model reads that its call
+did not read; the run ended with the markup as its answer. The bare object, with no marker to
+say it is a call, counts only when it names an offered tool. Anything else is left as the
+text it was. The text before the first call stays the reply's text.
 
 Pure: no I/O.
 """
@@ -91,7 +95,7 @@ def calls_in_text(
         return None
     ids = [f"{id_prefix}_{n}" for n in range(len(calls))]
     tool_calls = [
-        ToolCall(id=i, name=name, arguments=json.dumps(arguments))
+        ToolCall(id=i, name=name, arguments=_as_text(arguments))
         for i, (name, arguments) in zip(ids, calls, strict=True)
     ]
     return (before.strip() or None), tool_calls
@@ -150,7 +154,7 @@ def _harmony(text: str, names: Mapping[str, str]) -> tuple[str, list[tuple[str, 
         return None
     before, calls, _ = found
     items = [{"name": _recipient(to, names), "arguments": args} for to, args in calls]
-    return _all(before, [_call(item, names, marked=True) for item in items])
+    return _all(before, [_call(item, names, marked=True, as_written=True) for item in items])
 
 
 def _recipient(name: str, names: Mapping[str, str]) -> str:
@@ -180,17 +184,32 @@ def _bare_object(text: str, names: Mapping[str, str]) -> tuple[str, list[tuple[s
     return _all("", [_call(parsed, names, marked=False)])
 
 
-def _call(item: object, names: Mapping[str, str], *, marked: bool) -> tuple[str, Any] | None:
+def _call(
+    item: object, names: Mapping[str, str], *, marked: bool, as_written: bool = False
+) -> tuple[str, Any] | None:
     """(the tool's name, its arguments) when `item` reads as a call: of an offered tool, or
-    of any when a marker said it is one (`marked`)."""
+    of any when a marker said it is one (`marked`). With `as_written` (the name is the
+    markup's, not the JSON's), arguments text that is no JSON object is kept as it is, for the
+    tool to refuse."""
     if not isinstance(item, dict) or not isinstance(item.get("name"), str):
         return None
-    arguments = item.get("arguments", item.get("parameters", {}))
+    written = arguments = item.get("arguments", item.get("parameters", {}))
     if isinstance(arguments, str):  # some write the arguments as JSON text, as the API does
         arguments = _json(arguments)
+        if as_written and not isinstance(arguments, dict):
+            arguments = written
     name = tool_name_of(item["name"], names)
     known = marked or name in names.values()
-    return (name, arguments) if known and isinstance(arguments, dict) else None
+    readable = isinstance(arguments, dict) or (as_written and isinstance(arguments, str))
+    return (name, arguments) if known and readable else None
+
+
+def _as_text(arguments: Any) -> str:
+    """A call's arguments as its `ToolCall` carries them: JSON text, or the text as written
+    (none written: none, `{}`)."""
+    if isinstance(arguments, str):
+        return arguments if arguments.strip() else "{}"
+    return json.dumps(arguments)
 
 
 def _all(

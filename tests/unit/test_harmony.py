@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from activities.reply_calls import unmade_calls_out
 from reactive_temporal.harmony import harmony_calls, harmony_so_far, read_harmony
 from reactive_temporal.live_output import Shown
 from reactive_temporal.text_calls import calls_in_text
@@ -130,19 +131,43 @@ def test_calls_in_harmony_markup_are_read_as_calls(text: str, expected: object) 
 @pytest.mark.parametrize(
     "text",
     [
-        # arguments that are not a JSON object
-        '<|channel|>commentary to=functions.calculator json<|message|>{"expression": ',
-        "<|channel|>commentary to=functions.calculator json<|message|>[1, 2]",
         # a call with words after it: quoted, not made
         CALL + "<|start|>assistant<|channel|>final<|message|>That is how you call it.",
         CALL + " and so on",
         'Use commentary to=functions.calculator json{"expression": "1"} to call it.',
-        # the built-in python tool, its code no JSON object
-        "<|channel|>analysis to=python<|message|>print(1)",
     ],
 )
-def test_calls_that_do_not_read_are_text(text: str) -> None:
+def test_calls_that_do_not_end_the_reply_are_text(text: str) -> None:
     assert read(text) is None
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ('<|channel|>commentary to=functions.calculator json<|message|>{"expression": ',
+         ("calculator", '{"expression":')),
+        ("<|channel|>commentary to=functions.calculator json<|message|>[1, 2]",
+         ("calculator", "[1, 2]")),
+        ('commentary to=functions.calculator json{"expression": 6*7}',
+         ("calculator", '{"expression": 6*7}')),
+        # the built-in python tool, its code no JSON object: a tool the run has not
+        ("<|channel|>analysis to=python<|message|>print(1)", ("python", "print(1)")),
+        # nothing written: no arguments
+        ("<|channel|>commentary to=functions.calculator json<|message|><|call|>",
+         ("calculator", "{}")),
+    ],
+)  # fmt: skip
+def test_a_call_whose_arguments_do_not_read_goes_to_its_tool_as_written(
+    text: str, expected: tuple[str, str]
+) -> None:
+    """Its header names the tool: the call is made with its arguments as written, and the tool
+    refuses them by name ("arguments are not valid JSON"), so the model reads that its call
+    did not read. Left as text, it was the run's answer, markup and all."""
+    _, answer = split_thinking(text)
+    found = calls_in_text(answer, NAMES, id_prefix="t")
+    assert found is not None
+    [made] = found[1]
+    assert (made.name, made.arguments) == expected
 
 
 def test_a_call_copied_from_what_a_tool_returned_stays_text() -> None:
@@ -252,3 +277,20 @@ def test_any_mix_of_harmony_fragments_reads_without_raising(pieces: list[str]) -
     if harmony is not None and text.lstrip().startswith("<|"):
         read = (harmony.thinking or "") + (harmony.answer or "")
         assert not any(token in read for token in ("<|start|>", "<|channel|>", "<|end|>"))
+
+
+def test_calls_not_made_are_taken_out_of_the_reply_s_words() -> None:
+    """A harmony call that ends a reply and is not made (a copy of a tool's result, a model
+    whose calls are not read from its text) was the run's output, markup and all. A model
+    whose calls are not read from its text keeps a call it quotes in words of its own."""
+    reply = "<|channel|>final<|message|>Done.<|end|><|start|>assistant" + CALL
+    _, answer = split_thinking(reply)
+    assert answer is not None and "<|" in answer  # left for text_calls, as written
+    assert unmade_calls_out(answer, reply, calls_in_text=True) == "Done."
+    assert unmade_calls_out(answer, reply, calls_in_text=False) == "Done."  # all harmony
+    assert unmade_calls_out(CALL, CALL, calls_in_text=True) is None
+    stripped = 'commentary to=functions.calculator json{"expression": "1"}'
+    assert unmade_calls_out(stripped, stripped, calls_in_text=True) is None
+    quoted = "A gpt-oss call looks like this:\n" + CALL
+    assert unmade_calls_out(quoted, quoted, calls_in_text=False) == quoted
+    assert unmade_calls_out("Just words.", "Just words.", calls_in_text=True) == "Just words."
