@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from reactive_temporal.api.agents import Agent
     from reactive_temporal.api.builder import AgentBuilder, ReactiveAgents
     from reactive_temporal.api.bulk_cancel import CancelledRuns
-    from reactive_temporal.api.chat_refusals import ChatError
+    from reactive_temporal.api.chat_refusals import ChatError, ClusterRefusal
     from reactive_temporal.api.run_results import AgentRunError, RunResult
     from reactive_temporal.api.sessions import Session
     from reactive_temporal.config import Settings
@@ -35,6 +35,7 @@ _EXPORTS = {
     "ReactiveAgents": "reactive_temporal.api.builder",
     "RunResult": "reactive_temporal.api.run_results",
     "ChatError": "reactive_temporal.api.chat_refusals",
+    "ClusterRefusal": "reactive_temporal.api.chat_refusals",
     "Session": "reactive_temporal.api.sessions",
     "Settings": "reactive_temporal.config",
     "AgentDebrief": "reactive_temporal.contracts.debrief",
@@ -62,6 +63,7 @@ __all__ = [
     "ChatError",
     "ChatMessage",
     "ChatReply",
+    "ClusterRefusal",
     "FinalAnswerCapture",
     "ReactiveAgents",
     "RetryingStep",

@@ -16,6 +16,13 @@ from temporalio.client import WorkflowUpdateFailedError
 from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflowError
 from temporalio.service import RPCError, RPCStatusCode
 
+from reactive_temporal.cluster_switches import (
+    UPDATES,
+    Switch,
+    refusal_message,
+    refused_for_good,
+    switch_refused,
+)
 from reactive_temporal.contracts import names
 from reactive_temporal.contracts.entity import ChatRequest
 from reactive_temporal.refusals import busy_or_aborted
@@ -24,6 +31,40 @@ from reactive_temporal.sanitize import clip
 
 class ChatError(ValueError):
     """The agent refused a chat request (empty message, unknown session, …)."""
+
+
+class ClusterRefusal(ChatError):
+    """The Temporal cluster refuses, for good, a kind of call chat and approvals need.
+
+    A feature its namespace has switched off, or that its server lacks
+    (`reactive_temporal.cluster_switches`). Sent again, it would be refused again: it is not.
+    The message names the cluster's own words and the fix (the dynamic config key to set, or
+    the server release that has the feature on); `setting` is that key. Nothing was taken:
+    no turn, no decision. A ChatError, so a caller catching chat's refusals catches it, and a
+    ValueError, as approvals' refusals are.
+    """
+
+    def __init__(self, message: str, setting: str) -> None:
+        """`message` says what was refused and what to do; `setting` the key to turn on."""
+        super().__init__(message)
+        self.setting = setting
+
+
+def cluster_refusal(
+    err: BaseException, namespace: str, called: Switch = UPDATES
+) -> ClusterRefusal | None:
+    """`err` as a ClusterRefusal when it is one, for a call of `called`'s API; else None.
+
+    A switch's refusal is told by its words whatever was called (an update-with-start refused
+    for its update says the update's); UNIMPLEMENTED is the API called.
+    """
+    if not isinstance(err, RPCError):
+        return None
+    switch = switch_refused(err) or (called if refused_for_good(err, called) else None)
+    if switch is None:
+        return None
+    message = f"{refusal_message(err, switch, namespace)}. The request was not taken"
+    return ClusterRefusal(message, switch.key)
 
 
 CHAT_ERROR_MAX_CHARS = 2_000

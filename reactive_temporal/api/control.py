@@ -26,6 +26,7 @@ from temporalio.client import (
 from temporalio.service import RPCError
 
 from reactive_temporal import search_attributes as sa
+from reactive_temporal.api.chat_refusals import cluster_refusal
 from reactive_temporal.api.progress import (
     ProgressUnavailable,
     no_worker_polls,
@@ -299,6 +300,7 @@ async def decide(
     Raises:
         ValueError: no such run, not running, or the run refused the decision (an unknown
             or already decided call, a denial without a reason), saying why.
+        ClusterRefusal: the cluster refuses workflow updates (a ValueError naming its fix).
         RunUnserved: no worker can take the decision now (it was not sent), or none took
             the one sent within DECISION_GIVE_UP_SECONDS (it may still be delivered).
     """
@@ -376,6 +378,8 @@ async def decide(
         message = getattr(cause, "message", None) or str(cause or err)
         raise ValueError(f"run {run_id!r} refused: {message}") from err
     except RPCError as err:
+        if (refusal := cluster_refusal(err, client.namespace)) is not None:
+            raise refusal from err  # for good: the cluster takes no update at all
         if tasks_failing(err):  # refused at once: the server admits no update then
             why, stall = await why_unserved(client, await require_run(client, run_id))
             raise RunUnserved(

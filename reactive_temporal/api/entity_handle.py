@@ -4,14 +4,18 @@ Each turn is a workflow update, created on first use (update-with-start), so the
 entity exists whenever someone talks to it; the validator's refusal comes back as a
 ChatError naming what was wrong, and nothing is recorded. `Agent.chat` and every `Session`
 go through one handle, so a turn is sent, waited out and refused the same way either way.
+A cluster that refuses updates says so as a ClusterRefusal naming its setting; one that
+refuses only update-with-start has the entity started first (`_start_then_update`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import uuid
-from collections.abc import Awaitable, Coroutine
+import weakref
+from collections.abc import Awaitable, Callable, Coroutine
 from datetime import timedelta
 from typing import Any, TypeVar, cast
 
@@ -29,11 +33,18 @@ from temporalio.service import RPCError
 from reactive_temporal.api.chat_refusals import (
     ChatError,
     busy_or_between_runs,
+    cluster_refusal,
     update_failure_message,
 )
 from reactive_temporal.api.results import UNREACHABLE_PATIENCE_SECONDS
 from reactive_temporal.api.retrying_steps import QUERY_PATIENCE_SECONDS
 from reactive_temporal.api.unserved import RunUnserved, while_served, workflow_unserved
+from reactive_temporal.cluster_switches import (
+    UPDATE_WITH_START,
+    UPDATES,
+    refused_for_good,
+    switched_off,
+)
 from reactive_temporal.contracts import names
 from reactive_temporal.contracts.debrief import AgentDebrief
 from reactive_temporal.contracts.entity import (
@@ -53,6 +64,16 @@ from workflows.chat_rules import chat_request_problem
 
 ArgT = TypeVar("ArgT")
 ResultT = TypeVar("ResultT")
+
+log = logging.getLogger(__name__)
+
+ENTITY_SUMMARY = "agent {agent}: chat, sessions, last debrief"
+
+WITHOUT_UPDATE_WITH_START: weakref.WeakSet[Client] = weakref.WeakSet()
+"""Clients whose cluster refused an update-with-start for good (switched off, or a server
+without it): their updates go `_start_then_update` from then on, so a turn does not pay a
+refused call first. Remembered for the client's life (a process's, for the CLI): a cluster
+that turns it on later is still served right, at one more call when an entity is missing."""
 
 
 class AgentEntity:
@@ -116,13 +137,37 @@ class AgentEntity:
     async def _send(
         self, update: workflow.UpdateMethodMultiParam[Any, Any], args: list[Any]
     ) -> Any:
-        """An update-with-start, sent again while Temporal is too busy to take it.
+        """An update that starts the entity if need be, sent again while Temporal is busy.
 
         Its one update id makes a run of the entity run it once however often it is sent (and
         the next run answer a chat turn the last one answered from its carried-over replies).
+        Update-with-start where the cluster allows it, else `_start_then_update`.
+
+        Raises:
+            ClusterRefusal: the cluster refuses updates (switched off, or a server without
+                them), naming the setting; nothing was taken.
         """
         await self.require_served(starts=True)
         update_id = str(uuid.uuid4())
+        try:
+            if self.client not in WITHOUT_UPDATE_WITH_START:
+                try:
+                    return await self._sent(self._with_start(update, args, update_id))
+                except RPCError as err:
+                    if not refused_for_good(err, UPDATE_WITH_START) or switched_off(err, UPDATES):
+                        raise  # its update's refusal: no update gets through
+                    self._without_update_with_start(err)
+            return await self._sent(self._start_then_update(update, args, update_id))
+        except RPCError as err:
+            refusal = cluster_refusal(err, self.client.namespace)
+            if refusal is None:
+                raise
+            raise refusal from err
+
+    def _with_start(
+        self, update: workflow.UpdateMethodMultiParam[Any, Any], args: list[Any], update_id: str
+    ) -> Callable[[], Awaitable[Any]]:
+        """One try of the update-with-start."""
 
         async def attempt() -> Any:
             start = self._start()
@@ -138,6 +183,68 @@ class AgentEntity:
                     await asyncio.wait_for(start.workflow_handle(), timeout=1)
                 raise
 
+        return attempt
+
+    def _start_then_update(
+        self, update: workflow.UpdateMethodMultiParam[Any, Any], args: list[Any], update_id: str
+    ) -> Callable[[], Awaitable[Any]]:
+        """One try of the update on a cluster without update-with-start: the start after it.
+
+        The update is sent to the entity, and when there is none (never started, or its last run
+        closed), sent again once the entity is started.
+
+        A turn still runs once. Only the update is the turn, and it keeps its one update id for
+        every try, as the update-with-start's does. The start is `_start`'s, sent alone (a new
+        entity gets this handle's configuration, a running one is left as it is; not
+        `configure`'s signal, which would set a running agent's configuration to the CLI's
+        defaults): started twice (a retry, another client at once), it is one entity. An update
+        refused NOT_FOUND was admitted nowhere, and neither was anything of a refused
+        update-with-start (PERMISSION_DENIED or UNIMPLEMENTED at the frontend), so the update sent
+        after the start is the turn's first delivery; a later try carries the same id, which a
+        run of the entity admits once, and its next run answers a turn already answered from the
+        replies it carries over (`answered_turns`). The update goes first, the start only when
+        needed: one call a turn while the entity runs (nearly always), and nothing started on a
+        cluster that refuses updates too.
+        """
+
+        async def attempt() -> Any:
+            handle = self.handle()
+            try:
+                return await handle.execute_update(update, args=args, id=update_id)
+            except RPCError as err:
+                if not workflow_not_found(err):
+                    raise
+            try:
+                await self.client.start_workflow(
+                    AgentWorkflow.run,
+                    new_entity_input(self.config),
+                    id=self.workflow_id,
+                    task_queue=self.task_queue,
+                    id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+                    static_summary=ENTITY_SUMMARY.format(agent=self.config.agent_id),
+                )
+            except WorkflowAlreadyStartedError:
+                pass  # a server that ignores the conflict policy: it runs, as needed
+            return await handle.execute_update(update, args=args, id=update_id)
+
+        return attempt
+
+    def _without_update_with_start(self, err: RPCError) -> None:
+        """Remember that this client's cluster refuses update-with-start, saying so once."""
+        WITHOUT_UPDATE_WITH_START.add(self.client)
+        log.warning(
+            "the Temporal cluster refuses update-with-start (%s); agents' entities are "
+            "started first, then sent their updates (one more call when one does not run). "
+            "To send both at once: %s",
+            err.message,
+            UPDATE_WITH_START.fix(),
+        )
+
+    async def _sent(self, attempt: Callable[[], Awaitable[Any]]) -> Any:
+        """`attempt()`, sent again while Temporal is busy or out of reach.
+
+        For as long as a worker may serve the entity; a ChatError once none can.
+        """
         # Out of reach too (a restart, a failover): sent again under its one id it runs once,
         # where it raised at once, the turn lost to its caller as a wait for a result is not.
         sending = while_busy(
@@ -186,7 +293,7 @@ class AgentEntity:
             id=self.workflow_id,
             task_queue=self.task_queue,
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-            static_summary=f"agent {self.config.agent_id}: chat, sessions, last debrief",
+            static_summary=ENTITY_SUMMARY.format(agent=self.config.agent_id),
         )
 
     def handle(self) -> WorkflowHandle[AgentWorkflow, None]:
@@ -203,7 +310,7 @@ class AgentEntity:
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
             start_signal=names.CONFIGURE_SIGNAL,
             start_signal_args=[self.config],
-            static_summary=f"agent {self.config.agent_id}: chat, sessions, last debrief",
+            static_summary=ENTITY_SUMMARY.format(agent=self.config.agent_id),
         )
 
     async def chat(self, request: ChatRequest) -> ChatReply:
