@@ -2,8 +2,9 @@
 
 The task queue's check needs the client API (`worker_waits`), so it is here, not in hosting.
 Temporal's, Postgres's and the model endpoints' checks are independent and run at once
-(`hosting/preflight.py`, `hosting/preflight_models.py`); within Temporal's, the namespace, the
-search attributes and the task queue are asked at once once the client is connected.
+(`hosting/preflight.py`, `hosting/preflight_models.py`, `hosting/preflight_updates.py`);
+within Temporal's, the namespace, the search attributes, the updates the namespace takes and
+the task queue are asked at once once the client is connected.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from reactive_temporal.hosting.preflight import (
     within,
 )
 from reactive_temporal.hosting.preflight_models import model_checks
+from reactive_temporal.hosting.preflight_updates import updates_check
 
 
 async def run_checks(settings: Settings, seconds: float) -> list[Check]:
@@ -48,7 +50,7 @@ async def run_checks(settings: Settings, seconds: float) -> list[Check]:
 
 
 async def temporal_checks(settings: Settings, targets: Targets, seconds: float) -> list[Check]:
-    """`temporal`, `namespace`, `search attributes`, `client certificate`, `task queue`."""
+    """The rows of Temporal's checks, `temporal` to `task queue`, in the report's order."""
     reached, client = await connect_temporal(settings, targets, seconds)
     certificate = certificate_check(targets.connection)
     if client is None:
@@ -56,15 +58,17 @@ async def temporal_checks(settings: Settings, targets: Targets, seconds: float) 
             reached,
             not_checked("namespace", "Temporal is unreachable"),
             not_checked("search attributes", "Temporal is unreachable"),
+            not_checked("workflow updates", "Temporal is unreachable"),
             certificate,
             not_checked("task queue", "Temporal is unreachable"),
         ]
-    namespace, attributes, queue = await asyncio.gather(
+    namespace, attributes, updates, queue = await asyncio.gather(
         namespace_check(client, seconds),
         search_attributes_check(client, seconds),
+        updates_check(client, seconds),
         task_queue_check(client, targets.task_queue, seconds),
     )
-    return [reached, namespace, attributes, certificate, queue]
+    return [reached, namespace, attributes, updates, certificate, queue]
 
 
 async def task_queue_check(client: Client, task_queue: str, seconds: float) -> Check:

@@ -11,7 +11,7 @@ server and passes every other call (`tests/support/refusing_frontend.py`).
 
 Refused updates are a typed error naming the setting, for good (never waited out as a busy
 server), from the Python API and as one line and a non-zero status from the CLI; refused
-update-with-start starts the entity first and each turn still runs once.
+update-with-start starts the entity first and each turn still runs once; `check` finds either.
 """
 
 from __future__ import annotations
@@ -209,3 +209,44 @@ async def test_without_update_with_start_the_entity_is_started_first_and_each_tu
     assert no_update_with_start.refused_calls() == [MULTI_OPERATION]  # asked once, remembered
     assert caplog.text.count("refuses update-with-start") == 1
     assert UPDATE_WITH_START_KEY in caplog.text
+
+
+async def check_rows(address: str, settings: Settings, llm: ScriptedLLM, cwd: Path):
+    """`starter.py check --json` against `address`: its exit status and rows by name."""
+    env = clean_env(
+        TEMPORAL_ADDRESS=address,
+        DATABASE_URL=settings.database_url or "",
+        OPENAI_BASE_URL=llm.base_url,
+        OPENAI_API_KEY="test",
+        REACTIVE_TEMPORAL_DATA_DIR=str(cwd / "data"),
+    )
+    migrated = await starter_async("migrate", env=env, cwd=cwd, seconds=HANG_GUARD)
+    assert migrated.code == 0, migrated.describe()
+    done = await starter_async("check", "--json", env=env, cwd=cwd, seconds=HANG_GUARD)
+    assert done.code is not None, done.describe()
+    return done.code, {row["name"]: row for row in json.loads(done.stdout)["checks"]}
+
+
+async def test_check_fails_updates_switched_off_and_warns_update_with_start_refused(
+    no_updates: DevServer,
+    no_update_with_start: RefusingFrontend,
+    settings: Settings,
+    llm: ScriptedLLM,
+    tmp_path: Path,
+):
+    code, rows = await check_rows(no_updates.address, settings, llm, tmp_path)
+    row = rows["workflow updates"]
+    assert code == 1 and row["status"] == "fail", rows
+    assert f"set the dynamic config {UPDATES_KEY} to true" in row["detail"]
+    assert [name for name, r in rows.items() if r["status"] == "fail"] == ["workflow updates"]
+
+    code, rows = await check_rows(no_update_with_start.address, settings, llm, tmp_path)
+    row = rows["workflow updates"]
+    assert code == 0 and row["status"] == "warn", rows
+    assert "refuses update-with-start" in row["detail"] or "not implement" in row["detail"]
+    assert "chat starts the entity first (one more call" in row["detail"]
+    if "unknown method" in row["detail"]:  # a server before 1.24: no switch to name
+        assert "upgrade the server to Temporal Server 1.26.2" in row["detail"]
+    else:
+        assert f"set the dynamic config {UPDATE_WITH_START_KEY} to true" in row["detail"]
+    assert no_update_with_start.refused_calls() == [MULTI_OPERATION]  # probed once, no more
