@@ -67,7 +67,7 @@ from reactive_temporal.contracts.run import (
     SeqMessage,
     Usage,
 )
-from reactive_temporal.limits import bound_reply
+from reactive_temporal.limits import bound_rationale, bound_reply
 from reactive_temporal.pricing import price_for
 from reactive_temporal.tools import ToolRegistry, wire_name
 
@@ -247,7 +247,7 @@ class LlmActivities:
             finish_reason=finish_reason_of(choice.finish_reason),
             usage=usage,
             cost=cost,
-            rationale=read.rationale,
+            rationale=bound_rationale(read.rationale),
             context=context.report(overflows),
             prepared=prepared,
         )

@@ -23,6 +23,7 @@ from activities.lesson_store import LessonStore
 from activities.store import Store
 from reactive_temporal.contracts.approvals import APPROVE_ALL
 from reactive_temporal.contracts.run import Message, PrepareRunResult, RunSeed, SeqMessage
+from reactive_temporal.limits import tool_names_problem
 from reactive_temporal.memory import PRIOR_LESSONS, PriorRun, run_notes
 from reactive_temporal.prompts import run_system_prompt
 from reactive_temporal.tools import ToolRegistry
@@ -38,7 +39,9 @@ def prior_run(last: StoredDebrief) -> PriorRun:
 
 def resolve_tools(seed: RunSeed, registry: ToolRegistry) -> PrepareRunResult:
     """The run's tools, their timeouts and those marked for approval (`next_seq` left 0);
-    a run naming a tool the worker lacks is refused (non-retryable `UnknownToolError`)."""
+    a run naming a tool the worker lacks, or more tools than a run carries (every tool of a
+    worker that has too many: `limits.TOOL_NAMES_MAX_BYTES`), is refused (non-retryable
+    `UnknownToolError`)."""
     wanted = registry.names if seed.tools is None else seed.tools
     approve = [t for t in seed.approve_tools if t != APPROVE_ALL]
     unknown = [t for t in [*wanted, *seed.required_tools, *approve] if registry.get(t) is None]
@@ -52,6 +55,15 @@ def resolve_tools(seed: RunSeed, registry: ToolRegistry) -> PrepareRunResult:
             non_retryable=True,
         )
     names = list(dict.fromkeys([*wanted, *seed.required_tools]))
+    if problem := tool_names_problem("the run's tools", names):
+        # they travel in the run's state and every step's input: past the budget, a
+        # continue-as-new or a step's result would be too large for Temporal
+        raise ApplicationError(
+            f"agent {seed.agent_id!r} would run with more tools than a run carries: {problem}. "
+            + ("Name the agent's tools." if seed.tools is None else "Name fewer tools."),
+            type="UnknownToolError",
+            non_retryable=True,
+        )
     return PrepareRunResult(
         tool_names=names,
         next_seq=0,

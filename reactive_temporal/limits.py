@@ -9,6 +9,10 @@ assume the worst encoding (a control character is 6 bytes of JSON, an emoji 4).
 `bound_reply` applies them to a model's reply where it enters the system (the `llm_step`
 activity), before it is stored or returned; the run loop then refuses, as observations the
 model reads, what they marked (`workflows/run_limits.py`).
+
+Together they hold every payload of a run under one ceiling, PAYLOAD_BUDGET_BYTES, worst case:
+docs/payload-budget.md composes each payload's worst case from the limits here, and
+tests/unit/test_payload_budget.py builds each one and weighs it.
 """
 
 from __future__ import annotations
@@ -23,10 +27,47 @@ from reactive_temporal.contracts.debrief import SynthesisFields
 from reactive_temporal.contracts.run import (
     FINAL_ANSWER_TOOL,
     AgentConfig,
+    AgentRunInput,
     FinalAnswerCapture,
+    RationaleDetail,
     ToolCall,
 )
 from reactive_temporal.sanitize import clean_text, clean_value, clip
+
+PAYLOAD_BUDGET_BYTES = 1_800_000
+"""The ceiling every payload of an agent run stays under in its worst case (its workflow's
+input, result and continue-as-new input, each activity's input and result, its debrief
+child's, the news its agent gets), as the limits below compose it: docs/payload-budget.md.
+Temporal refuses a payload over 2 MiB (2,097,152 bytes, the server's `limit.blobSize.error`);
+the 297,152 bytes between are for what rides on the JSON (28 bytes of metadata, 94 more with
+the encryption codec, measured on a 2 MB payload) and for the next optional field a contract
+gains, so that one does not tip a worst case over the wall (a run's result was found 0.9%
+under it)."""
+TOOL_NAMES_MAX_BYTES = 32_768
+"""One list of tool names as JSON: an agent's tools, required tools or approval tools, and a
+run's tools as its worker resolves them (activities/run_seed.py). A run carries its tools in
+its state (three times), every LLM step's input and each continue-as-new; 256 names of 64
+characters are 17 KB."""
+AGENT_CONFIG_MAX_BYTES = 400_000
+"""An agent's whole configuration as JSON, where agents are configured: a system prompt of
+100,000 characters of any script (three bytes each at most, but for emoji) and full lists of
+tools fit; 100,000 control characters (six bytes each) do not."""
+RUN_INPUT_MAX_BYTES = 700_000
+"""A run's input (its task and its agent) as JSON: the run carries it whole in each
+continue-as-new input (with its state) and its first LLM step's. Checked by the starters
+(`api.run_inputs`) and, for an input a client made by hand, by the run itself as it starts,
+with its agent's AGENT_CONFIG_MAX_BYTES (it fails at once, saying so: `run_input_problem`)."""
+ANSWER_MAX_BYTES = 310_000
+"""A final answer's output as JSON (with ANSWER_MAX_CHARS): the answer travels twice in the
+run's result and twice in its debrief's input. 100,000 characters of any script but emoji
+(three bytes each at most) fit; 100,000 control characters (600,000 bytes) do not."""
+CONFIDENCE_MAX_CHARS = 1_000
+"""A final answer's confidence (`high`, `medium` or `low`, as the tool asks): it travels in
+the result, the debrief and its markdown, so a longer one is clipped."""
+REPLY_CONTENT_MAX_BYTES = 260_000
+"""A reply's text as JSON, with REPLY_CONTENT_MAX_CHARS: 64,000 characters of any script fit
+(emoji, four bytes each, included); control characters (six) are clipped sooner. The run
+keeps its last reply in its state, the answer when nothing better ends it."""
 
 MAX_TOOL_CALLS_PER_TURN = 16
 """Tool calls one model turn may make; more are refused as observations (one turn that
@@ -52,8 +93,11 @@ TOOL_ARGUMENTS_TOTAL_MAX_CHARS = 300_000
 """All the arguments of one reply together."""
 REPLY_CONTENT_MAX_CHARS = 64_000
 """A reply's text; longer text keeps its head and tail around a marker."""
-REPLY_MAX_BYTES = 1_500_000
-"""The whole reply as JSON, the last word: calls are refused, largest first, until it fits."""
+REPLY_MAX_BYTES = 1_400_000
+"""The whole reply as JSON, the last word: calls are refused, largest first, until it fits.
+The step's result carries it with the reply's rationale and, on a run's first step, its
+tools; a step that cannot record it holds it in its heartbeat with the model's thinking:
+all within PAYLOAD_BUDGET_BYTES."""
 TOOL_CALL_NAME_MAX_CHARS = 128
 """A tool call's name and its id as the model sent them. No tool's wire name is longer than
 64 characters, so a longer name names no tool; both travel with every record of the call (the
@@ -118,16 +162,40 @@ def within_bytes(
     return kept[::-1] if latest else kept
 
 
-def bound_answer(answer: FinalAnswerCapture) -> FinalAnswerCapture:
-    """`answer` with its summary and confidence within ANSWER_SUMMARY_MAX_CHARS each (head and
-    tail kept around a marker); its output is the caller's to accept or refuse."""
+def bound_answer(
+    answer: FinalAnswerCapture, *, confidence_max_chars: int = ANSWER_SUMMARY_MAX_CHARS
+) -> FinalAnswerCapture:
+    """`answer` with its summary within ANSWER_SUMMARY_MAX_CHARS and its confidence within
+    `confidence_max_chars` (head and tail kept around a marker); its output is the caller's
+    to accept or refuse. Runs since the payload-budget patch pass CONFIDENCE_MAX_CHARS."""
     summary = clip(answer.summary, ANSWER_SUMMARY_MAX_CHARS)
     confidence = (
-        clip(answer.confidence, ANSWER_SUMMARY_MAX_CHARS) if answer.confidence is not None else None
+        clip(answer.confidence, confidence_max_chars) if answer.confidence is not None else None
     )
     if summary is answer.summary and confidence is answer.confidence:
         return answer
     return answer.model_copy(update={"summary": summary, "confidence": confidence})
+
+
+def answer_over_budget(answer: FinalAnswerCapture) -> bool:
+    """Whether `bound_answer(answer, confidence_max_chars=CONFIDENCE_MAX_CHARS)` would change
+    it: its summary or confidence is longer than the run carries."""
+    confidence = answer.confidence or ""
+    return len(answer.summary) > ANSWER_SUMMARY_MAX_CHARS or len(confidence) > CONFIDENCE_MAX_CHARS
+
+
+def answer_bytes_problem(output: str) -> str | None:
+    """Why a final answer's output is refused for its weight as JSON, or None: within
+    ANSWER_MAX_CHARS, control characters (six bytes each) can still make it too heavy."""
+    if 6 * len(output) + 2 <= ANSWER_MAX_BYTES:
+        return None  # light enough whatever its characters: not weighed
+    size = json_bytes(output)
+    if size <= ANSWER_MAX_BYTES:
+        return None
+    return (
+        f"The final answer is {size:,} bytes as JSON; the limit is {ANSWER_MAX_BYTES:,} (a "
+        "control character takes six). Shorten it, or drop its control characters."
+    )
 
 
 def bound_synthesis(fields: SynthesisFields | None) -> SynthesisFields | None:
@@ -182,12 +250,44 @@ def agent_config_problem(config: AgentConfig) -> str | None:
         ("required_tools", config.required_tools),
         ("approve_tools", config.approve_tools),
     ):
-        if len(names) > MAX_TOOL_NAMES:
-            return f"{field} lists {len(names):,} names; the limit is {MAX_TOOL_NAMES}"
-        if too_long := next((n for n in names if len(n) > TOOL_CALL_NAME_MAX_CHARS), None):
-            return (
-                f"{field} has a name over {TOOL_CALL_NAME_MAX_CHARS} characters: {too_long[:60]!r}…"
-            )
+        if problem := tool_names_problem(field, names):
+            return problem
+    if (size := json_bytes(config)) > AGENT_CONFIG_MAX_BYTES:
+        return (
+            f"the configuration is {size:,} bytes as JSON; the limit is "
+            f"{AGENT_CONFIG_MAX_BYTES:,} (its system prompt weighs most; a control character "
+            "takes six bytes)"
+        )
+    return None
+
+
+def tool_names_problem(field: str, names: Sequence[str]) -> str | None:
+    """Why a list of tool names is more than a run carries, or None."""
+    if len(names) > MAX_TOOL_NAMES:
+        return f"{field} lists {len(names):,} names; the limit is {MAX_TOOL_NAMES}"
+    if too_long := next((n for n in names if len(n) > TOOL_CALL_NAME_MAX_CHARS), None):
+        return f"{field} has a name over {TOOL_CALL_NAME_MAX_CHARS} characters: {too_long[:60]!r}…"
+    if (size := json_bytes(names)) > TOOL_NAMES_MAX_BYTES:
+        return f"{field} is {size:,} bytes as JSON; the limit is {TOOL_NAMES_MAX_BYTES:,}"
+    return None
+
+
+def run_input_problem(run: AgentRunInput) -> str | None:
+    """Why a run's input (its task and agent, without what a continuing run carries) is too
+    heavy to start, or None: the whole past RUN_INPUT_MAX_BYTES, or its agent past
+    AGENT_CONFIG_MAX_BYTES (the run's agent travels on alone, in its news to the agent)."""
+    size = json_bytes(run.model_copy(update={"continuation": None}))
+    if size > RUN_INPUT_MAX_BYTES:
+        return (
+            f"the run's input is {size:,} bytes as JSON; the limit is {RUN_INPUT_MAX_BYTES:,} "
+            "(its task and its agent's system prompt weigh most; a control character takes six "
+            "bytes)"
+        )
+    if (size := json_bytes(run.agent)) > AGENT_CONFIG_MAX_BYTES:
+        return (
+            f"the agent's configuration is {size:,} bytes as JSON; the limit is "
+            f"{AGENT_CONFIG_MAX_BYTES:,} (its system prompt weighs most)"
+        )
     return None
 
 
@@ -236,7 +336,8 @@ def bound_reply(
     surrogates (U+FFFD: they cannot be encoded anywhere downstream)."""
     calls = [_named_within_bounds(c) for c in clean_value(list(calls[:MAX_TOOL_CALLS_KEPT]))]
     if content is not None:
-        content = clip(clean_text(content), REPLY_CONTENT_MAX_CHARS)
+        content = clip_to_bytes(clip(clean_text(content), REPLY_CONTENT_MAX_CHARS),
+                                REPLY_CONTENT_MAX_BYTES)  # fmt: skip
     bounded: list[ToolCall] = []
     total = 0
     for position, call in enumerate(calls):
@@ -260,3 +361,25 @@ def bound_reply(
         else:
             break
     return content, bounded
+
+
+def clip_to_bytes(text: str, max_bytes: int) -> str:
+    """`text` when its JSON is within `max_bytes`; else clipped (`clip`: head and tail around
+    a marker) to the most characters whose JSON is."""
+    if json_bytes(text) <= max_bytes:
+        return text
+    low, high = 0, len(text)  # fits, does not fit
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (middle, high) if json_bytes(clip(text, middle)) <= max_bytes else (low, middle)
+    return clip(text, low)
+
+
+def bound_rationale(rationale: dict[int, RationaleDetail]) -> dict[int, RationaleDetail]:
+    """A reply's rationale blocks (audit mode) within RECORDS_MAX_BYTES, the first calls'
+    kept: the run keeps no more of its records than that, and 64 blocks at their limits were
+    722 KB more in the step's result, past 2 MB with the reply at its own bound. Lone
+    surrogates become U+FFFD, as in the reply."""
+    rationale = clean_value(rationale)
+    kept = within_bytes(sorted(rationale.items()), latest=False, size=lambda e: json_bytes(e[1]))
+    return rationale if len(kept) == len(rationale) else dict(kept)

@@ -12,7 +12,7 @@ from pydantic import ValidationError
 from reactive_temporal.contracts import names
 from reactive_temporal.contracts.run import AgentConfig, AgentRunInput
 from reactive_temporal.errors import describe_validation_error
-from reactive_temporal.limits import agent_config_problem
+from reactive_temporal.limits import agent_config_problem, run_input_problem
 
 
 def build_run_input(
@@ -35,4 +35,6 @@ def build_run_input(
         raise ValueError(f"invalid run: {describe_validation_error(err)}") from err
     if (problem := agent_config_problem(agent)) is not None:
         raise ValueError(f"invalid agent configuration: {problem}")
+    if (problem := run_input_problem(run_input)) is not None:
+        raise ValueError(f"invalid run: {problem}")
     return run_input
