@@ -52,7 +52,12 @@ with workflow.unsafe.imports_passed_through():
         RunSeed,
         SeqMessage,
     )
-    from reactive_temporal.limits import bound_answer
+    from reactive_temporal.limits import (
+        CONFIDENCE_MAX_CHARS,
+        answer_over_budget,
+        bound_answer,
+        run_input_problem,
+    )
     from workflows.activity_options import STORE
     from workflows.bugs import BUG_EXCEPTIONS, bug_failure, bug_message
     from workflows.final_answer import (
@@ -165,6 +170,7 @@ class AgentRunWorkflow(RunWrapUp, RunControls, RunTools, RunLlmStep):
             workflow.logger.error("run %s could not finish: %s", self.run_id, bug_message(again))
 
     async def _run(self, input: AgentRunInput) -> AgentResult:
+        self._refuse_heavy_input(input)
         # A run continuing as new counts its duration (and its deadline) from its first start.
         started = input.continuation.started_at if input.continuation else workflow.now()
         self.started = started
@@ -196,6 +202,25 @@ class AgentRunWorkflow(RunWrapUp, RunControls, RunTools, RunLlmStep):
         self.state.end_if_operator_answered()
         self.state.end_at_iteration_cap()
         return await self._finish_even_if_cancelled(started)
+
+    def _refuse_heavy_input(self, input: AgentRunInput) -> None:
+        """Fail the run as it starts when its input (made by a client by hand: the starters
+        refuse it) is past RUN_INPUT_MAX_BYTES: carried into each continue-as-new input and
+        its agent's news with what the run adds, it would make them too large for Temporal,
+        and the run would stop there for good, silently. Runs from before the payload-budget
+        patch took it."""
+        if input.continuation is not None:
+            return  # its first run took it
+        problem = run_input_problem(input)
+        if problem is not None and self._budgeted():
+            raise ApplicationError(
+                f"run refused: {problem}", type=names.RUN_INPUT_TOO_LARGE_ERROR, non_retryable=True
+            )
+
+    def _budgeted(self) -> bool:
+        """The payload-budget patch: asked only where a payload bound in workflow code changes
+        what a run decides or carries (no marker otherwise)."""
+        return self.patched(names.PAYLOAD_BUDGET_PATCH)
 
     async def _loop(self, input: AgentRunInput, started: datetime, has_deadline: bool) -> None:
         """Prepare the run (or take up the state it continued as new with), then take turns
@@ -309,7 +334,7 @@ class AgentRunWorkflow(RunWrapUp, RunControls, RunTools, RunLlmStep):
         """An operator ends the run with this answer (same payload as the tool); a malformed
         one is ignored, with the reason in the worker's log."""
         if self.check_operator_answer:
-            problem = operator_answer_problem(answer)
+            problem = operator_answer_problem(answer, bytes_checked=self._budgeted)
         else:
             problem = validate_output(answer.output, answer.format)
         if problem is not None:
@@ -318,7 +343,10 @@ class AgentRunWorkflow(RunWrapUp, RunControls, RunTools, RunLlmStep):
         # Its summary and confidence travel in the result, the debrief and its markdown:
         # unclipped, a long one made a result over 2 MB, a workflow task that failed forever.
         # Clipping changes no command, so runs that took a long one replay the same.
-        self.state.operator_answer = bound_answer(answer)
+        bounded = bound_answer(answer)
+        if answer_over_budget(bounded) and self._budgeted():  # its confidence, shorter still
+            bounded = bound_answer(answer, confidence_max_chars=CONFIDENCE_MAX_CHARS)
+        self.state.operator_answer = bounded
 
     @workflow.query(name=names.PROGRESS_QUERY)
     def progress(self) -> RunProgress:

@@ -180,15 +180,19 @@ def validate_output(output: str, fmt: str) -> str | None:
     return None
 
 
-def operator_answer_problem(answer: FinalAnswerCapture) -> str | None:
+def operator_answer_problem(
+    answer: FinalAnswerCapture, *, bytes_checked: Callable[[], bool] = lambda: False
+) -> str | None:
     """Why the operator's `final_answer` signal must be ignored, or None to accept it: the
     same rules as a `final-answer` call's output (non-empty, a known format, within the
-    answer limit, parsing in its format)."""
+    answer limit, parsing in its format); `bytes_checked` as `answer_too_long` takes it."""
     if not answer.output.strip():
         return "the output is empty"
     if answer.format not in OUTPUT_FORMATS:
         return f"unknown format {answer.format[:40]!r}: use one of {', '.join(OUTPUT_FORMATS)}"
-    return answer_too_long(answer.output) or validate_output(answer.output, answer.format)
+    return answer_too_long(answer.output, bytes_checked=bytes_checked) or validate_output(
+        answer.output, answer.format
+    )
 
 
 @dataclass(frozen=True)
@@ -249,9 +253,11 @@ def judge_final_answer(
     gap_check_done: bool,
     limit_answer: bool = False,
     nulls_allowed: Callable[[], bool] = lambda: False,
+    bytes_checked: Callable[[], bool] = lambda: False,
 ) -> FinalAnswerVerdict:
     """The hard gate on a `final-answer` call (reference §1.2 and §1.4); with
-    `limit_answer`, an output over ANSWER_MAX_CHARS is refused too."""
+    `limit_answer`, an output over ANSWER_MAX_CHARS is refused too (and, `bytes_checked`, one
+    over ANSWER_MAX_BYTES: `answer_too_long`)."""
     if not can_complete(required_tools, tools_used):
         pending = missing_required_tools(required_tools, tools_used)
         return FinalAnswerVerdict(
@@ -272,9 +278,9 @@ def judge_final_answer(
     parsed = parse_final_answer_arguments(arguments, nulls_allowed=nulls_allowed)
     if isinstance(parsed, str):
         return FinalAnswerVerdict(False, error=parsed)
-    problem = (answer_too_long(parsed.output) if limit_answer else None) or validate_output(
-        parsed.output, parsed.format
-    )
+    problem = (
+        answer_too_long(parsed.output, bytes_checked=bytes_checked) if limit_answer else None
+    ) or validate_output(parsed.output, parsed.format)
     if problem is not None:
         return FinalAnswerVerdict(False, error=problem)
     return FinalAnswerVerdict(True, capture=parsed)

@@ -9,12 +9,13 @@ never an exception in workflow code.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from reactive_temporal.contracts.run import ToolCall
 from reactive_temporal.limits import (
     ANSWER_MAX_CHARS,
     MAX_TOOL_CALLS_PER_TURN,
+    answer_bytes_problem,
     arguments_limit,
 )
 
@@ -50,10 +51,15 @@ def oversized_arguments_observation(call: ToolCall) -> str | None:
     )
 
 
-def answer_too_long(output: str) -> str | None:
-    """Why a final answer is refused for its size, or None."""
+def answer_too_long(
+    output: str, *, bytes_checked: Callable[[], bool] = lambda: False
+) -> str | None:
+    """Why a final answer is refused for its size, or None. `bytes_checked` (asked only for
+    an answer within ANSWER_MAX_CHARS but past ANSWER_MAX_BYTES: the payload-budget patch):
+    its weight as JSON counts too; runs from before took it."""
     if len(output) <= ANSWER_MAX_CHARS:
-        return None
+        problem = answer_bytes_problem(output)
+        return problem if problem is not None and bytes_checked() else None
     return (
         f"The final answer is {len(output):,} characters; the limit is {ANSWER_MAX_CHARS:,}. "
         "Shorten it, or write the full text to a file and answer with a summary."

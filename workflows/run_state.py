@@ -33,7 +33,13 @@ from reactive_temporal.contracts.run import (
     ToolCall,
     ToolResult,
 )
-from reactive_temporal.limits import ERROR_RECORD_MAX_CHARS, within_bytes
+from reactive_temporal.limits import (
+    CONFIDENCE_MAX_CHARS,
+    ERROR_RECORD_MAX_CHARS,
+    answer_over_budget,
+    bound_answer,
+    within_bytes,
+)
 from reactive_temporal.prompts import CUT_SHORT_ENDINGS
 from reactive_temporal.sanitize import clip
 from workflows.chat_rules import analysis_observation, keep_recent, tool_observation
@@ -209,10 +215,13 @@ class RunState(BaseModel):
         agent: AgentConfig,
         limit_answer: bool = False,
         nulls_allowed: Callable[[], bool] = lambda: False,
+        budgeted: Callable[[], bool] = lambda: False,
     ) -> str | None:
         """Judge a `final-answer` call: accepted, it ends the run; refused, the model reads why.
         Returns the observation to record for the call, or None when the run already ended
-        (a second call in the same turn)."""
+        (a second call in the same turn). `budgeted` (the payload-budget patch, asked only
+        where it changes something): an answer past ANSWER_MAX_BYTES is refused, and an
+        accepted one's summary and confidence clipped as an operator's are."""
         if FINAL_ANSWER_TOOL not in self.tools_used:
             self.tools_used.append(FINAL_ANSWER_TOOL)
         if self.ended:
@@ -226,10 +235,13 @@ class RunState(BaseModel):
             gap_check_done=self.gap_check_done,
             limit_answer=limit_answer,
             nulls_allowed=nulls_allowed,
+            bytes_checked=budgeted,
         )
         self.gap_check_done = self.gap_check_done or verdict.gap_check_rejected
         if verdict.accepted and verdict.capture is not None:
             capture = verdict.capture
+            if answer_over_budget(capture) and budgeted():
+                capture = bound_answer(capture, confidence_max_chars=CONFIDENCE_MAX_CHARS)
             self.ending = Ending("final_answer_tool", capture.output, capture)
             observation = f"✓ final-answer accepted: {preview(capture.output)}"
         else:

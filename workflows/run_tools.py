@@ -166,6 +166,7 @@ class RunTools:
                 agent=self.agent,
                 limit_answer=self.limit_tool_calls,
                 nulls_allowed=lambda: self.patched(names.NULL_ANSWER_FIELDS_PATCH),
+                budgeted=lambda: self.patched(names.PAYLOAD_BUDGET_PATCH),
             )
             if observation is not None:
                 notes.append(SeqMessage(seq=seq, message=tool_message(call, observation)))

@@ -74,6 +74,13 @@ STORE_DATA_ERROR: Final = "StoreDataError"
 (a value out of range, a violated constraint: activities/pg_refusals.py), where retrying
 would only be refused again; and of a run, debrief or chat turn that ended on one."""
 
+RUN_INPUT_TOO_LARGE_ERROR: Final = "RunInputTooLarge"
+"""The error type a run fails with as it starts when its input, made by a client by hand, is
+past RUN_INPUT_MAX_BYTES or its agent past AGENT_CONFIG_MAX_BYTES (the project's starters
+refuse such an input before starting it): carried into each continue-as-new input and its
+agent's news, it would make them too large for Temporal, and the run would stop there for
+good."""
+
 UNPRICED_MODEL_ERROR: Final = "UnpricedModel"
 """The error type of an LLM step that would not call a model its worker has no price for,
 in a run with a cost budget (the run ends as `error`, saying which model and what to do)."""
@@ -219,6 +226,14 @@ FIRST_STEP_SEEDS_PATCH: Final = "first-step-seeds"
 where a `prepare_run` local activity did before it: one action, one local-activity task and
 one second activation of the first workflow task less per run."""
 
+PAYLOAD_BUDGET_PATCH: Final = "payload-budget"
+"""A run keeps its payloads within PAYLOAD_BUDGET_BYTES where workflow code takes what it
+carries (docs/payload-budget.md): an input a client made by hand past RUN_INPUT_MAX_BYTES
+(or whose agent is past AGENT_CONFIG_MAX_BYTES) fails the run as it starts; an answer past
+ANSWER_MAX_BYTES is refused (a control character is six bytes), and one whose confidence is
+past CONFIDENCE_MAX_CHARS (or, from a `final-answer` call, whose summary is past
+ANSWER_SUMMARY_MAX_CHARS) is clipped. Asked only by a run that meets one of these cases (no
+marker otherwise), so in no bundle."""
 SYNTHESIS_BILL_KEPT_PATCH: Final = "synthesis-bill-kept"
 """A DebriefWorkflow whose synthesis call was billed but gave no rich debrief (an answer that
 is not usable JSON, or an activity that failed for good after billed replies, its

@@ -5,7 +5,7 @@ something that is not one); `expect` is "ignored" (the run goes on and ends with
 model's answer) or "accepted" (it ends with the operator's output); `options["logged"]` is
 the reason the worker logs for an ignored signal, under the run's workflow id;
 `options["memory"]` runs the agent with memory (the answer then travels in the debrief too),
-`options["summary_clipped"]` expects the summary and confidence clipped to their limit. The signal
+`options["summary_clipped"]` expects the summary and confidence clipped to their limits. The signal
 arrives while the run's first LLM call is in flight. Either way no workflow task fails (one
 used to fail on every replay), and nothing stored changes but the run's own rows.
 """
@@ -22,7 +22,11 @@ from temporalio.client import Client
 
 from reactive_temporal.contracts import names
 from reactive_temporal.embedded.scripted_llm import Reply, ScriptedLLM
-from reactive_temporal.limits import ANSWER_MAX_CHARS, ANSWER_SUMMARY_MAX_CHARS
+from reactive_temporal.limits import (
+    ANSWER_MAX_CHARS,
+    ANSWER_SUMMARY_MAX_CHARS,
+    CONFIDENCE_MAX_CHARS,
+)
 from tests.adversarial.cases import Hostile, params, table
 from tests.adversarial.conftest import StoreSnapshot, assert_no_failed_tasks, owned_by, unique
 from tests.workflow.conftest import Harness
@@ -53,6 +57,9 @@ SIGNALS = table("operator-signal", [
     Hostile("signal-answer-over-limit", {"output": "y" * (ANSWER_MAX_CHARS + 1)}, "ignored",
             "a 100 KB answer carried twice in the result, the debrief and the agent's state",
             {"logged": "the limit is 100,000"}),
+    Hostile("signal-answer-over-bytes", {"output": "\x01" * 60_000}, "ignored",
+            "60,000 control characters, six bytes each in JSON: an answer within the characters "
+            "that made a result over 2 MB", {"logged": "the limit is 310,000"}),
     Hostile("signal-summary-over-limit",
             {"output": "42", "summary": "s" * 900_000, "confidence": "c" * 300_000},
             "accepted", "a result over 2 MB with the summary in it three times: the run's last "
@@ -123,7 +130,8 @@ async def test_operator_signals_are_accepted_or_ignored_never_fatal(
         assert result.terminated_by == "final_answer_tool"
         if row.options.get("summary_clipped"):
             answer = result.final_answer
-            assert len(answer.summary) == len(answer.confidence) == ANSWER_SUMMARY_MAX_CHARS
+            assert len(answer.summary) == ANSWER_SUMMARY_MAX_CHARS
+            assert len(answer.confidence) == CONFIDENCE_MAX_CHARS
             assert answer.summary.startswith("sss") and "characters cut" in answer.summary
         assert not [m for m in logged if "signal" in m], logged
     else:

@@ -58,6 +58,9 @@ records both, the second as the release that asks it).
 from before the `synthesis-bill-kept` patch (a synthesis answered in prose: the fallback kept
 no bill); `debrief_prose_bill_kept.json` and `debrief_unreadable_bill_kept.json` with it (the
 fallback keeps what the call, or the attempts that failed for good, were billed).
+`payload_budget_*.json` (group `budget`) with the `payload-budget` patch asked where a run
+meets its cases: an input by hand too heavy to carry, an answer's summary and confidence
+clipped, by a `final-answer` call and by an operator (docs/payload-budget.md).
 Each scenario runs on a fresh dev server with scripted models.
 """
 
@@ -524,6 +527,50 @@ async def record_synthesis_bill(
     return scenarios
 
 
+async def record_budget(client: Client, task_queue: str, llm: ScriptedLLM) -> dict[str, str]:
+    """Runs that meet the payload-budget patch's cases: a client's input by hand whose agent
+    is past AGENT_CONFIG_MAX_BYTES (the run fails as it starts); a `final-answer` call whose
+    summary and confidence are past their limits (clipped); an operator's answer whose
+    confidence is past its limit (clipped), while the run waits for an approval. (An answer
+    past ANSWER_MAX_BYTES asks the patch in the same places; 310 KB, it is left out.)"""
+    past = "\x01" * 66_700  # just past AGENT_CONFIG_MAX_BYTES (a control character is six)
+    heavy_agent = AgentConfig(agent_id="recorder", model="by-hand", system_prompt=past)
+    by_hand = await client.start_workflow(
+        AgentRunWorkflow.run,
+        AgentRunInput(task="t", agent=heavy_agent),
+        id=f"run-recorder-{uuid.uuid4().hex[:12]}",
+        task_queue=task_queue,
+    )
+    try:
+        await by_hand.result()
+    except Exception as err:  # refused, as it should be
+        print(f"payload_budget_input_refused: {err}", file=sys.stderr)
+    config = AgentConfig(agent_id="recorder", model="clipped", memory=False)
+    llm.script(
+        "clipped",
+        [
+            Reply(None, [call("calculator", expression="6*7")]),
+            Reply(None, [call("final-answer", output="42", format="text", summary="s" * 20_000,
+                              confidence="c" * 5_000)]),
+        ],
+    )  # fmt: skip
+    clipped = await Agent(config, Runtime(client, task_queue, offline_model=False)).run("6*7?")
+    llm.script("operator", [Reply("Checking.", [call("calculator", expression="6*7")])])
+    waiting = await Agent(
+        config.model_copy(update={"model": "operator", "approve_tools": ["calculator"]}),
+        Runtime(client, task_queue, offline_model=False),
+    ).start("6*7, answered by hand")
+    await _until_waiting(waiting)
+    answer = FinalAnswerCapture(output="42", summary="by hand", confidence="c" * 5_000)
+    await waiting.signal(AgentRunWorkflow.final_answer, answer)
+    await waiting.result()
+    return {
+        "payload_budget_input_refused.json": by_hand.id,
+        "payload_budget_answer_clipped.json": clipped.run_id,
+        "payload_budget_operator_answer.json": waiting.id,
+    }
+
+
 GROUPS = {
     "base": record,
     "chat": record_chat,
@@ -537,6 +584,7 @@ GROUPS = {
     "crowd": record_crowd,
     "routing": record_routing,
     "synthesis_bill": record_synthesis_bill,
+    "budget": record_budget,
 }
 
 

@@ -62,6 +62,9 @@ def test_the_required_histories_are_committed():
         "debrief_prose",
         "debrief_prose_bill_kept",
         "debrief_unreadable_bill_kept",
+        "payload_budget_input_refused",
+        "payload_budget_answer_clipped",
+        "payload_budget_operator_answer",
     } <= names
 
 
