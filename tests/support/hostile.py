@@ -50,6 +50,10 @@ JS_SAFE_INTEGER = 2**53 - 1
 PAYLOAD_MAX_BYTES = 2 * 1024 * 1024
 """Temporal's limit on one payload (`limit.blobSize.error`): an activity's input, a workflow's
 input or result, a signal, an update, a continue-as-new input."""
+PAYLOAD_BUDGET_BYTES = limits.PAYLOAD_BUDGET_BYTES
+"""The ceiling a run's payloads stay under, worst case, leaving room under PAYLOAD_MAX_BYTES
+for metadata, the encryption codec and the next field a contract gains: what the generated
+properties hold them to (docs/payload-budget.md)."""
 
 characters = st.characters(codec=None, exclude_categories=())
 """Any code point, lone surrogates (category Cs) included: a `str` can hold them, and a
@@ -195,7 +199,9 @@ def heaviest_run() -> RunState:
 
 
 HEAVIEST_ANSWER = FinalAnswerCapture(
-    output="\x01" * limits.ANSWER_MAX_CHARS, summary="\x01" * 20_000, confidence="\x01" * 20_000
+    output="\x01" * ((limits.ANSWER_MAX_BYTES - 2) // 6),
+    summary="\x01" * 20_000,
+    confidence="\x01" * 20_000,
 )
-"""An operator's `final_answer` signal at its limits (its summary and confidence past them,
-to be clipped), in control characters."""
+"""An operator's `final_answer` signal at its limits (its output as heavy as its bytes allow,
+its summary and confidence past their limits, to be clipped), in control characters."""

@@ -25,8 +25,9 @@ from reactive_temporal.contracts.debrief import (
 from reactive_temporal.contracts.entity import CHAT_MESSAGE_MAX_CHARS, ChatMessage, ChatRequest
 from reactive_temporal.contracts.run import AgentConfig, AgentRunInput, RationaleDetail
 from reactive_temporal.js_numbers import js_number, js_round, js_round_text, to_fixed
-from reactive_temporal.limits import CHAT_CONTEXT_MAX_CHARS
+from reactive_temporal.limits import CHAT_CONTEXT_MAX_CHARS, run_input_problem
 from tests.support.hostile import (
+    PAYLOAD_BUDGET_BYTES,
     PAYLOAD_MAX_BYTES,
     hostile_floats,
     hostile_ints,
@@ -35,6 +36,7 @@ from tests.support.hostile import (
     sized,
     storable_text,
 )
+from tests.support.worst_parts import worst_agent
 from workflows import chat_rules, debrief_rules
 from workflows.entity_chat import ChatPaths
 
@@ -148,6 +150,13 @@ def chat_requests(draw: st.DrawFn) -> ChatRequest:
     [ChatMessage(role="assistant", content="\x01" * 8_000, timestamp=T0)],
     True,
 )
+@example(  # the heaviest agent a chat takes, the longest message, context and history
+    ChatRequest(message="\x01" * CHAT_MESSAGE_MAX_CHARS, use_tools=True, agent=worst_agent()),
+    AgentDebrief(outcome="success", summary="\x01" * CHAT_CONTEXT_MAX_CHARS),
+    [],
+    [ChatMessage(role="assistant", content="\x01" * 8_000, timestamp=T0)],
+    True,
+)
 @example(  # a model's earlier reply in the session held a NUL
     ChatRequest(message="fetch it"),
     None,
@@ -172,13 +181,14 @@ def test_a_chat_turn_the_validator_takes_makes_inputs_that_fit_a_payload(
     paths._notes_as_data = notes_as_data
     # the direct path's activity input
     direct = paths._direct_input(agent, request.message, context, history)
-    assert json_bytes(direct) <= PAYLOAD_MAX_BYTES
+    assert json_bytes(direct) <= PAYLOAD_BUDGET_BYTES
     # the tool path's child run, as workflows/entity_chat.py starts it (its input validated)
     run = AgentRunInput(
         task=chat_rules.tool_path_task(request.message, context, history, quoted=notes_as_data),
         agent=agent.model_copy(update={"max_iterations": request.max_iterations or 5}),
     )
-    assert json_bytes(run) <= PAYLOAD_MAX_BYTES
+    assert json_bytes(run) <= PAYLOAD_BUDGET_BYTES
+    assert run_input_problem(run) is None  # the run takes it as it starts
 
 
 # -- DebriefWorkflow and the run's debrief: any numbers, any text --------------------------------

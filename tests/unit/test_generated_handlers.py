@@ -7,7 +7,8 @@ What arrives in a handler is a payload pydantic read from JSON: any text but a l
 workflow task, which Temporal retries forever; so does an update handler that raises anything
 but the workflow's failure types (workflows/bugs.py); a validator that raises only refuses
 the update. What a handler takes in travels on in payloads (a run's result, an activity's
-input), each refused by the server past 2 MB. The agent entity's handlers are in
+input), each refused by the server past 2 MiB and held here under PAYLOAD_BUDGET_BYTES, which
+leaves room for what rides on the JSON. The agent entity's handlers are in
 test_generated_entity.py.
 """
 
@@ -39,15 +40,17 @@ from reactive_temporal.contracts.run import (
     ToolResult,
 )
 from reactive_temporal.limits import (
+    ANSWER_MAX_BYTES,
     ANSWER_MAX_CHARS,
     ANSWER_SUMMARY_MAX_CHARS,
+    CONFIDENCE_MAX_CHARS,
     ERROR_RECORD_MAX_CHARS,
     TOOL_CALL_NAME_MAX_CHARS,
     bound_answer,
 )
 from tests.support.hostile import (
     HEAVIEST_ANSWER,
-    PAYLOAD_MAX_BYTES,
+    PAYLOAD_BUDGET_BYTES,
     heaviest_run,
     hostile_floats,
     hostile_ints,
@@ -85,6 +88,9 @@ def test_the_operator_answer_signal_takes_only_answers_that_pass_the_tools_check
     assert answer.output.strip() and answer.format in OUTPUT_FORMATS
     assert len(answer.output) <= ANSWER_MAX_CHARS
     assert validate_output(answer.output, answer.format) is None
+    # runs since the payload-budget patch weigh it too
+    budgeted = operator_answer_problem(answer, bytes_checked=lambda: True) is None
+    assert budgeted == (json_bytes(answer.output) <= ANSWER_MAX_BYTES)
     bounded = bound_answer(answer)
     assert len(bounded.summary) <= ANSWER_SUMMARY_MAX_CHARS
     assert bounded.confidence is None or len(bounded.confidence) <= ANSWER_SUMMARY_MAX_CHARS
@@ -127,10 +133,11 @@ def long_runs(draw: st.DrawFn) -> RunState:
 def test_a_run_ended_by_the_operator_keeps_every_payload_of_its_end_within_limits(
     state: RunState, answer: FinalAnswerCapture
 ):
-    if operator_answer_problem(answer) is not None:
+    # as the signal's handler takes it (runs since the payload-budget patch)
+    if operator_answer_problem(answer, bytes_checked=lambda: True) is not None:
         return
     agent = AgentConfig(agent_id="a", model="m")
-    state.operator_answer = bound_answer(answer)
+    state.operator_answer = bound_answer(answer, confidence_max_chars=CONFIDENCE_MAX_CHARS)
     state.end_if_operator_answered()
     result = state.result("run-a", agent, duration_ms=1)
     debrief_input = debrief_rules.collect_debrief_input(
@@ -138,12 +145,12 @@ def test_a_run_ended_by_the_operator_keeps_every_payload_of_its_end_within_limit
     )
     result.debrief = debrief_rules.build_fallback(debrief_input)
     # the run's result; the debrief child's input; its synthesis's and its persist's inputs
-    assert json_bytes(result) <= PAYLOAD_MAX_BYTES
+    assert json_bytes(result) <= PAYLOAD_BUDGET_BYTES
     child = DebriefWorkflowInput(input=debrief_input, synthesize=True, model="m")
-    assert json_bytes(child) <= PAYLOAD_MAX_BYTES
-    assert json_bytes(SynthesisRequest(input=debrief_input, model="m")) <= PAYLOAD_MAX_BYTES
+    assert json_bytes(child) <= PAYLOAD_BUDGET_BYTES
+    assert json_bytes(SynthesisRequest(input=debrief_input, model="m")) <= PAYLOAD_BUDGET_BYTES
     persist = debrief_rules.persist_input(debrief_input, result.debrief)
-    assert json_bytes(persist) <= PAYLOAD_MAX_BYTES
+    assert json_bytes(persist) <= PAYLOAD_BUDGET_BYTES
     # what the debrief's row keeps of its run
     for field in ("run_id", "agent_id", "task", "terminated_by", "final_output", "output_format"):
         assert getattr(persist.input, field) == getattr(debrief_input, field)

@@ -30,10 +30,11 @@ from reactive_temporal.limits import (
     MAX_TOOL_NAMES,
     OBSERVATION_MAX_CHARS,
     REPLY_CONTENT_MAX_CHARS,
+    bound_reply,
 )
 from reactive_temporal.sanitize import clip
 from tests.support.hostile import (
-    PAYLOAD_MAX_BYTES,
+    PAYLOAD_BUDGET_BYTES,
     heaviest_run,
     hostile_ints,
     hostile_text,
@@ -46,7 +47,7 @@ from workflows.run_state import OBSERVATION_PREVIEW_CHARS, RunState
 AGENT = AgentConfig(agent_id="a", model="m", required_tools=["calculator"])
 
 replies_text = storable_text(max_repeat=REPLY_CONTENT_MAX_CHARS).map(
-    lambda text: clip(text, REPLY_CONTENT_MAX_CHARS)  # as `llm_step` bounds a reply's text
+    lambda text: bound_reply(text, [])[0] or ""  # as `llm_step` bounds a reply's text
 )
 tool_results = st.builds(
     ToolResult,
@@ -144,7 +145,7 @@ def heaviest_state() -> RunState:
         ]
         * 20
     )
-    state.account_for(LlmStepResult(content="\x01" * REPLY_CONTENT_MAX_CHARS))
+    state.account_for(LlmStepResult(content=bound_reply("\x01" * REPLY_CONTENT_MAX_CHARS, [])[0]))
     return state
 
 
@@ -184,5 +185,5 @@ def test_a_long_runs_continue_as_new_input_fits_a_payload(
         started_at=datetime(2026, 12, 1, tzinfo=UTC),
     )
     carried = run.model_copy(update={"continuation": continuation})
-    assert len(to_json(carried)) <= PAYLOAD_MAX_BYTES
+    assert len(to_json(carried)) <= PAYLOAD_BUDGET_BYTES
     RunState.model_validate(continuation.state)  # the next run takes it up
