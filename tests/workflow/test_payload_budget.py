@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 
@@ -21,7 +22,12 @@ from reactive_temporal.api.agents import Agent
 from reactive_temporal.codec import build_data_converter, generate_key_string
 from reactive_temporal.config import Settings
 from reactive_temporal.contracts import names
-from reactive_temporal.contracts.run import AgentConfig, AgentRunInput, FinalAnswerCapture
+from reactive_temporal.contracts.run import (
+    TASK_MAX_CHARS,
+    AgentConfig,
+    AgentRunInput,
+    FinalAnswerCapture,
+)
 from reactive_temporal.embedded.scripted_llm import Reply, ScriptedLLM, call
 from reactive_temporal.hosting.runtime import Runtime
 from tests.conftest import wait_for
@@ -71,6 +77,19 @@ async def pending(handle: Any, count: int) -> None:
     await wait_for(parked, seconds=30)
 
 
+async def handled(handle: Any) -> None:
+    """Wait until a workflow task has taken the run's last signal."""
+
+    async def taken() -> bool:
+        kinds = [e.event_type for e in (await handle.fetch_history()).events]
+        signalled = max(
+            i for i, k in enumerate(kinds) if k == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED
+        )
+        return EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED in kinds[signalled:]
+
+    await wait_for(taken, seconds=30)
+
+
 async def test_the_heaviest_result_a_run_carries_is_delivered(
     encrypting: Harness, llm: ScriptedLLM, model_name: str
 ):
@@ -99,18 +118,15 @@ async def test_the_heaviest_result_a_run_carries_is_delivered(
     )  # fmt: skip
 
     async def drive() -> Any:
-        handle = await agent.start(heavy(30_000))
+        handle = await agent.start(heavy(TASK_MAX_CHARS))  # 600 KB, within the run's input
         await pending(handle, 16)
         await agent.deny(handle.id, reason=heavy(2_000), by=heavy(200))
         await pending(handle, 1)
-        too_heavy = FinalAnswerCapture(output=heavy(limits.ANSWER_MAX_CHARS), format="text")
+        long = {"format": "text", "summary": heavy(20_000), "confidence": heavy(20_000)}
+        too_heavy = FinalAnswerCapture(output=heavy(limits.ANSWER_MAX_CHARS), **long)
         await handle.signal(AgentRunWorkflow.final_answer, too_heavy)
-        answer = FinalAnswerCapture(
-            output=heavy((limits.ANSWER_MAX_BYTES - 2) // 6),
-            format="text",
-            summary=heavy(20_000),
-            confidence=heavy(20_000),
-        )
+        await handled(handle)  # taken (and ignored) alone: the next is no later answer to it
+        answer = FinalAnswerCapture(output=heavy((limits.ANSWER_MAX_BYTES - 2) // 6), **long)
         await handle.signal(AgentRunWorkflow.final_answer, answer)
         result = await agent.result(handle)
         return result, answer, await result.debrief_rich()
