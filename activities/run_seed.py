@@ -23,7 +23,7 @@ from activities.lesson_store import LessonStore
 from activities.store import Store
 from reactive_temporal.contracts.approvals import APPROVE_ALL
 from reactive_temporal.contracts.run import Message, PrepareRunResult, RunSeed, SeqMessage
-from reactive_temporal.limits import tool_names_problem
+from reactive_temporal.limits import TOOL_NAMES_MAX_BYTES, json_bytes
 from reactive_temporal.memory import PRIOR_LESSONS, PriorRun, run_notes
 from reactive_temporal.prompts import run_system_prompt
 from reactive_temporal.tools import ToolRegistry
@@ -55,11 +55,12 @@ def resolve_tools(seed: RunSeed, registry: ToolRegistry) -> PrepareRunResult:
             non_retryable=True,
         )
     names = list(dict.fromkeys([*wanted, *seed.required_tools]))
-    if problem := tool_names_problem("the run's tools", names):
+    if (size := json_bytes(names)) > TOOL_NAMES_MAX_BYTES:
         # they travel in the run's state and every step's input: past the budget, a
         # continue-as-new or a step's result would be too large for Temporal
         raise ApplicationError(
-            f"agent {seed.agent_id!r} would run with more tools than a run carries: {problem}. "
+            f"agent {seed.agent_id!r} would run with more tools than a run carries: their "
+            f"names are {size:,} bytes as JSON; the limit is {TOOL_NAMES_MAX_BYTES:,}. "
             + ("Name the agent's tools." if seed.tools is None else "Name fewer tools."),
             type="UnknownToolError",
             non_retryable=True,

@@ -159,6 +159,8 @@ def test_a_worker_with_more_tools_than_a_run_carries_refuses_a_run_that_takes_th
     assert refused.value.type == "UnknownToolError" and refused.value.non_retryable
     named = resolve_tools(RunSeed(task="t", agent_id="a", tools=registry.names[:10]), registry)
     assert named.tool_names == registry.names[:10]
+    many = ToolRegistry([_tool(f"tool_{n}") for n in range(300)])  # light: their bytes count
+    assert len(resolve_tools(RunSeed(task="t", agent_id="a"), many).tool_names) == 300
 
 
 # -- where a model's reply enters (the llm_step activity) ---------------------------------------
