@@ -1,0 +1,313 @@
+"""The credential scan that keeps keys out of agents' memory (reactive_temporal/secrets_scan.py):
+each documented format found and named, everything around it kept, look-alikes left alone,
+idempotent, linear on a megabyte of hostile text, total on any text."""
+
+from __future__ import annotations
+
+import random
+import string
+import time
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from reactive_temporal.contracts.debrief import AgentDebrief, ToolUsage
+from reactive_temporal.secrets_scan import (
+    ANTHROPIC,
+    AUTHORIZATION,
+    AWS_KEY_ID,
+    AWS_SECRET,
+    BEARER,
+    CREDENTIAL,
+    GITHUB,
+    GITLAB,
+    GOOGLE,
+    JWT,
+    KINDS,
+    OPENAI,
+    PRIVATE_KEY,
+    SLACK,
+    SLACK_WEBHOOK,
+    STRIPE,
+    URL_PASSWORD,
+    marker,
+    redact,
+    redact_value,
+    scan,
+)
+from tests.support.hostile import hostile_text
+
+RNG = random.Random(20260722)
+ALNUM = string.ascii_letters + string.digits
+URLSAFE = ALNUM + "-_"
+B64 = ALNUM + "+/"
+
+
+def rand(alphabet: str, n: int) -> str:
+    return "".join(RNG.choice(alphabet) for _ in range(n))
+
+
+def pem(kind: str = "RSA PRIVATE KEY", lines: int = 6, last: str = "Zw==", sep: str = "\n") -> str:
+    body = sep.join([rand(B64, 64) for _ in range(lines)] + [last])
+    return f"-----BEGIN {kind}-----{sep}{body}{sep}-----END {kind}-----"
+
+
+OPENAI_PROJECT_KEY = "sk-proj-" + rand(URLSAFE, 74) + "T3BlbkFJ" + rand(URLSAFE, 74)
+GITHUB_PAT = "ghp_" + rand(ALNUM, 36)
+JWT_TOKEN = (
+    "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIiwibmFtZSI6IkFkYSJ9."
+    + rand(URLSAFE, 43)
+)
+
+# (what is found, its kind, the text before it and after it that is kept as it is)
+WHOLE = [
+    (OPENAI_PROJECT_KEY, OPENAI),
+    ("sk-" + rand(ALNUM, 20) + "T3BlbkFJ" + rand(ALNUM, 20), OPENAI),  # a legacy user key
+    ("sk-svcacct-" + rand(URLSAFE, 58) + "T3BlbkFJ" + rand(URLSAFE, 58), OPENAI),
+    ("sk-" + rand(string.hexdigits.lower()[:16], 32), OPENAI),  # DeepSeek's sk- + 32 hex
+    ("sk-ant-api03-" + rand(URLSAFE, 93) + "AA", ANTHROPIC),
+    ("sk-ant-admin01-" + rand(URLSAFE, 93) + "AA", ANTHROPIC),
+    ("AKIA" + rand(string.ascii_uppercase + "234567", 16), AWS_KEY_ID),
+    ("ASIA" + rand(string.ascii_uppercase + "234567", 16), AWS_KEY_ID),
+    (GITHUB_PAT, GITHUB),
+    *[(f"{p}_" + rand(ALNUM, 36), GITHUB) for p in ("gho", "ghu", "ghs", "ghr")],
+    ("github_pat_" + rand(ALNUM, 22) + "_" + rand(ALNUM, 59), GITHUB),
+    ("glpat-" + rand(URLSAFE, 20), GITLAB),
+    ("glpat-" + rand(URLSAFE, 27) + ".01" + rand("abcdef0123456789", 7), GITLAB),
+    ("xoxb-1234567890-1234567890123-" + rand(ALNUM, 24), SLACK),
+    ("xoxp-1234567890-1234567890-1234567890-" + rand("abcdef0123456789", 32), SLACK),
+    ("xoxa-2-" + rand(ALNUM, 40), SLACK),
+    ("xapp-1-A0123BCDE45-1234567890123-" + rand("abcdef0123456789", 64), SLACK),
+    ("https://hooks.slack.com/services/T0ABCDEF1/B0ABCDEF2/" + rand(ALNUM, 24), SLACK_WEBHOOK),
+    ("sk_live_" + rand(ALNUM, 24), STRIPE),
+    ("rk_live_" + rand(ALNUM, 99), STRIPE),
+    ("sk_test_" + rand(ALNUM, 24), STRIPE),
+    ("AIza" + rand(URLSAFE, 35), GOOGLE),
+    (JWT_TOKEN, JWT),
+    (pem(), PRIVATE_KEY),
+    (pem("PRIVATE KEY", last="AB12"), PRIVATE_KEY),  # a last line without padding
+    (pem("OPENSSH PRIVATE KEY"), PRIVATE_KEY),
+    (pem("EC PRIVATE KEY", lines=2), PRIVATE_KEY),
+    (pem("PGP PRIVATE KEY BLOCK", lines=3), PRIVATE_KEY),
+    (pem("ENCRYPTED PRIVATE KEY", sep="\\n"), PRIVATE_KEY),  # as in a JSON string
+    (pem("PRIVATE KEY", sep=" "), PRIVATE_KEY),  # an env var's one line
+    (pem("RSA PRIVATE KEY", sep="\r\n"), PRIVATE_KEY),
+    (
+        "-----BEGIN RSA PRIVATE KEY-----\nProc-Type: 4,ENCRYPTED\nDEK-Info: AES-128-CBC,"
+        + rand("ABCDEF0123456789", 32)
+        + "\n\n"
+        + "\n".join(rand(B64, 64) for _ in range(4))
+        + "\n-----END RSA PRIVATE KEY-----",
+        PRIVATE_KEY,
+    ),
+]
+"""Credentials replaced whole."""
+
+NAMED = [
+    # (before, the secret, after): only the secret is replaced, its name stays
+    ("aws_secret_access_key = ", rand(B64, 40), "", AWS_SECRET),
+    ('{"AccessKeyId": "ASIA…", "SecretAccessKey": "', rand(B64, 40), '"}', AWS_SECRET),
+    ("AWS_SECRET_ACCESS_KEY=", rand(B64, 40), "\n", AWS_SECRET),
+    ("postgresql://billing:", "s3cr3t-Pa55", "@db.internal:5432/ledger", URL_PASSWORD),
+    ("redis://:", "hunter22", "@cache:6379/0", URL_PASSWORD),
+    ("https://deploy:", "p@ss:w0rd", "@git.example.com/repo.git", URL_PASSWORD),
+    ("Authorization: Bearer ", rand(URLSAFE, 40), "\r\n", AUTHORIZATION),
+    ('"authorization": "Basic ', "YWxhZGRpbjpvcGVuc2VzYW1l", '"', AUTHORIZATION),
+    ("Proxy-Authorization: ", "Tok3n" + rand(ALNUM, 20), "", AUTHORIZATION),
+    ("401: invalid credentials for Bearer ", rand(ALNUM, 32), " (expired)", BEARER),
+    ("api_key=", "q1w2e3r4t5y6u7i8", "&page=2", CREDENTIAL),
+    ('{"token": "', rand(ALNUM, 30), '", "ttl": 3600}', CREDENTIAL),
+    ("X-Api-Key: ", rand(ALNUM, 32), "\n", CREDENTIAL),
+    ("DB_PASSWORD=", "Sup3rS3cret!", "\nDB_HOST=db", CREDENTIAL),
+    ("client_secret: ", rand(URLSAFE, 40), "\n", CREDENTIAL),
+    ("export SESSION_TOKEN='", rand(B64, 60), "'", CREDENTIAL),
+    ("curl -u admin:", "Adm1nPassw0rd", " https://x", None),  # not a format: left
+]
+
+NEAR_MISSES = [
+    "commit 3f786850e387550fdab836ed7e6dc881de23001b fixed it",  # a git SHA
+    "request 123e4567-e89b-12d3-a456-426614174000 failed",  # a UUID
+    "sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+    "data:image/png;base64," + rand(B64, 2_000) + "==",  # an inline image
+    "OpenAI keys begin with sk- and Anthropic's with sk-ant-; GitHub's with ghp_.",
+    "the skeleton of a task-list; see sk-learn and ask-me-anything-about-the-release-notes",
+    "sk-this-is-a-long-hyphenated-slug-and-not-a-key-at-all",
+    "AKIA is the prefix of an access key id; AKIAshort is not one",
+    "a payload eyJ1c2VyIjoiYWRhIn0 is base64 JSON, not a token",
+    "Bearer tokens go in the Authorization header: Authorization: Bearer <token>",
+    "password: required; max_tokens: 800; token_count=123456789; tokens: 4096",
+    "password_hash = 5f4dcc3b5aa765d61d8327deb882cf99",
+    "api_key=your_api_key_here and token: ${GITHUB_TOKEN} and secret={{ vault.secret }}",
+    "secret: https://vault.example.com/v1/kv2/billing",
+    "see http://example.com:8080/path and postgres://app:@localhost/db (no password)",
+    "postgres://app:***@db/x and postgres://app:${PGPASSWORD}@db/x",
+    "-----BEGIN PRIVATE KEY----- is the first line of the file; it ends with "
+    "-----END PRIVATE KEY----- after the body",
+    "AIza" + rand(URLSAFE, 20) + " is too short to be a Google key",
+    "tokenizer = AutoTokenizer.from_pretrained('bert-base-uncased')",
+    "[redacted: OpenAI API key] was here; api_key=[redacted: credential]",
+]
+
+
+@pytest.mark.parametrize(
+    ("secret", "kind"), WHOLE, ids=[f"{k}-{i}" for i, (_, k) in enumerate(WHOLE)]
+)
+def test_each_format_is_found_and_named_and_everything_around_it_kept(secret: str, kind: str):
+    before, after = "Tool said: «", "» — note it.\n"
+    found = scan(before + secret + after)
+    assert found.text == before + marker(kind) + after
+    assert dict(found.found) == {kind: 1}
+    assert redact(secret) == marker(kind)  # at the start and the end of a text too
+
+
+@pytest.mark.parametrize(("before", "secret", "after", "kind"), NAMED, ids=range(len(NAMED)))
+def test_a_secret_next_to_its_name_is_replaced_and_the_name_kept(before, secret, after, kind):
+    text = f"line one\n{before}{secret}{after}\nline two"
+    expected = text if kind is None else f"line one\n{before}{marker(kind)}{after}\nline two"
+    assert redact(text) == expected
+
+
+@pytest.mark.parametrize("text", NEAR_MISSES, ids=range(len(NEAR_MISSES)))
+def test_look_alikes_are_left_as_they_are(text: str):
+    found = scan(text)
+    assert found.text == text and not found.found, found.found
+
+
+def test_a_key_cut_in_the_middle_is_redacted_as_far_as_it_goes():
+    """A text clipped in the middle of a private key: the head (a header and lines, no end)
+    and the tail (lines and the end, no header) are each redacted; the cut stays readable."""
+    key = pem(lines=10)
+    head, tail = key[:300], key[-250:]
+    clipped = f"read:\n{head}\n… [1,234 characters cut] …\n{tail}\ndone"
+    assert redact(clipped) == (
+        f"read:\n{marker(PRIVATE_KEY)}\n… [1,234 characters cut] …\n{marker(PRIVATE_KEY)}\ndone"
+    )
+
+
+def test_several_credentials_in_one_text_each_named():
+    env = (
+        f"OPENAI_API_KEY={OPENAI_PROJECT_KEY}\nGITHUB_TOKEN={GITHUB_PAT}\n"
+        f"DATABASE_URL=postgresql://app:Pa55word1@db/app\nDEBUG=true\n{pem()}\n"
+    )
+    found = scan(env)
+    assert found.text == (
+        f"OPENAI_API_KEY={marker(OPENAI)}\nGITHUB_TOKEN={marker(GITHUB)}\n"
+        f"DATABASE_URL=postgresql://app:{marker(URL_PASSWORD)}@db/app\nDEBUG=true\n"
+        f"{marker(PRIVATE_KEY)}\n"
+    )
+    assert found.found == {OPENAI: 1, GITHUB: 1, URL_PASSWORD: 1, PRIVATE_KEY: 1}
+
+
+def test_redacting_twice_is_redacting_once():
+    texts = [f"a {s} b" for s, _ in WHOLE] + [f"{b}{s}{a}" for b, s, a, _ in NAMED]
+    for text in texts:
+        once = redact(text)
+        assert redact(once) == once
+    for kind in KINDS:  # no marker is taken for a credential, bare or after a name
+        for text in (marker(kind), f"api_key={marker(kind)}", f"Bearer {marker(kind)}"):
+            assert redact(text) == text
+
+
+def test_a_debrief_is_redacted_field_by_field_and_kept_when_clean():
+    clean = AgentDebrief(
+        outcome="success", summary="ok", tools_used=[ToolUsage(name="t", calls=1, success_rate=1)]
+    )
+    same, found = redact_value(clean)
+    assert same is clean and not found
+    dirty = clean.model_copy(
+        update={
+            "key_findings": [f"the .env holds {GITHUB_PAT}", "nothing else"],
+            "lessons_learned": [f"use {OPENAI_PROJECT_KEY} for billing"],
+            "markdown": f"- the .env holds {GITHUB_PAT}",
+        }
+    )
+    redacted, found = redact_value(dirty)
+    assert redacted.key_findings == [f"the .env holds {marker(GITHUB)}", "nothing else"]
+    assert redacted.lessons_learned == [f"use {marker(OPENAI)} for billing"]
+    assert redacted.markdown == f"- the .env holds {marker(GITHUB)}"
+    assert redacted.tools_used is clean.tools_used and found == {GITHUB: 2, OPENAI: 1}
+    assert dirty.key_findings[0].endswith(GITHUB_PAT)  # the original is not changed
+
+
+HOSTILE = [
+    "sk-" * 333_334,
+    "ask-" * 250_000,
+    "sk-ant-" + "a" * 1_000_000,
+    "ghp_" * 250_000,
+    "eyJaaaaaaaaaaa." * 66_667,
+    "://a:" * 200_000,
+    "://a:b@" * 142_858,
+    "x@" * 500_000,
+    "Authorization: Bearer " * 45_455,
+    "token=" * 166_667,
+    "password: " * 100_000,
+    "aws_secret_access_key=" * 45_455,
+    "-----BEGIN PRIVATE KEY-----" * 37_038,
+    "-----BEGIN PRIVATE KEY-----\n" + "AAAAAAAAAAAAAAAA\n" * 58_824,
+    "AAAAAAAAAAAAAAAA\n" * 58_824 + "-----END PRIVATE KEY-----",
+    "AAAAAAAAAAAAAAAA\n-----END PRIVATE KEY-----\n" * 23_256,
+    "-----BEGIN PRIVATE KEY-----\nComment: " + "x " * 500_000,
+    "\\n" * 500_000 + "-----END PRIVATE KEY-----",
+    "a" * 1_000_000,
+]
+
+
+@pytest.mark.parametrize("text", HOSTILE, ids=range(len(HOSTILE)))
+def test_a_megabyte_of_hostile_text_is_scanned_in_linear_time(text: str):
+    """A guard against backtracking that grows faster than the text, not a timing: each takes
+    about a second on a quiet machine; scanned quadratically, a megabyte would take hours."""
+    started = time.perf_counter()
+    found = scan(text)
+    assert time.perf_counter() - started < 90
+    assert redact(found.text) == found.text
+
+
+PIECES = st.lists(
+    hostile_text(max_repeat=200)
+    | st.sampled_from(
+        [
+            "sk-",
+            "sk-ant-",
+            "ghp_",
+            "AKIA",
+            "eyJ",
+            ".",
+            "://",
+            ":",
+            "@",
+            "=",
+            "token",
+            "api_key",
+            "Bearer ",
+            "Authorization: ",
+            "-----BEGIN PRIVATE KEY-----",
+            "-----END PRIVATE KEY-----",
+            "\\n",
+            OPENAI_PROJECT_KEY,
+            GITHUB_PAT,
+            JWT_TOKEN,
+            rand(B64, 64),
+            "\n",
+            " ",
+            '"',
+        ]
+    ),
+    max_size=16,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(PIECES.map("".join))
+def test_any_text_is_scanned_without_error_and_once_is_enough(text: str):
+    found = scan(text)
+    assert isinstance(found.text, str)
+    assert redact(found.text) == found.text
+
+
+@settings(max_examples=300, deadline=None)
+@given(PIECES, st.sampled_from([" ", "\n", "\\n", "=", ": ", '"', "'", "\t", "(", ", "]))
+def test_a_key_apart_from_its_neighbours_is_never_kept(pieces: list[str], separator: str):
+    found = scan(separator.join(["", *pieces, ""]))
+    assert OPENAI_PROJECT_KEY not in found.text and GITHUB_PAT not in found.text
+    assert JWT_TOKEN not in found.text
