@@ -1,4 +1,8 @@
-"""Chat activities: the direct-path LLM call, and sessions saved to Postgres turn by turn."""
+"""Chat activities: the direct-path LLM call, and sessions saved to Postgres turn by turn.
+
+What the agent knows of its runs reaches the model without credentials (a run's debrief and
+observations are redacted where they are kept; an entity may hold a debrief it was told before
+that): `activities/memory_redaction.py`."""
 
 from __future__ import annotations
 
@@ -13,6 +17,7 @@ from activities.completion import Completion
 from activities.llm_calls import LlmEndpoint
 from activities.llm_errors import unreadable_reply
 from activities.llm_request import ContextWindowExceeded, chat_request
+from activities.memory_redaction import redacted
 from activities.pg_refusals import refused_data_fails
 from activities.reply_calls import content_text, unmade_calls_out
 from activities.request_messages import merged_turns
@@ -63,6 +68,17 @@ def direct_messages(
     return [{"role": "system", "content": system}, *merged_turns(turns)]
 
 
+def _without_credentials(input: ChatDirectInput) -> ChatDirectInput:
+    """The turn with the agent's notes on its runs redacted: `notes`, or for an entity from
+    before notes were data, the system prompt that holds them (`context`)."""
+    owner = f"agent {input.agent.agent_id}'s chat"
+    if input.notes is not None:
+        notes = redacted(input.notes, where="chat", owner=owner)
+        return input if notes is input.notes else input.model_copy(update={"notes": notes})
+    context = redacted(input.context, where="chat", owner=owner)
+    return input if context is input.context else input.model_copy(update={"context": context})
+
+
 class ChatActivities:
     def __init__(
         self, sessions: SessionStore, llm: LlmEndpoint, events: RunEvents, usage: ChatUsageStore
@@ -77,6 +93,7 @@ class ChatActivities:
         """One LLM call: persona as the system prompt, the notes on the agent's runs as quoted
         data, then the history and the message. A request too long for the model's window
         goes again with the latest turn of history only."""
+        input = _without_credentials(input)
         history = input.history
         async with self.events.streaming(input.stream_id or None, 0) as text:
             while True:

@@ -1,5 +1,8 @@
 """What agents remember of their runs, in Postgres: a debrief per run, the lessons learned,
-and each agent's last finished run (what chat quotes of it, read by the agent entity)."""
+and each agent's last finished run (what chat quotes of it, read by the agent entity).
+
+Credentials are kept out of all of it, as it is written and as it is read (rows written
+before that too): `activities/memory_redaction.py`."""
 
 from __future__ import annotations
 
@@ -12,6 +15,7 @@ from typing import Any
 from psycopg import AsyncConnection, AsyncCursor
 from pydantic import ValidationError
 
+from activities.memory_redaction import redacted, redacted_run
 from activities.statements import Rows, pending_rows, pg_json, pg_text
 from activities.store import Store
 from reactive_temporal.contracts.debrief import AgentDebrief, DebriefInput
@@ -64,7 +68,11 @@ class DebriefStore:
 
         `BEGIN` and `COMMIT` are statements of the pipeline: psycopg's `transaction()` syncs
         the pipeline as it opens and closes (four round trips for two statements). A failed
-        statement leaves the transaction aborted; the pool rolls it back."""
+        statement leaves the transaction aborted; the pool rolls it back.
+
+        The debrief is kept without credentials: its errors quote tool output, and an LLM may
+        have written a key it read into a finding or a lesson (`memory_redaction`)."""
+        debrief = redacted(debrief, where="debrief", owner=f"run {input.run_id}")
         m = debrief.metrics
         ttl = self.lesson_ttl_days * 86_400
         as_json = pg_json(debrief.model_dump(mode="json"))  # the row's, and the last run's
@@ -124,7 +132,9 @@ class DebriefStore:
         self, conn: AsyncConnection[Any], run: RunFinished
     ) -> AsyncCursor[Any]:
         """`keep_last_run`'s statement sent on `conn` (a `pipelined()` one goes out with the
-        rest, as the block ends); its cursor has a row when the run was kept."""
+        rest, as the block ends); its cursor has a row when the run was kept. Its debrief and
+        observations (tool output chat quotes) are kept without credentials."""
+        run = redacted_run(run, where="last_run")
         return await conn.execute(
             "INSERT INTO agent_last_runs (agent_id, run_id, started_at, run)"
             " VALUES (%s, %s, %s, %s)"
@@ -147,12 +157,13 @@ class DebriefStore:
         if row is None:
             return None
         try:
-            return RunFinished.model_validate(row[0])
+            run = RunFinished.model_validate(row[0])
         except ValidationError as err:  # chat goes on without it rather than failing every turn
             log.warning(
                 "agent %s: its last run's row does not read as a run, ignored: %s", agent_id, err
             )
             return None
+        return redacted_run(run, where="last_run")  # kept before credentials were kept out
 
     async def get(self, run_id: str) -> StoredDebrief | None:
         async with self.pool.connection() as conn:
@@ -189,11 +200,17 @@ def _first(rows: Rows) -> StoredDebrief | None:
 
 
 def _stored(rows: Rows) -> list[StoredDebrief]:
+    """The rows' debriefs, without credentials (a row written before they were kept out
+    reaches the next run's notes as well)."""
     return [
         StoredDebrief(
             run_id=r["run_id"],
             agent_id=r["agent_id"],
-            debrief=AgentDebrief.model_validate(r["debrief_json"]),
+            debrief=redacted(
+                AgentDebrief.model_validate(r["debrief_json"]),
+                where="earlier_debrief",
+                owner=f"run {r['run_id']}",
+            ),
             age_hours=float(r["age_hours"]),
         )
         for r in rows

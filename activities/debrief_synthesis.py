@@ -7,6 +7,10 @@ with that bill. HTTP failures are raised like `llm_step`'s (the call is
 the attempt as `llm_step`'s does (`LlmBadReply`, against the LLM's attempts, its bill in the
 failure's details: it was retried as an outage, up to 53 billed calls, none of them counted).
 The DebriefWorkflow falls back when retries end. The prompt is `prompts.synthesis_prompt`.
+
+The answer comes back without credentials (`activities/memory_redaction.py`): the model read
+the run's tool output, and a key it wrote into a finding or a lesson would reach every later
+run's prompt.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from activities.heartbeat import last_heartbeat
 from activities.llm_calls import LlmEndpoint
 from activities.llm_errors import unreadable_reply
 from activities.llm_request import ContextWindowExceeded, chat_request
+from activities.memory_redaction import redacted
 from activities.pg_refusals import refused_data_fails
 from reactive_temporal.context_window import (
     CHARS_PER_TOKEN,
@@ -44,6 +49,7 @@ from reactive_temporal.contracts.debrief import (
 from reactive_temporal.contracts.run import BilledReplies
 from reactive_temporal.limits import bound_synthesis
 from reactive_temporal.prompts import SYNTHESIS_SYSTEM_PROMPT, synthesis_prompt
+from reactive_temporal.secrets_scan import redact
 
 SYNTHESIS_MAX_TOKENS = 800
 
@@ -111,9 +117,16 @@ class DebriefActivities:
         billed = BilledReplies(
             usage=earlier.usage + completion.usage, cost=earlier.cost + completion.cost
         )
+        owner = f"run {request.input.run_id}"
         try:  # whatever the endpoint put in its reply: an error here is the model's
             content = completion.content
-            parsed = bound_synthesis(parse_synthesis(content))
+            # before bounding (a cut must not leave half a key) and after (control
+            # characters taken out must not join the halves of one)
+            parsed = redacted(
+                bound_synthesis(redacted(parse_synthesis(content), where="synthesis", owner=owner)),
+                where="synthesis",
+                owner=owner,
+            )
         except Exception as err:
             activity.heartbeat(billed.model_dump(mode="json"))  # the next attempt adds to it
             # the debrief counts the bill when this fails for good
@@ -127,7 +140,7 @@ class DebriefActivities:
             )
         return SynthesisResult(
             parsed=parsed,
-            raw_excerpt=(content or "")[:500],
+            raw_excerpt=redact(content or "")[:500],  # the same keys as `parsed`: counted there
             tokens=SynthesisTokens.billed(billed),
         )
 

@@ -6,7 +6,9 @@ here they are read. Relevance is Postgres full-text search (no new service): the
 words, stemmed, any of them matching, ranked by `ts_rank`, newest first among equals,
 among the agent's newest `RANKED_LESSONS` live lessons that match (it says why).
 Expired lessons are never chosen nor listed; they are purged a batch at a time when lessons
-are listed, and all of them by `prune` (`PURGE_BATCH`).
+are listed, and all of them by `prune` (`PURGE_BATCH`). A lesson is read without credentials
+(`activities/memory_redaction.py`): one stored before they were kept out reaches no prompt
+and no listing with its key.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any
 from psycopg import AsyncConnection
 from psycopg.rows import dict_row
 
+from activities.memory_redaction import redacted
 from activities.statements import Rows, pending_rows
 from activities.store import Store
 from reactive_temporal.contracts.debrief import StoredLesson
@@ -147,7 +150,7 @@ class LessonStore:
                 " ORDER BY created_at DESC, position LIMIT %s",
                 (*params, limit),
             )
-            return [StoredLesson.model_validate(r) for r in await cur.fetchall()]
+            return [_stored(r) for r in await cur.fetchall()]
 
     async def delete(self, ids: Sequence[int]) -> list[StoredLesson]:
         """Delete these lessons; returns the ones that existed."""
@@ -176,9 +179,18 @@ class LessonStore:
                 f"DELETE FROM agent_lessons {where} RETURNING {_COLUMNS}",  # type: ignore[arg-type]
                 params,
             )
-            deleted = [StoredLesson.model_validate(r) for r in await cur.fetchall()]
+            deleted = [_stored(r) for r in await cur.fetchall()]
         return sorted(deleted, key=lambda lesson: lesson.id)
 
 
 def _notes(rows: Rows) -> list[LessonNote]:
-    return [LessonNote(r["lesson"], r["run_id"], r["created_at"]) for r in rows]
+    return [LessonNote(_lesson(r), r["run_id"], r["created_at"]) for r in rows]
+
+
+def _stored(row: dict[str, Any]) -> StoredLesson:
+    return StoredLesson.model_validate({**row, "lesson": _lesson(row)})
+
+
+def _lesson(row: dict[str, Any]) -> str:
+    """The row's lesson without credentials."""
+    return redacted(str(row["lesson"]), where="lessons", owner=f"run {row['run_id']}")

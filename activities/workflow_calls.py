@@ -6,6 +6,10 @@ own (nothing to synthesize), then tells the agent — by keeping the run as the 
 run in Postgres, which the agent reads when chat needs it (no signal, no workflow task on the
 agent per run), or, for runs started before that, with a `run_finished` signal. It also stops
 the run's calls still in flight (`activities.run_stops`).
+
+What the agent is told of a run (its debrief, its last observations) and of the runs in
+progress is what chat quotes to whoever asks: it goes without credentials
+(`activities/memory_redaction.py`).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.service import RPCError
 
 from activities.debrief_store import DebriefStore
+from activities.memory_redaction import redacted, redacted_run
 from activities.pg_refusals import refused_data_fails
 from activities.run_stops import RUN_STOPS, announce_stop
 from reactive_temporal import search_attributes as sa
@@ -88,7 +93,9 @@ class EntityActivities:
             if input.keep_last_run:
                 return
         payload = (
-            input.run_started if input.signal == names.RUN_STARTED_SIGNAL else input.run_finished
+            input.run_started
+            if input.signal == names.RUN_STARTED_SIGNAL
+            else input.run_finished and redacted_run(input.run_finished, where="last_run")
         )
         await signal_agent(
             self.client, activity.info().task_queue, input.agent, input.signal, payload
@@ -123,8 +130,10 @@ class EntityActivities:
         ]
         reads = await asyncio.gather(*(self._progress(run_id) for run_id in run_ids))
         last_run = await self._last_run(input.agent_id) if input.last_run else None
+        running = [p for p in reads if p is not None and p.status == "running"]
         return ReadLiveRunsResult(
-            runs=[p for p in reads if p is not None and p.status == "running"], last_run=last_run
+            runs=[redacted(p, where="live_runs", owner=f"run {p.run_id}") for p in running],
+            last_run=last_run,
         )
 
     async def _progress(self, run_id: str) -> RunProgress | None:

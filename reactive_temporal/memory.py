@@ -7,7 +7,8 @@ every line quoted, with the label saying they are data and not instructions. Les
 their source run and time, expire (30 days unless configured), and are chosen by relevance to
 the task at hand (Postgres full-text search, in the store), a few at most.
 
-Pure functions: the store reads, these format.
+Pure functions: the store reads (without credentials: `activities/memory_redaction.py`),
+these format.
 """
 
 from __future__ import annotations

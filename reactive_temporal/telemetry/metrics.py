@@ -9,6 +9,8 @@ names below, and reach `/metrics` through the SDK runtime's Prometheus exporter.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from reactive_temporal.contracts.names import DEBRIEFS_METRIC, RUNS_METRIC
@@ -86,6 +88,14 @@ TOOL_CALLS = Counter(
     ["tool", "outcome"],
     registry=REGISTRY,
 )
+SECRETS_REDACTED = Counter(
+    "reactive_temporal_secrets_redacted",
+    "Credentials replaced by a marker where text enters or leaves the agents' memory "
+    "(reactive_temporal/secrets_scan.py), by where (synthesis, debrief, last_run, lessons, "
+    "earlier_debrief, live_runs, chat) and kind: a key a tool read reached a debrief or lesson.",
+    ["where", "kind"],
+    registry=REGISTRY,
+)
 
 
 def record_llm_call(
@@ -127,3 +137,9 @@ def record_tool_call(tool: str, *, outcome: str) -> None:
     """One execution of a tool: ok, error (an error observation counts), or cancelled (its
     run stopped, or the worker)."""
     TOOL_CALLS.labels(tool=tool, outcome=outcome).inc()
+
+
+def record_redactions(where: str, kinds: Mapping[str, int]) -> None:
+    """Credentials of these kinds (`secrets_scan.KINDS`, a bounded set) replaced in `where`."""
+    for kind, count in kinds.items():
+        SECRETS_REDACTED.labels(where=where, kind=kind).inc(count)
