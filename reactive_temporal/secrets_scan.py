@@ -8,8 +8,8 @@ weeks. The activities that write and read that memory pass its text through here
 (`activities/memory_redaction.py`), as a repository's push protection keeps keys out of its
 history.
 
-Formats, after gitleaks' rules (`config/gitleaks.toml`, github.com/gitleaks/gitleaks, rule ids
-as of 2026), loosened where the provider's format is wider than the rule's sample:
+Formats, after gitleaks' rules (github.com/gitleaks/gitleaks `config/gitleaks.toml`, rule ids
+as of its commit 09242ce9), loosened where a provider's keys are wider than the rule:
 - `openai-api-key`: `sk-`, `sk-proj-`, `sk-svcacct-`, `sk-admin-` then the key. gitleaks
   requires the `T3BlbkFJ` infix; any `sk-` followed by 32+ key characters holding letters,
   digits and a 16-character alphanumeric run is taken here (DeepSeek, Moonshot and other
@@ -31,14 +31,16 @@ as of 2026), loosened where the provider's format is wider than the rule's sampl
   body and an end line with no header (cut in the middle), is redacted as far as the body goes;
 - a password in a URL, `scheme://user:password@host` (as `sanitize.redact_dsn`; an empty
   password, `user:@`, and placeholders such as `${PASSWORD}` or `***` are left);
-- `Authorization: Bearer|Basic|Token <credential>`, a lone `Bearer <token>`, and
-  `curl-auth-header`'s cousins: an assignment to a credential's name (`api_key=`, `"token":`,
-  `X-Api-Key:`, `DB_PASSWORD=`, `client_secret:` …; gitleaks' `generic-api-key`) whose value
-  looks like a token: 8+ characters holding letters and digits, no spaces, not a URL.
+- `Authorization: Bearer|Basic|Token <credential>` and a lone `Bearer <token>` (as
+  `curl-auth-header`, outside a curl command too);
+- an assignment to a credential's name (`api_key=`, `"token":`, `X-Api-Key:`, `DB_PASSWORD=`,
+  `client_secret:` …; gitleaks' `generic-api-key` without its entropy) whose value looks like
+  a token: 8+ characters holding letters and digits, no spaces, not a URL, not `${…}`.
 
 No entropy guessing: a git SHA, a UUID, a content hash or a base64 image a lesson may hold on
-purpose is none of these formats and stays. A value must hold letters and digits (`key:
-your_api_key_here` is a placeholder, not a key).
+purpose is none of these formats and stays. A value must hold letters and digits (`api_key:
+your_api_key_here` is a placeholder, not a key). A key glued to the word before it
+(`tokensk-…`) is not taken: a prefix counts only where a key can begin.
 
 Linear time on any input: each pattern starts at a fixed prefix, a lookbehind keeps it from
 starting again inside a run of key characters it already passed, and its variable part is one
@@ -47,8 +49,9 @@ greedy run of a class the element after it cannot match. The checks a match must
 sending the engine back into it. Private-key bodies are read forward from each header and,
 for an end line with no header, backward (on the reversed text) from it, each once.
 
-Pure and total: `redact` takes any string and never raises; a marker matches no pattern, so
-redacting twice is redacting once.
+Pure and total: `scan` takes any string and never raises (text it could not scan, which no
+input has been seen to make, is replaced whole); a marker matches no pattern, so redacting
+twice is redacting once.
 """
 
 from __future__ import annotations
