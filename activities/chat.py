@@ -114,7 +114,7 @@ class ChatActivities:
         await self._record_usage(input, completion)
         try:  # whatever the endpoint put in its reply: an error here is the model's
             answer, finish_reason = completion.content, completion.finish_reason
-            # no tools on this path: harmony calls a model wrote are markup, never the reply
+            # no tools on this path: calls a model wrote at its end are markup, never the reply
             choices = completion.response.choices
             answer = unmade_calls_out(
                 answer,

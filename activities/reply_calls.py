@@ -18,8 +18,10 @@ endpoint sent. What real endpoints send besides OpenAI's shapes:
   `reasoning_details`, LiteLLM's `thinking_blocks`: `activities.turn_state`), kept with the
   step's record only and sent back as it came;
 - tool calls written into the text by an endpoint that does not parse them
-  (`reactive_temporal.text_calls`); gpt-oss's calls in harmony markup that are not made
-  taken out of the text (`unmade_calls_out`).
+  (`reactive_temporal.text_calls`), or by a model asked to write them there
+  (`ModelCapabilities.tools_in_prompt`); calls that are not made (copies of a tool's result,
+  blocks that name no tool) taken out of the text (`unmade_calls_out`), and those that could
+  not be read said (`ReadReply.unread_calls`), for the run to tell the model.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ from reactive_temporal.contracts.run import LlmStepResult, RationaleDetail, SeqM
 from reactive_temporal.harmony import in_harmony, without_calls
 from reactive_temporal.rationale import parse_rationale_blocks, strip_rationale_blocks
 from reactive_temporal.sanitize import clean_text, clip
-from reactive_temporal.text_calls import calls_in_text as text_calls
+from reactive_temporal.text_calls import WrittenCalls, read_calls, without_text_calls
 from reactive_temporal.thinking import reasoning_of, split_thinking
 
 EXTRA_CONTENT_MAX_BYTES = 16_000
@@ -131,7 +133,12 @@ class ReadReply:
     unwrapped_names: int = 0
     """Calls whose name had to be unwrapped to name a tool (`reactive_temporal.call_names`)."""
     copied_calls: str | None = None
-    """Calls the reply wrote at its end that copy a tool's result, left as its text."""
+    """Calls the reply wrote at its end that copy a tool's result: not made, and taken out of
+    its text."""
+    unread_calls: str | None = None
+    """Calls the reply wrote at its end that could not be read (a block that names no tool:
+    no name, cut off before it), as written: not made, and taken out of its text, so the run
+    tells the model rather than end on its words (`LlmStepResult.unread_calls`)."""
     harmony_in_text: bool = False
     """The text was in gpt-oss's harmony markup (`reactive_temporal.harmony`), read by its
     channels: the endpoint left it there."""
@@ -150,7 +157,8 @@ def read_reply(
 ) -> ReadReply:
     """The reply's text without its thinking (and rationale blocks, in audit mode), and its
     calls: those it made, or else (`calls_in_text`) those it wrote into the text, ids
-    `<id_prefix>_<n>`, unless they copy a tool's result in `transcript`."""
+    `<id_prefix>_<n>`, unless they copy a tool's result in `transcript` or one names no
+    tool. Calls written at the end of the text and not made are never its words."""
     unwrapped: list[str] = []
     calls = reply_calls(message, real_names, unwrapped)
     text = content_text(message)
@@ -160,12 +168,12 @@ def read_reply(
     if audit_rationale:
         rationale = parse_rationale_blocks(content)
         content = strip_rationale_blocks(content) or None
-    written, copies = None, list[str]()
+    written: WrittenCalls | None = None
     if not calls and calls_in_text:
         read = functools.partial(tool_results, transcript)
-        written = text_calls(content, real_names, id_prefix=id_prefix, read=read, copies=copies)
-    if written is not None:
-        content, calls = written
+        written = read_calls(content, real_names, id_prefix=id_prefix, read=read)
+    if written is not None:  # made or not, the calls are not the reply's words
+        content, calls = written.before, written.calls
     else:
         content = unmade_calls_out(content, text, calls_in_text=calls_in_text)
     return ReadReply(
@@ -173,24 +181,28 @@ def read_reply(
         calls,
         thinking,
         rationale,
-        calls_from_text=written is not None,
+        calls_from_text=bool(calls) and written is not None,
         unwrapped_names=len(unwrapped),
-        copied_calls=copies[0] if copies else None,
+        copied_calls=written.written if written is not None and written.copied else None,
+        unread_calls=written.written if written is not None and written.unread else None,
         harmony_in_text=thinking is not None and in_harmony(text),
         state=state_of(message),
     )
 
 
 def unmade_calls_out(content: str | None, text: str | None, *, calls_in_text: bool) -> str | None:
-    """A reply's words without gpt-oss's harmony calls that end them and were not made (a
-    copy of a tool's result, a reply past what text calls may carry, a model whose calls are
-    not read from its text): markup that was the run's output and the chat's reply. Taken
-    out where calls are read from the text, or where the whole reply came in harmony markup
-    (`text`: the reply's text as it came); a model whose calls are not read from its text
-    may quote the markup in an answer of its own."""
-    if not content or not (calls_in_text or in_harmony(text)):
+    """A reply's words without the calls written at their end that were not made (a copy of
+    a tool's result, a block that names no tool, a reply past what text calls may carry, a
+    direct chat turn, which has no tools): markup that was the run's output and the chat's
+    reply. Where calls are read from the text, in every format `text_calls` reads; where
+    they are not, gpt-oss's harmony calls only, and only where the whole reply came in
+    harmony markup (`text`: the reply's text as it came): such a model may quote a call in
+    an answer of its own."""
+    if not content:
         return content
-    return without_calls(content)
+    if calls_in_text:
+        return without_text_calls(content)
+    return without_calls(content) if in_harmony(text) else content
 
 
 TOOL_RESULTS_READ_MAX_CHARS = 256_000

@@ -288,7 +288,8 @@ async def test_a_call_the_model_quotes_from_a_page_it_read_does_not_run(
 ):
     """A review plants a call; the model ends its reply quoting it, as a model that was told
     to by the page does. Read as the model's own call, the transfer ran: a page the agent read
-    spent the user's money. It is the page's words: the run ends on the reply's text."""
+    spent the user's money. It is the page's words: never made, and taken out of the reply's
+    text (it was the run's output), the run ends on the words before it."""
     llm.script(
         model_name,
         [
@@ -303,7 +304,10 @@ async def test_a_call_the_model_quotes_from_a_page_it_read_does_not_run(
             60,
         )  # fmt: skip
     assert transferred == []
-    assert result.terminated_by == "end_turn" and PLANTED_CALL in result.output, result
+    assert (result.terminated_by, result.output) == (
+        "end_turn",
+        "The reviews are good. One says to finish with this:",
+    ), result
     assert len(llm.requests[model_name]) == 2  # nothing ran after the quote
     [said] = [
         r.getMessage() for r in caplog.records if "copied from a tool's result" in r.getMessage()

@@ -145,3 +145,53 @@ async def test_a_run_whose_offered_tools_change_keeps_its_system_message(
         refusals
     )
     assert "unknown tool 'rm_rf'" in refusals
+
+
+async def test_a_call_block_whose_arguments_do_not_read_is_refused_by_its_tool(
+    harness: Harness, llm: ScriptedLLM, model_name: str
+):
+    """A block cut short (`{"expression": "6*7"` with no closing braces) names its tool: it is
+    made with its arguments as written, the calculator refuses them by name, and the model,
+    reading why, writes the call again. It was the run's answer, markup and all."""
+    model = llm.endpoint(f"gemma3-{model_name}", Endpoint(no_tools=True))
+    broken = '<tool_call>\n{"name": "calculator", "arguments": {"expression": "6*7"\n</tool_call>'
+    llm.script(
+        model,
+        [
+            Reply(broken),
+            Reply(written("calculator", expression="6*7")),
+            Reply("FINAL ANSWER: 42"),
+        ],
+    )
+    agent = harness.agent(model, agent_id=unique("args"), memory=False)
+    result = await asyncio.wait_for(agent.run("What is 6*7?"), 60)
+    assert (result.terminated_by, result.output) == ("final_answer", "42"), result
+    requests = served(llm, model)
+    refused = requests[1]["messages"][-1]["content"]
+    assert '<tool_response call="text_2_0" name="calculator">' in refused
+    assert "[Tool error: invalid arguments for calculator: arguments are not valid JSON" in refused
+    turn = requests[1]["messages"][-2]  # the call as it went to the tool
+    assert turn["role"] == "assistant"
+    assert '"invalid_arguments": "{\\"expression\\": ' in turn["content"]
+    assert requests[2]["messages"][-1]["content"].endswith(
+        '<tool_response call="text_4_0" name="calculator">\n42\n</tool_response>'
+    )
+
+
+async def test_a_chat_reply_that_is_only_a_call_block_is_not_that_markup(
+    harness: Harness, llm: ScriptedLLM, model_name: str
+):
+    """A direct turn has no tools: a block the model wrote, read or not, was the chat's
+    reply, markup and all; the words before one are the reply."""
+    model = llm.endpoint(f"gemma3-{model_name}", Endpoint(no_tools=True))
+    llm.script(
+        model,
+        [
+            Reply('<tool_call>\n{"name": "calculator", "arguments": {"expression": "2+'),
+            Reply('Hello!\n<tool_call>\n{"nam'),
+        ],
+    )
+    session = harness.agent(model, agent_id=unique("chat")).session()
+    first = await asyncio.wait_for(session.chat("What is 2+2?", use_tools=False), 60)
+    second = await asyncio.wait_for(session.chat("Hi!", use_tools=False), 60)
+    assert (first.message, second.message) == ("(no answer)", "Hello!")

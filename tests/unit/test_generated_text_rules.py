@@ -27,7 +27,7 @@ from reactive_temporal.rationale import (
     parse_rationale_blocks,
     strip_rationale_blocks,
 )
-from reactive_temporal.text_calls import calls_in_text
+from reactive_temporal.text_calls import read_calls, without_text_calls
 from reactive_temporal.thinking import split_thinking, thinking_so_far
 from tests.support.hostile import ATOMS, hostile_text, json_texts, json_values, plain_text
 from workflows import chat_rules, debrief_rules, final_answer, turns
@@ -342,16 +342,18 @@ def replies_with_written_calls(draw: st.DrawFn) -> str:
 def test_calls_written_in_the_text_are_calls_or_text(
     text: str, names: dict[str, str], results: list[str]
 ):
-    copies: list[str] = []
-    found = calls_in_text(text, names, id_prefix="text_3", read=lambda: results, copies=copies)
+    """Calls to make, calls not made (copied, or naming no tool), or no calls at all; the
+    reply's words are what comes before the calls, the same without them."""
+    words = without_text_calls(text)
+    found = read_calls(text, names, id_prefix="text_3", read=lambda: results)
+    assert words is None or words == text or (words.strip() == words and words in text)
     if found is None:
+        assert words == text
         return
-    before, calls = found
-    assert calls
-    assert before is None or (before.strip() == before and before in text)
-    for n, call in enumerate(calls):
-        assert call.id == f"text_3_{n}"
-        assert isinstance(json.loads(call.arguments), dict)
+    assert text.endswith(found.written) and found.before in (words, None)  # a bare object: words
+    assert bool(found.calls) + found.copied + found.unread == 1
+    for n, call in enumerate(found.calls):  # arguments: an object, or as written, for the tool
+        assert call.id == f"text_3_{n}" and call.name.strip() and call.arguments.strip()
 
 
 @given(hostile_text(max_repeat=100), names_offered)
