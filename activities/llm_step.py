@@ -250,6 +250,7 @@ class LlmActivities:
             rationale=bound_rationale(read.rationale),
             context=context.report(overflows),
             prepared=prepared,
+            unread_calls=read.unread_calls is not None,
         )
         reply = Message(role="assistant", content=content, tool_calls=calls)
         state = recorded_state(read.state, input.run_id)  # the endpoint's, for its next requests

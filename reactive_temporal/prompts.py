@@ -90,6 +90,15 @@ EMPTY_REPLY_NUDGE = (
     "[harness] Your last reply was empty. Continue the task: call a tool, or give the final "
     "answer (the final-answer tool when it is offered, else a line starting with FINAL ANSWER:)."
 )
+UNREAD_CALLS_NUDGE = (
+    "[harness] Your last reply ended with a tool call that could not be read, so no tool ran. "
+    "To call a tool, end your reply with one block like this for each call, and write nothing "
+    'after the blocks:\n<tool_call>\n{"name": "<the tool\'s name>", "arguments": {<its '
+    "arguments, a JSON object>}}\n</tool_call>\nOr give the final answer (the final-answer "
+    "tool when it is offered, else a line starting with FINAL ANSWER:)."
+)
+"""What a run tells the model whose reply ended with calls written in its text that name no
+tool (`LlmStepResult.unread_calls`), in the format every model's calls are read in."""
 CUT_OFF_NUDGE = (
     "[harness] Your last reply was cut off at the output token limit before it ended. Continue "
     "the task in a shorter reply: call a tool, or give the final answer (the final-answer tool "

@@ -313,6 +313,12 @@ class AgentRunWorkflow(RunWrapUp, RunControls, RunTools, RunLlmStep):
             required_tools=self._required_tools(),
             finish_reason=step.finish_reason if cut_short else None,
             bare_marker_nudged=lambda: self.patched(names.BARE_MARKER_PATCH),
+            unread_calls=(
+                step.unread_calls
+                and not step.tool_calls
+                and not cut_short
+                and self.patched(names.UNREAD_TEXT_CALLS_PATCH)  # asked only when it matters
+            ),
         )
         if not isinstance(decision, Ending):
             decision = self._over_budget() or decision

@@ -18,6 +18,7 @@ from reactive_temporal.contracts.run import (
 from reactive_temporal.prompts import (
     CUT_SHORT_NUDGES,
     EMPTY_REPLY_NUDGE,
+    UNREAD_CALLS_NUDGE,
     completion_guard_nudge,
     unfinished_nudge,
 )
@@ -82,6 +83,7 @@ def decide_turn(
     required_tools: Collection[str] = (),
     finish_reason: str | None = None,
     bare_marker_nudged: Callable[[], bool] = lambda: False,
+    unread_calls: bool = False,
 ) -> TurnDecision:
     """What the reply means. Any ending before every required tool has run — `FINAL ANSWER:`
     text or a plain reply (the final-answer tool has its own gate) — is refused with a nudge
@@ -96,7 +98,12 @@ def decide_turn(
     the `cut-short-replies-go-on` patch pass None.
 
     `bare_marker_nudged` (asked only for a reply that is the marker alone): such a reply is
-    empty, and nudged; runs from before ended on it as a success whose answer was the marker."""
+    empty, and nudged; runs from before ended on it as a success whose answer was the marker.
+
+    `unread_calls`: the reply ended with calls written in its text that could not be read,
+    taken out of `content` (`LlmStepResult.unread_calls`): the model is told, an error as a
+    call its tool refused is, whatever words came before them (the calls were meant to run
+    before any ending). Runs started before the `unread-text-calls-nudged` patch pass False."""
     text = (content or "").strip()
     marker = has_final_answer_marker(text, anchored=anchored_marker)
     if tool_calls:
@@ -105,6 +112,8 @@ def decide_turn(
         )
     if finish_reason in CUT_SHORT_NUDGES:
         return Nudge(CUT_SHORT_NUDGES[finish_reason])
+    if unread_calls:
+        return Nudge(UNREAD_CALLS_NUDGE, is_error=True)
     missing = missing_required_tools(required_tools, tools_used)
     if text and missing:
         return Nudge(unfinished_nudge(missing))

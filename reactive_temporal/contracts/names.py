@@ -221,6 +221,12 @@ error did not say which field. Asked only by a run that gets such a call."""
 BARE_MARKER_PATCH: Final = "bare-final-answer-marker-nudged"
 """A reply that is `FINAL ANSWER:` with nothing after it is an empty reply (nudged): it ended the
 run as a success whose answer was the marker. Asked only by a run that gets such a reply."""
+UNREAD_TEXT_CALLS_PATCH: Final = "unread-text-calls-nudged"
+"""A reply that ends with tool calls written in its text that could not be read (a
+`<tool_call>` block that names no tool: no name, cut off before it; `LlmStepResult.
+unread_calls`) is nudged, the model told its call did not read and how to write one: it ended
+the run on the words before the block, or was an empty reply. Asked only by a run that gets
+such a reply (no marker otherwise); in no bundle."""
 FIRST_STEP_SEEDS_PATCH: Final = "first-step-seeds"
 """A run's first LLM step seeds its transcript and resolves its tools (`LlmStepInput.seed`)
 where a `prepare_run` local activity did before it: one action, one local-activity task and

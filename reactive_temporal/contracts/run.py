@@ -325,6 +325,10 @@ class LlmStepResult(InternalPayload):
     prepared: PrepareRunResult | None = None
     """A run's first step (given a `seed`): its tools, and the reply's position in
     `next_seq`."""
+    unread_calls: bool = False
+    """The reply ended with tool calls written in its text that could not be read (a block
+    that names no tool: no name, cut off before it), taken out of `content`: the model is
+    told (`prompts.UNREAD_CALLS_NUDGE`), where the run ended on its words, or the markup."""
 
 
 class RunToolInput(InternalPayload):

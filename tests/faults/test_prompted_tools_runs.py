@@ -10,10 +10,13 @@ import uuid
 from typing import Any
 
 import pytest
+from temporalio.client import Client
 
+from reactive_temporal.config import Settings
 from reactive_temporal.embedded.scripted_llm import Endpoint, Reply, ScriptedLLM, Step
-from reactive_temporal.prompts import SYNTHESIS_SYSTEM_PROMPT
-from tests.workflow.conftest import Harness
+from reactive_temporal.prompts import SYNTHESIS_SYSTEM_PROMPT, UNREAD_CALLS_NUDGE
+from reactive_temporal.tools import tool
+from tests.workflow.conftest import Harness, running_worker
 
 pytestmark = [pytest.mark.faults, pytest.mark.workflow]
 
@@ -145,6 +148,54 @@ async def test_a_run_whose_offered_tools_change_keeps_its_system_message(
         refusals
     )
     assert "unknown tool 'rm_rf'" in refusals
+
+
+multiplied: list[str] = []
+
+
+@tool
+async def multiply(expression: str) -> str:
+    """Multiply the numbers in an expression such as 6*7."""
+    multiplied.append(expression)
+    left, right = expression.split("*")
+    return str(int(left) * int(right))
+
+
+async def test_a_call_block_that_does_not_read_is_never_the_run_s_answer(
+    client: Client, settings: Settings, llm: ScriptedLLM, model_name: str
+):
+    """The model's first block names no tool (unquoted keys, as small models write them): it
+    stayed in the text, and the run ended at once as a success whose output was the markup,
+    the model never told. Taken out of the words, the model is told its call could not be
+    read and how to write one; it writes it again, the tool runs, and it answers."""
+    model = llm.endpoint(f"gemma3-{model_name}", Endpoint(no_tools=True))
+    llm.script(
+        model,
+        [
+            Reply('Let me multiply.\n<tool_call>\n{name: "multiply", arguments: {expression: '
+                  '"6*7"}}\n</tool_call>'),
+            Reply(f"Again.\n{written('multiply', expression='6*7')}"),
+            Reply("FINAL ANSWER: 42"),
+        ],
+    )  # fmt: skip
+    multiplied.clear()
+    async with running_worker(client, settings, extra_tools=[multiply]) as harness:
+        result = await asyncio.wait_for(
+            harness.run(model, "What is 6*7?", agent_id=unique("unread"), memory=False,
+                        tools=["multiply"]),
+            60,
+        )  # fmt: skip
+    assert (result.terminated_by, result.output) == ("final_answer", "42"), result
+    assert multiplied == ["6*7"]  # once: the block that did not read never ran
+    requests = served(llm, model)
+    assert len(requests) == 3
+    turn, told = requests[1]["messages"][-2:]
+    assert turn == {"role": "assistant", "content": "Let me multiply."}
+    assert told["role"] == "user" and told["content"].endswith(UNREAD_CALLS_NUDGE)
+    assert "{name:" not in json.dumps(requests[2]["messages"])  # never sent back
+    assert requests[2]["messages"][-1]["content"].endswith(
+        '<tool_response call="text_4_0" name="multiply">\n42\n</tool_response>'
+    )
 
 
 async def test_a_call_block_whose_arguments_do_not_read_is_refused_by_its_tool(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from reactive_temporal.contracts.run import ToolCall
-from reactive_temporal.prompts import CUT_OFF_NUDGE, FILTERED_NUDGE
+from reactive_temporal.prompts import CUT_OFF_NUDGE, FILTERED_NUDGE, UNREAD_CALLS_NUDGE
 from workflows.turns import Act, Ending, Nudge, decide_turn, goal_achieved, is_success
 
 CALC = ToolCall(id="c1", name="calculator", arguments='{"expression": "1+1"}')
@@ -52,6 +52,20 @@ def test_a_reply_cut_off_at_the_output_limit_ends_nothing(content):
     decision = decide(content, finish_reason="length")
     assert decision == Nudge(CUT_OFF_NUDGE)
     assert not decision.is_error  # a limit the model can work within, not its mistake
+
+
+@pytest.mark.parametrize("content", ["Let me add.", "FINAL ANSWER: 4", "", None])
+def test_a_reply_whose_calls_did_not_read_tells_the_model(content):
+    """Its calls were taken out of its text (a block that names no tool): the words before
+    them ended the run, or it was nudged as empty, and the model never learned its call did
+    not go through. It is told, and how to write one."""
+    decision = decide(content, unread_calls=True)
+    assert decision == Nudge(UNREAD_CALLS_NUDGE, is_error=True)
+    assert "<tool_call>" in UNREAD_CALLS_NUDGE and "could not be read" in UNREAD_CALLS_NUDGE
+    # cut off before the name: the cut is what the model can do something about
+    assert decide(content, unread_calls=True, finish_reason="length") == Nudge(CUT_OFF_NUDGE)
+    answer = "4" if content == "FINAL ANSWER: 4" else None
+    assert decide(content, [CALC], unread_calls=True) == Act([CALC], answer)
 
 
 def test_a_reply_stopped_by_the_content_filter_ends_nothing():
