@@ -61,6 +61,8 @@ fallback keeps what the call, or the attempts that failed for good, were billed)
 `payload_budget_*.json` (group `budget`) with the `payload-budget` patch asked where a run
 meets its cases: an input by hand too heavy to carry, an answer's summary and confidence
 clipped, by a `final-answer` call and by an operator (docs/payload-budget.md).
+`unread_calls_nudged.json` (group `unread_calls`) with the `unread-text-calls-nudged` patch
+asked where a reply ended with a call block that names no tool (the model told so).
 Each scenario runs on a fresh dev server with scripted models.
 """
 
@@ -89,7 +91,15 @@ from reactive_temporal.contracts.entity import (
     ChatRequest,
 )
 from reactive_temporal.contracts.run import AgentConfig, AgentRunInput, FinalAnswerCapture
-from reactive_temporal.embedded.scripted_llm import HttpError, Raw, Reply, ScriptedLLM, Step, call
+from reactive_temporal.embedded.scripted_llm import (
+    Endpoint,
+    HttpError,
+    Raw,
+    Reply,
+    ScriptedLLM,
+    Step,
+    call,
+)
 from reactive_temporal.embedded.stack import DevServer
 from reactive_temporal.hosting.runtime import Runtime
 from reactive_temporal.hosting.worker_factory import create_worker
@@ -571,6 +581,26 @@ async def record_budget(client: Client, task_queue: str, llm: ScriptedLLM) -> di
     }
 
 
+async def record_unread_calls(client: Client, task_queue: str, llm: ScriptedLLM) -> dict[str, str]:
+    """A model whose server takes no tools writes a call block that names no tool (unquoted
+    keys), then a readable one, then its answer: the `unread-text-calls-nudged` patch, asked
+    at the turn that told the model its call could not be read (workflows/turns.py)."""
+    model = llm.endpoint("gemma3-recorder", Endpoint(no_tools=True))
+    config = AgentConfig(agent_id="recorder", model=model, memory=False, tools=["calculator"])
+    block = '{"name": "calculator", "arguments": {"expression": "6*7"}}'
+    llm.script(
+        model,
+        [
+            Reply('Let me compute.\n<tool_call>\n{name: "calculator", arguments: '
+                  '{expression: "6*7"}}\n</tool_call>'),
+            Reply(f"Again.\n<tool_call>\n{block}\n</tool_call>"),
+            Reply("FINAL ANSWER: 42"),
+        ],
+    )  # fmt: skip
+    result = await Agent(config, Runtime(client, task_queue, offline_model=False)).run("6*7?")
+    return {"unread_calls_nudged.json": result.run_id}
+
+
 GROUPS = {
     "base": record,
     "chat": record_chat,
@@ -585,6 +615,7 @@ GROUPS = {
     "routing": record_routing,
     "synthesis_bill": record_synthesis_bill,
     "budget": record_budget,
+    "unread_calls": record_unread_calls,
 }
 
 
