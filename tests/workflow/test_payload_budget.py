@@ -78,14 +78,17 @@ async def pending(handle: Any, count: int) -> None:
 
 
 async def handled(handle: Any) -> None:
-    """Wait until a workflow task has taken the run's last signal."""
+    """Wait until a workflow task has taken the run's last signal (it is in the history only
+    once the workflow task in flight when it came has completed: the server buffers it)."""
 
     async def taken() -> bool:
         kinds = [e.event_type for e in (await handle.fetch_history()).events]
-        signalled = max(
+        signalled = [
             i for i, k in enumerate(kinds) if k == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED
+        ]
+        return bool(signalled) and (
+            EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED in kinds[signalled[-1] :]
         )
-        return EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED in kinds[signalled:]
 
     await wait_for(taken, seconds=30)
 
