@@ -5,8 +5,8 @@ rich one is ready, never replaced by an older run's late debrief), that run's to
 observations, and the open chat sessions. Runs keep themselves in Postgres as they end, and
 the agent reads its last run there when chat needs it (with each chat turn, and for
 `read_last_run`), and asks Temporal for its runs in progress: no run signals it (runs started
-before that still do, and it still hears them). People talk to it with the validated `chat`
-update.
+before that still do, and it still hears them; workflows/entity_news.py has what runs and
+builders tell it). People talk to it with the validated `chat` update.
 
 A chat turn takes one of two paths (workflows.chat_rules.route; workflows/entity_chat.py):
 - direct: one LLM activity with the agent's system prompt, the run context (and the live
@@ -40,7 +40,6 @@ with workflow.unsafe.imports_passed_through():
         ChatMessage,
         ChatReply,
         ChatRequest,
-        DebriefReady,
         LoadSessionInput,
         ReadLastRunInput,
         ReadLastRunResult,
@@ -48,15 +47,11 @@ with workflow.unsafe.imports_passed_through():
         ReadLiveRunsResult,
         ReadRunProgressInput,
         ReadRunProgressResult,
-        RunFinished,
-        RunStarted,
         SaveSessionInput,
         SessionHistory,
         SessionPage,
         SessionRef,
     )
-    from reactive_temporal.contracts.run import AgentConfig
-    from reactive_temporal.limits import system_prompt_problem
     from workflows.activity_options import RUN_QUERY, SESSION_LOAD, STORE
     from workflows.bugs import BUG_EXCEPTIONS
     from workflows.chat_rules import (
@@ -65,14 +60,15 @@ with workflow.unsafe.imports_passed_through():
         route,
     )
     from workflows.entity_chat import ChatPaths
-    from workflows.entity_lifetime import Lifetime, notes_lifetime
+    from workflows.entity_lifetime import notes_lifetime
+    from workflows.entity_news import RunNews
     from workflows.entity_sessions import KEEP_ENDED_SESSIONS, SessionKeeper
 
 SESSION_ID = re.compile(SESSION_ID_PATTERN)
 
 
 @workflow.defn(name=names.AGENT_WORKFLOW, failure_exception_types=BUG_EXCEPTIONS)
-class AgentWorkflow(ChatPaths, Lifetime):
+class AgentWorkflow(ChatPaths, RunNews):
     @workflow.init
     def __init__(self, input: AgentWorkflowInput) -> None:
         self.state = input.state
@@ -107,56 +103,6 @@ class AgentWorkflow(ChatPaths, Lifetime):
                 patch_bundle=self.patch_bundle,  # as it was started: a rollback stays safe
             )
         )
-
-    # -- what runs and builders tell the agent ---------------------------------------------------
-
-    @workflow.signal(name=names.RUN_STARTED_SIGNAL)
-    @notes_lifetime
-    def run_started(self, event: RunStarted) -> None:
-        self.state.active_runs[event.run_id] = event.started_at
-
-    @workflow.signal(name=names.RUN_FINISHED_SIGNAL)
-    @notes_lifetime
-    def run_finished(self, event: RunFinished) -> None:
-        if event.agent.agent_id != self.state.agent.agent_id:  # sent by hand, to the wrong agent
-            workflow.logger.warning(
-                "run_finished of %r's run %r ignored by this agent",
-                event.agent.agent_id,
-                event.run_id[:200],
-            )
-            return
-        self.state.active_runs.pop(event.run_id, None)
-        last = self.state.last_run_started_at
-        if last is not None and event.started_at < last:
-            return  # an older run finishing late: the newer run's context stands
-        set_at = self.state.agent_set_at
-        if set_at is None or event.started_at >= set_at:  # else the builder spoke since
-            self.state.agent = event.agent
-        self.state.last_run_id = event.run_id
-        self.state.last_run_started_at = event.started_at
-        self.state.last_debrief = event.debrief
-        self.state.last_observations = event.observations
-
-    @workflow.signal(name=names.CONFIGURE_SIGNAL)
-    @notes_lifetime
-    def configure(self, config: AgentConfig) -> None:
-        """The agent's configuration as its builder set it: chat from any process uses it
-        (until a run that starts later brings its own)."""
-        if config.agent_id != self.state.agent.agent_id:
-            workflow.logger.warning("configure for %r ignored by this agent", config.agent_id)
-            return
-        if problem := system_prompt_problem(config.system_prompt):  # sent by hand: builders check
-            workflow.logger.warning("configure ignored: %s", problem)
-            return
-        self.state.agent = config
-        self.state.agent_set_at = workflow.now()
-
-    @workflow.signal(name=names.DEBRIEF_READY_SIGNAL)
-    @notes_lifetime
-    def debrief_ready(self, event: DebriefReady) -> None:
-        """Upgrade to the rich debrief, only for the run whose context we hold."""
-        if event.run_id == self.state.last_run_id:
-            self.state.last_debrief = event.debrief
 
     # -- queries --------------------------------------------------------------------------------
 
