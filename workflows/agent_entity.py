@@ -60,6 +60,7 @@ with workflow.unsafe.imports_passed_through():
         route,
     )
     from workflows.entity_chat import ChatPaths
+    from workflows.entity_inputs import turn_agent_problem
     from workflows.entity_lifetime import notes_lifetime
     from workflows.entity_news import RunNews
     from workflows.entity_sessions import KEEP_ENDED_SESSIONS, SessionKeeper
@@ -78,6 +79,7 @@ class AgentWorkflow(ChatPaths, RunNews):
         self.sessions = SessionKeeper(self.state, self.idle_after)
         self.patch_bundle = input.patch_bundle
         self._ask_patches(input.patch_bundle)
+        self._bound_state()
 
     @workflow.run
     async def run(self, input: AgentWorkflowInput) -> None:
@@ -97,7 +99,7 @@ class AgentWorkflow(ChatPaths, RunNews):
         self.state.answered_turns = recent(self.state.answered_turns, workflow.now())
         workflow.continue_as_new(
             AgentWorkflowInput(
-                state=self.state,
+                state=self._state_for_next_run(),
                 continue_as_new_after_events=self.continue_after,
                 session_idle_seconds=self.idle_after,
                 patch_bundle=self.patch_bundle,  # as it was started: a rollback stays safe
@@ -280,7 +282,8 @@ class AgentWorkflow(ChatPaths, RunNews):
 
     @chat.validator
     def _validate_chat(self, request: ChatRequest) -> None:
-        if (problem := chat_request_problem(request, self.state.agent.agent_id)) is not None:
+        agent_id = self.state.agent.agent_id
+        if problem := chat_request_problem(request, agent_id) or turn_agent_problem(request.agent):
             raise ValueError(problem)
         self._require_open(request.session_id)
         self._refuse_while_leaving()

@@ -10,11 +10,15 @@ trace in history) a replay's handlers need not get there in the same order, and 
 entity failed to replay: its chat stood still. Entity runs from before keep asking each
 patch where they did, lazily, as their histories were made.
 
-A patch released after the bundle (`chat-routing-ascii`) is not in it, whose meaning is fixed
-(`names.ENTITY_PATCHES_2026_12_COVERS`): every entity run asks it in its first task too, after
-the bundle, whatever its input. An entity run from before it finds no marker on replay and
-keeps routing chat with Unicode words until it continues as new; its next run asks again and
-routes as the released code does.
+A patch released after the bundle (`chat-routing-ascii`, then `entity-inputs-bounded`) is not
+in it, whose meaning is fixed (`names.ENTITY_PATCHES_2026_12_COVERS`): every entity run asks
+it in its first task too, after the bundle, whatever its input, each in the order released.
+An entity run from before it finds no marker on replay and decides as before (routes chat with
+Unicode words, keeps what it is told whole) until it continues as new; its next run asks again.
+Each goes out in two releases (`names.ASCII_CHAT_ROUTING_ASKED`,
+`names.ENTITY_INPUTS_BOUNDED_ASKED`): the first asks it only on replay, where a run of the
+second may have recorded it, for a worker that does not know a patch fails every task of a run
+holding its marker.
 """
 
 from __future__ import annotations
@@ -43,6 +47,10 @@ class EntityPatches:
     """Chat routing matches as the released code's regexes do, ASCII words and case
     (chat-routing-ascii): asked in every run's first task, so never lazily; False in an entity
     run from before the patch, which keeps Unicode routing until it continues as new."""
+    _bounds_inputs: bool = False
+    """What the entity's signals carry is held to bounds (entity-inputs-bounded,
+    workflows/entity_inputs.py): asked in every run's first task, after the routing patch;
+    False in an entity run from before it, which keeps what it is told whole."""
 
     def _ask_patches(self, bundle: str | None) -> None:
         """In the run's first task, before any handler or `run` has run. A run started with
@@ -63,10 +71,13 @@ class EntityPatches:
             self.decides_after_handlers = workflow.patched(
                 names.ENTITY_CONTINUES_AFTER_HANDLERS_PATCH
             )
-        # released after the bundle, so asked by every run, bundled or not; until the
-        # release that asks it, only where a run of that release may have recorded it
+        # released after the bundle, so asked by every run, bundled or not, in the order
+        # released; until the release that asks each, only where a run of that release may
+        # have recorded it
         if names.ASCII_CHAT_ROUTING_ASKED or workflow.unsafe.is_replaying():
             self._ascii_routing = workflow.patched(names.ASCII_CHAT_ROUTING_PATCH)
+        if names.ENTITY_INPUTS_BOUNDED_ASKED or workflow.unsafe.is_replaying():
+            self._bounds_inputs = workflow.patched(names.ENTITY_INPUTS_BOUNDED_PATCH)
 
     def _sessions_saved_per_turn(self) -> bool:
         if self._saved_per_turn is None:

@@ -183,6 +183,26 @@ run holding its marker ("patch marker encountered for change chat-routing-ascii,
 is no corresponding change command"), so a rollback, or such a worker beside a new one in a
 deploy, must never meet one. Turned on in the next release: new entity runs then route as
 the released code does."""
+ENTITY_INPUTS_BOUNDED_PATCH: Final = "entity-inputs-bounded"
+"""What the agent entity keeps of its signals (a run's news, a builder's configuration, a
+rich debrief: anyone who may signal its workflow can send them by hand) is held to bounds
+(workflows/entity_inputs.py): a configuration past the builders' limits, a debrief of
+megabytes or holding NaN, a run id no workflow can have are ignored, a run's observations
+kept as far as chat reads them, runs in progress capped, and the state fitted under 1.5 MB as
+the entity continues as new. Before it, a 2 MB configuration or debrief sent by hand, or
+thousands of runs "started", made an activity or continue-as-new input past Temporal's 2 MiB:
+the workflow task failed on every retry and the agent never answered chat again; a NaN made a
+next run whose input did not read back, which failed (the agent started afresh, its
+configuration lost). Not covered by ENTITY_PATCHES_2026_12: every entity run
+asks it in its first task, after ASCII_CHAT_ROUTING_PATCH, before any handler runs; an entity
+run from before it keeps what it is told whole until it continues as new."""
+ENTITY_INPUTS_BOUNDED_ASKED: Final = False
+"""Whether a new entity run asks ENTITY_INPUTS_BOUNDED_PATCH (and records its marker). Not
+yet: this is the first of two releases, as for ASCII_CHAT_ROUTING_ASKED. Workers of this
+release bound what a run recorded the patch for (they ask it when replaying); a worker from
+before it fails every task of an entity run holding its marker, so a rollback, or such a
+worker beside a new one in a deploy, must never meet one. Turned on in the next release: new
+entity runs then bound what they are told."""
 ENTITY_PATCHES_2026_12_COVERS: Final = frozenset(
     {
         SESSIONS_IN_POSTGRES_PATCH,
@@ -194,8 +214,8 @@ ENTITY_PATCHES_2026_12_COVERS: Final = frozenset(
 )
 """The patches ENTITY_PATCHES_2026_12 stands for. Never added to: an entity run started with
 the bundle (or that recorded its marker) before a patch existed must not replay as if it had
-it. A later entity patch (ASCII_CHAT_ROUTING_PATCH) is asked on its own, in every entity
-run's first task, until a later bundle stands for it."""
+it. Later entity patches (ASCII_CHAT_ROUTING_PATCH, ENTITY_INPUTS_BOUNDED_PATCH) are asked on
+their own, in every entity run's first task, until a later bundle stands for them."""
 ENTITY_BUNDLE_IN_STARTS: Final = False
 """Whether the project's starters put ENTITY_PATCH_BUNDLE in a new entity's input. Not yet:
 this is the first of two releases. Workers of this release read the field; a worker from

@@ -52,6 +52,7 @@ NEW = None
 """A new run: no history to replay."""
 BUNDLE = names.ENTITY_PATCHES_2026_12
 ROUTING = names.ASCII_CHAT_ROUTING_PATCH
+BOUNDS = names.ENTITY_INPUTS_BOUNDED_PATCH
 
 
 NOT_YET = [
@@ -61,18 +62,18 @@ NOT_YET = [
 """This release: a new run does not ask the routing patch (a worker from before it could not
 replay a run that did), so it routes with Unicode words and records no marker."""
 REPLAYS = [
-    pytest.param({BUNDLE}, None, [BUNDLE, ROUTING], False, id="replay: asked the bundle"),
-    pytest.param({BUNDLE}, BUNDLE, [BUNDLE, ROUTING], False, id="replay: a deploy behind"),
-    pytest.param(set(), BUNDLE, [BUNDLE, ROUTING], False, id="replay: bundle in its input"),
+    pytest.param({BUNDLE}, None, [BUNDLE, ROUTING, BOUNDS], False, id="replay: asked the bundle"),
+    pytest.param({BUNDLE}, BUNDLE, [BUNDLE, ROUTING, BOUNDS], False, id="replay: a deploy behind"),
+    pytest.param(set(), BUNDLE, [BUNDLE, ROUTING, BOUNDS], False, id="replay: bundle in its input"),
     pytest.param(
         {names.ENTITY_CONTINUES_AFTER_HANDLERS_PATCH},
         None,
-        [BUNDLE, names.ENTITY_CONTINUES_AFTER_HANDLERS_PATCH, ROUTING],
+        [BUNDLE, names.ENTITY_CONTINUES_AFTER_HANDLERS_PATCH, ROUTING, BOUNDS],
         False,
         id="replay: from before the bundle",
     ),
-    pytest.param({BUNDLE, ROUTING}, None, [BUNDLE, ROUTING], True, id="replay: asked both"),
-    pytest.param({ROUTING}, BUNDLE, [BUNDLE, ROUTING], True, id="replay: bundle, routing"),
+    pytest.param({BUNDLE, ROUTING}, None, [BUNDLE, ROUTING, BOUNDS], True, id="replay: asked both"),
+    pytest.param({ROUTING}, BUNDLE, [BUNDLE, ROUTING, BOUNDS], True, id="replay: bundle, routing"),
 ]
 """Replays, in this release and the next: a run that recorded the routing patch's marker (begun
 by a worker of the release that asks it) routes as the released code does, one that did not
@@ -130,3 +131,79 @@ def test_the_bundle_still_stands_for_its_five_patches_and_no_more(
     assert (patches._saved_per_turn, patches._notes_as_data) == (True, True)
     assert patches._reads_runs == (True, True)
     assert (ROUTING in temporal.asked) is temporal.replaying  # this release: on replay only
+    assert (BOUNDS in temporal.asked) is temporal.replaying
+
+
+BOUNDS_NOT_YET = [
+    pytest.param(NEW, None, [BUNDLE], False, id="new run, no bundle in its input"),
+    pytest.param(NEW, BUNDLE, [], False, id="new run, bundle in its input"),
+]
+"""This release: a new run does not ask entity-inputs-bounded (a worker from before it could
+not replay a run that did), so it keeps what it is told whole and records no marker."""
+BOUNDS_REPLAYS = [
+    pytest.param({BUNDLE}, None, [BUNDLE, ROUTING, BOUNDS], False, id="replay: no marker"),
+    pytest.param(set(), BUNDLE, [BUNDLE, ROUTING, BOUNDS], False, id="replay: bundle in input"),
+    pytest.param({BUNDLE, BOUNDS}, None, [BUNDLE, ROUTING, BOUNDS], True, id="replay: asked it"),
+    pytest.param({BOUNDS}, BUNDLE, [BUNDLE, ROUTING, BOUNDS], True, id="replay: bundle, bounds"),
+    pytest.param(
+        {BUNDLE, ROUTING, BOUNDS}, None, [BUNDLE, ROUTING, BOUNDS], True, id="replay: all three"
+    ),
+    pytest.param(
+        {names.ENTITY_CONTINUES_AFTER_HANDLERS_PATCH},
+        None,
+        [BUNDLE, names.ENTITY_CONTINUES_AFTER_HANDLERS_PATCH, ROUTING, BOUNDS],
+        False,
+        id="replay: from before the bundle",
+    ),
+]
+"""Replays, in this release and the next: a run that recorded the marker (begun by a worker of
+the release that asks it) bounds what it is told, one that did not keeps it whole."""
+BOUNDS_ASKED = [
+    pytest.param(NEW, None, [BUNDLE, BOUNDS], True, id="new run, no bundle in its input"),
+    pytest.param(NEW, BUNDLE, [BOUNDS], True, id="new run, bundle in its input"),
+]
+"""The next release (names.ENTITY_INPUTS_BOUNDED_ASKED): every new run asks it, after the
+bundle's own ask (if any) and the routing patch's (when that is asked)."""
+
+
+@pytest.mark.parametrize(
+    ("temporal", "bundle", "asks", "bounds"), BOUNDS_NOT_YET + BOUNDS_REPLAYS, indirect=["temporal"]
+)
+def test_this_release_bounds_inputs_only_where_a_run_recorded_the_patch(
+    temporal: FakeTemporal, bundle: str | None, asks: list[str], bounds: bool
+):
+    """The first of two releases: asked only on replay, in the first task, it decides for
+    the whole run whether what its signals carry is bounded."""
+    assert names.ENTITY_INPUTS_BOUNDED_ASKED is False
+    patches = ask(bundle)
+    assert temporal.asked == asks
+    assert patches._bounds_inputs is bounds
+
+
+@pytest.mark.parametrize(
+    ("temporal", "bundle", "asks", "bounds"), BOUNDS_ASKED + BOUNDS_REPLAYS, indirect=["temporal"]
+)
+def test_the_next_release_asks_entity_inputs_bounded_in_every_run_s_first_task(
+    temporal: FakeTemporal,
+    bundle: str | None,
+    asks: list[str],
+    bounds: bool,
+    monkeypatch: pytest.MonkeyPatch,
+):
+    """Whatever the run's bundle, the patch is asked once, last: an entity run from before it
+    (no marker) keeps what it is told whole until it continues as new."""
+    monkeypatch.setattr(names, "ENTITY_INPUTS_BOUNDED_ASKED", True)
+    patches = ask(bundle)
+    assert temporal.asked == asks
+    assert patches._bounds_inputs is bounds
+
+
+@pytest.mark.parametrize("temporal", [NEW], indirect=True)
+def test_the_next_release_asks_both_late_patches_in_the_order_released(
+    temporal: FakeTemporal, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.setattr(names, "ASCII_CHAT_ROUTING_ASKED", True)
+    monkeypatch.setattr(names, "ENTITY_INPUTS_BOUNDED_ASKED", True)
+    patches = ask(BUNDLE)
+    assert temporal.asked == [ROUTING, BOUNDS]
+    assert (patches._ascii_routing, patches._bounds_inputs) == (True, True)

@@ -281,3 +281,20 @@ def test_the_entity_bundle_covers_exactly_what_it_covered_when_it_shipped():
     source = (root / "entity_patches.py").read_text()
     first_task = source[source.index("def _ask_patches") : source.index("def _sessions_saved")]
     assert "workflow.patched(names.ASCII_CHAT_ROUTING_PATCH)" in first_task
+
+
+def test_entity_inputs_bounded_is_asked_on_its_own_in_every_entity_run_s_first_task():
+    """Released after the bundle, as chat-routing-ascii was: never in the bundle, asked once,
+    in `_ask_patches`, after the routing patch (in this release only by a replay)."""
+    assert names.ENTITY_INPUTS_BOUNDED_PATCH == "entity-inputs-bounded"
+    assert names.ENTITY_INPUTS_BOUNDED_PATCH not in names.ENTITY_PATCHES_2026_12_COVERS
+    assert names.ENTITY_INPUTS_BOUNDED_ASKED is False  # first of two releases: on replay only
+    root = Path(__file__).resolve().parents[2] / "workflows"
+    asking = {
+        p.name: p.read_text().count("names.ENTITY_INPUTS_BOUNDED_PATCH") for p in root.glob("*.py")
+    }
+    assert {name: n for name, n in asking.items() if n} == {"entity_patches.py": 1}
+    source = (root / "entity_patches.py").read_text()
+    first_task = source[source.index("def _ask_patches") : source.index("def _sessions_saved")]
+    routing = first_task.index("workflow.patched(names.ASCII_CHAT_ROUTING_PATCH)")
+    assert first_task.index("workflow.patched(names.ENTITY_INPUTS_BOUNDED_PATCH)") > routing

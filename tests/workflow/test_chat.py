@@ -491,9 +491,11 @@ async def test_an_entity_decides_its_patches_before_any_handler_runs(
     where the first handler to need it got to, which a replay's handlers need not match.
     With the bundle in its input it asks none of the bundle's (one that asked it as it
     started failed to replay once, at an upsert among 20 updates taken with its first task).
-    Either way it then asks the patch released since the bundle, chat-routing-ascii, from the
-    release that asks it (`names.ASCII_CHAT_ROUTING_ASKED`)."""
+    Either way it then asks the patches released since the bundle, chat-routing-ascii and
+    entity-inputs-bounded, from the release that asks them (`names.ASCII_CHAT_ROUTING_ASKED`,
+    `names.ENTITY_INPUTS_BOUNDED_ASKED`)."""
     monkeypatch.setattr(names, "ASCII_CHAT_ROUTING_ASKED", routing_asked)
+    monkeypatch.setattr(names, "ENTITY_INPUTS_BOUNDED_ASKED", routing_asked)
     model = f"crowd-{uuid.uuid4().hex[:6]}"
     llm.script(model, [Reply("noted")], repeat_last=True)
     agent = harness.agent(model, agent_id=unique_agent(), memory=False)
@@ -518,7 +520,8 @@ async def test_an_entity_decides_its_patches_before_any_handler_runs(
         if e.HasField("marker_recorded_event_attributes")
     ]
     upserts = kinds.count(EventType.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES)
-    asked = [names.ASCII_CHAT_ROUTING_PATCH] if routing_asked else []
+    late = [names.ASCII_CHAT_ROUTING_PATCH, names.ENTITY_INPUTS_BOUNDED_PATCH]
+    asked = late if routing_asked else []
     assert markers == ([] if bundle is not None else [names.ENTITY_PATCHES_2026_12]) + asked
     assert upserts == len(markers)  # TemporalChangeVersion, one for each marker
     if not markers:
