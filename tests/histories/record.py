@@ -54,6 +54,9 @@ at once on an entity that continues as new) with entities that ask one patch,
 `chat-routing-ascii` patch (chat routed with Python's Unicode words and case),
 `chat_routing_ascii.json` with it asked (routed as the released code's regexes do; the group
 records both, the second as the release that asks it).
+`entity_inputs_bounded.json` (group `bounds`) is an entity run with the
+`entity-inputs-bounded` patch asked (as the release that asks it does), sent by hand what the
+patch bounds: what it ignored and clipped, and the state it continued as new with.
 `debrief_prose.json` (group `synthesis_bill`) was recorded by the workflow and activity code
 from before the `synthesis-bill-kept` patch (a synthesis answered in prose: the fallback kept
 no bill); `debrief_prose_bill_kept.json` and `debrief_unreadable_bill_kept.json` with it (the
@@ -71,6 +74,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import sys
 import tempfile
 import uuid
@@ -78,7 +82,9 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from temporalio.api.common.v1 import Payload
 from temporalio.client import Client
+from temporalio.common import RawValue
 
 from reactive_temporal.api.agents import Agent
 from reactive_temporal.api.replay import history_to_json
@@ -495,6 +501,58 @@ async def record_routing(client: Client, task_queue: str, llm: ScriptedLLM) -> d
     return scenarios
 
 
+def _raw(value: object) -> RawValue:
+    """`value` as `temporal workflow signal --input` sends it: JSON text as written (`NaN` too)."""
+    return RawValue(Payload(metadata={"encoding": b"json/plain"}, data=json.dumps(value).encode()))
+
+
+async def record_bounds(client: Client, task_queue: str, llm: ScriptedLLM) -> dict[str, str]:
+    """An agent's entity sent by hand, each past its bound (in a few KB), what the
+    entity-inputs-bounded patch bounds: a configuration of 300 tool names, 40 runs started
+    and one whose id no workflow can have, a run's news with 25 observations, a rich debrief
+    holding NaN; then chat turns until it continues as new. Recorded as the release that
+    asks the patch does (`names.ENTITY_INPUTS_BOUNDED_ASKED` switched on for it):
+    `entity_inputs_bounded.json`, its first run (the bundle in its input, as `_start_entity`
+    starts entities: its one marker is the patch's; what it kept, what it carried over)."""
+    agent_id = f"recorder-bounds-{uuid.uuid4().hex[:6]}"
+    llm.script("bounds", [Reply("Noted.")], repeat_last=True)
+    config = AgentConfig(agent_id=agent_id, model="bounds", memory=False)
+    setattr(names, "ENTITY_INPUTS_BOUNDED_ASKED", True)  # noqa: B010 (a Final, on purpose)
+    try:
+        handle, first_run = await _start_entity(client, task_queue, config, continue_after=120)
+        started = "2026-12-01T12:00:00+00:00"
+        agent = {"agent_id": agent_id, "model": "bounds"}
+        await handle.signal(names.CONFIGURE_SIGNAL, _raw({**agent, "tools": ["t"] * 300}))
+        await asyncio.gather(
+            *(
+                handle.signal(
+                    names.RUN_STARTED_SIGNAL, _raw({"run_id": run_id, "started_at": started})
+                )
+                for run_id in [f"run-{agent_id}-{n:02d}" for n in range(40)] + ["r" * 1_001]
+            )
+        )
+        run_id = f"run-{agent_id}-39"
+        news = {
+            "run_id": run_id,
+            "started_at": started,
+            "agent": agent,
+            "debrief": {"outcome": "success", "summary": "Done."},
+            "observations": [f"[Tool result]: {n} " + "x" * 400 for n in range(25)],
+        }
+        await handle.signal(names.RUN_FINISHED_SIGNAL, _raw(news))
+        nan_rate = [{"name": "calculator", "calls": 1, "success_rate": math.nan}]
+        rich = {"outcome": "success", "summary": "Richly.", "tools_used": nan_rate}
+        await handle.signal(names.DEBRIEF_READY_SIGNAL, _raw({"run_id": run_id, "debrief": rich}))
+        for n in range(60):  # chat on until the first run continues as new
+            turn = ChatRequest(message=f"What happened? ({n})", use_tools=False)
+            await handle.execute_update(names.CHAT_UPDATE, turn, result_type=ChatReply)
+            if (await handle.describe()).run_id != first_run:
+                break
+    finally:
+        setattr(names, "ENTITY_INPUTS_BOUNDED_ASKED", False)  # noqa: B010
+    return {f"entity_inputs_bounded.json@{first_run}": handle.id}
+
+
 def unreadable_reply(prompt: int, completion: int) -> Raw:
     """A 200 chat completion, usage and all (so billed), whose `content` is no text."""
     body = {
@@ -613,6 +671,7 @@ GROUPS = {
     "cut_short": record_cut_short,
     "crowd": record_crowd,
     "routing": record_routing,
+    "bounds": record_bounds,
     "synthesis_bill": record_synthesis_bill,
     "budget": record_budget,
     "unread_calls": record_unread_calls,

@@ -23,6 +23,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 from reactive_temporal.api.replay import load_history_file, replay
 from reactive_temporal.api.rerun import reset_point
 from reactive_temporal.contracts import names
+from reactive_temporal.contracts.entity import AgentWorkflowInput
 from reactive_temporal.contracts.result import AgentResult
 from reactive_temporal.contracts.run import AgentRunInput
 from reactive_temporal.hosting.worker_factory import WORKFLOWS
@@ -65,6 +66,8 @@ def test_the_required_histories_are_committed():
         "payload_budget_input_refused",
         "payload_budget_answer_clipped",
         "payload_budget_operator_answer",
+        "unread_calls_nudged",
+        "entity_inputs_bounded",
     } <= names
 
 
@@ -203,6 +206,30 @@ def test_the_synthesis_bill_histories_kept_what_their_code_kept(
     debrief = _persisted_debrief(history)
     assert not debrief.get("synthesized", False)
     assert debrief["metrics"].get("synthesis_tokens") == bill
+
+
+def test_the_bounded_entity_history_continued_with_what_its_bounds_kept():
+    """It replays (above); recorded as the release that asks entity-inputs-bounded does, sent
+    by hand what the patch bounds: the configuration of 300 tool names, the run id of 1,001
+    bytes and the rich debrief holding NaN were ignored, 40 runs started kept as the 32 told
+    last, 25 observations kept as far as chat reads them."""
+    history = _history("entity_inputs_bounded")
+    # the bundle in its input, chat-routing-ascii not asked (this release): this one only
+    assert _patch_markers(history) == [names.ENTITY_INPUTS_BOUNDED_PATCH]
+    [carried] = [
+        e.workflow_execution_continued_as_new_event_attributes.input.payloads[0].data
+        for e in history.events
+        if e.HasField("workflow_execution_continued_as_new_event_attributes")
+    ]
+    state = AgentWorkflowInput.model_validate_json(carried).state
+    assert state.agent.tools is None
+    assert state.last_run_id is not None and state.last_run_id.endswith("-39")
+    assert state.last_debrief is not None and state.last_debrief.summary == "Done."
+    # the 32 told last (sent together: in the order they came), less the one whose news came
+    assert 31 <= len(state.active_runs) <= 32
+    assert all(len(r) < 1_000 for r in state.active_runs)
+    assert 1 <= len(state.last_observations) < 25
+    assert sum(len(o) for o in state.last_observations) <= 3_001
 
 
 @workflow.defn(name="AgentRunWorkflow", sandboxed=False)
