@@ -13,9 +13,9 @@ last run and its remembered replies lost.
 
 So an entity run with the `entity-inputs-bounded` patch keeps (workflows/entity_news.py):
 - a run's news only for a run id a workflow can have (RUN_ID_MAX_BYTES);
-- a configuration only within the builders' limits (`limits.agent_config_problem`) and
-  AGENT_CONFIG_MAX_BYTES, and one that survives the trip: else it is ignored (a run's news
-  then leaves the agent's configuration as it was);
+- a configuration only within the builders' limits (`limits.agent_config_problem`, which
+  holds it to `limits.AGENT_CONFIG_MAX_BYTES` as JSON), and one that survives the trip:
+  else it is ignored (a run's news then leaves the agent's configuration as it was);
 - a debrief only within DEBRIEF_MAX_BYTES (more than a run makes), and one that survives
   the trip: else a rich one is ignored (the instant one stands) and a run's news keeps none;
 - a run's observations as far as chat reads them (`chat_rules.cap_observations`, the last
@@ -27,9 +27,9 @@ So an entity run with the `entity-inputs-bounded` patch keeps (workflows/entity_
 
 The budget, by construction: the continue-as-new input is `fitted` into STATE_MAX_BYTES
 (1.5 MB, a quarter under Temporal's 2 MiB); what it cannot shed, the agent's configuration
-(512 KB at most) and the session windows (`session_window`: 192 KB of windows, and the ids
+(400 KB at most) and the session windows (`session_window`: 192 KB of windows, and the ids
 and sizes of at most 200 open and 200 ended sessions), comes to about 0.8 MB. A chat turn's
-activity input holds the configuration (512 KB at most, its system prompt moved into the
+activity input holds the configuration (400 KB at most, its system prompt moved into the
 context), the last run's context (`limits.CHAT_CONTEXT_MAX_CHARS`, 96 KB as JSON at worst),
 the session's window (8,000 characters) and the message (20,000 characters): under 0.8 MB,
 and a tool-path run's input as much (the chat validator holds a turn's own configuration to
@@ -51,7 +51,7 @@ from pydantic_core import PydanticSerializationError, to_json
 from reactive_temporal.contracts.debrief import AgentDebrief
 from reactive_temporal.contracts.entity import AgentState
 from reactive_temporal.contracts.run import AgentConfig
-from reactive_temporal.limits import agent_config_problem, json_bytes
+from reactive_temporal.limits import AGENT_CONFIG_MAX_BYTES, agent_config_problem, json_bytes
 from workflows.chat_rules import KEEP_OBSERVATIONS, cap_observations
 
 RUN_ID_MAX_BYTES = 1_000
@@ -62,11 +62,6 @@ ACTIVE_RUNS_MAX = 32
 live-runs-from-visibility read them (a chat turn reads each one's progress, one activity
 apiece, and forgets those no longer running); every run since finds its runs in Temporal's
 visibility, the five started last, and carries these unread."""
-AGENT_CONFIG_MAX_BYTES = 512_000
-"""The agent's configuration as JSON: a 100,000-character system prompt (the builders' limit)
-is 400 KB in the widest UTF-8 and its lists of tool names 50 KB. It travels in every chat
-turn's input and the continue-as-new input; one of control characters within the builders'
-limits (six bytes each) came to 1.2 MB."""
 DEBRIEF_MAX_BYTES = 1_200_000
 """The last run's debrief as JSON. A run's own is smaller: its synthesized texts
 (`limits.SYNTHESIS_TOTAL_MAX_CHARS`), its records of each kind (`limits.RECORDS_MAX_BYTES`) and
@@ -87,8 +82,8 @@ def run_id_problem(run_id: str) -> str | None:
 
 
 def agent_problem(config: AgentConfig) -> str | None:
-    """Why the entity does not keep this configuration, or None: past the builders' limits,
-    past AGENT_CONFIG_MAX_BYTES, or not surviving the trip."""
+    """Why the entity does not keep this configuration, or None: past the builders' limits
+    (AGENT_CONFIG_MAX_BYTES among them), or not surviving the trip."""
     return agent_config_problem(config) or carried_problem(config, AGENT_CONFIG_MAX_BYTES)
 
 

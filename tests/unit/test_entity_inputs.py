@@ -47,6 +47,7 @@ from reactive_temporal.limits import (
     MAX_TOOL_NAMES,
     SYNTHESIS_TEXT_MAX_CHARS,
     SYSTEM_PROMPT_MAX_CHARS,
+    agent_config_problem,
     bound_answer,
     bound_synthesis,
 )
@@ -132,9 +133,10 @@ def test_a_run_id_longer_than_any_workflow_id_names_no_run():
             {"system_prompt": "p" * (SYSTEM_PROMPT_MAX_CHARS + 1)},
             "system_prompt is 100,001 characters; the limit is 100,000",
         ),
-        (  # within the builders' limits: 600 KB of control characters
+        (  # within the builders' characters, not their bytes: 600 KB of control characters
             {"system_prompt": "\x01" * SYSTEM_PROMPT_MAX_CHARS},
-            "it is 600,438 bytes as JSON; the limit is 512,000",
+            "the configuration is 600,438 bytes as JSON; the limit is 400,000 (its system "
+            "prompt weighs most; a control character takes six bytes)",
         ),
         (
             {"cost_budget": math.inf},  # written null, read back as no budget: it travels
@@ -148,18 +150,16 @@ def test_a_configuration_is_kept_within_the_builders_limits_and_its_bytes(
     assert agent_problem(AGENT.model_copy(update=update)) == problem
 
 
-def test_a_configuration_at_the_builders_limits_in_any_real_text_is_kept():
-    """A 100,000-character prompt of emoji (four bytes each) and every list at its limit of
-    64-character tool names: AGENT_CONFIG_MAX_BYTES is for what no builder makes."""
+def test_a_configuration_the_builders_take_at_their_limits_is_kept():
+    """Every list at its limit of 64-character tool names and a prompt of emoji (four bytes
+    each) up to AGENT_CONFIG_MAX_BYTES: what a builder accepts, the entity keeps."""
     names = [f"{'t' * 60}{n:04d}" for n in range(MAX_TOOL_NAMES)]
-    config = AGENT.model_copy(
-        update={
-            "system_prompt": "😀" * SYSTEM_PROMPT_MAX_CHARS,
-            "tools": names,
-            "required_tools": names,
-            "approve_tools": names,
-        }
+    lists = AGENT.model_copy(
+        update={"tools": names, "required_tools": names, "approve_tools": names}
     )
+    prompt = "😀" * ((AGENT_CONFIG_MAX_BYTES - json_bytes(lists)) // 4)
+    config = lists.model_copy(update={"system_prompt": prompt})
+    assert agent_config_problem(config) is None
     assert agent_problem(config) is None
     assert json_bytes(config) <= AGENT_CONFIG_MAX_BYTES
 
@@ -273,7 +273,7 @@ def test_a_chat_turn_s_own_configuration_is_held_to_the_same_bounds():
     assert turn_agent_problem(AGENT) is None
     heavy = AGENT.model_copy(update={"system_prompt": "\x01" * SYSTEM_PROMPT_MAX_CHARS})
     assert turn_agent_problem(heavy) == (
-        "invalid agent configuration: it is 600,438 bytes as JSON; the limit is 512,000"
+        "invalid agent configuration: it is 600,438 bytes as JSON; the limit is 400,000"
     )
 
 

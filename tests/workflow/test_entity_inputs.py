@@ -344,7 +344,7 @@ async def test_a_chat_turn_s_own_configuration_past_its_bytes_is_refused(
     agent_id = f"bounds-{uuid.uuid4().hex[:8]}"
     heavy = harness.agent(model, agent_id=agent_id, memory=False, system_prompt="\x01" * 100_000)
     with pytest.raises(
-        ChatError, match=r"configuration: it is 600,\d{3} bytes as JSON; the limit is 512,000"
+        ChatError, match=r"configuration is 600,\d{3} bytes as JSON; the limit is 400,000"
     ):
         await asyncio.wait_for(heavy.chat("hello"), TURN_SECONDS)
     agent = harness.agent(model, agent_id=agent_id, memory=False)
