@@ -218,10 +218,7 @@ class AgentEntity:
                 await self.client.start_workflow(
                     AgentWorkflow.run,
                     new_entity_input(self.config),
-                    id=self.workflow_id,
-                    task_queue=self.task_queue,
-                    id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-                    static_summary=ENTITY_SUMMARY.format(agent=self.config.agent_id),
+                    **self._start_options(),
                 )
             except WorkflowAlreadyStartedError:
                 pass  # a server that ignores the conflict policy: it runs, as needed
@@ -285,15 +282,21 @@ class AgentEntity:
             "once a worker runs it"
         )
 
+    def _start_options(self) -> dict[str, Any]:
+        """Every start of the agent's AgentWorkflow: id, queue, summary; one running stays."""
+        return {
+            "id": self.workflow_id,
+            "task_queue": self.task_queue,
+            "id_conflict_policy": WorkflowIDConflictPolicy.USE_EXISTING,
+            "static_summary": ENTITY_SUMMARY.format(agent=self.config.agent_id),
+        }
+
     def _start(self) -> WithStartWorkflowOperation[AgentWorkflow, None]:
         """The agent's AgentWorkflow, started by an update when it does not exist yet."""
         return WithStartWorkflowOperation(
             AgentWorkflow.run,
             new_entity_input(self.config),
-            id=self.workflow_id,
-            task_queue=self.task_queue,
-            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-            static_summary=ENTITY_SUMMARY.format(agent=self.config.agent_id),
+            **self._start_options(),
         )
 
     def handle(self) -> WorkflowHandle[AgentWorkflow, None]:
@@ -305,12 +308,9 @@ class AgentEntity:
         await self.client.start_workflow(
             AgentWorkflow.run,
             new_entity_input(self.config),
-            id=self.workflow_id,
-            task_queue=self.task_queue,
-            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
             start_signal=names.CONFIGURE_SIGNAL,
             start_signal_args=[self.config],
-            static_summary=ENTITY_SUMMARY.format(agent=self.config.agent_id),
+            **self._start_options(),
         )
 
     async def chat(self, request: ChatRequest) -> ChatReply:
