@@ -95,7 +95,10 @@ class ChatActivities:
         goes again with the latest turn of history only."""
         input = _without_credentials(input)
         history = input.history
-        async with self.events.streaming(input.stream_id or None, 0) as text:
+        calls_in_text = self.llm.capabilities(input.agent.model).calls_in_text
+        async with self.events.streaming(
+            input.stream_id or None, 0, calls_in_text=calls_in_text
+        ) as text:
             while True:
                 try:
                     completion = await self.llm.complete(
@@ -119,7 +122,7 @@ class ChatActivities:
             answer = unmade_calls_out(
                 answer,
                 content_text(choices[0].message) if choices else None,
-                calls_in_text=self.llm.capabilities(input.agent.model).calls_in_text,
+                calls_in_text=calls_in_text,
             )
         except Exception as err:
             raise unreadable_reply(err, input.agent.llm_max_attempts) from None

@@ -157,6 +157,7 @@ class RunEvents:
         time_left: Callable[[], float] | None = None,
         begins: NewEvent | None = None,
         hand_over: bool = False,
+        calls_in_text: bool = False,
     ) -> AsyncIterator[TextStream | None]:
         """One LLM call's text stream under `stream_id` (None: nothing streams); its `add`
         takes the text deltas. Announced by `begins` (an `Announcement`: with the first text,
@@ -167,12 +168,14 @@ class RunEvents:
         (`step_records.record_step`) — once the write in flight is done, within `time_left()`
         seconds if given (best effort: in a Postgres outage the last writes wait for a
         connection and must not use up the time the caller needs for what matters).
+        `calls_in_text`: the model's calls are read from its text (`_Channel.calls_in_text`).
         """
         if stream_id is None:
             yield None
             return
         prelude = self.announce(stream_id, begins) if begins is not None else None
-        text = TextStream(self, stream_id, step, activity.info().attempt, prelude)
+        attempt = activity.info().attempt
+        text = TextStream(self, stream_id, step, attempt, prelude, calls_in_text=calls_in_text)
         try:
             yield text
         except BaseException:
@@ -246,6 +249,8 @@ class _Channel:
     limit: int
     marker: str
     thinking: bool = False
+    calls_in_text: bool = False
+    """Each delta says the model's calls are read from its text (`TextFold` holds them back)."""
     written: int = 0
     """Characters handed to a write so far (the next delta's position)."""
     buffer: str = ""
@@ -271,6 +276,8 @@ class _Channel:
         data: dict[str, Any] = {"delta": clean_text(delta, nul=True), "attempt": attempt}
         if self.thinking:
             data["thinking"] = True
+        elif self.calls_in_text:
+            data["calls_in_text"] = True
         return [NewEvent(type="text", step=step, position=position, data=data)]
 
 
@@ -298,6 +305,8 @@ class TextStream:
         prelude: Announcement | None = None,
         write_interval: float = TEXT_WRITE_INTERVAL,
         first_after: float = FIRST_TEXT_AFTER,
+        *,
+        calls_in_text: bool = False,
     ) -> None:
         self.events = events
         self.write_interval = write_interval
@@ -307,7 +316,7 @@ class TextStream:
         self.step = step
         self.attempt = attempt
         self.thinking = _Channel(LIVE_THINKING_MAX_CHARS, LIVE_THINKING_CUT, thinking=True)
-        self.text = _Channel(LIVE_TEXT_MAX_CHARS, LIVE_TEXT_CUT)
+        self.text = _Channel(LIVE_TEXT_MAX_CHARS, LIVE_TEXT_CUT, calls_in_text=calls_in_text)
         self.flushing: asyncio.Task[None] | None = None
         self.next_write_at = 0.0
         """Loop time before which the next write waits (unless the reply has ended)."""

@@ -6,7 +6,9 @@
   of a reply once, its thinking told from its answer: a retried LLM call streams its reply
   again from the start, and the fold shows only what is new; if the retry's text differs
   from what was shown, it says so with a `restart` carrying the retry's text so far (and
-  so when thinking the chat template opened turns out to be what was shown as the answer).
+  so when thinking the chat template opened turns out to be what was shown as the answer);
+- `calls_held_back`: a reply's answer without the tool calls it writes in its text, for a
+  model whose calls are read from there (`ModelCapabilities.calls_in_text`).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import hashlib
 from typing import NamedTuple
 
+from reactive_temporal.text_calls import CALL_MARKERS, without_text_calls
 from reactive_temporal.thinking import thinking_so_far
 
 CHANNEL_PREFIX = "rt_run_"
@@ -22,6 +25,32 @@ CHANNEL_PREFIX = "rt_run_"
 def channel_for(run_id: str) -> str:
     """`rt_run_` + 16 hex digits of the run id's SHA-256 (a Postgres identifier, any id)."""
     return CHANNEL_PREFIX + hashlib.sha256(run_id.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+_LONGEST_MARKER = max(len(marker) for marker in CALL_MARKERS)
+
+
+def calls_held_back(answer: str, *, ended: bool = False) -> str:
+    """What to show of the answer so far of a reply whose calls are read from its text.
+
+    A call written in Hermes', Mistral's or Llama's format (`text_calls`) was shown as the
+    model's answer while it streamed, JSON and all; the run's tool step shows the call. From
+    the first marker on, nothing is shown while the reply streams, and text that may be a
+    marker part-way is held until the next delta tells (as a harmony or a think tag is).
+    Once the reply has `ended`, it is the record's reading (`text_calls.without_text_calls`):
+    a block with words after it was quoted, and is shown then. Only for such a model: one
+    whose calls are not read from its text may quote the format, and is shown as written."""
+    if ended:
+        kept = without_text_calls(answer) or ""
+        lead = len(answer) - len(answer.lstrip())  # kept as it was shown while streaming
+        return answer[:lead] + kept if kept and answer[lead:].startswith(kept) else kept
+    starts = [at for marker in CALL_MARKERS if (at := answer.find(marker)) >= 0]
+    if starts:
+        return answer[: min(starts)].rstrip()
+    for size in range(min(_LONGEST_MARKER - 1, len(answer)), 0, -1):
+        if any(marker.startswith(answer[-size:]) for marker in CALL_MARKERS):
+            return answer[:-size]
+    return answer
 
 
 class Shown(NamedTuple):
@@ -43,7 +72,8 @@ class TextFold:
     whatever streamed), replies stored before the split existed read the same way, and the
     one case where the view goes back on itself (a `</think>` the template opened, seen after
     the thinking was shown as the answer) is a `restart`, which readers already handle for
-    a retried call that answered differently.
+    a retried call that answered differently. A step whose deltas say its model's calls are
+    read from its text (`calls_in_text`) has its answer shown without them (`calls_held_back`).
     """
 
     def __init__(self) -> None:
@@ -51,12 +81,24 @@ class TextFold:
         self._attempts: dict[tuple[int, int, bool], str] = {}
         self._latest: dict[int, int] = {}
         """Steps whose reply may still be read differently once it has ended: their attempt."""
+        self._calls_in_text: set[tuple[int, int]] = set()
+        """The (step, attempt)s whose model's calls are read from its text."""
 
     def take(
-        self, step: int, attempt: int, position: int, delta: str, *, thinking: bool = False
+        self,
+        step: int,
+        attempt: int,
+        position: int,
+        delta: str,
+        *,
+        thinking: bool = False,
+        calls_in_text: bool = False,
     ) -> list[Shown]:
         """What to show for this delta (none when it shows nothing new yet); `thinking`: a
-        delta of the thinking an endpoint sent apart from the text."""
+        delta of the thinking an endpoint sent apart from the text; `calls_in_text`: the
+        model's calls are read from its text (`calls_held_back`)."""
+        if calls_in_text:
+            self._calls_in_text.add((step, attempt))
         key = (step, attempt, thinking)
         so_far = self._attempts.get(key, "")
         text = so_far[:position] + delta if position <= len(so_far) else so_far + delta
@@ -79,6 +121,8 @@ class TextFold:
         thought, answer = thinking_so_far(
             self._attempts.get((step, attempt, False), ""), ended=ended
         )
+        if (step, attempt) in self._calls_in_text:
+            answer = calls_held_back(answer, ended=ended)
         return "\n\n".join(t for t in (apart, thought) if t), answer
 
     def _show(self, step: int, view: tuple[str, str]) -> list[Shown]:

@@ -59,7 +59,8 @@ _HERMES = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|\Z)", re.DOTALL)
 _MISTRAL = re.compile(r"\[TOOL_CALLS\]\s*(.*)\Z", re.DOTALL)
 _MISTRAL_ARGS = re.compile(r"\[TOOL_CALLS\]\s*([\w.-]+)\s*\[ARGS\]\s*(.*)\Z", re.DOTALL)
 _PYTHON_TAG = re.compile(r"<\|python_tag\|>\s*(.*)\Z", re.DOTALL)
-_MARKERS = ("<tool_call>", "[TOOL_CALLS]", "<|python_tag|>")
+CALL_MARKERS = ("<tool_call>", "[TOOL_CALLS]", "<|python_tag|>")
+"""What opens a call written in Hermes', Mistral's or Llama's format."""
 _HARMONY_MARKERS = ("<|channel|>", "commentary")
 _NAME_FIRST = re.compile(r'\{\s*"name"\s*:\s*"((?:[^"\\]|\\.){1,256})"\s*')
 """A call object's name, written first (as every format's template writes it), read from a
@@ -199,7 +200,7 @@ def _squeezed(text: str) -> str:
 def _found(text: str, names: Mapping[str, str]) -> tuple[str, list[_Read] | None] | None:
     """`(text before the calls, the calls, or None when one names no tool)` when `text` ends
     with calls in a format read here; None when it does not."""
-    found = _marked(text, names) if any(m in text for m in _MARKERS) else None
+    found = _marked(text, names) if any(m in text for m in CALL_MARKERS) else None
     if found is None and any(m in text for m in _HARMONY_MARKERS):
         found = _harmony(text, names)
     if found is None and text.lstrip().startswith("{"):

@@ -16,6 +16,7 @@ from reactive_temporal.config import Settings
 from reactive_temporal.embedded.scripted_llm import Endpoint, Reply, ScriptedLLM, Step
 from reactive_temporal.prompts import SYNTHESIS_SYSTEM_PROMPT, UNREAD_CALLS_NUDGE
 from reactive_temporal.tools import tool
+from tests.support.live_text import seen_by_step
 from tests.workflow.conftest import Harness, running_worker
 
 pytestmark = [pytest.mark.faults, pytest.mark.workflow]
@@ -246,3 +247,31 @@ async def test_a_chat_reply_that_is_only_a_call_block_is_not_that_markup(
     first = await asyncio.wait_for(session.chat("What is 2+2?", use_tools=False), 60)
     second = await asyncio.wait_for(session.chat("Hi!", use_tools=False), 60)
     assert (first.message, second.message) == ("(no answer)", "Hello!")
+
+
+async def test_a_call_block_streams_as_the_tool_step_it_becomes_not_as_the_answer(
+    harness: Harness, llm: ScriptedLLM, model_name: str
+):
+    """The model's call, streamed in small chunks, was shown live as its answer, JSON and
+    all: the words before it stream as the answer, the call as its tool step."""
+    model = llm.endpoint(f"gemma3-{model_name}", Endpoint(no_tools=True))
+    call = f"I will multiply.\n{written('calculator', expression='6*7')}"
+    llm.script(
+        model,
+        [Reply(call, chunks=len(call) // 3, chunk_delay=0.01), Reply("FINAL ANSWER: 42")],
+    )
+    agent = harness.agent(model, agent_id=unique("live"), memory=False)
+    async with asyncio.timeout(90):  # a hang guard
+        events = [e async for e in agent.run_stream("What is 6*7?")]
+    result = events[-1].result
+    assert result is not None and (result.terminated_by, result.output) == ("final_answer", "42")
+    assert [(e.type, e.tool) for e in events if e.type.startswith("tool")] == [
+        ("tool_start", "calculator"),
+        ("tool_end", "calculator"),
+    ]
+    assert [(t, a.rstrip()) for t, a in seen_by_step(events).values()] == [
+        ("", "I will multiply."),
+        ("", "FINAL ANSWER: 42"),
+    ]
+    texts = "".join(e.delta or "" for e in events if e.type == "text")
+    assert "<tool" not in texts and "calculator" not in texts and "6*7" not in texts

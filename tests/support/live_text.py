@@ -23,14 +23,17 @@ def cuts(text: str, rng: random.Random) -> list[str]:
     return pieces
 
 
-def folded(deltas: list[tuple[int, str]], *, step: int = 1) -> tuple[list[Shown], TextFold]:
+def folded(
+    deltas: list[tuple[int, str]], *, step: int = 1, calls_in_text: bool = False
+) -> tuple[list[Shown], TextFold]:
     """What a fold shows of one step's `(attempt, delta)`s, positions counted per attempt,
-    and the reply read as ended at the end."""
+    and the reply read as ended at the end (`calls_in_text`: as the deltas of a model whose
+    calls are read from its text)."""
     fold, shown, written = TextFold(), [], dict[int, int]()
     for attempt, delta in deltas:
         position = written.get(attempt, 0)
         written[attempt] = position + len(delta)
-        shown += fold.take(step, attempt, position, delta)
+        shown += fold.take(step, attempt, position, delta, calls_in_text=calls_in_text)
     return shown + [piece for _, piece in fold.settle()], fold
 
 
