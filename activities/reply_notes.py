@@ -20,12 +20,15 @@ def note_reply(model: str, run_id: str, read: ReadReply, *, tools_in_prompt: boo
     """Count what the worker adapted to in `model`'s reply, and say what an operator should
     know: calls left in the text (once per model; not for a model whose tools are described
     in its prompt, `ModelCapabilities.tools_in_prompt`: there the text is where they belong,
-    and the learning was said already), a tool's result the model quoted as calls (each
-    time: a page or a tool's output tried to have the agent run them)."""
+    and the learning was said already), calls it wrote that could not be read (once per
+    model: the run tells the model each time), a tool's result the model quoted as calls
+    (each time: a page or a tool's output tried to have the agent run them)."""
     if read.calls_from_text and not tools_in_prompt:
         _calls_written_as_text(model)
     if read.harmony_in_text:
         _harmony_left_in_text(model)
+    if read.unread_calls is not None:
+        _calls_unread(model)
     for _ in range(read.unwrapped_names):
         record_adaptation(model, "tool_name_unwrapped")
     if read.copied_calls is not None:
@@ -47,6 +50,20 @@ def _calls_written_as_text(model: str) -> None:
         "its tool calls into its reply's text: its endpoint does not parse them (vLLM: "
         "--enable-auto-tool-choice with the model's --tool-call-parser; llama.cpp: --jinja). "
         "This worker reads them from the text.",
+    )
+
+
+def _calls_unread(model: str) -> None:
+    """A reply that ended with calls written in its text that could not be read (a block
+    that names no tool): not made, and the model told so (`LlmStepResult.unread_calls`). A
+    steady rate is a model that does not write the format it is asked for."""
+    _endpoint_leaves(
+        model,
+        "unread_text_calls",
+        "tool calls into its reply's text that could not be read (a block that names no "
+        "tool: no name, cut off before it, not a JSON object); they were not run, and the "
+        "model is told how to write one. Often a small model: a steady rate says it does "
+        "not follow the format (a larger model, or an endpoint that parses its calls).",
     )
 
 

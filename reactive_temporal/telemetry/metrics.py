@@ -61,9 +61,8 @@ LLM_ADAPTATIONS = Counter(
     "reactive_temporal_llm_adaptations",
     "What the worker did about a model endpoint's quirks, by kind: parameter_left_out, "
     "shape_learned, thinks_learned (each once per model and worker), calls_in_text, "
-    "harmony_in_text, tool_name_unwrapped, prompt_count_low (each reply): a steady rate "
-    "names an endpoint "
-    "to configure.",
+    "harmony_in_text, unread_text_calls, tool_name_unwrapped, prompt_count_low (each "
+    "reply): a steady rate names an endpoint to configure.",
     ["model", "kind"],
     registry=REGISTRY,
 )
@@ -73,6 +72,7 @@ ADAPTATIONS = (
     "thinks_learned",
     "calls_in_text",
     "harmony_in_text",
+    "unread_text_calls",
     "tool_name_unwrapped",
     "prompt_count_low",
 )

@@ -16,7 +16,7 @@ from reactive_temporal.config import Settings
 from reactive_temporal.embedded.scripted_llm import Endpoint, Reply, ScriptedLLM, Step
 from reactive_temporal.prompts import SYNTHESIS_SYSTEM_PROMPT, UNREAD_CALLS_NUDGE
 from reactive_temporal.tools import tool
-from tests.support.live_text import seen_by_step
+from tests.support.live_text import adaptations, seen_by_step
 from tests.workflow.conftest import Harness, running_worker
 
 pytestmark = [pytest.mark.faults, pytest.mark.workflow]
@@ -188,6 +188,7 @@ async def test_a_call_block_that_does_not_read_is_never_the_run_s_answer(
         )  # fmt: skip
     assert (result.terminated_by, result.output) == ("final_answer", "42"), result
     assert multiplied == ["6*7"]  # once: the block that did not read never ran
+    assert adaptations(model, "unread_text_calls") == 1  # counted, and said once in the log
     requests = served(llm, model)
     assert len(requests) == 3
     turn, told = requests[1]["messages"][-2:]

@@ -1,19 +1,23 @@
 """A tool call a model writes into its text, in a run's live output: for a model whose calls
 are read from its text (`calls_in_text`), the words before the block stream as its answer and
 nothing of the block ever does, wherever the deltas cut it (the call shows as the tool step it
-becomes); a model whose calls are not read from its text is shown as it wrote."""
+becomes); a model whose calls are not read from its text is shown as it wrote. And a reply
+whose calls could not be read is counted."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
 
 import pytest
 
+from activities.reply_calls import ReadReply
+from activities.reply_notes import note_reply
 from activities.run_events import TextStream
 from reactive_temporal.contracts.events import NewEvent
 from reactive_temporal.live_output import TextFold, calls_held_back
-from tests.support.live_text import folded, view
+from tests.support.live_text import adaptations, folded, view
 
 CALL = json.dumps({"name": "calculator", "arguments": {"expression": "6*7"}})
 CALLS = [
@@ -112,3 +116,17 @@ def test_the_text_deltas_of_such_a_model_say_so() -> None:
     said = {e.data["delta"]: e.data.get("calls_in_text") for e in asyncio.run(stream(True))}
     assert said == {"Hmm.": None, "Hi.": True}
     assert all("calls_in_text" not in e.data for e in asyncio.run(stream(False)))
+
+
+def test_a_reply_whose_calls_could_not_be_read_is_counted_and_said_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    model = "unread-counted-model"
+    read = ReadReply(content="Let me.", calls=[], unread_calls='<tool_call>{name: "x"}')
+    with caplog.at_level(logging.WARNING):
+        note_reply(model, "run-1", read, tools_in_prompt=True)
+        note_reply(model, "run-2", read, tools_in_prompt=True)
+        note_reply(model, "run-3", ReadReply(content="Fine.", calls=[]))
+    assert adaptations(model, "unread_text_calls") == 2
+    said = [r for r in caplog.records if "could not be read" in r.getMessage()]
+    assert len(said) == 1 and model in said[0].getMessage()
