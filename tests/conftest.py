@@ -20,8 +20,8 @@ from psycopg import sql
 from temporalio.client import Client
 
 from reactive_temporal.config import Settings
+from reactive_temporal.embedded.dev_server import DevServer
 from reactive_temporal.embedded.scripted_llm import ScriptedLLM
-from reactive_temporal.embedded.stack import DevServer
 
 
 @pytest.fixture(scope="session")

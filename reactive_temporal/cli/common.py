@@ -24,7 +24,7 @@ from reactive_temporal.config import (
     settings_error_message,
 )
 from reactive_temporal.connection import ConnectionConfigError
-from reactive_temporal.embedded.stack import StackError
+from reactive_temporal.embedded.dev_server import StackError
 from reactive_temporal.errors import causes, describe_validation_error
 from reactive_temporal.hosting.runtime import Runtime, open_runtime
 

@@ -38,7 +38,8 @@ from reactive_temporal.contracts.approvals import PendingApproval
 from reactive_temporal.contracts.result import AgentResult
 from reactive_temporal.contracts.retrying import WORKFLOW_TASK, RetryingStep, WaitingForWorker
 from reactive_temporal.contracts.run import MAX_ITERATIONS, RunProgress
-from reactive_temporal.embedded.stack import StackError, read_published_stack
+from reactive_temporal.embedded.dev_server import StackError
+from reactive_temporal.embedded.stack import read_published_stack
 from reactive_temporal.hosting.runtime import open_runtime
 from workflows.agent_run import AgentRunWorkflow
 

@@ -39,12 +39,8 @@ from reactive_temporal.cli.serve_options import (
 )
 from reactive_temporal.cli.terminal import safe
 from reactive_temporal.config import Settings
-from reactive_temporal.embedded.stack import (
-    EmbeddedStack,
-    StackError,
-    connect,
-    read_published_stack,
-)
+from reactive_temporal.embedded.dev_server import StackError
+from reactive_temporal.embedded.stack import EmbeddedStack, connect, read_published_stack
 from reactive_temporal.hosting.credential_watch import CredentialWatch
 from reactive_temporal.hosting.observability import Observability
 from reactive_temporal.hosting.worker_lifecycle import (

@@ -31,7 +31,8 @@ from activities.store import Store, StoreUnavailable
 from reactive_temporal.config import Settings
 from reactive_temporal.connection import TemporalConnection
 from reactive_temporal.database_settings import Conninfo
-from reactive_temporal.embedded.stack import StackError, connect
+from reactive_temporal.embedded.dev_server import StackError
+from reactive_temporal.embedded.stack import connect
 from reactive_temporal.hosting.cert_expiry import EXPIRY_WARNING, not_after
 from reactive_temporal.hosting.worker_lifecycle import NoServerError, WorkerTarget
 from reactive_temporal.search_attributes import create_commands, unregistered

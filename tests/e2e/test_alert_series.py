@@ -36,10 +36,10 @@ from reactive_temporal.api.agents import Agent
 from reactive_temporal.config import Settings
 from reactive_temporal.contracts import names
 from reactive_temporal.contracts.run import AgentConfig, FinalAnswerCapture
+from reactive_temporal.embedded.dev_server import DevServer, free_port
 from reactive_temporal.embedded.offline_model import demo_responder
 from reactive_temporal.embedded.scripted_llm import HttpError, Reply, ScriptedLLM, Step, call
 from reactive_temporal.embedded.scripted_replies import Script
-from reactive_temporal.embedded.stack import DevServer, free_port
 from reactive_temporal.hosting.runtime import Runtime
 from reactive_temporal.prompts import SYNTHESIS_SYSTEM_PROMPT
 from tests.conftest import wait_for

@@ -37,8 +37,8 @@ from reactive_temporal.api.run_results import AgentRunError
 from reactive_temporal.api.sessions import Session
 from reactive_temporal.config import Settings
 from reactive_temporal.contracts.entity import ChatRequest
+from reactive_temporal.embedded.dev_server import StackError
 from reactive_temporal.embedded.scripted_llm import Reply, ScriptedLLM, call
-from reactive_temporal.embedded.stack import StackError
 from tests.adversarial.conftest import assert_no_failed_tasks
 from tests.processes import CliResult, clean_env, starter_async
 from tests.workflow.conftest import Harness, running_worker

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from reactive_temporal.embedded.dev_server import free_port
 from reactive_temporal.embedded.orphans import stop_orphans
-from reactive_temporal.embedded.stack import free_port
 from tests.processes import PYTHON, REPO, clean_env, starter
 
 pytestmark = pytest.mark.e2e

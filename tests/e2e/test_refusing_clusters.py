@@ -31,8 +31,8 @@ from reactive_temporal.api.chat_refusals import ChatError, ClusterRefusal
 from reactive_temporal.codec import build_data_converter
 from reactive_temporal.config import Settings
 from reactive_temporal.contracts.run import AgentConfig
+from reactive_temporal.embedded.dev_server import DevServer
 from reactive_temporal.embedded.scripted_llm import Reply, ScriptedLLM, call
-from reactive_temporal.embedded.stack import DevServer
 from reactive_temporal.hosting.runtime import Runtime
 from tests.conftest import wait_for
 from tests.processes import clean_env, starter_async

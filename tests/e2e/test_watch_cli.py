@@ -20,8 +20,8 @@ from temporalio.client import Client
 from activities.store import Store
 from reactive_temporal.api.agents import Agent
 from reactive_temporal.contracts.run import AgentConfig
+from reactive_temporal.embedded.dev_server import DevServer
 from reactive_temporal.embedded.scripted_llm import Reply, ScriptedLLM, call
-from reactive_temporal.embedded.stack import DevServer
 from reactive_temporal.hosting.runtime import Runtime
 from tests import processes
 from tests.processes import starter_async

@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client
 
+from reactive_temporal.embedded.dev_server import free_port
 from reactive_temporal.embedded.scripted_llm import HttpError, Reply, ScriptedLLM, call
-from reactive_temporal.embedded.stack import free_port
 from reactive_temporal.hosting.worker_lifecycle import QUIT_NOW, SIGNAL_ECHO_SECONDS
 from tests.processes import REPO, start_worker, starter, stop, worker_env
 from workflows.agent_run import AgentRunWorkflow

@@ -28,7 +28,7 @@ from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 from reactive_temporal.api import unserved, worker_waits
 from reactive_temporal.api.worker_waits import TaskQueuePollers, waiting_for_worker
-from reactive_temporal.embedded.stack import DevServer
+from reactive_temporal.embedded.dev_server import DevServer
 from tests.support.dev_servers import dev_server_with, partitioned
 
 pytestmark = [pytest.mark.faults, pytest.mark.workflow]

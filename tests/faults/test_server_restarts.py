@@ -18,8 +18,8 @@ from reactive_temporal.config import Settings
 from reactive_temporal.contracts import names
 from reactive_temporal.contracts.result import AgentResult
 from reactive_temporal.contracts.run import AgentConfig
+from reactive_temporal.embedded.dev_server import DevServer, free_port
 from reactive_temporal.embedded.scripted_llm import ScriptedLLM
-from reactive_temporal.embedded.stack import DevServer, free_port
 from reactive_temporal.hosting.runtime import Runtime
 from tests.conftest import wait_for
 from tests.faults.conftest import slow_demo

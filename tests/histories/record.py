@@ -97,6 +97,7 @@ from reactive_temporal.contracts.entity import (
     ChatRequest,
 )
 from reactive_temporal.contracts.run import AgentConfig, AgentRunInput, FinalAnswerCapture
+from reactive_temporal.embedded.dev_server import DevServer
 from reactive_temporal.embedded.scripted_llm import (
     Endpoint,
     HttpError,
@@ -106,7 +107,6 @@ from reactive_temporal.embedded.scripted_llm import (
     Step,
     call,
 )
-from reactive_temporal.embedded.stack import DevServer
 from reactive_temporal.hosting.runtime import Runtime
 from reactive_temporal.hosting.worker_factory import create_worker
 from workflows.agent_entity import AgentWorkflow

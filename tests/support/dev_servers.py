@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-from reactive_temporal.embedded.stack import DevServer
+from reactive_temporal.embedded.dev_server import DevServer
 
 PRODUCTION_PARTITIONS = 4
 """A self-hosted cluster's task queue partitions (`matching.numTaskqueueReadPartitions` and

@@ -18,7 +18,7 @@ import pytest
 import typer
 
 from reactive_temporal.cli.app import app
-from reactive_temporal.embedded.stack import temporal_binary
+from reactive_temporal.embedded.dev_server import temporal_binary
 from tests.support.alert_rules import (
     README,
     RULES_FILE,

@@ -33,8 +33,8 @@ from reactive_temporal.api.results import result_of
 from reactive_temporal.codec import build_data_converter
 from reactive_temporal.config import Settings
 from reactive_temporal.contracts.run import AgentConfig, RunProgress
+from reactive_temporal.embedded.dev_server import DevServer
 from reactive_temporal.embedded.scripted_llm import Reply, ScriptedLLM, call
-from reactive_temporal.embedded.stack import DevServer
 from reactive_temporal.hosting.runtime import Runtime
 from reactive_temporal.hosting.worker_factory import WORKFLOWS
 from reactive_temporal.limits import MAX_TOOL_CALLS_PER_TURN

@@ -23,8 +23,8 @@ from reactive_temporal.api.run_results import RunResult
 from reactive_temporal.config import Settings
 from reactive_temporal.contracts import names
 from reactive_temporal.contracts.run import AgentConfig, AgentRunInput
+from reactive_temporal.embedded.dev_server import DevServer
 from reactive_temporal.embedded.scripted_llm import Reply, ScriptedLLM, call
-from reactive_temporal.embedded.stack import DevServer
 from reactive_temporal.hosting.runtime import Runtime
 from tests.workflow.conftest import running_worker
 from workflows.agent_run import AgentRunWorkflow

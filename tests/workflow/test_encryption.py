@@ -26,8 +26,8 @@ from reactive_temporal.config import Settings
 from reactive_temporal.contracts import names
 from reactive_temporal.contracts.run import AgentConfig
 from reactive_temporal.embedded.codec_server import DEFAULT_ORIGIN, CodecServer
+from reactive_temporal.embedded.dev_server import temporal_binary
 from reactive_temporal.embedded.scripted_llm import Reply, ScriptedLLM
-from reactive_temporal.embedded.stack import temporal_binary
 from reactive_temporal.hosting.runtime import Runtime
 from tests.processes import clean_env, starter
 from tests.workflow.conftest import running_worker

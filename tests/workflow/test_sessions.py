@@ -13,8 +13,8 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from reactive_temporal.contracts import names
 from reactive_temporal.contracts.entity import AgentState, AgentWorkflowInput, SessionRef
 from reactive_temporal.contracts.run import AgentConfig, RunProgress
+from reactive_temporal.embedded.dev_server import temporal_binary
 from reactive_temporal.embedded.scripted_llm import Reply, ScriptedLLM, call
-from reactive_temporal.embedded.stack import temporal_binary
 from tests.conftest import wait_for
 from tests.processes import clean_env, starter_async
 from tests.workflow.conftest import Harness
