@@ -28,6 +28,7 @@ from reactive_temporal.contracts.run import (
 from reactive_temporal.limits import ERROR_RECORD_MAX_CHARS
 from reactive_temporal.rationale import REF_MAX_CHARS, REFS_MAX, WHY_MAX_CHARS
 from workflows.approval_rules import ARGUMENTS_PREVIEW_CHARS
+from workflows.debrief_markdown import format_markdown
 from workflows.debrief_rules import (
     billed_synthesis,
     brief_output,
@@ -36,7 +37,6 @@ from workflows.debrief_rules import (
     derive_outcome,
     ending_cause,
     errors_from_loop,
-    format_markdown,
     is_trivial,
     merge_synthesis,
     tool_stats,

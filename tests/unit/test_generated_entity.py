@@ -37,7 +37,7 @@ from tests.support.hostile import (
     storable_text,
 )
 from tests.support.worst_parts import worst_agent
-from workflows import chat_rules, debrief_rules
+from workflows import chat_rules, debrief_markdown
 from workflows.entity_chat import ChatPaths
 
 T0 = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
@@ -211,7 +211,7 @@ def test_a_chat_turn_the_validator_takes_makes_inputs_that_fit_a_payload(
 def test_a_debriefs_markdown_is_written_for_any_numbers(
     debrief: AgentDebrief, rationale: list[RationaleEntry]
 ):
-    markdown = debrief_rules.format_markdown(debrief.model_copy(update={"rationale": rationale}))
+    markdown = debrief_markdown.format_markdown(debrief.model_copy(update={"rationale": rationale}))
     assert debrief.summary in markdown
 
 

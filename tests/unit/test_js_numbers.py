@@ -7,7 +7,7 @@ import pytest
 
 from reactive_temporal.contracts.debrief import AgentDebrief, DebriefMetrics, ToolUsage
 from reactive_temporal.js_numbers import js_round, to_fixed
-from workflows.debrief_rules import format_markdown
+from workflows.debrief_markdown import format_markdown
 
 
 @pytest.mark.parametrize(
