@@ -73,6 +73,19 @@ def pending_approval(
     )
 
 
+def reason_problem(reason: str | None, *, approve: bool) -> str | None:
+    """Why the run refuses a decision's reason, or None: the part of `decision_problem` a
+    person typing the reason can mend (the inline question asks again)."""
+    reason = reason or ""
+    if not approve and not reason.strip():
+        return "a denial needs a reason (--reason TEXT): the model reads it"
+    if len(reason) > REASON_MAX_CHARS:
+        return f"the reason is {len(reason)} characters; the limit is {REASON_MAX_CHARS}"
+    if "\x00" in reason:
+        return "the decision contains a NUL byte (\\x00), which cannot be stored"
+    return None
+
+
 def decision_problem(
     decision: ApprovalDecision,
     pending: Sequence[PendingApproval],
@@ -84,13 +97,10 @@ def decision_problem(
         return "say who decides (--by NAME)"
     if len(decision.by) > DECIDER_MAX_CHARS:
         return f"--by is {len(decision.by)} characters; the limit is {DECIDER_MAX_CHARS}"
-    reason = decision.reason or ""
-    if not decision.approve and not reason.strip():
-        return "a denial needs a reason (--reason TEXT): the model reads it"
-    if len(reason) > REASON_MAX_CHARS:
-        return f"the reason is {len(reason)} characters; the limit is {REASON_MAX_CHARS}"
-    if "\x00" in by or "\x00" in reason:
+    if "\x00" in by:
         return "the decision contains a NUL byte (\\x00), which cannot be stored"
+    if (problem := reason_problem(decision.reason, approve=decision.approve)) is not None:
+        return problem
     if not pending and not decision.call_ids:
         return "the run is not waiting for approval of any tool call"
     waiting = {p.call_id for p in pending}

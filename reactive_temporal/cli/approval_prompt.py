@@ -23,6 +23,7 @@ from reactive_temporal.cli.terminal import safe
 from reactive_temporal.contracts.approvals import PendingApproval
 from reactive_temporal.contracts.run import RunProgress
 from workflows.agent_run import AgentRunWorkflow
+from workflows.approval_rules import reason_problem
 
 Ask = Callable[[str], str]
 """Reads one answer from the person at the terminal (`input`, or a test's script)."""
@@ -107,18 +108,39 @@ async def ask_inline(
         approve = answer.strip().lower() in ("y", "yes")
         reason = None
         if not approve:
-            asked = source.line("  reason for denying: ")
-            typed = await _unless_decided(client, run_id, call, asked)
-            if typed is None:
+            reason = await _reason(client, run_id, call, source)
+            if reason is None:
                 continue
-            reason = typed.strip() or "denied at the terminal"
         try:
             await decide(client, run_id, [call.call_id], approve=approve, reason=reason, by=decider)
         except ValueError as e:
-            err.print(f"[dim]{safe(e)}[/]")
+            # the person's answer was not taken: said as plainly as a decision, with the way
+            # to give it again, or they took the call for decided and the run waited on
+            verb = "approve" if approve else "deny"
+            err.print(
+                f"  [bold red]not {verb}d[/]: {safe(e)}\n"
+                f"  decide it later: starter.py {verb} {safe(run_id)} {safe(call.call_id)}"
+                + (" --reason TEXT" if not approve else "")
+            )
             continue
         verdict = "[green]approved[/]" if approve else "[red]denied[/]"
         err.print(f"  {verdict} by {safe(decider)}")
+
+
+async def _reason(
+    client: Client, run_id: str, call: PendingApproval, source: Answers
+) -> str | None:
+    """A reason the run will take, asked again while the one typed is not (too long, a NUL
+    byte pasted); None once the call no longer waits."""
+    while True:
+        typed = await _unless_decided(client, run_id, call, source.line("  reason for denying: "))
+        if typed is None:
+            return None
+        reason = typed.strip() or "denied at the terminal"
+        problem = reason_problem(reason, approve=False)
+        if problem is None:
+            return reason
+        err.print(f"  [bold red]{safe(problem)}[/]: type it again")
 
 
 async def _unless_decided(

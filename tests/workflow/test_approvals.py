@@ -20,6 +20,7 @@ from reactive_temporal import search_attributes as sa
 from reactive_temporal.api.control import pending_calls, runs_still_going
 from reactive_temporal.api.run_results import AgentRunError
 from reactive_temporal.cli.approval_prompt import Answers, ask_inline
+from reactive_temporal.contracts.approvals import REASON_MAX_CHARS
 from reactive_temporal.contracts.run import FinalAnswerCapture, RunProgress
 from reactive_temporal.embedded.scripted_llm import Reply, ScriptedLLM, call
 from reactive_temporal.tools import tool
@@ -306,6 +307,47 @@ async def test_run_asks_inline_at_the_terminal(harness: Harness, llm: ScriptedLL
         "tty-user",
     )
     assert "not with the calculator" in tool_message(llm.requests[model_name][1])
+
+
+async def test_an_inline_reason_the_run_refuses_is_asked_again_not_dropped(
+    harness: Harness, llm: ScriptedLLM, model_name, capsys: pytest.CaptureFixture[str]
+):
+    """A pasted reason past the limit: the run refused the denial, the prompt said so dimly and
+    moved on, and the call waited for the approval timeout while the person thought it denied.
+    Now the reason is asked again, and the one the run takes decides the call."""
+    llm.script(model_name, compute_then_answer())
+    agent = harness.agent(model_name, agent_id=unique_agent(), approve_tools=["calculator"])
+    handle = await agent.start("What is 6*7?")
+    pending = (await parked(handle)).pending_approvals
+    answers = iter(["n", "x" * (REASON_MAX_CHARS + 1), "too risky"])
+
+    await ask_inline(harness.client, handle.id, pending, ask=lambda _: next(answers), by="tty-user")
+
+    said = " ".join(capsys.readouterr().err.split())
+    assert f"the reason is {REASON_MAX_CHARS + 1} characters" in said and "type it again" in said
+    result = await agent.result(handle)
+    [record] = result.debrief.approvals  # type: ignore[union-attr]
+    assert (record.decision, record.reason) == ("denied", "too risky")
+
+
+async def test_an_inline_decision_the_run_refuses_says_so_and_how_to_decide_later(
+    harness: Harness, llm: ScriptedLLM, model_name, capsys: pytest.CaptureFixture[str]
+):
+    """Refused for what typing again cannot mend (here a decider name past the limit): said
+    as plainly as a decision, with the command that decides the call later."""
+    llm.script(model_name, compute_then_answer())
+    agent = harness.agent(model_name, agent_id=unique_agent(), approve_tools=["calculator"])
+    handle = await agent.start("What is 6*7?")
+    [waiting] = (await parked(handle)).pending_approvals
+
+    await ask_inline(harness.client, handle.id, [waiting], ask=lambda _: "y", by="b" * 201)
+
+    said = " ".join(capsys.readouterr().err.split())  # as read, not as wrapped
+    assert "not approved" in said and "--by is 201 characters" in said
+    assert f"starter.py approve {handle.id} {waiting.call_id}" in said
+    assert (await parked(handle)).pending_approvals == [waiting]  # still waiting, as said
+    await agent.approve(handle.id, by="other-terminal")
+    assert (await agent.result(handle)).success
 
 
 async def test_an_inline_question_is_dropped_when_decided_elsewhere_and_no_line_is_lost(
