@@ -33,6 +33,12 @@ class ReplayReport:
     """The history's payloads could not be read (an encryption key): not the code's fault."""
 
 
+HISTORY_FILE_MAX_BYTES = 200_000_000
+"""A history file read for replay is read this far and no further: Temporal keeps at most
+50 MB of history per workflow run (protobuf), whose JSON is larger by its field names and
+base64 payloads, but not four times as large. Read whole, `--file /dev/zero` (or a log named
+by mistake) took every byte of memory until the kernel killed the process, or another."""
+
 _EVENT_ID = re.compile(r"(?:HistoryEvent\(id|event[_ ]?id|event)\W{0,3}(\d+)", re.IGNORECASE)
 
 
@@ -51,9 +57,17 @@ def load_history_file(path: Path, workflow_id: str | None = None) -> WorkflowHis
     The latter has no workflow id: pass it, or the file name (without .json) is used.
     """
     try:
-        data = json.loads(path.read_text())
+        with path.open("rb") as file:  # a pipe or /dev/stdin too: read as far as the limit
+            text = file.read(HISTORY_FILE_MAX_BYTES + 1)
     except OSError as err:
         raise ValueError(f"cannot read history file {path}: {err}") from err
+    if len(text) > HISTORY_FILE_MAX_BYTES:
+        raise ValueError(
+            f"{path} holds more than {HISTORY_FILE_MAX_BYTES:,} bytes, more than the JSON of any "
+            "history Temporal keeps (50 MB at most, as protobuf): not a history export"
+        )
+    try:
+        data = json.loads(text)
     except ValueError as err:
         raise ValueError(f"{path} is not a Temporal history JSON: {err}") from err
     except RecursionError:

@@ -33,6 +33,7 @@ from temporalio.client import Client, WorkflowFailureError
 from reactive_temporal.api.agents import Agent
 from reactive_temporal.api.builder import AgentBuilder, ReactiveAgents
 from reactive_temporal.api.chat_refusals import ChatError
+from reactive_temporal.api.replay import HISTORY_FILE_MAX_BYTES
 from reactive_temporal.api.run_results import AgentRunError
 from reactive_temporal.api.sessions import Session
 from reactive_temporal.config import Settings
@@ -130,6 +131,9 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (path / "garbage.json").write_text("this is not JSON")
     (path / "bad-events.json").write_text(json.dumps({"events": "nope"}))
     (path / "nested.json").write_text('{"events": ' + NESTED_TOO_DEEP + "}")
+    with (path / "endless.json").open("wb") as endless:  # sparse: no disk, a bounded stand-in
+        endless.truncate(HISTORY_FILE_MAX_BYTES + 1)  # for /dev/zero, which read whole took
+        # every byte of memory until the kernel killed the process (or a process beside it)
     (path / "no-events.json").write_text(json.dumps({"workflowId": "run-x", "events": []}))
     return path
 
@@ -219,6 +223,8 @@ CLI_CASES: list[tuple[str, list[str], dict[str, str], int, str]] = [
      "is not a Temporal history JSON"),
     ("replay-no-events", ["replay", "--file", "{dir}/no-events.json"], NO_SERVER, 2,
      "is not a Temporal history JSON"),
+    ("replay-endless-file", ["replay", "--file", "{dir}/endless.json"], NO_SERVER, 2,
+     "endless.json holds more than 200,000,000 bytes, more than the JSON of any history"),
     # a RecursionError and its traceback, before
     ("replay-nested-too-deep", ["replay", "--file", "{dir}/nested.json"], NO_SERVER, 2,
      "is not a Temporal history JSON: nested deeper than a JSON parser takes"),
