@@ -82,7 +82,10 @@ async def agents_store(settings: Settings, runtime: Runtime | None = None) -> As
         raise CliError("no database: set DATABASE_URL")
     try:
         try:
-            store = await Store.open(url, migrate=False)
+            # the embedded Postgres is the project's own: brought up to date here as its
+            # worker would, or `lessons` on a fresh clone said to run `migrate`, which
+            # refuses it (no DATABASE_URL)
+            store = await Store.open(url, migrate=settings.database_url is None)
         except StoreUnavailable as e:
             raise CliError(str(e)) from e
         try:

@@ -151,6 +151,19 @@ def test_embedded_default_with_nothing_configured(tmp_path: Path):
     assert worker not in listed.stderr and worker not in shown.stderr
 
 
+def test_reading_commands_first_on_a_fresh_clone(tmp_path: Path):
+    """`lessons` or `costs` before any run, on the embedded default: they said to run
+    `migrate` first, which refuses the embedded Postgres (it needs DATABASE_URL). The embedded
+    database is brought up to date as its worker would, and each says there is nothing yet."""
+    env = clean_env(REACTIVE_TEMPORAL_DATA_DIR=str(tmp_path / "data"))
+    lessons = starter("lessons", "--json", env=env, cwd=tmp_path, timeout=180)
+    assert lessons.returncode == 0, lessons.stderr
+    assert json.loads(lessons.stdout)["lessons"] == []
+    costs = starter("costs", env=env, cwd=tmp_path, timeout=180)
+    assert costs.returncode == 0, costs.stderr
+    assert "no runs ended" in costs.stdout + costs.stderr
+
+
 def test_debrief_command(worker_env: dict[str, str], llm: ScriptedLLM, tmp_path: Path):
     model = llm.script(
         f"e2e-debrief-{uuid.uuid4().hex[:6]}",
