@@ -40,10 +40,10 @@ from activities.group_commit import GroupCommit
 from activities.reply_calls import THINKING_MAX_CHARS
 from activities.store import Store
 from reactive_temporal.contracts import names
-from reactive_temporal.contracts.events import NewEvent, RecordRunEventsInput, once_key
+from reactive_temporal.contracts.events import NewEvent, RecordRunEventsInput
 from reactive_temporal.limits import REPLY_CONTENT_MAX_CHARS
 from reactive_temporal.live_output import channel_for
-from reactive_temporal.sanitize import clean_text, clean_value, clip
+from reactive_temporal.sanitize import clean_text, clean_value
 
 log = logging.getLogger(__name__)
 
@@ -385,19 +385,3 @@ class TextStream:
             self.prelude.cancel()
         if self.flushing is not None:
             self.flushing.cancel()
-
-
-EVENT_FIELD_MAX_CHARS = 500
-"""Arguments and observation previews in the live output are clipped to this (the
-transcript has them whole)."""
-
-
-def clip_fields(data: dict[str, Any]) -> dict[str, Any]:
-    """`data` with every string value clipped for the live output."""
-    return {k: clip(v, EVENT_FIELD_MAX_CHARS) if isinstance(v, str) else v for k, v in data.items()}
-
-
-def tool_event(type: str, step: int, data: dict[str, Any]) -> NewEvent:
-    """A tool call starting or ending, written once per call (in its activity)."""
-    key = once_key(type, step, activity.info().workflow_run_id)
-    return NewEvent(type=type, step=step, data=data, key=key)  # type: ignore[arg-type]

@@ -21,11 +21,12 @@ from temporalio import activity
 
 from activities.heartbeat import heartbeating
 from activities.pg_refusals import refused_data_fails
-from activities.run_events import Announcement, RunEvents, clip_fields, tool_event
+from activities.run_events import Announcement, RunEvents
 from activities.run_stops import RUN_STOPS
 from activities.step_records import StepRecords, record_step, recorded
 from activities.store import Store
 from reactive_temporal.contracts import names
+from reactive_temporal.contracts.events import NewEvent, once_key
 from reactive_temporal.contracts.run import Message, RunToolInput, ToolResult
 from reactive_temporal.limits import OBSERVATION_MAX_CHARS
 from reactive_temporal.sanitize import clip
@@ -36,6 +37,22 @@ from reactive_temporal.tools import (
     ToolRegistry,
     tool_call_context,
 )
+
+EVENT_FIELD_MAX_CHARS = 500
+"""Arguments and observation previews in the live output are clipped to this (the
+transcript has them whole)."""
+
+
+def clip_fields(data: dict[str, Any]) -> dict[str, Any]:
+    """`data` with every string value clipped for the live output."""
+    return {k: clip(v, EVENT_FIELD_MAX_CHARS) if isinstance(v, str) else v for k, v in data.items()}
+
+
+def tool_event(type: str, step: int, data: dict[str, Any]) -> NewEvent:
+    """A tool call starting or ending, written once per call (in its activity)."""
+    key = once_key(type, step, activity.info().workflow_run_id)
+    return NewEvent(type=type, step=step, data=data, key=key)  # type: ignore[arg-type]
+
 
 CUT_OFF_ARGUMENTS = (
     "Your reply was cut off at the output token limit, so these arguments are incomplete: "
