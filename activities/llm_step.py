@@ -262,7 +262,9 @@ class LlmActivities:
                 input.seq,
                 reply,
                 with_thinking(result, read.thinking, state),
-                events=text.last if text is not None else (),
+                events=text.last_of_reply(calls_only=read.calls_from_text and not read.content)
+                if text is not None
+                else (),
                 also=self.contexts.sent(
                     input.run_id, input.seq, context, completion.usage.prompt_tokens
                 ),

@@ -379,6 +379,23 @@ class TextStream:
             await self.events.try_append(self.run_id, self.last)
             self.last = []
 
+    def last_of_reply(self, *, calls_only: bool = False) -> list[NewEvent]:
+        """`last`; with `calls_only`, saying the step's record read the reply as calls only,
+        no words (a bare JSON object is one only when it names a tool the step offered,
+        which a reader cannot know: `TextFold`), on its last text delta or an empty one."""
+        if not calls_only:
+            return self.last
+        said = {"calls_in_text": True, "calls_only": True}
+        for event in reversed(self.last):
+            if event.type == "text" and "thinking" not in event.data:
+                event.data.update(said)
+                return self.last
+        data = {"delta": "", "attempt": self.attempt, **said}
+        return [
+            *self.last,
+            NewEvent(type="text", step=self.step, position=self.text.written, data=data),
+        ]
+
     def cancel(self) -> None:
         """The call was cancelled: stop writing."""
         if self.prelude is not None:

@@ -8,7 +8,8 @@
   from what was shown, it says so with a `restart` carrying the retry's text so far (and
   so when thinking the chat template opened turns out to be what was shown as the answer);
 - `calls_held_back`: a reply's answer without the tool calls it writes in its text, for a
-  model whose calls are read from there (`ModelCapabilities.calls_in_text`).
+  model whose calls are read from there (`ModelCapabilities.calls_in_text`), Llama's bare
+  JSON object, which no marker announces, included (`bare_calls`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import hashlib
 from typing import NamedTuple
 
+from reactive_temporal.bare_calls import UNREAD, BareScan, bare_call_scan, may_be_bare_call
 from reactive_temporal.text_calls import CALL_MARKERS, without_text_calls
 from reactive_temporal.thinking import thinking_so_far
 
@@ -30,20 +32,33 @@ def channel_for(run_id: str) -> str:
 _LONGEST_MARKER = max(len(marker) for marker in CALL_MARKERS)
 
 
-def calls_held_back(answer: str, *, ended: bool = False) -> str:
+def calls_held_back(
+    answer: str, *, ended: bool = False, calls_only: bool = False, bare: bool | None = None
+) -> str:
     """What to show of the answer so far of a reply whose calls are read from its text.
 
     A call written in Hermes', Mistral's or Llama's format (`text_calls`) was shown as the
     model's answer while it streamed, JSON and all; the run's tool step shows the call. From
     the first marker on, nothing is shown while the reply streams, and text that may be a
     marker part-way is held until the next delta tells (as a harmony or a think tag is).
-    Once the reply has `ended`, it is the record's reading (`text_calls.without_text_calls`):
-    a block with words after it was quoted, and is shown then. Only for such a model: one
-    whose calls are not read from its text may quote the format, and is shown as written."""
+    Llama's bare JSON call has no marker: a reply that may still be one (`{` first, a call's
+    keys so far: `bare_calls.may_be_bare_call`, or `bare` when worked out already) is held
+    whole until it can no longer be.
+    Once the reply has `ended`, it is the record's reading: nothing when the step's record
+    read it as calls only (`calls_only`, which the writer says with the reply's last text:
+    whether a bare object is a call depends on the tools the step offered, which only the
+    record knew), else `text_calls.without_text_calls`: a block with words after it was
+    quoted, and a bare object that was no call is the model's answer; both are shown then.
+    Only for such a model: one whose calls are not read from its text may quote the format,
+    and is shown as written."""
     if ended:
+        if calls_only:
+            return ""
         kept = without_text_calls(answer) or ""
         lead = len(answer) - len(answer.lstrip())  # kept as it was shown while streaming
         return answer[:lead] + kept if kept and answer[lead:].startswith(kept) else kept
+    if may_be_bare_call(answer) if bare is None else bare:
+        return ""
     starts = [at for marker in CALL_MARKERS if (at := answer.find(marker)) >= 0]
     if starts:
         return answer[: min(starts)].rstrip()
@@ -73,7 +88,8 @@ class TextFold:
     one case where the view goes back on itself (a `</think>` the template opened, seen after
     the thinking was shown as the answer) is a `restart`, which readers already handle for
     a retried call that answered differently. A step whose deltas say its model's calls are
-    read from its text (`calls_in_text`) has its answer shown without them (`calls_held_back`).
+    read from its text (`calls_in_text`) has its answer shown without them (`calls_held_back`;
+    its last delta may say the record read the reply as calls only, `calls_only`).
     """
 
     def __init__(self) -> None:
@@ -83,6 +99,10 @@ class TextFold:
         """Steps whose reply may still be read differently once it has ended: their attempt."""
         self._calls_in_text: set[tuple[int, int]] = set()
         """The (step, attempt)s whose model's calls are read from its text."""
+        self._calls_only: set[tuple[int, int]] = set()
+        """The (step, attempt)s whose record read the reply as calls only, no words."""
+        self._bare: dict[tuple[int, int], BareScan] = {}
+        """How far each (step, attempt)'s answer was read as a bare call may be (read once)."""
 
     def take(
         self,
@@ -93,12 +113,16 @@ class TextFold:
         *,
         thinking: bool = False,
         calls_in_text: bool = False,
+        calls_only: bool = False,
     ) -> list[Shown]:
         """What to show for this delta (none when it shows nothing new yet); `thinking`: a
         delta of the thinking an endpoint sent apart from the text; `calls_in_text`: the
-        model's calls are read from its text (`calls_held_back`)."""
+        model's calls are read from its text (`calls_held_back`); `calls_only`: the reply has
+        ended, and its record read it as calls only."""
         if calls_in_text:
             self._calls_in_text.add((step, attempt))
+        if calls_only:
+            self._calls_only.add((step, attempt))
         key = (step, attempt, thinking)
         so_far = self._attempts.get(key, "")
         text = so_far[:position] + delta if position <= len(so_far) else so_far + delta
@@ -122,7 +146,12 @@ class TextFold:
             self._attempts.get((step, attempt, False), ""), ended=ended
         )
         if (step, attempt) in self._calls_in_text:
-            answer = calls_held_back(answer, ended=ended)
+            bare = None
+            if not ended:
+                scan = self._bare.get((step, attempt), UNREAD)
+                bare, self._bare[(step, attempt)] = bare_call_scan(answer, scan)
+            calls_only = (step, attempt) in self._calls_only
+            answer = calls_held_back(answer, ended=ended, calls_only=calls_only, bare=bare)
         return "\n\n".join(t for t in (apart, thought) if t), answer
 
     def _show(self, step: int, view: tuple[str, str]) -> list[Shown]:

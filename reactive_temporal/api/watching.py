@@ -55,6 +55,7 @@ def _events(run_id: str, row: dict[str, Any], fold: TextFold) -> list[RunEvent]:
             str(data.get("delta", "")),
             thinking=data.get("thinking") is True,
             calls_in_text=data.get("calls_in_text") is True,
+            calls_only=data.get("calls_only") is True,
         )
         return [_text(run_id, row, piece) for piece in shown]
     fields = (
