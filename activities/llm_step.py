@@ -208,7 +208,7 @@ class LlmActivities:
                 key=once_key("iteration", input.seq, activity.info().workflow_run_id),
             ),
             hand_over=True,  # the last text goes out with the reply's record, below
-            calls_in_text=self.llm.capabilities(input.model).calls_in_text,
+            calls_in_text=lambda: self.llm.capabilities(input.model).calls_in_text,
         ) as text:
             completion, context, overflows = await self._complete_within_window(
                 input, transcript, tools, context, text

@@ -157,7 +157,7 @@ class RunEvents:
         time_left: Callable[[], float] | None = None,
         begins: NewEvent | None = None,
         hand_over: bool = False,
-        calls_in_text: bool = False,
+        calls_in_text: bool | Callable[[], bool] = False,
     ) -> AsyncIterator[TextStream | None]:
         """One LLM call's text stream under `stream_id` (None: nothing streams); its `add`
         takes the text deltas. Announced by `begins` (an `Announcement`: with the first text,
@@ -168,7 +168,8 @@ class RunEvents:
         (`step_records.record_step`) — once the write in flight is done, within `time_left()`
         seconds if given (best effort: in a Postgres outage the last writes wait for a
         connection and must not use up the time the caller needs for what matters).
-        `calls_in_text`: the model's calls are read from its text (`_Channel.calls_in_text`).
+        `calls_in_text`: the model's calls are read from its text (`_Channel.calls_in_text`),
+        or what tells, asked at each write (`TextStream`).
         """
         if stream_id is None:
             yield None
@@ -306,7 +307,7 @@ class TextStream:
         write_interval: float = TEXT_WRITE_INTERVAL,
         first_after: float = FIRST_TEXT_AFTER,
         *,
-        calls_in_text: bool = False,
+        calls_in_text: bool | Callable[[], bool] = False,
     ) -> None:
         self.events = events
         self.write_interval = write_interval
@@ -316,7 +317,12 @@ class TextStream:
         self.step = step
         self.attempt = attempt
         self.thinking = _Channel(LIVE_THINKING_MAX_CHARS, LIVE_THINKING_CUT, thinking=True)
-        self.text = _Channel(LIVE_TEXT_MAX_CHARS, LIVE_TEXT_CUT, calls_in_text=calls_in_text)
+        self.text = _Channel(
+            LIVE_TEXT_MAX_CHARS, LIVE_TEXT_CUT, calls_in_text=calls_in_text is True
+        )
+        self.calls_learned = calls_in_text if callable(calls_in_text) else None
+        """Asked at each write until it says the calls are read from the text: a step can
+        learn so mid-way (its server refused tools: asked again with them in the prompt)."""
         self.flushing: asyncio.Task[None] | None = None
         self.next_write_at = 0.0
         """Loop time before which the next write waits (unless the reply has ended)."""
@@ -362,6 +368,9 @@ class TextStream:
     def _take_text(self) -> list[NewEvent]:
         """What was not written yet, the thinking first, as an event each (none when there
         is none)."""
+        if self.calls_learned is not None and self.text.buffer:
+            self.text.calls_in_text = self.calls_learned()
+            self.calls_learned = None if self.text.calls_in_text else self.calls_learned
         thinking = self.thinking.take(self.step, self.attempt)
         return [*thinking, *self.text.take(self.step, self.attempt)]
 

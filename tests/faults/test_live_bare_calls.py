@@ -1,6 +1,7 @@
-"""A tool call a model writes into its text with no marker (Llama's bare JSON object), in the
-live output of a run over real HTTP through the real workflows: the call never shows as the
-model's answer, and a JSON answer (one that is no call) still does."""
+"""A tool call a model writes into its text with no marker (Llama's bare JSON object), and a
+step that learns mid-way that its model's calls are read from its text, in the live output of
+a run over real HTTP through the real workflows: the call never shows as the model's answer,
+and a JSON answer (one that is no call) still does."""
 
 from __future__ import annotations
 
@@ -79,3 +80,29 @@ async def test_a_json_answer_is_still_shown_as_the_answer(
     assert not any(e.type.startswith("tool") for e in events)
     assert [a for _, a in seen_by_step(events).values()] == [written]
     assert not any(e.restart for e in events if e.type == "text")
+
+
+async def test_a_step_that_learns_its_calls_are_read_from_its_text_holds_them_back(
+    harness: Harness, llm: ScriptedLLM, model_name: str
+):
+    """A hosted model's name (its endpoint parses calls: none is read from its text) behind
+    a proxy that takes no tools: the first step learns it from the refusal and asks again
+    with the tools in the prompt, within the same step. The call the model then wrote into
+    its text streamed as its answer at that step, though not at later ones."""
+    model = llm.endpoint(f"gpt-4o-{model_name}", Endpoint(no_tools=True))
+    block = json.dumps({"name": "calculator", "arguments": {"expression": "6*7"}})
+    call = f"I will multiply.\n<tool_call>\n{block}\n</tool_call>"
+    llm.script(model, [streamed(call), streamed("FINAL ANSWER: 42")])
+    events = await events_of(harness, model, "What is 6*7?")
+    result = events[-1].result
+    assert result is not None and (result.terminated_by, result.output) == ("final_answer", "42")
+    assert len(llm.rejected[model]) == 1  # the first step learned it, mid-step
+    assert [(e.type, e.tool) for e in events if e.type.startswith("tool")] == [
+        ("tool_start", "calculator"),
+        ("tool_end", "calculator"),
+    ]
+    assert [answer.rstrip() for _, answer in seen_by_step(events).values()] == [
+        "I will multiply.",
+        "FINAL ANSWER: 42",
+    ]
+    assert "<tool" not in texts(events) and "6*7" not in texts(events)

@@ -1,7 +1,8 @@
 """Llama's bare JSON tool call in a run's live output: for a model whose calls are read from
 its text, a reply that may still become the call object is held back whole, wherever the
 deltas cut it; once it can no longer be one, or the reply has ended and its record read no
-call, it is shown, once."""
+call, it is shown, once. And a step that learns mid-way that its model's calls are read from
+its text marks the deltas it writes from then on."""
 
 from __future__ import annotations
 
@@ -214,3 +215,23 @@ def test_with_no_text_left_the_record_s_word_is_an_empty_delta_at_the_reply_s_en
         assert fold.take(1, 1, event.position, data["delta"], calls_in_text=True,
                          calls_only=data.get("calls_only") is True) == []  # fmt: skip
     assert fold.settle() == []
+
+
+def test_a_step_that_learns_mid_way_marks_its_deltas_from_then_on() -> None:
+    learned = [False]
+
+    async def stream() -> list[NewEvent]:
+        written = Written()
+        text = TextStream(
+            written,  # type: ignore[arg-type]
+            "run-x", 1, 1, write_interval=0, first_after=0, calls_in_text=lambda: learned[0],
+        )  # fmt: skip
+        text.add("Refused: ")
+        await asyncio.sleep(0.01)  # written, unmarked (nothing learned yet)
+        learned[0] = True
+        text.add(CALL)
+        await text.close()
+        return written.events
+
+    said = [(e.data["delta"], e.data.get("calls_in_text")) for e in asyncio.run(stream())]
+    assert said == [("Refused: ", None), (CALL, True)]
