@@ -39,7 +39,7 @@ from activities.pg_refusals import refused_data, refused_data_fails
 from activities.reply_calls import finish_reason_of, read_reply, recorded_thinking, with_thinking
 from activities.reply_notes import note_reply
 from activities.request_messages import view_messages
-from activities.run_events import RunEvents, TextStream
+from activities.run_events import RunEvents
 from activities.run_seed import RunSeeding, resolve_tools, seed_length, seed_messages
 from activities.run_stops import RUN_STOPS
 from activities.step_records import (
@@ -51,6 +51,7 @@ from activities.step_records import (
     until_stored,
 )
 from activities.store import Store
+from activities.text_stream import TextStream
 from activities.transcript_rows import ThoughtEntry
 from activities.transcripts import Transcripts
 from activities.turn_state import recorded_state

@@ -50,10 +50,11 @@ from psycopg import AsyncConnection
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
-from activities.run_events import TEXT_WRITE_INTERVAL, RunEvents, TextStream, transaction
+from activities.run_events import RunEvents, transaction
 from activities.statements import record_row
 from activities.step_records import StepRecord, StepRecords
 from activities.store import Store
+from activities.text_stream import TEXT_WRITE_INTERVAL, TextStream
 from bench._stack import machine, open_stack, parser, print_table, run
 from reactive_temporal.contracts.events import NewEvent
 from reactive_temporal.contracts.run import LlmStepResult, Message, ToolCall, ToolResult

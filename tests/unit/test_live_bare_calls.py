@@ -13,7 +13,7 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from activities.run_events import TextStream
+from activities.text_stream import TextStream
 from reactive_temporal.bare_calls import UNREAD, bare_call_scan, bare_call_shaped, may_be_bare_call
 from reactive_temporal.contracts.events import NewEvent
 from reactive_temporal.live_output import Shown, TextFold, calls_held_back

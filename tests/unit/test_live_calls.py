@@ -14,7 +14,7 @@ import pytest
 
 from activities.reply_calls import ReadReply
 from activities.reply_notes import note_reply
-from activities.run_events import TextStream
+from activities.text_stream import TextStream
 from reactive_temporal.contracts.events import NewEvent
 from reactive_temporal.live_output import TextFold, calls_held_back
 from tests.support.live_text import adaptations, folded, view

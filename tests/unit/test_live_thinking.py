@@ -13,7 +13,7 @@ import random
 import pytest
 
 from activities.llm_stream import StreamedReply
-from activities.run_events import LIVE_THINKING_CUT, LIVE_THINKING_MAX_CHARS, TextStream
+from activities.text_stream import LIVE_THINKING_CUT, LIVE_THINKING_MAX_CHARS, TextStream
 from reactive_temporal.cli.live_view import THINKING_GUTTER, LivePrinter
 from reactive_temporal.contracts.events import NewEvent, RunEvent
 from reactive_temporal.live_output import Shown, TextFold

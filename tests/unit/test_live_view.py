@@ -8,7 +8,7 @@ import asyncio
 import io
 import json
 
-from activities.run_events import LIVE_TEXT_CUT, LIVE_TEXT_MAX_CHARS, TextStream
+from activities.text_stream import LIVE_TEXT_CUT, LIVE_TEXT_MAX_CHARS, TextStream
 from reactive_temporal.cli.live_view import LivePrinter
 from reactive_temporal.contracts.events import NewEvent, RunEvent
 from reactive_temporal.contracts.result import AgentResult

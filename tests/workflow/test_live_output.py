@@ -12,7 +12,8 @@ from datetime import datetime
 import pytest
 from temporalio.api.enums.v1 import EventType
 
-from activities.run_events import TEXT_WRITE_INTERVAL, RunEvents
+from activities.run_events import RunEvents
+from activities.text_stream import TEXT_WRITE_INTERVAL
 from reactive_temporal.api.live_feed import LIVE_FEED_NAME, READERS
 from reactive_temporal.api.watching import stream_events
 from reactive_temporal.contracts.events import NewEvent, RunEvent
