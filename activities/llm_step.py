@@ -70,7 +70,7 @@ from reactive_temporal.contracts.run import (
 )
 from reactive_temporal.limits import bound_rationale, bound_reply
 from reactive_temporal.pricing import price_for
-from reactive_temporal.tools import ToolRegistry, wire_name
+from reactive_temporal.tool_registry import ToolRegistry, wire_name
 
 MAX_OVERFLOW_RETRIES = 3
 NO_RECORD = ContextRecord(previous=None, plan=ContextPlan())

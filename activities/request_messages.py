@@ -19,7 +19,7 @@ from typing import Any
 from activities.transcript_rows import ThoughtEntry
 from activities.turn_state import STATE_FIELDS
 from reactive_temporal.contracts.run import Message, SeqMessage
-from reactive_temporal.tools import wire_name
+from reactive_temporal.tool_registry import wire_name
 
 CACHED_ARGUMENTS_MAX_CHARS = 2_000
 """Arguments up to this are checked once per worker (4,096 kept: 16 MB at the most); longer

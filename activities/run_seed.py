@@ -26,7 +26,7 @@ from reactive_temporal.contracts.run import Message, PrepareRunResult, RunSeed, 
 from reactive_temporal.limits import TOOL_NAMES_MAX_BYTES, json_bytes
 from reactive_temporal.memory import PRIOR_LESSONS, PriorRun, run_notes
 from reactive_temporal.prompts import run_system_prompt
-from reactive_temporal.tools import ToolRegistry
+from reactive_temporal.tool_registry import ToolRegistry
 
 PRIOR_RUN_MAX_AGE_HOURS = 72
 """The last run is remembered for this long (the reference's Prior Session)."""

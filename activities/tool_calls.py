@@ -31,12 +31,8 @@ from reactive_temporal.contracts.run import Message, RunToolInput, ToolResult
 from reactive_temporal.limits import OBSERVATION_MAX_CHARS
 from reactive_temporal.sanitize import clip
 from reactive_temporal.telemetry.observe import observe_tool_call
-from reactive_temporal.tools import (
-    ToolArgumentsError,
-    ToolCallContext,
-    ToolRegistry,
-    tool_call_context,
-)
+from reactive_temporal.tool_registry import ToolRegistry
+from reactive_temporal.tools import ToolArgumentsError, ToolCallContext, tool_call_context
 
 EVENT_FIELD_MAX_CHARS = 500
 """Arguments and observation previews in the live output are clipped to this (the

@@ -15,7 +15,7 @@ from reactive_temporal.contracts.run import (
     RecordMessagesInput,
     RunSeed,
 )
-from reactive_temporal.tools import ToolRegistry
+from reactive_temporal.tool_registry import ToolRegistry
 
 
 class TranscriptActivities:

@@ -36,7 +36,8 @@ from reactive_temporal.hosting.retry_watch import LocalRetryWatch
 from reactive_temporal.hosting.sandbox import OwnWorkflowsUnsandboxed
 from reactive_temporal.key_files import KeyFile
 from reactive_temporal.search_attributes import ensure_registered
-from reactive_temporal.tools import Tool, ToolRegistry
+from reactive_temporal.tool_registry import ToolRegistry
+from reactive_temporal.tools import Tool
 from workflows.agent_debrief import DebriefWorkflow
 from workflows.agent_entity import AgentWorkflow
 from workflows.agent_run import AgentRunWorkflow

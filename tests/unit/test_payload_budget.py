@@ -34,7 +34,8 @@ from reactive_temporal.contracts.run import (
     ToolResult,
 )
 from reactive_temporal.payloads import ProjectPayloadConverter
-from reactive_temporal.tools import Tool, ToolRegistry
+from reactive_temporal.tool_registry import ToolRegistry
+from reactive_temporal.tools import Tool
 from tests.support.worst_parts import (
     heavy,
     payload_bytes,

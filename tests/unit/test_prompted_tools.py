@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from activities.prompted_tools import offered_now, tools_in_prompt
 from reactive_temporal.text_calls import calls_in_text
-from reactive_temporal.tools import FINAL_ANSWER_SCHEMA
+from reactive_temporal.tool_registry import FINAL_ANSWER_SCHEMA
 from tests.support.hostile import hostile_text
 
 CALCULATOR = {

@@ -7,7 +7,8 @@ from temporalio.exceptions import ApplicationError
 
 from activities.run_seed import resolve_tools, seed_length, seed_messages
 from reactive_temporal.contracts.run import AgentConfig, Message, RunSeed, SeqMessage
-from reactive_temporal.tools import ToolRegistry, tool
+from reactive_temporal.tool_registry import ToolRegistry
+from reactive_temporal.tools import tool
 
 
 @tool(timeout_seconds=5)

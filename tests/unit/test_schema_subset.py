@@ -26,7 +26,8 @@ from reactive_temporal.schema_subset import (
     SubsetSchemas,
     to_subset,
 )
-from reactive_temporal.tools import ToolRegistry, tool
+from reactive_temporal.tool_registry import ToolRegistry
+from reactive_temporal.tools import tool
 
 SUBSET = {
     "type", "format", "title", "description", "nullable", "enum", "maxItems", "minItems",

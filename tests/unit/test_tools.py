@@ -24,14 +24,8 @@ from reactive_temporal.builtin_tools import (
     http_get,
     http_get_tool,
 )
-from reactive_temporal.tools import (
-    FINAL_ANSWER_SCHEMA,
-    TOOL_THREADS,
-    Tool,
-    ToolArgumentsError,
-    ToolRegistry,
-    tool,
-)
+from reactive_temporal.tool_registry import FINAL_ANSWER_SCHEMA, ToolRegistry
+from reactive_temporal.tools import TOOL_THREADS, Tool, ToolArgumentsError, tool
 
 
 @tool

@@ -21,7 +21,7 @@ from reactive_temporal.contracts.run import LlmStepInput, RunSeed
 from reactive_temporal.embedded.scripted_llm import HttpError, Reply, ScriptedLLM, call
 from reactive_temporal.hosting.worker_factory import llm_client
 from reactive_temporal.prompts import NOTES_LABEL
-from reactive_temporal.tools import ToolRegistry
+from reactive_temporal.tool_registry import ToolRegistry
 from tests.support.pg_proxy import CountingProxy
 from tests.support.steps import attempt
 from tests.workflow.conftest import Harness

@@ -169,7 +169,7 @@ async def test_a_run_with_memory_starts_in_two_round_trips(database_url: str):
 
     from activities.transcript import TranscriptActivities
     from reactive_temporal.contracts.run import PrepareRunInput
-    from reactive_temporal.tools import ToolRegistry
+    from reactive_temporal.tool_registry import ToolRegistry
     from tests.support.pg_proxy import CountingProxy
 
     agent_id = f"start-{uuid.uuid4().hex[:8]}"

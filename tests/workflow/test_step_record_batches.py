@@ -20,7 +20,7 @@ from reactive_temporal.contracts.events import NewEvent
 from reactive_temporal.contracts.run import LlmStepInput, Message, ToolResult
 from reactive_temporal.embedded.scripted_llm import Reply, ScriptedLLM
 from reactive_temporal.hosting.worker_factory import llm_client
-from reactive_temporal.tools import ToolRegistry
+from reactive_temporal.tool_registry import ToolRegistry
 from tests.support.steps import attempt, live_events, seeded, transactions_of
 
 pytestmark = pytest.mark.workflow

@@ -33,7 +33,8 @@ from reactive_temporal.contracts.run import (
 )
 from reactive_temporal.embedded.scripted_llm import Endpoint, Raw, Reply, ScriptedLLM, call
 from reactive_temporal.hosting.worker_factory import llm_client
-from reactive_temporal.tools import ToolRegistry, current_tool_call, tool
+from reactive_temporal.tool_registry import ToolRegistry
+from reactive_temporal.tools import current_tool_call, tool
 from tests.support.pg_proxy import CountingProxy
 from tests.support.steps import attempt, live_events, seeded
 from tests.workflow.conftest import Harness, running_worker
