@@ -12,9 +12,9 @@ every key decrypts, and each payload records the id of the key that encrypted it
 
     REACTIVE_TEMPORAL_ENCRYPTION_KEYS="k2:<new base64 key>,k1:<old base64 key>"
 
-Failure messages and stack traces are encrypted too (Temporal's encoded failure attributes:
-provider error bodies and database errors can quote prompts). Not encrypted: search
-attributes, which the server must index.
+Failure messages and stack traces are encrypted too, each cause's as well (Temporal's encoded
+failure attributes: provider error bodies and database errors can quote prompts). Not
+encrypted: search attributes, which the server must index.
 
 `REACTIVE_TEMPORAL_ENCRYPTION_REQUIRED=1` (with keys) refuses payloads that arrive
 unencrypted: a signal carrying one is dropped, an update rejected, a read fails with
@@ -37,13 +37,13 @@ from collections.abc import Mapping, Sequence
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from temporalio.api.common.v1 import Payload
-from temporalio.converter import (
-    DataConverter,
-    DefaultFailureConverterWithEncodedAttributes,
-    PayloadCodec,
-)
+from temporalio.converter import DataConverter, PayloadCodec
 
 from reactive_temporal.errors import causes
+from reactive_temporal.failure_budget import (
+    BoundedFailureConverter,
+    BoundedFailureConverterWithEncodedAttributes,
+)
 from reactive_temporal.payloads import (
     REFUSED_ENCODING,
     PlaintextPayloadError,
@@ -202,8 +202,12 @@ class EncryptionCodec(PayloadCodec):
         return Payload.FromString(plain)
 
 
-project_data_converter = DataConverter(payload_converter_class=ProjectPayloadConverter)
-"""The converter without encryption: pydantic JSON that cleans text it cannot encode."""
+project_data_converter = DataConverter(
+    payload_converter_class=ProjectPayloadConverter,
+    failure_converter_class=BoundedFailureConverter,
+)
+"""The converter without encryption: pydantic JSON that cleans text it cannot encode, and
+failures within the failure budget (`reactive_temporal.failure_budget`)."""
 
 
 def build_data_converter(encryption_keys: str | None, *, required: bool = False) -> DataConverter:
@@ -220,7 +224,7 @@ def build_data_converter(encryption_keys: str | None, *, required: bool = False)
     return dataclasses.replace(
         project_data_converter,
         payload_codec=EncryptionCodec(encryption_keys, required=required),
-        failure_converter_class=DefaultFailureConverterWithEncodedAttributes,
+        failure_converter_class=BoundedFailureConverterWithEncodedAttributes,
     )
 
 

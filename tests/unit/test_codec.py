@@ -7,7 +7,6 @@ import os
 
 import pytest
 from temporalio.api.common.v1 import Payload
-from temporalio.converter import DefaultFailureConverterWithEncodedAttributes
 
 from reactive_temporal.codec import (
     ENCODING,
@@ -18,6 +17,10 @@ from reactive_temporal.codec import (
     generate_key_string,
     parse_encryption_keys,
     project_data_converter,
+)
+from reactive_temporal.failure_budget import (
+    BoundedFailureConverter,
+    BoundedFailureConverterWithEncodedAttributes,
 )
 from reactive_temporal.payloads import (
     PlaintextPayloadError,
@@ -137,7 +140,8 @@ def test_build_data_converter_is_plain_without_keys():
     converter = build_data_converter(generate_key_string("k1"))
     assert isinstance(converter.payload_codec, EncryptionCodec)
     assert converter.payload_converter_class is project_data_converter.payload_converter_class
-    assert converter.failure_converter_class is DefaultFailureConverterWithEncodedAttributes
+    assert converter.failure_converter_class is BoundedFailureConverterWithEncodedAttributes
+    assert project_data_converter.failure_converter_class is BoundedFailureConverter
     with pytest.raises(ValueError, match="is 3 bytes"):
         build_data_converter("k1:" + base64.b64encode(b"abc").decode())
     with pytest.raises(ValueError, match="ENCRYPTION_REQUIRED=1 needs"):
