@@ -39,6 +39,7 @@ from reactive_temporal.contracts.entity import (
     new_entity_input,
 )
 from reactive_temporal.contracts.run import AgentConfig, RunProgress
+from reactive_temporal.limits import LIVE_RUNS_MAX_BYTES, within_bytes
 
 
 async def signal_agent(
@@ -54,6 +55,17 @@ async def signal_agent(
         start_signal=signal,
         start_signal_args=[payload],
         static_summary=f"agent {agent.agent_id}: chat, sessions, last debrief",
+    )
+
+
+def live_runs_result(
+    running: list[RunProgress], last_run: RunFinished | None
+) -> ReadLiveRunsResult:
+    """`read_live_runs`' result: the newest of the runs in progress whose progress fits
+    LIVE_RUNS_MAX_BYTES together, beside the agent's last run (within the payload budget:
+    docs/payload-budget.md)."""
+    return ReadLiveRunsResult(
+        runs=within_bytes(running, LIVE_RUNS_MAX_BYTES, latest=False), last_run=last_run
     )
 
 
@@ -131,10 +143,19 @@ class EntityActivities:
         reads = await asyncio.gather(*(self._progress(run_id) for run_id in run_ids))
         last_run = await self._last_run(input.agent_id) if input.last_run else None
         running = [p for p in reads if p is not None and p.status == "running"]
-        return ReadLiveRunsResult(
-            runs=[redacted(p, where="live_runs", owner=f"run {p.run_id}") for p in running],
-            last_run=last_run,
+        result = live_runs_result(
+            [redacted(p, where="live_runs", owner=f"run {p.run_id}") for p in running], last_run
         )
+        if len(result.runs) < len(running):
+            activity.logger.info(
+                "%s: chat reads %d of its %d runs in progress: the others' progress is past "
+                "%s bytes",
+                input.agent_id,
+                len(result.runs),
+                len(running),
+                f"{LIVE_RUNS_MAX_BYTES:,}",
+            )
+        return result
 
     async def _progress(self, run_id: str) -> RunProgress | None:
         """The run's live state from its `progress` query; None when it is not running.

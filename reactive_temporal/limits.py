@@ -106,6 +106,11 @@ OBSERVATION_MAX_CHARS = 16_000
 """What a tool call returns to the model (results and errors alike), head and tail kept."""
 ERROR_RECORD_MAX_CHARS = 1_000
 """A failed call's error as the run keeps it for its debrief."""
+LIVE_RUNS_MAX_BYTES = 200_000
+"""The progress of an agent's runs in progress that mid-run chat reads (`read_live_runs`), as
+JSON, the newest runs kept: the result carries the agent's last run beside them (1.27 MB at
+its worst), and five runs' progress at theirs (99 KB each) made it 1.77 MB. Two runs at
+their worst fit; most runs' progress is a few kilobytes."""
 
 
 SYSTEM_PROMPT_MAX_CHARS = 100_000

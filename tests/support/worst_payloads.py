@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from activities.held_reply import HELD_THINKING_MAX_CHARS, HeldReply
+from activities.workflow_calls import live_runs_result
 from reactive_temporal import limits
 from reactive_temporal.contracts import names
 from reactive_temporal.contracts.approvals import (
@@ -37,6 +38,7 @@ from reactive_temporal.contracts.run import (
     RationaleDetail,
     RecordMessagesInput,
     RunContinuation,
+    RunProgress,
     RunSeed,
     RunToolInput,
     SeqMessage,
@@ -258,6 +260,15 @@ def progress_query_result() -> object:
     return progress
 
 
+def read_live_runs_result() -> object:
+    """What mid-run chat reads (`read_live_runs`): the agent's last run, and the progress of
+    its five newest runs in progress (each while it waits for a turn's approvals), the newest
+    kept within LIVE_RUNS_MAX_BYTES."""
+    last_run, progress = run_finished(), progress_query_result()
+    assert isinstance(last_run, RunFinished) and isinstance(progress, RunProgress)
+    return live_runs_result([progress] * 5, last_run)
+
+
 def held_reply() -> object:
     """The `llm_step` heartbeat's details when the step could not record its reply: the reply,
     the model's thinking for the record (activities/held_reply.py; the endpoint's own state
@@ -330,6 +341,7 @@ PAYLOADS: dict[str, Callable[[], object]] = {
     "decide_tool_calls update result": decide_tool_calls_result,
     "progress query result (RunProgress)": progress_query_result,
     "the run's news to its agent (RunFinished)": run_finished,
+    "read_live_runs result (mid-run chat)": read_live_runs_result,
     "DebriefWorkflow input (the child)": debrief_workflow_input,
     "synthesize_debrief input": synthesis_request,
     "synthesize_debrief result": synthesis_result,

@@ -20,15 +20,18 @@ from temporalio.api.common.v1 import Payloads
 from temporalio.exceptions import ApplicationError
 
 from activities.run_seed import resolve_tools
+from activities.workflow_calls import live_runs_result
 from reactive_temporal import limits
 from reactive_temporal.api.run_inputs import build_run_input
 from reactive_temporal.codec import EncryptionCodec, generate_key_string
+from reactive_temporal.contracts.entity import ReadLiveRunsResult
 from reactive_temporal.contracts.run import (
     FINAL_ANSWER_TOOL,
     AgentConfig,
     AgentRunInput,
     FinalAnswerCapture,
     RationaleDetail,
+    RunProgress,
     RunSeed,
     ToolCall,
     ToolResult,
@@ -44,7 +47,7 @@ from tests.support.worst_parts import (
     worst_reply_calls,
     worst_run_input,
 )
-from tests.support.worst_payloads import PAYLOADS
+from tests.support.worst_payloads import PAYLOADS, read_live_runs_result
 from workflows.final_answer import operator_answer_problem
 from workflows.run_limits import answer_too_long
 from workflows.run_state import RunState
@@ -98,6 +101,18 @@ def test_the_worst_cases_are_at_their_limits_not_found_by_chance():
     reply = limits.json_bytes([content, [c.model_dump() for c in calls]])
     assert reply > limits.REPLY_MAX_BYTES - 6 * limits.MAX_TOOL_CALLS_PER_TURN
     assert len(calls) == limits.MAX_TOOL_CALLS_KEPT
+
+
+def test_mid_run_chat_reads_its_runs_progress_with_a_tenth_of_the_ceiling_to_spare():
+    """`read_live_runs` carries the agent's last run beside up to five runs' progress: at
+    their worst 1.77 MB, 2% under the ceiling. The newest runs' progress is kept within
+    LIVE_RUNS_MAX_BYTES (two at their worst)."""
+    result = read_live_runs_result()
+    assert isinstance(result, ReadLiveRunsResult) and len(result.runs) == 2
+    assert payload_bytes(result) <= 0.9 * limits.PAYLOAD_BUDGET_BYTES
+    assert limits.json_bytes(result.runs) <= limits.LIVE_RUNS_MAX_BYTES
+    light = RunProgress(run_id="r", agent_id="a", tools_called=["calculator"])
+    assert live_runs_result([light] * 5, None).runs == [light] * 5
 
 
 # -- where an agent and a run's input enter: the starters, and the run itself -------------------
