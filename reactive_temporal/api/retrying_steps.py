@@ -50,7 +50,7 @@ async def retrying_activity(
         summary=await _summary(client, scheduled) if scheduled else None,
         attempt=worst.attempt,
         since=scheduled.event_time.ToDatetime(tzinfo=UTC) if scheduled else None,
-        last_failure=_last_failure(worst),
+        last_failure=last_failure_of(worst),
     )
 
 
@@ -71,10 +71,27 @@ def heartbeating(description: WorkflowExecutionDescription) -> bool:
     return datetime.now(UTC) - began > HEARTBEATING_AFTER
 
 
-def _last_failure(pending: PendingActivityInfo) -> str | None:
+SIZE_LIMIT_MESSAGE = "Failure exceeds size limit."
+"""What Temporal's server keeps of a failure past its limit, a `ServerError` over the
+original's start: for a retried activity's last failure, past 4 KiB
+(`limit.mutableStateActivityFailureSize.error`; a failure within the project's failure
+budget can be more)."""
+
+
+def last_failure_of(pending: PendingActivityInfo) -> str | None:
+    """The activity's last failure, on one line.
+
+    Under the server's SIZE_LIMIT_MESSAGE, the words of the original it keeps beneath.
+    """
     if not pending.HasField("last_failure"):
         return None
     failure = pending.last_failure
+    if (
+        failure.HasField("server_failure_info")
+        and failure.message == SIZE_LIMIT_MESSAGE
+        and failure.HasField("cause")
+    ):
+        failure = failure.cause
     text = failure.message or failure.application_failure_info.type
     return one_line(text, LAST_FAILURE_CHARS) if text else None
 

@@ -19,6 +19,7 @@ from temporalio.api.enums.v1 import (
     TaskQueueType,
     WorkflowTaskFailedCause,
 )
+from temporalio.api.failure.v1 import Failure, ServerFailureInfo
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.api.workflow.v1 import PendingActivityInfo, PendingWorkflowTaskInfo
 from temporalio.api.workflowservice.v1 import DescribeWorkflowExecutionResponse
@@ -26,6 +27,7 @@ from temporalio.api.workflowservice.v1 import DescribeWorkflowExecutionResponse
 from reactive_temporal import local_retries
 from reactive_temporal.api.failing_tasks import recorded_failure
 from reactive_temporal.api.progress import unanswerable
+from reactive_temporal.api.retrying_steps import SIZE_LIMIT_MESSAGE, last_failure_of
 from reactive_temporal.api.stalls import Stall
 from reactive_temporal.api.worker_waits import (
     POLL_SILENCE,
@@ -52,6 +54,23 @@ def test_a_failure_is_shown_on_one_line_cut_at_its_end():
     assert one_line("HTTP 503:\n  upstream\toverloaded\r\n", 100) == "HTTP 503: upstream overloaded"
     cut = one_line("x" * 500, LAST_FAILURE_CHARS)
     assert len(cut) == LAST_FAILURE_CHARS and cut.endswith("…")
+
+
+def test_a_failure_the_server_cut_for_its_size_is_shown_by_the_words_it_kept_beneath():
+    """A retried activity's last failure past 4 KiB is kept by the server as "Failure exceeds
+    size limit." over the original's start (measured on the dev server): its words are what a
+    stuck run's progress shows, not the server's."""
+    cut = PendingActivityInfo(
+        last_failure=Failure(
+            message=SIZE_LIMIT_MESSAGE,
+            server_failure_info=ServerFailureInfo(non_retryable=True),
+            cause=Failure(message="HTTP 502: <html>" + "t" * 4_000),
+        )
+    )
+    assert last_failure_of(cut) == one_line("HTTP 502: <html>" + "t" * 400, LAST_FAILURE_CHARS)
+    whole = PendingActivityInfo(last_failure=Failure(message="HTTP 503"))
+    assert last_failure_of(whole) == "HTTP 503"
+    assert last_failure_of(PendingActivityInfo()) is None
 
 
 def test_the_worker_remembers_a_local_step_until_it_lands():
