@@ -33,7 +33,11 @@ HELD_MAX_BYTES = 1_800_000
 """The held reply's details with the turn's state at most: Temporal refuses a payload over
 2 MB. A reply within its own bound (1.5 MB, most far less) leaves most states room; one that
 does not fit is left out, with a warning naming the run, and the turn recorded without it
-(cut, it would be refused as a missing one is)."""
+(cut, it would be refused as a missing one is). What the endpoint sent with each call
+(Gemini's thought signatures) cannot be left out so: a reply whose details are past it even
+without the turn's state is not held (the next attempt asks the model again), with a
+warning. Past 2 MiB the heartbeat was refused (TMPRL1103), the attempt failed by the SDK
+with its own error, and the reply was not held either."""
 
 
 class HeldReply(BaseModel):
@@ -74,6 +78,19 @@ def hold(
             f"{HELD_MAX_BYTES:,}",
         )
         details["turn_state"] = None
+    size = len(to_json(details))
+    if size > HELD_MAX_BYTES:
+        activity.logger.warning(
+            "%s #%d: the reply is not held for the step's next attempt, which asks the model "
+            "again: with what its endpoint sent with each call (%s bytes) it is %s bytes, over "
+            "%s",
+            run_id,
+            seq,
+            f"{len(to_json(extra)):,}",
+            f"{size:,}",
+            f"{HELD_MAX_BYTES:,}",
+        )
+        return
     activity.heartbeat(details)
 
 

@@ -272,7 +272,8 @@ def read_live_runs_result() -> object:
 def held_reply() -> object:
     """The `llm_step` heartbeat's details when the step could not record its reply: the reply,
     the model's thinking for the record (activities/held_reply.py; the endpoint's own state
-    beside them is dropped past HELD_MAX_BYTES)."""
+    beside them is dropped past HELD_MAX_BYTES, and a reply whose calls carry more of it is
+    not held)."""
     step = llm_step_result()
     assert isinstance(step, LlmStepResult)
     return HeldReply(

@@ -262,6 +262,32 @@ def test_a_held_reply_carries_its_turn_s_state_to_the_next_attempt(
     assert "run-held-3 #2" in caplog.text
 
 
+def test_a_reply_whose_calls_carry_more_endpoint_state_than_a_heartbeat_takes_is_not_held(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """What the endpoint sent with each call (Gemini's thought signatures) goes back with the
+    call, so it cannot be cut: a reply held with 3 MB of it was a heartbeat Temporal refuses
+    (measured: TMPRL1103, the attempt failed by the SDK, nothing held); now one past
+    HELD_MAX_BYTES is not held, saying so, and the next attempt asks the model again. One
+    that fits is held with it."""
+    signature = {"google": {"thought_signature": "s" * 1_000_000}}
+    calls = [ToolCall(id=f"c{n}", name="calculator", extra_content=signature) for n in (1, 2, 3)]
+    result = LlmStepResult(content="calling", tool_calls=calls)
+    beats: list[Any] = []
+    first = attempt(1)
+    first.on_heartbeat = beats.append
+    with caplog.at_level(logging.WARNING):
+        first.run(hold, "run-held-4", 2, result, "thought", None)
+    assert beats == []
+    assert "run-held-4 #2: the reply is not held" in caplog.text
+    assert attempt(2).run(held_reply, 2) is None
+    fits = LlmStepResult(content="calling", tool_calls=calls[:1])
+    first.run(hold, "run-held-4", 2, fits, "thought", None)
+    back = attempt(2, heartbeat_details=[beats[-1]]).run(held_reply, 2)
+    assert back == (fits, "thought", None)
+    assert back[0].tool_calls[0].extra_content == signature
+
+
 def test_the_scripted_endpoint_refuses_a_turn_without_its_state_or_with_it_changed() -> None:
     """As Anthropic does behind OpenRouter and LiteLLM: its words, in each one's body."""
     for field, state in (("reasoning_details", CLAUDE), ("thinking_blocks", BLOCKS)):
