@@ -76,11 +76,13 @@ class _EncodableLevels(DefaultFailureConverter):
 
 
 def _encodable(exception: BaseException) -> BaseException:
+    """`exception`, or a stand-in the SDK can convert: the same kind, flags and causes, its
+    words with U+FFFD for each lone surrogate (or, when its `__str__` raises, saying so)."""
     if isinstance(exception, FailureError):
-        if exception.failure is not None or not needs_cleaning(exception.message):
-            return exception  # a failure received from the server: its words are encodable
-        if not isinstance(exception, ApplicationError):
-            return exception  # the SDK's own kinds, made by the SDK: never seen dirty
+        if exception.failure is not None:
+            return exception  # received from the server: its words are encodable
+        if not isinstance(exception, ApplicationError) or not needs_cleaning(exception.message):
+            return exception  # the SDK's other kinds are the SDK's own words
         stand_in = ApplicationError(
             clean_text(exception.message),
             *exception.details,
@@ -90,10 +92,14 @@ def _encodable(exception: BaseException) -> BaseException:
             category=exception.category,
         )
     else:
-        text = str(exception)
-        if not needs_cleaning(text):
-            return exception
-        # what the SDK makes of any other exception, with the words cleaned
+        try:
+            text = str(exception)
+        except Exception:
+            text = f"<unprintable {type(exception).__name__}: its __str__ raised>"
+        else:
+            if not needs_cleaning(text):
+                return exception
+        # what the SDK makes of any other exception, with its words cleaned
         stand_in = ApplicationError(clean_text(text), type=type(exception).__name__)
     stand_in.__traceback__ = exception.__traceback__
     stand_in.__cause__ = exception.__cause__

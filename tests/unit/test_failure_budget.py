@@ -238,6 +238,19 @@ def test_text_that_cannot_be_encoded_is_sent_with_its_kind_and_flags():
     ]
 
 
+def test_an_exception_whose_str_raises_is_sent_with_its_type_saying_so():
+    """An exception class with a broken `__str__`: the SDK's conversion raised with it (and
+    the SDK's handler of that quotes the exception again)."""
+
+    class Garbled(Exception):
+        def __str__(self) -> str:
+            raise UnicodeDecodeError("utf-8", b"\xff", 0, 1, "invalid start byte")
+
+    [level] = levels_of(sent(raised(Garbled())))
+    assert level.application_failure_info.type == "Garbled"
+    assert level.message == "<unprintable Garbled: its __str__ raised>"
+
+
 def test_an_encrypted_failure_has_every_levels_words_bounded_and_encrypted():
     err = raised(
         ApplicationError("s" * 3_000_000, type="Secret"),
