@@ -20,17 +20,35 @@ from reactive_temporal.secrets_scan import (
     AWS_SECRET,
     BEARER,
     CREDENTIAL,
+    DATABRICKS,
+    DIGITALOCEAN,
+    DOPPLER,
     GITHUB,
     GITLAB,
     GOOGLE,
+    GRAFANA,
+    HUGGING_FACE,
     JWT,
     KINDS,
+    LINEAR,
+    NPM,
     OPENAI,
+    PASSWORD,
+    PLANETSCALE,
+    POSTMAN,
     PRIVATE_KEY,
+    PULUMI,
+    PYPI,
+    SENDGRID,
+    SENTRY,
+    SHOPIFY,
     SLACK,
     SLACK_WEBHOOK,
     STRIPE,
+    TELEGRAM,
+    TWILIO,
     URL_PASSWORD,
+    VAULT,
     marker,
     redact,
     redact_value,
@@ -42,6 +60,8 @@ RNG = random.Random(20260722)
 ALNUM = string.ascii_letters + string.digits
 URLSAFE = ALNUM + "-_"
 B64 = ALNUM + "+/"
+HEX = "0123456789abcdef"
+LETTERS = string.ascii_letters
 
 
 def rand(alphabet: str, n: int) -> str:
@@ -54,7 +74,22 @@ def pem(kind: str = "RSA PRIVATE KEY", lines: int = 6, last: str = "Zw==", sep: 
 
 
 OPENAI_PROJECT_KEY = "sk-proj-" + rand(URLSAFE, 74) + "T3BlbkFJ" + rand(URLSAFE, 74)
+DEEPSEEK_KEY = "sk-" + rand(HEX, 32)
+ANTHROPIC_KEY = "sk-ant-api03-" + rand(URLSAFE, 93) + "AA"
+AWS_KEY = "AKIA" + rand(string.ascii_uppercase + "234567", 16)
 GITHUB_PAT = "ghp_" + rand(ALNUM, 36)
+FINE_GRAINED_PAT = "github_pat_" + rand(ALNUM, 22) + "_" + rand(ALNUM, 59)
+GITLAB_PAT = "glpat-" + rand(URLSAFE, 20)
+SLACK_BOT = "xoxb-1234567890-1234567890123-" + rand(ALNUM, 24)
+STRIPE_KEY = "sk_live_" + rand(ALNUM, 24)
+GOOGLE_KEY = "AIza" + rand(URLSAFE, 35)
+HF_TOKEN = "hf_" + rand(LETTERS, 34)
+NPM_TOKEN = "npm_" + rand(ALNUM, 36)
+PYPI_TOKEN = "pypi-AgEIcHlwaS5vcmc" + rand(URLSAFE, 70)
+SENDGRID_KEY = "SG." + rand(URLSAFE, 22) + "." + rand(URLSAFE, 43)
+TWILIO_KEY = "SK" + rand(HEX, 32)
+TELEGRAM_TOKEN = "110201543:AA" + rand(URLSAFE, 33)
+SHOPIFY_TOKEN = "shpat_" + rand(HEX, 32)
 JWT_TOKEN = (
     "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIiwibmFtZSI6IkFkYSJ9."
     + rand(URLSAFE, 43)
@@ -65,26 +100,47 @@ WHOLE = [
     (OPENAI_PROJECT_KEY, OPENAI),
     ("sk-" + rand(ALNUM, 20) + "T3BlbkFJ" + rand(ALNUM, 20), OPENAI),  # a legacy user key
     ("sk-svcacct-" + rand(URLSAFE, 58) + "T3BlbkFJ" + rand(URLSAFE, 58), OPENAI),
-    ("sk-" + rand(string.hexdigits.lower()[:16], 32), OPENAI),  # DeepSeek's sk- + 32 hex
-    ("sk-ant-api03-" + rand(URLSAFE, 93) + "AA", ANTHROPIC),
+    (DEEPSEEK_KEY, OPENAI),  # DeepSeek's sk- + 32 hex
+    (ANTHROPIC_KEY, ANTHROPIC),
     ("sk-ant-admin01-" + rand(URLSAFE, 93) + "AA", ANTHROPIC),
-    ("AKIA" + rand(string.ascii_uppercase + "234567", 16), AWS_KEY_ID),
+    (AWS_KEY, AWS_KEY_ID),
     ("ASIA" + rand(string.ascii_uppercase + "234567", 16), AWS_KEY_ID),
     (GITHUB_PAT, GITHUB),
     *[(f"{p}_" + rand(ALNUM, 36), GITHUB) for p in ("gho", "ghu", "ghs", "ghr")],
-    ("github_pat_" + rand(ALNUM, 22) + "_" + rand(ALNUM, 59), GITHUB),
-    ("glpat-" + rand(URLSAFE, 20), GITLAB),
+    (FINE_GRAINED_PAT, GITHUB),
+    (GITLAB_PAT, GITLAB),
     ("glpat-" + rand(URLSAFE, 27) + ".01" + rand("abcdef0123456789", 7), GITLAB),
-    ("xoxb-1234567890-1234567890123-" + rand(ALNUM, 24), SLACK),
+    (SLACK_BOT, SLACK),
     ("xoxp-1234567890-1234567890-1234567890-" + rand("abcdef0123456789", 32), SLACK),
     ("xoxa-2-" + rand(ALNUM, 40), SLACK),
     ("xapp-1-A0123BCDE45-1234567890123-" + rand("abcdef0123456789", 64), SLACK),
     ("https://hooks.slack.com/services/T0ABCDEF1/B0ABCDEF2/" + rand(ALNUM, 24), SLACK_WEBHOOK),
-    ("sk_live_" + rand(ALNUM, 24), STRIPE),
+    (STRIPE_KEY, STRIPE),
     ("rk_live_" + rand(ALNUM, 99), STRIPE),
     ("sk_test_" + rand(ALNUM, 24), STRIPE),
-    ("AIza" + rand(URLSAFE, 35), GOOGLE),
+    (GOOGLE_KEY, GOOGLE),
     (JWT_TOKEN, JWT),
+    (HF_TOKEN, HUGGING_FACE),
+    ("api_org_" + rand(LETTERS, 34), HUGGING_FACE),
+    (NPM_TOKEN, NPM),
+    (PYPI_TOKEN, PYPI),
+    (SENDGRID_KEY, SENDGRID),
+    (TWILIO_KEY, TWILIO),
+    (TELEGRAM_TOKEN, TELEGRAM),
+    ("dop_v1_" + rand(HEX, 64), DIGITALOCEAN),
+    ("doo_v1_" + rand(HEX, 64), DIGITALOCEAN),
+    (SHOPIFY_TOKEN, SHOPIFY),
+    ("shpss_" + rand(HEX, 32), SHOPIFY),
+    ("hvs." + rand(URLSAFE, 95), VAULT),
+    ("dapi" + rand(HEX, 32), DATABRICKS),
+    ("glsa_" + rand(ALNUM, 32) + "_" + rand(HEX, 8), GRAFANA),
+    ("glc_" + rand(B64, 80) + "==", GRAFANA),
+    ("sntryu_" + rand(HEX, 64), SENTRY),
+    ("PMAK-" + rand(HEX, 24) + "-" + rand(HEX, 34), POSTMAN),
+    ("pul-" + rand(HEX, 40), PULUMI),
+    ("lin_api_" + rand(ALNUM, 40), LINEAR),
+    ("dp.pt." + rand(ALNUM, 43), DOPPLER),
+    ("pscale_tkn_" + rand(URLSAFE, 43), PLANETSCALE),
     (pem(), PRIVATE_KEY),
     (pem("PRIVATE KEY", last="AB12"), PRIVATE_KEY),  # a last line without padding
     (pem("OPENSSH PRIVATE KEY"), PRIVATE_KEY),
@@ -119,10 +175,12 @@ NAMED = [
     ("api_key=", "q1w2e3r4t5y6u7i8", "&page=2", CREDENTIAL),
     ('{"token": "', rand(ALNUM, 30), '", "ttl": 3600}', CREDENTIAL),
     ("X-Api-Key: ", rand(ALNUM, 32), "\n", CREDENTIAL),
-    ("DB_PASSWORD=", "Sup3rS3cret!", "\nDB_HOST=db", CREDENTIAL),
+    ("DB_PASSWORD=", "Sup3rS3cret!", "\nDB_HOST=db", PASSWORD),
     ("client_secret: ", rand(URLSAFE, 40), "\n", CREDENTIAL),
     ("export SESSION_TOKEN='", rand(B64, 60), "'", CREDENTIAL),
-    ("curl -u admin:", "Adm1nPassw0rd", " https://x", None),  # not a format: left
+    ("curl -u admin:", "Adm1nPassw0rd", " https://x", PASSWORD),
+    ('{\\"token\\": \\"', rand(ALNUM, 30), '\\", \\"ttl\\": 3600}', CREDENTIAL),  # JSON in JSON
+    ("https://api.telegram.org/bot", TELEGRAM_TOKEN, "/getMe", TELEGRAM),  # glued to `bot`
 ]
 
 NEAR_MISSES = [
@@ -147,6 +205,15 @@ NEAR_MISSES = [
     "AIza" + rand(URLSAFE, 20) + " is too short to be a Google key",
     "tokenizer = AutoTokenizer.from_pretrained('bert-base-uncased')",
     "[redacted: OpenAI API key] was here; api_key=[redacted: credential]",
+    # a prefix glued to a word where it is a word's end, not a key's start
+    "task-" + rand(HEX, 32) + " is queued; ask-" + rand(HEX, 32) + " too",
+    "risk_live_Dashboard2024 and disk_test_Partition01",
+    "xoxo-see-you-at-the-2024-party",  # a letter's end, not a Slack token (no digit group)
+    "IDAKIA" + "ABCDEFGHIJKLMNOP" + " is a window of an upper-case run",
+    "hf_hub_download and hf_" + "a" * 34 + " (one case: an identifier)",
+    "npm_config_cache=/tmp/npm and npm_package_version=1.2.3",
+    "TASK" + rand(HEX, 32) + " is an id, and so is xSK" + rand(HEX, 32),
+    "error 12345:" + "A" * 35 + " is not a bot's token",
 ]
 
 
@@ -172,6 +239,54 @@ def test_a_secret_next_to_its_name_is_replaced_and_the_name_kept(before, secret,
 def test_look_alikes_are_left_as_they_are(text: str):
     found = scan(text)
     assert found.text == text and not found.found, found.found
+
+
+SEPARATED = ["=", ":", '"', "'", "(", " ", "\\n", "/"]
+"""What may stand before any key: it begins a run of key characters."""
+GLUED = ["mykey", "x_", "ID", "7"]
+"""A word a key may be glued to: lower case, an underscore, upper case, a digit."""
+EVERYWHERE = set(GLUED)
+GLUED_KEYS = [
+    # (the key, its kind, the words it is found glued to)
+    (OPENAI_PROJECT_KEY, OPENAI, EVERYWHERE),  # its T3BlbkFJ infix cannot be chance
+    (DEEPSEEK_KEY, OPENAI, set()),  # `task-` + hex would be taken
+    (ANTHROPIC_KEY, ANTHROPIC, EVERYWHERE),  # sk-ant-api03-
+    (AWS_KEY, AWS_KEY_ID, {"mykey", "x_"}),  # after a capital or digit: a window of a run
+    (GITHUB_PAT, GITHUB, EVERYWHERE),
+    (FINE_GRAINED_PAT, GITHUB, EVERYWHERE),
+    (GITLAB_PAT, GITLAB, EVERYWHERE),
+    (SLACK_BOT, SLACK, EVERYWHERE),
+    (PYPI_TOKEN, PYPI, EVERYWHERE),
+    (SHOPIFY_TOKEN, SHOPIFY, EVERYWHERE),
+    (TELEGRAM_TOKEN, TELEGRAM, EVERYWHERE),  # a digit before it is the bot id's
+    (STRIPE_KEY, STRIPE, set()),  # task_live_…
+    (GOOGLE_KEY, GOOGLE, set()),  # base64 text holds AIza
+    (JWT_TOKEN, JWT, set()),  # base64 text holds eyJ
+    (HF_TOKEN, HUGGING_FACE, set()),
+    (NPM_TOKEN, NPM, set()),
+    (SENDGRID_KEY, SENDGRID, set()),
+    (TWILIO_KEY, TWILIO, set()),
+]
+
+
+@pytest.mark.parametrize(
+    ("key", "kind", "glued_to"),
+    GLUED_KEYS,
+    ids=[f"{k}-{i}" for i, (_, k, _) in enumerate(GLUED_KEYS)],
+)
+def test_a_key_glued_to_the_word_before_it_is_found_only_where_it_cannot_be_chance(
+    key: str, kind: str, glued_to: set[str]
+):
+    for before in SEPARATED:
+        assert redact(f"{before}{key} end") == f"{before}{marker(kind)} end", before
+    for before in GLUED:
+        text = f"{before}{key} end"
+        if before not in glued_to:
+            assert redact(text) == text, before
+        elif kind == TELEGRAM and before == "7":  # the digit joins the bot's id
+            assert redact(text) == f"{marker(kind)} end"
+        else:
+            assert redact(text) == f"{before}{marker(kind)} end", before
 
 
 def test_a_key_cut_in_the_middle_is_redacted_as_far_as_it_goes():
@@ -250,6 +365,39 @@ HOSTILE = [
     "-----BEGIN PRIVATE KEY-----\nComment: " + "x " * 500_000,
     "\\n" * 500_000 + "-----END PRIVATE KEY-----",
     "a" * 1_000_000,
+    # glued forms: a bounded look-ahead at every prefix
+    "ask-" + "a" * 90 + "T3Blbk" * 166_650,
+    "sk-proj-" * 125_000,
+    "sk-ant-api03-" * 76_924,
+    "ghp_" + "a" * 36 + "b" * 999_960,
+    "github_pat_" * 90_910,
+    "glpat-" * 166_667,
+    "xoxb-1-" * 142_858,
+    "1" * 999_990 + ":A",
+    "12345:" * 166_667,
+    "hvs." + "a" * 999_996,
+    "glc_" + "a" * 999_996,
+    # names and their values
+    'password: "' * 90_910,
+    '"password": "' + "a" * 1_000_000,
+    '\\"password\\": \\"' * 62_500,
+    "**Password:** " * 71_429,
+    "password=" + "a" * 1_000_000,
+    "nextPageToken=" * 71_429,
+    "x" * 999_990 + "Token=abcdefgh12",
+    "--password " * 90_910,
+    "--a-" * 250_000,
+    "secret: " + "x" * 1_000_000,
+    # commands
+    "curl " * 200_000,
+    "curl -u " * 125_000,
+    "curl " + "-u a:" * 200_000,
+    "curl \\\n" * 142_858,
+    "curl\n" * 200_000,
+    "mysql -p" * 125_000,
+    "sshpass" + " -x" * 333_333,
+    "redis-cli -a " * 76_924,
+    "-passin pass:" * 76_924,
 ]
 
 
@@ -281,12 +429,26 @@ PIECES = st.lists(
             "api_key",
             "Bearer ",
             "Authorization: ",
+            "password",
+            "Password: ",
+            "**",
+            '\\"',
+            "hunter2",
+            "curl -u ",
+            "mysql -p",
+            "sshpass -p ",
+            "--password ",
+            "nextPage",
+            "T3BlbkFJ",
+            "pypi-AgEIcHlwaS5vcmc",
+            "\\\n",
             "-----BEGIN PRIVATE KEY-----",
             "-----END PRIVATE KEY-----",
             "\\n",
             OPENAI_PROJECT_KEY,
             GITHUB_PAT,
             JWT_TOKEN,
+            TELEGRAM_TOKEN,
             rand(B64, 64),
             "\n",
             " ",

@@ -1,0 +1,158 @@
+"""Credentials a provider's own format gives away, wherever they stand: the rules of the
+credential scan (`reactive_temporal/secrets_scan.py`) that need no name next to the key.
+
+Each follows the gitleaks rule named beside it (github.com/gitleaks/gitleaks
+`config/gitleaks.toml`), loosened where a provider's keys are wider than the rule.
+
+Where a key may begin. A prefix counts where a run of key characters begins (`START`), as
+gitleaks' `\\b` does; glued to the word before it (`mykeysk-proj-…`, `tokenghp_…`, text
+flattened from a table's cells) only where the key's own structure cannot be chance:
+- OpenAI's `T3BlbkFJ` infix, Anthropic's versioned `sk-ant-api03-`, GitHub's `ghp_` and 36
+  characters exactly, a fine-grained PAT's `github_pat_` + 22 + `_` + 59, GitLab's `glpat-`,
+  Slack's `xoxb-` and a digit group, PyPI's `pypi-AgEIcHlwaS5vcmc`, Shopify's `shpat_`
+  (gitleaks matches these last four anywhere too);
+- an AWS key ID after a lower-case letter (`keyAKIA…`), not after a capital or a digit: there
+  it may be any 20 characters of a longer upper-case run (base32 text, an identifier).
+Not glued: an `sk-` key without the infix (`task-`, `ask-`, `desk-` + a hex id is a slug),
+Stripe's `sk_live_` (`task_live_…`, `risk_test_…` are names), Google's `AIza` and a JWT's
+`eyJ` (base64 text holds them anywhere), and the prefixes short enough to end a word
+(`hf_`, `npm_`, `SG.`, `SK`, `dapi`, `pul-`).
+
+Linear time: each pattern starts at a fixed prefix and its variable part is one greedy run
+of a class the element after it cannot match, or is bounded (the glued forms' look-ahead).
+"""
+
+from __future__ import annotations
+
+from reactive_temporal.secret_rules import (
+    ANTHROPIC,
+    AWS_KEY_ID,
+    DATABRICKS,
+    DIGITALOCEAN,
+    DOPPLER,
+    GITHUB,
+    GITLAB,
+    GOOGLE,
+    GRAFANA,
+    HUGGING_FACE,
+    JWT,
+    LINEAR,
+    NPM,
+    OPENAI,
+    PLANETSCALE,
+    POSTMAN,
+    PULUMI,
+    PYPI,
+    SENDGRID,
+    SENTRY,
+    SHOPIFY,
+    SLACK,
+    SLACK_WEBHOOK,
+    START,
+    STRIPE,
+    TELEGRAM,
+    TWILIO,
+    VAULT,
+    Rule,
+    both_cases,
+    has_digit,
+    keylike,
+    mixed,
+    rule,
+)
+
+_END = r"(?![A-Za-z0-9])"
+"""A key of a fixed length ends there: not a window of a longer run."""
+_OPENAI_INFIX = r"sk-(?:(?:proj|svcacct|admin)-)?[A-Za-z0-9_-]{20,96}T3BlbkFJ"
+
+
+def _telegram(token: str) -> bool:
+    """Random characters after the bot's id: both cases (not `AAAA…`)."""
+    return both_cases(token.partition(":")[2])
+
+
+FORMATS: tuple[Rule, ...] = (
+    # anthropic-api-key, anthropic-admin-api-key
+    rule(
+        ANTHROPIC,
+        rf"(?:{START}|(?=sk-ant-(?:api|admin)[0-9]{{2}}-))sk-ant-[A-Za-z0-9_-]{{32,}}",
+        keylike,
+    ),
+    # openai-api-key; any sk- + 32 (DeepSeek, Moonshot: sk- + 32 hex) at a word's start
+    rule(OPENAI, rf"(?:{START}|(?={_OPENAI_INFIX}))sk-[A-Za-z0-9_-]{{32,}}", keylike),
+    # aws-access-token
+    rule(AWS_KEY_ID, rf"(?<![A-Z0-9])(?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA)[A-Z2-7]{{16}}{_END}"),
+    # github-pat, github-oauth, github-app-token, github-refresh-token, github-fine-grained-pat
+    rule(
+        GITHUB,
+        rf"(?:{START}|(?=gh[pousr]_[A-Za-z0-9]{{36}}{_END}))gh[pousr]_[A-Za-z0-9]{{36,}}"
+        rf"|(?:{START}|(?=github_pat_[A-Za-z0-9]{{22}}_[A-Za-z0-9]{{59}}))"
+        r"github_pat_[A-Za-z0-9_]{82,}",
+    ),
+    # gitlab-pat, gitlab-ptt, gitlab-rrt, gitlab-deploy-token (and the routable `.xx…` form)
+    rule(GITLAB, r"gl(?:pat|ptt|rt|dt)-[A-Za-z0-9_-]{20,}(?:\.[A-Za-z0-9]{2,16})?"),
+    # slack-*-token: a digit group after the prefix (`xoxb-123…-`), but for the legacy
+    # workspace tokens `xoxa-`, `xoxr-`; not the `xoxo-` of a letter's end
+    rule(
+        SLACK,
+        rf"(?:{START}|(?=(?:xox[abeoprs]|xapp)-[0-9]+-))"
+        r"(?:xox[abeops]-(?=[0-9]+-)|xox[ar]-|xapp-(?=[0-9]+-))[A-Za-z0-9-]{10,}",
+        has_digit,
+    ),
+    # slack-webhook-url
+    rule(
+        SLACK_WEBHOOK,
+        r"(?:https?://)?hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9+/]{43,}",
+    ),
+    # stripe-access-token
+    rule(STRIPE, rf"{START}(?:sk|rk)_(?:live|test|prod)_[A-Za-z0-9]{{10,}}"),
+    # gcp-api-key
+    rule(GOOGLE, rf"{START}AIza[A-Za-z0-9_-]{{35}}(?![A-Za-z0-9_-])"),
+    # huggingface-access-token, huggingface-organization-api-token: 34 random letters
+    rule(HUGGING_FACE, rf"{START}(?:hf_|api_org_)[A-Za-z]{{34}}{_END}", both_cases),
+    # npm-access-token
+    rule(NPM, rf"{START}npm_[A-Za-z0-9]{{36}}{_END}", mixed),
+    # pypi-upload-token: `pypi-` + a macaroon whose first bytes name pypi.org
+    rule(PYPI, r"pypi-AgEIcHlwaS5vcmc[A-Za-z0-9_-]{50,}"),
+    # sendgrid-api-token: SG. + 22 + . + 43
+    rule(SENDGRID, rf"{START}SG\.[A-Za-z0-9_-]{{22}}\.[A-Za-z0-9_-]{{43}}(?![A-Za-z0-9_-])", mixed),
+    # twilio-api-key: an API key's SID, SK + 32 hex
+    rule(TWILIO, rf"{START}SK[0-9a-fA-F]{{32}}{_END}", mixed),
+    # telegram-bot-api-token: the bot's id, `:`, A + 34 (gitleaks wants `telegr` in a name
+    # before it; the shape alone is unmistakable, and it is glued to `bot` in API URLs)
+    rule(TELEGRAM, r"(?<![0-9])[0-9]{5,16}:A[A-Za-z0-9_-]{34}(?![A-Za-z0-9_-])", _telegram),
+    # digitalocean-pat, digitalocean-access-token, digitalocean-refresh-token
+    rule(DIGITALOCEAN, rf"{START}do[opr]_v1_[a-f0-9]{{64}}{_END}"),
+    # shopify-access-token, -custom-access-token, -private-app-access-token, -shared-secret
+    rule(SHOPIFY, rf"shp(?:at|ca|pa|ss)_[a-fA-F0-9]{{32}}{_END}"),
+    # vault-service-token, vault-batch-token (not the legacy `s.` + 24: too short to tell)
+    rule(
+        VAULT,
+        rf"{START}(?:hvs\.[A-Za-z0-9_-]{{90,120}}|hvb\.[A-Za-z0-9_-]{{138,300}})(?![A-Za-z0-9_-])",
+    ),
+    # databricks-api-token
+    rule(DATABRICKS, rf"{START}dapi[a-f0-9]{{32}}(?:-[0-9])?{_END}", mixed),
+    # grafana-service-account-token, grafana-cloud-api-token
+    rule(
+        GRAFANA,
+        rf"{START}(?:glsa_[A-Za-z0-9]{{32}}_[A-Fa-f0-9]{{8}}{_END}"
+        r"|glc_[A-Za-z0-9+/]{32,400}={0,3}(?![A-Za-z0-9+/=]))",
+    ),
+    # sentry-user-token, sentry-org-token
+    rule(SENTRY, rf"{START}(?:sntryu_[a-f0-9]{{64}}{_END}|sntrys_eyJpYXQiO[A-Za-z0-9+/=_]{{50,}})"),
+    # postman-api-token
+    rule(POSTMAN, rf"{START}PMAK-[a-fA-F0-9]{{24}}-[a-fA-F0-9]{{34}}{_END}"),
+    # pulumi-api-token
+    rule(PULUMI, rf"{START}pul-[a-f0-9]{{40}}{_END}", mixed),
+    # linear-api-key
+    rule(LINEAR, rf"{START}lin_api_[A-Za-z0-9]{{40}}{_END}"),
+    # doppler-api-token
+    rule(DOPPLER, rf"{START}dp\.pt\.[A-Za-z0-9]{{43}}{_END}"),
+    # planetscale-api-token, planetscale-oauth-token, planetscale-password
+    rule(
+        PLANETSCALE, rf"{START}pscale_(?:tkn|oauth|pw)_[A-Za-z0-9_=.-]{{32,64}}(?![A-Za-z0-9_=.-])"
+    ),
+    # jwt: three base64url parts, the first two beginning `eyJ` (`{"` encoded)
+    rule(JWT, rf"{START}eyJ[A-Za-z0-9_-]{{10,}}\.eyJ[A-Za-z0-9_-]{{10,}}\.[A-Za-z0-9_-]*"),
+)
+"""In this order: Anthropic's `sk-ant-` before OpenAI's `sk-`."""

@@ -1,0 +1,188 @@
+"""Credentials known by what stands before them (reactive_temporal/secret_labels.py) and
+passwords given to commands (reactive_temporal/secret_commands.py): the value replaced, its
+label and everything around it kept; prose, placeholders, code, cursors and nonces left."""
+
+from __future__ import annotations
+
+import random
+import string
+
+import pytest
+
+from reactive_temporal.secrets_scan import (
+    AUTHORIZATION,
+    CREDENTIAL,
+    KINDS,
+    PASSWORD,
+    TELEGRAM,
+    URL_PASSWORD,
+    marker,
+    redact,
+    scan,
+)
+
+RNG = random.Random(20260723)
+ALNUM = string.ascii_letters + string.digits
+B64 = ALNUM + "+/"
+HEX = "0123456789abcdef"
+
+
+def rand(alphabet: str, n: int) -> str:
+    return "".join(RNG.choice(alphabet) for _ in range(n))
+
+
+TELEGRAM_TOKEN = "110201543:AA" + rand(ALNUM + "-_", 33)
+
+NAMED = [
+    # (before, the secret, after, its kind): only the secret is replaced
+    # a password's or a secret's value, whatever it is, where it is plainly the value
+    ("**Password:** ", "hunter2", "", PASSWORD),
+    ("- **Password**: ", "hunter2", "", PASSWORD),
+    ("Password: ", "hunter2", "", PASSWORD),
+    ('password = "', "x", '"', PASSWORD),
+    ("password = '", "correct horse battery staple", "'", PASSWORD),
+    ('{"user": "app", "password": "', "s3cr3t", '", "host": "db"}', PASSWORD),
+    ('{"password": "', 'pa\\"ss', '"}', PASSWORD),  # an escaped quote inside
+    ('{\\"password\\": \\"', "hunter2", '\\"}', PASSWORD),  # JSON inside a JSON string
+    ("db:\n  password: ", "hunter2", "\n  host: db", PASSWORD),  # YAML
+    ("password: ", "hunter2", "  # rotated monthly", PASSWORD),
+    ("DB_PASSWORD=", "hunter2", "\nDB_HOST=db", PASSWORD),  # .env
+    ("export MYSQL_ROOT_PASSWORD=", "hunter2", "", PASSWORD),
+    ("PGPASSWORD=", "hunter2", " psql -h db -U app", PASSWORD),
+    ("SSHPASS=", "hunter2", " sshpass -e ssh me@host", PASSWORD),
+    ("host=db user=app password=", "hunter2", " dbname=app", PASSWORD),  # libpq words
+    ("Server=db;User Id=sa;Password=", "hunter2", ";Database=app", PASSWORD),  # ADO.NET
+    ("jdbc:mysql://db/app?user=app&password=", "hunter2", "&ssl=true", PASSWORD),
+    ("spring.datasource.password=", "hunter2", "", PASSWORD),
+    ("secret_key: ", "abcdefgh", "", CREDENTIAL),
+    ("client_secret = '", "abc", "'", CREDENTIAL),
+    ('"client_secret": "', rand(HEX, 64), '"', CREDENTIAL),
+    ("private_key: ", "notapemjustletters", "", CREDENTIAL),  # not a PEM block
+    ("SECRET_KEY = '", "django-insecure-" + rand(ALNUM, 40), "'", CREDENTIAL),
+    # command-line options
+    ("wget --password=", "hunter2", " https://x/f", PASSWORD),
+    ("wget --user=me --password ", "hunter2", " https://x/f", PASSWORD),
+    ("docker login --password ", "hunter2", " -u me registry", PASSWORD),
+    ("gh-release --github-token ", "a1b2c3d4e5f6a7b8", " v1.0", CREDENTIAL),
+    ("curl -u admin:", "hunter2", " https://x", PASSWORD),
+    ("curl --user deploy:", "hunter2", " https://x", PASSWORD),
+    ("curl --user=deploy:", "hunter2", " https://x", PASSWORD),
+    ("curl -s -X POST -udeploy:", "hunter2", " https://x", PASSWORD),
+    ("curl -u 'deploy:", "two words", "' https://x", PASSWORD),
+    ("curl https://api.mailgun.net/v3 -u ", "a1b2c3d4e5f6a7b8c9", ": -F to=me", CREDENTIAL),
+    ("curl https://x \\\n  -u admin:", "hunter2", " \\\n  -d a=1", PASSWORD),  # continued
+    ("/usr/bin/curl -u admin:", "hunter2", " https://x", PASSWORD),
+    ('curl -H "X-Api-Key: ', rand(ALNUM, 32), '" https://x', CREDENTIAL),
+    ("curl --header 'Authorization: Token ", "abcd1234efgh", "' https://x", AUTHORIZATION),
+    ('curl -H "PRIVATE-TOKEN: ', "a1b2c3d4e5f6g7h8", '" https://x', CREDENTIAL),
+    ("mysql -h db -u root -p", "hunter2", " app", PASSWORD),
+    ("mysqldump -uroot -p'", "hunter 2", "' app > app.sql", PASSWORD),
+    ("sshpass -p ", "hunter2", " ssh -p 2222 me@host", PASSWORD),
+    ("sshpass -v -p", "hunter2", " ssh me@host", PASSWORD),
+    ("redis-cli -h cache -a ", "hunter2", " ping", PASSWORD),
+    ("openssl pkcs12 -export -passout pass:", "hunter2", " -out k.p12", PASSWORD),
+    # connection strings
+    ("mongodb+srv://app:", "pa55w0rd", "@cluster0.ab1cd.mongodb.net/db", URL_PASSWORD),
+    ("redis://default:", "hunter2", "@cache:6379/0", URL_PASSWORD),
+    (
+        "DefaultEndpointsProtocol=https;AccountName=acct;AccountKey=",
+        rand(B64, 86) + "==",
+        ";EndpointSuffix=core.windows.net",
+        CREDENTIAL,
+    ),
+    (
+        "Endpoint=sb://ns.servicebus.windows.net/;SharedAccessKeyName=Root;SharedAccessKey=",
+        rand(B64, 43) + "=",
+        "",
+        CREDENTIAL,
+    ),
+    # a key's value after its name
+    ("DD_APP_KEY=", rand(HEX, 40), "", CREDENTIAL),  # Datadog: no format of its own
+    (
+        "DISCORD_BOT_TOKEN=",
+        rand(ALNUM, 24) + "." + rand(ALNUM, 6) + "." + rand(ALNUM, 38),
+        "",
+        CREDENTIAL,
+    ),
+    ("token=", rand(HEX, 40), "", CREDENTIAL),  # bare: how many APIs take a key
+    ("https://api.example.com/v1/items?token=", rand(HEX, 32), "&page=2", CREDENTIAL),
+    ("https://api.telegram.org/bot", TELEGRAM_TOKEN, "/getMe", TELEGRAM),
+]
+
+NEAR_MISSES = [
+    # prose, placeholders, words that say there is none
+    "the password is required",
+    "Password: required",
+    "Password: (required)",
+    "Password: ********",
+    "Password: Enter your password below",
+    "password: null\nsecret: ~\npassphrase: ''",
+    "password: <your password>",
+    "password: ${DB_PASSWORD}",
+    "password: str\nsecret_key: Optional[str] = None",
+    "max_password_length: 12\nshow_password: false\nrequire_password: yes",
+    "--password PASSWORD  the account's password",
+    '{"password": "This field may not be blank."}',
+    '{"password": ["This field is required."]}',
+    "existingSecret: billing-db-credentials",
+    "PWD=/home/runner/work\nOLDPWD=-",
+    "deploy ALL=(ALL) NOPASSWD: ALL",  # sudoers
+    # code naming where the password is
+    "password = None",
+    "password=os.environ['DB_PASSWORD']",
+    'password = getpass.getpass("DB password: ")',
+    "db = connect(user=u, password=pw)",
+    "password=self.password\npassword: DB_PASSWORD",
+    # cursors, nonces and short ids are not credentials
+    "token=a1b2c3",
+    "https://x/list?page_token=" + rand(HEX, 24) + "&limit=50",
+    '{"nextPageToken": "CiAKGjBpNDd2Nmp2Zml2cXRwYjBpOXA1", "items": []}',
+    '"NextToken": "eyJNYXJrZXIiOiBudWxsLCAiYm90b190cnVuY2F0ZV9hbW91bnQiOiAxfQ=="',
+    "csrf_token=" + rand(HEX, 32) + "&csrfmiddlewaretoken=" + rand(ALNUM, 64),
+    "authenticity_token=Mj2qykJO5rELyHgezQ69nzUX0i3OH67V7",
+    "ContinuationToken: 1ueGcxLPRx1Tr/XYExHnhbYLgveDs2J/wm36Hy4vbOwM=",
+    "commit 3f786850e387550fdab836ed7e6dc881de23001b; request 123e4567-e89b-12d3-a456-426614174000",
+    # options that are not passwords
+    "docker run -u 1000:1000 -p 8080:80 app",
+    "ssh -p 2222 me@host",
+    "mysql -u root -p app",  # asks for the password
+    "curl -u deploy https://x",  # asks for the password
+    "curl -u user:password https://x; curl -u $USER:$TOKEN https://x; curl -u '<user>:<pass>' x",
+    "curl -s https://x && docker run -u 1000:1000 app",
+    "curl --user-agent 'me:1.0' https://x",
+]
+
+
+@pytest.mark.parametrize(("before", "secret", "after", "kind"), NAMED, ids=range(len(NAMED)))
+def test_a_value_next_to_its_label_is_replaced_and_the_label_kept(before, secret, after, kind):
+    text = f"line one\n{before}{secret}{after}\nline two"
+    found = scan(text)
+    assert found.text == f"line one\n{before}{marker(kind)}{after}\nline two"
+    assert dict(found.found) == {kind: 1}
+    assert secret not in found.text
+
+
+@pytest.mark.parametrize("text", NEAR_MISSES, ids=range(len(NEAR_MISSES)))
+def test_prose_placeholders_code_cursors_and_other_options_are_left(text: str):
+    found = scan(text)
+    assert found.text == text and not found.found, found.found
+
+
+def test_a_label_whose_value_is_already_a_marker_is_left():
+    for kind in KINDS:
+        for text in (
+            f"Password: {marker(kind)}",
+            f'"password": "{marker(kind)}"',
+            f"DB_PASSWORD={marker(kind)} psql",
+            f"curl -u admin:{marker(kind)} https://x",
+            f"mysql -p{marker(kind)} app",
+            f"sshpass -p {marker(kind)} ssh host",
+            f"--password {marker(kind)}",
+        ):
+            assert redact(text) == text, text
+
+
+def test_each_label_redacted_twice_is_redacted_once():
+    for before, secret, after, _ in NAMED:
+        once = redact(f"{before}{secret}{after}")
+        assert redact(once) == once
