@@ -22,7 +22,14 @@ from reactive_temporal.contracts.debrief import AgentDebrief
 from reactive_temporal.contracts.entity import ChatDirectInput, NotifyAgentInput, RunFinished
 from reactive_temporal.contracts.run import AgentConfig, RunProgress
 from reactive_temporal.embedded.scripted_llm import Reply, ScriptedLLM, call
-from reactive_temporal.secrets_scan import ANTHROPIC, GITHUB, OPENAI, PRIVATE_KEY, marker
+from reactive_temporal.secrets_scan import (
+    ANTHROPIC,
+    GITHUB,
+    OPENAI,
+    PASSWORD,
+    PRIVATE_KEY,
+    marker,
+)
 from reactive_temporal.telemetry.metrics import REGISTRY
 from tests.conftest import wait_for
 from tests.processes import clean_env, starter_async
@@ -178,6 +185,74 @@ async def test_a_key_a_tool_read_stays_out_of_lessons_debriefs_chat_and_the_next
     await second.chat("Which key did the billing API take?", use_tools=True)
     task = json.dumps(llm.requests[second_model][-1])  # the chat's run, told of the last run
     assert f"kept before: {marker(ANTHROPIC)}" in task and holds_a_secret(task) == []
+
+
+async def test_a_password_a_lesson_quotes_is_kept_out_and_its_label_and_prose_kept(
+    harness: Harness,
+    llm: ScriptedLLM,
+    model_name: str,
+    settings: Settings,
+    caplog: pytest.LogCaptureFixture,
+):
+    """A password the tool read (a `.env`, a curl command), written by the synthesis into a
+    lesson as a label, a command and JSON: the stored lessons and the next run's prompt
+    hold `Password: [redacted: password]`; the prose about the password and a page's
+    cursor are kept as they were (the next run is given the lessons its task's words
+    choose: here the two about the staging DB)."""
+    caplog.set_level(logging.WARNING, logger="activities.memory_redaction")
+    password = "Hunter2-staging"
+    counted_before = redactions("synthesis", PASSWORD)
+    agent_id = f"secrets-pw-{uuid.uuid4().hex[:8]}"
+    env_file = f"staging-{agent_id}.env"
+    settings.workspace.mkdir(parents=True, exist_ok=True)
+    (settings.workspace / env_file).write_text(f"DB_HOST=db\nDB_PASSWORD={password}\n")
+    llm.script(
+        model_name,
+        [
+            Reply(None, [call("file_read", path=env_file)]),
+            Reply("FINAL ANSWER: " + "The staging database is at db. " * 4),  # not trivial
+        ],
+    )
+    cursor = "nextPageToken: CiAKGjBpNDd2Nmp2Zml2cXRwYjBpOXA1"
+    lessons = [
+        f"Staging DB login: **Password:** {password}",
+        f"Check it with curl -u deploy:{password} https://staging.example.com/health",
+        f'The config reads {{"user": "app", "password": "{password}"}}',
+        "The password is required for the staging DB",
+        f"Listing runs pages with {cursor}",
+    ]
+    synthesis = {"summary": "Read the staging env.", "lessons_learned": lessons, "caveats": ""}
+    synth = llm.script(f"{model_name}-debrief", [Reply(json.dumps(synthesis))])
+    agent = harness.agent(model_name, agent_id=agent_id, debrief_model=synth)
+    first = await agent.run("Where is the staging database?")
+    assert password in json.dumps(llm.requests[model_name][1])  # the tool really read it
+
+    rich = await first.debrief_rich()
+    assert rich is not None and rich.synthesized
+    assert rich.lessons_learned == [
+        f"Staging DB login: **Password:** {marker(PASSWORD)}",
+        f"Check it with curl -u deploy:{marker(PASSWORD)} https://staging.example.com/health",
+        f'The config reads {{"user": "app", "password": "{marker(PASSWORD)}"}}',
+        "The password is required for the staging DB",
+        f"Listing runs pages with {cursor}",
+    ]
+    assert redactions("synthesis", PASSWORD) == counted_before + 3
+    assert password not in "\n".join(r.getMessage() for r in caplog.records)
+
+    async with harness.store.pool.connection() as conn:
+        stored = await (
+            await conn.execute(
+                "SELECT lesson FROM agent_lessons WHERE run_id = %s ORDER BY position",
+                (first.run_id,),
+            )
+        ).fetchall()
+    assert [row[0] for row in stored] == rich.lessons_learned
+
+    second_model = llm.script(f"{model_name}-2", [Reply("FINAL ANSWER: done")])
+    await harness.agent(second_model, agent_id=agent_id).run("Log in to the staging DB")
+    prompt = json.dumps(llm.requests[second_model][0])
+    assert f"**Password:** {marker(PASSWORD)}" in prompt and password not in prompt
+    assert "The password is required for the staging DB" in prompt  # the lessons it chose
 
 
 async def test_a_run_in_progress_is_quoted_to_a_tool_path_chat_without_the_key_it_read(
