@@ -54,8 +54,10 @@ _NOT_SET = frozenset(
 """Words that say what a value is, or that there is none: not a password."""
 _DOTTED_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)+")
 _ENV_NAME = re.compile(r"[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+")
-_FIELD_END = re.compile(r"[ \t]*(?:\r?\n|\r|\\[nr]|$)|[,;&]|[ \t]+#")
-"""Where a value ends its line or its field (`;Password=x;`, `&password=x&`, `x  # note`)."""
+_FIELD_END = re.compile(r"[ \t]*(?:\r?\n|\r|\\[nr]|$)|[;&]|[ \t]+#")
+"""Where a value ends its line or its field (`;Password=x;`, `&password=x&`, `x  # note`); a
+comma too after `=` (`password=x, host=y`), not after `:` (`password: chosen, and …` is prose)."""
+_NAMING_WORD = re.compile(r"(?i)pass(?:word|wd|phrase)|secret|key|token|credential")
 _PLACEHOLDER = re.compile(r"(?i)your[_ -]?(?:\w+[_ -]?)?(?:pass|secret|key|token)")
 
 
@@ -70,7 +72,7 @@ def key_value(value: str) -> bool:
 def _masked(value: str) -> bool:
     return (
         not value.strip("*•")
-        or set(value) <= set(".-_~#")
+        or set(value) <= set(".-_~#…")
         or (len(value) >= 3 and set(value) <= {"x", "X"})
     )
 
@@ -101,10 +103,13 @@ def plain_value(value: str) -> bool:
 
 
 def _quoted_value(value: str) -> bool:
-    """A quoted password: chosen, and not a sentence (a form's error about the field)."""
+    """A quoted password: chosen, and not words about it: a sentence (a form's error about
+    the field), or a description naming what it is (`PRIVATE_KEY = "private key"`)."""
     text = value.strip()
-    sentence = " " in text and text.endswith((".", "!", "?"))
-    return _chosen(text) and not sentence
+    words = " " in text and (
+        text.endswith((".", "!", "?")) or _NAMING_WORD.search(text) is not None
+    )
+    return _chosen(text) and not words
 
 
 # -- names --------------------------------------------------------------------------------------
@@ -159,7 +164,7 @@ def _secret_named(m: re.Match[str]) -> str | None:
     else:
         after = m.string[m.end() : m.end() + 1]
         env_style = m.group("sep") == "=" and not m.group("pre") and not m.group("post")
-        ends = (env_style and (not after or after.isspace())) or _FIELD_END.match(
+        ends = (env_style and (not after or after.isspace() or after == ",")) or _FIELD_END.match(
             m.string, m.end()
         ) is not None
         chosen = ends and plain_value(m.group("secret"))

@@ -51,6 +51,7 @@ NAMED = [
     ("PGPASSWORD=", "hunter2", " psql -h db -U app", PASSWORD),
     ("SSHPASS=", "hunter2", " sshpass -e ssh me@host", PASSWORD),
     ("host=db user=app password=", "hunter2", " dbname=app", PASSWORD),  # libpq words
+    ("connect(host=h, password=", "hunter2", ", port=5432)", PASSWORD),
     ("Server=db;User Id=sa;Password=", "hunter2", ";Database=app", PASSWORD),  # ADO.NET
     ("jdbc:mysql://db/app?user=app&password=", "hunter2", "&ssl=true", PASSWORD),
     ("spring.datasource.password=", "hunter2", "", PASSWORD),
@@ -124,6 +125,9 @@ NEAR_MISSES = [
     "--password PASSWORD  the account's password",
     '{"password": "This field may not be blank."}',
     '{"password": ["This field is required."]}',
+    'PRIVATE_KEY = "private key"\nURL_PASSWORD = "password in URL"',  # constants naming kinds
+    "the password: chosen, and not code naming where it is",
+    "passwords look like `DB_PASSWORD=…` or `--password …`",
     "existingSecret: billing-db-credentials",
     "PWD=/home/runner/work\nOLDPWD=-",
     "deploy ALL=(ALL) NOPASSWD: ALL",  # sudoers
