@@ -3,7 +3,9 @@ a tool's activity lives as long as the tool's own timeout. Real Postgres, real d
 
 from __future__ import annotations
 
+import asyncio
 import json
+import sys
 import uuid
 from datetime import timedelta
 from typing import Any
@@ -526,6 +528,48 @@ async def test_a_tool_whose_result_cannot_be_printed_runs_once(harness: Harness)
         result = await attempt(1).run(activities.run_tool, step)
         assert "unprintable" in result.content, result.content
     assert ran == ["deep", "odd"]
+
+
+async def test_a_tool_that_exits_runs_once_and_its_words_are_the_observation(harness: Harness):
+    """A plugin tool that ends with `sys.exit(...)` (a plain def, in its thread) or a task
+    group's BaseExceptionGroup: raised out of the activity, every retry ran the tool again.
+    Each is the tool's failure now, recorded at once; a cancellation inside a group is still
+    the activity's."""
+    ran: list[str] = []
+
+    @tool
+    def exits(n: int) -> str:
+        """Gives up on the process."""
+        ran.append("exits")
+        sys.exit(f"HTTP 502: upstream said no ({n})")
+
+    @tool
+    async def grouped(n: int) -> str:
+        """A task group's failure."""
+        ran.append("grouped")
+        raise BaseExceptionGroup("tasks", [SystemExit(f"worker {n} quit")])
+
+    @tool
+    async def cancelled(n: int) -> str:
+        """Cancelled inside a group."""
+        raise BaseExceptionGroup("tasks", [asyncio.CancelledError()])
+
+    activities = ToolActivities(harness.store, ToolRegistry([exits, grouped, cancelled]))
+
+    def step(seq: int, name: str) -> RunToolInput:
+        return RunToolInput(
+            run_id=f"run-exit-{uuid.uuid4().hex[:8]}",
+            seq=seq,
+            call=ToolCall(id=f"c{seq}", name=name, arguments='{"n": 7}'),
+        )
+
+    first = await attempt(1).run(activities.run_tool, step(2, "exits"))
+    assert not first.success and "SystemExit: HTTP 502: upstream said no (7)" in first.content
+    second = await attempt(1).run(activities.run_tool, step(4, "grouped"))
+    assert not second.success and "BaseExceptionGroup" in second.content
+    assert ran == ["exits", "grouped"]
+    with pytest.raises(BaseExceptionGroup):
+        await attempt(1).run(activities.run_tool, step(6, "cancelled"))
 
 
 async def test_a_reply_the_step_could_not_record_is_recorded_by_its_next_attempt_not_bought_again(
