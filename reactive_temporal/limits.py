@@ -21,7 +21,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
-from pydantic_core import to_json
+from pydantic_core import PydanticSerializationError, to_json
 
 from reactive_temporal.contracts.debrief import SynthesisFields
 from reactive_temporal.contracts.run import (
@@ -144,8 +144,16 @@ characters (six bytes each in JSON) made a result of 3.7 MB and a continue-as-ne
 
 
 def json_bytes(item: object) -> int:
-    """What `item` (a model, a string, …) weighs as JSON, as payloads carry it."""
-    return len(to_json(item))
+    """What `item` (a model, a string, …) weighs as JSON, as payloads carry it: a lone
+    surrogate (a model's `\\ud800` escape, decoded in workflow code) as the U+FFFD the payload
+    converter writes (`payloads.py`), where pydantic's JSON raised, in workflow code a
+    ValueError no failure type takes: the task failed on every try."""
+    try:
+        return len(to_json(item))
+    except PydanticSerializationError as err:
+        if "surrogate" not in str(err):
+            raise
+        return len(to_json(clean_value(item)))
 
 
 def within_bytes(

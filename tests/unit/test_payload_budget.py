@@ -253,6 +253,25 @@ def test_a_final_answer_call_heavier_than_a_run_carries_is_refused_to_the_model(
     assert before.ended
 
 
+def test_a_final_answer_holding_a_lone_surrogate_escape_is_weighed_not_raised_in_workflow_code():
+    """A model's `\\ud800` escape decodes, in the workflow, to a lone surrogate, which
+    pydantic's JSON refuses to write: weighing the answer raised (a ValueError, no failure
+    type: its workflow task failed on every try). Weighed as the payload converter writes it
+    (U+FFFD, three bytes), it is taken, and a heavy one refused, as any other answer."""
+    agent = AgentConfig(agent_id="a", model="m")
+    output = "x" * 60_000 + "\ud800"  # past the length below which it is not weighed
+    assert limits.json_bytes(output) == 60_000 + 3 + 2
+    assert answer_too_long(output, bytes_checked=lambda: True) is None
+    call = ToolCall(id="f", name=FINAL_ANSWER_TOOL,
+                    arguments=json.dumps({"output": output, "format": "text"}))  # fmt: skip
+    assert "\\ud800" in call.arguments  # as an endpoint sends it: an escape, storable text
+    state = _state()
+    state.judge_final_answer(call, task="t", agent=agent, limit_answer=True, budgeted=lambda: True)
+    assert state.ending is not None and state.ending.output == output
+    heavier = heavy(60_000) + "\ud800"
+    assert "360,005 bytes" in (answer_too_long(heavier, bytes_checked=lambda: True) or "")
+
+
 def test_an_accepted_answers_summary_and_confidence_are_clipped_as_an_operators_are():
     agent = AgentConfig(agent_id="a", model="m")
     asked: list[bool] = []

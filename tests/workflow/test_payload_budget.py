@@ -165,3 +165,36 @@ async def test_a_run_input_made_by_hand_past_the_budget_fails_as_it_starts(harne
     assert isinstance(cause, ApplicationError)
     assert cause.type == names.RUN_INPUT_TOO_LARGE_ERROR and cause.non_retryable
     assert "agent's configuration is 600," in cause.message
+
+
+async def test_a_long_answer_holding_a_lone_surrogate_escape_ends_the_run(
+    harness: Harness, llm: ScriptedLLM, model_name: str
+):
+    """A final-answer call's output long enough to be weighed (past 51,666 characters) with a
+    `\\ud800` escape, which the workflow decodes to a lone surrogate: weighing it raised in
+    workflow code, and the run's workflow task failed on every try, the run stuck as running.
+    The payload converter writes the surrogate as U+FFFD, and so does the result."""
+    output = "x" * 60_000 + "\ud800"
+    arguments = json.dumps({"output": output, "format": "text", "summary": "s"})
+    llm.script(
+        model_name,
+        [
+            Reply(None, [call("calculator", expression="1+1")]),
+            Reply(None, [call("final-answer", arguments)]),
+        ],
+    )
+    handle = await harness.start(model_name, "Answer at length", agent_id="surrogate")
+
+    async def ended_or_failing() -> bool:
+        kinds = [e.event_type for e in (await handle.fetch_history()).events]
+        return EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED in kinds or any(
+            k == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED for k in kinds
+        )
+
+    await wait_for(ended_or_failing, seconds=HANG_GUARD_SECONDS)
+    async for event in handle.fetch_history_events():
+        failure = event.workflow_task_failed_event_attributes.failure
+        assert event.event_type != EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED, failure.message
+    result = await harness.agent(model_name, agent_id="surrogate").result(handle)
+    assert result.success and result.terminated_by == "final_answer_tool"
+    assert result.output == "x" * 60_000 + "\ufffd"
