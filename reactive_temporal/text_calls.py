@@ -211,7 +211,7 @@ def _found(text: str, names: Mapping[str, str]) -> tuple[str, list[_Read] | None
 def _marked(text: str, names: Mapping[str, str]) -> tuple[str, list[_Read] | None] | None:
     if "<tool_call>" in text:
         blocks = list(_HERMES.finditer(text))
-        if not blocks or not _the_tail(text, blocks):
+        if not blocks or not _the_tail(text, blocks) or _words_after_marker(blocks):
             return None
         calls = [_call(_block_call(b.group(1)), names, marked=True) for b in blocks]
         return _every(text[: blocks[0].start()], calls)
@@ -332,6 +332,13 @@ def _the_tail(text: str, blocks: list[re.Match[str]]) -> bool:
     ends = [0, *(b.end() for b in blocks)]
     gaps = [text[end : b.start()] for end, b in zip(ends[1:], blocks[1:], strict=False)]
     return not text[blocks[-1].end() :].strip() and not any(g.strip() for g in gaps)
+
+
+def _words_after_marker(blocks: list[re.Match[str]]) -> bool:
+    """A lone `<tool_call>` with words, not JSON, after it and no closing tag names the marker
+    in prose (`Wrap each call in <tool_call> tags.`), as `[TOOL_CALLS] comes first` does."""
+    body, closed = blocks[0].group(1), blocks[0].group(0).endswith("</tool_call>")
+    return len(blocks) == 1 and not closed and bool(body) and body[0] not in "{["
 
 
 def _bare_object(text: str, names: Mapping[str, str]) -> tuple[str, list[_Read] | None] | None:

@@ -75,6 +75,8 @@ def test_calls_written_in_an_open_model_s_format_are_read(text: str, expected: o
         '{"answer": 4}',
         "Write calls as <tool_call>{...}</tool_call> blocks.",
         "Mistral writes [TOOL_CALLS] before its calls.",
+        "Wrap each call in <tool_call> tags.",  # no JSON after the marker: words, as Mistral's
+        "Open it with <tool_call>, then the JSON.\nDone.",
         '[TOOL_CALLS]calculator[ARGS]{"expression": 2+2} is how it looks.',
         '[TOOL_CALLS][{"name": "calculator", "arguments": {"x": 2+2}}] is how it looks.',
         '<|python_tag|>brave_search.call(query="x")',  # Llama's built-in tools: no JSON
