@@ -156,3 +156,23 @@ FORMATS: tuple[Rule, ...] = (
     rule(JWT, rf"{START}eyJ[A-Za-z0-9_-]{{10,}}\.eyJ[A-Za-z0-9_-]{{10,}}\.[A-Za-z0-9_-]*"),
 )
 """In this order: Anthropic's `sk-ant-` before OpenAI's `sk-`."""
+
+
+_CUT = r"(?=\n?…)"
+"""Where the text was clipped: `run_state.preview`'s `…`, `sanitize.clip`'s `\n… [N characters
+cut] …\n`. Clipping comes before the scan in places (a run's last observation, chat's
+observations of earlier runs), and a key cut there is shorter than its format: `ghp_` with 35
+of its 36 characters went through whole."""
+
+CUT_FORMATS: tuple[Rule, ...] = (
+    rule(ANTHROPIC, rf"{START}sk-ant-[A-Za-z0-9_-]{{8,}}{_CUT}"),
+    rule(OPENAI, rf"{START}sk-[A-Za-z0-9_-]{{16,}}{_CUT}", mixed),
+    rule(AWS_KEY_ID, rf"(?<![A-Z0-9])(?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA)[A-Z2-7]{{4,15}}{_CUT}"),
+    rule(GITHUB, rf"{START}(?:gh[pousr]_|github_pat_)[A-Za-z0-9_]{{8,}}{_CUT}"),
+    rule(GITLAB, rf"{START}gl(?:pat|ptt|rt|dt)-[A-Za-z0-9_-]{{8,}}{_CUT}"),
+    rule(SLACK, rf"{START}(?:xox[abeops]-[0-9]+-|xox[ar]-)[A-Za-z0-9-]{{4,}}{_CUT}"),
+    rule(STRIPE, rf"{START}(?:sk|rk)_(?:live|test|prod)_[A-Za-z0-9]{{6,}}{_CUT}"),
+    rule(GOOGLE, rf"{START}AIza[A-Za-z0-9_-]{{8,34}}{_CUT}"),
+)
+"""A key of a distinctive prefix cut by a clip: its prefix and at least the start of its body,
+up to the ellipsis (the whole formats above have taken every whole key first)."""

@@ -20,7 +20,8 @@ ids as of its commit b58d3f10), in this order:
   (`123456:AA…`), DigitalOcean, Shopify, Vault, Databricks, Grafana, Sentry, Postman, Pulumi,
   Linear, Doppler, PlanetScale, and JWTs; a key glued to the word before it only where its
   structure cannot be chance (`mykeysk-proj-…T3BlbkFJ…`, `tokenghp_…`), not where a slug
-  could be (`task-<hex>`);
+  could be (`task-<hex>`); and such a key cut where the text was clipped before the scan
+  (`ghp_…` with part of its body, then `…`);
 - values known by what stands before them (`secret_labels.py`): an AWS secret access key by
   its name, a URL's `user:password@`, `Authorization:` and `Bearer` credentials, a password's
   or a secret's value (`Password: hunter2`, `"password": "x"`, `DB_PASSWORD=x`,
@@ -52,7 +53,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 
 from reactive_temporal.secret_commands import commands
-from reactive_temporal.secret_formats import FORMATS
+from reactive_temporal.secret_formats import CUT_FORMATS, FORMATS
 from reactive_temporal.secret_labels import LABELS
 from reactive_temporal.secret_pem import private_keys
 from reactive_temporal.secret_rules import (  # noqa: F401 (the kinds, as callers name them)
@@ -118,6 +119,7 @@ def scan(text: str) -> Redacted:
     try:
         result = private_keys(text, found)
         result = apply(FORMATS, result, found)
+        result = apply(CUT_FORMATS, result, found)
         result = apply(LABELS, result, found)
         result = commands(result, found)
     except Exception:  # not seen: the patterns are fixed. Memory must not fail on a scan,

@@ -300,6 +300,41 @@ def test_a_key_cut_in_the_middle_is_redacted_as_far_as_it_goes():
     )
 
 
+CUT_KEYS = [
+    (ANTHROPIC_KEY, ANTHROPIC, 7),
+    (OPENAI_PROJECT_KEY, OPENAI, 3),
+    (DEEPSEEK_KEY, OPENAI, 3),
+    (AWS_KEY, AWS_KEY_ID, 4),
+    (GITHUB_PAT, GITHUB, 4),
+    (FINE_GRAINED_PAT, GITHUB, 11),
+    (GITLAB_PAT, GITLAB, 6),
+    (SLACK_BOT, SLACK, 30),
+    (STRIPE_KEY, STRIPE, 8),
+    (GOOGLE_KEY, GOOGLE, 4),
+]
+"""A key of a distinctive prefix, its kind, and how much of it is prefix."""
+
+
+@pytest.mark.parametrize("secret, kind, prefix", CUT_KEYS, ids=[k for _, k, _ in CUT_KEYS])
+def test_a_key_cut_by_a_clip_before_the_scan_is_redacted(secret: str, kind: str, prefix: int):
+    """A run's last observation (`run_state.preview`: the head and `…`) and chat's
+    observations (`sanitize.clip`) are clipped before they are scanned: a `ghp_` token cut
+    there kept 35 of its 36 characters, too short for its format. Cut anywhere past 16 of its
+    body's characters, no more than that much of it is left."""
+    for cut in range(prefix + 16, len(secret)):
+        for clipped in (secret[:cut] + "…", secret[:cut] + "\n… [1,234 characters cut] …\n"):
+            text = f"read: {clipped}rest"
+            redacted = redact(text)
+            assert secret[: prefix + 16] not in redacted, (cut, redacted)
+            # its kind, or (an Anthropic key cut short of its own format's length) OpenAI's
+            assert redacted.startswith((f"read: {marker(kind)}", f"read: {marker(OPENAI)}"))
+
+
+def test_a_word_before_an_ellipsis_is_not_taken_for_a_cut_key():
+    for text in ("the skills…", "sk-learn-release-notes…", "ASIA…", "see gh_pages…", "AIza…"):
+        assert redact(text) == text
+
+
 def test_several_credentials_in_one_text_each_named():
     env = (
         f"OPENAI_API_KEY={OPENAI_PROJECT_KEY}\nGITHUB_TOKEN={GITHUB_PAT}\n"
