@@ -6,6 +6,7 @@ A rule that selects a series no worker serves, or matches a label its samples la
 fires and says nothing: renaming a series in `reactive_temporal/telemetry/metrics.py`, or an
 SDK upgrade renaming one of Temporal's, would silently switch an alert off. So every
 selection here is compared with a real worker's scrape (tests/e2e/test_alert_series.py).
+The Grafana dashboard's queries are read with the same functions (tests/support/dashboard.py).
 """
 
 from __future__ import annotations
@@ -41,6 +42,22 @@ ending `budget_exceeded`, an endpoint that cuts prompts): a rule may match these
 PLAIN_ALTERNATION = re.compile(r"^[A-Za-z0-9_:.\-]+(\|[A-Za-z0-9_:.\-]+)*$")
 """A regex matcher the tests can read as a list of values (`a|b|c`)."""
 
+ANY_VALUE = "__any_value__"
+"""A matcher value that stands for whatever a dashboard's user picks (a template variable,
+`task_queue=~"$task_queue"`): the label is needed on the series, the value is not checked."""
+
+
+def slug(heading: str) -> str:
+    """A Markdown heading's anchor as GitHub makes it."""
+    kept = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+    return kept.replace(" ", "-")
+
+
+def runbook_sections() -> dict[str, str]:
+    """The runbook's `## ` sections (one per alert): anchor → the section's text."""
+    parts = re.split(r"^## (.+)$", RUNBOOK_FILE.read_text(), flags=re.MULTILINE)
+    return {slug(parts[i]): parts[i + 1] for i in range(1, len(parts), 2)}
+
 
 def rules() -> list[dict[str, Any]]:
     """Every rule of every group, as written."""
@@ -53,12 +70,15 @@ class Selection:
     """One series a rule's expression selects, with the labels it needs on it."""
 
     rule: str
+    """The alert, or the dashboard panel or variable, whose expression selects it."""
     metric: str
     labels: frozenset[str]
     """Label names matched on, grouped by (`by`) or joined on (`on`): each must be on the
     series' samples (or be one Prometheus adds, TARGET_LABELS)."""
     values: tuple[tuple[str, str], ...]
     """(label, value) for each value a matcher names (`=`, `!=`, each of `=~"a|b"`)."""
+    chosen: frozenset[str] = frozenset()
+    """Labels matched on a value the user picks (ANY_VALUE): in `labels`, not in `values`."""
 
     def describe(self) -> str:
         return f"{self.rule}: {self.metric}"
@@ -67,8 +87,14 @@ class Selection:
 def selections(rule: dict[str, Any]) -> list[Selection]:
     """What the rule's expression selects; ValueError for a selector the tests cannot check
     (no literal metric name, a regex that is not a plain list of values)."""
+    return expression_selections(rule["alert"], rule["expr"])
+
+
+def expression_selections(where: str, expr: str) -> list[Selection]:
+    """What a PromQL expression selects, each selection named `where` (an alert, a panel);
+    ValueError as for `selections`."""
     found: list[Selection] = []
-    _visit(promql_parser.parse(rule["expr"]), frozenset(), rule["alert"], found)
+    _visit(promql_parser.parse(expr), frozenset(), where, found)
     return found
 
 
@@ -106,10 +132,14 @@ def _selection(node: Any, needed: frozenset[str], rule: str) -> Selection:
         raise ValueError(f"{rule}: a selector with `or` matchers: {node}")
     labels = set(needed)
     values: list[tuple[str, str]] = []
+    chosen: set[str] = set()
     for matcher in node.matchers.matchers:
         if matcher.name == "__name__":
             raise ValueError(f"{rule}: select {node.name} by its name only: {node}")
         labels.add(matcher.name)
+        if matcher.value == ANY_VALUE:
+            chosen.add(matcher.name)
+            continue
         regex = matcher.op in (promql_parser.MatchOp.Re, promql_parser.MatchOp.NotRe)
         if regex and not PLAIN_ALTERNATION.match(matcher.value):
             raise ValueError(
@@ -118,7 +148,7 @@ def _selection(node: Any, needed: frozenset[str], rule: str) -> Selection:
             )
         for value in matcher.value.split("|") if regex else [matcher.value]:
             values.append((matcher.name, value))
-    return Selection(rule, node.name, frozenset(labels), tuple(values))
+    return Selection(rule, node.name, frozenset(labels), tuple(values), frozenset(chosen))
 
 
 Served = dict[str, dict[str, set[str]]]

@@ -27,26 +27,17 @@ from tests.support.alert_rules import (
     Selection,
     missing,
     rules,
+    runbook_sections,
     selections,
     served,
+    slug,
 )
+from tests.support.exported import exported, unexported
 
 RULES = rules()
 NAMES = [rule["alert"] for rule in RULES]
 SEVERITIES = {"critical", "warning", "info"}
 DURATION = re.compile(r"^(\d+(ms|s|m|h|d|w|y))+$")
-
-
-def slug(heading: str) -> str:
-    """A Markdown heading's anchor as GitHub makes it."""
-    kept = re.sub(r"[^\w\- ]", "", heading.strip().lower())
-    return kept.replace(" ", "-")
-
-
-def runbook_sections() -> dict[str, str]:
-    """The runbook's `## ` sections: anchor → the section's text."""
-    parts = re.split(r"^## (.+)$", RUNBOOK_FILE.read_text(), flags=re.MULTILINE)
-    return {slug(parts[i]): parts[i + 1] for i in range(1, len(parts), 2)}
 
 
 def test_the_rules_are_prometheus_alerting_rules_with_all_an_engineer_needs():
@@ -71,6 +62,13 @@ def test_every_expression_parses_as_promql_and_selects_named_series(rule: dict[s
     promql_parser.parse(rule["expr"])  # raises on a syntax error
     found = selections(rule)  # raises on a selector the series checks cannot read
     assert found, f"{rule['alert']} selects no series"
+
+
+@pytest.mark.parametrize("rule", RULES, ids=NAMES)
+def test_every_rule_selects_series_and_labels_the_code_exports(rule: dict[str, Any]):
+    known = exported()
+    problems = [p for found in selections(rule) for p in unexported(found, known)]
+    assert problems == [], "\n".join(problems)
 
 
 @pytest.mark.parametrize(
