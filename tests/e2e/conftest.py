@@ -1,6 +1,6 @@
-"""The real workers whose /metrics the alert rules are checked against: one busy worker and
-one that lost its Temporal, each started once a session (tests/support/busy_worker.py says
-what they meet)."""
+"""The real workers whose /metrics the alert rules and the dashboard are checked against: one
+busy worker and one that lost its Temporal, each started once a session for both
+(tests/support/busy_worker.py says what they meet)."""
 
 from __future__ import annotations
 
@@ -11,11 +11,12 @@ from reactive_temporal.config import Settings
 from reactive_temporal.embedded.scripted_llm import ScriptedLLM
 from tests.support.alert_rules import Selection, rules, selections
 from tests.support.busy_worker import AFTER_AN_OUTAGE, Scrape, busy_worker_scrape, outage_scrape
+from tests.support.dashboard import dashboard, dashboard_selections
 
 
 def watched() -> list[Selection]:
-    """What the alert rules select."""
-    return [s for rule in rules() for s in selections(rule)]
+    """What the alert rules and the dashboard select."""
+    return [s for rule in rules() for s in selections(rule)] + dashboard_selections(dashboard())
 
 
 @pytest.fixture(scope="session")
