@@ -1,8 +1,9 @@
 """deploy/grafana/reactive-temporal.json hangs together: a dashboard a current Grafana imports
 with its own panels only, on a Prometheus data source picked in its `datasource` variable;
 every query parses as PromQL and selects only series and labels the code exports
-(tests/support/exported.py), its variables standing for any value; and every panel follows
-the task queue, worker, agent, model and tool chosen.
+(tests/support/exported.py), its variables standing for any value; every panel follows the
+task queue, worker, agent, model and tool chosen; and the README and every alert's runbook
+section point at panels that exist.
 
 That a real worker serves what the panels select is tests/e2e/test_dashboard_series.py's.
 """
@@ -11,12 +12,15 @@ from __future__ import annotations
 
 import json
 import re
+from typing import Any
 
 import pytest
 
 from reactive_temporal.contracts.run import SUCCESSFUL_ENDINGS
+from tests.support.alert_rules import README, RUNBOOK_FILE, rules, runbook_sections, slug
 from tests.support.dashboard import (
     DASHBOARD_FILE,
+    DASHBOARD_PATH,
     INTERVALS,
     Query,
     dashboard,
@@ -200,3 +204,30 @@ def test_the_exported_set_is_read_from_the_code():
     assert "reactive_temporal_tool_calls_total" in known
     assert "reactive_temporal_tool_calls" not in known  # a counter is served as …_total
     assert {"agent", "terminated_by", "task_queue"} <= known["reactive_temporal_runs_total"].labels
+
+
+def test_the_readme_and_the_runbook_link_the_dashboard():
+    readme = README.read_text()
+    metrics = readme[readme.index("### Metrics, health and traces") :]
+    metrics = metrics[: metrics.index("\n### ", 1)]
+    assert f"({DASHBOARD_PATH})" in metrics
+    assert f"(../{DASHBOARD_PATH})" in RUNBOOK_FILE.read_text()
+
+
+def dashboard_paragraph(section: str) -> str:
+    start = section.index("**Dashboard.**")
+    end = section.find("\n\n", start)
+    return section[start : end if end >= 0 else None]
+
+
+@pytest.mark.parametrize("rule", rules(), ids=[r["alert"] for r in rules()])
+def test_every_alert_s_runbook_section_names_panels_that_exist(rule: dict[str, Any]):
+    section = runbook_sections()[slug(rule["alert"])]
+    assert "**Dashboard.**" in section, f"{rule['alert']}: its section names no panel"
+    named = [
+        " ".join(found.split())  # a reference the paragraph wraps
+        for found in re.findall(r"\*([^*]+? › [^*]+?)\*", dashboard_paragraph(section))
+    ]
+    assert named, f"{rule['alert']}: its **Dashboard.** paragraph names no `*Row › Panel*`"
+    titles = {where for where, _ in PANELS}
+    assert set(named) <= titles, f"no such panel: {sorted(set(named) - titles)}"
