@@ -46,7 +46,7 @@ from reactive_temporal.contracts.debrief import (
     SynthesisResult,
     SynthesisTokens,
 )
-from reactive_temporal.contracts.run import BilledReplies
+from reactive_temporal.contracts.llm_payloads import BilledReplies
 from reactive_temporal.limits import bound_synthesis
 from reactive_temporal.prompts import SYNTHESIS_SYSTEM_PROMPT, synthesis_prompt
 from reactive_temporal.secrets_scan import redact

@@ -25,7 +25,7 @@ from pydantic_core import to_json
 from temporalio import activity
 
 from activities.heartbeat import last_heartbeat
-from reactive_temporal.contracts.run import LlmStepResult
+from reactive_temporal.contracts.llm_payloads import LlmStepResult
 from reactive_temporal.sanitize import clip
 
 HELD_THINKING_MAX_CHARS = 16_000

@@ -36,7 +36,8 @@ from reactive_temporal.context_window import (
     tools_tokens,
     view_tokens,
 )
-from reactive_temporal.contracts.run import ContextReport, SeqMessage
+from reactive_temporal.contracts.llm_payloads import ContextReport
+from reactive_temporal.contracts.run import SeqMessage
 
 RECORD_FROM = 0.25
 """Steps whose request is under this share of the budget record nothing (no write)."""

@@ -58,16 +58,8 @@ from activities.turn_state import recorded_state
 from reactive_temporal.context_window import estimate_tokens
 from reactive_temporal.contracts import names
 from reactive_temporal.contracts.events import NewEvent, once_key
-from reactive_temporal.contracts.run import (
-    BilledReplies,
-    LlmStepInput,
-    LlmStepResult,
-    Message,
-    PrepareRunResult,
-    RunSeed,
-    SeqMessage,
-    Usage,
-)
+from reactive_temporal.contracts.llm_payloads import BilledReplies, LlmStepInput, LlmStepResult
+from reactive_temporal.contracts.run import Message, PrepareRunResult, RunSeed, SeqMessage, Usage
 from reactive_temporal.limits import bound_rationale, bound_reply
 from reactive_temporal.pricing import price_for
 from reactive_temporal.tool_registry import ToolRegistry, wire_name

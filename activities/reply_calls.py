@@ -36,7 +36,8 @@ from openai.types.chat import ChatCompletionMessageCustomToolCall
 
 from activities.turn_state import TurnState, state_of
 from reactive_temporal.call_names import tool_name_of
-from reactive_temporal.contracts.run import LlmStepResult, RationaleDetail, SeqMessage, ToolCall
+from reactive_temporal.contracts.llm_payloads import LlmStepResult, RationaleDetail
+from reactive_temporal.contracts.run import SeqMessage, ToolCall
 from reactive_temporal.harmony import in_harmony, without_calls
 from reactive_temporal.rationale import parse_rationale_blocks, strip_rationale_blocks
 from reactive_temporal.sanitize import clean_text, clip

@@ -57,7 +57,8 @@ from activities.store import Store
 from activities.text_stream import TEXT_WRITE_INTERVAL, TextStream
 from bench._stack import machine, open_stack, parser, print_table, run
 from reactive_temporal.contracts.events import NewEvent
-from reactive_temporal.contracts.run import LlmStepResult, Message, ToolCall, ToolResult
+from reactive_temporal.contracts.llm_payloads import LlmStepResult
+from reactive_temporal.contracts.run import Message, ToolCall, ToolResult
 from reactive_temporal.live_output import channel_for
 from reactive_temporal.sanitize import clean_value
 

@@ -31,7 +31,8 @@ from activities.run_events import transaction
 from activities.store import Store
 from bench._stack import _start_postgres, cpu_seconds, log, machine, parser, print_table, run
 from reactive_temporal.contracts.events import NewEvent
-from reactive_temporal.contracts.run import LlmStepResult, Message, ToolCall, ToolResult
+from reactive_temporal.contracts.llm_payloads import LlmStepResult
+from reactive_temporal.contracts.run import Message, ToolCall, ToolResult
 from reactive_temporal.live_output import channel_for
 from reactive_temporal.sanitize import clean_value
 

@@ -54,14 +54,8 @@ from bench._stack import _start_postgres, log, machine, parser, print_table, run
 from reactive_temporal.contracts.debrief import AgentDebrief, DebriefInput
 from reactive_temporal.contracts.entity import RunFinished
 from reactive_temporal.contracts.events import NewEvent
-from reactive_temporal.contracts.run import (
-    AgentConfig,
-    LlmStepResult,
-    Message,
-    SeqMessage,
-    ToolCall,
-    ToolResult,
-)
+from reactive_temporal.contracts.llm_payloads import LlmStepResult
+from reactive_temporal.contracts.run import AgentConfig, Message, SeqMessage, ToolCall, ToolResult
 from tests.support.pg_proxy import CountingProxy
 
 # -- the code before, as it was -----------------------------------------------------------

@@ -24,12 +24,12 @@ from typing import TypeVar
 from pydantic_core import PydanticSerializationError, to_json
 
 from reactive_temporal.contracts.debrief import SynthesisFields
+from reactive_temporal.contracts.llm_payloads import RationaleDetail
 from reactive_temporal.contracts.run import (
     FINAL_ANSWER_TOOL,
     AgentConfig,
     AgentRunInput,
     FinalAnswerCapture,
-    RationaleDetail,
     ToolCall,
 )
 from reactive_temporal.sanitize import clean_text, clean_value, clip

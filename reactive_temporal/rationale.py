@@ -12,7 +12,7 @@ import json
 import re
 from typing import Any
 
-from reactive_temporal.contracts.run import RationaleDetail
+from reactive_temporal.contracts.llm_payloads import RationaleDetail
 from reactive_temporal.limits import MAX_TOOL_CALLS_KEPT
 
 WHY_MAX_CHARS = 280

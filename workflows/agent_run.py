@@ -37,12 +37,12 @@ with workflow.unsafe.imports_passed_through():
     from reactive_temporal import local_retries
     from reactive_temporal import search_attributes as sa
     from reactive_temporal.contracts import names
+    from reactive_temporal.contracts.llm_payloads import LlmStepResult
     from reactive_temporal.contracts.result import AgentResult
     from reactive_temporal.contracts.retrying import RetryingStep
     from reactive_temporal.contracts.run import (
         AgentRunInput,
         FinalAnswerCapture,
-        LlmStepResult,
         Message,
         PrepareRunInput,
         PrepareRunResult,

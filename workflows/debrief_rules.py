@@ -25,8 +25,9 @@ from reactive_temporal.contracts.debrief import (
     ToolStat,
     ToolUsage,
 )
+from reactive_temporal.contracts.llm_payloads import BilledReplies
 from reactive_temporal.contracts.result import AgentResult
-from reactive_temporal.contracts.run import SUCCESSFUL_ENDINGS, BilledReplies, TerminatedBy
+from reactive_temporal.contracts.run import SUCCESSFUL_ENDINGS, TerminatedBy
 from reactive_temporal.js_numbers import js_round
 from reactive_temporal.limits import within_bytes
 from workflows.debrief_markdown import format_markdown

@@ -18,14 +18,9 @@ from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from reactive_temporal.contracts import names
+    from reactive_temporal.contracts.llm_payloads import LlmStepInput, LlmStepResult
     from reactive_temporal.contracts.retrying import LAST_FAILURE_CHARS, RetryingStep
-    from reactive_temporal.contracts.run import (
-        AgentConfig,
-        LlmStepInput,
-        LlmStepResult,
-        PrepareRunResult,
-        RunSeed,
-    )
+    from reactive_temporal.contracts.run import AgentConfig, PrepareRunResult, RunSeed
     from reactive_temporal.sanitize import one_line
     from workflows.activity_options import llm_options
     from workflows.run_limits import STORE_OUTAGE_WAIT_SECONDS, is_store_outage

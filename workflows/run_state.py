@@ -22,13 +22,12 @@ from reactive_temporal.contracts.debrief import (
     ToolCallRecord,
     ToolStat,
 )
+from reactive_temporal.contracts.llm_payloads import BilledReplies, LlmStepResult
 from reactive_temporal.contracts.result import AgentResult, RunMetadata
 from reactive_temporal.contracts.run import (
     FINAL_ANSWER_TOOL,
     AgentConfig,
-    BilledReplies,
     FinalAnswerCapture,
-    LlmStepResult,
     RunProgress,
     ToolCall,
     ToolResult,

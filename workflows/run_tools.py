@@ -18,11 +18,11 @@ with workflow.unsafe.imports_passed_through():
     from pydantic import ValidationError
 
     from reactive_temporal.contracts import names
+    from reactive_temporal.contracts.llm_payloads import BilledReplies
     from reactive_temporal.contracts.run import (
         FINAL_ANSWER_TOOL,
         AgentConfig,
         AgentRunInput,
-        BilledReplies,
         Message,
         RunToolInput,
         SeqMessage,

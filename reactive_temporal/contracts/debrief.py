@@ -14,12 +14,8 @@ from pydantic import AliasChoices, BaseModel, Field, field_validator
 
 from reactive_temporal.contracts.approvals import ApprovalRecord
 from reactive_temporal.contracts.internal import InternalPayload
-from reactive_temporal.contracts.run import (
-    BilledReplies,
-    FinalAnswerCapture,
-    RationaleDetail,
-    TerminatedBy,
-)
+from reactive_temporal.contracts.llm_payloads import BilledReplies, RationaleDetail
+from reactive_temporal.contracts.run import FinalAnswerCapture, TerminatedBy
 
 Outcome = Literal["success", "partial", "failed"]
 Confidence = Literal["high", "medium", "low"]

@@ -25,7 +25,8 @@ from reactive_temporal.contracts.approvals import (
     ApprovalRecord,
 )
 from reactive_temporal.contracts.debrief import RationaleEntry
-from reactive_temporal.contracts.run import FinalAnswerCapture, RationaleDetail, ToolResult
+from reactive_temporal.contracts.llm_payloads import RationaleDetail
+from reactive_temporal.contracts.run import FinalAnswerCapture, ToolResult
 from workflows.run_state import RunState
 
 ATOMS = (

@@ -30,6 +30,7 @@ from reactive_temporal.contracts.debrief import (
     SynthesisTokens,
     ToolStat,
 )
+from reactive_temporal.contracts.llm_payloads import LlmStepResult, RationaleDetail
 from reactive_temporal.contracts.result import AgentResult
 from reactive_temporal.contracts.run import (
     FINAL_ANSWER_TOOL,
@@ -38,8 +39,6 @@ from reactive_temporal.contracts.run import (
     AgentConfig,
     AgentRunInput,
     FinalAnswerCapture,
-    LlmStepResult,
-    RationaleDetail,
     ToolCall,
     ToolResult,
 )

@@ -28,14 +28,16 @@ from reactive_temporal.contracts.debrief import (
 )
 from reactive_temporal.contracts.entity import DebriefReady, RunFinished
 from reactive_temporal.contracts.events import NewEvent, RecordRunEventsInput
-from reactive_temporal.contracts.run import (
-    FINAL_ANSWER_TOOL,
+from reactive_temporal.contracts.llm_payloads import (
     ContextReport,
     LlmStepInput,
     LlmStepResult,
+    RationaleDetail,
+)
+from reactive_temporal.contracts.run import (
+    FINAL_ANSWER_TOOL,
     PrepareRunInput,
     PrepareRunResult,
-    RationaleDetail,
     RecordMessagesInput,
     RunContinuation,
     RunProgress,

@@ -18,13 +18,9 @@ from reactive_temporal.contracts.debrief import (
     SynthesisTokens,
     ToolCallRecord,
 )
+from reactive_temporal.contracts.llm_payloads import BilledReplies, RationaleDetail
 from reactive_temporal.contracts.result import AgentResult
-from reactive_temporal.contracts.run import (
-    BilledReplies,
-    FinalAnswerCapture,
-    RationaleDetail,
-    Usage,
-)
+from reactive_temporal.contracts.run import FinalAnswerCapture, Usage
 from reactive_temporal.limits import ERROR_RECORD_MAX_CHARS
 from reactive_temporal.rationale import REF_MAX_CHARS, REFS_MAX, WHY_MAX_CHARS
 from workflows.approval_rules import ARGUMENTS_PREVIEW_CHARS

@@ -23,7 +23,8 @@ from reactive_temporal.contracts.debrief import (
     ToolUsage,
 )
 from reactive_temporal.contracts.entity import CHAT_MESSAGE_MAX_CHARS, ChatMessage, ChatRequest
-from reactive_temporal.contracts.run import AgentConfig, AgentRunInput, RationaleDetail
+from reactive_temporal.contracts.llm_payloads import RationaleDetail
+from reactive_temporal.contracts.run import AgentConfig, AgentRunInput
 from reactive_temporal.js_numbers import js_number, js_round, js_round_text, to_fixed
 from reactive_temporal.limits import CHAT_CONTEXT_MAX_CHARS, run_input_problem
 from tests.support.hostile import (

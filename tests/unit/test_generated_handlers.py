@@ -31,11 +31,11 @@ from reactive_temporal.contracts.debrief import (
     RationaleEntry,
     SynthesisRequest,
 )
+from reactive_temporal.contracts.llm_payloads import RationaleDetail
 from reactive_temporal.contracts.run import (
     OUTPUT_FORMATS,
     AgentConfig,
     FinalAnswerCapture,
-    RationaleDetail,
     ToolCall,
     ToolResult,
 )

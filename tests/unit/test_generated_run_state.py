@@ -14,13 +14,12 @@ from pydantic import ValidationError
 from pydantic_core import to_json
 
 from reactive_temporal.contracts.approvals import APPROVE_ALL
+from reactive_temporal.contracts.llm_payloads import LlmStepResult, RationaleDetail
 from reactive_temporal.contracts.run import (
     FINAL_ANSWER_TOOL,
     TASK_MAX_CHARS,
     AgentConfig,
     AgentRunInput,
-    LlmStepResult,
-    RationaleDetail,
     RunContinuation,
     ToolCall,
     ToolResult,

@@ -16,15 +16,9 @@ from reactive_temporal.codec import project_data_converter
 from reactive_temporal.contracts.debrief import DebriefWorkflowInput
 from reactive_temporal.contracts.entity import SessionHistory
 from reactive_temporal.contracts.internal import InternalPayload
+from reactive_temporal.contracts.llm_payloads import LlmStepInput, LlmStepResult
 from reactive_temporal.contracts.result import AgentResult
-from reactive_temporal.contracts.run import (
-    AgentConfig,
-    AgentRunInput,
-    LlmStepInput,
-    LlmStepResult,
-    ToolCall,
-    Usage,
-)
+from reactive_temporal.contracts.run import AgentConfig, AgentRunInput, ToolCall, Usage
 
 PUBLIC = {SessionHistory}
 """Returned by an activity and also by chat's `history` query, so read by other clients."""

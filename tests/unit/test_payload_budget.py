@@ -25,12 +25,12 @@ from reactive_temporal import limits
 from reactive_temporal.api.run_inputs import build_run_input
 from reactive_temporal.codec import EncryptionCodec, generate_key_string
 from reactive_temporal.contracts.entity import ReadLiveRunsResult
+from reactive_temporal.contracts.llm_payloads import RationaleDetail
 from reactive_temporal.contracts.run import (
     FINAL_ANSWER_TOOL,
     AgentConfig,
     AgentRunInput,
     FinalAnswerCapture,
-    RationaleDetail,
     RunProgress,
     RunSeed,
     ToolCall,

@@ -8,10 +8,10 @@ import pytest
 
 from reactive_temporal.cli.run_commands import progress_line
 from reactive_temporal.contracts.debrief import RationaleDetail
+from reactive_temporal.contracts.llm_payloads import LlmStepResult
 from reactive_temporal.contracts.run import (
     AgentConfig,
     FinalAnswerCapture,
-    LlmStepResult,
     RunProgress,
     ToolCall,
     ToolResult,

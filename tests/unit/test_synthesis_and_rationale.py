@@ -16,7 +16,8 @@ from reactive_temporal.contracts.debrief import (
     SynthesisResult,
     ToolStat,
 )
-from reactive_temporal.contracts.run import FinalAnswerCapture, RationaleDetail
+from reactive_temporal.contracts.llm_payloads import RationaleDetail
+from reactive_temporal.contracts.run import FinalAnswerCapture
 from reactive_temporal.limits import SYNTHESIS_TOTAL_MAX_CHARS, bound_synthesis
 from reactive_temporal.prompts import synthesis_prompt
 from reactive_temporal.rationale import (

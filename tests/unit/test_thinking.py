@@ -12,7 +12,8 @@ from openai.types.chat import ChatCompletion
 from activities.completion import Completion
 from activities.llm_stream import StreamedReply
 from activities.reply_calls import THINKING_MAX_CHARS, ThoughtStep, finish_reason_of, with_thinking
-from reactive_temporal.contracts.run import LlmStepResult, Usage
+from reactive_temporal.contracts.llm_payloads import LlmStepResult
+from reactive_temporal.contracts.run import Usage
 from reactive_temporal.thinking import reasoning_of, split_thinking
 
 

@@ -27,7 +27,8 @@ from activities.turn_state import (
     state_text,
 )
 from reactive_temporal.context_window import LEFT_OUT, STUB, ContextPlan, build_view
-from reactive_temporal.contracts.run import LlmStepResult, Message, SeqMessage, ToolCall
+from reactive_temporal.contracts.llm_payloads import LlmStepResult
+from reactive_temporal.contracts.run import Message, SeqMessage, ToolCall
 from reactive_temporal.embedded.scripted_llm import (
     Endpoint,
     Reply,

@@ -17,7 +17,8 @@ from activities.llm_calls import LlmEndpoint
 from activities.llm_step import LlmActivities
 from activities.store import Store
 from reactive_temporal.contracts.debrief import AgentDebrief, DebriefInput
-from reactive_temporal.contracts.run import LlmStepInput, RunSeed
+from reactive_temporal.contracts.llm_payloads import LlmStepInput
+from reactive_temporal.contracts.run import RunSeed
 from reactive_temporal.embedded.scripted_llm import HttpError, Reply, ScriptedLLM, call
 from reactive_temporal.hosting.worker_factory import llm_client
 from reactive_temporal.prompts import NOTES_LABEL

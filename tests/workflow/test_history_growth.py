@@ -10,7 +10,8 @@ import pytest
 from pydantic import BaseModel
 
 from reactive_temporal.contracts import names
-from reactive_temporal.contracts.run import LlmStepInput, LlmStepResult, RunToolInput, ToolResult
+from reactive_temporal.contracts.llm_payloads import LlmStepInput, LlmStepResult
+from reactive_temporal.contracts.run import RunToolInput, ToolResult
 from reactive_temporal.embedded.scripted_llm import Reply, ScriptedLLM, call
 from tests.workflow.conftest import Harness
 

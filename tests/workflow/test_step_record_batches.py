@@ -17,7 +17,8 @@ from activities.llm_step import LlmActivities
 from activities.step_records import StepRecords, record_step
 from activities.store import Store
 from reactive_temporal.contracts.events import NewEvent
-from reactive_temporal.contracts.run import LlmStepInput, Message, ToolResult
+from reactive_temporal.contracts.llm_payloads import LlmStepInput
+from reactive_temporal.contracts.run import Message, ToolResult
 from reactive_temporal.embedded.scripted_llm import Reply, ScriptedLLM
 from reactive_temporal.hosting.worker_factory import llm_client
 from reactive_temporal.tool_registry import ToolRegistry

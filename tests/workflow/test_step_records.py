@@ -24,15 +24,8 @@ from activities.transcript_rows import ThoughtEntry
 from activities.transcripts import Transcripts
 from activities.turn_state import state_text
 from reactive_temporal.contracts import names
-from reactive_temporal.contracts.run import (
-    LlmStepInput,
-    LlmStepResult,
-    Message,
-    RunToolInput,
-    SeqMessage,
-    ToolCall,
-    ToolResult,
-)
+from reactive_temporal.contracts.llm_payloads import LlmStepInput, LlmStepResult
+from reactive_temporal.contracts.run import Message, RunToolInput, SeqMessage, ToolCall, ToolResult
 from reactive_temporal.embedded.scripted_llm import Endpoint, Raw, Reply, ScriptedLLM, call
 from reactive_temporal.hosting.worker_factory import llm_client
 from reactive_temporal.tool_registry import ToolRegistry

@@ -21,8 +21,9 @@ from temporalio.exceptions import ApplicationError
 from reactive_temporal import search_attributes as sa
 from reactive_temporal.config import Settings
 from reactive_temporal.contracts import names
+from reactive_temporal.contracts.llm_payloads import LlmStepResult
 from reactive_temporal.contracts.result import AgentResult
-from reactive_temporal.contracts.run import AgentConfig, AgentRunInput, LlmStepResult
+from reactive_temporal.contracts.run import AgentConfig, AgentRunInput
 from reactive_temporal.embedded.scripted_llm import Reply, ScriptedLLM, call
 from reactive_temporal.hosting import worker_factory
 from tests.adversarial.conftest import assert_no_failed_tasks
