@@ -17,13 +17,17 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
-from temporalio.api.enums.v1 import EventType
+from temporalio.api.common.v1 import WorkflowExecution
+from temporalio.api.enums.v1 import EventType, UpdateWorkflowExecutionLifecycleStage
 from temporalio.api.history.v1 import HistoryEvent
-from temporalio.client import Client, WorkflowHandle, WorkflowHistory
+from temporalio.api.update.v1 import UpdateRef, WaitPolicy
+from temporalio.api.workflowservice.v1 import PollWorkflowExecutionUpdateRequest
+from temporalio.client import Client, WorkflowHandle, WorkflowHistory, WorkflowUpdateFailedError
+from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 from reactive_temporal.api.agents import Agent
-from reactive_temporal.api.chat_refusals import ChatError
+from reactive_temporal.api.chat_refusals import update_failure_message
 from reactive_temporal.api.replay import replay
 from reactive_temporal.api.replay_batch import quiet_replayer
 from reactive_temporal.config import Settings
@@ -82,8 +86,45 @@ async def history_of(client: Client, workflow_id: str, run_id: str) -> WorkflowH
     return await client.get_workflow_handle(workflow_id, run_id=run_id).fetch_history()
 
 
+async def runs_of(client: Client, workflow_id: str, first_run_id: str) -> list[WorkflowHistory]:
+    """A workflow's runs' histories, first to last, each run's naming the next it continued
+    as (read from the runs themselves: a listing of visibility can lag behind them)."""
+    histories = [await history_of(client, workflow_id, first_run_id)]
+    while (last := histories[-1].events[-1]).HasField(
+        "workflow_execution_continued_as_new_event_attributes"
+    ):
+        next_run = last.workflow_execution_continued_as_new_event_attributes.new_execution_run_id
+        histories.append(await history_of(client, workflow_id, next_run))
+    return histories
+
+
 async def until(check: Callable[[], Awaitable[bool]]) -> None:
-    await wait_for(check, seconds=30)
+    await wait_for(check, seconds=60)  # a hang guard: a loaded machine is slow, not stuck
+
+
+ADMITTED = UpdateWorkflowExecutionLifecycleStage.UPDATE_WORKFLOW_EXECUTION_LIFECYCLE_STAGE_ADMITTED
+
+
+async def admitted(client: Client, workflow_id: str, update_id: str) -> bool:
+    """Whether the server holds update `update_id` for the workflow (it waits there for the
+    workflow's next task), asked without waiting for more."""
+    try:
+        await client.workflow_service.poll_workflow_execution_update(
+            PollWorkflowExecutionUpdateRequest(
+                namespace=client.namespace,
+                update_ref=UpdateRef(
+                    workflow_execution=WorkflowExecution(workflow_id=workflow_id),
+                    update_id=update_id,
+                ),
+                identity=client.identity,
+                wait_policy=WaitPolicy(lifecycle_stage=ADMITTED),
+            )
+        )
+    except RPCError as err:
+        if err.status == RPCStatusCode.NOT_FOUND:
+            return False
+        raise
+    return True
 
 
 async def set_up_the_task(
@@ -93,9 +134,15 @@ async def set_up_the_task(
     activities: Callable[[], Worker],
     agent: Agent,
     continue_after: int | None,
-) -> tuple[WorkflowHandle[Any, Any], asyncio.Task[ChatReply], asyncio.Task[ChatReply], int]:
+) -> tuple[WorkflowHandle[Any, Any], asyncio.Task[ChatReply], asyncio.Task[Any], int]:
     """The entity, left with a task waiting that holds a chat turn's activity result and a
-    refused turn; its turn in flight, the refused one, and the task's history length."""
+    refused turn; its turn in flight, the refused one, and the task's history length.
+
+    Every step waits for the one before to be in the entity's history, so each set-up makes
+    the same history: the first turn is sent once the entity's first task is done (sent
+    sooner, it joined that task or not as the worker was quick to poll, 47 events or 50), and
+    the workflow worker starts again only once the server holds the refused turn.
+    """
     entity = await client.start_workflow(
         names.AGENT_WORKFLOW,
         AgentWorkflowInput(
@@ -106,6 +153,11 @@ async def set_up_the_task(
     )
     session = agent.session(f"kept-{uuid.uuid4().hex[:6]}")
     async with workflows():
+
+        async def first_task_done() -> bool:
+            return "WORKFLOW_TASK_COMPLETED" in kinds((await entity.fetch_history()).events)
+
+        await until(first_task_done)
         async with activities():
             assert (await session.chat("one")).message == "first"
         turn = asyncio.create_task(session.chat("two"))
@@ -121,20 +173,22 @@ async def set_up_the_task(
             return kinds(events)[-2:] == ["ACTIVITY_TASK_COMPLETED", "WORKFLOW_TASK_SCHEDULED"]
 
         await until(result_waits)
+    refusal = f"refused-{uuid.uuid4().hex[:8]}"
     refused = asyncio.create_task(
-        agent.entity.chat(ChatRequest(message="hello?", session_id="never-opened"))
+        client.get_workflow_handle(entity.id).execute_update(
+            names.CHAT_UPDATE,
+            ChatRequest(message="hello?", session_id="never-opened"),
+            id=refusal,
+        )
     )
-    await asyncio.sleep(1.0)  # the update reaches the server and waits with the task
+    await until(lambda: admitted(client, entity.id, refusal))  # it waits with the task
     return entity, turn, refused, len((await entity.fetch_history()).events) + 1
-
-
-SET_UP_TRIES = 3
 
 
 async def stop(
     client: Client,
     entity: WorkflowHandle[Any, Any],
-    *turns: asyncio.Task[ChatReply],
+    *turns: asyncio.Task[Any],
 ) -> None:
     """End a set-up's entity (whichever run it is at) and the turns it left waiting."""
     await client.get_workflow_handle(entity.id).terminate()
@@ -152,37 +206,32 @@ async def test_a_refused_turn_beside_a_result_as_it_becomes_time_to_continue(
             return Agent(config, Runtime(client, task_queue, offline_model=False))
 
         # once to learn how long the entity's history is at the task, then with that as its
-        # limit: the task is the first past it (the condition turns true there). How many
-        # workflow tasks the first turn takes depends on timing (a loaded machine split it
-        # once: 47 events, then 50), so a set-up whose length differs is done again.
-        for _ in range(SET_UP_TRIES):
-            llm.script(model_name, [Reply("first"), Reply("second"), Reply("third")])
-            learn = agent()
-            entity, turn, refused, length = await set_up_the_task(
-                client, task_queue, workflows, activities, learn, None
-            )
-            await stop(client, entity, turn, refused)
+        # limit: the task is the first past it (the condition turns true there)
+        llm.script(model_name, [Reply("first"), Reply("second"), Reply("third")])
+        learn = agent()
+        entity, turn, refused, length = await set_up_the_task(
+            client, task_queue, workflows, activities, learn, None
+        )
+        learned = kinds((await entity.fetch_history()).events)
+        await stop(client, entity, turn, refused)
 
-            llm.script(model_name, [Reply("first"), Reply("second"), Reply("third")])
-            talked = agent()
-            entity, turn, refused, at = await set_up_the_task(
-                client, task_queue, workflows, activities, talked, length - 1
-            )
-            if at == length:  # the same history as learned: the limit falls at this task
-                break
-            await stop(client, entity, turn, refused)
-        else:
-            pytest.fail(f"no two set-ups of {SET_UP_TRIES} had histories of the same length")
+        llm.script(model_name, [Reply("first"), Reply("second"), Reply("third")])
+        talked = agent()
+        entity, turn, refused, at = await set_up_the_task(
+            client, task_queue, workflows, activities, talked, length - 1
+        )
+        made = kinds((await entity.fetch_history()).events)
+        assert at == length, f"the set-up made another history: {learned} then {made}"
         async with workflows(), activities():
-            with pytest.raises(ChatError, match="never-opened"):
-                await refused
-            assert (await asyncio.wait_for(turn, timeout=30)).message == "second"
+            with pytest.raises(WorkflowUpdateFailedError) as refusal:
+                await asyncio.wait_for(refused, timeout=60)
+            assert "never-opened" in update_failure_message(refusal.value)
+            assert (await asyncio.wait_for(turn, timeout=60)).message == "second"
             assert (await talked.session().chat("three")).message == "third"
-        runs = [r async for r in client.list_workflows(f"WorkflowId = '{entity.id}'")]
+        runs = await runs_of(client, entity.id, entity.result_run_id or "")
         assert len(runs) >= 2  # it continued as new
         replayer = quiet_replayer(WORKFLOWS, client.data_converter)
-        for run in runs:
-            history = await history_of(client, entity.id, run.run_id)
+        for history in runs:
             assert "WORKFLOW_TASK_FAILED" not in kinds(history.events)
             report = await replay(history, replayer)
             assert report.ok, report.error
@@ -212,8 +261,8 @@ async def test_a_busy_agent_continues_as_new_while_turns_keep_coming(
             await sessions[number].chat(f"{number}.{turn}")
 
     await asyncio.wait_for(asyncio.gather(*(talk(n) for n in range(SESSIONS))), timeout=240)
-    runs = [r async for r in harness.client.list_workflows(f"WorkflowId = '{entity.id}'")]
-    lengths = [len((await history_of(harness.client, entity.id, r.run_id)).events) for r in runs]
+    runs = await runs_of(harness.client, entity.id, entity.result_run_id or "")
+    lengths = [len(history.events) for history in runs]
     # past its limit each run finished at most the turns in flight (about 20 events each)
     assert max(lengths) < 60 + SESSIONS * 30, lengths
     assert len(llm.requests[model_name]) == SESSIONS * TURNS  # each turn answered once
