@@ -151,11 +151,13 @@ async def test_metrics_count_each_real_event_once_across_a_restart_that_replays(
 
 @dataclass
 class SlowRun:
-    """A worker with the slow tool, and a run (`starter.py run`) that calls it once."""
+    """A worker with the slow tool, and a run (`starter.py run`) that calls it once; the
+    call goes on until the test creates `release`."""
 
     env: dict[str, str]
     args: tuple[str, ...]
     tool_log: Path
+    release: Path
     worker: subprocess.Popen[bytes]
     run: subprocess.Popen[str]
 
@@ -163,11 +165,13 @@ class SlowRun:
 def slow_run(temporal_address: str, database_url: str, llm: ScriptedLLM, tmp_path: Path) -> SlowRun:
     tool_log = tmp_path / "tool.log"
     tool_log.touch()
+    release = tmp_path / "release-the-tool"
     env = {
         **worker_env(
             temporal_address, database_url, llm.base_url, f"drain-{uuid.uuid4().hex[:8]}", tmp_path
         ),
         "SLOW_TOOL_LOG": str(tool_log),
+        "SLOW_TOOL_RELEASE": str(release),
         "PYTHONPATH": str(REPO),
     }
     model = llm.script(
@@ -185,7 +189,7 @@ def slow_run(temporal_address: str, database_url: str, llm: ScriptedLLM, tmp_pat
         env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     wait_until(lambda: "start one" in tool_log.read_text(), what="the tool started")
-    return SlowRun(env, args, tool_log, worker, run)
+    return SlowRun(env, args, tool_log, release, worker, run)
 
 
 def test_sigterm_drains_an_in_flight_tool_call_then_exits_0(
@@ -197,8 +201,11 @@ def test_sigterm_drains_an_in_flight_tool_call_then_exits_0(
     try:
         assert get(health)[0] == 200
         slow.worker.send_signal(signal.SIGTERM)
-        # Draining: not healthy any more, still finishing the tool call.
-        wait_until(lambda: get(health) == (503, "draining\n"), seconds=5, what="503 draining")
+        # Draining: not healthy any more, still finishing the tool call (held in flight until
+        # this is seen: a 4 s tool could end first on a loaded machine, and the worker with it)
+        wait_until(lambda: get(health) == (503, "draining\n"), what="503 draining")
+        assert slow.worker.poll() is None
+        slow.release.touch()
         assert slow.worker.wait(timeout=60) == 0
         assert "stopping: activities in flight have up to 20 s" in (tmp_path / "a.log").read_text()
         lines = slow.tool_log.read_text().splitlines()
@@ -227,7 +234,9 @@ def test_a_second_signal_stops_a_draining_worker_at_once(
         time.sleep(SIGNAL_ECHO_SECONDS + 1.0)  # sooner, it is the first one's echo (counted
         # from when the worker's loop took the first, later on a loaded machine)
         slow.worker.send_signal(signal.SIGINT)
-        assert slow.worker.wait(timeout=2.5) == QUIT_NOW  # the 4 s tool is still running
+        # at once, the tool call still in flight (never released): a worker that went on
+        # draining would end it, at its 30 s timeout or the 20 s drain's end, and exit 0
+        assert slow.worker.wait(timeout=60) == QUIT_NOW
         assert "stopping now" in (tmp_path / "a.log").read_text()
         assert "done one" not in slow.tool_log.read_text()
     finally:
