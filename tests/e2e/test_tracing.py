@@ -127,14 +127,14 @@ def test_a_worker_killed_mid_run_leaves_no_duplicate_llm_spans(
             while "start k" not in tool_log.read_text():
                 assert time.monotonic() < deadline, "the tool never started"
                 time.sleep(0.1)
-            otlp.wait_for(lambda s: any(x.name == f"chat {model}" for x in s), seconds=10)
+            otlp.wait_for(lambda s: any(x.name == f"chat {model}" for x in s), seconds=60)
             first.send_signal(signal.SIGKILL)
             first.wait(10)
             second = start_worker(env, tmp_path / "b.log", *args)
             out, errors = run.communicate(timeout=180)
             assert run.returncode == 0, errors
             run_id = json.loads(out)["run_id"]
-            otlp.wait_for(lambda s: run_root(s, run_id) is not None, seconds=30)
+            otlp.wait_for(lambda s: run_root(s, run_id) is not None, seconds=60)
         finally:
             run.kill()
             stop(first, second)
@@ -174,10 +174,11 @@ def test_a_collector_that_never_answers_delays_no_second_signal(
         # past the window in which a second signal is the first one's echo, counted from when
         # a loaded worker's loop took the first (b16e858): at 1 s it raced that window
         time.sleep(SIGNAL_ECHO_SECONDS + 1.0)
-        asked = time.monotonic()
         worker.send_signal(signal.SIGINT)
-        assert worker.wait(timeout=10) == QUIT_NOW
-        assert time.monotonic() - asked < 5
+        # stopped by it (130); a loop the flush blocked heard it only once the flush was over
+        # (18 s) and by then ended as a drained worker does, 0: the status tells them apart,
+        # not a time a loaded machine can stretch
+        assert worker.wait(timeout=60) == QUIT_NOW
     finally:
         stop(worker)
         silent.close()
