@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from temporalio.client import Client, WorkflowHandle
 
+from activities.run_stops import RUN_STOPS
 from activities.store import Store
 from reactive_temporal.api.agents import Agent
 from reactive_temporal.api.run_results import RunResult
@@ -107,3 +108,24 @@ def statements_sent(monkeypatch: pytest.MonkeyPatch) -> Iterator[Sent]:
     tests read them: tests/support/plans.py)."""
     yield record_statements(monkeypatch)
     monkeypatch.undo()
+
+
+@pytest.fixture
+def calls_stopped(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
+    """Per Temporal run id, how many of its calls in flight this process's board stopped
+    (`activities.run_stops.RUN_STOPS`), where a run's wrap-up stops them as the run ends.
+
+    A call that learned of its run's end otherwise (at its next heartbeat, or by ending) was
+    gone from the board by then and is not counted: tests tell "stopped with the run" from
+    "stopped at its heartbeat" by this, not by a time a loaded machine can stretch.
+    """
+    counted: dict[str, int] = {}
+    stop = RUN_STOPS.stop
+
+    def counting(run_key: str) -> int:
+        stopped = stop(run_key)
+        counted[run_key] = counted.get(run_key, 0) + stopped
+        return stopped
+
+    monkeypatch.setattr(RUN_STOPS, "stop", counting)
+    return counted

@@ -33,6 +33,9 @@ from tests.workflow.conftest import Harness
 
 pytestmark = pytest.mark.workflow
 
+HANG_GUARD = 60.0
+"""Seconds a test waits for what it expects before it says it never happened."""
+
 
 @pytest.fixture(autouse=True)
 def short_waits(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -44,7 +47,7 @@ def short_waits(monkeypatch: pytest.MonkeyPatch) -> None:
 async def listener(database_url: str) -> AsyncIterator[StopListener]:
     listening = StopListener(database_url, RunStops()).start()
     try:
-        await asyncio.wait_for(listening.listening.wait(), 15)
+        await asyncio.wait_for(listening.listening.wait(), HANG_GUARD)
         yield listening
     finally:
         await listening.close()
@@ -81,7 +84,7 @@ async def test_a_stop_announced_by_another_worker_stops_this_worker_s_call(
 
     await announce(database_url, run_key)
     with pytest.raises(ApplicationError, match="stopped"):
-        await asyncio.wait_for(stopped, 10)
+        await asyncio.wait_for(stopped, HANG_GUARD)
     assert not going.done()
     going.cancel()
 
@@ -102,10 +105,10 @@ async def test_a_listener_hears_its_own_notify_and_another_s_stops_nothing(datab
     first_stops, second_stops = Recording(), Recording()
     first = StopListener(database_url, first_stops).start()
     try:
-        await asyncio.wait_for(first.heard_itself.wait(), 15)
+        await asyncio.wait_for(first.heard_itself.wait(), HANG_GUARD)
         second = StopListener(database_url, second_stops).start()
         try:
-            await asyncio.wait_for(second.heard_itself.wait(), 15)  # the first heard it too
+            await asyncio.wait_for(second.heard_itself.wait(), HANG_GUARD)  # the first too
         finally:
             await second.close()
         run_key = str(uuid.uuid4())
@@ -114,7 +117,7 @@ async def test_a_listener_hears_its_own_notify_and_another_s_stops_nothing(datab
         async def stopped() -> bool:
             return first_stops.keys == [run_key]  # the run, and no probe before it
 
-        await wait_for(stopped, seconds=10)
+        await wait_for(stopped, seconds=HANG_GUARD)
         assert second_stops.keys == []
     finally:
         await first.close()
@@ -134,7 +137,7 @@ async def test_a_listener_that_hears_nothing_says_so(
         async def said() -> bool:
             return "did not hear its own NOTIFY" in caplog.text
 
-        await wait_for(said, seconds=10)
+        await wait_for(said, seconds=HANG_GUARD)
         assert "pool_mode=transaction" in caplog.text and not deaf.heard_itself.is_set()
     finally:
         await deaf.close()
@@ -162,12 +165,12 @@ async def test_the_listener_listens_again_after_losing_its_connection(
         async def listening_again() -> bool:
             return listener.listening.is_set() and bool((await listener_pids(admin)) - before)
 
-        await wait_for(listening_again, seconds=10)
+        await wait_for(listening_again, seconds=HANG_GUARD)
     run_key = str(uuid.uuid4())
     stopped = await call_of(listener.stops, run_key)
     await announce(database_url, run_key)
     with pytest.raises(ApplicationError):
-        await asyncio.wait_for(stopped, 10)
+        await asyncio.wait_for(stopped, HANG_GUARD)
 
 
 @contextlib.asynccontextmanager
@@ -206,7 +209,7 @@ async def test_a_run_stopped_during_a_call_announces_it_and_one_that_ends_does_n
         async def asked() -> bool:
             return len(llm.requests[slow]) == 1
 
-        await wait_for(asked, seconds=30)
+        await wait_for(asked, seconds=HANG_GUARD)
         await handle.cancel()
         temporal_run_id = (await handle.describe()).run_id
 
@@ -214,7 +217,7 @@ async def test_a_run_stopped_during_a_call_announces_it_and_one_that_ends_does_n
             return temporal_run_id in heard
 
         try:
-            await wait_for(announced, seconds=15)
+            await wait_for(announced, seconds=HANG_GUARD)
         except AssertionError as err:
             raise AssertionError(f"the cancelled run was not announced; heard {heard}") from err
         # the cancelled run's, not the finished one's; not "only the cancelled run's": the
@@ -224,7 +227,7 @@ async def test_a_run_stopped_during_a_call_announces_it_and_one_that_ends_does_n
 
 
 async def test_an_operator_s_answer_during_a_call_hangs_up_on_the_model(
-    harness: Harness, llm: ScriptedLLM, model_name: str
+    harness: Harness, llm: ScriptedLLM, model_name: str, calls_stopped: dict[str, int]
 ):
     """The signal ends the run at once; the model's connection closes with the run, not at
     the call's first heartbeat (10 s into it)."""
@@ -235,15 +238,18 @@ async def test_an_operator_s_answer_during_a_call_hangs_up_on_the_model(
     async def asked() -> bool:
         return len(llm.requests[model_name]) == 1
 
-    await wait_for(asked, seconds=30)
+    await wait_for(asked, seconds=HANG_GUARD)
     await handle.signal(names.FINAL_ANSWER_SIGNAL, FinalAnswerCapture(output="the operator's"))
     result = await agent.result(handle)
     assert (result.terminated_by, result.output) == ("final_answer_tool", "the operator's")
 
+    # stopped by the run's wrap-up while in flight, not left to its first heartbeat
+    assert calls_stopped.get((await handle.describe()).run_id) == 1
+
     async def hung_up() -> bool:
         return llm.abandoned[model_name] == 1
 
-    await wait_for(hung_up, seconds=4)
+    await wait_for(hung_up, seconds=HANG_GUARD)
 
     async def counted_as_cancelled() -> bool:  # not as the model's error, on a dashboard
         return REGISTRY.get_sample_value(
@@ -254,7 +260,7 @@ async def test_an_operator_s_answer_during_a_call_hangs_up_on_the_model(
             {"model": model_name, "outcome": "error"},
         )
 
-    await wait_for(counted_as_cancelled, seconds=4)
+    await wait_for(counted_as_cancelled, seconds=HANG_GUARD)
 
 
 async def test_a_stopped_call_s_billed_tokens_are_counted_as_an_estimate(
@@ -275,14 +281,22 @@ async def test_a_stopped_call_s_billed_tokens_are_counted_as_an_estimate(
     async def replying() -> bool:
         return len(llm.requests[model_name]) == 1
 
-    await wait_for(replying, seconds=30)
-    await asyncio.sleep(1.5)  # a few words arrive
+    await wait_for(replying, seconds=HANG_GUARD)
+
+    async def words_arrived() -> bool:  # the live output has some: the worker holds them
+        async with harness.store.pool.connection() as conn:
+            cur = await conn.execute(
+                "SELECT 1 FROM run_events WHERE run_id = %s AND type = 'text'", (handle.id,)
+            )
+            return await cur.fetchone() is not None
+
+    await wait_for(words_arrived, seconds=HANG_GUARD)  # a fixed 1.5 s could see none
     await handle.cancel()
 
     async def counted() -> bool:
         return sample("reactive_temporal_llm_unreported_tokens_total", kind="output") > 0
 
-    await wait_for(counted, seconds=10)
+    await wait_for(counted, seconds=HANG_GUARD)
     prompt = sample("reactive_temporal_llm_unreported_tokens_total", kind="input")
     output = sample("reactive_temporal_llm_unreported_tokens_total", kind="output")
     assert prompt > 400  # the task alone is 2,200 characters
