@@ -169,8 +169,9 @@ async def assert_no_failed_tasks(client: Client, *workflow_ids: str) -> None:
 # -- MCP tools -----------------------------------------------------------------------------------
 
 
-async def eventually(check: Callable[[], bool], seconds: float = 10.0) -> None:
-    """Waits until `check()` holds, failing the test after `seconds`."""
+async def eventually(check: Callable[[], bool], seconds: float = 60.0) -> None:
+    """Waits until `check()` holds, failing the test after `seconds` (a hang guard: a loaded
+    machine is slow, not stuck)."""
     deadline = time.monotonic() + seconds
     while not check():
         assert time.monotonic() < deadline, f"still not true after {seconds:g}s"

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -89,11 +88,9 @@ async def test_a_message_over_the_cap_fails_its_call_at_once_and_is_read_no_furt
         [raw_spec("raw", tmp_path)], tool_timeout_seconds=30, max_message_bytes=cap
     ) as toolbox:
         tools = by_name(toolbox)
-        started = time.monotonic()
-        with pytest.raises(McpConnectionError) as info:
+        with pytest.raises(McpConnectionError) as info:  # at the cap, not the 30 s timeout
             await within(30, tools["raw/endless"], **FAST)
         assert str(info.value) == f"MCP server 'raw' sent a message longer than {cap} bytes"
-        assert time.monotonic() - started < 10  # not at the call's 30 s timeout
         [first] = written(tmp_path)
         await eventually(lambda: not alive(first))
         # the cap, plus what the pipe and one read held when reading stopped
@@ -106,8 +103,8 @@ async def test_a_call_waiting_behind_an_abandoned_reply_fails_saying_why(tmp_pat
     nothing while it writes), with an error that says what happened, not 'Connection closed'."""
     async with McpToolbox([raw_spec("raw", tmp_path)], tool_timeout_seconds=30) as toolbox:
         tools = by_name(toolbox)
-        endless = asyncio.create_task(within(1, tools["raw/endless"], **SLOW))
-        await asyncio.sleep(0.3)
+        endless = asyncio.create_task(within(5, tools["raw/endless"], **SLOW))
+        await eventually(lambda: any(written(tmp_path).values()), seconds=60)  # it writes
         with pytest.raises(McpConnectionError) as info:
             await within(10, tools["raw/hello"])
         assert str(info.value) == (

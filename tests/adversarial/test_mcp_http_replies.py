@@ -61,14 +61,12 @@ async def test_a_reply_over_the_cap_fails_its_call_at_once_and_is_read_no_furthe
     """A chunked JSON body, one declaring 100 GB, and one SSE event, all never ending."""
     async with (
         HostileHttpServer() as server,
-        hostile_toolbox(server, tool_timeout_seconds=10) as tools,
+        hostile_toolbox(server, tool_timeout_seconds=30) as tools,
     ):
-        started = time.monotonic()
         async with peak_memory() as peak:
-            with pytest.raises(McpConnectionError) as info:
-                await within(10, tools[f"evil/{tool}"], **PACED)
+            with pytest.raises(McpConnectionError) as info:  # at the cap, not the timeout
+                await within(30, tools[f"evil/{tool}"], **PACED)
         assert str(info.value) == f"MCP server 'evil' sent a message longer than {CAP} bytes"
-        assert time.monotonic() - started < 5  # not at the call's 10 s timeout
         await eventually(lambda: server.writing == 0)  # the client closed the connection
         [sent] = server.sent
         assert CAP < sent < CAP + 8 * 1024 * 1024  # the cap, and what the sockets held
@@ -108,12 +106,12 @@ async def test_a_reply_dripping_forever_is_read_no_longer_than_its_calls_timeout
         HostileHttpServer() as server,
         hostile_toolbox(server, tool_timeout_seconds=1) as tools,
     ):
-        started = time.monotonic()
         with pytest.raises(TimeoutError):
             await within(1, tools[f"evil/{tool}"], **arguments)
         assert server.writing == 1  # still sending when the call gave up
-        await eventually(lambda: server.writing == 0, seconds=12)
-        assert time.monotonic() - started < 1 + 5 + 3  # the deadline, and a loaded machine's
+        # closed after the deadline and the backstop; read on, it never would be (the silent
+        # one at httpx's 300 s read timeout): 60 s is a hang guard, not a timing
+        await eventually(lambda: server.writing == 0, seconds=60)
         assert await within(10, tools["evil/hello"]) == "hello"
 
 
@@ -139,18 +137,17 @@ async def test_other_calls_to_the_server_go_on_beside_a_refused_reply():
     """A refusal fails its own request, not the session: a call in flight beside it answers."""
     async with (
         HostileHttpServer() as server,
-        hostile_toolbox(server, tool_timeout_seconds=10) as tools,
+        hostile_toolbox(server, tool_timeout_seconds=60) as tools,
     ):
         drip = asyncio.create_task(
-            within(3, tools["evil/endless_json"], chunk_bytes=1, interval=0.1)
+            within(60, tools["evil/endless_json"], chunk_bytes=1, interval=0.1)
         )
-        await asyncio.sleep(0.2)
+        await eventually(lambda: server.writing == 1, seconds=60)  # the drip is under way
         with pytest.raises(McpConnectionError, match="longer than"):
-            await within(10, tools["evil/endless_json"], **PACED)
-        assert await within(10, tools["evil/hello"]) == "hello"
-        assert not drip.done()
-        with pytest.raises(TimeoutError):
-            await drip
+            await within(30, tools["evil/endless_json"], **PACED)
+        assert await within(30, tools["evil/hello"]) == "hello"
+        assert not drip.done()  # the refusal failed neither the session nor the call beside
+        drip.cancel()
 
 
 async def test_a_server_asking_to_be_reconnected_at_once_forever_is_reconnected_at_a_pace():
@@ -163,7 +160,9 @@ async def test_a_server_asking_to_be_reconnected_at_once_forever_is_reconnected_
         hostile_toolbox(server) as tools,
     ):
         assert await within(10, tools["evil/hello"]) == "hello"
-        start = server.gets
-        await asyncio.sleep(3.0)
-        assert 1 <= server.gets - start <= 5, f"{server.gets - start} GETs in 3 s"
+        start, began = server.gets, time.monotonic()
+        await eventually(lambda: server.gets - start >= 4, seconds=60)  # it does come back
+        # four at most one a second apart: about 3 s at least (a bound a loaded machine only
+        # lengthens); without the pace, hundreds a second
+        assert time.monotonic() - began >= 2.5, f"{server.gets - start} GETs"
         assert await within(10, tools["evil/hello"]) == "hello"  # the session still answers
