@@ -115,8 +115,9 @@ def settings(tmp_root: Path, database_url: str, llm: ScriptedLLM) -> Settings:
     )
 
 
-async def wait_for(predicate, seconds: float = 10.0, interval: float = 0.05) -> None:
-    """Poll until `predicate()` is true (sync or async), failing after `seconds`."""
+async def wait_for(predicate, seconds: float = 60.0, interval: float = 0.05) -> None:
+    """Poll until `predicate()` is true (sync or async), failing after `seconds`: a hang
+    guard (a loaded machine is slow, not stuck), never a measure of how fast."""
     deadline = asyncio.get_running_loop().time() + seconds
     while True:
         value = predicate()

@@ -53,7 +53,7 @@ async def test_sigkill_during_synthesis_still_writes_the_debrief_once(
         result = await agent.run("Write a long answer")
         assert result.debrief is not None
 
-        await wait_for(lambda: len(llm.requests[synth]) >= 1, seconds=30)
+        await wait_for(lambda: len(llm.requests[synth]) >= 1, seconds=60)
         first.send_signal(signal.SIGKILL)  # mid-synthesis: the LLM call is in flight
         first.wait(10)
         second = start_worker(env, log)

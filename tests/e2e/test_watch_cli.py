@@ -124,7 +124,7 @@ def run_on_a_terminal(
                 answer = None
         text = seen.decode(errors="replace")
         try:
-            code = proc.wait(30)
+            code = proc.wait(60)
         except subprocess.TimeoutExpired:
             proc.kill()
             raise AssertionError(f"`run` did not end: {text[-3000:]}") from None

@@ -89,7 +89,7 @@ async def test_metrics_count_each_real_event_once_across_a_restart_that_replays(
     worker = start_worker(env, tmp_path / "a.log", "--metrics-port", str(port))
     try:
         health = f"http://127.0.0.1:{port}/healthz"
-        wait_until(lambda: get(health) == (200, "polling\n"), seconds=30, what="/healthz 200")
+        wait_until(lambda: get(health) == (200, "polling\n"), seconds=60, what="/healthz 200")
         ok = starter(
             "run", "What is 6 * 7?", "--json", "--agent", "counted", "--model", model,
             env=env, cwd=tmp_path,

@@ -103,12 +103,12 @@ async def test_two_processes_serve_one_task_queue_and_stop_together(
         assert sorted(pids) == [1, 2] and len(set(pids.values())) == 2, log.read_text()
         assert supervisor.pid not in pids.values()
         # /healthz turns to polling a moment after a worker's ready line, as a lone worker's.
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 60
         while (health(port), health(port + 1)) != ((200, "polling\n"),) * 2:
             assert time.monotonic() < deadline, (health(port), health(port + 1))
             await asyncio.sleep(0.1)
         # Both poll the same task queue, as two workers.
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 60
         while len(pollers := await workflow_pollers(client, task_queue)) < 2:
             assert time.monotonic() < deadline, pollers
             await asyncio.sleep(0.2)

@@ -51,7 +51,7 @@ async def test_a_versioned_worker_serves_its_build_and_runs_auto_upgrade(
                 return False
             return True
 
-        await wait_for(registered, seconds=30)
+        await wait_for(registered, seconds=60)
         await client.workflow_service.set_worker_deployment_current_version(
             SetWorkerDeploymentCurrentVersionRequest(
                 namespace=client.namespace, deployment_name=deployment, build_id="build-1"

@@ -110,7 +110,7 @@ async def test_llm_fault(name: str, harness: Harness, llm: ScriptedLLM, model_na
     if case.output is not None:
         assert result.output.strip() == case.output.strip()
     if case.synthesized is not None:
-        rich = await asyncio.wait_for(result.debrief_rich(), timeout=30)
+        rich = await asyncio.wait_for(result.debrief_rich(), timeout=60)
         assert rich is not None and rich.synthesized is case.synthesized
 
 
@@ -165,7 +165,7 @@ async def test_a_reply_that_cannot_be_read_counts_against_the_llm_attempts(
         harness.run(
             model_name, "What is 6*7?", llm_max_attempts=2, llm_timeout_seconds=4, memory=False
         ),
-        timeout=50,
+        timeout=60,
     )
     assert result.terminated_by == "llm_error", result
     assert len(llm.requests[model_name]) == 2
@@ -182,7 +182,7 @@ async def test_a_reply_whose_usage_is_in_another_shape_is_kept(
     }
     usage = {"choices": [], "usage": {"prompt_tokens": 12, "total_tokens": 12}}
     llm.script(model_name, [Raw([*sse(done, usage), b"data: [DONE]\n\n"])])
-    result = await asyncio.wait_for(harness.run(model_name, "What is 6*7?", memory=False), 50)
+    result = await asyncio.wait_for(harness.run(model_name, "What is 6*7?", memory=False), 60)
     assert (result.terminated_by, result.output) == ("final_answer", "42")
     assert result.metadata.prompt_tokens == 12 and result.metadata.completion_tokens > 0
     assert len(llm.requests[model_name]) == 1
@@ -238,7 +238,7 @@ async def test_a_reply_without_usage_counts_its_estimate_against_the_budget(
         "choices": [{"index": 0, "delta": {"content": "FINAL ANSWER: 42"}, "finish_reason": "stop"}]
     }
     llm.script(model_name, [Raw([*sse(done), b"data: [DONE]\n\n"])], repeat_last=True)
-    spent = await asyncio.wait_for(harness.run(model_name, "What is 6*7?", memory=False), 50)
+    spent = await asyncio.wait_for(harness.run(model_name, "What is 6*7?", memory=False), 60)
     assert spent.output == "42" and spent.metadata.prompt_tokens > 20
     assert spent.metadata.completion_tokens == 6  # "FINAL ANSWER: 42", 3 characters a token
     calc = {

@@ -147,7 +147,7 @@ async def test_calls_approved_denied_and_timed_out_each_answered_before_the_next
         progress = await handle.query(AgentRunWorkflow.progress)
         return len(progress.pending_approvals) == 3
 
-    await wait_for(parked, seconds=30)
+    await wait_for(parked, seconds=60)
     pending = (await handle.query(AgentRunWorkflow.progress)).pending_approvals
     await agent.approve(handle.id, pending[0].call_id, by="ann")
     await agent.deny(handle.id, pending[1].call_id, reason="not this one", by="bob")

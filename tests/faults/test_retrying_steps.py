@@ -52,7 +52,7 @@ async def test_a_run_whose_llm_endpoint_fails_says_it_retries_the_llm_step(
             retrying = (await agent.progress(handle.id)).retrying
             return retrying is not None and retrying.attempt >= 2
 
-        await wait_for(retried, seconds=30, interval=0.5)
+        await wait_for(retried, seconds=60, interval=0.5)
         step = (await agent.progress(handle.id)).retrying
         assert step is not None
         assert (step.step, step.local) == ("llm_step", False)
@@ -102,7 +102,7 @@ async def test_a_run_whose_postgres_write_fails_says_it_retries_that_write(
                 agent = running.agent(model, agent_id="pg-stuck", memory=False)
                 began = datetime.now(UTC)
                 handle = await agent.start("Use the tool")
-                await wait_for(lambda: proxy.is_cut, seconds=30)
+                await wait_for(lambda: proxy.is_cut, seconds=60)
 
                 async def retried() -> bool:
                     retrying = (await agent.progress(handle.id)).retrying

@@ -44,7 +44,7 @@ async def test_postgres_restart_mid_runs_loses_nothing(
             Runtime(client, queue, offline_model=False),
         )
         runs = [asyncio.ensure_future(runner.run(f"What is {i} * 11?")) for i in range(10)]
-        await wait_for(lambda: len(llm.requests[model]) >= 10, seconds=30)
+        await wait_for(lambda: len(llm.requests[model]) >= 10, seconds=60)
         await asyncio.to_thread(
             pg_ctl,
             ["-w", "stop", "-m", "fast"],
@@ -93,7 +93,7 @@ async def test_temporal_restart_mid_runs_resumes(
                 Runtime(client, queue, offline_model=False),
             )
             handles = [await runner.start(f"What is {i} + 1000?") for i in range(5)]
-            await wait_for(lambda: len(llm.requests[model]) >= 5, seconds=30)
+            await wait_for(lambda: len(llm.requests[model]) >= 5, seconds=60)
             # a caller waiting through the restart: it gave up after ~7 s of a server out of
             # reach (`run` exited 1 while the run went on to succeed: started again, twice)
             waiting = asyncio.ensure_future(runner.result(handles[0]))
@@ -116,7 +116,7 @@ async def test_temporal_restart_mid_runs_resumes(
         await restarted.stop()
 
     assert [r.output for r in results] == [f"{i} + 1000 = {i + 1000}" for i in range(5)]
-    assert (await asyncio.wait_for(waiting, 30)).output == results[0].output
+    assert (await asyncio.wait_for(waiting, 60)).output == results[0].output
 
 
 async def test_a_stopped_dev_server_is_killed_and_keeps_what_it_committed(

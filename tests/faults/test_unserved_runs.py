@@ -148,7 +148,7 @@ async def test_python_api_on_runs_whose_workflow_task_keeps_failing(
         async def tried_again() -> bool:
             return (await failing.describe()).raw_description.pending_workflow_task.attempt >= 2
 
-        await wait_for(tried_again, seconds=30, interval=0.2)
+        await wait_for(tried_again, seconds=60, interval=0.2)
         with pytest.raises(RunUnserved, match="Nothing was sent") as refused:
             await asyncio.wait_for(agent.deny(failing.id, reason="no"), ANSWERS_WITHIN)
         assert f"starter.py replay {failing.id}" in str(refused.value)
@@ -166,7 +166,7 @@ async def test_python_api_on_runs_whose_workflow_task_keeps_failing(
         # the decision it gave up on was delivered with the next good task (seen here), or
         # still waits: decided once either way
         try:
-            ended = await asyncio.wait_for(agent.result(parked), 20)
+            ended = await asyncio.wait_for(agent.result(parked), 60)
         except TimeoutError:
             waiting = (await agent.progress(parked.id)).pending_approvals
             assert [p.call_id for p in waiting] == [call_id]

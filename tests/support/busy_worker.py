@@ -172,7 +172,7 @@ async def busy_worker_scrape(
             events = [e.event_type async for e in old.fetch_history_events()]
             return EventType.EVENT_TYPE_TIMER_STARTED in events
 
-        await wait_for(timer_started, seconds=30)
+        await wait_for(timer_started, seconds=60)
 
     port = free_port()
     worker = start_worker(

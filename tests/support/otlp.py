@@ -4,7 +4,7 @@
         env["OTEL_EXPORTER_OTLP_ENDPOINT"] = otlp.endpoint   # exporters POST to /v1/traces
         ...
         otlp.spans            # every span received, decoded from protobuf
-        otlp.wait_for(lambda spans: ..., seconds=30)
+        otlp.wait_for(lambda spans: ..., seconds=60)
 
 Requests are decoded with `opentelemetry-proto` (gzip-compressed bodies too); each span becomes
 a plain `ReceivedSpan` with hex ids and its attributes as a dict.
@@ -127,7 +127,7 @@ class OtlpReceiver:
             return list(self.spans)
 
     def wait_for(
-        self, predicate: Callable[[list[ReceivedSpan]], bool], seconds: float = 30.0
+        self, predicate: Callable[[list[ReceivedSpan]], bool], seconds: float = 60.0
     ) -> list[ReceivedSpan]:
         """Poll until `predicate(spans)` holds; returns the spans then, or fails naming them."""
         deadline = time.monotonic() + seconds

@@ -57,7 +57,7 @@ async def parked(handle) -> RunProgress:
         found[:] = [progress]
         return progress.waiting_for == "approval"
 
-    await wait_for(waiting, seconds=30)
+    await wait_for(waiting, seconds=60)
     return found[0]
 
 
@@ -89,7 +89,7 @@ async def test_a_call_that_needs_approval_parks_the_run_until_approved(
         description = await handle.describe()
         return list(description.raw_description.pending_activities) == []
 
-    await wait_for(holds_no_slot, seconds=15)
+    await wait_for(holds_no_slot, seconds=60)
     metadata = await handle.query("__temporal_workflow_metadata", result_type=WorkflowMetadata)
     assert f"waiting for approval: calculator (call {pending.call_id})" in (
         metadata.current_details
@@ -102,7 +102,7 @@ async def test_a_call_that_needs_approval_parks_the_run_until_approved(
             (handle.id, pending.call_id, "calculator")
         ] and handle.id in {c.run_id for c in everyone}
 
-    await wait_for(listed, seconds=20)
+    await wait_for(listed, seconds=60)
     attrs = (await handle.describe()).typed_search_attributes
     assert attrs.get(sa.WAITING_FOR) == "approval"
 
@@ -374,13 +374,13 @@ async def test_an_inline_question_is_dropped_when_decided_elsewhere_and_no_line_
     await asyncio.sleep(1.5)
     assert not asking.done()  # still asking
     await agent.approve(handle.id, by="other-terminal")
-    await asyncio.wait_for(asking, 20)  # dropped, not stuck on the unanswered question
+    await asyncio.wait_for(asking, 60)  # dropped, not stuck on the unanswered question
 
     async def second_parked() -> bool:
         progress: RunProgress = await handle.query(AgentRunWorkflow.progress)
         return [p.call_id for p in progress.pending_approvals] not in ([], [first.call_id])
 
-    await wait_for(second_parked, seconds=30)
+    await wait_for(second_parked, seconds=60)
     second = (await handle.query(AgentRunWorkflow.progress)).pending_approvals
     typed.put("n")  # read by the dropped question's outstanding read, for this question
     typed.put("second call refused")
@@ -438,7 +438,7 @@ async def test_an_operator_s_answer_ends_a_wait_for_approval(
     handle = await agent.start("What is 6*7?")
     await parked(handle)
     await handle.signal(AgentRunWorkflow.final_answer, FinalAnswerCapture(output="42, by hand"))
-    result = await asyncio.wait_for(agent.result(handle), 20)
+    result = await asyncio.wait_for(agent.result(handle), 60)
     assert (result.terminated_by, result.output) == ("final_answer_tool", "42, by hand")
     assert len(llm.requests[model_name]) == 1  # the calculator never ran, no turn after it
 
@@ -509,10 +509,10 @@ async def test_runs_queried_while_they_park_answer_every_query_and_finish(
         agent = harness.agent(model, agent_id=unique_agent(), approve_tools=["calculator"])
         handle = await agent.start("What is 6*7?")
         for _ in range(1_000):  # back to back, as watchers and `approve` ask
-            progress = await asyncio.wait_for(handle.query(AgentRunWorkflow.progress), 30)
+            progress = await asyncio.wait_for(handle.query(AgentRunWorkflow.progress), 60)
             if progress.waiting_for == "approval":
                 break
         assert progress.pending_approvals, i
         await asyncio.wait_for(agent.approve(handle.id, by="tester"), 60)
-        result = await asyncio.wait_for(agent.result(handle), 30)
+        result = await asyncio.wait_for(agent.result(handle), 60)
         assert result.output == "done", i

@@ -215,7 +215,7 @@ async def test_decisions_past_the_updates_in_flight_are_each_made_once(
             waiting[:] = [await handle.query(AgentRunWorkflow.progress)]
             return len(waiting[0].pending_approvals) == calls
 
-        await wait_for(parked, seconds=30)
+        await wait_for(parked, seconds=60)
     pending = [p.call_id for p in waiting[0].pending_approvals]
     decisions = asyncio.gather(
         *(agent.approve(handle.id, call_id, by=f"person-{i}") for i, call_id in enumerate(pending))
@@ -329,5 +329,5 @@ def event_label(event: HistoryEvent) -> str:
 async def test_other_errors_are_not_waited_out(client: Client):
     """Only a busy server is waited out: a run that does not exist is an error at once."""
     with pytest.raises(RPCError) as raised:
-        await asyncio.wait_for(result_of(client.get_workflow_handle("no-such-run")), timeout=20)
+        await asyncio.wait_for(result_of(client.get_workflow_handle("no-such-run")), timeout=60)
     assert raised.value.status == RPCStatusCode.NOT_FOUND

@@ -322,7 +322,7 @@ async def test_progress_query_reports_the_live_iteration(harness: Harness, llm, 
         progress = await handle.query("progress", result_type=RunProgress)
         return progress.iteration == 1
 
-    await wait_for(at_second_iteration, seconds=30)
+    await wait_for(at_second_iteration, seconds=60)
     progress = await handle.query("progress", result_type=RunProgress)
     assert progress.status == "running" and progress.tools_called == ["calculator"]
     assert progress.tokens > 0 and progress.last_observation == "7"

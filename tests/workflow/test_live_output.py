@@ -170,7 +170,7 @@ async def test_approvals_show_in_the_live_output(harness: Harness, llm: Scripted
         progress: RunProgress = await handle.query(AgentRunWorkflow.progress)
         return progress.waiting_for == "approval"
 
-    await wait_for(parked, seconds=30)
+    await wait_for(parked, seconds=60)
     await agent.approve(handle.id, by="alice")
     events = [e async for e in agent.events(handle.id)]
     approvals = [(e.status, e.tool, e.by) for e in events if e.type == "approval"]
@@ -192,9 +192,9 @@ async def test_a_terminated_run_finishes_without_a_result(
             t for t, _ in await transactions(harness, handle.id)
         ] == ["iteration"]
 
-    await wait_for(in_call, seconds=30)
+    await wait_for(in_call, seconds=60)
     await harness.client.get_workflow_handle(handle.id).terminate(reason="operator")
-    events = await asyncio.wait_for(watching, 30)
+    events = await asyncio.wait_for(watching, 60)
     assert [e.type for e in events] == ["iteration", "finished"]
     assert (events[-1].status, events[-1].result) == ("terminated", None)
 
@@ -442,13 +442,13 @@ async def test_a_process_s_watchers_share_a_few_connections(harness: Harness, da
     await RunEvents(harness.store).append(
         streams[7], [NewEvent(type="iteration", step=1, data={"iteration": 1})]
     )
-    await wait_for(lambda: seen[streams[7]] == ["iteration"], 5)
+    await wait_for(lambda: seen[streams[7]] == ["iteration"], 60)
     held = await watchers_connections()
     until.set_result(None)
-    await asyncio.wait_for(asyncio.gather(*watchers), 10)
+    await asyncio.wait_for(asyncio.gather(*watchers), 60)
     assert 1 <= held <= 1 + READERS
     assert [s for s in streams if seen[s]] == [streams[7]]
-    await wait_for(lambda: _is_zero(watchers_connections()), 5)
+    await wait_for(lambda: _is_zero(watchers_connections()), 60)
 
 
 async def _is_zero(count: Awaitable[int]) -> bool:

@@ -150,7 +150,7 @@ def serve_echo(tmp_path: Path, env: dict[str, str]) -> Iterator[str]:
         env={**os.environ, **env},
     )
     try:
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + 60
         while True:
             if process.poll() is not None:
                 pytest.fail(f"the HTTP MCP server exited with {process.returncode}")
@@ -159,7 +159,7 @@ def serve_echo(tmp_path: Path, env: dict[str, str]) -> Iterator[str]:
                 break
             except OSError:
                 if time.monotonic() > deadline:
-                    pytest.fail("the HTTP MCP server did not listen within 20s")
+                    pytest.fail("the HTTP MCP server did not listen within 60s")
                 time.sleep(0.05)
         yield f"http://127.0.0.1:{port}/mcp"
     finally:

@@ -70,7 +70,7 @@ async def test_web_ui_sees_summary_details_activity_summaries_and_attributes(
     async def on_second_iteration() -> bool:
         return (await handle.query("progress", result_type=RunProgress)).iteration == 1
 
-    await wait_for(on_second_iteration, seconds=30)
+    await wait_for(on_second_iteration, seconds=60)
     metadata = await handle.query("__temporal_workflow_metadata", result_type=WorkflowMetadata)
     assert "iteration 1/10" in metadata.current_details
     assert "last tool: calculator" in metadata.current_details
@@ -131,7 +131,7 @@ async def test_runs_json_filters_by_agent(
         )
         return code == 0 and len(json.loads(stdout)["runs"]) == 2
 
-    await wait_for(listed, seconds=20)  # visibility is eventually consistent
+    await wait_for(listed, seconds=60)  # visibility is eventually consistent
     code, stdout, stderr = await cli(
         harness, temporal_address, tmp_path, "runs", "--agent", mine, "--json"
     )

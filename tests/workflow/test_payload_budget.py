@@ -74,7 +74,7 @@ async def pending(handle: Any, count: int) -> None:
         progress = await handle.query(AgentRunWorkflow.progress)
         return len(progress.pending_approvals) == count
 
-    await wait_for(parked, seconds=30)
+    await wait_for(parked, seconds=60)
 
 
 async def handled(handle: Any) -> None:
@@ -90,7 +90,7 @@ async def handled(handle: Any) -> None:
             EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED in kinds[signalled[-1] :]
         )
 
-    await wait_for(taken, seconds=30)
+    await wait_for(taken, seconds=60)
 
 
 async def test_the_heaviest_result_a_run_carries_is_delivered(

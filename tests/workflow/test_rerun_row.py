@@ -43,7 +43,7 @@ async def test_a_rerun_rewrites_every_column_of_its_debrief_row(
         row = await debrief_row(database_url, failed.run_id)
         return row is not None and row["terminated_by"] == "final_answer"
 
-    await wait_for(rewritten, seconds=30)
+    await wait_for(rewritten, seconds=60)
     row = await debrief_row(database_url, failed.run_id)
     assert row is not None
     m = result.metadata

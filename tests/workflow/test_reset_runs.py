@@ -136,7 +136,7 @@ async def test_a_rerun_waits_for_the_failed_run_s_debrief(
         )
         return kept == [("final_answer",)]
 
-    await wait_for(settled, seconds=30)
+    await wait_for(settled, seconds=60)
     await asyncio.sleep(5)  # the failed run's debrief, had it gone on, would have written by now
     assert await rows(
         database_url, "SELECT terminated_by FROM agent_debriefs WHERE run_id = %s", failed.run_id
@@ -161,4 +161,4 @@ async def test_a_rerun_waits_for_the_failed_run_s_debrief(
         listed = await list_runs(client, runs_query(agent=agent_id))
         return [(r.run_id, r.terminated_by) for r in listed] == [(failed.run_id, "final_answer")]
 
-    await wait_for(listed_once, seconds=15)
+    await wait_for(listed_once, seconds=60)

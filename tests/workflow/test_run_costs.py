@@ -334,7 +334,7 @@ async def _run_meeting_every_late_patch(
         progress = await agent.progress(handle.id)
         return sorted(p.call_id for p in progress.pending_approvals) == ["call-4", "call-4-2"]
 
-    await wait_for(waiting, seconds=30)
+    await wait_for(waiting, seconds=60)
     await agent.approve(handle.id, by="tester")
     result = await handle.result()
     assert (result.terminated_by, result.output) == ("final_answer_tool", "2 and 4")

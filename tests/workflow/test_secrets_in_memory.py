@@ -277,7 +277,7 @@ async def test_a_run_in_progress_is_quoted_to_a_tool_path_chat_without_the_key_i
         model_name, agent_id=agent_id, approve_tools=["calculator"], debrief_model=synth
     )
     handle = await agent.start("Check the billing settings")
-    await wait_for(lambda: _parked(handle), seconds=30)
+    await wait_for(lambda: _parked(handle), seconds=60)
 
     reply = await agent.chat("What is the run doing right now?", use_tools=True)
     assert reply.routed_via == "react-loop"

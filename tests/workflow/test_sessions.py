@@ -121,7 +121,7 @@ async def test_idle_sessions_close_saved_and_resume(
         held = await handle.query(AgentWorkflow.history, SessionRef(session_id=session.id))
         return held.total_messages is None and not held.messages
 
-    await wait_for(closed, seconds=30)
+    await wait_for(closed, seconds=60)
     assert [m.content for m in await session.history()] == ["hello", "a"]  # from Postgres
     await session.chat("again")  # resumed where it stopped
     assert [m.content for m in await session.history()] == ["hello", "a", "again", "b"]
@@ -186,7 +186,7 @@ async def test_mid_run_chat_after_a_terminate_says_the_run_is_not_running(
     async def at_iteration_2() -> bool:
         return (await handle.query("progress", result_type=RunProgress)).iteration == 1
 
-    await wait_for(at_iteration_2, seconds=30)
+    await wait_for(at_iteration_2, seconds=60)
     agent = harness.agent(model_name, agent_id=agent_id)
     await agent.chat("How is it going?")
     live = llm.requests[model_name][-1]["messages"][1]["content"]

@@ -101,7 +101,7 @@ async def test_a_bug_ends_the_run_as_error_with_its_debrief_and_fails_the_workfl
         )
         with pytest.raises(WorkflowFailureError) as failed:
             await handle.result()
-        await wait_for(debriefed, seconds=30)  # its debrief, kept while the worker runs
+        await wait_for(debriefed, seconds=60)  # its debrief, kept while the worker runs
     cause = failed.value.cause
     assert isinstance(cause, ApplicationError) and cause.type == WORKFLOW_BUG
     assert "TypeError: unsupported operand type(s) for +" in cause.message
