@@ -90,12 +90,12 @@ class Sent:
         flight are buffered by the server, which fails that task (FORCE_CLOSE_COMMAND) past
         100 of them or 2 MiB, to write them out; and a chat client takes a task failing
         again for a stuck entity (`starter.py chat` refuses to send)."""
-        for _ in range(600):
+        for _ in range(1200):  # a hang guard: a minute at least
             description = (await self.entity.describe()).raw_description
             if not description.HasField("pending_workflow_task"):
                 return
             await asyncio.sleep(0.05)
-        raise AssertionError("the entity took no workflow task in 30 s (one failing on every try?)")
+        raise AssertionError("the entity took no workflow task in 60 s (one failing on every try?)")
 
     async def run_finished(self, run_id: str, **fields: object) -> None:
         await self.signal(

@@ -243,14 +243,16 @@ async def test_a_burst_of_checkouts_up_to_a_third_of_the_pool_waits_for_none(dat
     with a quarter at 1,000 runs)."""
     store = await Store.open(database_url, max_size=12)
     held = asyncio.Event()
+    holding: list[None] = []
     try:
 
         async def hold() -> None:
             async with store.pool.connection():
+                holding.append(None)
                 await held.wait()
 
         holders = [asyncio.create_task(hold()) for _ in range(4)]
-        await asyncio.sleep(0.2)
+        await wait_for(lambda: len(holding) == 4)  # all four hold one (a sleep could see none)
         stats = store.pool.get_stats()
         held.set()
         await asyncio.gather(*holders)
