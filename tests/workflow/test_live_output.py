@@ -5,6 +5,7 @@ read live, late, from an offset; a retried call shown once; history unchanged by
 from __future__ import annotations
 
 import asyncio
+import threading
 import uuid
 from collections.abc import Awaitable
 from datetime import datetime
@@ -351,30 +352,62 @@ async def test_a_slow_step_announces_itself_before_it_ends(
     harness: Harness, llm: ScriptedLLM, model_name, monkeypatch
 ):
     """A tool still running, a model that has not answered yet: their announcements go out
-    alone after ANNOUNCE_AFTER seconds, so a watcher sees the work begin while it runs."""
+    alone after ANNOUNCE_AFTER seconds, so a watcher sees the work begin while it runs.
+
+    The model answers, and the tool returns, only once the announcement is in the table (a
+    minute at most): written only with what follows, it never would be, and they end
+    unseen. Not timed: a fixed delay is shortened, on a loaded machine, by a late first write.
+    """
     monkeypatch.setattr("activities.run_events.ANNOUNCE_AFTER", 0.2)
     from reactive_temporal.tools import tool
 
+    agent_id = unique_agent()
+    opened: list[bool] = []  # each wait for an announcement: seen, or given up after a minute
+    seen: dict[str, threading.Event] = {
+        "iteration": threading.Event(),
+        "tool_start": threading.Event(),
+    }
+
+    async def watch() -> None:
+        while not all(e.is_set() for e in seen.values()):
+            async with harness.store.pool.connection() as conn:
+                cur = await conn.execute(
+                    "SELECT DISTINCT type FROM run_events WHERE run_id LIKE %s",
+                    (f"%{agent_id}%",),
+                )
+                for (kind,) in await cur.fetchall():
+                    if kind in seen:
+                        seen[kind].set()
+            await asyncio.sleep(0.05)
+
     @tool
     async def slow_count(sku: str) -> str:
-        """Count a SKU, slowly."""
-        await asyncio.sleep(1.5)
+        """Count a SKU, once it was seen to start."""
+        opened.append(await asyncio.to_thread(seen["tool_start"].wait, 60))
         return "7"
 
+    def answer_once_seen(request: dict[str, object]) -> Reply:
+        opened.append(seen["iteration"].wait(60))
+        if len(llm.requests[model_name]) == 1:
+            return Reply("Counting.", [call("slow_count", sku="A")])
+        return Reply("FINAL ANSWER: 7")
+
     harness.worker.registry.add(slow_count)
-    llm.script(
-        model_name,
-        [Reply("Counting.", [call("slow_count", sku="A")], delay=1.5), Reply("FINAL ANSWER: 7")],
-    )
-    agent = harness.agent(model_name, agent_id=unique_agent())
-    events = [e async for e in agent.run_stream("Count A")]
+    llm.script(model_name, answer_once_seen)
+    agent = harness.agent(model_name, agent_id=agent_id)
+    watching = asyncio.create_task(watch())
+    try:
+        events = [e async for e in agent.run_stream("Count A")]
+    finally:
+        watching.cancel()
+    assert all(opened), "an announcement went out only with what followed it"
     assert events[-1].result is not None
     rows = dict(enumerate(await transactions(harness, events[-1].result.run_id)))
     types = [t for t, _ in rows.values()]
     assert types[:2] == ["iteration", "text"]
-    assert (rows[1][1] - rows[0][1]).total_seconds() > 1.0  # the iteration, then the text
+    assert rows[1][1] > rows[0][1]  # the iteration, then the text, in a transaction of its own
     start, end = types.index("tool_start"), types.index("tool_end")
-    assert (rows[end][1] - rows[start][1]).total_seconds() > 1.0
+    assert rows[end][1] > rows[start][1]
 
 
 async def test_a_watcher_whose_connection_postgres_drops_goes_on_where_it_was(
