@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -20,6 +21,16 @@ from reactive_temporal.hosting.credential_watch import CredentialWatch
 from reactive_temporal.hosting.runtime import Runtime
 from reactive_temporal.telemetry.metrics import REGISTRY
 from tests.support.pki import make_pki
+
+
+async def until(check: Callable[[], bool]) -> None:
+    """Until `check()` holds: the watch polls every 10 ms, a loaded machine runs it less often
+    (a fixed sleep could end before it looked); a minute is a hang guard."""
+    async with asyncio.timeout(60):
+        while True:
+            if check():
+                return
+            await asyncio.sleep(0.01)
 
 
 @dataclass
@@ -51,13 +62,12 @@ async def test_a_certificate_that_does_not_connect_leaves_the_worker_on_the_one_
         await asyncio.sleep(0.05)  # the watch has read the files as they were
         with caplog.at_level(logging.WARNING):
             cert.write_text("cert-2-broken")
-            await asyncio.sleep(0.2)
+            await until(lambda: len(attempts) > 1)  # asked again while the files stay so
             assert [c.cert for c in current] == ["cert-1"]  # kept, and said once
-            assert len(attempts) > 1  # asked again while the files stay so
             warned = [r.getMessage() for r in caplog.records if "TLS files" in r.getMessage()]
             assert len(warned) == 1 and "keeps the credentials it has" in warned[0]
             cert.write_text("cert-3-good")
-            await asyncio.sleep(0.2)
+            await until(lambda: len(current) > 1)
     finally:
         task.cancel()
     assert [c.cert for c in current] == ["cert-1", "cert-3-good"]
@@ -76,9 +86,9 @@ async def test_a_renewed_api_key_goes_to_the_client_it_has(tmp_path: Path) -> No
     assert watch.needed
     task = asyncio.create_task(watch.run(lambda: cast(Any, client), never))  # type: ignore[arg-type]
     try:
-        await asyncio.sleep(0.05)
+        await asyncio.sleep(0.05)  # the watch has started (it reads the file as it polls)
         key.write_text("tk-2\n")
-        await asyncio.sleep(0.1)
+        await until(lambda: client.api_key == "tk-2")
     finally:
         task.cancel()
     assert client.api_key == "tk-2"
@@ -99,10 +109,10 @@ async def test_a_key_file_broken_when_the_watch_starts_is_waited_out(
     )
     try:
         with caplog.at_level(logging.WARNING):
-            await asyncio.sleep(0.1)
+            await until(lambda: "TEMPORAL_API_KEY_FILE" in caplog.text)  # it looked, and said
         assert client.api_key == "tk-1" and not task.done()
         key.write_text("tk-2")
-        await asyncio.sleep(0.1)
+        await until(lambda: client.api_key == "tk-2")
     finally:
         task.cancel()
     assert client.api_key == "tk-2"

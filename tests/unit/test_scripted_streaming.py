@@ -150,11 +150,14 @@ async def test_a_client_that_hangs_up_during_the_delay_is_counted_as_abandoned(s
             model="slow-gone", messages=[{"role": "user", "content": "?"}], stream=True
         )
     )
-    await asyncio.sleep(0.5)
+    deadline = time.monotonic() + 60  # hang guards: a loaded machine is slow, not stuck
+    while not server.requests["slow-gone"]:  # the call reached the server: it waits there
+        assert time.monotonic() < deadline, "the call never reached the server"
+        await asyncio.sleep(0.05)
     asking.cancel()  # what a cancelled activity's call does
     with pytest.raises(asyncio.CancelledError):
         await asking
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 60
     while server.abandoned["slow-gone"] == 0:
         assert time.monotonic() < deadline, "the hang-up went unseen"
         await asyncio.sleep(0.05)
