@@ -89,8 +89,10 @@ async def test_run_refuses_empty_and_oversized_tasks(harness: Harness, model_nam
 async def test_hung_llm_call_times_out_and_is_retried(
     harness: Harness, llm: ScriptedLLM, model_name
 ):
-    llm.script(model_name, [Reply("too late", delay=6), Reply("FINAL ANSWER: on time")])
-    result = await harness.run(model_name, "Be quick", llm_timeout_seconds=2)
+    # 5 s: room for the quick second call on a loaded machine (past it, a third call would
+    # find the script ended); the first would answer only after a minute
+    llm.script(model_name, [Reply("too late", delay=60), Reply("FINAL ANSWER: on time")])
+    result = await harness.run(model_name, "Be quick", llm_timeout_seconds=5)
     assert result.output == "on time" and len(llm.requests[model_name]) == 2
 
 
