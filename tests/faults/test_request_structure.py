@@ -137,9 +137,9 @@ async def test_calls_approved_denied_and_timed_out_each_answered_before_the_next
             ]
         ),
     )
-    agent = harness.agent(
+    agent = harness.agent(  # 15 s: room to approve and deny first on a loaded machine
         model_name, agent_id=unique("approve"), approve_tools=["calculator"],
-        approval_timeout_seconds=4,
+        approval_timeout_seconds=15,
     )  # fmt: skip
     handle = await agent.start("Square 2, 3 and 4")
 

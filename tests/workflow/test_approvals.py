@@ -261,8 +261,8 @@ async def test_the_deadline_ends_a_run_parked_on_an_approval(
     `timeout` while it waits, and the run no longer shows as waiting."""
     llm.script(model_name, compute_then_answer())
     agent_id = unique_agent()
-    agent = harness.agent(
-        model_name, agent_id=agent_id, approve_tools=["calculator"], timeout_seconds=6
+    agent = harness.agent(  # 15 s: room to park first on a loaded machine
+        model_name, agent_id=agent_id, approve_tools=["calculator"], timeout_seconds=15
     )
     handle = await agent.start("What is 6*7?")
     await parked(handle)
@@ -272,7 +272,7 @@ async def test_the_deadline_ends_a_run_parked_on_an_approval(
         False,
         "Let me compute.",
     )
-    assert result.error is not None and result.error.startswith("deadline of 6 s reached")
+    assert result.error is not None and result.error.startswith("deadline of 15 s reached")
     assert result.debrief is not None and result.debrief.approvals == []  # nobody decided
     assert not any(  # the tool never ran: no turn read its result
         m["role"] == "tool" for r in llm.requests[model_name] for m in r["messages"]
