@@ -157,7 +157,7 @@ def test_a_postgres_that_never_answers_fails_at_the_timeout(
     assert code == 1
     assert rows["postgres"]["status"] == "fail"
     assert "did not answer within 2 s" in rows["postgres"]["detail"], rows["postgres"]
-    assert took < 30, took  # the command did not wait on the server
+    assert took < 60, took  # a hang guard: the words above say it did not wait on the server
 
 
 @pytest.fixture
