@@ -13,6 +13,11 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from reactive_temporal.access import (
+        TemporalAccessDenied,
+        TemporalCredentialsRejected,
+        TemporalPermissionDenied,
+    )
     from reactive_temporal.api.agents import Agent
     from reactive_temporal.api.builder import AgentBuilder, ReactiveAgents
     from reactive_temporal.api.bulk_cancel import CancelledRuns
@@ -37,6 +42,9 @@ _EXPORTS = {
     "ChatError": "reactive_temporal.api.chat_refusals",
     "ClusterRefusal": "reactive_temporal.api.chat_refusals",
     "Session": "reactive_temporal.api.sessions",
+    "TemporalAccessDenied": "reactive_temporal.access",
+    "TemporalCredentialsRejected": "reactive_temporal.access",
+    "TemporalPermissionDenied": "reactive_temporal.access",
     "Settings": "reactive_temporal.config",
     "AgentDebrief": "reactive_temporal.contracts.debrief",
     "ChatMessage": "reactive_temporal.contracts.entity",
@@ -72,6 +80,9 @@ __all__ = [
     "RunResult",
     "Session",
     "Settings",
+    "TemporalAccessDenied",
+    "TemporalCredentialsRejected",
+    "TemporalPermissionDenied",
     "Tool",
     "ToolCallContext",
     "WaitingForWorker",

@@ -59,6 +59,9 @@ class TemporalConnection:
     """Where the client certificate came from (a path or 'inline data'), for errors."""
     api_key_file: str | None = None
     """TEMPORAL_API_KEY_FILE: where `api_key` was read, to read again when it changes."""
+    api_key_setting: str | None = None
+    """The setting that gave `api_key` (TEMPORAL_API_KEY_FILE, TEMPORAL_API_KEY, a profile's
+    `api_key`), named when the key is refused; never the key."""
     tls_files: tuple[str, ...] = ()
     """The TLS files read (client certificate, its key, the server's CA), likewise."""
 
@@ -125,6 +128,15 @@ def load_connection(
         tls_files = tuple(str(s) for s in sources if isinstance(s, Path))
         if (source := loaded.tls.client_cert) is not None:
             cert_source = str(source) if isinstance(source, Path) else "inline data"
+    key_setting = None
+    if api_key:
+        key_setting = (
+            "TEMPORAL_API_KEY_FILE"
+            if key_file
+            else "TEMPORAL_API_KEY"
+            if env.get("TEMPORAL_API_KEY", "").strip()
+            else f"the api_key of temporal.toml profile {chosen or 'default'!r}"
+        )
     if target is None and (api_key or tls):
         raise ConnectionConfigError(
             "TLS or an API key is configured for Temporal but no address: set TEMPORAL_ADDRESS "
@@ -139,6 +151,7 @@ def load_connection(
         profile=chosen,
         client_cert_source=cert_source,
         api_key_file=key_file,
+        api_key_setting=key_setting,
         tls_files=tls_files,
     )
 
@@ -170,6 +183,8 @@ async def connect_client(
     """`Client.connect` with the configuration; a failure is a one-line `ConnectionFailed`."""
     from temporalio.client import Client
 
+    from reactive_temporal.access_calls import AccessRefusals
+
     if connection.address is None:
         raise ConnectionConfigError("no Temporal address configured")
     try:
@@ -181,7 +196,8 @@ async def connect_client(
             rpc_metadata=connection.rpc_metadata,
             data_converter=data_converter,
             runtime=runtime,
-            interceptors=interceptors,
+            # first, so the refusals it names are the calls as the caller made them
+            interceptors=[AccessRefusals(connection), *interceptors],
             plugins=plugins,
         )
     except Exception as err:
@@ -192,6 +208,8 @@ async def connect_client(
 
 def explain(err: BaseException, connection: TemporalConnection) -> str:
     """What a connection error means, in one line, with the setting to look at."""
+    from reactive_temporal.access import core_refusal, operation, refused
+
     text = str(err)
     tls, cert = connection.uses_tls, connection.client_cert_source
     if "UnknownIssuer" in text or "BadSignature" in text:
@@ -212,10 +230,9 @@ def explain(err: BaseException, connection: TemporalConnection) -> str:
         return "TLS: the client private key cannot be read (TEMPORAL_TLS_CLIENT_KEY_PATH)"
     if "InvalidContentType" in text or "CorruptMessage" in text:
         return "TLS handshake failed: the server does not speak TLS (unset TEMPORAL_TLS?)"
-    if "Unauthenticated" in text or "PermissionDenied" in text:
-        setting = "TEMPORAL_API_KEY_FILE" if connection.api_key_file else "TEMPORAL_API_KEY"
-        key = f"the API key ({setting})" if connection.api_key else "this client"
-        return f"authentication failed: the server refused {key}: {_first_message(text)}"
+    if (denied := core_refusal(text)) is not None:  # Temporal Cloud refuses a bad key here
+        connect = operation("connect", "GetSystemInfo")
+        return str(refused(denied.kind, connect, connection, repr(denied.message)))
     if "ConnectionRefused" in text or "Connection refused" in text:
         return "connection refused (is the server running, and is the address right?)"
     if "dns error" in text or "failed to lookup address" in text:

@@ -78,14 +78,17 @@ async def ensure_registered(client: Client, namespace: str) -> list[str]:
     its start for ever. Adding what is there already is no error (workers starting together
     on a new namespace all add them).
     """
+    from reactive_temporal.access_calls import mapped_refusals  # the client's: when called
+
     missing = await _missing(client, namespace)
     if not missing:
         return []
     try:
-        await client.operator_service.add_search_attributes(
-            AddSearchAttributesRequest(search_attributes=missing, namespace=namespace),
-            retry=True,
-        )
+        with mapped_refusals(client, "add search attributes", "AddSearchAttributes"):
+            await client.operator_service.add_search_attributes(
+                AddSearchAttributesRequest(search_attributes=missing, namespace=namespace),
+                retry=True,
+            )
     except Exception as err:
         commands = "\n".join(f"  {command}" for command in create_commands(namespace, missing))
         raise SearchAttributesMissing(
@@ -112,15 +115,21 @@ async def unregistered(client: Client, namespace: str) -> list[str]:
 
 
 async def _missing(client: Client, namespace: str) -> dict[str, IndexedValueType.ValueType]:
+    from reactive_temporal.access_calls import mapped_refusals  # the client's: when called
+
+    action = "list the namespace's search attributes"
     try:
-        listed = await while_busy(
-            lambda: client.operator_service.list_search_attributes(
-                ListSearchAttributesRequest(namespace=namespace), retry=True
-            ),
-            f"the listing of namespace {namespace!r}'s search attributes",
-            passing=lambda err: isinstance(err, RPCError) and err.status == RPCStatusCode.CANCELLED,
-            give_up_after=LISTING_PATIENCE_SECONDS,
-        )
+        with mapped_refusals(client, action, "ListSearchAttributes"):
+            listed = await while_busy(
+                lambda: client.operator_service.list_search_attributes(
+                    ListSearchAttributesRequest(namespace=namespace), retry=True
+                ),
+                f"the listing of namespace {namespace!r}'s search attributes",
+                passing=lambda err: (
+                    isinstance(err, RPCError) and err.status == RPCStatusCode.CANCELLED
+                ),
+                give_up_after=LISTING_PATIENCE_SECONDS,
+            )
     except RPCError as err:
         if err.status != RPCStatusCode.CANCELLED:
             raise

@@ -21,6 +21,7 @@ from temporalio.api.workflowservice.v1 import ResetWorkflowExecutionRequest
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError
 from temporalio.service import RPCError
 
+from reactive_temporal.access_calls import mapped_refusals
 from reactive_temporal.api.runs import require_run
 from reactive_temporal.contracts import names
 from reactive_temporal.contracts.run import AgentRunInput
@@ -132,17 +133,18 @@ async def rerun_from_failure(
     history = await handle.fetch_history()
     event_id = reset_point(list(history.events))
     await settle_debrief(client, workflow_id, notice=notice)
-    response = await client.workflow_service.reset_workflow_execution(
-        ResetWorkflowExecutionRequest(
-            namespace=client.namespace,
-            workflow_execution=WorkflowExecution(
-                workflow_id=workflow_id, run_id=description.run_id
-            ),
-            reason="rerun from the last good point (starter.py rerun)",
-            workflow_task_finish_event_id=event_id,
-            request_id=str(uuid.uuid4()),
+    with mapped_refusals(client, "rerun a run from its last good point", "ResetWorkflowExecution"):
+        response = await client.workflow_service.reset_workflow_execution(
+            ResetWorkflowExecutionRequest(
+                namespace=client.namespace,
+                workflow_execution=WorkflowExecution(
+                    workflow_id=workflow_id, run_id=description.run_id
+                ),
+                reason="rerun from the last good point (starter.py rerun)",
+                workflow_task_finish_event_id=event_id,
+                request_id=str(uuid.uuid4()),
+            )
         )
-    )
     return str(response.run_id)
 
 

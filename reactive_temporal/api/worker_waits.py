@@ -42,6 +42,7 @@ from temporalio.api.workflowservice.v1 import (
 from temporalio.client import Client, WorkflowExecutionDescription, WorkflowExecutionStatus
 from temporalio.service import RPCError
 
+from reactive_temporal.access_calls import mapped_refusals
 from reactive_temporal.contracts.retrying import WORKFLOW_TASK, WaitingForWorker
 
 WAITING_AFTER = timedelta(seconds=10)
@@ -111,13 +112,14 @@ class TaskQueuePollers:
 
     async def _latest_poll(self, name: str, kind: TaskQueueType.ValueType) -> datetime | None:
         """The latest poll one partition remembers (legacy mode describes one partition)."""
-        response = await self._client.workflow_service.describe_task_queue(
-            DescribeTaskQueueRequest(
-                namespace=self._client.namespace,
-                task_queue=TaskQueue(name=name),
-                task_queue_type=kind,
+        with mapped_refusals(self._client, "describe a task queue", "DescribeTaskQueue"):
+            response = await self._client.workflow_service.describe_task_queue(
+                DescribeTaskQueueRequest(
+                    namespace=self._client.namespace,
+                    task_queue=TaskQueue(name=name),
+                    task_queue_type=kind,
+                )
             )
-        )
         polls = [
             p.last_access_time.ToDatetime(tzinfo=UTC)
             for p in response.pollers

@@ -13,6 +13,7 @@ from pydantic_settings import SettingsError
 from rich.console import Console
 from temporalio.service import RPCError
 
+from reactive_temporal.access import TemporalAccessDenied
 from reactive_temporal.api.agents import Agent
 from reactive_temporal.api.builder import AgentBuilder
 from reactive_temporal.cli.terminal import safe
@@ -63,9 +64,12 @@ def finish(code: int) -> None:
 def known_failure(e: BaseException) -> CliError | None:
     """An error no command caught that still has a one-line cause for the user: a payload
     that cannot be read (an encryption key missing or wrong) or a request the Temporal server
-    refused (a namespace that does not exist, a permission); None for anything else."""
+    refused (a namespace that does not exist); None for anything else. An authorizer's refusal
+    says itself what was refused and what to grant (`reactive_temporal/access.py`)."""
     if (problem := unreadable_payload(e)) is not None:
         return CliError(f"cannot read a payload: {problem}", code=1)
+    if denied := next((c for c in causes(e) if isinstance(c, TemporalAccessDenied)), None):
+        return CliError(str(denied), code=1)
     refused = next((c for c in causes(e) if isinstance(c, RPCError)), None)
     if refused is not None:
         return CliError(f"the Temporal server refused the request: {refused.message}", code=1)

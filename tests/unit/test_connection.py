@@ -186,12 +186,16 @@ RAW = {
         (
             "unauthenticated",
             TemporalConnection(address="a:1", api_key="k"),
-            "refused the API key (TEMPORAL_API_KEY): Request unauthorized.",
+            "did not accept the API key in TEMPORAL_API_KEY to connect (GetSystemInfo) in "
+            "namespace 'default': 'Request unauthorized.'. The key is invalid, expired or "
+            "revoked: set TEMPORAL_API_KEY to a valid one and restart",
         ),
         (
             "unauthenticated",
             TemporalConnection(address="a:1", api_key="k", api_key_file="/run/key"),
-            "refused the API key (TEMPORAL_API_KEY_FILE): Request unauthorized.",
+            "did not accept the API key in TEMPORAL_API_KEY_FILE (/run/key) to connect "
+            "(GetSystemInfo) in namespace 'default': 'Request unauthorized.'. The key is "
+            "invalid, expired or revoked: write a valid one into /run/key",
         ),
     ],
 )

@@ -1,0 +1,146 @@
+"""The command line on a cluster whose authorizer refuses the caller: one line, what to grant.
+
+`starter.py` commands and `worker` run as processes with TEMPORAL_API_KEY_FILE, through a
+front answering as Temporal Cloud's authorizer does (`tests/support/authorizer.py`); the
+worker serving the runs of the commands reaches the dev server directly. A refused command
+prints one `error:` line (with `--json`, `{"error": …}`) naming the call, the namespace,
+where the key came from and the permission to grant, and exits non-zero.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+from temporalio.client import Client
+
+from reactive_temporal.config import Settings
+from reactive_temporal.embedded.scripted_llm import Reply, ScriptedLLM, call
+from tests.conftest import wait_for
+from tests.processes import clean_env, starter_async
+from tests.support.authorizer import NONE, READ, WRITE, Authorizer
+from tests.support.refusing_frontend import RefusingFrontend
+from tests.workflow.conftest import Harness, running_worker
+
+pytestmark = [pytest.mark.workflow, pytest.mark.e2e]
+
+KEYS = {"k-write": WRITE, "k-read": READ, "k-other-namespace": NONE}
+HANG_GUARD = 60
+
+
+@pytest.fixture
+def authorizer(temporal_address: str) -> Iterator[RefusingFrontend]:
+    with RefusingFrontend(temporal_address, Authorizer(KEYS)) as front:
+        yield front
+
+
+@pytest.fixture
+async def harness(client: Client, settings: Settings) -> AsyncIterator[Harness]:
+    async with running_worker(client, settings) as running:
+        yield running
+
+
+def cli_env(
+    front: RefusingFrontend, settings: Settings, llm: ScriptedLLM, key_file: Path, queue: str
+) -> dict[str, str]:
+    return clean_env(
+        TEMPORAL_ADDRESS=front.address,
+        TEMPORAL_API_KEY_FILE=str(key_file),
+        TEMPORAL_TLS="false",  # the front speaks plain gRPC; a key alone implies TLS
+        TEMPORAL_TASK_QUEUE=queue,
+        DATABASE_URL=settings.database_url or "",
+        OPENAI_BASE_URL=llm.base_url,
+        OPENAI_API_KEY="test",
+        REACTIVE_TEMPORAL_DATA_DIR=str(key_file.parent / "data"),
+        REACTIVE_TEMPORAL_CREDENTIALS_POLL="0.5",
+    )
+
+
+def said_once(stderr: str) -> str:
+    """The one `error:` line a CLI command printed (it prints nothing else on failure)."""
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), stderr
+    return lines[0]
+
+
+def grants(said: str, key_file: Path, access: str) -> None:
+    assert "in namespace 'default'" in said, said
+    assert f"the API key in TEMPORAL_API_KEY_FILE ({key_file})" in said, said
+    assert f"the {access} permission on namespace 'default'" in said, said
+    assert key_file.read_text().strip() not in said
+
+
+async def parked_run(harness: Harness, llm: ScriptedLLM) -> str:
+    """A run started with full rights, waiting for its call's approval."""
+    model = llm.script(
+        f"approving-{uuid.uuid4().hex[:6]}",
+        [Reply("Computing.", [call("calculator", expression="2+2")]), Reply("FINAL ANSWER: 4")],
+    )
+    agent = harness.agent(
+        model, agent_id=f"cli-{uuid.uuid4().hex[:6]}", approve_tools=["calculator"]
+    )
+    handle = await agent.start("What is 2+2?")
+
+    async def waiting() -> bool:
+        return bool(await agent.approvals())
+
+    await wait_for(waiting, seconds=HANG_GUARD)
+    return handle.id
+
+
+async def test_commands_a_read_only_key_may_not_run_say_so_in_one_line(
+    authorizer: RefusingFrontend, harness: Harness, settings: Settings, llm: ScriptedLLM,
+    tmp_path: Path,
+):  # fmt: skip
+    key_file = tmp_path / "key"
+    key_file.write_text("k-read")
+    env = cli_env(authorizer, settings, llm, key_file, harness.task_queue)
+    run_id = await parked_run(harness, llm)
+    for command, action in (
+        (("run", "What is 2+2?"), "start a run (StartWorkflowExecution)"),
+        (("chat", "hello"), "(ExecuteMultiOperation)"),
+        (("approve", run_id), "send the update"),
+        (("deny", run_id, "--reason", "no"), "send the update"),
+        (("cancel", run_id), "cancel a workflow (RequestCancelWorkflowExecution)"),
+    ):
+        done = await starter_async(*command, "--json", env=env, cwd=tmp_path, seconds=HANG_GUARD)
+        assert done.code not in (0, None), done.describe()
+        error = json.loads(done.stdout)["error"]
+        assert error.startswith("Temporal refused to ") and action in error, done.describe()
+        grants(error, key_file, "Write")
+        assert said_once(done.stderr) == f"error: {error}"
+    for reading in (
+        ("runs", "--json"),
+        ("approvals", "--json"),
+        ("progress", run_id, "--json"),
+        ("export", run_id, "-o", str(tmp_path / "history.json")),
+    ):
+        done = await starter_async(*reading, env=env, cwd=tmp_path, seconds=HANG_GUARD)
+        assert done.code == 0, done.describe()  # reading is allowed
+
+    key_file.write_text("k-other-namespace")
+    done = await starter_async("runs", env=env, cwd=tmp_path, seconds=HANG_GUARD)
+    assert done.code not in (0, None) and done.stdout == "", done.describe()
+    line = said_once(done.stderr)
+    assert "list workflows (ListWorkflowExecutions)" in line, line
+    grants(line, key_file, "Read")
+    await harness.agent("unused").cancel(run_id)
+
+
+async def test_a_revoked_key_is_named_at_connect_with_how_to_renew_it(
+    authorizer: RefusingFrontend, harness: Harness, settings: Settings, llm: ScriptedLLM,
+    tmp_path: Path,
+):  # fmt: skip
+    key_file = tmp_path / "key"
+    key_file.write_text("k-revoked")
+    env = cli_env(authorizer, settings, llm, key_file, harness.task_queue)
+    done = await starter_async("runs", "--json", env=env, cwd=tmp_path, seconds=HANG_GUARD)
+    assert done.code not in (0, None), done.describe()
+    error = json.loads(done.stdout)["error"]
+    assert f"did not accept the API key in TEMPORAL_API_KEY_FILE ({key_file})" in error, error
+    assert "to connect (GetSystemInfo)" in error and "'Jwt verification fails'" in error
+    assert f"write a valid one into {key_file}" in error and "k-revoked" not in error
+    assert said_once(done.stderr).endswith(error)
