@@ -3,8 +3,9 @@
 The task queue's check needs the client API (`worker_waits`), so it is here, not in hosting.
 Temporal's, Postgres's and the model endpoints' checks are independent and run at once
 (`hosting/preflight.py`, `hosting/preflight_models.py`, `hosting/preflight_updates.py`);
-within Temporal's, the namespace, the search attributes, the updates the namespace takes and
-the task queue are asked at once once the client is connected.
+within Temporal's, the namespace, what the credentials may do there, the search attributes,
+the updates the namespace takes and the task queue are asked at once once the client is
+connected.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from temporalio.service import RPCError
 
 from reactive_temporal.api.worker_waits import POLL_SILENCE, TaskQueuePollers
 from reactive_temporal.config import Settings
+from reactive_temporal.hosting.access_probes import permissions_check
 from reactive_temporal.hosting.preflight import (
     Check,
     Late,
@@ -53,22 +55,24 @@ async def temporal_checks(settings: Settings, targets: Targets, seconds: float) 
     """The rows of Temporal's checks, `temporal` to `task queue`, in the report's order."""
     reached, client = await connect_temporal(settings, targets, seconds)
     certificate = certificate_check(targets.connection)
-    if client is None:
+    if client is None or targets.connection is None:
         return [
             reached,
             not_checked("namespace", "Temporal is unreachable"),
+            not_checked("permissions", "Temporal is unreachable"),
             not_checked("search attributes", "Temporal is unreachable"),
             not_checked("workflow updates", "Temporal is unreachable"),
             certificate,
             not_checked("task queue", "Temporal is unreachable"),
         ]
-    namespace, attributes, updates, queue = await asyncio.gather(
+    namespace, permissions, attributes, updates, queue = await asyncio.gather(
         namespace_check(client, seconds),
+        permissions_check(client, targets.connection, seconds),
         search_attributes_check(client, seconds),
         updates_check(client, seconds),
         task_queue_check(client, targets.task_queue, seconds),
     )
-    return [reached, namespace, attributes, updates, certificate, queue]
+    return [reached, namespace, permissions, attributes, updates, certificate, queue]
 
 
 async def task_queue_check(client: Client, task_queue: str, seconds: float) -> Check:

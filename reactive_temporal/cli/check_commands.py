@@ -48,10 +48,10 @@ def check(
 ) -> None:
     """A read-only preflight of what a worker started here would use (exit 1: a check failed).
 
-    Temporal (reachable, its namespace, search attributes, the workflow updates it takes,
-    client certificate), Postgres (reachable, migrated, writable), each model endpoint
-    (GET /models with its key) and whether a worker polls the task queue; warnings leave the
-    exit status 0."""
+    Temporal (reachable, its namespace, what the credentials may do there, search attributes,
+    the workflow updates it takes, client certificate), Postgres (reachable, migrated,
+    writable), each model endpoint (GET /models with its key) and whether a worker polls the
+    task queue; warnings leave the exit status 0."""
     use_profile(profile)
 
     async def main() -> int:

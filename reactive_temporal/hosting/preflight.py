@@ -28,6 +28,8 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from activities.migrations import MIGRATIONS
 from activities.store import Store, StoreUnavailable
+from reactive_temporal.access import TemporalAccessDenied
+from reactive_temporal.access_calls import mapped_refusals
 from reactive_temporal.config import Settings
 from reactive_temporal.connection import TemporalConnection
 from reactive_temporal.database_settings import Conninfo
@@ -145,13 +147,14 @@ async def namespace_check(client: Client, seconds: float) -> Check:
     """The namespace exists: a worker on a misspelt one polls without error, for nothing."""
     namespace = client.namespace
     try:
-        await within(
-            seconds,
-            client.workflow_service.describe_namespace(
-                DescribeNamespaceRequest(namespace=namespace)
-            ),
-            f"the description of namespace {namespace!r}",
-        )
+        with mapped_refusals(client, "describe the namespace", "DescribeNamespace"):
+            await within(
+                seconds,
+                client.workflow_service.describe_namespace(
+                    DescribeNamespaceRequest(namespace=namespace)
+                ),
+                f"the description of namespace {namespace!r}",
+            )
     except Late as err:
         return Check("namespace", "fail", str(err))
     except RPCError as err:
@@ -163,6 +166,8 @@ async def namespace_check(client: Client, seconds: float) -> Check:
                 f"profile's namespace) to one that does, or create it "
                 f"(temporal operator namespace create --namespace {namespace})",
             )
+        if isinstance(err, TemporalAccessDenied):  # it says which namespace, and the rest
+            return Check("namespace", "fail", str(err))
         return Check("namespace", "fail", f"namespace {namespace!r}: {err.message}")
     return Check("namespace", "ok", f"{namespace!r} exists")
 

@@ -31,6 +31,7 @@ from temporalio.api.workflowservice.v1 import (
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
+from reactive_temporal.access import refusal_kind
 from reactive_temporal.cluster_switches import (
     UPDATE_WITH_START,
     UPDATES,
@@ -39,6 +40,7 @@ from reactive_temporal.cluster_switches import (
     refused_for_good,
 )
 from reactive_temporal.errors import workflow_not_found
+from reactive_temporal.hosting.access_probes import NAME as PERMISSIONS
 from reactive_temporal.hosting.preflight import Check, Late, not_checked, within
 
 NAME = "workflow updates"
@@ -95,6 +97,8 @@ async def _ask(
             return False, ON
         if refused_for_good(err, switch):
             return True, refusal_message(err, switch, client.namespace)
+        if refusal_kind(err.status, err.message) is not None:  # the caller's, not the cluster's
+            return False, f"the credentials may not send updates (the `{PERMISSIONS}` row says)"
         return False, f"the server answered {err.message!r}"
     return False, ON  # taken (no server does): not refused, anyway
 

@@ -4,7 +4,8 @@
 front answering as Temporal Cloud's authorizer does (`tests/support/authorizer.py`); the
 worker serving the runs of the commands reaches the dev server directly. A refused command
 prints one `error:` line (with `--json`, `{"error": …}`) naming the call, the namespace,
-where the key came from and the permission to grant, and exits non-zero.
+where the key came from and the permission to grant, and exits non-zero; `check` says what
+the key may do.
 """
 
 from __future__ import annotations
@@ -144,3 +145,44 @@ async def test_a_revoked_key_is_named_at_connect_with_how_to_renew_it(
     assert "to connect (GetSystemInfo)" in error and "'Jwt verification fails'" in error
     assert f"write a valid one into {key_file}" in error and "k-revoked" not in error
     assert said_once(done.stderr).endswith(error)
+
+
+async def check_rows(env: dict[str, str], cwd: Path) -> tuple[int | None, dict[str, dict]]:
+    done = await starter_async("check", "--json", env=env, cwd=cwd, seconds=HANG_GUARD)
+    assert "Traceback" not in done.stderr, done.describe()
+    return done.code, {row["name"]: row for row in json.loads(done.stdout)["checks"]}
+
+
+async def test_check_says_what_the_key_may_do_without_doing_it(
+    authorizer: RefusingFrontend, harness: Harness, settings: Settings, llm: ScriptedLLM,
+    tmp_path: Path,
+):  # fmt: skip
+    key_file = tmp_path / "key"
+    key_file.write_text("k-write")
+    env = cli_env(authorizer, settings, llm, key_file, harness.task_queue)
+    migrated = await starter_async("migrate", env=env, cwd=tmp_path, seconds=HANG_GUARD)
+    assert migrated.code == 0, migrated.describe()
+    code, rows = await check_rows(env, tmp_path)
+    row = rows["permissions"]
+    assert code == 0 and row["status"] == "ok", rows
+    assert row["detail"] == (
+        f"the API key in TEMPORAL_API_KEY_FILE ({key_file}) may start runs, send updates, "
+        "send signals, read runs, poll for workflow tasks, poll for activity tasks"
+    )
+    assert rows["workflow updates"]["status"] == "ok", rows
+
+    key_file.write_text("k-read")
+    code, rows = await check_rows(env, tmp_path)
+    row = rows["permissions"]
+    assert code == 1 and row["status"] == "fail", rows
+    assert (
+        "may not start runs, send updates, send signals, poll for workflow tasks, poll for "
+        "activity tasks in namespace 'default'"
+    ) in row["detail"], row
+    assert "; it may read runs." in row["detail"], row
+    grants(row["detail"], key_file, "Write")
+    updates = rows["workflow updates"]  # the cluster's switches: not what refused
+    assert updates["status"] == "warn" and "may not send updates" in updates["detail"], updates
+    assert [name for name, r in rows.items() if r["status"] == "fail"] == ["permissions"]
+    refused = {path.rsplit("/", 1)[1] for _, path in authorizer.refusals.decided}  # type: ignore[union-attr]
+    assert "StartWorkflowExecution" in refused  # asked, and refused: nothing was started

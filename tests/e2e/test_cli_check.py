@@ -82,8 +82,9 @@ def test_every_check_passes_against_the_test_stack_and_sees_a_worker_poll(
     assert code == 0, rows
     assert {row["status"] for row in rows.values()} <= {"ok", "warn"}
     for name in (
-        "configuration", "temporal", "namespace", "search attributes", "workflow updates",
-        "client certificate", "postgres", "schema", "database writes", "model endpoint",
+        "configuration", "temporal", "namespace", "permissions", "search attributes",
+        "workflow updates", "client certificate", "postgres", "schema", "database writes",
+        "model endpoint",
     ):  # fmt: skip
         assert rows[name]["status"] == "ok", rows[name]
     assert "accepts the key" in rows["model endpoint"]["detail"]  # RIGHT_KEY was sent
