@@ -43,12 +43,16 @@ from temporalio.service import RPCError
 
 from reactive_temporal.access import (
     Operation,
+    TemporalAccessDenied,
     access_denied,
+    core_refusal,
     operation,
     refusal_kind,
+    refused,
 )
 from reactive_temporal.connection import TemporalConnection
 from reactive_temporal.contracts import names
+from reactive_temporal.errors import causes
 
 T = TypeVar("T")
 Pager = TypeVar("Pager", WorkflowExecutionAsyncIterator, WorkflowHistoryEventAsyncIterator)
@@ -106,6 +110,35 @@ def connection_of(client: Client) -> TemporalConnection:
     return TemporalConnection(
         address=client.service_client.config.target_host, namespace=client.namespace
     )
+
+
+POLLERS = {
+    "Workflow worker failed": operation("poll for workflow tasks", "PollWorkflowTaskQueue"),
+    "Activity worker failed": operation("poll for activity tasks", "PollActivityTaskQueue"),
+    "Nexus worker failed": operation("poll for Nexus tasks", "PollNexusTaskQueue"),
+}
+NAMESPACE_CHECK = "Worker validation failed"
+
+
+def worker_refusal(
+    err: BaseException, client: Client, task_queue: str
+) -> TemporalAccessDenied | None:
+    """What stopped a worker, when it was the authorizer: its polls refused (the SDK retries
+    a refused poll for a minute, silently, then the worker fails: "Workflow worker failed",
+    caused by "Poll failure: … Status { code: PermissionDenied, … }"), or its start's
+    description of the namespace ("Worker validation failed: …"). None for anything else."""
+    said = [str(cause) for cause in causes(err)]
+    found = next((r for r in map(core_refusal, said) if r is not None), None)
+    if found is None:
+        return None
+    op = next((o for text, o in POLLERS.items() if any(text in s for s in said)), None)
+    if op is not None:
+        op = Operation(f"{op.action} on task queue {task_queue!r}", op.api, op.access)
+    elif any(NAMESPACE_CHECK in s for s in said):
+        op = operation("describe the namespace (a worker's start)", "DescribeNamespace")
+    else:
+        op = operation(f"serve task queue {task_queue!r}", "PollWorkflowTaskQueue")
+    return refused(found.kind, op, connection_of(client), repr(found.message), found.status)
 
 
 class _Outbound(OutboundInterceptor):

@@ -18,6 +18,7 @@ from typing import Annotated
 import typer
 from rich.panel import Panel
 
+from reactive_temporal.access import TemporalAccessDenied
 from reactive_temporal.cli.common import OFFLINE_NOTICE, CliError, out, run_command
 from reactive_temporal.cli.serve_options import (
     BuildIdOption,
@@ -43,6 +44,7 @@ from reactive_temporal.embedded.dev_server import StackError
 from reactive_temporal.embedded.stack import EmbeddedStack, connect, read_published_stack
 from reactive_temporal.hosting.credential_watch import CredentialWatch
 from reactive_temporal.hosting.observability import Observability
+from reactive_temporal.hosting.refusal_logs import RefusalLogs
 from reactive_temporal.hosting.worker_lifecycle import (
     NoServerError,
     WorkerTarget,
@@ -117,6 +119,7 @@ def worker(
             observability = Observability.start(settings)
         except ValueError as e:
             raise CliError(str(e)) from e
+        RefusalLogs(target.connection, target.task_queue).install()  # its exit says it once
         try:
             client = await connect(
                 target.connection,
@@ -141,7 +144,7 @@ def worker(
                     plugins=observability.plugins,
                 ),
             )
-        except (StackError, ValueError, RuntimeError) as e:
+        except (StackError, ValueError, RuntimeError, TemporalAccessDenied) as e:
             observability.close()
             raise CliError(str(e)) from e
         # until the worker is closed: no half-closed exit, unless asked twice

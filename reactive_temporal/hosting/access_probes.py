@@ -16,7 +16,9 @@ handlers' answers, measured on the dev server (Server 1.32):
 | poll for activity tasks | PollActivityTaskQueue without a task queue          | INVALID_ARGUMENT |
 
 A refusal is PERMISSION_DENIED or UNAUTHENTICATED (`access.refusal_kind`). `starter.py check`
-shows them all in its `permissions` row.
+shows them all in its `permissions` row; a worker's start asks the two polls, and refuses to
+start when either is refused (its polls would be, silently, for a minute, before the SDK
+stops it: `hosting/worker_lifecycle.py`).
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from reactive_temporal.access import (
     Access,
     Operation,
+    TemporalAccessDenied,
     credentials_of,
     grant_hint,
     operation,
@@ -50,6 +53,7 @@ from reactive_temporal.access import (
     refused,
     server_words,
 )
+from reactive_temporal.access_calls import connection_of
 from reactive_temporal.connection import TemporalConnection
 from reactive_temporal.hosting.preflight import Check, within
 
@@ -162,6 +166,22 @@ async def ask(client: Client, probe: Probe, seconds: float) -> Answer:
     if probe.allowed is not None:
         return Answer(probe, unclear="the call was taken")  # no server does
     return Answer(probe)
+
+
+async def poll_refusal(
+    client: Client, task_queue: str, seconds: float = 10.0
+) -> TemporalAccessDenied | None:
+    """The refusal of a worker's polls, when its credentials may not poll: the error naming
+    `task_queue` and what to grant. None when they may, or the server did not say."""
+    for probe in POLLS:
+        err = (await ask(client, probe, seconds)).refusal
+        if err is not None:
+            op = operation(f"{probe.op.action} on task queue {task_queue!r}", probe.op.api)
+            kind = refusal_kind(err.status, err.message)
+            assert kind is not None  # `ask` keeps only refusals there
+            said = server_words(err)
+            return refused(kind, op, connection_of(client), said, err.status, err.raw_grpc_status)
+    return None
 
 
 async def permissions_check(

@@ -30,6 +30,7 @@ from activities.transcript import TranscriptActivities
 from activities.workflow_calls import EntityActivities
 from reactive_temporal.builtin_tools import builtin_tools
 from reactive_temporal.config import Settings
+from reactive_temporal.hosting.access_probes import poll_refusal
 from reactive_temporal.hosting.activity_logs import one_line_activity_failures
 from reactive_temporal.hosting.bytecode import warn_when_compiled_per_workflow
 from reactive_temporal.hosting.retry_watch import LocalRetryWatch
@@ -253,6 +254,9 @@ async def create_worker(
     if settings.sandbox_workflows:
         warn_when_compiled_per_workflow(WORKFLOWS)
     await ensure_registered(client, client.namespace)
+    task_queue = task_queue or settings.temporal_task_queue
+    if (refusal := await poll_refusal(client, task_queue)) is not None:
+        raise refusal  # else its polls are refused silently for a minute, then it stops
     conninfo = settings.database_conninfo(database_url)  # DATABASE_URL_FILE: read at each connect
     store = await Store.open(conninfo, max_size=settings.store_pool_size())
     endpoint = LlmEndpoint(
@@ -304,7 +308,7 @@ async def create_worker(
     ]
     worker = Worker(
         client,
-        task_queue=task_queue or settings.temporal_task_queue,
+        task_queue=task_queue,
         workflows=WORKFLOWS,
         activities=activities,
         interceptors=[LocalRetryWatch()],  # a run's `progress` names its failing local step

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from temporalio.client import Client
 
+from reactive_temporal.access_calls import worker_refusal
 from reactive_temporal.config import Settings
 from reactive_temporal.connection import TemporalConnection
 from reactive_temporal.embedded.scripted_llm import ScriptedLLM
@@ -155,7 +156,13 @@ class WorkerHost:
             if polling is not None:
                 await self.agent_worker.worker.shutdown()
                 with contextlib.suppress(asyncio.CancelledError):
-                    await polling
+                    try:
+                        await polling
+                    except Exception as err:  # the SDK's words name no call, no credentials
+                        client, queue = self.agent_worker.client, self.task_queue
+                        if (refusal := worker_refusal(err, client, queue)) is None:
+                            raise
+                        raise refusal from err
         finally:
             try:
                 await self.resources.aclose()

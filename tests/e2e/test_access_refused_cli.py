@@ -5,12 +5,14 @@ front answering as Temporal Cloud's authorizer does (`tests/support/authorizer.p
 worker serving the runs of the commands reaches the dev server directly. A refused command
 prints one `error:` line (with `--json`, `{"error": …}`) naming the call, the namespace,
 where the key came from and the permission to grant, and exits non-zero; `check` says what
-the key may do.
+the key may do; a worker whose key may not poll refuses to start, and one whose key is
+revoked while it runs stops saying so once.
 """
 
 from __future__ import annotations
 
 import json
+import subprocess
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -21,7 +23,7 @@ from temporalio.client import Client
 from reactive_temporal.config import Settings
 from reactive_temporal.embedded.scripted_llm import Reply, ScriptedLLM, call
 from tests.conftest import wait_for
-from tests.processes import clean_env, starter_async
+from tests.processes import clean_env, start_worker, starter_async, stop
 from tests.support.authorizer import NONE, READ, WRITE, Authorizer
 from tests.support.refusing_frontend import RefusingFrontend
 from tests.workflow.conftest import Harness, running_worker
@@ -30,6 +32,8 @@ pytestmark = [pytest.mark.workflow, pytest.mark.e2e]
 
 KEYS = {"k-write": WRITE, "k-read": READ, "k-other-namespace": NONE}
 HANG_GUARD = 60
+SDK_POLL_GRACE = 60
+"""The core retries a refused poll for 60 s (`LONG_POLL_FATAL_GRACE`) before the worker fails."""
 
 
 @pytest.fixture
@@ -186,3 +190,47 @@ async def test_check_says_what_the_key_may_do_without_doing_it(
     assert [name for name, r in rows.items() if r["status"] == "fail"] == ["permissions"]
     refused = {path.rsplit("/", 1)[1] for _, path in authorizer.refusals.decided}  # type: ignore[union-attr]
     assert "StartWorkflowExecution" in refused  # asked, and refused: nothing was started
+
+
+async def test_a_worker_whose_key_may_not_poll_refuses_to_start_in_one_line(
+    authorizer: RefusingFrontend, settings: Settings, llm: ScriptedLLM, tmp_path: Path
+):
+    key_file = tmp_path / "key"
+    key_file.write_text("k-read")
+    queue = f"locked-{uuid.uuid4().hex[:8]}"
+    env = cli_env(authorizer, settings, llm, key_file, queue)
+    done = await starter_async("worker", env=env, cwd=tmp_path, seconds=HANG_GUARD)
+    assert done.code not in (0, None), done.describe()
+    line = said_once(done.stderr)
+    assert f"poll for workflow tasks on task queue {queue!r} (PollWorkflowTaskQueue)" in line
+    grants(line, key_file, "Write")
+
+
+def test_a_worker_whose_key_is_revoked_while_it_runs_stops_saying_why_once(
+    authorizer: RefusingFrontend, settings: Settings, llm: ScriptedLLM, tmp_path: Path
+):
+    """The SDK retries refused polls for a minute without a word, then fails the worker with
+    a traceback; the worker exits non-zero with one line naming the renewal instead."""
+    key_file = tmp_path / "key"
+    key_file.write_text("k-write")
+    queue = f"revoked-{uuid.uuid4().hex[:8]}"
+    env = cli_env(authorizer, settings, llm, key_file, queue)
+    log = tmp_path / "worker.log"
+    worker = start_worker(env, log, command=("starter.py", "worker"))
+    try:
+        key_file.write_text("k-revoked")
+        code = worker.wait(SDK_POLL_GRACE + HANG_GUARD)
+    except subprocess.TimeoutExpired:
+        code = None
+    finally:
+        stop(worker)
+    text = log.read_text()
+    assert code not in (0, None), text[-3000:]
+    assert "Traceback" not in text and "Status {" not in text, text[-3000:]  # nor the core's
+    *warned, last = [line for line in text.splitlines() if "Jwt verification fails" in line]
+    assert last.startswith("error: the worker stopped: Temporal did not accept the API key")
+    assert f"on task queue {queue!r}" in last and f"write a valid one into {key_file}" in last
+    assert len(warned) <= 1, text[-3000:]  # its heartbeat's refusal, when one came first
+    for line in warned:
+        assert "Temporal did not accept the API key in TEMPORAL_API_KEY_FILE" in line, line
+        assert "the worker stops within about a minute unless that is done" in line, line

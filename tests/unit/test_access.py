@@ -4,6 +4,7 @@ what to grant or renew; the core's words for a worker's refused polls read the s
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,7 @@ from reactive_temporal.access import (
     refusal_kind,
 )
 from reactive_temporal.connection import TemporalConnection, load_connection
+from reactive_temporal.hosting.refusal_logs import RefusalLogs
 from tests.support.pki import make_pki
 
 DENIED, UNAUTHENTICATED = RPCStatusCode.PERMISSION_DENIED, RPCStatusCode.UNAUTHENTICATED
@@ -153,3 +155,27 @@ def test_the_cores_words_for_a_workers_refused_calls_are_read():
     )  # fmt: skip
     assert core_refusal(HEARTBEAT) == ("credentials", UNAUTHENTICATED, "Jwt verification fails")
     assert core_refusal('Status { code: Unavailable, message: "transport error" }') is None
+
+
+def test_a_workers_log_says_the_first_refusal_clearly_and_drops_the_rest(tmp_path: Path):
+    connection = key_file_connection(tmp_path)
+    quiet = RefusalLogs(connection, "agents-queue")
+
+    def record(message: str, exc: BaseException | None = None) -> logging.LogRecord:
+        info = (type(exc), exc, None) if exc is not None else None
+        return logging.LogRecord("temporalio.core", logging.WARNING, "", 0, message, None, info)
+
+    first = record(HEARTBEAT)
+    assert quiet.filter(first)
+    said = first.getMessage()
+    assert (
+        said.startswith("Temporal did not accept the API key in TEMPORAL_API_KEY_FILE")
+        and "(RecordWorkerHeartbeat)" in said
+    ), said
+    assert "the worker stops within about a minute unless that is done" in said
+    assert not quiet.filter(record(HEARTBEAT))  # said once
+    failed = RuntimeError("Workflow worker failed")
+    failed.__cause__ = RuntimeError(POLL_FAILURE)
+    assert not quiet.filter(record("Worker failed, shutting down", failed))  # its traceback
+    assert quiet.filter(record("Worker failed, shutting down", RuntimeError("other")))
+    assert quiet.filter(record("gRPC call poll_workflow_task_queue retried 8 times"))
