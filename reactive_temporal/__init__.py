@@ -22,6 +22,8 @@ if TYPE_CHECKING:
     from reactive_temporal.api.builder import AgentBuilder, ReactiveAgents
     from reactive_temporal.api.bulk_cancel import CancelledRuns
     from reactive_temporal.api.chat_refusals import ChatError, ClusterRefusal
+    from reactive_temporal.api.entity_reset import EntityReset
+    from reactive_temporal.api.entity_wedge import EntityWedged
     from reactive_temporal.api.run_results import AgentRunError, RunResult
     from reactive_temporal.api.sessions import Session
     from reactive_temporal.config import Settings
@@ -41,6 +43,8 @@ _EXPORTS = {
     "RunResult": "reactive_temporal.api.run_results",
     "ChatError": "reactive_temporal.api.chat_refusals",
     "ClusterRefusal": "reactive_temporal.api.chat_refusals",
+    "EntityReset": "reactive_temporal.api.entity_reset",
+    "EntityWedged": "reactive_temporal.api.entity_wedge",
     "Session": "reactive_temporal.api.sessions",
     "TemporalAccessDenied": "reactive_temporal.access",
     "TemporalCredentialsRejected": "reactive_temporal.access",
@@ -72,6 +76,8 @@ __all__ = [
     "ChatMessage",
     "ChatReply",
     "ClusterRefusal",
+    "EntityReset",
+    "EntityWedged",
     "FinalAnswerCapture",
     "ReactiveAgents",
     "RetryingStep",

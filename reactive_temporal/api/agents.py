@@ -40,6 +40,7 @@ from reactive_temporal.api.control import (
 )
 from reactive_temporal.api.debriefs import wait_for_rich_debriefs
 from reactive_temporal.api.entity_handle import AgentEntity
+from reactive_temporal.api.entity_reset import EntityReset, reset_entity
 from reactive_temporal.api.progress import run_progress
 from reactive_temporal.api.run_inputs import build_run_input
 from reactive_temporal.api.run_results import RunResult, run_result
@@ -367,6 +368,18 @@ class Agent:
     async def get_last_debrief(self) -> AgentDebrief | None:
         """The last run's debrief: the instant one, upgraded when the rich one is ready."""
         return await self.entity.last_debrief()
+
+    async def reset_entity(self, *, force: bool = False, reason: str | None = None) -> EntityReset:
+        """End the agent's stuck chat workflow and start a fresh one with what it knew.
+
+        For an entity whose workflow task keeps failing (chat raises `EntityWedged`); its
+        sessions and last run are in Postgres. `force` resets a healthy one too.
+
+        Raises:
+            ValueError: nothing was done, saying why (no entity runs, it is not stuck, …).
+        """
+        client, queue = self.runtime.client, self.runtime.task_queue
+        return await reset_entity(client, queue, self.config, force=force, reason=reason)
 
     async def dispose(self, debrief_wait_seconds: float = DISPOSE_DEBRIEF_TIMEOUT_SECONDS) -> None:
         """Wait (bounded) for this agent's rich debriefs, then release what `build()` started."""

@@ -25,6 +25,7 @@ from temporalio.client import (
     WithStartWorkflowOperation,
     WorkflowHandle,
     WorkflowUpdateFailedError,
+    WorkflowUpdateRPCTimeoutOrCancelledError,
 )
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
@@ -36,9 +37,10 @@ from reactive_temporal.api.chat_refusals import (
     cluster_refusal,
     update_failure_message,
 )
+from reactive_temporal.api.entity_wedge import EntityWedged, reset_command, wedged
 from reactive_temporal.api.results import UNREACHABLE_PATIENCE_SECONDS
 from reactive_temporal.api.retrying_steps import QUERY_PATIENCE_SECONDS
-from reactive_temporal.api.unserved import RunUnserved, while_served, workflow_unserved
+from reactive_temporal.api.unserved import RunUnserved, while_served, workflow_stall
 from reactive_temporal.cluster_switches import (
     UPDATE_WITH_START,
     UPDATES,
@@ -125,11 +127,16 @@ class AgentEntity:
         except RPCError as err:
             if not tasks_failing(err):
                 raise
+            _, stall = await workflow_stall(self.client, self.workflow_id)
+            if stall.retrying is not None and wedged(stall.retrying):
+                agent_id = self.config.agent_id
+                raise EntityWedged(agent_id, self.workflow_id, stall.retrying, sent=False) from err
             raise ChatError(  # the server's words named no agent and no way out
                 f"agent {self.config.agent_id}'s workflow ({self.workflow_id}) is failing its "
                 "workflow tasks and takes no turn now; a worker's log says why (a "
                 "nondeterminism error: a worker of another build, or a bug). The turn was "
-                "not taken: send it again once a worker completes the task"
+                "not taken: send it again once a worker completes the task (one that keeps "
+                f"failing: `{reset_command(self.config.agent_id)}`)"
             ) from err
         # The SDK types a named async update's result as the coroutine; it returns its value.
         return cast(ResultT, result)
@@ -175,10 +182,11 @@ class AgentEntity:
                 return await self.client.execute_update_with_start_workflow(
                     update, args=args, id=update_id, start_workflow_operation=start
                 )
-            except RPCError:
+            except (RPCError, WorkflowUpdateRPCTimeoutOrCancelledError):
                 # The start operation keeps its own copy of the error; read it, or asyncio
-                # logs "exception was never retrieved" for every refused try. (Bounded: an
-                # error raised before the start was sent leaves it unset.)
+                # logs "exception was never retrieved" for every refused try, and for a try
+                # given up on (a wait cancelled: the entity stuck, the caller's timeout).
+                # (Bounded: an error raised before the start was sent leaves it unset.)
                 with contextlib.suppress(RPCError, WorkflowAlreadyStartedError, TimeoutError):
                     await asyncio.wait_for(start.workflow_handle(), timeout=1)
                 raise
@@ -218,7 +226,7 @@ class AgentEntity:
                 await self.client.start_workflow(
                     AgentWorkflow.run,
                     new_entity_input(self.config),
-                    **self._start_options(),
+                    **self.start_options(),
                 )
             except WorkflowAlreadyStartedError:
                 pass  # a server that ignores the conflict policy: it runs, as needed
@@ -262,6 +270,10 @@ class AgentEntity:
                 ),
             )
         except RunUnserved as err:
+            if err.retrying is not None and wedged(err.retrying):
+                raise EntityWedged(
+                    self.config.agent_id, self.workflow_id, err.retrying, sent=True
+                ) from err
             raise ChatError(str(err)) from err
 
     @property
@@ -275,14 +287,17 @@ class AgentEntity:
         not run (`api.unserved.workflow_unserved`).
         """
         start_queue = self.task_queue if starts else None
-        if (why := await workflow_unserved(self.client, self.workflow_id, start_queue)) is None:
+        why, stall = await workflow_stall(self.client, self.workflow_id, start_queue)
+        if why is None:
             return
+        if stall.retrying is not None and wedged(stall.retrying):
+            raise EntityWedged(self.config.agent_id, self.workflow_id, stall.retrying, sent=False)
         raise ChatError(
             f"{self._whose} can take no request now: {why}. It was not sent: send it again "
             "once a worker runs it"
         )
 
-    def _start_options(self) -> dict[str, Any]:
+    def start_options(self) -> dict[str, Any]:
         """Every start of the agent's AgentWorkflow: id, queue, summary; one running stays."""
         return {
             "id": self.workflow_id,
@@ -296,7 +311,7 @@ class AgentEntity:
         return WithStartWorkflowOperation(
             AgentWorkflow.run,
             new_entity_input(self.config),
-            **self._start_options(),
+            **self.start_options(),
         )
 
     def handle(self) -> WorkflowHandle[AgentWorkflow, None]:
@@ -310,7 +325,7 @@ class AgentEntity:
             new_entity_input(self.config),
             start_signal=names.CONFIGURE_SIGNAL,
             start_signal_args=[self.config],
-            **self._start_options(),
+            **self.start_options(),
         )
 
     async def chat(self, request: ChatRequest) -> ChatReply:

@@ -17,6 +17,11 @@ from temporalio.api.enums.v1 import TaskQueueType
 from temporalio.client import Client
 from temporalio.service import RPCError
 
+from reactive_temporal.api.entity_health import (
+    ProblemsUnreported,
+    stuck_entities,
+    stuck_line,
+)
 from reactive_temporal.api.worker_waits import POLL_SILENCE, TaskQueuePollers
 from reactive_temporal.config import Settings
 from reactive_temporal.hosting.access_probes import permissions_check
@@ -64,15 +69,17 @@ async def temporal_checks(settings: Settings, targets: Targets, seconds: float) 
             not_checked("workflow updates", "Temporal is unreachable"),
             certificate,
             not_checked("task queue", "Temporal is unreachable"),
+            not_checked("agent chat", "Temporal is unreachable"),
         ]
-    namespace, permissions, attributes, updates, queue = await asyncio.gather(
+    namespace, permissions, attributes, updates, queue, chat = await asyncio.gather(
         namespace_check(client, seconds),
         permissions_check(client, targets.connection, seconds),
         search_attributes_check(client, seconds),
         updates_check(client, seconds),
         task_queue_check(client, targets.task_queue, seconds),
+        agent_chat_check(client, targets.task_queue, seconds),
     )
-    return [reached, namespace, permissions, attributes, updates, certificate, queue]
+    return [reached, namespace, permissions, attributes, updates, certificate, queue, chat]
 
 
 async def task_queue_check(client: Client, task_queue: str, seconds: float) -> Check:
@@ -111,3 +118,32 @@ async def task_queue_check(client: Client, task_queue: str, seconds: float) -> C
     return Check(
         "task queue", "ok", f"workers poll {task_queue!r} (last {ago.total_seconds():.0f} s ago)"
     )
+
+
+async def agent_chat_check(client: Client, task_queue: str, seconds: float) -> Check:
+    """Whether any agent's chat on `task_queue` is stuck (`api/entity_health.py`).
+
+    `warn` when one is: the workers are not at fault, and a preflight does not fail for it.
+    """
+    name = "agent chat"
+    try:
+        stuck = await within(
+            seconds, stuck_entities(client, task_queue), "the list of stuck agent entities"
+        )
+    except Late as err:
+        return Check(name, "fail", str(err))
+    except ProblemsUnreported:
+        return Check(
+            name,
+            "warn",
+            "not checked: this Temporal server does not report workflow task problems "
+            "(TemporalReportedProblems, Temporal 1.28 and later); a stuck agent says so when "
+            "chatted with",
+        )
+    except RPCError as err:
+        return Check(name, "warn", f"the server would not list agent entities ({err.message})")
+    except ValueError as err:  # a task queue no visibility query can name
+        return Check(name, "warn", f"not checked: the task queue {err}")
+    if stuck:
+        return Check(name, "warn", stuck_line(stuck, task_queue))
+    return Check(name, "ok", f"no agent's chat workflow on {task_queue!r} is stuck")

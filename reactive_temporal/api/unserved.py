@@ -90,17 +90,24 @@ async def workflow_unserved(
     `start_queue`: a request that starts the workflow when it does not run (an agent's
     entity, by update-with-start) starts it there, and waits for a worker polling it.
     """
+    return (await workflow_stall(client, workflow_id, start_queue))[0]
+
+
+async def workflow_stall(
+    client: Client, workflow_id: str, start_queue: str | None = None
+) -> tuple[str | None, Stall]:
+    """`workflow_unserved`'s answer, with the stall the server shows (what fails, since when)."""
     try:
         description = await client.get_workflow_handle(workflow_id).describe()
     except RPCError as err:
         if not workflow_not_found(err):
-            return None  # out of reach: the request's own wait rides out a restart
+            return None, Stall()  # out of reach: the request's own wait rides out a restart
         description = None
     if description is not None and description.status == WorkflowExecutionStatus.RUNNING:
-        return (await why_unserved(client, description))[0]
+        return await why_unserved(client, description)
     if start_queue is not None and await silent(TaskQueuePollers(client), start_queue):
-        return no_worker_polls(start_queue)
-    return None
+        return no_worker_polls(start_queue), Stall()
+    return None, Stall()
 
 
 async def silent(pollers: TaskQueuePollers, task_queue: str) -> bool:

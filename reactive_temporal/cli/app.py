@@ -5,6 +5,7 @@ run TASK             a durable run, with live progress, then its answer and debr
 debrief RUN_ID       a run's debrief (--rich waits for the synthesized one)
 chat MESSAGE         one chat turn with the agent about its runs
 session              an interactive chat session (history ID / end ID)
+agent reset NAME     end an agent's stuck chat workflow and start a fresh one (--force)
 runs                 recent runs: status, terminated_by, outcome (filters, --json)
 cancel RUN_ID        stop a running run gracefully: it ends as cancelled, with its debrief
 approvals            tool calls waiting for approval (run id, call id, tool, arguments, since)
@@ -31,6 +32,7 @@ from __future__ import annotations
 import typer
 
 from reactive_temporal.cli import (
+    agent_commands,
     chat_commands,
     check_commands,
     codec_commands,
@@ -59,6 +61,7 @@ app.command()(run_commands.run)
 app.command()(run_commands.debrief)
 app.command()(chat_commands.chat)
 app.add_typer(chat_commands.session_app, name="session")
+app.add_typer(agent_commands.agent_app, name="agent")
 app.add_typer(lesson_commands.lessons_app, name="lessons")
 app.command()(cost_commands.costs)
 app.command()(operate_commands.runs)

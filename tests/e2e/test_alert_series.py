@@ -2,10 +2,10 @@
 
 The busy worker of tests/support/busy_worker.py meets what the rules watch for (LLM requests
 retried and refused, tools failing, runs stopped by their deadline, a run its code cannot
-replay failing its workflow task…). Its /metrics, scraped as Prometheus would, must then hold
-every name, label and label value the rules select (tests/support/alert_rules.py), so
-renaming a series in reactive_temporal/telemetry/metrics.py, or an SDK upgrade renaming one of
-Temporal's, fails here instead of silencing an alert.
+replay failing its workflow task, an agent's chat workflow stuck…). Its /metrics, scraped as
+Prometheus would, must then hold every name, label and label value the rules select
+(tests/support/alert_rules.py), so renaming a series in reactive_temporal/telemetry/metrics.py,
+or an SDK upgrade renaming one of Temporal's, fails here instead of silencing an alert.
 
 Served only after an outage: the SDK's poll failures, from a worker whose dev server is
 killed (the second test). Checked against the project's enumerations rather than a scrape:
@@ -33,6 +33,7 @@ async def test_every_series_the_alerts_select_is_served_by_a_real_worker(busy_wo
         "\n".join(problems)
     )
     assert 'failure_reason="NonDeterminismError"' in busy_worker.text  # the rule's failure
+    assert 'failure_reason="PayloadsTooLarge"' in busy_worker.text  # the stuck chat's
 
 
 async def test_the_poll_failures_an_alert_selects_are_served_when_temporal_is_gone(

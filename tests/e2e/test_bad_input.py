@@ -285,6 +285,11 @@ CLI_CASES: list[tuple[str, list[str], dict[str, str], int, str]] = [
     ("rerun-unknown", ["rerun", "run-nope-123"], LIVE, 1, "no run with id 'run-nope-123'"),
     ("rerun-from-start-unknown", ["rerun", "run-nope-123", "--from-start"], LIVE, 1,
      "no run with id 'run-nope-123'"),
+    ("agent-reset-no-entity", ["agent", "reset", "nobody-at-all"], LIVE, 1,
+     "agent nobody-at-all's chat workflow (agent-nobody-at-all) does not exist: nothing to "
+     "reset"),
+    ("agent-reset-bad-name", ["agent", "reset", "bad name!"], NO_SERVER, 2,
+     "invalid agent configuration: agent_id"),
     # run controls (issue 12): limits, approvals, cancel, watch
     ("run-token-budget-0", ["run", "hi", "--token-budget", "0"], NO_SERVER, 2,
      "Invalid value for '--token-budget': Input should be greater than or equal to 1"),

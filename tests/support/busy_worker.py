@@ -5,8 +5,9 @@ server, Postgres, a scripted model over HTTP) serves runs that call the model (o
 503 and retried, once refused with a 400: `llm_error`), call a tool that works and one that
 fails, write their calls into the text (an endpoint quirk), are stopped by their deadline in a
 model call (its cost unreported) and in a tool (cancelled), put an API key in their answer
-(redacted from the debrief), and are debriefed; and a run its code cannot replay (an older
-release's) fails its workflow task. Its /metrics is scraped as Prometheus would, once it
+(redacted from the debrief), and are debriefed; a run its code cannot replay (an older
+release's) fails its workflow task, and so does an agent's chat workflow holding more than
+Temporal takes (`stuck_chat`). Its /metrics is scraped as Prometheus would, once it
 serves what the caller wants (a hang guard bounds the wait: what it lacks is the test's to say).
 
 `outage_scrape`: a worker whose dev server is killed, scraped once its polls have failed: the
@@ -19,6 +20,7 @@ tests/e2e/conftest.py, so one busy worker serves both).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import urllib.request
 import uuid
@@ -27,12 +29,16 @@ from pathlib import Path
 from typing import Any
 
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowHandle
+from temporalio.service import RPCError
 from temporalio.worker import Worker
 
 from reactive_temporal.api.agents import Agent
+from reactive_temporal.api.entity_handle import AgentEntity
+from reactive_temporal.api.entity_wedge import EntityWedged
 from reactive_temporal.config import Settings
 from reactive_temporal.contracts import names
+from reactive_temporal.contracts.entity import AgentState, AgentWorkflowInput, ChatRequest
 from reactive_temporal.contracts.run import AgentConfig, FinalAnswerCapture
 from reactive_temporal.embedded.dev_server import DevServer, free_port
 from reactive_temporal.embedded.offline_model import demo_responder
@@ -45,6 +51,8 @@ from tests.fixtures.incompatible_workflow import AgentRunWorkflowBeforeTheChange
 from tests.processes import REPO, start_worker, starter_async, stop, worker_env
 from tests.support.alert_rules import Selection, unserved
 
+HEAVY_TOOLS = ["\x01" * 1_000] * 330
+"""2 MB of tool names as JSON: with a chat turn's message of 120 KB, past 2 MiB."""
 AFTER_AN_OUTAGE = {"temporal_long_request_failure"}
 """Served once a worker's polls have failed (`outage_scrape`), not by a busy worker."""
 
@@ -179,6 +187,7 @@ async def busy_worker_scrape(
         env, tmp_path / "worker.log", "--metrics-port", str(port),
         "--tools", "tests.fixtures.slow_tools",
     )  # fmt: skip
+    stuck: WorkflowHandle[Any, Any] | None = None
     try:
         # a new event for today's code to replay the old history on: it cannot
         await old.signal(names.FINAL_ANSWER_SIGNAL, FinalAnswerCapture(output="done"))
@@ -199,6 +208,7 @@ async def busy_worker_scrape(
         for result, end in zip(runs, ends.values(), strict=True):
             ended = json.loads(result.stdout or "{}").get("terminated_by")
             assert ended == end, result.describe()
+        stuck = await stuck_chat(client, queue, unique)
 
         # Debriefs and the old run's failing task land after the runs return: wait for the
         # scrape to hold everything (the bound is a hang guard), then say what it lacks.
@@ -206,6 +216,28 @@ async def busy_worker_scrape(
     finally:
         stop(worker)
         await old.terminate("test over")
+        if stuck is not None:
+            with contextlib.suppress(RPCError):  # ended already
+                await stuck.terminate("test over")
+
+
+async def stuck_chat(client: Client, queue: str, unique: str) -> WorkflowHandle[Any, Any]:
+    """An agent's chat workflow carrying a configuration of 2 MB (sent by hand, before
+    `entity-inputs-bounded`): a chat turn's activity input is past Temporal's 2 MiB, and its
+    workflow task fails on every try (`failure_reason="PayloadsTooLarge"`)."""
+    config = AgentConfig(agent_id=f"stuck-{unique}", model="never-called", tools=HEAVY_TOOLS)
+    entity = await client.start_workflow(
+        names.AGENT_WORKFLOW,
+        AgentWorkflowInput(state=AgentState(agent=config)),
+        id=names.agent_workflow_id(config.agent_id),
+        task_queue=queue,
+    )
+    chat = AgentEntity(client, queue, config, send_config=False)
+    try:
+        await chat.chat(ChatRequest(message="\x01" * 20_000, use_tools=False))
+    except EntityWedged:
+        return entity
+    raise AssertionError("a chat turn past 2 MiB was answered")
 
 
 async def outage_scrape(

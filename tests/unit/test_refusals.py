@@ -151,9 +151,15 @@ def test_a_message_too_large_for_grpc_is_not_busy():
 async def test_an_entity_failing_its_tasks_is_said_to_be(monkeypatch):
     """A chat sent to an agent whose workflow task keeps failing (a worker of another build
     replaying it) printed the server's "Unable to perform workflow execution update due to
-    Workflow Task in failed state.", naming no agent and no way out."""
+    Workflow Task in failed state.", naming no agent and no way out. The server's view of the
+    failing task, when it shows it failing again, makes it EntityWedged (what fails, since
+    when: tests/workflow/test_entity_reset.py)."""
+    from reactive_temporal.api import entity_handle
     from reactive_temporal.api.chat_refusals import ChatError
     from reactive_temporal.api.entity_handle import AgentEntity
+    from reactive_temporal.api.entity_wedge import EntityWedged
+    from reactive_temporal.api.stalls import Stall
+    from reactive_temporal.contracts.retrying import WORKFLOW_TASK, RetryingStep
     from reactive_temporal.contracts.run import AgentConfig
     from workflows.agent_entity import AgentWorkflow
 
@@ -166,8 +172,17 @@ async def test_an_entity_failing_its_tasks_is_said_to_be(monkeypatch):
             b"",
         )
 
+    seen = [Stall()]
+
+    async def stall(*_: object) -> tuple[None, Stall]:
+        return None, seen[-1]
+
     monkeypatch.setattr(entity, "_send", refused)
+    monkeypatch.setattr(entity_handle, "workflow_stall", stall)
     with pytest.raises(ChatError, match="agent stuck's workflow .* is failing its workflow tasks"):
+        await entity.update(AgentWorkflow.last_debrief, None)  # type: ignore[arg-type]
+    seen.append(Stall(RetryingStep(step=WORKFLOW_TASK, attempt=3, cause="payloads_too_large")))
+    with pytest.raises(EntityWedged, match=r"agent reset stuck` ends it .* was not sent$"):
         await entity.update(AgentWorkflow.last_debrief, None)  # type: ignore[arg-type]
 
 
