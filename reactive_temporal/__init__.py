@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from reactive_temporal.api.agents import Agent
     from reactive_temporal.api.builder import AgentBuilder, ReactiveAgents
     from reactive_temporal.api.bulk_cancel import CancelledRuns
-    from reactive_temporal.api.chat_refusals import ChatError, ClusterRefusal
+    from reactive_temporal.api.chat_refusals import ChatError, ChatUnavailable, ClusterRefusal
     from reactive_temporal.api.entity_reset import EntityReset
     from reactive_temporal.api.entity_wedge import EntityWedged
     from reactive_temporal.api.run_results import AgentRunError, RunResult
@@ -42,6 +42,7 @@ _EXPORTS = {
     "ReactiveAgents": "reactive_temporal.api.builder",
     "RunResult": "reactive_temporal.api.run_results",
     "ChatError": "reactive_temporal.api.chat_refusals",
+    "ChatUnavailable": "reactive_temporal.api.chat_refusals",
     "ClusterRefusal": "reactive_temporal.api.chat_refusals",
     "EntityReset": "reactive_temporal.api.entity_reset",
     "EntityWedged": "reactive_temporal.api.entity_wedge",
@@ -73,6 +74,7 @@ __all__ = [
     "AgentRunError",
     "CancelledRuns",
     "ChatError",
+    "ChatUnavailable",
     "ChatMessage",
     "ChatReply",
     "ClusterRefusal",

@@ -33,7 +33,16 @@ class ChatError(ValueError):
     """The agent refused a chat request (empty message, unknown session, …)."""
 
 
-class ClusterRefusal(ChatError):
+class ChatUnavailable(ChatError):
+    """The agent can take no request now, whatever the request.
+
+    No worker serves it, its workflow is stuck, or the cluster refuses what chat needs. Not
+    the request's fault: the CLI exits 1 for it (2 is for a request that is wrong), as it
+    does for runs no worker serves.
+    """
+
+
+class ClusterRefusal(ChatUnavailable):
     """The Temporal cluster refuses, for good, a kind of call chat and approvals need.
 
     A feature its namespace has switched off, or that its server lacks

@@ -33,6 +33,7 @@ from temporalio.service import RPCError
 
 from reactive_temporal.api.chat_refusals import (
     ChatError,
+    ChatUnavailable,
     busy_or_between_runs,
     cluster_refusal,
     update_failure_message,
@@ -274,7 +275,7 @@ class AgentEntity:
                 raise EntityWedged(
                     self.config.agent_id, self.workflow_id, err.retrying, sent=True
                 ) from err
-            raise ChatError(str(err)) from err
+            raise ChatUnavailable(str(err)) from err
 
     @property
     def _whose(self) -> str:
@@ -292,7 +293,7 @@ class AgentEntity:
             return
         if stall.retrying is not None and wedged(stall.retrying):
             raise EntityWedged(self.config.agent_id, self.workflow_id, stall.retrying, sent=False)
-        raise ChatError(
+        raise ChatUnavailable(
             f"{self._whose} can take no request now: {why}. It was not sent: send it again "
             "once a worker runs it"
         )

@@ -15,14 +15,14 @@ from __future__ import annotations
 
 import shlex
 
-from reactive_temporal.api.chat_refusals import ChatError
+from reactive_temporal.api.chat_refusals import ChatUnavailable
 from reactive_temporal.api.failing_tasks import TIMED_OUT_CAUSE
 from reactive_temporal.contracts.retrying import WORKFLOW_TASK, RetryingStep
 
 NONDETERMINISM = "non_deterministic_error"
 
 
-class EntityWedged(ChatError):
+class EntityWedged(ChatUnavailable):
     """The agent's entity fails its workflow task on every try, and takes no request.
 
     A ChatError, so whoever catches chat's refusals catches it. `retrying` is the failing

@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from reactive_temporal.api.agents import Agent
-from reactive_temporal.api.chat_refusals import ChatError
+from reactive_temporal.api.chat_refusals import ChatError, ChatUnavailable
 from reactive_temporal.api.sessions import valid_session_id
 from reactive_temporal.api.watching import LiveOutputUnavailable
 from reactive_temporal.cli.common import CliError, cli_settings, err, open_agent, out, run_command
@@ -80,7 +80,7 @@ def chat(
                 await _print_live(agent_, stream_id, turn)
             reply = await turn
         except ChatError as e:
-            raise CliError(str(e)) from e
+            raise _failed(e) from e
         finally:
             await agent_.dispose()
         if as_json:
@@ -90,6 +90,11 @@ def chat(
         return 0
 
     run_command(main, as_json=as_json)
+
+
+def _failed(e: ChatError) -> CliError:
+    """Exit 1 when the agent can take no request now, 2 when this request is wrong."""
+    return CliError(str(e), code=1 if isinstance(e, ChatUnavailable) else 2)
 
 
 session_app = typer.Typer(help="Chat sessions: interactive, or their history, or end one.")
@@ -115,7 +120,7 @@ def session_repl(
             try:
                 history = await session.open()
             except ChatError as e:
-                raise CliError(str(e)) from e
+                raise _failed(e) from e
             err.print(
                 f"[bold]session {safe(session.id)}[/] with {safe(agent)} — /end saves and ends, "
                 "/quit leaves"
@@ -131,7 +136,11 @@ def session_repl(
                 if line in ("/quit", "/exit"):
                     break
                 if line == "/end":
-                    saved = await session.end()
+                    try:
+                        saved = await session.end()
+                    except ChatError as e:  # not ended: the person may /quit or try again
+                        err.print(f"[red]not ended:[/] {safe(e)}")
+                        continue
                     err.print(
                         f"[dim]session {safe(session.id)} saved ({len(saved)} messages) "
                         "and ended[/]"
@@ -195,7 +204,7 @@ def session_end(
         try:
             saved = await agent_.session(session_id).end()
         except ChatError as e:
-            raise CliError(str(e)) from e
+            raise _failed(e) from e
         finally:
             await agent_.dispose()
         if as_json:

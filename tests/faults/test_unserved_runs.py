@@ -106,6 +106,7 @@ async def test_commands_on_runs_no_worker_polls_for_answer_at_once_and_lose_noth
     assert "Watch it again once a worker runs it, from offset" in said(shown["watch"])
     for name in ("chat", "history"):
         assert "It was not sent" in said(shown[name]), shown[name].describe()
+        assert shown[name].code == 1, shown[name].describe()  # the agent's state, not the input
 
     async with running_worker(client, settings, task_queue=queue) as running:
         agent = running.agent("unused", agent_id=agent_id)
