@@ -28,7 +28,8 @@ from reactive_temporal.api.unserved import while_served
 from reactive_temporal.api.watching import follow_events
 from reactive_temporal.cli.common import CliError, cli_runtime, err, out, run_command
 from reactive_temporal.cli.live_view import LivePrinter
-from reactive_temporal.cli.run_commands import print_outcome, progress_line, stall_lines
+from reactive_temporal.cli.progress_lines import progress_line, stall_lines
+from reactive_temporal.cli.run_commands import print_outcome
 from reactive_temporal.cli.terminal import plain, safe
 from reactive_temporal.hosting.runtime import Runtime
 

@@ -31,7 +31,8 @@ from reactive_temporal.api.rerun import original_input, rerun_from_failure
 from reactive_temporal.api.run_results import AgentRunError
 from reactive_temporal.api.runs import RETRYING_LOOKUPS_MAX, RunSummary, list_runs, runs_query
 from reactive_temporal.cli.common import CliError, cli_runtime, err, out, run_command
-from reactive_temporal.cli.run_commands import stall_lines, watch_and_print
+from reactive_temporal.cli.progress_lines import stall_lines
+from reactive_temporal.cli.run_commands import watch_and_print
 from reactive_temporal.cli.terminal import plain, safe
 from reactive_temporal.contracts.result import AgentResult
 from reactive_temporal.errors import workflow_not_found

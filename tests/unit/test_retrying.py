@@ -37,7 +37,7 @@ from reactive_temporal.api.worker_waits import (
     partition_name,
     waiting_step,
 )
-from reactive_temporal.cli.run_commands import progress_line, retrying_line, waiting_line
+from reactive_temporal.cli.progress_lines import progress_line, retrying_line, waiting_line
 from reactive_temporal.contracts.retrying import (
     LAST_FAILURE_CHARS,
     WORKFLOW_TASK,

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from reactive_temporal.cli.run_commands import progress_line
+from reactive_temporal.cli.progress_lines import progress_line
 from reactive_temporal.contracts.debrief import RationaleDetail
 from reactive_temporal.contracts.llm_payloads import LlmStepResult
 from reactive_temporal.contracts.run import (
