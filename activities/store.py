@@ -30,6 +30,7 @@ from activities.transcript_rows import TRANSCRIPT, TRANSCRIPT_RECORDED, seq_mess
 from reactive_temporal.contracts.run import Message, SeqMessage
 from reactive_temporal.database_settings import Conninfo, conninfo_now
 from reactive_temporal.sanitize import redact_dsn
+from reactive_temporal.telemetry.metrics import DB_POOL
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +84,9 @@ class Store:
     `BEGIN` … `COMMIT` in a pipeline as `RunEvents.append` does).
     """
 
+    POOL_NAME = "store"
+    """The `pool` label of its pool's series (reactive_temporal/telemetry/pool_metrics.py)."""
+
     def __init__(self, pool: AsyncConnectionPool[AsyncConnection[Any]]) -> None:
         self.pool = pool
 
@@ -110,6 +114,7 @@ class Store:
             timeout=10,
             check=checks.check,  # after a Postgres restart, reconnect
             reset=checks.returned,
+            name=cls.POOL_NAME,
         )
         checks.pool = pool
         try:
@@ -132,9 +137,11 @@ class Store:
             except BaseException:
                 await pool.close()
                 raise
+        DB_POOL.watch(cls.POOL_NAME, pool)  # its waits and connections at /metrics
         return store
 
     async def close(self) -> None:
+        DB_POOL.forget(self.pool)
         await self.pool.close()
 
     @contextlib.asynccontextmanager

@@ -89,13 +89,14 @@ def llm() -> Iterator[ScriptedLLM]:
 
 @pytest.fixture(autouse=True)
 def metric_labels_of_its_own(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Each test's made-up model and agent names get their own metrics labels: a worker labels
+    """Each test's made-up model, agent and tool names get their own metrics labels: a worker labels
     at most MAX_LABELS of each (reactive_temporal.telemetry.labels), and a test process meets
     hundreds, one a test, whose metrics tests read under their own name."""
     from reactive_temporal.telemetry import labels
 
     monkeypatch.setattr(labels.model_label, "seen", set())
     monkeypatch.setattr(labels.agent_label, "seen", set())
+    monkeypatch.setattr(labels.tool_label, "seen", set())
 
 
 @pytest.fixture

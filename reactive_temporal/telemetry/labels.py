@@ -37,3 +37,6 @@ model_label = CappedLabel()
 """The `model` label of the LLM series (reactive_temporal.telemetry.metrics)."""
 agent_label = CappedLabel()
 """The `agent` label of the runs counter (workflows/run_wrapup.py)."""
+tool_label = CappedLabel()
+"""The `tool` label of the tool and approvals series: a worker's tools are its own, but an MCP
+server may list hundreds (and the series of a tool it drops stay for good)."""

@@ -4,7 +4,8 @@ LLM and tool metrics are recorded inside the activity, at the moment the call to
 the tool really happens: a workflow replay never runs an activity again, and a step that
 returns a recorded reply instead of calling again records nothing. Runs and debriefs are
 counted by the workflows with `workflow.metric_meter()` (skipped during replay) under the
-names below, and reach `/metrics` through the SDK runtime's Prometheus exporter.
+names below, and reach `/metrics` through the SDK runtime's Prometheus exporter. The
+Postgres pool's series are read from psycopg_pool at each scrape (`pool_metrics`).
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from collections.abc import Mapping
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from reactive_temporal.contracts.names import DEBRIEFS_METRIC, RUNS_METRIC
-from reactive_temporal.telemetry.labels import model_label
+from reactive_temporal.telemetry.labels import model_label, tool_label
+from reactive_temporal.telemetry.pool_metrics import PoolStats
 
 RUNS_TOTAL = RUNS_METRIC
 """Workflow-side counter {agent, terminated_by}: one per finished run (agents past
@@ -88,6 +90,17 @@ TOOL_CALLS = Counter(
     ["tool", "outcome"],
     registry=REGISTRY,
 )
+TOOL_SECONDS = Histogram(
+    "reactive_temporal_tool_seconds",
+    "Duration of tool executions that ended (ok or error; not those cancelled), by tool.",
+    ["tool"],
+    # a tool may run as long as its agent's tool timeout (up to 3,600 s) or its own
+    buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600),
+    registry=REGISTRY,
+)
+DB_POOL = PoolStats()
+"""The worker's Postgres pool(s), `reactive_temporal_db_pool_*{pool}` (`pool_metrics`)."""
+REGISTRY.register(DB_POOL)
 SECRETS_REDACTED = Counter(
     "reactive_temporal_secrets_redacted",
     "Credentials replaced by a marker where text enters or leaves the agents' memory "
@@ -133,10 +146,13 @@ def record_adaptation(model: str, kind: str) -> None:
     LLM_ADAPTATIONS.labels(model=model_label(model), kind=kind).inc()
 
 
-def record_tool_call(tool: str, *, outcome: str) -> None:
+def record_tool_call(tool: str, *, outcome: str, seconds: float | None = None) -> None:
     """One execution of a tool: ok, error (an error observation counts), or cancelled (its
-    run stopped, or the worker)."""
+    run stopped, or the worker); and how long one that ended ran."""
+    tool = tool_label(tool)
     TOOL_CALLS.labels(tool=tool, outcome=outcome).inc()
+    if seconds is not None and outcome != "cancelled":
+        TOOL_SECONDS.labels(tool=tool).observe(max(seconds, 0.0))
 
 
 def record_redactions(where: str, kinds: Mapping[str, int]) -> None:

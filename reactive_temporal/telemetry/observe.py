@@ -129,10 +129,11 @@ class ToolCall:
 
 @contextlib.contextmanager
 def observe_tool_call(tool: str, call_id: str | None = None) -> Iterator[ToolCall]:
-    """One tool execution: a span, and a count by outcome (an exception counts as error, a
-    cancel as cancelled)."""
+    """One tool execution: a span, a count by outcome (an exception counts as error, a
+    cancel as cancelled) and its duration."""
     call = ToolCall()
     outcome = "error"
+    started = time.monotonic()
     try:
         with tool_span(tool, call_id=call_id):
             yield call
@@ -141,4 +142,4 @@ def observe_tool_call(tool: str, call_id: str | None = None) -> Iterator[ToolCal
         outcome = "cancelled"
         raise
     finally:
-        record_tool_call(tool, outcome=outcome)
+        record_tool_call(tool, outcome=outcome, seconds=time.monotonic() - started)

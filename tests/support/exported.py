@@ -5,6 +5,8 @@ and labels the alert rules and the Grafana dashboard may select.
   collector's name, type and label names), so renaming one there changes this set.
 - The run and debrief counters the workflows record with `workflow.metric_meter()` carry the
   labels the workflows give them plus the ones the SDK adds to every workflow metric.
+- The Postgres pool's series (`metrics.DB_POOL`, a collector read at each scrape) are read from
+  what it describes.
 - Temporal's SDK metrics (`temporal_*`) cannot be read from code: the ones the rules and the
   dashboard use are declared in `SDK`, and a real worker's scrape must agree with every
   entry it serves (tests/e2e/test_dashboard_series.py), so an SDK upgrade that renames a
@@ -28,6 +30,7 @@ from reactive_temporal.contracts import names
 from reactive_temporal.contracts.run import TerminatedBy
 from reactive_temporal.secret_rules import KINDS
 from reactive_temporal.telemetry import metrics
+from reactive_temporal.telemetry.pool_metrics import PoolStats
 from tests.support.alert_rules import TARGET_LABELS, Selection
 
 
@@ -134,26 +137,31 @@ def _histogram(name: str, series: Series) -> Iterator[tuple[str, Series]]:
     yield f"{name}_bucket", Series(series.labels | {"le"}, series.values)
 
 
+def _families(collector: object) -> Iterator[tuple[str, str, tuple[str, ...]]]:
+    """(name, type, label names) of what a collector of metrics.py serves."""
+    # prometheus_client keeps a collector's name, type and label names in these
+    if isinstance(collector, MetricWrapperBase):
+        name, kind = collector._name, collector._type  # type: ignore[attr-defined]
+        yield str(name), str(kind), tuple(collector._labelnames)  # type: ignore[attr-defined]
+    elif isinstance(collector, PoolStats):
+        for family in collector.describe():
+            yield family.name, str(family.type), tuple(family._labelnames)  # type: ignore[attr-defined]
+
+
 def agent_series() -> dict[str, Series]:
     """The sample names of `reactive_temporal/telemetry/metrics.py`'s collectors."""
     found: dict[str, Series] = {}
     for collector in vars(metrics).values():
-        if not isinstance(collector, MetricWrapperBase):
-            continue
-        # prometheus_client keeps a collector's name, type and label names in these
-        name, kind = collector._name, collector._type  # type: ignore[attr-defined]
-        series = Series(
-            frozenset(collector._labelnames),  # type: ignore[attr-defined]
-            AGENT_VALUES.get(name, {}),
-        )
-        if kind == "counter":
-            found[f"{name}_total"] = series
-        elif kind == "histogram":
-            found.update(_histogram(name, series))
-        elif kind == "gauge":
-            found[name] = series
-        else:
-            raise ValueError(f"{name}: a {kind} the tests do not know how it is served")
+        for name, kind, labels in _families(collector):
+            series = Series(frozenset(labels), AGENT_VALUES.get(name, {}))
+            if kind == "counter":
+                found[f"{name}_total"] = series
+            elif kind == "histogram":
+                found.update(_histogram(name, series))
+            elif kind == "gauge":
+                found[name] = series
+            else:
+                raise ValueError(f"{name}: a {kind} the tests do not know how it is served")
     return found
 
 

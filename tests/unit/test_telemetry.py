@@ -152,3 +152,59 @@ def test_llm_series_name_at_most_max_labels_models(monkeypatch):
     assert labelled == {*names[: labels.MAX_LABELS], labels.OTHER}
     record_llm_call(names[0], outcome="ok", seconds=0.1)  # a name seen before keeps its own
     assert labels.model_label(names[0]) == names[0]
+
+
+def sample_value(name: str, **wanted: str) -> float:
+    """A sample of the agent's registry, 0.0 when absent."""
+    return sum(
+        sample.value
+        for family in metrics.REGISTRY.collect()
+        for sample in family.samples
+        if sample.name == name and all(sample.labels.get(k) == v for k, v in wanted.items())
+    )
+
+
+def test_a_tool_s_duration_is_observed_by_tool_unless_it_was_cancelled():
+    """Tools run up to their timeout (an agent's goes to 3,600 s): the SDK's run_tool latency
+    has no tool label and stops at 60 s, so a slow tool hid among quick ones."""
+    tool = "unit-duration-tool"
+    record_tool_call(tool, outcome="ok", seconds=0.2)
+    record_tool_call(tool, outcome="error", seconds=1500.0)
+    record_tool_call(tool, outcome="cancelled", seconds=9.0)  # cut short: not its duration
+    assert sample_value("reactive_temporal_tool_seconds_count", tool=tool) == 2
+    assert sample_value("reactive_temporal_tool_seconds_sum", tool=tool) == pytest.approx(1500.2)
+    assert sample_value("reactive_temporal_tool_seconds_bucket", tool=tool, le="0.25") == 1
+    assert sample_value("reactive_temporal_tool_seconds_bucket", tool=tool, le="1800.0") == 2
+    assert sample_value("reactive_temporal_tool_calls_total", tool=tool, outcome="cancelled") == 1
+
+
+def test_observing_a_tool_call_times_it():
+    from reactive_temporal.telemetry.observe import observe_tool_call
+
+    with observe_tool_call("unit-observed-tool") as call:
+        time.sleep(0.05)
+        call.failed()
+    assert sample_value("reactive_temporal_tool_seconds_count", tool="unit-observed-tool") == 1
+    assert sample_value("reactive_temporal_tool_seconds_sum", tool="unit-observed-tool") >= 0.05
+    assert (
+        sample_value(
+            "reactive_temporal_tool_calls_total", tool="unit-observed-tool", outcome="error"
+        )
+        == 1
+    )
+
+
+def test_tool_series_name_at_most_max_labels_tools(monkeypatch):
+    """An MCP server may list hundreds of tools: past MAX_LABELS the rest share one label."""
+    monkeypatch.setattr(labels.tool_label, "seen", set())
+    tools = [f"mcp-tool-{i}" for i in range(labels.MAX_LABELS + 5)]
+    for tool in tools:
+        record_tool_call(tool, outcome="ok", seconds=0.01)
+    labelled = {
+        sample.labels["tool"]
+        for family in metrics.REGISTRY.collect()
+        for sample in family.samples
+        if sample.name == "reactive_temporal_tool_seconds_count"
+        and (sample.labels["tool"].startswith("mcp-tool-") or sample.labels["tool"] == labels.OTHER)
+    }
+    assert labelled == {*tools[: labels.MAX_LABELS], labels.OTHER}
