@@ -39,6 +39,7 @@ with workflow.unsafe.imports_passed_through():
         pending_approval,
         timed_out,
     )
+    from workflows.run_metrics import count_approvals_asked, count_approvals_decided
     from workflows.run_state import RunState
     from workflows.stop_rules import budget_ending, cancel_ending, timeout_ending
     from workflows.turns import Ending
@@ -193,6 +194,11 @@ class RunControls:
             decision, state.pending_approvals, now=workflow.now()
         )
         state.approvals += records
+        count_approvals_decided(
+            self.agent.agent_id,
+            [r.tool for r in records],
+            "approved" if decision.approve else "denied",
+        )
         return ApprovalOutcome(decided=records)
 
     @decide_tool_calls.validator
@@ -234,6 +240,7 @@ class RunControls:
                 )
             )
         workflow.upsert_search_attributes([sa.WAITING_FOR.value_set("approval")])
+        count_approvals_asked(self.agent.agent_id, [call.name for _, call in asking])
         self._publish_details()
         asked = {keys[seq]: seq for seq, _ in asking}
         await self._approval_events(
@@ -252,10 +259,17 @@ class RunControls:
                 timeout_summary="approval timeout",
             )
         except TimeoutError:
-            state.approvals += timed_out(
+            expired = timed_out(
                 state.pending_approvals, now=workflow.now(), timeout_seconds=timeout
             )
+            state.approvals += expired
+            state.pending_approvals = []
+            count_approvals_decided(self.agent.agent_id, [r.tool for r in expired], "timed_out")
         finally:
+            # still pending: the run stopped waiting (an operator's answer, a cancel, its deadline)
+            if state.pending_approvals:
+                tools = [p.tool for p in state.pending_approvals]
+                count_approvals_decided(self.agent.agent_id, tools, "abandoned")
             state.pending_approvals = []
             workflow.upsert_search_attributes([sa.WAITING_FOR.value_unset()])
         if answer_ends and state.operator_answer is not None:

@@ -302,6 +302,17 @@ RUNS_METRIC: Final = "reactive_temporal_runs_total"
 """Runs finished, labelled agent and terminated_by."""
 DEBRIEFS_METRIC: Final = "reactive_temporal_debriefs_total"
 """Debriefs persisted, labelled synthesized (true: written by the LLM; false: deterministic)."""
+RUNS_STARTED_METRIC: Final = "reactive_temporal_runs_started_total"
+"""Runs started, labelled agent: once per run, in its first workflow task (not again when it
+continues as new)."""
+APPROVALS_ASKED_METRIC: Final = "reactive_temporal_approvals_asked_total"
+"""Tool calls parked for a person's approval, labelled agent and tool."""
+APPROVALS_DECIDED_METRIC: Final = "reactive_temporal_approvals_decided_total"
+"""Parked tool calls decided, labelled agent, tool and decision (APPROVAL_DECISIONS)."""
+APPROVAL_DECISIONS: Final = ("approved", "denied", "timed_out", "abandoned")
+"""How a parked call's wait ends: a person approved or denied it, the approval timeout
+denied it, or the run stopped waiting without a decision (an operator's answer, a cancel,
+the run's deadline)."""
 
 TOOL_APPROVALS_PATCH: Final = "tool-approvals"
 """A run whose agent names tools needing approval parks their calls until decided."""

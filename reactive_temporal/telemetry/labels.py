@@ -36,7 +36,8 @@ class CappedLabel:
 model_label = CappedLabel()
 """The `model` label of the LLM series (reactive_temporal.telemetry.metrics)."""
 agent_label = CappedLabel()
-"""The `agent` label of the runs counter (workflows/run_wrapup.py)."""
+"""The `agent` label of the runs and approvals counters (workflows/run_wrapup.py,
+workflows/run_controls.py)."""
 tool_label = CappedLabel()
 """The `tool` label of the tool and approvals series: a worker's tools are its own, but an MCP
 server may list hundreds (and the series of a tool it drops stay for good)."""

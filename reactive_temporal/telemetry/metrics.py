@@ -2,10 +2,10 @@
 
 LLM and tool metrics are recorded inside the activity, at the moment the call to the model or
 the tool really happens: a workflow replay never runs an activity again, and a step that
-returns a recorded reply instead of calling again records nothing. Runs and debriefs are
-counted by the workflows with `workflow.metric_meter()` (skipped during replay) under the
-names below, and reach `/metrics` through the SDK runtime's Prometheus exporter. The
-Postgres pool's series are read from psycopg_pool at each scrape (`pool_metrics`).
+returns a recorded reply instead of calling again records nothing. Runs, debriefs and
+approvals are counted by the workflows with `workflow.metric_meter()` (skipped during replay)
+under the names below, and reach `/metrics` through the SDK runtime's Prometheus exporter.
+The Postgres pool's series are read from psycopg_pool at each scrape (`pool_metrics`).
 """
 
 from __future__ import annotations
@@ -14,7 +14,13 @@ from collections.abc import Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from reactive_temporal.contracts.names import DEBRIEFS_METRIC, RUNS_METRIC
+from reactive_temporal.contracts.names import (
+    APPROVALS_ASKED_METRIC,
+    APPROVALS_DECIDED_METRIC,
+    DEBRIEFS_METRIC,
+    RUNS_METRIC,
+    RUNS_STARTED_METRIC,
+)
 from reactive_temporal.telemetry.labels import model_label, tool_label
 from reactive_temporal.telemetry.pool_metrics import PoolStats
 
@@ -23,6 +29,13 @@ RUNS_TOTAL = RUNS_METRIC
 `labels.MAX_LABELS` as `labels.OTHER`)."""
 DEBRIEFS_TOTAL = DEBRIEFS_METRIC
 """Workflow-side counter {synthesized}: one per debrief persisted."""
+RUNS_STARTED_TOTAL = RUNS_STARTED_METRIC
+"""Workflow-side counter {agent}: one per run started (not again when it continues as new)."""
+APPROVALS_ASKED_TOTAL = APPROVALS_ASKED_METRIC
+"""Workflow-side counter {agent, tool}: one per tool call parked for approval."""
+APPROVALS_DECIDED_TOTAL = APPROVALS_DECIDED_METRIC
+"""Workflow-side counter {agent, tool, decision}: one per parked call's wait ended
+(`names.APPROVAL_DECISIONS`)."""
 
 REGISTRY = CollectorRegistry(auto_describe=True)
 """This process's agent metrics (each worker process has its own, like the SDK's)."""

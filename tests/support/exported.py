@@ -3,8 +3,8 @@ and labels the alert rules and the Grafana dashboard may select.
 
 - The agent's own metrics are read from `reactive_temporal/telemetry/metrics.py` itself (each
   collector's name, type and label names), so renaming one there changes this set.
-- The run and debrief counters the workflows record with `workflow.metric_meter()` carry the
-  labels the workflows give them plus the ones the SDK adds to every workflow metric.
+- The run, debrief and approval counters the workflows record with `workflow.metric_meter()`
+  carry the labels the workflows give them plus the ones the SDK adds to every workflow metric.
 - The Postgres pool's series (`metrics.DB_POOL`, a collector read at each scrape) are read from
   what it describes.
 - Temporal's SDK metrics (`temporal_*`) cannot be read from code: the ones the rules and the
@@ -88,8 +88,21 @@ WORKFLOW_METER: dict[str, Series] = {
         {"workflow_type": frozenset({names.AGENT_RUN_WORKFLOW, names.DEBRIEF_WORKFLOW}),
          "synthesized": frozenset({"true", "false"})},
     ),
+    names.RUNS_STARTED_METRIC: Series(
+        WORKFLOW_LABELS | {"agent"}, {"workflow_type": frozenset({names.AGENT_RUN_WORKFLOW})}
+    ),
+    names.APPROVALS_ASKED_METRIC: Series(
+        WORKFLOW_LABELS | {"agent", "tool"},
+        {"workflow_type": frozenset({names.AGENT_RUN_WORKFLOW})},
+    ),
+    names.APPROVALS_DECIDED_METRIC: Series(
+        WORKFLOW_LABELS | {"agent", "tool", "decision"},
+        {"workflow_type": frozenset({names.AGENT_RUN_WORKFLOW}),
+         "decision": frozenset(names.APPROVAL_DECISIONS)},
+    ),
 }  # fmt: skip
-"""The counters the workflows record (workflows/run_wrapup.py, workflows/agent_debrief.py)."""
+"""The counters the workflows record (workflows/run_wrapup.py, workflows/agent_debrief.py,
+workflows/run_metrics.py)."""
 
 SDK_COUNTERS: dict[str, Series] = {
     "temporal_worker_task_slots_available": Series(

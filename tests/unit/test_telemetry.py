@@ -208,3 +208,12 @@ def test_tool_series_name_at_most_max_labels_tools(monkeypatch):
         and (sample.labels["tool"].startswith("mcp-tool-") or sample.labels["tool"] == labels.OTHER)
     }
     assert labelled == {*tools[: labels.MAX_LABELS], labels.OTHER}
+
+
+def test_the_approval_decisions_counted_are_the_ones_named():
+    from typing import get_args
+
+    from reactive_temporal.contracts import names
+    from workflows.run_metrics import Decision
+
+    assert get_args(Decision) == names.APPROVAL_DECISIONS
