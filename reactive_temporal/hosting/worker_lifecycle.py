@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import signal
 import time
@@ -32,12 +33,15 @@ from reactive_temporal.config import Settings
 from reactive_temporal.connection import TemporalConnection
 from reactive_temporal.embedded.scripted_llm import ScriptedLLM
 from reactive_temporal.embedded.stack import EmbeddedStack, read_published_stack
+from reactive_temporal.hosting.approval_watch import ApprovalWatch
 from reactive_temporal.hosting.credential_watch import CredentialWatch
 from reactive_temporal.hosting.observability import Observability
 from reactive_temporal.tools import Tool
 
 if TYPE_CHECKING:
     from reactive_temporal.hosting.worker_factory import AgentWorker
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -116,6 +120,7 @@ class WorkerHost:
     polling: asyncio.Task[None] | None = field(default=None, repr=False)
     _watch: asyncio.Task[None] | None = field(default=None, repr=False)
     _renewing: asyncio.Task[None] | None = field(default=None, repr=False)
+    _approvals: asyncio.Task[None] | None = field(default=None, repr=False)
 
     @property
     def tool_names(self) -> list[str]:
@@ -127,11 +132,24 @@ class WorkerHost:
             self._watch = asyncio.create_task(
                 self.observability.watch(self.agent_worker.worker, self.polling)
             )
+            if self.observability.endpoint is not None:  # served: count runs waiting
+                self._approvals = self._count_approvals()
         if self.credentials is not None and self.credentials.needed:
             worker = self.agent_worker
             self._renewing = asyncio.create_task(
                 self.credentials.run(lambda: worker.client, worker.replace_client)
             )
+
+    def _count_approvals(self) -> asyncio.Task[None] | None:
+        """The gauge of runs waiting for approval on this worker's queue
+        (`hosting/approval_watch.py`), counted while the worker runs."""
+        try:
+            watch = ApprovalWatch(self.task_queue)
+        except ValueError as err:
+            log.warning("runs waiting for approval are not counted: %s", err)
+            return None
+        worker = self.agent_worker
+        return asyncio.create_task(watch.run(lambda: worker.client))
 
     async def wait(self, stop: asyncio.Event) -> None:
         """Until `stop` is set or the worker stops by itself (a fatal error)."""
@@ -147,7 +165,7 @@ class WorkerHost:
 
         Raises what made the worker stop by itself, if anything did (after closing)."""
         polling, self.polling = self.polling, None
-        for task in (self._watch, self._renewing):
+        for task in (self._watch, self._renewing, self._approvals):
             if task is not None:
                 task.cancel()
         if self.observability is not None:

@@ -5,7 +5,9 @@ the tool really happens: a workflow replay never runs an activity again, and a s
 returns a recorded reply instead of calling again records nothing. Runs, debriefs and
 approvals are counted by the workflows with `workflow.metric_meter()` (skipped during replay)
 under the names below, and reach `/metrics` through the SDK runtime's Prometheus exporter.
-The Postgres pool's series are read from psycopg_pool at each scrape (`pool_metrics`).
+The Postgres pool's series are read from psycopg_pool at each scrape (`pool_metrics`); the
+runs waiting for approval are counted by the worker in Temporal's visibility
+(hosting/approval_watch.py).
 """
 
 from __future__ import annotations
@@ -109,6 +111,14 @@ TOOL_SECONDS = Histogram(
     ["tool"],
     # a tool may run as long as its agent's tool timeout (up to 3,600 s) or its own
     buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600),
+    registry=REGISTRY,
+)
+RUNS_WAITING_FOR_APPROVAL = Gauge(
+    "reactive_temporal_runs_waiting_for_approval",
+    "Runs on this worker's task queue parked on tool calls waiting for a person, as Temporal's "
+    "visibility counts them (WaitingFor = 'approval'; every worker of the queue serves the "
+    "same count: take the max, not the sum).",
+    ["task_queue"],
     registry=REGISTRY,
 )
 DB_POOL = PoolStats()

@@ -217,3 +217,14 @@ def test_the_approval_decisions_counted_are_the_ones_named():
     from workflows.run_metrics import Decision
 
     assert get_args(Decision) == names.APPROVAL_DECISIONS
+
+
+def test_the_runs_waiting_for_approval_are_counted_on_the_worker_s_queue_only():
+    from reactive_temporal.hosting.approval_watch import waiting_for_approval_query
+
+    query = waiting_for_approval_query("billing-agents")
+    assert "WaitingFor = 'approval'" in query
+    assert "ExecutionStatus = 'Running'" in query
+    assert "TaskQueue = 'billing-agents'" in query
+    with pytest.raises(ValueError, match="quote"):
+        waiting_for_approval_query("it's")

@@ -7,16 +7,20 @@ Postgres, read from a worker's Prometheus scrape as an operator's Prometheus rea
   `progress` query replays too), its model's first answer is a 503 (the step retried), and a
   run continues as new after each iteration: each run and each approval is still counted
   once.
+- The runs waiting for approval are counted in Temporal's visibility
+  (hosting/approval_watch.py), which holds whichever worker parked them.
 """
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import urllib.request
 import uuid
 from collections.abc import AsyncIterator
 
 import pytest
+from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from temporalio.client import Client
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
@@ -27,6 +31,8 @@ from reactive_temporal.config import Settings
 from reactive_temporal.contracts import names
 from reactive_temporal.contracts.run import AgentConfig, AgentRunInput, RunProgress
 from reactive_temporal.embedded.scripted_llm import HttpError, Reply, ScriptedLLM, call
+from reactive_temporal.hosting.approval_watch import ApprovalWatch
+from reactive_temporal.telemetry import metrics
 from tests.conftest import wait_for
 from tests.workflow.conftest import Harness, running_worker
 from workflows.agent_run import AgentRunWorkflow
@@ -187,3 +193,42 @@ async def test_approvals_are_counted_asked_and_decided_once_each(
     }
     started = metered.scrape(names.RUNS_STARTED_METRIC)
     assert [started[(("agent", a),)] for a in (decider, timer, canceller)] == [1, 1, 1]
+
+
+def waiting_served(task_queue: str) -> float | None:
+    for family in text_string_to_metric_families(generate_latest(metrics.REGISTRY).decode()):
+        for sample in family.samples:
+            if sample.name == "reactive_temporal_runs_waiting_for_approval":
+                if sample.labels["task_queue"] == task_queue:
+                    return sample.value
+    return None
+
+
+async def test_the_runs_waiting_for_approval_are_counted_in_visibility(
+    harness: Harness, llm: ScriptedLLM, model_name: str
+):
+    llm.script(
+        model_name,
+        [Reply("One.", [call("calculator", expression="1+1")]), Reply("FINAL ANSWER: 2")],
+    )
+    watch = ApprovalWatch(harness.task_queue, every=0.2)
+    assert await watch.count(harness.client) == 0
+    assert waiting_served(harness.task_queue) == 0
+    agent = harness.agent(model_name, agent_id=agent_id("waits"), approve_tools=["calculator"])
+    run = await agent.start("Add.")
+    counting = asyncio.create_task(watch.run(lambda: harness.client))
+    try:
+        await parked(harness, run.id)
+        await wait_for(lambda: waiting_served(harness.task_queue) == 1, seconds=30)
+
+        # visibility refusing the count: the last one is served, not a made-up 0
+        query, watch.query = watch.query, "NoSuchAttribute = 'x'"
+        assert await watch.count(harness.client) is None
+        assert waiting_served(harness.task_queue) == 1
+        watch.query = query
+
+        await agent.approve(run.id, by="alice")
+        assert (await agent.result(run)).success
+        await wait_for(lambda: waiting_served(harness.task_queue) == 0, seconds=30)
+    finally:
+        counting.cancel()
