@@ -4,10 +4,12 @@ series the unit tests take as exported (tests/support/exported.py) are the ones 
 The busy worker of tests/support/busy_worker.py (shared with the alert rules' test) runs what
 each panel draws: runs ending in several ways and debriefed, LLM requests ok, retried,
 refused and cancelled with their tokens and cost (and an estimate for the unreported), an
-endpoint adaptation, tools ok, failing and cancelled, the runs' Postgres writes, a credential
-redacted from a debrief, and a workflow task failing. Each panel's and each variable's
-query, its variables standing for any value, must then select names and labels of its
-scrape; a value a matcher names must be served or be one the project enumerates.
+endpoint adaptation, tools ok, failing and cancelled, the runs' Postgres writes and its pool,
+a tool call approved after waiting for it (the runs waiting are counted at the worker's
+start, and each minute), a credential redacted from a debrief, and a workflow task failing.
+Each panel's and each variable's query, its variables standing for any value, must then
+select names and labels of its scrape; a value a matcher names must be served or be one the
+project enumerates.
 
 Not produced by a short run, and how they are checked instead:
 - `temporal_long_request_failure` (Workers › Poll failures): the SDK serves it once polls have
@@ -15,6 +17,9 @@ Not produced by a short run, and how they are checked instead:
 - terminated_by `final_answer` and `end_turn` (the runs that succeeded): a run ends so on an
   operator's `final_answer` signal or a model that stops without the final-answer tool; they
   are in `TerminatedBy`, the enumeration `KNOWN_VALUES` accepts.
+- Approval decisions other than `approved` (`denied`, `timed_out`, `abandoned`): in
+  `names.APPROVAL_DECISIONS`, which `KNOWN_VALUES` accepts (tests/workflow/test_run_metrics.py
+  counts each on a real server).
 - The client certificate's expiry (Credentials › Client certificate expires in): served as 0
   without TLS, which the panel leaves out; tests/e2e/test_secure_connections.py serves a real
   one.

@@ -19,6 +19,7 @@ from typing import Any, get_args
 import promql_parser
 import yaml
 
+from reactive_temporal.contracts.names import APPROVAL_DECISIONS
 from reactive_temporal.contracts.run import TerminatedBy
 from reactive_temporal.telemetry.metrics import ADAPTATIONS
 
@@ -35,9 +36,11 @@ TARGET_LABELS = frozenset({"instance", "job"})
 KNOWN_VALUES: dict[tuple[str, str], frozenset[str]] = {
     ("reactive_temporal_runs_total", "terminated_by"): frozenset(get_args(TerminatedBy)),
     ("reactive_temporal_llm_adaptations_total", "kind"): frozenset(ADAPTATIONS),
+    ("reactive_temporal_approvals_decided_total", "decision"): frozenset(APPROVAL_DECISIONS),
 }
 """Label values the project enumerates, for values a test run cannot all produce (a run
-ending `budget_exceeded`, an endpoint that cuts prompts): a rule may match these too."""
+ending `budget_exceeded`, an endpoint that cuts prompts, an approval timing out): a rule may
+match these too."""
 
 PLAIN_ALTERNATION = re.compile(r"^[A-Za-z0-9_:.\-]+(\|[A-Za-z0-9_:.\-]+)*$")
 """A regex matcher the tests can read as a list of values (`a|b|c`)."""

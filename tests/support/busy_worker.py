@@ -5,10 +5,11 @@ server, Postgres, a scripted model over HTTP) serves runs that call the model (o
 503 and retried, once refused with a 400: `llm_error`), call a tool that works and one that
 fails, write their calls into the text (an endpoint quirk), are stopped by their deadline in a
 model call (its cost unreported) and in a tool (cancelled), put an API key in their answer
-(redacted from the debrief), and are debriefed; a run its code cannot replay (an older
-release's) fails its workflow task, and so does an agent's chat workflow holding more than
-Temporal takes (`stuck_chat`). Its /metrics is scraped as Prometheus would, once it
-serves what the caller wants (a hang guard bounds the wait: what it lacks is the test's to say).
+(redacted from the debrief), and are debriefed; a run's tool call waits for approval and is
+approved; a run its code cannot replay (an older release's) fails its workflow task, and so
+does an agent's chat workflow holding more than Temporal takes (`stuck_chat`). Its /metrics
+is scraped as Prometheus would, once it serves what the caller wants (a hang guard bounds the
+wait: what it lacks is the test's to say).
 
 `outage_scrape`: a worker whose dev server is killed, scraped once its polls have failed: the
 SDK serves its poll failures only then.
@@ -103,6 +104,25 @@ def in_text(name: str, **arguments: Any) -> str:
     return f"<tool_call>\n{json.dumps({'name': name, 'arguments': arguments})}\n</tool_call>"
 
 
+async def approved_run(client: Client, settings: Settings, queue: str, model: str) -> None:
+    """A run whose calculator call waits for approval, approved once `approvals` lists it."""
+    agent = Agent(
+        AgentConfig.model_validate(
+            {"agent_id": f"approving-{model}", "model": model, "approve_tools": ["calculator"]}
+        ),
+        Runtime(client, queue, offline_model=False, database_url=settings.database_url),
+    )
+    run = await agent.start("What is 3*3?")
+
+    async def listed() -> bool:
+        return [c.run_id for c in await agent.approvals()] == [run.id]
+
+    await wait_for(listed, seconds=60)
+    await agent.approve(run.id, by="on-call")
+    result = await agent.result(run)
+    assert result.terminated_by == "final_answer", result.terminated_by
+
+
 def script_models(llm: ScriptedLLM, unique: str) -> dict[str, str]:
     """Each scripted model's name → how a run on it ends."""
     works, refused, slow_model, slow_tool, leaks = (
@@ -191,8 +211,17 @@ async def busy_worker_scrape(
     try:
         # a new event for today's code to replay the old history on: it cannot
         await old.signal(names.FINAL_ANSWER_SIGNAL, FinalAnswerCapture(output="done"))
+        approves = llm.script(
+            f"approves-{unique}",
+            then_demo(
+                [
+                    Reply("Checking.", [call("calculator", expression="3*3")]),
+                    Reply("FINAL ANSWER: 9"),
+                ]
+            ),
+        )
         run = ("run", "What is 2+2?", "--json", "--agent", "alerting", "--model")
-        runs = await asyncio.gather(
+        cli_runs = asyncio.gather(
             *(
                 starter_async(
                     *run,
@@ -203,8 +232,9 @@ async def busy_worker_scrape(
                     seconds=90,
                 )
                 for model, end in ends.items()
-            )
+            ),
         )
+        runs, _ = await asyncio.gather(cli_runs, approved_run(client, settings, queue, approves))
         for result, end in zip(runs, ends.values(), strict=True):
             ended = json.loads(result.stdout or "{}").get("terminated_by")
             assert ended == end, result.describe()
