@@ -179,3 +179,10 @@ def test_a_workers_log_says_the_first_refusal_clearly_and_drops_the_rest(tmp_pat
     assert not quiet.filter(record("Worker failed, shutting down", failed))  # its traceback
     assert quiet.filter(record("Worker failed, shutting down", RuntimeError("other")))
     assert quiet.filter(record("gRPC call poll_workflow_task_queue retried 8 times"))
+    # the stop it announced: the core's dropped connections as it shuts down (seen in CI)
+    shutdown = (
+        "[sdk_core::temporalio_sdk_core::worker] shutdown_worker rpc errored during worker "
+        'shutdown: Status { code: Unknown, message: "transport error" } {}'
+    )
+    assert not quiet.filter(record(shutdown))
+    assert RefusalLogs(connection, "q").filter(record(shutdown))  # no refusal said: shown

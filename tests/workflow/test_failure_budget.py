@@ -7,7 +7,8 @@ once where a short failure is tried three times) and quoted to the model as a 51
 observation; a 1.5 MB one was kept whole, a 1.5 MB event and a 1.5 MB observation; a model
 endpoint's refusal with a 3 MB message put 512 KB of it in the run's history under the
 server's "Failure exceeds size limit."; a workflow failing with a 3 MB message never failed,
-its task retried every 10 s.
+its task retried every 10 s. A tool's `sys.exit` no longer fails its activity at all: like any
+exception a tool raises, it is the model's observation, bounded, and the tool runs once.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from reactive_temporal.config import Settings
 from reactive_temporal.contracts import names
 from reactive_temporal.embedded.scripted_llm import HttpError, Reply, ScriptedLLM, call
 from reactive_temporal.failure_budget import FAILURE_MESSAGE_MAX_CHARS, levels_of
+from reactive_temporal.limits import OBSERVATION_MAX_CHARS
 from reactive_temporal.tools import Tool, tool
 from tests.adversarial.conftest import failed_tasks, largest_event_bytes, observations, unique
 from tests.support.failing_workflows import HUGE_FAILURE_TYPE, HugeFailure
@@ -44,9 +46,9 @@ OVERFLOW = (
 
 
 def failing_tool(name: str, size: int) -> Tool:
-    """A plugin tool that ends as a script does, `sys.exit(f"HTTP 502: {body}")`: the one way
-    a tool's words reach its activity's failure (an exception is the model's observation,
-    bounded, already)."""
+    """A plugin tool that ends as a script does, `sys.exit(f"HTTP 502: {body}")`: once the one
+    way a tool's words reached its activity's failure; now, like any exception it raises, the
+    model's observation, bounded (`tool_calls._execute`)."""
 
     async def fetch_page() -> str:
         sys.exit("HTTP 502: <html>" + "t" * size + "</html> the end")
@@ -89,7 +91,7 @@ def kinds(failure: Failure) -> list[tuple[str, str, bool]]:
     ]
 
 
-async def test_a_tool_failing_with_megabytes_is_retried_and_quoted_as_one_failing_with_a_line(
+async def test_a_tool_failing_with_megabytes_runs_once_and_is_quoted_as_one_failing_with_a_line(
     client: Client, settings: Settings, llm: ScriptedLLM
 ):
     tools = {
@@ -117,21 +119,17 @@ async def test_a_tool_failing_with_megabytes_is_retried_and_quoted_as_one_failin
         ran = dict(zip(SIZES, await asyncio.gather(*map(one, SIZES)), strict=True))
     short = ran["a line"]
     assert short["result"].output == "done"
-    assert short["attempts"] == [3]  # SystemExit is retried, as any error the tool raises
+    assert short["attempts"] == [1]  # the tool's failure, run once: no activity failure
     assert short["observation"].startswith("[Tool error: fetch_0 failed: SystemExit: HTTP 502:")
     for label in ("1.5 MB", "3 MB"):
         big = ran[label]
         assert big["result"].output == "done", label
-        assert big["attempts"] == short["attempts"], label  # not one, "size limit", for 3 MB
-        assert (
-            big["failures"]
-            == short["failures"]
-            == [[("application_failure_info", "SystemExit", False)]]
-        )
+        assert big["attempts"] == short["attempts"], label
+        assert big["failures"] == short["failures"] == []
         observation = big["observation"]
         said = f"[Tool error: {tools[label].name} failed: SystemExit: HTTP 502: <html>ttt"
         assert observation.startswith(said), observation[:100]
-        assert len(observation) < FAILURE_MESSAGE_MAX_CHARS + 100, (label, len(observation))
+        assert len(observation) <= OBSERVATION_MAX_CHARS, (label, len(observation))
         assert "characters cut]" in observation and observation.endswith("</html> the end]")
         assert big["largest"] <= LARGEST_EVENT_BYTES, (label, big["largest"])
 
