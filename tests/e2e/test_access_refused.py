@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -34,21 +34,13 @@ from reactive_temporal.config import Settings
 from reactive_temporal.embedded.scripted_llm import Reply, ScriptedLLM, call
 from reactive_temporal.hosting.runtime import open_runtime
 from tests.conftest import wait_for
-from tests.support.authorizer import NONE, READ, WRITE, Authorizer
 from tests.support.refusing_frontend import RefusingFrontend
 from tests.workflow.conftest import Harness, running_worker
 
 pytestmark = [pytest.mark.workflow, pytest.mark.e2e]
 
-KEYS = {"k-write": WRITE, "k-read": READ, "k-other-namespace": NONE}
 HANG_GUARD = 60
 CLOUD_REASON = "caller has insufficient permissions for namespace 'default'"
-
-
-@pytest.fixture
-def authorizer(temporal_address: str) -> Iterator[RefusingFrontend]:
-    with RefusingFrontend(temporal_address, Authorizer(KEYS)) as front:
-        yield front
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import subprocess
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -24,22 +24,14 @@ from reactive_temporal.config import Settings
 from reactive_temporal.embedded.scripted_llm import Reply, ScriptedLLM, call
 from tests.conftest import wait_for
 from tests.processes import clean_env, start_worker, starter_async, stop
-from tests.support.authorizer import NONE, READ, WRITE, Authorizer
 from tests.support.refusing_frontend import RefusingFrontend
 from tests.workflow.conftest import Harness, running_worker
 
 pytestmark = [pytest.mark.workflow, pytest.mark.e2e]
 
-KEYS = {"k-write": WRITE, "k-read": READ, "k-other-namespace": NONE}
 HANG_GUARD = 60
 SDK_POLL_GRACE = 60
 """The core retries a refused poll for 60 s (`LONG_POLL_FATAL_GRACE`) before the worker fails."""
-
-
-@pytest.fixture
-def authorizer(temporal_address: str) -> Iterator[RefusingFrontend]:
-    with RefusingFrontend(temporal_address, Authorizer(KEYS)) as front:
-        yield front
 
 
 @pytest.fixture

@@ -57,6 +57,9 @@ READ_ONLY = frozenset(
 """`AccessReadOnly` in the server's `common/api/metadata.go`: what a namespace reader may call."""
 
 WRITE, READ, NONE, REVOKED = "write", "read", "none", "revoked"
+TEST_KEYS = {"k-write": WRITE, "k-read": READ, "k-other-namespace": NONE}
+"""The keys the access tests give: one that may write, one that may only read, one of another
+namespace (tests/e2e/conftest.py's `authorizer`)."""
 UNAUTHORIZED = "Request unauthorized."
 NO_KEY, BAD_KEY = "Jwt is missing", "Jwt verification fails"
 
