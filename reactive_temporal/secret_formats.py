@@ -77,20 +77,35 @@ FORMATS: tuple[Rule, ...] = (
         ANTHROPIC,
         rf"(?:{START}|(?=sk-ant-(?:api|admin)[0-9]{{2}}-))sk-ant-[A-Za-z0-9_-]{{32,}}",
         keylike,
+        needles=("sk-ant-",),
     ),
     # openai-api-key; any sk- + 32 (DeepSeek, Moonshot: sk- + 32 hex) at a word's start
-    rule(OPENAI, rf"(?:{START}|(?={_OPENAI_INFIX}))sk-[A-Za-z0-9_-]{{32,}}", keylike),
+    rule(
+        OPENAI,
+        rf"(?:{START}|(?={_OPENAI_INFIX}))sk-[A-Za-z0-9_-]{{32,}}",
+        keylike,
+        needles=("sk-",),
+    ),
     # aws-access-token
-    rule(AWS_KEY_ID, rf"(?<![A-Z0-9])(?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA)[A-Z2-7]{{16}}{_END}"),
+    rule(
+        AWS_KEY_ID,
+        rf"(?<![A-Z0-9])(?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA)[A-Z2-7]{{16}}{_END}",
+        needles=("A3T", "AKIA", "ASIA", "ABIA", "ACCA"),
+    ),
     # github-pat, github-oauth, github-app-token, github-refresh-token, github-fine-grained-pat
     rule(
         GITHUB,
         rf"(?:{START}|(?=gh[pousr]_[A-Za-z0-9]{{36}}{_END}))gh[pousr]_[A-Za-z0-9]{{36,}}"
         rf"|(?:{START}|(?=github_pat_[A-Za-z0-9]{{22}}_[A-Za-z0-9]{{59}}))"
         r"github_pat_[A-Za-z0-9_]{82,}",
+        needles=("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
     ),
     # gitlab-pat, gitlab-ptt, gitlab-rrt, gitlab-deploy-token (and the routable `.xx…` form)
-    rule(GITLAB, r"gl(?:pat|ptt|rt|dt)-[A-Za-z0-9_-]{20,}(?:\.[A-Za-z0-9]{2,16})?"),
+    rule(
+        GITLAB,
+        r"gl(?:pat|ptt|rt|dt)-[A-Za-z0-9_-]{20,}(?:\.[A-Za-z0-9]{2,16})?",
+        needles=("glpat-", "glptt-", "glrt-", "gldt-"),
+    ),
     # slack-*-token: a digit group after the prefix (`xoxb-123…-`), but for the legacy
     # workspace tokens `xoxa-`, `xoxr-`; not the `xoxo-` of a letter's end
     rule(
@@ -98,81 +113,135 @@ FORMATS: tuple[Rule, ...] = (
         rf"(?:{START}|(?=(?:xox[abeoprs]|xapp)-[0-9]+-))"
         r"(?:xox[abeops]-(?=[0-9]+-)|xox[ar]-|xapp-(?=[0-9]+-))[A-Za-z0-9-]{10,}",
         has_digit,
+        needles=("xox", "xapp-"),
     ),
     # slack-webhook-url
     rule(
         SLACK_WEBHOOK,
         r"(?:https?://)?hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9+/]{43,}",
+        needles=("hooks.slack.com",),
     ),
     # stripe-access-token
-    rule(STRIPE, rf"{START}(?:sk|rk)_(?:live|test|prod)_[A-Za-z0-9]{{10,}}"),
+    rule(
+        STRIPE,
+        rf"{START}(?:sk|rk)_(?:live|test|prod)_[A-Za-z0-9]{{10,}}",
+        needles=("_live_", "_test_", "_prod_"),
+    ),
     # gcp-api-key
-    rule(GOOGLE, rf"{START}AIza[A-Za-z0-9_-]{{35}}(?![A-Za-z0-9_-])"),
+    rule(GOOGLE, rf"{START}AIza[A-Za-z0-9_-]{{35}}(?![A-Za-z0-9_-])", needles=("AIza",)),
     # huggingface-access-token, huggingface-organization-api-token: 34 random letters
-    rule(HUGGING_FACE, rf"{START}(?:hf_|api_org_)[A-Za-z]{{34}}{_END}", both_cases),
+    rule(
+        HUGGING_FACE,
+        rf"{START}(?:hf_|api_org_)[A-Za-z]{{34}}{_END}",
+        both_cases,
+        needles=("hf_", "api_org_"),
+    ),
     # npm-access-token
-    rule(NPM, rf"{START}npm_[A-Za-z0-9]{{36}}{_END}", mixed),
+    rule(NPM, rf"{START}npm_[A-Za-z0-9]{{36}}{_END}", mixed, needles=("npm_",)),
     # pypi-upload-token: `pypi-` + a macaroon whose first bytes name pypi.org
-    rule(PYPI, r"pypi-AgEIcHlwaS5vcmc[A-Za-z0-9_-]{50,}"),
+    rule(PYPI, r"pypi-AgEIcHlwaS5vcmc[A-Za-z0-9_-]{50,}", needles=("pypi-AgEIcHlwaS5vcmc",)),
     # sendgrid-api-token: SG. + 22 + . + 43
-    rule(SENDGRID, rf"{START}SG\.[A-Za-z0-9_-]{{22}}\.[A-Za-z0-9_-]{{43}}(?![A-Za-z0-9_-])", mixed),
+    rule(
+        SENDGRID,
+        rf"{START}SG\.[A-Za-z0-9_-]{{22}}\.[A-Za-z0-9_-]{{43}}(?![A-Za-z0-9_-])",
+        mixed,
+        needles=("SG.",),
+    ),
     # twilio-api-key: an API key's SID, SK + 32 hex
-    rule(TWILIO, rf"{START}SK[0-9a-fA-F]{{32}}{_END}", mixed),
+    rule(TWILIO, rf"{START}SK[0-9a-fA-F]{{32}}{_END}", mixed, needles=("SK",)),
     # telegram-bot-api-token: the bot's id, `:`, A + 34 (gitleaks wants `telegr` in a name
     # before it; the shape alone is unmistakable, and it is glued to `bot` in API URLs)
-    rule(TELEGRAM, r"(?<![0-9])[0-9]{5,16}:A[A-Za-z0-9_-]{34}(?![A-Za-z0-9_-])", _telegram),
+    rule(
+        TELEGRAM,
+        r"(?<![0-9])[0-9]{5,16}:A[A-Za-z0-9_-]{34}(?![A-Za-z0-9_-])",
+        _telegram,
+        needles=(":A",),
+    ),
     # digitalocean-pat, digitalocean-access-token, digitalocean-refresh-token
-    rule(DIGITALOCEAN, rf"{START}do[opr]_v1_[a-f0-9]{{64}}{_END}"),
+    rule(DIGITALOCEAN, rf"{START}do[opr]_v1_[a-f0-9]{{64}}{_END}", needles=("_v1_",)),
     # shopify-access-token, -custom-access-token, -private-app-access-token, -shared-secret
-    rule(SHOPIFY, rf"shp(?:at|ca|pa|ss)_[a-fA-F0-9]{{32}}{_END}"),
+    rule(SHOPIFY, rf"shp(?:at|ca|pa|ss)_[a-fA-F0-9]{{32}}{_END}", needles=("shp",)),
     # vault-service-token, vault-batch-token (not the legacy `s.` + 24: too short to tell)
     rule(
         VAULT,
         rf"{START}(?:hvs\.[A-Za-z0-9_-]{{90,120}}|hvb\.[A-Za-z0-9_-]{{138,300}})(?![A-Za-z0-9_-])",
+        needles=("hvs.", "hvb."),
     ),
     # databricks-api-token
-    rule(DATABRICKS, rf"{START}dapi[a-f0-9]{{32}}(?:-[0-9])?{_END}", mixed),
+    rule(DATABRICKS, rf"{START}dapi[a-f0-9]{{32}}(?:-[0-9])?{_END}", mixed, needles=("dapi",)),
     # grafana-service-account-token, grafana-cloud-api-token
     rule(
         GRAFANA,
         rf"{START}(?:glsa_[A-Za-z0-9]{{32}}_[A-Fa-f0-9]{{8}}{_END}"
         r"|glc_[A-Za-z0-9+/]{32,400}={0,3}(?![A-Za-z0-9+/=]))",
+        needles=("glsa_", "glc_"),
     ),
     # sentry-user-token, sentry-org-token
-    rule(SENTRY, rf"{START}(?:sntryu_[a-f0-9]{{64}}{_END}|sntrys_eyJpYXQiO[A-Za-z0-9+/=_]{{50,}})"),
+    rule(
+        SENTRY,
+        rf"{START}(?:sntryu_[a-f0-9]{{64}}{_END}|sntrys_eyJpYXQiO[A-Za-z0-9+/=_]{{50,}})",
+        needles=("sntry",),
+    ),
     # postman-api-token
-    rule(POSTMAN, rf"{START}PMAK-[a-fA-F0-9]{{24}}-[a-fA-F0-9]{{34}}{_END}"),
+    rule(POSTMAN, rf"{START}PMAK-[a-fA-F0-9]{{24}}-[a-fA-F0-9]{{34}}{_END}", needles=("PMAK-",)),
     # pulumi-api-token
-    rule(PULUMI, rf"{START}pul-[a-f0-9]{{40}}{_END}", mixed),
+    rule(PULUMI, rf"{START}pul-[a-f0-9]{{40}}{_END}", mixed, needles=("pul-",)),
     # linear-api-key
-    rule(LINEAR, rf"{START}lin_api_[A-Za-z0-9]{{40}}{_END}"),
+    rule(LINEAR, rf"{START}lin_api_[A-Za-z0-9]{{40}}{_END}", needles=("lin_api_",)),
     # doppler-api-token
-    rule(DOPPLER, rf"{START}dp\.pt\.[A-Za-z0-9]{{43}}{_END}"),
+    rule(DOPPLER, rf"{START}dp\.pt\.[A-Za-z0-9]{{43}}{_END}", needles=("dp.pt.",)),
     # planetscale-api-token, planetscale-oauth-token, planetscale-password
     rule(
-        PLANETSCALE, rf"{START}pscale_(?:tkn|oauth|pw)_[A-Za-z0-9_=.-]{{32,64}}(?![A-Za-z0-9_=.-])"
+        PLANETSCALE,
+        rf"{START}pscale_(?:tkn|oauth|pw)_[A-Za-z0-9_=.-]{{32,64}}(?![A-Za-z0-9_=.-])",
+        needles=("pscale_",),
     ),
     # jwt: three base64url parts, the first two beginning `eyJ` (`{"` encoded)
-    rule(JWT, rf"{START}eyJ[A-Za-z0-9_-]{{10,}}\.eyJ[A-Za-z0-9_-]{{10,}}\.[A-Za-z0-9_-]*"),
+    rule(
+        JWT,
+        rf"{START}eyJ[A-Za-z0-9_-]{{10,}}\.eyJ[A-Za-z0-9_-]{{10,}}\.[A-Za-z0-9_-]*",
+        needles=("eyJ",),
+    ),
 )
 """In this order: Anthropic's `sk-ant-` before OpenAI's `sk-`."""
 
 
-_CUT = r"(?=\n?…)"
+CUT = "…"
+_CUT = rf"(?=\n?{CUT})"
 """Where the text was clipped: `run_state.preview`'s `…`, `sanitize.clip`'s `\n… [N characters
 cut] …\n`. Clipping comes before the scan in places (a run's last observation, chat's
 observations of earlier runs), and a key cut there is shorter than its format: `ghp_` with 35
 of its 36 characters went through whole."""
 
 CUT_FORMATS: tuple[Rule, ...] = (
-    rule(ANTHROPIC, rf"{START}sk-ant-[A-Za-z0-9_-]{{8,}}{_CUT}"),
-    rule(OPENAI, rf"{START}sk-[A-Za-z0-9_-]{{16,}}{_CUT}", mixed),
-    rule(AWS_KEY_ID, rf"(?<![A-Z0-9])(?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA)[A-Z2-7]{{4,15}}{_CUT}"),
-    rule(GITHUB, rf"{START}(?:gh[pousr]_|github_pat_)[A-Za-z0-9_]{{8,}}{_CUT}"),
-    rule(GITLAB, rf"{START}gl(?:pat|ptt|rt|dt)-[A-Za-z0-9_-]{{8,}}{_CUT}"),
-    rule(SLACK, rf"{START}(?:xox[abeops]-[0-9]+-|xox[ar]-)[A-Za-z0-9-]{{4,}}{_CUT}"),
-    rule(STRIPE, rf"{START}(?:sk|rk)_(?:live|test|prod)_[A-Za-z0-9]{{6,}}{_CUT}"),
-    rule(GOOGLE, rf"{START}AIza[A-Za-z0-9_-]{{8,34}}{_CUT}"),
+    rule(ANTHROPIC, rf"{START}sk-ant-[A-Za-z0-9_-]{{8,}}{_CUT}", needles=("sk-ant-",)),
+    rule(OPENAI, rf"{START}sk-[A-Za-z0-9_-]{{16,}}{_CUT}", mixed, needles=("sk-",)),
+    rule(
+        AWS_KEY_ID,
+        rf"(?<![A-Z0-9])(?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA)[A-Z2-7]{{4,15}}{_CUT}",
+        needles=("A3T", "AKIA", "ASIA", "ABIA", "ACCA"),
+    ),
+    rule(
+        GITHUB,
+        rf"{START}(?:gh[pousr]_|github_pat_)[A-Za-z0-9_]{{8,}}{_CUT}",
+        needles=("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
+    ),
+    rule(
+        GITLAB,
+        rf"{START}gl(?:pat|ptt|rt|dt)-[A-Za-z0-9_-]{{8,}}{_CUT}",
+        needles=("glpat-", "glptt-", "glrt-", "gldt-"),
+    ),
+    rule(
+        SLACK,
+        rf"{START}(?:xox[abeops]-[0-9]+-|xox[ar]-)[A-Za-z0-9-]{{4,}}{_CUT}",
+        needles=("xox",),
+    ),
+    rule(
+        STRIPE,
+        rf"{START}(?:sk|rk)_(?:live|test|prod)_[A-Za-z0-9]{{6,}}{_CUT}",
+        needles=("_live_", "_test_", "_prod_"),
+    ),
+    rule(GOOGLE, rf"{START}AIza[A-Za-z0-9_-]{{8,34}}{_CUT}", needles=("AIza",)),
 )
 """A key of a distinctive prefix cut by a clip: its prefix and at least the start of its body,
 up to the ellipsis (the whole formats above have taken every whole key first)."""

@@ -213,6 +213,8 @@ LABELS: tuple[Rule, ...] = (
         r"(?i:(?:aws[_-]?)?secret[_-]?access[_-]?key)"
         + SEP
         + r"(?P<secret>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])",
+        needles=("secret",),
+        folded=True,
     ),
     # user, then the password up to the last `@` before the path (a password may hold `@`);
     # both stop at `/`, so each `://` reads as far as the next one at most
@@ -220,6 +222,7 @@ LABELS: tuple[Rule, ...] = (
         URL_PASSWORD,
         r"""://[^\s:/?#@'"<>]*:(?P<secret>[^\s/?#'"<>]+)@""",
         lambda value: not (set(value) <= {"*", "x", "X"} or value.startswith(("$", "{{", "%("))),
+        needles=("://",),
     ),
     # curl-auth-header, outside a curl command too
     rule(
@@ -228,9 +231,15 @@ LABELS: tuple[Rule, ...] = (
         + SEP
         + r"(?:(?:bearer|basic|token|digest)[ \t]{1,5})?(?P<secret>[A-Za-z0-9._~+/=-]{8,})",
         mixed,
+        needles=("authorization",),
+        folded=True,
     ),
     rule(
-        BEARER, r"(?i)(?<![A-Za-z0-9-])bearer[ \t]{1,5}(?P<secret>[A-Za-z0-9._~+/=-]{16,})", mixed
+        BEARER,
+        r"(?i)(?<![A-Za-z0-9-])bearer[ \t]{1,5}(?P<secret>[A-Za-z0-9._~+/=-]{16,})",
+        mixed,
+        needles=("bearer",),
+        folded=True,
     ),
     # a password's or a secret's value, whatever it is, where it is plainly one
     Rule(
@@ -241,6 +250,8 @@ LABELS: tuple[Rule, ...] = (
             rf"(?:{_QUOTED}|{_UNQUOTED})"
         ),
         _secret_named,
+        needles=("pass", "pwd", "secret", "private"),  # each of _SECRET_NAMES holds one
+        folded=True,
     ),
     # a key's value after its name: gitleaks' generic-api-key without its entropy
     Rule(
@@ -250,6 +261,8 @@ LABELS: tuple[Rule, ...] = (
             + r"""(?P<secret>[^\s"'\x60,;&<>()\[\]{}|\\]{8,})"""
         ),
         _key_named,
+        needles=("key", "token", "secret", "private", "pass", "pwd", "credential"),  # _KEY_NAMES
+        folded=True,
     ),
     # a command's long option and its value after a space: `--password x`, `--api-key x`
     Rule(
@@ -260,6 +273,7 @@ LABELS: tuple[Rule, ...] = (
             r"""|(?P<secret>[^\s"'\x60-][^\s"'\x60]{0,199}))"""
         ),
         _option,
+        needles=("--",),
     ),
 )
 """In this order: a password's own rule before a key's (it takes any value), both after the

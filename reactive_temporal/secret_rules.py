@@ -117,16 +117,45 @@ class Rule:
     judge: Judge
     """A named group `secret` (or `quoted`, the one that took part) is what is replaced;
     without one, the whole match."""
+    needles: tuple[str, ...] = ()
+    """Text every match holds one of (lower case, looked for in the folded text, when
+    `folded`): a text holding none is not searched. A pattern that begins with a look-behind
+    is tried at every position (about 25 ns each: 100 us per rule for 4 kB, 4 ms for the
+    whole scan); `in` finds a needle, or its absence, in about a microsecond. Empty: always
+    searched."""
+    folded: bool = False
+    """The pattern ignores case: its needles are looked for in `fold(text)`."""
 
 
-def rule(kind: str, pattern: str, check: Callable[[str], bool] | None = None) -> Rule:
+def rule(
+    kind: str,
+    pattern: str,
+    check: Callable[[str], bool] | None = None,
+    *,
+    needles: tuple[str, ...] = (),
+    folded: bool = False,
+) -> Rule:
     """A rule of one kind whose secret, if `check` is given, must also pass it."""
     compiled = re.compile(pattern)
 
     def judge(m: re.Match[str]) -> str | None:
         return kind if check is None or check(secret_of(m)) else None
 
-    return Rule(compiled, judge)
+    return Rule(compiled, judge, needles, folded)
+
+
+_IGNORECASE_EXTRAS = str.maketrans({"\u0131": "i", "\u017f": "s"})
+"""The two letters whose lower case is not ASCII that `re`'s IGNORECASE matches with an ASCII
+letter (dotless ı with i, long ſ with s); the Kelvin sign and İ lower to k and i already."""
+
+
+def fold(text: str) -> str:
+    """`text` as a case-ignoring pattern sees its letters: lower case, ı as i, ſ as s."""
+    return text.lower().translate(_IGNORECASE_EXTRAS)
+
+
+NEEDLES_ON = True
+"""Whether rules skip a text without their needles (tests compare both ways)."""
 
 
 def secret_span(m: re.Match[str]) -> tuple[int, int]:
@@ -142,9 +171,20 @@ def secret_of(m: re.Match[str]) -> str:
 
 
 def apply(rules: tuple[Rule, ...], text: str, found: Counter[str]) -> str:
-    """`text` with what each rule finds replaced, rule after rule."""
+    """`text` with what each rule finds replaced, rule after rule; a rule whose needles the
+    text holds none of is not searched."""
+    folded: str | None = None
     for each in rules:
-        text = _apply(each, text, found)
+        if NEEDLES_ON and each.needles:
+            if each.folded and folded is None:
+                folded = fold(text)
+            looked_in = folded if each.folded else text
+            assert looked_in is not None
+            if not any(needle in looked_in for needle in each.needles):
+                continue
+        replaced = _apply(each, text, found)
+        if replaced is not text:
+            text, folded = replaced, None
     return text
 
 

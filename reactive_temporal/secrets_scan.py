@@ -53,7 +53,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 
 from reactive_temporal.secret_commands import commands
-from reactive_temporal.secret_formats import CUT_FORMATS, FORMATS
+from reactive_temporal.secret_formats import CUT, CUT_FORMATS, FORMATS
 from reactive_temporal.secret_labels import LABELS
 from reactive_temporal.secret_pem import private_keys
 from reactive_temporal.secret_rules import (  # noqa: F401 (the kinds, as callers name them)
@@ -119,7 +119,8 @@ def scan(text: str) -> Redacted:
     try:
         result = private_keys(text, found)
         result = apply(FORMATS, result, found)
-        result = apply(CUT_FORMATS, result, found)
+        if CUT in result:  # every cut key ends at one
+            result = apply(CUT_FORMATS, result, found)
         result = apply(LABELS, result, found)
         result = commands(result, found)
     except Exception:  # not seen: the patterns are fixed. Memory must not fail on a scan,
