@@ -42,14 +42,15 @@ from reactive_temporal.contracts.entity import AgentWorkflowInput, new_entity_in
 from reactive_temporal.contracts.retrying import RetryingStep
 from reactive_temporal.contracts.run import AgentConfig
 from reactive_temporal.errors import workflow_not_found
-from reactive_temporal.limits import json_bytes
+from reactive_temporal.limits import PAYLOAD_BUDGET_BYTES, json_bytes
 from reactive_temporal.sanitize import one_line
 from workflows.agent_entity import AgentWorkflow
 
 SAVING_PATCHES = frozenset({names.SESSIONS_IN_POSTGRES_PATCH, names.ENTITY_PATCHES_2026_12})
 """A run holding either marker saves its sessions turn by turn."""
-INPUT_MAX_BYTES = 2_000_000
-"""The fresh entity's input, under Temporal's 2 MiB a payload may weigh."""
+INPUT_MAX_BYTES = PAYLOAD_BUDGET_BYTES
+"""The fresh entity's input: the payload budget's one ceiling (docs/payload-budget.md), below
+Temporal's 2 MiB with room for metadata and the codec."""
 
 
 class EntityReset(BaseModel):
