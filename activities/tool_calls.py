@@ -53,6 +53,14 @@ def tool_event(type: str, step: int, data: dict[str, Any]) -> NewEvent:
 _NOT_THE_TOOLS = (asyncio.CancelledError, KeyboardInterrupt, GeneratorExit)
 """What a tool may raise that is not its failure: the activity's cancellation, the process's."""
 
+
+def _not_the_tools(err: BaseException) -> bool:
+    """`err` is (or a group of exceptions holds) a cancellation or an interrupt."""
+    if isinstance(err, _NOT_THE_TOOLS):
+        return True
+    return isinstance(err, BaseExceptionGroup) and err.subgroup(_NOT_THE_TOOLS) is not None
+
+
 CUT_OFF_ARGUMENTS = (
     "Your reply was cut off at the output token limit, so these arguments are incomplete: "
     "make the call again in a shorter reply"
@@ -185,14 +193,11 @@ class ToolActivities:
                 False,
                 f"[Tool error: {name} failed: TimeoutError: {_text_of(err) or 'timed out'}]",
             )
-        except Exception as err:  # any tool failure is the model's to read, not the run's to die of
-            activity.logger.info("tool %s raised %s", name, type(err).__name__)
-            return False, f"[Tool error: {name} failed: {type(err).__name__}: {_text_of(err)}]"
-        except (SystemExit, BaseExceptionGroup) as err:
-            # a plugin's `sys.exit(f"HTTP 502: {body}")`, a task group's exit: a failure of the
-            # tool, not of the worker. Raised out of the activity, each of Temporal's retries
-            # ran the tool again. A cancellation (or Ctrl-C) inside a group is still one.
-            if isinstance(err, BaseExceptionGroup) and err.subgroup(_NOT_THE_TOOLS) is not None:
+        except BaseException as err:  # any tool failure is the model's to read, not the run's
+            # to die of, a plugin's `sys.exit(f"HTTP 502: {body}")` and a task group's exit too
+            # (raised out of the activity, each of Temporal's retries ran the tool again); not
+            # a cancellation or Ctrl-C, alone or inside a group
+            if _not_the_tools(err):
                 raise
             activity.logger.info("tool %s raised %s", name, type(err).__name__)
             return False, f"[Tool error: {name} failed: {type(err).__name__}: {_text_of(err)}]"

@@ -150,6 +150,21 @@ async def largest_event_bytes(client: Client, workflow_id: str) -> int:
     return largest
 
 
+async def started_attempts(client: Client, run_id: str, activity: str) -> list[int]:
+    """The attempt each `activity` of the run started on, in order."""
+    scheduled: dict[int, str] = {}
+    attempts: list[int] = []
+    async for event in client.get_workflow_handle(run_id).fetch_history_events():
+        if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+            attrs = event.activity_task_scheduled_event_attributes
+            scheduled[event.event_id] = attrs.activity_type.name
+        elif event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED:
+            started = event.activity_task_started_event_attributes
+            if scheduled.get(started.scheduled_event_id) == activity:
+                attempts.append(started.attempt)
+    return attempts
+
+
 async def failed_tasks(client: Client, workflow_id: str) -> list[str]:
     """The failure messages of every failed workflow task in the workflow's history (all runs)."""
     found: list[str] = []

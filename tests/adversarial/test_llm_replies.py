@@ -18,7 +18,6 @@ import json
 from typing import Any
 
 import pytest
-from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
 from reactive_temporal.builtin_tools import FILE_WRITE_MAX_CHARS
@@ -39,6 +38,7 @@ from tests.adversarial.conftest import (
     largest_event_bytes,
     observations,
     owned_by,
+    started_attempts,
     unique,
 )
 from tests.workflow.conftest import Harness
@@ -138,21 +138,6 @@ LLM_REPLIES = table("llm-replies", [
 ])  # fmt: skip
 
 
-async def llm_attempts(client: Client, run_id: str) -> list[int]:
-    """The attempt number of every started llm_step activity."""
-    scheduled: dict[int, str] = {}
-    attempts: list[int] = []
-    async for event in client.get_workflow_handle(run_id).fetch_history_events():
-        if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
-            attrs = event.activity_task_scheduled_event_attributes
-            scheduled[event.event_id] = attrs.activity_type.name
-        elif event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED:
-            attrs_started = event.activity_task_started_event_attributes
-            if scheduled.get(attrs_started.scheduled_event_id) == names.LLM_STEP:
-                attempts.append(attrs_started.attempt)
-    return attempts
-
-
 @pytest.fixture(scope="module")
 async def replied(
     adv: Harness, llm: ScriptedLLM, client: Client, database_url: str
@@ -207,7 +192,7 @@ async def test_hostile_model_replies_get_clear_outcomes(
             (result.run_id,),
         )  # fmt: skip
         assert output == row.expect and row.expect in debrief_json["summary"]
-    attempts = await llm_attempts(client, result.run_id)
+    attempts = await started_attempts(client, result.run_id, names.LLM_STEP)
     assert attempts and set(attempts) == {1}, f"LLM steps retried: {attempts}"
     await assert_no_failed_tasks(client, result.run_id)
     limit = row.options.get("largest_event_bytes", PAYLOAD_BUDGET)

@@ -31,7 +31,13 @@ from reactive_temporal.embedded.scripted_llm import HttpError, Reply, ScriptedLL
 from reactive_temporal.failure_budget import FAILURE_MESSAGE_MAX_CHARS, levels_of
 from reactive_temporal.limits import OBSERVATION_MAX_CHARS
 from reactive_temporal.tools import Tool, tool
-from tests.adversarial.conftest import failed_tasks, largest_event_bytes, observations, unique
+from tests.adversarial.conftest import (
+    failed_tasks,
+    largest_event_bytes,
+    observations,
+    started_attempts,
+    unique,
+)
 from tests.support.failing_workflows import HUGE_FAILURE_TYPE, HugeFailure
 from tests.workflow.conftest import Harness, running_worker
 
@@ -54,21 +60,6 @@ def failing_tool(name: str, size: int) -> Tool:
         sys.exit("HTTP 502: <html>" + "t" * size + "</html> the end")
 
     return tool(name=name, description="Fetches the page.")(fetch_page)
-
-
-async def started_attempts(client: Client, run_id: str, activity: str) -> list[int]:
-    """The attempt each `activity` of the run ended on, in order."""
-    scheduled: dict[int, str] = {}
-    attempts: list[int] = []
-    async for event in client.get_workflow_handle(run_id).fetch_history_events():
-        if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
-            attrs = event.activity_task_scheduled_event_attributes
-            scheduled[event.event_id] = attrs.activity_type.name
-        elif event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED:
-            started = event.activity_task_started_event_attributes
-            if scheduled.get(started.scheduled_event_id) == activity:
-                attempts.append(started.attempt)
-    return attempts
 
 
 async def activity_failures(client: Client, run_id: str) -> list[Failure]:
