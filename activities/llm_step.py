@@ -41,6 +41,7 @@ from activities.reply_notes import note_reply
 from activities.request_messages import view_messages
 from activities.run_events import RunEvents
 from activities.run_seed import RunSeeding, resolve_tools, seed_length, seed_messages
+from activities.run_started import count_run_started
 from activities.run_stops import RUN_STOPS
 from activities.step_records import (
     STORE_UNAVAILABLE,
@@ -137,6 +138,7 @@ class LlmActivities:
                 what="seeding the transcript",
             )
             self.transcripts.seed(input.run_id, written)
+            count_run_started(seed.agent_id)
         prepared = prepared.model_copy(update={"next_seq": seed_length(written)})
         step = input.model_copy(
             update={

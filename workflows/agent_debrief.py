@@ -34,6 +34,7 @@ with workflow.unsafe.imports_passed_through():
         unusable_but_billed,
         with_synthesis_bill,
     )
+    from workflows.run_metrics import count_debrief_persisted
     from workflows.run_tools import failure_billed
     from workflows.store_refusals import refusal_failure, store_refusal
 
@@ -90,9 +91,7 @@ class DebriefWorkflow:
             raise refusal_failure(
                 f"the debrief of run {input.input.run_id} was not kept: {refusal}"
             ) from err
-        workflow.metric_meter().create_counter(
-            names.DEBRIEFS_METRIC, "Debriefs persisted, synthesized by the LLM or not"
-        ).add(1, {"synthesized": "true" if debrief.synthesized else "false"})
+        count_debrief_persisted(debrief.synthesized)
         if input.agent_workflow_id:
             try:
                 await workflow.get_external_workflow_handle(input.agent_workflow_id).signal(

@@ -70,7 +70,6 @@ with workflow.unsafe.imports_passed_through():
         should_continue_as_new,
     )
     from workflows.run_llm_step import RunLlmStep
-    from workflows.run_metrics import count_run_started
     from workflows.run_state import RunState
     from workflows.run_tools import RunTools
     from workflows.run_wrapup import RunWrapUp
@@ -172,8 +171,6 @@ class AgentRunWorkflow(RunWrapUp, RunControls, RunTools, RunLlmStep):
 
     async def _run(self, input: AgentRunInput) -> AgentResult:
         self._refuse_heavy_input(input)
-        if input.continuation is None:  # counted once: not again as it continues as new
-            count_run_started(self.agent.agent_id)
         # A run continuing as new counts its duration (and its deadline) from its first start.
         started = input.continuation.started_at if input.continuation else workflow.now()
         self.started = started

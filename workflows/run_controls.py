@@ -196,7 +196,8 @@ class RunControls:
         state.approvals += records
         count_approvals_decided(
             self.agent.agent_id,
-            [r.tool for r in records],
+            state.iteration,
+            [(r.call_id, r.tool) for r in records],
             "approved" if decision.approve else "denied",
         )
         return ApprovalOutcome(decided=records)
@@ -240,7 +241,9 @@ class RunControls:
                 )
             )
         workflow.upsert_search_attributes([sa.WAITING_FOR.value_set("approval")])
-        count_approvals_asked(self.agent.agent_id, [call.name for _, call in asking])
+        count_approvals_asked(
+            self.agent.agent_id, state.iteration, [(keys[seq], call.name) for seq, call in asking]
+        )
         self._publish_details()
         asked = {keys[seq]: seq for seq, _ in asking}
         await self._approval_events(
@@ -264,12 +267,17 @@ class RunControls:
             )
             state.approvals += expired
             state.pending_approvals = []
-            count_approvals_decided(self.agent.agent_id, [r.tool for r in expired], "timed_out")
+            count_approvals_decided(
+                self.agent.agent_id,
+                state.iteration,
+                [(r.call_id, r.tool) for r in expired],
+                "timed_out",
+            )
         finally:
             # still pending: the run stopped waiting (an operator's answer, a cancel, its deadline)
             if state.pending_approvals:
-                tools = [p.tool for p in state.pending_approvals]
-                count_approvals_decided(self.agent.agent_id, tools, "abandoned")
+                waiting = [(p.call_id, p.tool) for p in state.pending_approvals]
+                count_approvals_decided(self.agent.agent_id, state.iteration, waiting, "abandoned")
             state.pending_approvals = []
             workflow.upsert_search_attributes([sa.WAITING_FOR.value_unset()])
         if answer_ends and state.operator_answer is not None:

@@ -27,7 +27,6 @@ with workflow.unsafe.imports_passed_through():
     from reactive_temporal.contracts.entity import NotifyAgentInput, RunFinished
     from reactive_temporal.contracts.result import AgentResult
     from reactive_temporal.contracts.run import AgentConfig, AgentRunInput
-    from reactive_temporal.telemetry.labels import agent_label
     from reactive_temporal.ui_text import literal
     from workflows.activity_options import AGENT_SIGNAL
     from workflows.agent_debrief import DebriefWorkflow
@@ -39,6 +38,7 @@ with workflow.unsafe.imports_passed_through():
         is_trivial,
     )
     from workflows.final_answer import missing_required_tools
+    from workflows.run_metrics import count_run_ended
     from workflows.run_state import RunState
     from workflows.store_refusals import store_refusal, wrap_up_refused
 
@@ -112,7 +112,7 @@ class RunWrapUp:
         if self.attributes_on_change:
             attributes += self._progress_attributes()
         workflow.upsert_search_attributes(attributes)
-        self._count_finish(result, debrief_kept_here=kept_here)
+        count_run_ended(self.agent.agent_id, result.terminated_by, debrief_kept=kept_here)
         return result
 
     async def _notify_agent(
@@ -150,18 +150,6 @@ class RunWrapUp:
             if kept_here
             else "tell the agent the run finished",
         )
-
-    def _count_finish(self, result: AgentResult, *, debrief_kept_here: bool) -> None:
-        """The run (and a debrief kept in it) counted once: the workflow's metric meter
-        records nothing while the run replays (served at a worker's /metrics)."""
-        meter = workflow.metric_meter()
-        meter.create_counter(names.RUNS_METRIC, "Runs finished, by agent and how they ended").add(
-            1, {"agent": agent_label(self.agent.agent_id), "terminated_by": result.terminated_by}
-        )
-        if debrief_kept_here:
-            meter.create_counter(names.DEBRIEFS_METRIC, "Debriefs persisted").add(
-                1, {"synthesized": "false"}
-            )
 
     def _progress_attributes(self) -> list[Any]:
         return [

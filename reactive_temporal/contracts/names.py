@@ -296,15 +296,18 @@ the one a run started without a bundle asks."""
 
 # -- metrics the workflows record ---------------------------------------------------------------
 # With `workflow.metric_meter()`, which records nothing while a workflow replays: a run is
-# counted once however often workers replay it. Served at a worker's /metrics.
+# counted once however often workers replay it; a workflow task tried again after it failed
+# counts nothing again on the same worker (workflows/run_metrics.py). Served at a worker's
+# /metrics.
 
 RUNS_METRIC: Final = "reactive_temporal_runs_total"
 """Runs finished, labelled agent and terminated_by."""
 DEBRIEFS_METRIC: Final = "reactive_temporal_debriefs_total"
 """Debriefs persisted, labelled synthesized (true: written by the LLM; false: deterministic)."""
 RUNS_STARTED_METRIC: Final = "reactive_temporal_runs_started_total"
-"""Runs started, labelled agent: once per run, in its first workflow task (not again when it
-continues as new)."""
+"""Runs started, labelled agent: once per run, by the LLM step that seeds it (its first;
+activities/run_started.py), not by the workflow, whose first task can be tried again and
+count twice; not again when it continues as new."""
 APPROVALS_ASKED_METRIC: Final = "reactive_temporal_approvals_asked_total"
 """Tool calls parked for a person's approval, labelled agent and tool."""
 APPROVALS_DECIDED_METRIC: Final = "reactive_temporal_approvals_decided_total"

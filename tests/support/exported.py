@@ -88,8 +88,8 @@ WORKFLOW_METER: dict[str, Series] = {
         {"workflow_type": frozenset({names.AGENT_RUN_WORKFLOW, names.DEBRIEF_WORKFLOW}),
          "synthesized": frozenset({"true", "false"})},
     ),
-    names.RUNS_STARTED_METRIC: Series(
-        WORKFLOW_LABELS | {"agent"}, {"workflow_type": frozenset({names.AGENT_RUN_WORKFLOW})}
+    names.RUNS_STARTED_METRIC: Series(  # by the step that seeds the run (its activity meter)
+        SDK_LABELS | {"activity_type", "agent"}, {"activity_type": frozenset({names.LLM_STEP})}
     ),
     names.APPROVALS_ASKED_METRIC: Series(
         WORKFLOW_LABELS | {"agent", "tool"},
@@ -101,8 +101,8 @@ WORKFLOW_METER: dict[str, Series] = {
          "decision": frozenset(names.APPROVAL_DECISIONS)},
     ),
 }  # fmt: skip
-"""The counters the workflows record (workflows/run_wrapup.py, workflows/agent_debrief.py,
-workflows/run_metrics.py)."""
+"""The counters the workflows record (workflows/run_metrics.py), and the runs started, which
+the LLM step that seeds a run records with the SDK's meter (activities/run_started.py)."""
 
 SDK_COUNTERS: dict[str, Series] = {
     "temporal_worker_task_slots_available": Series(

@@ -1,12 +1,12 @@
 """The series an on-call engineer watches runs and approvals with, on a real dev server and
 Postgres, read from a worker's Prometheus scrape as an operator's Prometheus reads them.
 
-- Runs started and approvals asked and decided are counted by the workflows with the SDK's
-  metric meter: the worker here replays every workflow task from history
-  (`max_cached_workflows=0`, as a worker that restarted or lost its cache does; every
-  `progress` query replays too), its model's first answer is a 503 (the step retried), and a
-  run continues as new after each iteration: each run and each approval is still counted
-  once.
+- Runs ended and approvals asked and decided are counted by the workflows with the SDK's
+  metric meter, runs started by the step that seeds them: the worker here replays every
+  workflow task from history (`max_cached_workflows=0`, as a worker that restarted or lost
+  its cache does; every `progress` query replays too), its model's first answer is a 503
+  (the step retried), and a run continues as new after each iteration: each run and each
+  approval is still counted once.
 - The runs waiting for approval are counted in Temporal's visibility
   (hosting/approval_watch.py), which holds whichever worker parked them.
 """
@@ -14,8 +14,6 @@ Postgres, read from a worker's Prometheus scrape as an operator's Prometheus rea
 from __future__ import annotations
 
 import asyncio
-import socket
-import urllib.request
 import uuid
 from collections.abc import AsyncIterator
 
@@ -24,7 +22,6 @@ from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from temporalio.client import Client
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
-from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 
 from reactive_temporal import search_attributes as sa
 from reactive_temporal.config import Settings
@@ -34,55 +31,19 @@ from reactive_temporal.embedded.scripted_llm import HttpError, Reply, ScriptedLL
 from reactive_temporal.hosting.approval_watch import ApprovalWatch
 from reactive_temporal.telemetry import metrics
 from tests.conftest import wait_for
-from tests.workflow.conftest import Harness, running_worker
+from tests.support.metered import Metered, metered_worker
+from tests.workflow.conftest import Harness
 from workflows.agent_run import AgentRunWorkflow
 
 pytestmark = pytest.mark.workflow
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def samples(text: str, name: str) -> dict[tuple[tuple[str, str], ...], float]:
-    """`name`'s samples in a Prometheus scrape: their labels (without the SDK's) → value."""
-    sdk = {"namespace", "service_name", "task_queue", "workflow_type"}
-    found: dict[tuple[tuple[str, str], ...], float] = {}
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            if sample.name == name:
-                key = tuple(sorted((k, v) for k, v in sample.labels.items() if k not in sdk))
-                found[key] = found.get(key, 0.0) + sample.value
-    return found
-
-
-class Metered:
-    """A worker whose client's runtime serves Prometheus metrics on `port`."""
-
-    def __init__(self, harness: Harness, port: int) -> None:
-        self.harness, self.port = harness, port
-
-    def scrape(self, name: str) -> dict[tuple[tuple[str, str], ...], float]:
-        url = f"http://127.0.0.1:{self.port}/metrics"
-        with urllib.request.urlopen(url, timeout=10) as response:
-            return samples(response.read().decode(), name)
 
 
 @pytest.fixture
 async def metered(
     client: Client, temporal_address: str, settings: Settings
 ) -> AsyncIterator[Metered]:
-    port = free_port()
-    runtime = Runtime(
-        telemetry=TelemetryConfig(metrics=PrometheusConfig(bind_address=f"127.0.0.1:{port}"))
-    )
-    connected = await Client.connect(
-        temporal_address, data_converter=client.data_converter, runtime=runtime
-    )
-    async with running_worker(connected, settings) as harness:  # every task replays
-        yield Metered(harness, port)
+    async with metered_worker(client, temporal_address, settings) as metered:
+        yield metered
 
 
 async def parked(harness: Harness, run_id: str, calls: int = 1) -> RunProgress:
