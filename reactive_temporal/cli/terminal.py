@@ -97,24 +97,16 @@ def core_logs_to_python() -> None:
     to stdout, in colour, into a command's output: `--json` lines mixed with log lines. They
     go through Python's logging instead, which writes them to stderr, and its retry warnings
     once a minute per call (`core_log_quiet`)."""
-    from temporalio.runtime import (
-        LogForwardingConfig,
-        LoggingConfig,
-        Runtime,
-        TelemetryConfig,
-        TelemetryFilter,
-    )
+    from temporalio.runtime import Runtime, TelemetryConfig
 
     from reactive_temporal.hosting.core_log_quiet import RetryWarnings
+    from reactive_temporal.telemetry.core_logs import CORE_LOGGER, core_logging
 
-    core = logging.getLogger("temporalio.core")
-    core.addFilter(RetryWarnings())  # one line a minute per call while a server is gone
-    logging_config = LoggingConfig(
-        filter=TelemetryFilter(core_level="WARN", other_level="ERROR"),
-        forwarding=LogForwardingConfig(logger=core),
-    )
+    # one line a minute per call while a server is gone, in every runtime (a worker's
+    # metrics runtime logs to the same logger: telemetry.core_logs)
+    logging.getLogger(CORE_LOGGER).addFilter(RetryWarnings())
     Runtime.set_default(
-        Runtime(telemetry=TelemetryConfig(logging=logging_config)), error_if_already_set=False
+        Runtime(telemetry=TelemetryConfig(logging=core_logging())), error_if_already_set=False
     )
 
 

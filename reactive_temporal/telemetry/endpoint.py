@@ -19,6 +19,7 @@ from typing import Any
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 
+from reactive_temporal.telemetry.core_logs import core_logging
 from reactive_temporal.telemetry.metrics import REGISTRY
 
 
@@ -40,9 +41,14 @@ def metrics_runtime() -> tuple[Runtime, str]:
     """An SDK runtime exporting Prometheus metrics on a loopback port; and that port's URL.
 
     Every client a worker uses must be connected with this runtime (metrics are per runtime).
+    Its core logs through Python's logging, as the default runtime's does (telemetry.core_logs).
     """
     address = f"127.0.0.1:{free_loopback_port()}"
-    runtime = Runtime(telemetry=TelemetryConfig(metrics=PrometheusConfig(bind_address=address)))
+    runtime = Runtime(
+        telemetry=TelemetryConfig(
+            logging=core_logging(), metrics=PrometheusConfig(bind_address=address)
+        )
+    )
     return runtime, f"http://{address}/metrics"
 
 
