@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from reactive_temporal.api.chat_refusals import ChatError, ChatUnavailable, ClusterRefusal
     from reactive_temporal.api.entity_reset import EntityReset
     from reactive_temporal.api.entity_wedge import EntityWedged
+    from reactive_temporal.api.process_metrics import serve_metrics
     from reactive_temporal.api.run_results import AgentRunError, RunResult
     from reactive_temporal.api.sessions import Session
     from reactive_temporal.config import Settings
@@ -63,6 +64,7 @@ _EXPORTS = {
     "Tool": "reactive_temporal.tools",
     "ToolCallContext": "reactive_temporal.tools",
     "current_tool_call": "reactive_temporal.tools",
+    "serve_metrics": "reactive_temporal.api.process_metrics",
     "tool": "reactive_temporal.tools",
 }
 
@@ -95,6 +97,7 @@ __all__ = [
     "ToolCallContext",
     "WaitingForWorker",
     "current_tool_call",
+    "serve_metrics",
     "tool",
 ]
 

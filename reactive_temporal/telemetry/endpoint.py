@@ -27,6 +27,8 @@ class Health(enum.Enum):
     STARTING = "starting"
     POLLING = "polling"
     DRAINING = "draining"
+    SERVING = "serving"
+    """A process with no worker (the Python API's: `api.process_metrics`): up while it serves."""
 
 
 def free_loopback_port() -> int:
@@ -102,7 +104,7 @@ class MetricsEndpoint:
                     self._reply(200, endpoint.scrape(), CONTENT_TYPE_LATEST)
                 elif path == "/healthz":
                     state = endpoint.health
-                    code = 200 if state is Health.POLLING else 503
+                    code = 200 if state in (Health.POLLING, Health.SERVING) else 503
                     self._reply(code, f"{state.value}\n".encode(), "text/plain; charset=utf-8")
                 else:
                     self._reply(404, b"not found: try /metrics or /healthz\n", "text/plain")
