@@ -71,7 +71,10 @@ LLM_REQUEST_SECONDS = Histogram(
     "reactive_temporal_llm_request_seconds",
     "Duration of LLM requests, by outcome (ok, retryable_error, error, cancelled).",
     ["model", "outcome"],
-    buckets=(0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 40, 60, 120, 300),
+    # a step may wait for its model as long as the agent's llm_timeout_seconds (up to 3,600 s:
+    # a reasoning model's long answer takes minutes); past the last bucket a quantile reads
+    # as that bucket's bound, so buckets that stopped at 300 s drew a 20-minute p95 as 300
+    buckets=(0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 40, 60, 120, 300, 600, 1200, 1800, 3600),
     registry=REGISTRY,
 )
 LLM_ADAPTATIONS = Counter(

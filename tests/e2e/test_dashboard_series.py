@@ -27,8 +27,13 @@ Not produced by a short run, and how they are checked instead:
 
 from __future__ import annotations
 
-import pytest
+from typing import cast
 
+import annotated_types
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from reactive_temporal.contracts.run import AgentConfig
 from tests.support.alert_rules import served, unserved
 from tests.support.busy_worker import AFTER_AN_OUTAGE, Scrape
 from tests.support.dashboard import dashboard, dashboard_selections
@@ -64,3 +69,39 @@ async def test_the_series_taken_as_exported_are_the_ones_a_real_worker_serves(
     assert disagreements(outage) == []
     never = sorted(set(exported()) - set(busy) - set(outage))
     assert never == [], f"taken as exported, and served by neither worker: {never}"
+
+
+def longest_timeout() -> float:
+    """The longest an agent may let a tool or its model run (AgentConfig's bounds)."""
+    bounds = [
+        float(cast(float, m.le))
+        for name in ("tool_timeout_seconds", "llm_timeout_seconds")
+        for m in AgentConfig.model_fields[name].metadata
+        if isinstance(m, annotated_types.Le)
+    ]
+    assert len(bounds) == 2
+    return max(bounds)
+
+
+DURATIONS = {
+    "reactive_temporal_llm_request_seconds": 1.0,
+    "reactive_temporal_tool_seconds": 1.0,
+    "temporal_activity_execution_latency": 1000.0,  # the SDK's milliseconds
+}
+"""Histograms of calls an agent's timeout bounds, whose quantiles the dashboard and the alerts
+take, and their units per second."""
+
+
+async def test_the_duration_histograms_reach_the_longest_timeout(busy_worker: Scrape):
+    """Past its last finite bucket a histogram's quantile reads as that bucket's bound: the
+    SDK's activity latency ended at 60 s and the LLM requests' at 300 s, so a tool or a model
+    slow for 20 minutes was drawn as 60 s or 300 s."""
+    top: dict[str, float] = {}
+    for family in text_string_to_metric_families(busy_worker.text):
+        if family.name in DURATIONS:
+            for sample in family.samples:
+                if sample.name.endswith("_bucket") and sample.labels["le"] != "+Inf":
+                    bound = float(sample.labels["le"]) / DURATIONS[family.name]
+                    top[family.name] = max(top.get(family.name, 0.0), bound)
+    assert top.keys() == DURATIONS.keys(), top
+    assert all(bound >= longest_timeout() for bound in top.values()), top
