@@ -23,7 +23,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 
-KEPT = 50_000
+KEPT = 10_000
 """Keys kept: the latest ones (a retried task follows its failed try within minutes)."""
 
 
