@@ -38,6 +38,7 @@ from reactive_temporal.api.chat_refusals import (
     cluster_refusal,
     update_failure_message,
 )
+from reactive_temporal.api.entity_closing import once_more_if_ended
 from reactive_temporal.api.entity_wedge import EntityWedged, reset_command, wedged
 from reactive_temporal.api.results import UNREACHABLE_PATIENCE_SECONDS
 from reactive_temporal.api.retrying_steps import QUERY_PATIENCE_SECONDS
@@ -112,17 +113,22 @@ class AgentEntity:
             [AgentWorkflow, ArgT], Coroutine[Any, Any, ResultT]
         ],
         arg: ArgT,
+        *,
+        resend_taken: bool = True,
     ) -> ResultT:
         """Run an update on the agent's AgentWorkflow, starting the workflow if needed.
 
         The update has one id for all its tries, so a turn sent again while Temporal is busy
         (`while_busy`) runs once, in whichever of the entity's runs it reaches.
+        `resend_taken`: sent again when the run that took it ended before answering (not a
+        chat turn: `api/entity_closing.py`).
 
         Raises:
             ChatError: the update's validator refused the request (it names the problem).
+            EntityEnded: the entity ended under the request (a ChatUnavailable).
         """
         try:
-            result = await self._send(update, [arg])
+            result = await self._send(update, [arg], resend_taken=resend_taken)
         except WorkflowUpdateFailedError as err:
             raise ChatError(update_failure_message(err)) from err
         except RPCError as err:
@@ -143,20 +149,37 @@ class AgentEntity:
         return cast(ResultT, result)
 
     async def _send(
-        self, update: workflow.UpdateMethodMultiParam[Any, Any], args: list[Any]
+        self,
+        update: workflow.UpdateMethodMultiParam[Any, Any],
+        args: list[Any],
+        *,
+        resend_taken: bool = True,
     ) -> Any:
         """An update that starts the entity if need be, sent again while Temporal is busy.
 
         Its one update id makes a run of the entity run it once however often it is sent (and
         the next run answer a chat turn the last one answered from its carried-over replies).
-        Update-with-start where the cluster allows it, else `_start_then_update`.
+        Sent once more when the entity's run ended under it (`api/entity_closing.py`): one
+        that had not taken it, or, with `resend_taken`, one that had.
 
         Raises:
             ClusterRefusal: the cluster refuses updates (switched off, or a server without
                 them), naming the setting; nothing was taken.
+            EntityEnded: the entity ended under it, and under the try sent again.
         """
         await self.require_served(starts=True)
         update_id = str(uuid.uuid4())
+        return await once_more_if_ended(
+            lambda: self._delivered(update, args, update_id),
+            self.config.agent_id,
+            resend_taken=resend_taken,
+            session_id=getattr(args[0], "session_id", None) if args else None,
+        )
+
+    async def _delivered(
+        self, update: workflow.UpdateMethodMultiParam[Any, Any], args: list[Any], update_id: str
+    ) -> Any:
+        """One delivery: update-with-start where the cluster allows it, else the fallback."""
         try:
             if self.client not in WITHOUT_UPDATE_WITH_START:
                 try:
@@ -202,17 +225,16 @@ class AgentEntity:
         The update is sent to the entity, and when there is none (never started, or its last run
         closed), sent again once the entity is started.
 
-        A turn still runs once. Only the update is the turn, and it keeps its one update id for
-        every try, as the update-with-start's does. The start is `_start`'s, sent alone (a new
-        entity gets this handle's configuration, a running one is left as it is; not
-        `configure`'s signal, which would set a running agent's configuration to the CLI's
-        defaults): started twice (a retry, another client at once), it is one entity. An update
-        refused NOT_FOUND was admitted nowhere, and neither was anything of a refused
-        update-with-start (PERMISSION_DENIED or UNIMPLEMENTED at the frontend), so the update sent
-        after the start is the turn's first delivery; a later try carries the same id, which a
-        run of the entity admits once, and its next run answers a turn already answered from the
-        replies it carries over (`answered_turns`). The update goes first, the start only when
-        needed: one call a turn while the entity runs (nearly always), and nothing started on a
+        A turn still runs once: only the update is the turn, under its one update id for every
+        try. The start is `_start`'s, sent alone (a new entity gets this handle's configuration,
+        a running one is left as it is; not `configure`'s signal, which would set a running
+        agent's configuration to the CLI's defaults): started twice, it is one entity. An
+        update refused NOT_FOUND was admitted nowhere, and neither was anything of a refused
+        update-with-start, so the update sent after the start is the turn's first delivery; a
+        run admits a later try's id once, and its next run answers a turn already answered from
+        the replies it carries over (`answered_turns`). An entity ended between the start and
+        the update is NOT_FOUND again: `_send` tries once more (`api/entity_closing.py`). The
+        update goes first: one call a turn while the entity runs, and nothing started on a
         cluster that refuses updates too.
         """
 
@@ -345,7 +367,7 @@ class AgentEntity:
         # which fails the agent's task (Temporal's 2 MB) and its chat for everyone a while
         if (problem := chat_request_problem(request, self.config.agent_id)) is not None:
             raise ChatError(problem)
-        return await self.update(AgentWorkflow.chat, request)
+        return await self.update(AgentWorkflow.chat, request, resend_taken=False)
 
     async def last_debrief(self) -> AgentDebrief | None:
         """The last run's debrief; None before its first run.
