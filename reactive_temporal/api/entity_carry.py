@@ -60,6 +60,8 @@ class Carried:
     state: AgentState
     kept: list[str] = field(default_factory=list)
     left: list[str] = field(default_factory=list)
+    own_config: bool = False
+    """`state.agent` is the agent's own (its builder's, or the run's), not the one given."""
 
 
 def carried_state(start: AgentState | None, told: Sequence[Told], given: AgentConfig) -> Carried:
@@ -113,6 +115,7 @@ def _configuration(
             carried.left.append(f"the configuration sent at {when}: {problem}")
             continue
         state.agent, state.agent_set_at = signal.config or given, signal.at
+        carried.own_config = signal.config is not None
         carried.kept.append(f"the configuration its builder sent at {when}")
         return
     if (problem := agent_problem(start.agent)) is not None:
@@ -120,6 +123,7 @@ def _configuration(
         carried.kept.append("the configuration given")
         return
     state.agent, state.agent_set_at = start.agent, start.agent_set_at
+    carried.own_config = True
     carried.kept.append("its configuration")
 
 

@@ -139,7 +139,7 @@ async def reset_entity(
     await _terminate(client, entity.workflow_id, ended, _reason(reason, failure, stuck), whose)
     new_run_id = await _start(client, entity, fresh, description.task_queue or task_queue)
     if new_run_id is None:
-        carried.left.append("all of it: a chat started a fresh entity first, with its settings")
+        carried = await _started_first(client, entity.workflow_id, carried)
     return EntityReset(
         agent_id=config.agent_id,
         workflow_id=entity.workflow_id,
@@ -147,7 +147,7 @@ async def reset_entity(
         failure=failure,
         ended_run_id=ended,
         new_run_id=new_run_id,
-        kept=carried.kept if new_run_id else [],
+        kept=carried.kept,
         left=carried.left,
     )
 
@@ -246,6 +246,31 @@ async def _terminate(
         if not workflow_not_found(err):
             raise
         raise ValueError(f"{whose} moved on to another run meanwhile: nothing was reset") from err
+
+
+async def _started_first(client: Client, workflow_id: str, carried: Carried) -> Carried:
+    """A chat started a fresh entity first: the agent's own configuration is sent to it.
+
+    That chat's entity began with the chat's settings (the CLI's defaults, when it sent none),
+    and the configuration is sent as the agent's builder sends it. Its users, told to send
+    their turn again once the agent is reset, send it at once. The rest of what was carried
+    is not: the last run is read from Postgres with the next turn.
+    """
+    told = Carried(carried.state, left=list(carried.left))
+    told.left.append("the rest: a chat started a fresh entity first")
+    if not carried.own_config:
+        return told
+    try:
+        await client.get_workflow_handle(workflow_id).signal(
+            names.CONFIGURE_SIGNAL, carried.state.agent
+        )
+    except RPCError as err:  # moved on again meanwhile: said, not raised
+        told.left.append(f"its configuration: not sent to it ({one_line(err.message, 200)})")
+        return told
+    told.kept.append(
+        "its configuration, sent to the fresh entity a chat started first (from its next turn)"
+    )
+    return told
 
 
 async def _start(

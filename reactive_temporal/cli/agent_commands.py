@@ -91,7 +91,7 @@ def _print_reset(done: EntityReset) -> None:
     if done.new_run_id:
         out.print(f"started a fresh one (run {safe(done.new_run_id)})", highlight=False)
     else:
-        out.print("a chat started a fresh one first; it runs with that chat's settings")
+        out.print("a chat started a fresh one first; it goes on with what was sent to it")
     for kept in done.kept:
         err.print(f"  kept: {safe(kept)}", highlight=False)
     for left in done.left:

@@ -28,6 +28,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowExecutionStatus
 from temporalio.common import RawValue
 
+from reactive_temporal.api import entity_reset
 from reactive_temporal.api.entity_handle import AgentEntity
 from reactive_temporal.api.entity_reset import reset_entity
 from reactive_temporal.api.entity_wedge import EntityWedged
@@ -200,3 +201,35 @@ async def test_an_agent_carrying_what_broke_it_starts_afresh_with_the_configurat
     assert (await turn(cli.chat(ChatRequest(message="hi", use_tools=False)))).message == "arr"
     with pytest.raises(ValueError, match=r"is not stuck"):
         await agent.reset_entity()
+
+
+async def test_a_chat_starting_the_entity_during_a_reset_gets_the_agent_s_configuration(
+    harness: Harness, llm: ScriptedLLM, monkeypatch: pytest.MonkeyPatch
+):
+    """Users told "send it again once it is reset" send it at once: a chat's update-with-start
+    can start the fresh entity first, with the CLI's defaults, and the reset's own start is
+    refused. The builder's configuration was then lost until its next `build()` (the reset said
+    'a chat started a fresh entity first, with its settings'); now the reset sends it there.
+    The window is forced: the chat is sent between the reset's terminate and its start."""
+    model = llm.script(f"race-{uuid.uuid4().hex[:6]}", pirate_or_plain)
+    agent_id = f"race-{uuid.uuid4().hex[:8]}"
+    cli = as_the_cli(harness, agent_id, model)
+    built = harness.agent(model, agent_id=agent_id, memory=False, system_prompt="You are a pirate.")
+    await built.entity.configure()
+    assert (await turn(cli.chat(ChatRequest(message="who?", use_tools=False)))).message == "arr"
+
+    terminate = entity_reset._terminate
+    raced: list[str] = []
+
+    async def terminate_then_chat(*args: Any) -> None:
+        await terminate(*args)
+        raced.append((await turn(cli.chat(ChatRequest(message="first!", use_tools=False)))).message)
+
+    monkeypatch.setattr(entity_reset, "_terminate", terminate_then_chat)
+    done = await reset_entity(harness.client, harness.task_queue, cli.config, force=True)
+    assert raced == ["plain"]  # the chat's entity began with the CLI's defaults
+    assert done.new_run_id is None
+    assert done.kept == [
+        "its configuration, sent to the fresh entity a chat started first (from its next turn)"
+    ]
+    assert (await turn(cli.chat(ChatRequest(message="and now?", use_tools=False)))).message == "arr"
