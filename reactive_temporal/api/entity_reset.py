@@ -83,6 +83,8 @@ class StuckRun:
     saved_per_turn: bool = False
     chat_turns: int = 0
     """Chat turns it took (updates accepted), for a run that held its sessions whole."""
+    answering: set[str] = field(default_factory=set)
+    """The update ids of chat turns it took and had not answered."""
 
 
 async def reset_entity(
@@ -134,6 +136,11 @@ async def reset_entity(
     carried = carried_state(run.start.state if run.start else None, run.told, config)
     if run.start_problem:
         carried.left.append(f"its state: {run.start_problem}")
+    if run.answering:
+        carried.left.append(
+            f"the chat turns it was answering ({len(run.answering)}): each sender is told it "
+            "may or may not have been answered (its session's history shows it if it was)"
+        )
     fresh = _fresh_input(run.start, carried, config)
     ended = description.run_id or ""
     await _terminate(client, entity.workflow_id, ended, _reason(reason, failure, stuck), whose)
@@ -180,6 +187,10 @@ async def stuck_run(events: Iterable[HistoryEvent], converter: DataConverter) ->
             accepted = event.workflow_execution_update_accepted_event_attributes
             if accepted.accepted_request.input.name == names.CHAT_UPDATE:
                 run.chat_turns += 1
+                run.answering.add(accepted.accepted_request.meta.update_id)
+        elif kind == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED:
+            completed = event.workflow_execution_update_completed_event_attributes
+            run.answering.discard(completed.meta.update_id)
     bundled = run.start is not None and run.start.patch_bundle == names.ENTITY_PATCHES_2026_12
     run.saved_per_turn = bundled or bool(patches & SAVING_PATCHES)
     return run

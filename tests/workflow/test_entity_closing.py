@@ -22,6 +22,7 @@ from reactive_temporal.api import entity_handle
 from reactive_temporal.api.chat_refusals import ChatUnavailable
 from reactive_temporal.api.entity_closing import EntityEnded
 from reactive_temporal.api.entity_handle import AgentEntity
+from reactive_temporal.api.entity_reset import reset_entity
 from reactive_temporal.api.sessions import Session
 from reactive_temporal.contracts.entity import ChatRequest
 from reactive_temporal.contracts.run import AgentConfig
@@ -149,3 +150,31 @@ async def test_a_turn_whose_entity_is_reset_mid_answer_says_it_may_have_been_ans
         f"session history s1 --agent {agent_id}` shows it if it was. Send it again if it was not"
     ) in said
     assert len(llm.requests[model]) == 1  # not sent again
+
+
+async def test_a_reset_says_which_turns_it_ends_mid_answer(harness: Harness, llm: ScriptedLLM):
+    """`agent reset --force` of an agent answering a turn: the turn's sender is told (above),
+    and so is whoever resets it. The reset said nothing of it."""
+    asked = threading.Event()
+    release = threading.Event()
+
+    def held(request: dict[str, Any]) -> Reply:
+        asked.set()
+        release.wait(TURN_SECONDS)
+        return Reply("late")
+
+    model = llm.script(f"held-{uuid.uuid4().hex[:6]}", held)
+    cli = as_the_cli(harness, f"mid-{uuid.uuid4().hex[:8]}", model)
+    chat = asyncio.create_task(Session(cli, "s1").chat("hello"))
+    try:
+        assert await asyncio.to_thread(asked.wait, TURN_SECONDS)
+        done = await reset_entity(harness.client, harness.task_queue, cli.config, force=True)
+    finally:
+        release.set()
+    with pytest.raises(EntityEnded):
+        await turn(chat)
+    assert done.new_run_id is not None
+    assert (
+        "the chat turns it was answering (1): each sender is told it may or may not have been "
+        "answered (its session's history shows it if it was)"
+    ) in done.left
