@@ -39,6 +39,7 @@ from reactive_temporal.api.chat_refusals import (
     update_failure_message,
 )
 from reactive_temporal.api.entity_closing import once_more_if_ended
+from reactive_temporal.api.entity_leaving import unless_waiting_on_approval
 from reactive_temporal.api.entity_wedge import EntityWedged, reset_command, wedged
 from reactive_temporal.api.results import UNREACHABLE_PATIENCE_SECONDS
 from reactive_temporal.api.retrying_steps import QUERY_PATIENCE_SECONDS
@@ -276,7 +277,7 @@ class AgentEntity:
         # Out of reach too (a restart, a failover): sent again under its one id it runs once,
         # where it raised at once, the turn lost to its caller as a wait for a result is not.
         sending = while_busy(
-            attempt,
+            unless_waiting_on_approval(attempt, self.client, self.config.agent_id),
             f"an update of {self.workflow_id}",
             passing=busy_or_between_runs,
             unreachable_for=self.unreachable_for,
