@@ -22,6 +22,8 @@ if TYPE_CHECKING:
     from reactive_temporal.api.builder import AgentBuilder, ReactiveAgents
     from reactive_temporal.api.bulk_cancel import CancelledRuns
     from reactive_temporal.api.chat_refusals import ChatError, ChatUnavailable, ClusterRefusal
+    from reactive_temporal.api.entity_closing import EntityEnded
+    from reactive_temporal.api.entity_leaving import EntityWaitsOnApproval
     from reactive_temporal.api.entity_reset import EntityReset
     from reactive_temporal.api.entity_wedge import EntityWedged
     from reactive_temporal.api.process_metrics import serve_metrics
@@ -45,7 +47,9 @@ _EXPORTS = {
     "ChatError": "reactive_temporal.api.chat_refusals",
     "ChatUnavailable": "reactive_temporal.api.chat_refusals",
     "ClusterRefusal": "reactive_temporal.api.chat_refusals",
+    "EntityEnded": "reactive_temporal.api.entity_closing",
     "EntityReset": "reactive_temporal.api.entity_reset",
+    "EntityWaitsOnApproval": "reactive_temporal.api.entity_leaving",
     "EntityWedged": "reactive_temporal.api.entity_wedge",
     "Session": "reactive_temporal.api.sessions",
     "TemporalAccessDenied": "reactive_temporal.access",
@@ -80,7 +84,9 @@ __all__ = [
     "ChatMessage",
     "ChatReply",
     "ClusterRefusal",
+    "EntityEnded",
     "EntityReset",
+    "EntityWaitsOnApproval",
     "EntityWedged",
     "FinalAnswerCapture",
     "ReactiveAgents",

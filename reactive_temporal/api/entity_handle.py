@@ -16,7 +16,6 @@ import logging
 import uuid
 import weakref
 from collections.abc import Awaitable, Callable, Coroutine
-from datetime import timedelta
 from typing import Any, TypeVar, cast
 
 from temporalio import workflow
@@ -42,7 +41,7 @@ from reactive_temporal.api.entity_closing import once_more_if_ended
 from reactive_temporal.api.entity_leaving import unless_waiting_on_approval
 from reactive_temporal.api.entity_wedge import EntityWedged, reset_command, wedged
 from reactive_temporal.api.results import UNREACHABLE_PATIENCE_SECONDS
-from reactive_temporal.api.retrying_steps import QUERY_PATIENCE_SECONDS
+from reactive_temporal.api.session_pages import whole_history
 from reactive_temporal.api.unserved import RunUnserved, while_served, workflow_stall
 from reactive_temporal.cluster_switches import (
     UPDATE_WITH_START,
@@ -53,12 +52,9 @@ from reactive_temporal.cluster_switches import (
 from reactive_temporal.contracts import names
 from reactive_temporal.contracts.debrief import AgentDebrief
 from reactive_temporal.contracts.entity import (
-    ChatMessage,
     ChatReply,
     ChatRequest,
     SessionHistory,
-    SessionPage,
-    SessionRef,
     new_entity_input,
 )
 from reactive_temporal.contracts.run import AgentConfig
@@ -379,41 +375,5 @@ class AgentEntity:
         return cast("AgentDebrief | None", await self._send(AgentWorkflow.read_last_run, []))
 
     async def history(self, session_id: str) -> SessionHistory:
-        """A session's whole history.
-
-        What the agent holds, and what it paged out to Postgres (or all of it, for an ended
-        session) read back a page at a time; empty when neither the agent nor Postgres knows
-        the session.
-        """
-        await self.require_served()
-        query = self.handle().query(
-            AgentWorkflow.history,
-            SessionRef(session_id=session_id),
-            rpc_timeout=timedelta(seconds=QUERY_PATIENCE_SECONDS),
-        )
-        held = await _unless_missing(query, SessionHistory(session_id=session_id))
-        if held.complete or (held.total_messages is None and held.messages):
-            return held  # an entity from before sessions were saved turn by turn holds it all
-        messages: list[ChatMessage] = []
-        total = held.total_messages
-        while total is None or len(messages) < total:
-            page = await self.update(
-                AgentWorkflow.read_session, SessionPage(session_id=session_id, offset=len(messages))
-            )
-            total = page.total_messages or 0
-            if not page.messages:
-                break
-            messages += page.messages
-        return SessionHistory(
-            session_id=session_id, messages=messages, total_messages=len(messages)
-        )
-
-
-async def _unless_missing(query: Awaitable[ResultT], default: ResultT) -> ResultT:
-    """A query's answer, or `default` when the agent has no entity yet."""
-    try:
-        return await query
-    except RPCError as err:
-        if workflow_not_found(err):
-            return default
-        raise
+        """A session's whole history (`api/session_pages.py`); empty when none is known."""
+        return await whole_history(self, session_id)
