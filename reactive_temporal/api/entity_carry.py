@@ -26,11 +26,12 @@ Pure functions: no I/O, tested in milliseconds.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from reactive_temporal.contracts.entity import AgentState
+from reactive_temporal.contracts.entity import SESSION_ID_PATTERN, AgentState
 from reactive_temporal.contracts.run import AgentConfig
 from reactive_temporal.limits import json_bytes
 from workflows.entity_inputs import (
@@ -41,6 +42,9 @@ from workflows.entity_inputs import (
     kept_observations,
     run_id_problem,
 )
+from workflows.entity_sessions import KEEP_ENDED_SESSIONS
+
+SESSION_ID = re.compile(SESSION_ID_PATTERN)
 
 
 @dataclass(frozen=True)
@@ -80,7 +84,7 @@ def carried_state(start: AgentState | None, told: Sequence[Told], given: AgentCo
     _last_run(carried, start)
     state = carried.state
     state.chat_turns = start.chat_turns
-    state.ended_sessions = list(start.ended_sessions)
+    _ended_sessions(carried, start.ended_sessions)
     whole = {
         sid: list(messages)
         for sid, messages in start.sessions.items()
@@ -125,6 +129,22 @@ def _configuration(
     state.agent, state.agent_set_at = start.agent, start.agent_set_at
     carried.own_config = True
     carried.kept.append("its configuration")
+
+
+def _ended_sessions(carried: Carried, ended: Sequence[str]) -> None:
+    """The latest KEEP_ENDED_SESSIONS ids a session can have, as the entity keeps them.
+
+    Only what chat says of a session not open (ended, or unknown) turns on them, and either is
+    reopened by id; a run started by hand can hold megabytes of them, which the budget cannot
+    shed (`_within_budget`).
+    """
+    kept = [sid for sid in ended if SESSION_ID.fullmatch(sid)][-KEEP_ENDED_SESSIONS:]
+    carried.state.ended_sessions = kept
+    if len(kept) < len(ended):
+        carried.left.append(
+            f"{len(ended) - len(kept):,} of its ended sessions' ids (past the latest "
+            f"{KEEP_ENDED_SESSIONS}, or no session's id): a session is reopened from Postgres by id"
+        )
 
 
 def _last_run(carried: Carried, start: AgentState) -> None:

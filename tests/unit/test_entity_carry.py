@@ -27,6 +27,7 @@ from reactive_temporal.contracts.retrying import WORKFLOW_TASK, RetryingStep
 from reactive_temporal.contracts.run import AgentConfig
 from reactive_temporal.limits import MAX_TOOL_NAMES, json_bytes
 from workflows.entity_inputs import STATE_MAX_BYTES
+from workflows.entity_sessions import KEEP_ENDED_SESSIONS
 
 T0 = datetime(2026, 12, 1, tzinfo=UTC)
 GIVEN = AgentConfig(agent_id="pirate", model="cli-default")
@@ -158,6 +159,23 @@ def test_the_carried_state_is_within_the_state_s_budget():
     carried = carried_state(state, [], GIVEN)
     assert json_bytes(carried.state) <= STATE_MAX_BYTES
     assert carried.left[-1].startswith("the sessions held whole (s1)")
+
+
+def test_ended_sessions_are_carried_as_the_entity_keeps_them():
+    """The latest KEEP_ENDED_SESSIONS ids a session can have. A run started by hand with
+    megabytes of them (`temporal workflow start --input`, which nothing checks) was carried
+    whole: the fresh entity's input was past the payload budget, and the reset, the one way
+    out, refused ('Nothing was done')."""
+    many = [f"sess_{n:012d}_{n % 999_999:06x}" for n in range(70_000)]  # 1.9 MB as JSON
+    hostile = ["x" * 10_000, "a\x00b", "../x", ""]
+    state = AgentState(agent=OWN, ended_sessions=[*hostile, *many, *hostile])
+    carried = carried_state(state, [], GIVEN)
+    assert carried.state.ended_sessions == many[-KEEP_ENDED_SESSIONS:]
+    assert json_bytes(carried.state) <= STATE_MAX_BYTES
+    assert carried.left == [
+        f"{70_000 - KEEP_ENDED_SESSIONS + 8:,} of its ended sessions' ids (past the latest "
+        f"{KEEP_ENDED_SESSIONS}, or no session's id): a session is reopened from Postgres by id"
+    ]
 
 
 # -- what chat says of a stuck entity -----------------------------------------------------------
