@@ -16,7 +16,10 @@ from temporalio.client import Client
 
 from reactive_temporal.api.debriefs import load_debrief
 from reactive_temporal.api.rerun import rerun_from_failure
+from reactive_temporal.api.run_results import run_result
 from reactive_temporal.api.runs import list_runs, runs_query
+from reactive_temporal.api.watching import follow_events
+from reactive_temporal.contracts.events import RunEvent
 from reactive_temporal.contracts.result import AgentResult
 from reactive_temporal.embedded.scripted_llm import HttpError, Reply, ScriptedLLM, call
 from tests.conftest import wait_for
@@ -162,3 +165,43 @@ async def test_a_rerun_waits_for_the_failed_run_s_debrief(
         return [(r.run_id, r.terminated_by) for r in listed] == [(failed.run_id, "final_answer")]
 
     await wait_for(listed_once, seconds=60)
+
+
+async def test_a_run_reset_while_awaited_and_watched_is_followed_to_its_end(
+    harness: Harness, client: Client, llm: ScriptedLLM, model_name: str, database_url: str
+):
+    """Reset while its second model call hangs: the server terminates the execution being
+    awaited and goes on in a new one. Its waiter (`run`, `Agent.result`) raised AgentRunError
+    ("terminated") and its watcher ended with a `finished` event of status "running" and no
+    result, while the run went on to its answer; both now follow it there."""
+    llm.script(
+        model_name,
+        [
+            Reply(None, [call("calculator", expression="2+2")]),
+            Reply("FINAL ANSWER: 4", delay=90),  # the old timeline never gets past it
+            Reply(None, [call("calculator", expression="3+3")]),
+            Reply("FINAL ANSWER: 6"),
+        ],
+    )
+    handle = await harness.start(model_name, "Compute what you need", memory=False)
+    awaited = asyncio.ensure_future(run_result(client, handle))
+    events: list[RunEvent] = []
+
+    async def watch() -> None:
+        async for event in follow_events(client, database_url, handle.id):
+            events.append(event)
+
+    watched = asyncio.ensure_future(watch())
+
+    async def in_second_call() -> bool:
+        return len(llm.requests[model_name]) == 2
+
+    await wait_for(in_second_call, seconds=60)
+    await reset_to_first_task(client, handle.id)
+
+    result = await asyncio.wait_for(awaited, 60)
+    assert (result.terminated_by, result.output) == ("final_answer", "6")
+    await asyncio.wait_for(watched, 60)
+    last = events[-1]
+    assert (last.type, last.status) == ("finished", "completed"), last
+    assert last.result is not None and last.result.output == "6"
