@@ -38,7 +38,7 @@ with workflow.unsafe.imports_passed_through():
         is_trivial,
     )
     from workflows.final_answer import missing_required_tools
-    from workflows.run_metrics import count_run_ended
+    from workflows.run_metrics import count_approvals_decided, count_run_ended
     from workflows.run_state import RunState
     from workflows.store_refusals import store_refusal, wrap_up_refused
 
@@ -67,6 +67,7 @@ class RunWrapUp:
         set. When Postgres refuses what the wrap-up keeps, the rest still happens and the run
         returns its result (workflows/store_refusals.py)."""
         self.state.current_tool = None
+        abandoned = self._abandon_approvals()
         result = self.state.result(
             self.run_id,
             self.agent,
@@ -111,9 +112,32 @@ class RunWrapUp:
         ]
         if self.attributes_on_change:
             attributes += self._progress_attributes()
+        if abandoned:
+            attributes.append(sa.WAITING_FOR.value_unset())
         workflow.upsert_search_attributes(attributes)
         count_run_ended(self.agent.agent_id, result.terminated_by, debrief_kept=kept_here)
         return result
+
+    def _abandon_approvals(self) -> bool:
+        """Let go of calls still parked as the run ends; whether there were any.
+
+        A run stopped (a cancel, its deadline) while it announced the calls it parks, before
+        its wait for them began, ended with them still pending: its closed execution kept
+        WaitingFor = 'approval', its `progress` said it waited for them, and they were never
+        counted as abandoned. The wait clears them itself otherwise. Changes what the final
+        upsert holds, not which commands the run makes: runs that ended so replay alike.
+        """
+        pending = self.state.pending_approvals
+        if not pending:
+            return False
+        count_approvals_decided(
+            self.agent.agent_id,
+            self.state.iteration,
+            [(p.call_id, p.tool) for p in pending],
+            "abandoned",
+        )
+        self.state.pending_approvals = []
+        return True
 
     async def _notify_agent(
         self,

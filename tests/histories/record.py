@@ -66,6 +66,10 @@ meets its cases: an input by hand too heavy to carry, an answer's summary and co
 clipped, by a `final-answer` call and by an operator (docs/payload-budget.md).
 `unread_calls_nudged.json` (group `unread_calls`) with the `unread-text-calls-nudged` patch
 asked where a reply ended with a call block that names no tool (the model told so).
+`approval_announce_cancelled.json` is not recorded here: tests/workflow/test_approval_stops.py
+wrote it, with the code from before runs let go of the calls still parked as they end (a
+cancel while the run announced them), so that path keeps replaying with the final upsert's
+content changed (no command changed, no patch).
 Each scenario runs on a fresh dev server with scripted models.
 """
 
