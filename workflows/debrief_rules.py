@@ -312,7 +312,9 @@ def merge_synthesis(
     return debrief
 
 
-def persist_input(input: DebriefInput, debrief: AgentDebrief) -> PersistDebriefInput:
+def persist_input(
+    input: DebriefInput, debrief: AgentDebrief, *, parent_run: str | None = None
+) -> PersistDebriefInput:
     """The `persist_debrief` activity's input: the debrief, and of its input what the row keeps
     (the run, its task and output; `activities/debrief_store.py`). The answer's capture and
     the run's records are in the debrief already: sent twice, a run ended by an operator's
@@ -328,7 +330,7 @@ def persist_input(input: DebriefInput, debrief: AgentDebrief) -> PersistDebriefI
             "approvals": [],
         }
     )
-    return PersistDebriefInput(input=kept, debrief=debrief)
+    return PersistDebriefInput(input=kept, debrief=debrief, parent_run=parent_run)
 
 
 def unusable_but_billed(result: SynthesisResult) -> bool:

@@ -168,6 +168,11 @@ class RunWrapUp:
                 ),
                 keep_last_run=self.last_run_in_store,
                 calls_in_flight=self.calls_abandoned,
+                debrief_if_taken=(
+                    PersistDebriefInput(input=debrief_input, debrief=result.debrief)
+                    if not kept_here and debrief_input is not None and result.debrief is not None
+                    else None
+                ),
             ),
             **AGENT_SIGNAL,
             summary="keep the debrief, tell the agent"

@@ -296,3 +296,7 @@ class NotifyAgentInput(InternalPayload):
     calls_in_flight: bool = False
     """The run ended while a model call or a tool of its ran (cancelled, past its deadline,
     answered by an operator): every worker is told to stop them (`activities.run_stops`)."""
+    debrief_if_taken: PersistDebriefInput | None = None
+    """The run's deterministic debrief when it starts a DebriefWorkflow: saved here only when
+    that workflow's id is taken by one an earlier timeline of the run started and is still
+    running (the run was reset meanwhile), which the run's own cannot start beside."""

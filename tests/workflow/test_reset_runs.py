@@ -19,6 +19,7 @@ from reactive_temporal.api.rerun import rerun_from_failure
 from reactive_temporal.api.run_results import run_result
 from reactive_temporal.api.runs import list_runs, runs_query
 from reactive_temporal.api.watching import follow_events
+from reactive_temporal.contracts import names
 from reactive_temporal.contracts.events import RunEvent
 from reactive_temporal.contracts.result import AgentResult
 from reactive_temporal.embedded.scripted_llm import HttpError, Reply, ScriptedLLM, call
@@ -205,3 +206,52 @@ async def test_a_run_reset_while_awaited_and_watched_is_followed_to_its_end(
     last = events[-1]
     assert (last.type, last.status) == ("finished", "completed"), last
     assert last.result is not None and last.result.output == "6"
+
+
+async def test_a_run_reset_while_its_debrief_is_written_keeps_the_new_timeline_s(
+    harness: Harness, client: Client, llm: ScriptedLLM, model_name: str, database_url: str
+):
+    """Reset from the Web UI (not `rerun`, which waits for the old debrief) while the failed
+    run's debrief is still synthesized: the reset run could not start its own debrief (the
+    id was taken), and the old one then kept the failed timeline's debrief, its lessons and
+    the agent's last run ("failed") for a run that had succeeded. Now the reset run keeps
+    its deterministic debrief and the old timeline's is not kept."""
+    debrief_model = f"{model_name}-debrief"
+    llm.script(debrief_model, [Reply(DEBRIEF, delay=4)], repeat_last=True)
+    llm.script(
+        model_name,
+        [Reply(None, [call("calculator", expression="5*5")]), HttpError(400, "model not found")],
+    )
+    agent_id = f"reset-{uuid.uuid4().hex[:8]}"
+    failed = await harness.run(
+        model_name, "5*5 then answer", agent_id=agent_id, debrief_model=debrief_model
+    )
+    assert failed.terminated_by == "llm_error"
+    old_debrief = client.get_workflow_handle(names.debrief_workflow_id(failed.run_id))
+    old_execution = (await old_debrief.describe()).run_id
+
+    llm.script(
+        model_name,
+        [Reply(None, [call("calculator", expression="5*5")]), Reply("FINAL ANSWER: 25")],
+    )
+    new_run = await reset_to_first_task(client, failed.run_id)
+    reset = client.get_workflow_handle(failed.run_id, run_id=new_run, result_type=AgentResult)
+    assert (await asyncio.wait_for(reset.result(), 60)).terminated_by == "final_answer"
+    await asyncio.wait_for(
+        client.get_workflow_handle(old_debrief.id, run_id=old_execution).result(), 60
+    )  # the old timeline's debrief has done all it does
+
+    kept = await rows(
+        database_url, "SELECT terminated_by FROM agent_debriefs WHERE run_id = %s", failed.run_id
+    )
+    assert kept == [("final_answer",)]
+    lessons = await rows(
+        database_url, "SELECT lesson FROM agent_lessons WHERE run_id = %s", failed.run_id
+    )
+    assert ("a lesson of the failed run",) not in lessons, lessons
+    last = await rows(
+        database_url,
+        "SELECT run_id, run->'debrief'->>'outcome' FROM agent_last_runs WHERE agent_id = %s",
+        agent_id,
+    )
+    assert last == [(failed.run_id, "success")], last
