@@ -170,7 +170,10 @@ class RunWrapUp:
                 calls_in_flight=self.calls_abandoned,
                 debrief_if_taken=(
                     PersistDebriefInput(input=debrief_input, debrief=result.debrief)
-                    if not kept_here and debrief_input is not None and result.debrief is not None
+                    if not kept_here
+                    and debrief_input is not None
+                    and result.debrief is not None
+                    and not_its_first_execution()
                     else None
                 ),
             ),
@@ -251,6 +254,14 @@ class RunWrapUp:
             f"**{status}** · iteration {self.state.iteration}/{self.agent.max_iterations} · "
             f"last tool: {literal(tools_used[-1]) if tools_used else '—'} · {tokens} tokens"
         )
+
+
+def not_its_first_execution() -> bool:
+    """The run's execution is not the one it started as: reset since (or continued as new),
+    so an earlier timeline's debrief may hold the debrief's id. Runs as they started pay no
+    look-up for that in their wrap-up."""
+    info = workflow.info()
+    return info.run_id != info.first_execution_run_id
 
 
 def tokens_label(n: int) -> str:
