@@ -114,6 +114,7 @@ class AgentRunWorkflow(RunWrapUp, RunControls, RunTools, RunLlmStep):
         """The seed the run's first LLM step writes, until it has (first-step-seeds patch)."""
         self.refused: str | None = None
         self.store_outage: RetryingStep | None = None
+        self.stop_after_reply = False
 
     @staticmethod
     def _patch_bundle(bundle: str | None) -> frozenset[str]:
@@ -322,6 +323,8 @@ class AgentRunWorkflow(RunWrapUp, RunControls, RunTools, RunLlmStep):
         )
         if not isinstance(decision, Ending):
             decision = self._over_budget() or decision
+        if self.stop_after_reply and not isinstance(decision, Ending):
+            decision = self._stop_ending() or decision  # the stop, held over for the reply
         if isinstance(decision, Ending):
             self.state.end(decision)
         elif isinstance(decision, Nudge):

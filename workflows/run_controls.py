@@ -108,17 +108,8 @@ class RunControls:
         if not is_cancelled_exception(err):
             return False
         state = self.state
-        if self.deadline_hit:
-            doing = f"tool {state.current_tool}" if state.current_tool else None
-            doing = "an LLM call" if self.in_llm_call else doing
-            ending = timeout_ending(
-                self.agent.timeout_seconds or 0, last_text=state.last_text, doing=doing
-            )
-        elif workflow.cancellation_reason() is not None and self.patched(
-            names.GRACEFUL_CANCEL_PATCH
-        ):
-            ending = cancel_ending(workflow.cancellation_reason(), last_text=state.last_text)
-        else:
+        ending = self._stop_ending()
+        if ending is None:
             return False
         state.end(ending)
         self.calls_abandoned = True  # whatever was in flight (a model call, tools) was cancelled
@@ -126,6 +117,20 @@ class RunControls:
         if task is not None:
             task.uncancel()  # the interruption is handled: later awaits must not re-raise it
         return True
+
+    def _stop_ending(self) -> Ending | None:
+        """The ending of a stop: `timeout` once the deadline fired, `cancelled` on a cancel
+        request; None when neither (or the run predates graceful cancels)."""
+        state = self.state
+        if self.deadline_hit:
+            doing = f"tool {state.current_tool}" if state.current_tool else None
+            doing = "an LLM call" if self.in_llm_call else doing
+            return timeout_ending(
+                self.agent.timeout_seconds or 0, last_text=state.last_text, doing=doing
+            )
+        if workflow.cancellation_reason() is not None and self.patched(names.GRACEFUL_CANCEL_PATCH):
+            return cancel_ending(workflow.cancellation_reason(), last_text=state.last_text)
+        return None
 
     async def _finish_even_if_cancelled(self, started: datetime) -> AgentResult:
         """`_finish`, which a cancel request arriving meanwhile does not interrupt: the

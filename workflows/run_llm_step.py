@@ -55,6 +55,8 @@ class RunLlmStep:
     store_outage: RetryingStep | None
     """The LLM step given up on Postgres and waited out, until one lands (the `progress`
     query's `retrying`; no command depends on it)."""
+    stop_after_reply: bool
+    """A stop came with the step's reply already in: the turn ends the run."""
 
     def patched(self, patch_id: str) -> bool:
         raise NotImplementedError
@@ -114,8 +116,9 @@ class RunLlmStep:
                 lambda: handle.done() or state.operator_answer is not None
             )
         except asyncio.CancelledError:
-            handle.cancel()  # a cancel request or the deadline: the wrap-up stops the call
-            raise
+            if not self._reply_came_before_stop(handle):
+                handle.cancel()  # a cancel request or the deadline: the wrap-up stops the call
+                raise
         self.in_llm_call = False
         if not handle.done():
             handle.cancel()  # the operator answered
@@ -141,6 +144,20 @@ class RunLlmStep:
             self.unseeded = None
             self._take_prepared(step.prepared)
         return step
+
+    def _reply_came_before_stop(self, handle: workflow.ActivityHandle[LlmStepResult]) -> bool:
+        """Whether the step's reply was in when the stop interrupted the wait for it (one
+        activation held both): then the stop is held over (`stop_after_reply`) and the turn
+        decides on the reply (the reply-before-stop patch, asked only then)."""
+        if not handle.done() or handle.cancelled() or handle.exception() is not None:
+            return False
+        if not self.patched(names.REPLY_BEFORE_STOP_PATCH):
+            return False
+        self.stop_after_reply = True
+        task = asyncio.current_task()
+        if task is not None:
+            task.uncancel()  # held over: the turn ends the run, with its answer or the stop
+        return True
 
     def _refused_by_store(self, err: BaseException, *, calls_in_flight: bool = False) -> bool:
         """Postgres refused the run's data for good (a `StoreDataError`): the run ends as

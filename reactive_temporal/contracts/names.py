@@ -260,6 +260,13 @@ ANSWER_MAX_BYTES is refused (a control character is six bytes), and one whose co
 past CONFIDENCE_MAX_CHARS (or, from a `final-answer` call, whose summary is past
 ANSWER_SUMMARY_MAX_CHARS) is clipped. Asked only by a run that meets one of these cases (no
 marker otherwise), so in no bundle."""
+REPLY_BEFORE_STOP_PATCH: Final = "reply-before-stop"
+"""A model's reply that had come when a stop did (a cancel request or the deadline, in the
+same activation: the workflow task that took the reply was refused for the cancel arriving
+while its wrap-up ran, and tried again with both) is taken: an answer ends the run as it
+would have, and a turn that would go on ends with the stop instead. Before, the stop
+interrupted the wait for the reply already in, and the run ended `cancelled` with no output,
+its answer lost. Asked only by a run that meets the case (no marker otherwise); in no bundle."""
 SYNTHESIS_BILL_KEPT_PATCH: Final = "synthesis-bill-kept"
 """A DebriefWorkflow whose synthesis call was billed but gave no rich debrief (an answer that
 is not usable JSON, or an activity that failed for good after billed replies, its

@@ -70,6 +70,11 @@ asked where a reply ended with a call block that names no tool (the model told s
 wrote it, with the code from before runs let go of the calls still parked as they end (a
 cancel while the run announced them), so that path keeps replaying with the final upsert's
 content changed (no command changed, no patch).
+`reply_before_stop.json` and `reply_before_stop_taken.json` are not recorded here either:
+tests/workflow/test_wrapup_cancel.py wrote them, a cancel landing while a run's wrap-up ran
+in the task that took its final reply (the task refused, tried again with the reply and the
+cancel in one activation), the first with the code from before the `reply-before-stop`
+patch (the run ended `cancelled`, its answer lost), the second with it asked (the answer).
 Each scenario runs on a fresh dev server with scripted models.
 """
 

@@ -249,7 +249,11 @@ def test_the_newest_bundle_covers_every_run_patch_and_is_not_yet_sent():
         source = (root / module).read_text()
         asked |= set(re.findall(r"self\.patched\(\s*names\.([A-Z0-9_]+)", source))
     # a patch released since is asked on its own: it joins the next bundle, never this one
-    released_since = {names.PAYLOAD_BUDGET_PATCH, names.UNREAD_TEXT_CALLS_PATCH}
+    released_since = {
+        names.PAYLOAD_BUDGET_PATCH,
+        names.UNREAD_TEXT_CALLS_PATCH,
+        names.REPLY_BEFORE_STOP_PATCH,
+    }
     asked_names = {getattr(names, a) for a in asked}
     assert asked_names == names.RUN_PATCHES_2026_12_04_COVERS | released_since
     assert not any(released_since & covers for covers in names.RUN_BUNDLE_COVERS.values())
