@@ -5,6 +5,7 @@ after the run ended prints the same events."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import getpass
 import json
 import os
@@ -14,6 +15,7 @@ import time
 import uuid
 from pathlib import Path
 
+import psutil
 import pytest
 from temporalio.client import Client
 
@@ -24,6 +26,7 @@ from reactive_temporal.embedded.dev_server import DevServer
 from reactive_temporal.embedded.scripted_llm import Reply, ScriptedLLM, call
 from reactive_temporal.hosting.runtime import Runtime
 from tests import processes
+from tests.conftest import wait_for
 from tests.processes import starter_async
 
 pytestmark = pytest.mark.e2e
@@ -220,6 +223,20 @@ def test_chat_in_a_terminal_prints_the_reply_as_it_is_generated(
         processes.stop(worker)
 
 
+def peers_of(run_id: str) -> set[int]:
+    """The ports a `watch RUN_ID` process holds established TCP connections to."""
+    ports: set[int] = set()
+    for proc in psutil.process_iter(["cmdline"]):
+        if "watch" in (proc.info["cmdline"] or []) and run_id in proc.info["cmdline"]:
+            with contextlib.suppress(psutil.Error):
+                ports |= {
+                    c.raddr.port
+                    for c in proc.net_connections(kind="tcp")
+                    if c.status == psutil.CONN_ESTABLISHED and c.raddr
+                }
+    return ports
+
+
 async def test_watch_json_keeps_stdout_json_when_the_server_goes_away(
     database_url: str, llm: ScriptedLLM, tmp_path: Path
 ):
@@ -238,7 +255,10 @@ async def test_watch_json_keeps_stdout_json_when_the_server_goes_away(
         watch = asyncio.ensure_future(
             starter_async("watch", handle.id, "--json", env=env, cwd=tmp_path, seconds=90)
         )
-        await asyncio.sleep(3)
+        # watching: connected to Temporal (a server stopped before the watch connected is
+        # another case: `cannot reach Temporal`, exit 2)
+        port = int(server.address.rsplit(":", 1)[1])
+        await wait_for(lambda: port in peers_of(handle.id), seconds=60)
     finally:
         await server.stop()
     watched = await watch
