@@ -116,6 +116,8 @@ class ChatActivities:
         # could never be returned, and the activity (and the model) would be retried forever
         await self._record_usage(input, completion)
         try:  # whatever the endpoint put in its reply: an error here is the model's
+            if (broke_off := completion.broke_off) is not None:  # half a reply, not the answer
+                raise ValueError(f"the reply broke off part-way: {broke_off}")
             answer, finish_reason = completion.content, completion.finish_reason
             # no tools on this path: calls a model wrote at its end are markup, never the reply
             choices = completion.response.choices

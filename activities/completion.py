@@ -4,13 +4,29 @@ thinking, why it ended (in OpenAI's words, whatever the provider said), and what
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from openai.types.chat import ChatCompletion
 
 from activities.reply_calls import content_text, finish_reason_of
 from reactive_temporal.contracts.run import Usage
+from reactive_temporal.model_quirks import error_message
 from reactive_temporal.thinking import reasoning_of, split_thinking
+
+BROKEN_OFF_REASONS = {"error", "abort"}
+"""Finish reasons of a generation that failed part-way, not of a model that ended its turn:
+OpenRouter's and vLLM's `error`, vLLM's `abort`."""
+BROKEN_OFF_MAX_CHARS = 300
+
+
+def _error_words(error: object) -> str:
+    """What an error object a 200 carried says (the provider's own words, through a gateway's
+    `metadata.raw` too), whatever its shape."""
+    if not isinstance(error, Mapping):  # a model the client built of it
+        dump = getattr(error, "model_dump", None)
+        error = dump() if callable(dump) else error
+    return error_message({"error": error} if isinstance(error, Mapping) else error).strip()
 
 
 @dataclass(frozen=True)
@@ -56,6 +72,26 @@ class Completion:
     def after(self, earlier: Completion) -> Completion:
         """This reply, having cost what `earlier` did as well."""
         return Completion(self.response, earlier.usage + self.usage, earlier.cost + self.cost)
+
+    @property
+    def broke_off(self) -> str | None:
+        """What the endpoint said, when the reply is a generation that failed part-way, not
+        the model's whole turn: a 200 whose first choice finished with `error` (OpenRouter,
+        vLLM) or carries an error object, or whose body has one beside its choices. Its text
+        is whatever the model had written by then (a `FINAL ANSWER:` cut mid-sentence ended
+        runs as their answer); None for a reply that did not break off."""
+        choices = self.response.choices
+        if not choices:
+            return None
+        choice = choices[0]
+        reason = choice.finish_reason
+        error = getattr(choice, "error", None) or getattr(self.response, "error", None)
+        broken = isinstance(reason, str) and reason.strip().lower() in BROKEN_OFF_REASONS
+        if not error and not broken:
+            return None
+        words = _error_words(error) if error else ""
+        said = words or f"finish_reason {reason!r}, no error said"
+        return said[:BROKEN_OFF_MAX_CHARS]
 
     @property
     def finish_reason(self) -> str | None:

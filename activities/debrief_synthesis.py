@@ -124,6 +124,8 @@ class DebriefActivities:
         )
         owner = f"run {request.input.run_id}"
         try:  # whatever the endpoint put in its reply: an error here is the model's
+            if (broke_off := completion.broke_off) is not None:  # half a reply: half its JSON
+                raise ValueError(f"the reply broke off part-way: {broke_off}")
             content = completion.content
             # before bounding (a cut must not leave half a key) and after (control
             # characters taken out must not join the halves of one)

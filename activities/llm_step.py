@@ -216,6 +216,11 @@ class LlmActivities:
                 input, text, BilledReplies(usage=usage, cost=cost),
                 "LLM answered with no choices", "LlmEmptyResponse",
             )  # fmt: skip
+        if (broke_off := completion.broke_off) is not None:  # half a reply, not the turn
+            raise await self._billed_failure(
+                input, text, BilledReplies(usage=usage, cost=cost),
+                f"LLM endpoint's reply broke off part-way: {broke_off}", "LlmBadReply",
+            )  # fmt: skip
         try:  # whatever the endpoint put in its reply: an error here is the model's
             choice = response.choices[0]
             caps = self.llm.capabilities(input.model)

@@ -87,6 +87,9 @@ class _Choice:
     state: dict[str, StateFragments] = field(default_factory=dict)
     """What the endpoint attaches to the turn for itself (`activities.turn_state`), by field."""
     finish_reason: str | None = None
+    error: dict[str, Any] | None = None
+    """The error a gateway put in the choice when its provider failed mid-reply (OpenRouter:
+    `finish_reason: "error"` and `error: {code, message}` in the last chunk's choice)."""
     slots: dict[int, int] = field(default_factory=dict)
     """An endpoint's `index` → the call it stands for now (a proxy that numbers every call
     0 starts the next one under the same index, with a new id)."""
@@ -165,7 +168,8 @@ class _Choice:
                 message[name] = entries
         if self.tool_calls:
             message["tool_calls"] = [self.tool_calls[i].wire() for i in sorted(self.tool_calls)]
-        return {"index": self.index, "message": message, "finish_reason": self.finish_reason}
+        wired = {"index": self.index, "message": message, "finish_reason": self.finish_reason}
+        return wired if self.error is None else {**wired, "error": self.error}
 
 
 class Added(NamedTuple):
@@ -221,6 +225,8 @@ class StreamedReply:
             added = merged.add(delta) if isinstance(delta, dict) else ("", "")
             if isinstance(choice.get("finish_reason"), str):
                 merged.finish_reason = choice["finish_reason"]
+            if isinstance(choice.get("error"), dict) and choice["error"]:
+                merged.error = choice["error"]
             if index == 0:
                 text, thought = text + added[0], thought + added[1]
         return Added(text, thought)

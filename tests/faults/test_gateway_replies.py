@@ -1,0 +1,123 @@
+"""Gateways and servers that report a failed generation inside a 200, over real HTTP: a
+reply that broke off is the model failing (asked again, counted against its attempts, its
+bill kept), never the run's answer or a chat's reply."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import pytest
+
+from reactive_temporal.api.chat_refusals import ChatError
+from reactive_temporal.embedded.scripted_llm import Raw, Reply, ScriptedLLM, Step
+from tests.workflow.conftest import Harness
+
+pytestmark = [pytest.mark.faults, pytest.mark.workflow]
+
+HALF = "FINAL ANSWER: The tallest building would stand"
+"""What the model had written when its provider failed: a final answer cut mid-sentence."""
+DISCONNECTED = {"code": 502, "message": "Provider disconnected unexpectedly"}
+"""OpenRouter's error object for a provider that failed while generating."""
+USAGE = {"prompt_tokens": 1000, "completion_tokens": 100, "total_tokens": 1100}
+
+
+def chunk(delta: dict[str, Any], finish: str | None = None, **choice: object) -> dict[str, Any]:
+    return {
+        "id": "gen-1",
+        "object": "chat.completion.chunk",
+        "created": 1,
+        "model": "m",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish, **choice}],
+    }
+
+
+def sse(*events: object) -> Raw:
+    return Raw([*(f"data: {json.dumps(e)}\n\n".encode() for e in events), b"data: [DONE]\n\n"])
+
+
+def whole(finish: str, choice: dict[str, Any] | None = None, **extra: object) -> Raw:
+    body = {
+        "id": "gen-1",
+        "object": "chat.completion",
+        "created": 1,
+        "model": "m",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": HALF},
+                "finish_reason": finish,
+                **(choice or {}),
+            }
+        ],
+        "usage": USAGE,
+        **extra,
+    }
+    return Raw([json.dumps(body).encode()], content_type="application/json")
+
+
+BROKEN_OFF: dict[str, Step] = {
+    # OpenRouter streams the error in the choice of its last chunk, finish_reason "error"
+    "streamed, the error in the choice": sse(
+        chunk({"role": "assistant", "content": HALF}),
+        chunk({"content": ""}, "error", error=DISCONNECTED),
+        {"id": "gen-1", "object": "chat.completion.chunk", "choices": [], "usage": USAGE},
+    ),
+    # vLLM's `error` finish reason (a generation the engine failed), nothing else said
+    "streamed, finish_reason error alone": sse(
+        chunk({"role": "assistant", "content": HALF}), chunk({}, "error")
+    ),
+    # unstreamed: OpenRouter's 200 whose choice carries the error
+    "whole, the error in the choice": whole("error", {"error": DISCONNECTED}),
+    # a gateway's 200 with the error beside the choices (it was taken: only an error without
+    # choices was refused)
+    "whole, the error beside the choices": whole("error", error=DISCONNECTED),
+}
+
+
+@pytest.mark.parametrize("name", list(BROKEN_OFF))
+async def test_a_reply_that_broke_off_is_asked_again_not_taken_for_the_answer(
+    name: str, harness: Harness, llm: ScriptedLLM, model_name: str
+):
+    """The half-written `FINAL ANSWER:` ended the run as a success whose answer stopped
+    mid-sentence. Now the step is asked again, and the broken reply's bill is counted."""
+    llm.script(model_name, [BROKEN_OFF[name], Reply("FINAL ANSWER: 42", usage=(10, 5))])
+    result = await asyncio.wait_for(
+        harness.run(model_name, "How tall?", memory=False, live_output=True), 60
+    )
+    assert (result.terminated_by, result.output) == ("final_answer", "42"), result
+    assert len(llm.requests[model_name]) == 2
+    if "error alone" not in name:  # the usage the broken reply reported is in the run's
+        assert result.metadata.prompt_tokens == 1010
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+async def test_a_run_whose_replies_all_break_off_says_what_the_provider_said(
+    streamed: bool, harness: Harness, llm: ScriptedLLM, model_name: str
+):
+    """Every attempt broke off: the run ends `llm_error` in the provider's words, after the
+    agent's `llm_max_attempts` calls."""
+    broken = "streamed, the error in the choice" if streamed else "whole, the error in the choice"
+    llm.script(model_name, [BROKEN_OFF[broken]], repeat_last=True)
+    result = await asyncio.wait_for(
+        harness.run(
+            model_name, "How tall?", llm_max_attempts=2, memory=False, live_output=streamed
+        ),
+        60,
+    )
+    assert result.terminated_by == "llm_error", result
+    assert "Provider disconnected unexpectedly" in (result.error or ""), result.error
+    assert len(llm.requests[model_name]) == 2
+    assert result.metadata.prompt_tokens == 2000  # both bills
+
+
+async def test_a_chat_reply_that_broke_off_is_not_the_reply(
+    harness: Harness, llm: ScriptedLLM, model_name: str
+):
+    """A direct chat turn (unstreamed) answered with the half reply, as if whole."""
+    llm.script(model_name, [whole("error")], repeat_last=True)
+    session = harness.agent(model_name, agent_id="broken-chat", llm_max_attempts=2).session()
+    with pytest.raises(ChatError, match="broke off"):
+        await asyncio.wait_for(session.chat("How tall?", use_tools=False), 90)
+    assert len(llm.requests[model_name]) == 2
