@@ -19,6 +19,7 @@ import ssl
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from email.utils import parsedate_to_datetime
 from typing import Any, NoReturn
 
 import aiohttp
@@ -51,9 +52,24 @@ RATE_LIMITED_BACKOFF_SECONDS = (0.5, 30.0)
 at random, so runs limited together do not come back together."""
 
 
+def _seconds_until(value: str, headers: Any) -> float | None:
+    """How long until `retry-after`'s HTTP date (RFC 9110: a proxy's or a load balancer's
+    503 may send one), counted from the response's own `date` when it sent one (the
+    server's clock says when that is), else from now; None when it is no date or has passed
+    (the retry policy's backoff decides then)."""
+    try:
+        until = parsedate_to_datetime(value)
+        sent = headers.get("date") if headers is not None else None
+        now = parsedate_to_datetime(sent) if sent else datetime.now(UTC)
+        seconds = (until - now).total_seconds()
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None  # not a date, or one without a zone against one with
+    return seconds if seconds > 0 else None
+
+
 def retry_delay(headers: Any, body: object = None) -> timedelta | None:
-    """The server's requested wait, from `retry-after-ms` or `retry-after` (seconds), else
-    from the error body (`body_retry_delay`)."""
+    """The server's requested wait, from `retry-after-ms` or `retry-after` (seconds, or an
+    HTTP date), else from the error body (`body_retry_delay`)."""
     waits: list[float] = []
     for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
         value = headers.get(name) if headers is not None else None
@@ -62,7 +78,8 @@ def retry_delay(headers: Any, body: object = None) -> timedelta | None:
         try:
             waits.append(float(value) * scale)
         except ValueError:
-            continue  # an HTTP date: let the retry policy's backoff decide
+            if name == "retry-after" and (until := _seconds_until(value, headers)) is not None:
+                waits.append(until)  # was ignored: a 503 "back at 14:05" retried at once
     if (in_body := body_retry_delay(body)) is not None:
         waits.append(in_body)
     for seconds in waits:

@@ -1,17 +1,26 @@
-"""Gateways and servers that report a failed generation inside a 200, over real HTTP: a
-reply that broke off is the model failing (asked again, counted against its attempts, its
-bill kept), never the run's answer or a chat's reply."""
+"""What gateways, proxies and servers in front of a model answer, over real HTTP, where
+OpenAI's own API would not: a failed generation inside a 200 (a reply that broke off is the
+model failing: asked again, counted against its attempts, its bill kept, never the run's
+answer or a chat's reply), a `retry-after` given as a date."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+from datetime import UTC, datetime, timedelta
+from email.utils import format_datetime
 from typing import Any
 
 import pytest
+from temporalio.exceptions import ApplicationError
 
+from activities.llm_calls import LlmEndpoint
+from activities.llm_request import chat_request
 from reactive_temporal.api.chat_refusals import ChatError
-from reactive_temporal.embedded.scripted_llm import Raw, Reply, ScriptedLLM, Step
+from reactive_temporal.config import Settings
+from reactive_temporal.embedded.scripted_llm import HttpError, Raw, Reply, ScriptedLLM, Step
+from reactive_temporal.hosting.worker_factory import llm_client
+from tests.support.steps import attempt
 from tests.workflow.conftest import Harness
 
 pytestmark = [pytest.mark.faults, pytest.mark.workflow]
@@ -121,3 +130,26 @@ async def test_a_chat_reply_that_broke_off_is_not_the_reply(
     with pytest.raises(ChatError, match="broke off"):
         await asyncio.wait_for(session.chat("How tall?", use_tools=False), 90)
     assert len(llm.requests[model_name]) == 2
+
+
+async def test_a_retry_after_date_is_waited_for(
+    settings: Settings, llm: ScriptedLLM, model_name: str
+):
+    """A proxy's 503 for a model being redeployed says when to come back as an HTTP date
+    (RFC 9110 allows either form): it was ignored, and the step retried at once, again and
+    again, its attempts spent before the model was back. The wait is counted from the
+    response's own `Date` (the server's clock)."""
+    back_at = format_datetime(datetime.now(UTC) + timedelta(seconds=30), usegmt=True)
+    body = {"error": {"message": "upstream is being redeployed", "type": "service_unavailable"}}
+    llm.script(model_name, [HttpError(503, body=body, headers={"retry-after": back_at})])
+    endpoint = LlmEndpoint(llm_client(settings, llm.base_url))
+    request = chat_request(model_name, [{"role": "user", "content": "hi"}])
+    try:
+        with pytest.raises(ApplicationError) as refused:
+            await attempt(1).run(endpoint.complete, request, max_attempts=5)
+    finally:
+        await endpoint.close()
+    assert "upstream is being redeployed" in str(refused.value)
+    assert refused.value.non_retryable is False
+    waited = refused.value.next_retry_delay
+    assert waited is not None and 25 <= waited.total_seconds() <= 31, waited

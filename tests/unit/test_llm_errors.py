@@ -56,6 +56,12 @@ def test_retry_after_ms_wins_and_is_capped():
     )
     assert retry_delay(httpx.Headers({"retry-after": "86400"})) == timedelta(seconds=120)
     assert retry_delay(httpx.Headers({"retry-after": "Wed, 21 Oct 2015 07:28:00 GMT"})) is None
+    dated = {
+        "retry-after": "Wed, 21 Oct 2015 07:28:30 GMT",
+        "date": "Wed, 21 Oct 2015 07:28:00 GMT",
+    }
+    assert retry_delay(httpx.Headers(dated)) == timedelta(seconds=30)  # by the server's clock
+    assert retry_delay(httpx.Headers({"retry-after": "Wed, 21 Oct 2015 07:28:30"})) is None
     assert retry_delay(None) is None
 
 
