@@ -200,9 +200,11 @@ class StreamedReply:
         """Merge one chunk; the text and the thinking it added to the first choice."""
         if not isinstance(chunk, dict):
             return Added("", "")
-        if self.id is None and isinstance(chunk.get("id"), str):
+        # Azure OpenAI's first chunk is its prompt filter's verdict, with `id` and `model`
+        # empty: the first that names them names the reply
+        if not self.id and isinstance(chunk.get("id"), str):
             self.id = chunk["id"]
-        if self.model is None and isinstance(chunk.get("model"), str):
+        if not self.model and isinstance(chunk.get("model"), str):
             self.model = chunk["model"]
         if not self.created and isinstance(chunk.get("created"), int):
             self.created = chunk["created"]

@@ -153,3 +153,38 @@ async def test_a_retry_after_date_is_waited_for(
     assert refused.value.non_retryable is False
     waited = refused.value.next_retry_delay
     assert waited is not None and 25 <= waited.total_seconds() <= 31, waited
+
+
+async def test_azure_s_prompt_filter_chunk_does_not_name_the_reply(
+    settings: Settings, llm: ScriptedLLM, model_name: str
+):
+    """Azure OpenAI streams its prompt filter's verdict first, in a chunk with no choices and
+    `id` and `model` empty: the reply was named by it, and every streamed call's span said
+    no `gen_ai.response.model` (the deployment's model and version)."""
+    verdict = {
+        "choices": [],
+        "created": 0,
+        "id": "",
+        "model": "",
+        "object": "",
+        "prompt_filter_results": [
+            {"prompt_index": 0, "content_filter_results": {"hate": {"filtered": False}}}
+        ],
+    }
+    text = chunk({"role": "assistant", "content": "Hello"})
+    named = {**text, "id": "chatcmpl-az1", "model": "gpt-4o-2024-11-20"}
+    llm.script(model_name, [sse(verdict, named, {**named, **chunk({}, "stop")})])
+    endpoint = LlmEndpoint(llm_client(settings, llm.base_url))
+    request = chat_request(model_name, [{"role": "user", "content": "hi"}])
+    streamed: list[str] = []
+    try:
+        completion = await attempt(1).run(
+            endpoint.complete, request, max_attempts=2, on_text=streamed.append
+        )
+    finally:
+        await endpoint.close()
+    assert (completion.content, "".join(streamed)) == ("Hello", "Hello")
+    assert (completion.response.id, completion.response.model) == (
+        "chatcmpl-az1",
+        "gpt-4o-2024-11-20",
+    )
