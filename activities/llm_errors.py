@@ -261,6 +261,14 @@ def llm_errors(max_attempts: int | None = None) -> Iterator[None]:
             type="LlmConnectionError",
             non_retryable=last,
         ) from err
+    except openai.APIError as err:  # an error object in a 200's stream (a gateway's, mid-reply)
+        said = error_message(err.body) or str(err.message)
+        raise ApplicationError(
+            f"LLM endpoint sent an error in place of the rest of its reply: {said[:500]}"
+            f"{' (attempts exhausted)' if last else ''}",
+            type="LlmBadReply",  # the model failing, as any reply that breaks off
+            non_retryable=last,
+        ) from None  # the client's error holds the body: the words above are what it said
     except TimeoutError as err:
         raise ApplicationError(
             "LLM endpoint did not finish its reply in time"

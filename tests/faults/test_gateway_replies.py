@@ -101,6 +101,25 @@ async def test_a_reply_that_broke_off_is_asked_again_not_taken_for_the_answer(
         assert result.metadata.prompt_tokens == 1010
 
 
+async def test_an_error_sent_in_place_of_the_rest_of_a_stream_is_said_in_the_provider_s_words(
+    harness: Harness, llm: ScriptedLLM, model_name: str
+):
+    """OpenRouter's error mid-stream (a data event whose `error` ends the stream, in a 200)
+    passes the provider's own words on in `metadata.raw`: the run said only "APIError:
+    Provider returned error"."""
+    raw = json.dumps({"error": {"message": "upstream connect error: connection reset"}})
+    said = {"code": 502, "message": "Provider returned error", "metadata": {"raw": raw}}
+    stream = sse(chunk({"role": "assistant", "content": HALF}), {"error": said})
+    llm.script(model_name, [stream], repeat_last=True)
+    result = await asyncio.wait_for(
+        harness.run(model_name, "How tall?", llm_max_attempts=2, memory=False, live_output=True),
+        60,
+    )
+    assert result.terminated_by == "llm_error", result
+    assert "Provider returned error: upstream connect error" in (result.error or ""), result.error
+    assert len(llm.requests[model_name]) == 2
+
+
 @pytest.mark.parametrize("streamed", [False, True])
 async def test_a_run_whose_replies_all_break_off_says_what_the_provider_said(
     streamed: bool, harness: Harness, llm: ScriptedLLM, model_name: str
