@@ -197,7 +197,7 @@ class StreamedReply:
         return self.merge(chunk).text
 
     def merge(self, chunk: object) -> Added:
-        """Merge one chunk; the text and the thinking it added to the first choice."""
+        """Merge one chunk; the text and the thinking it added to the reply."""
         if not isinstance(chunk, dict):
             return Added("", "")
         # Azure OpenAI's first chunk is its prompt filter's verdict, with `id` and `model`
@@ -219,18 +219,19 @@ class StreamedReply:
         text = thought = ""
         choices = chunk.get("choices")
         for choice in choices if isinstance(choices, list) else []:
-            if not isinstance(choice, dict) or not isinstance(choice.get("index"), int):
+            # One choice is asked for (never `n`), so each is that one, whatever its `index`:
+            # Cloudflare Workers AI leaves it out, and older TGI and Foundry Local number
+            # every chunk (1, 2, 3…): the reply was empty, or its first token alone
+            if not isinstance(choice, dict) or not isinstance(choice.get("index", 0), int):
                 continue
-            index = choice["index"]
-            merged = self.choices.setdefault(index, _Choice(index))
+            merged = self.choices.setdefault(0, _Choice(0))
             delta = choice.get("delta")
             added = merged.add(delta) if isinstance(delta, dict) else ("", "")
             if isinstance(choice.get("finish_reason"), str):
                 merged.finish_reason = choice["finish_reason"]
             if isinstance(choice.get("error"), dict) and choice["error"]:
                 merged.error = choice["error"]
-            if index == 0:
-                text, thought = text + added[0], thought + added[1]
+            text, thought = text + added[0], thought + added[1]
         return Added(text, thought)
 
     def completion(self) -> ChatCompletion:

@@ -120,6 +120,40 @@ async def test_an_error_sent_in_place_of_the_rest_of_a_stream_is_said_in_the_pro
     assert len(llm.requests[model_name]) == 2
 
 
+def numbered(index: int | None, content: str, finish: str | None = None) -> dict[str, Any]:
+    """A chunk whose choice is numbered `index` (None: no `index` at all)."""
+    choice: dict[str, Any] = {"delta": {"content": content}, "finish_reason": finish}
+    if index is not None:
+        choice["index"] = index
+    return {"id": "gen-1", "object": "chat.completion.chunk", "model": "m", "choices": [choice]}
+
+
+WORDS = ["FINAL ", "ANSWER: ", "forty-", "two"]
+CHOICE_NUMBERING: dict[str, Step] = {
+    # Cloudflare Workers AI's OpenAI-compatible endpoint: no `index` in any choice
+    "no index": sse(*(numbered(None, w) for w in WORDS), numbered(None, "", "stop")),
+    # TGI before 1.4.4 and Foundry Local 0.7: the choice numbered anew in every chunk
+    "a new index each chunk": sse(
+        *(numbered(i, w) for i, w in enumerate(WORDS)), numbered(len(WORDS), "", "stop")
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(CHOICE_NUMBERING))
+async def test_a_streamed_reply_s_choice_is_read_whatever_its_index(
+    name: str, harness: Harness, llm: ScriptedLLM, model_name: str
+):
+    """The text of choices without an `index` was dropped (every reply empty, nudged until
+    the run ran out), and a choice numbered per chunk was a choice per token (the reply
+    was its first: "FINAL ")."""
+    llm.script(model_name, [CHOICE_NUMBERING[name]], repeat_last=True)
+    result = await asyncio.wait_for(
+        harness.run(model_name, "6*7?", memory=False, live_output=True, max_iterations=3), 60
+    )
+    assert (result.terminated_by, result.output) == ("final_answer", "forty-two"), result
+    assert len(llm.requests[model_name]) == 1
+
+
 @pytest.mark.parametrize("streamed", [False, True])
 async def test_a_run_whose_replies_all_break_off_says_what_the_provider_said(
     streamed: bool, harness: Harness, llm: ScriptedLLM, model_name: str

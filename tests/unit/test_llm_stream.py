@@ -81,12 +81,16 @@ def test_the_same_reply_as_openais_stream_state_and_an_unstreamed_call(name):
     ChatCompletion.model_validate(ours.model_dump())  # a well-formed reply, as validated
 
 
-def test_only_the_first_choices_text_goes_to_the_live_output():
+def test_every_choice_is_the_one_asked_for_whatever_its_index():
+    """One choice is asked for (never `n`): Cloudflare Workers AI leaves `index` out, older
+    TGI and Foundry Local number every chunk. Each chunk's text was dropped, or made a choice
+    of its own (the reply was its first token)."""
     reply = StreamedReply()
-    assert reply.add({"id": "c", "choices": [{"index": 1, "delta": {"content": "other"}}]}) == ""
-    assert reply.add({"choices": [{"index": 0, "delta": {"content": "mine"}}]}) == "mine"
+    assert reply.add({"id": "c", "choices": [{"delta": {"content": "It "}}]}) == "It "
+    assert reply.add({"choices": [{"index": 1, "delta": {"content": "is "}}]}) == "is "
+    assert reply.add({"choices": [{"index": 2, "delta": {"content": "42"}}]}) == "42"
     completion = reply.completion()
-    assert [c.message.content for c in completion.choices] == ["mine", "other"]
+    assert [c.message.content for c in completion.choices] == ["It is 42"]
 
 
 def test_chunks_of_the_wrong_shape_are_skipped_not_raised_on():
