@@ -373,7 +373,11 @@ class LlmEndpoint:
         )
         reply = StreamedReply()
         async with stream:
-            if stream.response.headers.get("content-type", "").startswith("application/json"):
+            kind = stream.response.headers.get("content-type", "")
+            if kind.startswith("text/html"):  # a proxy's error page, with status 200
+                page = (await stream.response.aread())[:200].decode("utf-8", "replace")
+                raise ValueError(f"not a stream of a chat completion ({kind}): {page!r}")
+            if kind.startswith("application/json"):
                 # an endpoint that ignores `stream` and answers the whole reply as JSON: read
                 # as one chunk (it was read as an empty stream: a billed reply thrown away)
                 whole = whole_reply_as_chunk(await stream.response.aread())

@@ -120,6 +120,21 @@ async def test_an_error_sent_in_place_of_the_rest_of_a_stream_is_said_in_the_pro
     assert len(llm.requests[model_name]) == 2
 
 
+async def test_a_proxy_s_page_in_place_of_a_stream_is_said(
+    harness: Harness, llm: ScriptedLLM, model_name: str
+):
+    """A proxy in front of the model answers a streamed call with its own HTML page, status
+    200: read as a stream with no events, the run said "LLM answered with no choices"."""
+    page = b"<html><head><title>Bad gateway</title></head><body>cloudflare</body></html>"
+    llm.script(model_name, [Raw([page], content_type="text/html")], repeat_last=True)
+    result = await asyncio.wait_for(
+        harness.run(model_name, "6*7?", llm_max_attempts=2, memory=False, live_output=True), 60
+    )
+    assert result.terminated_by == "llm_error", result
+    assert "text/html" in (result.error or "") and "Bad gateway" in (result.error or "")
+    assert len(llm.requests[model_name]) == 2
+
+
 def numbered(index: int | None, content: str, finish: str | None = None) -> dict[str, Any]:
     """A chunk whose choice is numbered `index` (None: no `index` at all)."""
     choice: dict[str, Any] = {"delta": {"content": content}, "finish_reason": finish}
