@@ -159,10 +159,14 @@ _CONTEXT_PATTERNS = (
     re.compile(r"exceeds the maximum number of tokens allowed \((\d+)\)"),
     re.compile(r"context (?:window|length) (?:of|is) (\d+)", re.I),
     re.compile(r"inputs`? tokens \+ `?max_new_tokens`? must be <= (\d+)"),  # TGI's 422
+    re.compile(r"exceed context limit: \d+ \+ \d+ > (\d+)"),  # Anthropic's, prompt + max_tokens
 )
 _CONTEXT_WORDS = re.compile(
     r"context[_ ]length[_ ]exceeded|maximum context length|context window|prompt is too long|"
-    r"too many tokens|exceeds the maximum number of tokens|tokens \+ `?max_new_tokens`? must be",
+    r"too many tokens|exceeds the maximum number of tokens|tokens \+ `?max_new_tokens`? must be|"
+    # Anthropic's for a prompt that fits without its `max_tokens`; AWS Bedrock's; a LiteLLM
+    # proxy's name for any of them, whatever its provider said
+    r"exceed context limit|input is too long for requested model|ContextWindowExceeded",
     re.I,
 )
 

@@ -15,7 +15,7 @@ import pytest
 from temporalio.exceptions import ApplicationError
 
 from activities.llm_calls import LlmEndpoint
-from activities.llm_request import chat_request
+from activities.llm_request import ContextWindowExceeded, chat_request
 from reactive_temporal.api.chat_refusals import ChatError
 from reactive_temporal.config import Settings
 from reactive_temporal.embedded.scripted_llm import HttpError, Raw, Reply, ScriptedLLM, Step
@@ -256,3 +256,46 @@ async def test_azure_s_prompt_filter_chunk_does_not_name_the_reply(
         "chatcmpl-az1",
         "gpt-4o-2024-11-20",
     )
+
+
+ANTHROPIC_OVER = {  # its OpenAI-compatible endpoint answers in its own words
+    "type": "error",
+    "error": {
+        "type": "invalid_request_error",
+        "message": "input length and `max_tokens` exceed context limit: 174167 + 64000 > "
+        "200000, decrease input length or `max_tokens` and try again",
+    },
+}
+LITELLM_BEDROCK_OVER = {  # a LiteLLM proxy in front of AWS Bedrock
+    "error": {
+        "message": "litellm.BadRequestError: litellm.ContextWindowExceededError: "
+        "BedrockException - Input is too long for requested model.",
+        "type": None,
+        "param": None,
+        "code": "400",
+    }
+}
+
+
+@pytest.mark.parametrize(
+    ("body", "window"), [(ANTHROPIC_OVER, 200_000), (LITELLM_BEDROCK_OVER, None)]
+)
+async def test_a_context_overflow_in_other_words_is_an_overflow(
+    body: dict[str, Any],
+    window: int | None,
+    settings: Settings,
+    llm: ScriptedLLM,
+    model_name: str,
+):
+    """Anthropic's 400 for a prompt that fits but not with its `max_tokens`, and Bedrock's
+    through LiteLLM (which names every provider's overflow ContextWindowExceededError), were
+    final 400s: the run ended `llm_error` where its step compacts and goes again."""
+    llm.script(model_name, [HttpError(400, body=body)])
+    endpoint = LlmEndpoint(llm_client(settings, llm.base_url))
+    request = chat_request(model_name, [{"role": "user", "content": "hi"}])
+    try:
+        with pytest.raises(ContextWindowExceeded) as refused:
+            await attempt(1).run(endpoint.complete, request, max_attempts=2)
+    finally:
+        await endpoint.close()
+    assert refused.value.limit == window
