@@ -160,15 +160,20 @@ _CONTEXT_PATTERNS = (
     re.compile(r"context (?:window|length) (?:of|is) (\d+)", re.I),
     re.compile(r"inputs`? tokens \+ `?max_new_tokens`? must be <= (\d+)"),  # TGI's 422
     re.compile(r"exceed context limit: \d+ \+ \d+ > (\d+)"),  # Anthropic's, prompt + max_tokens
+    re.compile(r"context size \((\d+) tokens\)"),  # llama.cpp's server
 )
 _CONTEXT_WORDS = re.compile(
     r"context[_ ]length[_ ]exceeded|maximum context length|context window|prompt is too long|"
     r"too many tokens|exceeds the maximum number of tokens|tokens \+ `?max_new_tokens`? must be|"
     # Anthropic's for a prompt that fits without its `max_tokens`; AWS Bedrock's; a LiteLLM
     # proxy's name for any of them, whatever its provider said
-    r"exceed context limit|input is too long for requested model|ContextWindowExceeded",
+    r"exceed context limit|input is too long for requested model|ContextWindowExceeded|"
+    # llama.cpp's server, in the words of its builds over time
+    r"exceeds (the available )?context size|larger than the max context size",
     re.I,
 )
+LLAMA_CPP_OVERFLOW = "exceed_context_size_error"
+"""llama.cpp's server's error type for a request past its context size (`n_ctx` beside it)."""
 
 
 @dataclass(frozen=True)
@@ -184,8 +189,13 @@ def read_context_overflow(body: object) -> ContextOverflow | None:
     message = error_message(body)
     body = _unwrap(body)
     code = body.get("code") if isinstance(body, Mapping) else None
-    if code != "context_length_exceeded" and not _CONTEXT_WORDS.search(message):
+    kind = body.get("type") if isinstance(body, Mapping) else None
+    named = code == "context_length_exceeded" or kind == LLAMA_CPP_OVERFLOW
+    if not named and not _CONTEXT_WORDS.search(message):
         return None
+    n_ctx = body.get("n_ctx") if isinstance(body, Mapping) else None
+    if isinstance(n_ctx, int) and not isinstance(n_ctx, bool) and n_ctx > 0:
+        return ContextOverflow(n_ctx)
     for pattern in _CONTEXT_PATTERNS:
         match = pattern.search(message)
         if match:

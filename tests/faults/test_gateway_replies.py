@@ -277,8 +277,33 @@ LITELLM_BEDROCK_OVER = {  # a LiteLLM proxy in front of AWS Bedrock
 }
 
 
+LLAMA_CPP_OVER = {  # llama.cpp's server, its counts beside the message
+    "error": {
+        "code": 400,
+        "message": "request (9000 tokens) exceeds the available context size (8192 tokens), "
+        "try increasing it",
+        "type": "exceed_context_size_error",
+        "n_prompt_tokens": 9000,
+        "n_ctx": 8192,
+    }
+}
+LLAMA_CPP_OLDER_OVER = {
+    "error": {
+        "code": 400,
+        "message": "the request exceeds the available context size, try increasing it",
+        "type": "invalid_request_error",
+    }
+}
+
+
 @pytest.mark.parametrize(
-    ("body", "window"), [(ANTHROPIC_OVER, 200_000), (LITELLM_BEDROCK_OVER, None)]
+    ("body", "window"),
+    [
+        (ANTHROPIC_OVER, 200_000),
+        (LITELLM_BEDROCK_OVER, None),
+        (LLAMA_CPP_OVER, 8192),
+        (LLAMA_CPP_OLDER_OVER, None),
+    ],
 )
 async def test_a_context_overflow_in_other_words_is_an_overflow(
     body: dict[str, Any],
@@ -287,9 +312,10 @@ async def test_a_context_overflow_in_other_words_is_an_overflow(
     llm: ScriptedLLM,
     model_name: str,
 ):
-    """Anthropic's 400 for a prompt that fits but not with its `max_tokens`, and Bedrock's
-    through LiteLLM (which names every provider's overflow ContextWindowExceededError), were
-    final 400s: the run ended `llm_error` where its step compacts and goes again."""
+    """Anthropic's 400 for a prompt that fits but not with its `max_tokens`, Bedrock's
+    through LiteLLM (which names every provider's overflow ContextWindowExceededError), and
+    llama.cpp's server's were final 400s: the run ended `llm_error` where its step compacts
+    and goes again."""
     llm.script(model_name, [HttpError(400, body=body)])
     endpoint = LlmEndpoint(llm_client(settings, llm.base_url))
     request = chat_request(model_name, [{"role": "user", "content": "hi"}])
