@@ -29,7 +29,12 @@ from temporalio.exceptions import ApplicationError
 
 from reactive_temporal.errors import causes, root_cause
 from reactive_temporal.key_files import renewed_since
-from reactive_temporal.model_quirks import body_retry_delay, error_code, error_message
+from reactive_temporal.model_quirks import (
+    body_retry_delay,
+    error_code,
+    error_message,
+    failed_generation,
+)
 
 RETRYABLE_STATUS = {408, 409, 429}
 NEVER_RETRIED_CODES = {"insufficient_quota"}
@@ -37,6 +42,8 @@ NEVER_RETRIED_CODES = {"insufficient_quota"}
 RETRIED_CODES = {"tool_use_failed"}
 """Error codes of a reply the model may well get right when asked again (Groq's 400 for a
 tool call it generated wrong), counted against the LLM's attempts."""
+FAILED_GENERATION_MAX_CHARS = 150
+"""How much of a refused generation the error shows (it is cut at 500 characters whole)."""
 MAX_RETRY_DELAY_SECONDS = 120.0
 RATE_LIMITED_STATUS = {429, 529}
 """A provider asking to be called later: a rate limit (429, but `insufficient_quota`),
@@ -111,6 +118,8 @@ def raise_for_status(
     # what the provider said, in whichever shape (the client reads only OpenAI's, and said
     # "Error code: 400" for Gemini's, TGI's, a `detail` or a plain-text body)
     detail = error_message(err.body) or (err.message if isinstance(err.message, str) else "")
+    if (written := failed_generation(err.body)) is not None:  # Groq's: what the model wrote
+        detail = f"{detail[:300]} (the model wrote: {written[:FAILED_GENERATION_MAX_CHARS]!r})"
     asked = retry_delay(err.response.headers if err.response is not None else None, err.body)
     final, gave_up = last_attempt, " (attempts exhausted)"
     if retryable and status in RATE_LIMITED_STATUS and limited is not None:

@@ -97,6 +97,15 @@ def error_code(body: object) -> str | None:
     return code if isinstance(code, str) else None
 
 
+def failed_generation(body: object) -> str | None:
+    """What the model wrote when Groq refused it as a tool call (`tool_use_failed`'s
+    `failed_generation`), for the error to show: its message says only "Failed to call a
+    function. Please adjust your prompt."."""
+    body = _unwrap(body)
+    written = body.get("failed_generation") if isinstance(body, Mapping) else None
+    return written if isinstance(written, str) and written.strip() else None
+
+
 _SECONDS = re.compile(r"(\d+(?:\.\d+)?)s")
 
 

@@ -325,3 +325,26 @@ async def test_a_context_overflow_in_other_words_is_an_overflow(
     finally:
         await endpoint.close()
     assert refused.value.limit == window
+
+
+async def test_groq_s_refused_generation_is_shown_when_its_attempts_run_out(
+    harness: Harness, llm: ScriptedLLM, model_name: str
+):
+    """Groq's `tool_use_failed`, every time: the run said "Failed to call a function. Please
+    adjust your prompt.", and what the model wrote (in `failed_generation`) was nowhere."""
+    failed = {
+        "error": {
+            "message": "Failed to call a function. Please adjust your prompt. See "
+            "'failed_generation' for more details.",
+            "type": "invalid_request_error",
+            "code": "tool_use_failed",
+            "failed_generation": '<function=calculator>{"expression": 6*7}</function>',
+        }
+    }
+    llm.script(model_name, [HttpError(400, body=failed)], repeat_last=True)
+    result = await asyncio.wait_for(
+        harness.run(model_name, "6*7?", llm_max_attempts=2, memory=False), 60
+    )
+    assert result.terminated_by == "llm_error", result
+    assert "<function=calculator>" in (result.error or ""), result.error
+    assert len(llm.requests[model_name]) == 2
