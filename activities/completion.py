@@ -57,17 +57,19 @@ class Completion:
         return split_thinking(content_text(message) if message is not None else None)
 
     def thought(self) -> bool:
-        """Whether the model sent thinking; False for a reply that cannot be read at all, which
-        its caller reads (and fails on) as its own: an error here was retried as an outage."""
+        """Whether the model thought before it answered: it sent its thinking, or its usage
+        counts reasoning tokens (Gemini 2.5 and others think without sending a word of it);
+        False for a reply that cannot be read at all, which its caller reads (and fails on)
+        as its own: an error here was retried as an outage."""
         try:
-            return self.thinking is not None
+            return self.thinking is not None or self.usage.reasoning_tokens > 0
         except Exception:
             return False
 
     @property
     def cut_while_thinking(self) -> bool:
         """Cut off at the output cap with thoughts and no answer."""
-        return self.finish_reason == "length" and not self.content and self.thinking is not None
+        return self.finish_reason == "length" and not self.content and self.thought()
 
     def after(self, earlier: Completion) -> Completion:
         """This reply, having cost what `earlier` did as well."""

@@ -197,7 +197,7 @@ class LlmEndpoint:
         asked again once with it (both calls counted): a chat turn of a model served under a
         name the table cannot know was "(no answer)", its debrief never synthesized."""
         model = str(request["model"])
-        had_room = self.capabilities(model).thinks
+        had_room = self.capabilities(model).thinks or self.capabilities(model).reasoning
         completion = await self._complete_once(request, max_attempts, on_text, on_thinking)
         if had_room or not completion.thought():
             return completion

@@ -17,6 +17,7 @@ from temporalio.exceptions import ApplicationError
 from activities.llm_calls import LlmEndpoint
 from activities.llm_request import ContextWindowExceeded, chat_request
 from reactive_temporal.api.chat_refusals import ChatError
+from reactive_temporal.capabilities import REASONING_ROOM_TOKENS
 from reactive_temporal.config import Settings
 from reactive_temporal.embedded.scripted_llm import HttpError, Raw, Reply, ScriptedLLM, Step
 from reactive_temporal.hosting.worker_factory import llm_client
@@ -348,3 +349,24 @@ async def test_groq_s_refused_generation_is_shown_when_its_attempts_run_out(
     assert result.terminated_by == "llm_error", result
     assert "<function=calculator>" in (result.error or ""), result.error
     assert len(llm.requests[model_name]) == 2
+
+
+async def test_a_chat_reply_cut_off_by_hidden_thinking_is_asked_again_with_room(
+    harness: Harness, llm: ScriptedLLM, model_name: str
+):
+    """Gemini 2.5 (and any model that thinks without sending its thinking) spends its output
+    cap thinking, and says so only in its usage (`reasoning_tokens`): the chat's 1,024
+    tokens went on thinking, and the person read that the answer was cut off. A reply whose
+    usage counts thinking is learned as a model that thinks, as one whose thinking is seen."""
+    llm.script(
+        model_name,
+        [
+            Reply(None, finish_reason="length", usage=(40, 0), reasoning_tokens=1024),
+            Reply("Hello there.", usage=(40, 4), reasoning_tokens=1500),
+        ],
+    )
+    session = harness.agent(model_name, agent_id="hidden-thinker").session()
+    reply = await asyncio.wait_for(session.chat("Hi!", use_tools=False), 60)
+    assert reply.message == "Hello there."
+    asked = [r["max_tokens"] for r in llm.requests[model_name]]
+    assert asked == [1024, 1024 + REASONING_ROOM_TOKENS], asked
