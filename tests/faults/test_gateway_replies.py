@@ -19,7 +19,14 @@ from activities.llm_request import ContextWindowExceeded, chat_request
 from reactive_temporal.api.chat_refusals import ChatError
 from reactive_temporal.capabilities import REASONING_ROOM_TOKENS
 from reactive_temporal.config import Settings
-from reactive_temporal.embedded.scripted_llm import HttpError, Raw, Reply, ScriptedLLM, Step
+from reactive_temporal.embedded.scripted_llm import (
+    HttpError,
+    Raw,
+    Reply,
+    ScriptedLLM,
+    Step,
+    call,
+)
 from reactive_temporal.hosting.worker_factory import llm_client
 from tests.support.steps import attempt
 from tests.workflow.conftest import Harness
@@ -47,7 +54,9 @@ def sse(*events: object) -> Raw:
     return Raw([*(f"data: {json.dumps(e)}\n\n".encode() for e in events), b"data: [DONE]\n\n"])
 
 
-def whole(finish: str, choice: dict[str, Any] | None = None, **extra: object) -> Raw:
+def whole(
+    finish: str, choice: dict[str, Any] | None = None, content: str = HALF, **extra: object
+) -> Raw:
     body = {
         "id": "gen-1",
         "object": "chat.completion",
@@ -56,7 +65,7 @@ def whole(finish: str, choice: dict[str, Any] | None = None, **extra: object) ->
         "choices": [
             {
                 "index": 0,
-                "message": {"role": "assistant", "content": HALF},
+                "message": {"role": "assistant", "content": content},
                 "finish_reason": finish,
                 **(choice or {}),
             }
@@ -134,6 +143,38 @@ async def test_a_proxy_s_page_in_place_of_a_stream_is_said(
     assert result.terminated_by == "llm_error", result
     assert "text/html" in (result.error or "") and "Bad gateway" in (result.error or "")
     assert len(llm.requests[model_name]) == 2
+
+
+SYNTHESIS = {
+    "summary": "Multiplied 6 by 7 with the calculator.",
+    "key_findings": ["6 * 7 = 42"],
+    "errors_encountered": [],
+    "lessons_learned": ["Check products with the calculator."],
+    "caveats": "",
+}
+
+
+async def test_a_debrief_synthesis_that_broke_off_is_asked_again(
+    harness: Harness, llm: ScriptedLLM, model_name: str
+):
+    """The debrief model's reply broke off halfway through its JSON: read as a whole answer
+    that is not JSON, the run's debrief was never synthesized. It is asked again."""
+    broken = whole("error", {"error": DISCONNECTED}, content=json.dumps(SYNTHESIS)[:60])
+    synth = llm.script(f"{model_name}-synth", [broken, Reply(json.dumps(SYNTHESIS))])
+    answer = "42. " * 40  # long enough to be worth a synthesized debrief
+    llm.script(
+        model_name,
+        [
+            Reply(None, [call("calculator", expression="6*7")]),
+            Reply(None, [call("final-answer", output=answer, format="text", summary="Did.")]),
+        ],
+    )
+    result = await asyncio.wait_for(harness.run(model_name, "6*7?", debrief_model=synth), 60)
+    assert result.terminated_by == "final_answer_tool", result
+    rich = await asyncio.wait_for(result.debrief_rich(), timeout=60)
+    assert rich is not None and rich.synthesized, rich
+    assert rich.summary == SYNTHESIS["summary"]
+    assert len(llm.requests[synth]) == 2
 
 
 def numbered(index: int | None, content: str, finish: str | None = None) -> dict[str, Any]:
