@@ -278,10 +278,10 @@ class LlmEndpoint:
                     return await self._stream(body, http_timeout, on_text, on_thinking)
                 return await self._send(body, http_timeout)
             except openai.APIStatusError as err:
-                if not isinstance(err, openai.BadRequestError):
-                    # a 413 may be the context window too (`read_context_overflow`), and
-                    # TGI's 422 ("inputs tokens + max_new_tokens must be <= 4096")
-                    if err.status_code in (413, 422):
+                # a 422 is read as a 400 is: Mistral refuses a field it does not know with
+                # one, TGI a request past its window ("inputs tokens + max_new_tokens …")
+                if not isinstance(err, openai.BadRequestError | openai.UnprocessableEntityError):
+                    if err.status_code == 413:  # may be the context window too
                         self._raise_if_overflow(model, err)
                     raise
                 refused = read_stream_refusal(err.body) if stream else None

@@ -41,7 +41,8 @@ _PARAM_PATTERNS = (
         r"(?P<inside> at ')?",
         re.I,
     ),
-    re.compile(r"extra_forbidden.*?'body', '([\w.]+)'", re.S),
+    # pydantic's details (vLLM's in its message, Mistral's as an object or JSON text)
+    re.compile(r"extra_forbidden.*?[\"']body[\"'],\s*[\"']([\w.]+)", re.S),
     re.compile(r"does not support parameters?: \[?[\"']?([\w.]+)", re.I),
     re.compile(r"[\"'`]([\w.]+)[\"'`] (?:is|are) not (?:supported|permitted|allowed)", re.I),
 )
@@ -76,8 +77,10 @@ def error_message(body: object, *, _depth: int = 0) -> str:
             message = str(body[key])
             break
     else:
-        if "detail" in body:
-            message = str(body["detail"])
+        said = body.get("message")  # Mistral's 422: {"message": {"detail": [...]}}
+        details = said.get("detail") if isinstance(said, Mapping) else body.get("detail")
+        if details is not None:
+            message = str(details)
     metadata = body.get("metadata")
     raw = metadata.get("raw") if isinstance(metadata, Mapping) else None
     if not isinstance(raw, str) or not raw.strip() or _depth >= 2:

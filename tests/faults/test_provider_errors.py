@@ -158,3 +158,45 @@ async def test_a_chat_reply_cut_off_by_hidden_thinking_is_asked_again_with_room(
     assert reply.message == "Hello there."
     asked = [r["max_tokens"] for r in llm.requests[model_name]]
     assert asked == [1024, 1024 + REASONING_ROOM_TOKENS], asked
+
+
+MISTRAL_EXTRA = {  # Mistral's API: 422, the message an object of pydantic's details
+    "object": "error",
+    "message": {
+        "detail": [
+            {
+                "type": "extra_forbidden",
+                "loc": ["body", "stream_options"],
+                "msg": "Extra inputs are not permitted",
+                "input": {"include_usage": True},
+            }
+        ]
+    },
+    "type": "invalid_request_error",
+    "param": None,
+    "code": None,
+}
+MISTRAL_EXTRA_AS_TEXT = {  # its older form: the same details as a JSON string
+    "object": "error",
+    "message": '{"detail":[{"type":"extra_forbidden","loc":["body","stream_options"],'
+    '"msg":"Extra inputs are not permitted","input":{"include_usage":true}}]}',
+    "type": "internal_error_proxy",
+    "param": None,
+    "code": "1000",
+}
+
+
+@pytest.mark.parametrize("body", [MISTRAL_EXTRA, MISTRAL_EXTRA_AS_TEXT])
+async def test_a_parameter_mistral_refuses_with_a_422_is_left_out(
+    body: dict[str, Any], harness: Harness, llm: ScriptedLLM, model_name: str
+):
+    """Mistral refuses any field it does not know with HTTP 422 `extra_forbidden`, not a 400,
+    and names it in pydantic's details: a run with live output ended `llm_error` at its
+    first step. The field is left out for the model, as from a 400 that names one."""
+    llm.script(model_name, [HttpError(422, body=body), Reply("FINAL ANSWER: 42")])
+    result = await asyncio.wait_for(
+        harness.run(model_name, "6*7?", memory=False, live_output=True), 60
+    )
+    assert (result.terminated_by, result.output) == ("final_answer", "42"), result.error
+    sent = llm.requests[model_name]
+    assert len(sent) == 2 and "stream_options" in sent[0] and "stream_options" not in sent[1]
