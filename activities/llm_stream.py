@@ -75,6 +75,26 @@ class _ToolCall:
         return wired
 
 
+def _chunk_texts(chunks: list[Any]) -> tuple[str, str]:
+    """The text and the thinking of content sent as Mistral's chunks: `{"type": "text",
+    "text": …}`, and Magistral's `{"type": "thinking", "thinking": [{"type": "text", "text":
+    …}]}` (streamed so, its thinking was dropped, and any text sent so with it)."""
+    text: list[str] = []
+    thinking: list[str] = []
+    for chunk in chunks:
+        if not isinstance(chunk, dict):
+            continue
+        if chunk.get("type") == "thinking" and isinstance(chunk.get("thinking"), list):
+            thinking += [
+                p["text"]
+                for p in chunk["thinking"]
+                if isinstance(p, dict) and isinstance(p.get("text"), str)
+            ]
+        elif isinstance(chunk.get("text"), str):
+            text.append(chunk["text"])
+    return "".join(text), "".join(thinking)
+
+
 @dataclass
 class _Choice:
     index: int
@@ -99,6 +119,11 @@ class _Choice:
         if self.role is None and isinstance(delta.get("role"), str):
             self.role = delta["role"]
         text = delta.get("content")
+        thought = ""
+        if isinstance(text, list):  # Mistral's chunks: Magistral's thinking, then its text
+            text, thought = _chunk_texts(text)
+            if thought:
+                self.reasoning.append(thought)
         if isinstance(text, str) and text:
             self.content.append(text)
         else:
@@ -106,12 +131,11 @@ class _Choice:
         refusal = delta.get("refusal")
         if isinstance(refusal, str):
             self.refusal.append(refusal)
-        thought = ""
         if len(delta) > 1 or "content" not in delta:  # a text delta alone is most of them
             sent = delta.get(REASONING_FIELDS[0], delta.get(REASONING_FIELDS[1]))
             if isinstance(sent, str):
                 self.reasoning.append(sent)
-                thought = sent
+                thought += sent
             for name in STATE_FIELDS:
                 fragments = delta.get(name)
                 if isinstance(fragments, list) and fragments:

@@ -271,3 +271,40 @@ async def test_azure_s_prompt_filter_chunk_does_not_name_the_reply(
         "chatcmpl-az1",
         "gpt-4o-2024-11-20",
     )
+
+
+def thinking_chunk(text: str) -> dict[str, Any]:
+    return {"type": "thinking", "thinking": [{"type": "text", "text": text}]}
+
+
+@pytest.mark.parametrize("text_as_chunks", [False, True])
+async def test_magistral_s_streamed_chunks_are_its_thinking_and_its_answer(
+    text_as_chunks: bool, settings: Settings, llm: ScriptedLLM, model_name: str
+):
+    """Magistral streams `delta.content` as a list of Mistral's chunks: its thinking as
+    `thinking` chunks, then its answer. A list was no text: the thinking was dropped (never
+    shown live, never recorded) and an answer sent as `text` chunks was lost with it."""
+    answer: Any = [{"type": "text", "text": "It is 42."}] if text_as_chunks else "It is 42."
+    stream = sse(
+        chunk({"role": "assistant", "content": [thinking_chunk("6 times 7")]}),
+        chunk({"content": [thinking_chunk(" is 42.")]}),
+        chunk({"content": answer}),
+        chunk({}, "stop"),
+    )
+    llm.script(model_name, [stream])
+    endpoint = LlmEndpoint(llm_client(settings, llm.base_url))
+    request = chat_request(model_name, [{"role": "user", "content": "6*7?"}])
+    text: list[str] = []
+    thinking: list[str] = []
+    try:
+        completion = await attempt(1).run(
+            endpoint.complete,
+            request,
+            max_attempts=2,
+            on_text=text.append,
+            on_thinking=thinking.append,
+        )
+    finally:
+        await endpoint.close()
+    assert (completion.content, completion.thinking) == ("It is 42.", "6 times 7 is 42.")
+    assert ("".join(text), "".join(thinking)) == ("It is 42.", "6 times 7 is 42.")
