@@ -23,7 +23,7 @@ from openai.types.chat import ChatCompletion
 
 from activities.reply_calls import arguments_text, extra_content_of
 from activities.turn_state import STATE_FIELDS, StateFragments
-from reactive_temporal.thinking import REASONING_FIELDS
+from reactive_temporal.thinking import REASONING_FIELDS, content_chunks
 
 
 @dataclass
@@ -75,26 +75,6 @@ class _ToolCall:
         return wired
 
 
-def _chunk_texts(chunks: list[Any]) -> tuple[str, str]:
-    """The text and the thinking of content sent as Mistral's chunks: `{"type": "text",
-    "text": …}`, and Magistral's `{"type": "thinking", "thinking": [{"type": "text", "text":
-    …}]}` (streamed so, its thinking was dropped, and any text sent so with it)."""
-    text: list[str] = []
-    thinking: list[str] = []
-    for chunk in chunks:
-        if not isinstance(chunk, dict):
-            continue
-        if chunk.get("type") == "thinking" and isinstance(chunk.get("thinking"), list):
-            thinking += [
-                p["text"]
-                for p in chunk["thinking"]
-                if isinstance(p, dict) and isinstance(p.get("text"), str)
-            ]
-        elif isinstance(chunk.get("text"), str):
-            text.append(chunk["text"])
-    return "".join(text), "".join(thinking)
-
-
 @dataclass
 class _Choice:
     index: int
@@ -121,7 +101,7 @@ class _Choice:
         text = delta.get("content")
         thought = ""
         if isinstance(text, list):  # Mistral's chunks: Magistral's thinking, then its text
-            text, thought = _chunk_texts(text)
+            text, thought = content_chunks(text)
             if thought:
                 self.reasoning.append(thought)
         if isinstance(text, str) and text:

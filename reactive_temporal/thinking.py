@@ -23,6 +23,7 @@ Pure: no I/O.
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from reactive_temporal.harmony import harmony_so_far, read_harmony
 
@@ -130,14 +131,38 @@ def _quotes_a_tag(before: str) -> bool:
     return "<think" in lowered or "[think]" in lowered
 
 
+def content_chunks(chunks: list[Any]) -> tuple[str, str]:
+    """The text and the thinking of content sent as Mistral's chunks: `{"type": "text",
+    "text": …}`, and Magistral's `{"type": "thinking", "thinking": [{"type": "text", "text":
+    …}]}` (streamed so, its thinking was dropped, and any text sent so with it)."""
+    text: list[str] = []
+    thinking: list[str] = []
+    for chunk in chunks:
+        if not isinstance(chunk, dict):
+            continue
+        if chunk.get("type") == "thinking" and isinstance(chunk.get("thinking"), list):
+            thinking += [
+                part["text"]
+                for part in chunk["thinking"]
+                if isinstance(part, dict) and isinstance(part.get("text"), str)
+            ]
+        elif isinstance(chunk.get("text"), str):
+            text.append(chunk["text"])
+    return "".join(text), "".join(thinking)
+
+
 def reasoning_of(message: object) -> str | None:
-    """The thinking an endpoint sent apart from the text (`REASONING_FIELDS`)."""
+    """The thinking an endpoint sent apart from the text (`REASONING_FIELDS`, or Magistral's
+    thinking chunks in a `content` of Mistral's chunks)."""
     for name in REASONING_FIELDS:
         value = getattr(message, name, None)
         if value is None and isinstance(getattr(message, "model_extra", None), dict):
             value = message.model_extra.get(name)  # type: ignore[attr-defined]
         if isinstance(value, str) and value.strip():
             return value.strip()
+    content = getattr(message, "content", None)
+    if isinstance(content, list):
+        return _or_none(content_chunks(content)[1])
     return None
 
 

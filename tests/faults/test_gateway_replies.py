@@ -51,7 +51,7 @@ def sse(*events: object) -> Raw:
 
 
 def whole(
-    finish: str, choice: dict[str, Any] | None = None, content: str = HALF, **extra: object
+    finish: str, choice: dict[str, Any] | None = None, content: object = HALF, **extra: object
 ) -> Raw:
     body = {
         "id": "gen-1",
@@ -308,3 +308,19 @@ async def test_magistral_s_streamed_chunks_are_its_thinking_and_its_answer(
         await endpoint.close()
     assert (completion.content, completion.thinking) == ("It is 42.", "6 times 7 is 42.")
     assert ("".join(text), "".join(thinking)) == ("It is 42.", "6 times 7 is 42.")
+
+
+async def test_magistral_s_thinking_unstreamed_is_its_thinking(
+    settings: Settings, llm: ScriptedLLM, model_name: str
+):
+    """Unstreamed, Magistral's `content` is the same chunks: its answer was read from the
+    text chunk, its thinking from nowhere (never recorded)."""
+    content = [thinking_chunk("6 times 7 is 42."), {"type": "text", "text": "It is 42."}]
+    llm.script(model_name, [whole("stop", content=content)])
+    endpoint = LlmEndpoint(llm_client(settings, llm.base_url))
+    request = chat_request(model_name, [{"role": "user", "content": "6*7?"}])
+    try:
+        completion = await attempt(1).run(endpoint.complete, request, max_attempts=2)
+    finally:
+        await endpoint.close()
+    assert (completion.content, completion.thinking) == ("It is 42.", "6 times 7 is 42.")
