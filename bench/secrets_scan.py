@@ -32,6 +32,7 @@ SCAN_MODULES = (
     "secret_labels",
     "secret_commands",
     "secret_pem",
+    "secret_prose",
 )
 
 

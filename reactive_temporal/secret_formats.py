@@ -24,6 +24,8 @@ of a class the element after it cannot match, or is bounded (the glued forms' lo
 
 from __future__ import annotations
 
+import re
+
 from reactive_temporal.secret_rules import (
     ANTHROPIC,
     AWS_KEY_ID,
@@ -36,7 +38,9 @@ from reactive_temporal.secret_rules import (
     GRAFANA,
     HUGGING_FACE,
     JWT,
+    KINDS,
     LINEAR,
+    MARKER_PREFIX,
     NPM,
     OPENAI,
     PLANETSCALE,
@@ -59,6 +63,7 @@ from reactive_temporal.secret_rules import (
     keylike,
     mixed,
     rule,
+    secret_of,
 )
 
 _END = r"(?![A-Za-z0-9])"
@@ -150,10 +155,11 @@ FORMATS: tuple[Rule, ...] = (
     # twilio-api-key: an API key's SID, SK + 32 hex
     rule(TWILIO, rf"{START}SK[0-9a-fA-F]{{32}}{_END}", mixed, needles=("SK",)),
     # telegram-bot-api-token: the bot's id, `:`, A + 34 (gitleaks wants `telegr` in a name
-    # before it; the shape alone is unmistakable, and it is glued to `bot` in API URLs)
+    # before it; the shape alone is unmistakable, and it is glued to `bot` in API URLs; a
+    # next token glued after it ends it too: its own id's digits are no part of it)
     rule(
         TELEGRAM,
-        r"(?<![0-9])[0-9]{5,16}:A[A-Za-z0-9_-]{34}(?![A-Za-z0-9_-])",
+        r"(?<![0-9])[0-9]{5,16}:A[A-Za-z0-9_-]{34}(?:(?![A-Za-z0-9_-])|(?=[0-9]{5,16}:A))",
         _telegram,
         needles=(":A",),
     ),
@@ -245,3 +251,63 @@ CUT_FORMATS: tuple[Rule, ...] = (
 )
 """A key of a distinctive prefix cut by a clip: its prefix and at least the start of its body,
 up to the ellipsis (the whole formats above have taken every whole key first)."""
+
+
+_AFTER_CUT = r"(?:(?<=…)|(?<=…\n))"
+"""Right after a clip: `…` (a text clipped and more written after it) or `sanitize.clip`'s
+`… [N characters cut] …\n`, whose tail begins wherever the cut ended, inside a key too."""
+_CLIP = r"(?:\n?…(?P<clip> \[(?P<count>[0-9][0-9,]{0,12}) [a-z]{1,20} cut\] …\n)?)"
+_CASE_TURN = re.compile(r"[a-z][A-Z]")
+_TAIL_REACH = 256
+"""The most characters a clip may have cut for what follows it to be the rest of the key
+before it: longer than every format whose cut head is known (an OpenAI project key, 164)."""
+
+
+def _tail_of_key(m: re.Match[str]) -> str | None:
+    """The rest of the key redacted just before the clip: the head's kind. Only where the
+    clip cut less than a key (a `sanitize.clip` of thousands of characters joins two places
+    in the text, and what follows is not that key), and the rest looks random (letters and
+    digits, or eight letters turning case inside), not a word the text goes on with
+    (`Then`, `Summary`)."""
+    kind = m.group("kind")
+    if kind not in KINDS:
+        return None  # a marker some text wrote, not this scan's
+    count = m.group("count")
+    if count is not None and int(count.replace(",", "")) > _TAIL_REACH:
+        return None
+    rest = secret_of(m)
+    return kind if mixed(rest) or (len(rest) >= 8 and _CASE_TURN.search(rest)) else None
+
+
+CUT_TAILS: tuple[Rule, ...] = (
+    # the rest of a key whose head a cut format (or a whole one) has just replaced
+    Rule(
+        re.compile(
+            re.escape(MARKER_PREFIX)
+            + r"(?P<kind>[A-Za-z .]{1,40})\]"
+            + _CLIP
+            + r"(?P<secret>[A-Za-z0-9_-]{4,})"
+        ),
+        _tail_of_key,
+        needles=(MARKER_PREFIX,),
+    ),
+    # a tail that says whose it is with no head: OpenAI's infix, a JWT's payload and signature
+    rule(
+        OPENAI,
+        rf"{_AFTER_CUT}[A-Za-z0-9_-]{{0,96}}T3BlbkFJ[A-Za-z0-9_-]{{16,}}",
+        needles=("T3BlbkFJ",),
+    ),
+    rule(
+        JWT,
+        rf"{_AFTER_CUT}[A-Za-z0-9_-]*\.eyJ[A-Za-z0-9_-]{{10,}}\.[A-Za-z0-9_-]{{8,}}",
+        needles=("eyJ",),
+    ),
+)
+"""A key cut by a clip whose tail follows it (the cut formats above take the head): the
+tail is replaced where something says it is a key's. After a cut head, when the clip cut
+fewer characters than a key holds; with no head, where the tail holds its format's own
+mark (OpenAI's `T3BlbkFJ`, a JWT's `.eyJ…` payload and signature). A run of random-looking
+characters after a clip and nothing else (`…x9Y8z7W6x9Y8z7W6`, the last 20 characters of
+an OpenAI key) is left: a key's tail alone opens nothing (providers show the last four
+characters themselves), and the same shape is a base64 image's or a hash's tail, which the
+scan does not guess at (`secrets_scan.py`: no entropy guessing)."""

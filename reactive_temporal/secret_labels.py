@@ -38,6 +38,7 @@ from reactive_temporal.secret_rules import (
     SEP,
     URL_PASSWORD,
     Rule,
+    has_digit,
     mixed,
     rule,
     secret_of,
@@ -57,6 +58,8 @@ _ENV_NAME = re.compile(r"[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+")
 _FIELD_END = re.compile(r"[ \t]*(?:\r?\n|\r|\\[nr]|$)|[;&]|[ \t]+#")
 """Where a value ends its line or its field (`;Password=x;`, `&password=x&`, `x  # note`); a
 comma too after `=` (`password=x, host=y`), not after `:` (`password: chosen, and …` is prose)."""
+_PARENTHETICAL = re.compile(r"[ \t]*\(")
+"""A note after a value (`Password: hunter2 (changed)`, `Password: x (rotated)`)."""
 _NAMING_WORD = re.compile(r"(?i)pass(?:word|wd|phrase)|secret|key|token|credential")
 _PLACEHOLDER = re.compile(r"(?i)your[_ -]?(?:\w+[_ -]?)?(?:pass|secret|key|token)")
 
@@ -99,6 +102,32 @@ def plain_value(value: str) -> bool:
         _chosen(value)
         and _DOTTED_NAME.fullmatch(value) is None
         and _ENV_NAME.fullmatch(value) is None
+    )
+
+
+_HYPHENATED_WORD = re.compile(r"[A-Za-z0-9]+(?:-[a-z]{2,})+")
+_NUMBER_LIKE = re.compile(r"v?[0-9]+(?:[.:/,-][0-9]+)+[A-Za-z%]{0,3}")
+_ACRONYM = re.compile(r"[A-Z]{1,8}-?[0-9]{1,4}")
+_SYMBOL = re.compile(r"[^A-Za-z0-9'-]")
+_CASE_TURN = re.compile(r"[a-z][A-Z]")
+
+
+def shaped(value: str) -> bool:
+    """A value with the shape of a chosen secret, not of a word, a number or a name: five or
+    more characters, chosen (`plain_value`), holding a digit, a symbol, or case turned twice
+    inside it (`hUntEr`; `GitHub`, `iCloud`, `OpenAI` turn once); six or more digits alone.
+    Not a hyphenated word (`base64-encoded`, `SHA256-hashed`, `2048-bit`, `k8s-managed`), a
+    date, a time or a version (`2024-05-01`, `v1.2.3`), nor an acronym (`SHA256`, `AES256`).
+    Where no quote or field says a value is one (`the password is hunter2`, `Password:
+    hunter2 (changed)`), only this shape tells it from prose (`the password is wrong`)."""
+    if len(value) < 5 or not plain_value(value):
+        return False
+    if value.isdigit():
+        return len(value) >= 6
+    if any(p.fullmatch(value) for p in (_HYPHENATED_WORD, _NUMBER_LIKE, _ACRONYM)):
+        return False
+    return (
+        has_digit(value) or _SYMBOL.search(value) is not None or len(_CASE_TURN.findall(value)) >= 2
     )
 
 
@@ -161,13 +190,22 @@ def _secret_named(m: re.Match[str]) -> str | None:
         return None
     if m.group("quoted") is not None:
         chosen = _quoted_value(m.group("quoted"))
+    elif m.group("typed") is not None:
+        return None  # `password: str = x` is code; a typed value is quoted
+    elif m.group("emphasized") is not None:
+        chosen = plain_value(m.group("emphasized"))
     else:
         after = m.string[m.end() : m.end() + 1]
         env_style = m.group("sep") == "=" and not m.group("pre") and not m.group("post")
         ends = (env_style and (not after or after.isspace() or after == ",")) or _FIELD_END.match(
             m.string, m.end()
         ) is not None
-        chosen = ends and plain_value(m.group("secret"))
+        value = m.group("secret")
+        chosen = (
+            plain_value(value)
+            if ends or _PARENTHETICAL.match(m.string, m.end())
+            else shaped(value)  # words after it: `Password: hunter2 — rotated monthly`
+        )
     return _kind_by_name(m.group("name")) if chosen else None
 
 
@@ -195,6 +233,14 @@ _SECRET_NAMES = (
 _OPTION_NAMES = (
     r"pass(?:word|wd|phrase)?|token|api-?key|secret|client-secret|(?:access|auth|api|refresh)-token"
 )
+_TYPE_ONE = r"[A-Za-z_][\w.]{0,40}(?:\[[\w., |\[\]'\x60]{0,60}\])?"
+_TYPE = (
+    rf"&?(?:'[a-z]{{1,20}}[ \t]{{1,3}})?{_TYPE_ONE}"
+    rf"(?:[ \t]{{0,3}}\|[ \t]{{0,3}}{_TYPE_ONE}){{0,3}}"
+)
+TYPED = rf"(?P<typed>\??[ \t]{{0,5}}:[ \t]{{0,5}}{_TYPE}[ \t]{{0,5}}=)[ \t]{{0,5}}"
+"""A name's type annotation and `=`: `password: str = "x"`, `api_key: Final = 'x'`,
+`const password: string = "x"`, `apiKey?: string | undefined = 'x'`, Rust's `&'static str`."""
 _EMPHASIS = r"(?:\*\*?|__?)?"
 """Markdown around a label: `**Password:**`, `__Password__:`."""
 _QUOTED = (
@@ -204,6 +250,10 @@ _QUOTED = (
 )
 """A quoted value, its escapes kept inside (`"a\\"b"`); in JSON inside a JSON string
 (`\\"password\\": \\"x\\"`) the escaped quote is the one that closes it."""
+_EMPHASIZED = (
+    r"""(?P<em>\*\*?|__?)(?P<emphasized>[^\s"'\x60<>(){}\[\]|\\,;&*]{1,200})(?P=em)(?![*\w])"""
+)
+"""A value in markdown's emphasis, which stays: `Password: **hunter2**`, `_x_`."""
 _UNQUOTED = r"""(?P<secret>[^\s"'\x60<>(){}\[\]|\\,;&]{1,200})"""
 
 LABELS: tuple[Rule, ...] = (
@@ -245,9 +295,10 @@ LABELS: tuple[Rule, ...] = (
     Rule(
         re.compile(
             rf"(?i)(?=[ps])(?P<name>{_SECRET_NAMES})(?![A-Za-z0-9])"
-            rf"{_EMPHASIS}{QUOTE}?(?P<pre>[ \t]{{0,5}})(?P<sep>=>|:=|=|:)"
-            rf"(?:\*\*?(?=[ \t])|__?(?=[ \t]))?(?P<post>[ \t]{{0,5}})"
-            rf"(?:{_QUOTED}|{_UNQUOTED})"
+            rf"(?:{TYPED}"
+            rf"|{_EMPHASIS}{QUOTE}?(?P<pre>[ \t]{{0,5}})(?P<sep>=>|:=|=|:)"
+            rf"(?:\*\*?(?=[ \t])|__?(?=[ \t]))?(?P<post>[ \t]{{0,5}}))"
+            rf"(?:{_QUOTED}|{_EMPHASIZED}|{_UNQUOTED})"
         ),
         _secret_named,
         needles=("pass", "pwd", "secret", "private"),  # each of _SECRET_NAMES holds one
@@ -257,7 +308,7 @@ LABELS: tuple[Rule, ...] = (
     Rule(
         re.compile(
             rf"(?i)(?=[aciprst])(?P<name>{_KEY_NAMES})(?![A-Za-z0-9])"
-            + SEP
+            + rf"(?:{TYPED}{QUOTE}?|{SEP})"
             + r"""(?P<secret>[^\s"'\x60,;&<>()\[\]{}|\\]{8,})"""
         ),
         _key_named,

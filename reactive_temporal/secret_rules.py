@@ -115,8 +115,8 @@ Judge = Callable[[re.Match[str]], str | None]
 class Rule:
     pattern: re.Pattern[str]
     judge: Judge
-    """A named group `secret` (or `quoted`, the one that took part) is what is replaced;
-    without one, the whole match."""
+    """A named group `secret` (or `quoted` or `emphasized`, the one that took part) is what is
+    replaced; without one, the whole match."""
     needles: tuple[str, ...] = ()
     """Text every match holds one of (lower case, looked for in the folded text, when
     `folded`): a text holding none is not searched. A pattern that begins with a look-behind
@@ -159,7 +159,7 @@ NEEDLES_ON = True
 
 
 def secret_span(m: re.Match[str]) -> tuple[int, int]:
-    for group in ("secret", "quoted"):
+    for group in ("secret", "quoted", "emphasized"):
         if group in m.re.groupindex and m.start(group) >= 0:
             return m.span(group)
     return m.span()

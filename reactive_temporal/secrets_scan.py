@@ -21,12 +21,15 @@ ids as of its commit b58d3f10), in this order:
   Linear, Doppler, PlanetScale, and JWTs; a key glued to the word before it only where its
   structure cannot be chance (`mykeysk-proj-…T3BlbkFJ…`, `tokenghp_…`), not where a slug
   could be (`task-<hex>`); and such a key cut where the text was clipped before the scan
-  (`ghp_…` with part of its body, then `…`);
+  (`ghp_…` with part of its body, then `…`), and its tail after the clip where the head
+  was just before it or the tail holds its format's mark (`…T3BlbkFJ…`);
 - values known by what stands before them (`secret_labels.py`): an AWS secret access key by
   its name, a URL's `user:password@`, `Authorization:` and `Bearer` credentials, a password's
   or a secret's value (`Password: hunter2`, `"password": "x"`, `DB_PASSWORD=x`,
   `client_secret: x`), a key's value after its name (`api_key=…`, `X-Api-Key: …`,
   `AccountKey=…`; letters and digits), `--password x`;
+- a password told in a sentence (`secret_prose.py`): `the password is hunter2`, `pw is
+  hunter2`, where the value's shape says it is no word (`the password is wrong` stays);
 - passwords given to commands (`secret_commands.py`): `curl -u user:password`,
   `mysql -pPASSWORD`, `sshpass -p`, `redis-cli -a`, `openssl -passin pass:`.
 
@@ -53,9 +56,10 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 
 from reactive_temporal.secret_commands import commands
-from reactive_temporal.secret_formats import CUT, CUT_FORMATS, FORMATS
+from reactive_temporal.secret_formats import CUT, CUT_FORMATS, CUT_TAILS, FORMATS
 from reactive_temporal.secret_labels import LABELS
 from reactive_temporal.secret_pem import private_keys
+from reactive_temporal.secret_prose import PROSE
 from reactive_temporal.secret_rules import (  # noqa: F401 (the kinds, as callers name them)
     ANTHROPIC,
     AUTHORIZATION,
@@ -98,6 +102,8 @@ from reactive_temporal.secret_rules import (  # noqa: F401 (the kinds, as caller
 )
 
 T = TypeVar("T")
+_CUTS = CUT_FORMATS + CUT_TAILS
+"""A cut key's head, then its tail: the tail is known by the head's marker."""
 
 
 @dataclass(frozen=True)
@@ -120,8 +126,9 @@ def scan(text: str) -> Redacted:
         result = private_keys(text, found)
         result = apply(FORMATS, result, found)
         if CUT in result:  # every cut key ends at one
-            result = apply(CUT_FORMATS, result, found)
+            result = apply(_CUTS, result, found)
         result = apply(LABELS, result, found)
+        result = apply(PROSE, result, found)
         result = commands(result, found)
     except Exception:  # not seen: the patterns are fixed. Memory must not fail on a scan,
         # nor keep what it could not read

@@ -60,6 +60,26 @@ NAMED = [
     ('"client_secret": "', rand(HEX, 64), '"', CREDENTIAL),
     ("private_key: ", "notapemjustletters", "", CREDENTIAL),  # not a PEM block
     ("SECRET_KEY = '", "django-insecure-" + rand(ALNUM, 40), "'", CREDENTIAL),
+    # a note or words after the value
+    ("Password: ", "hunter2", " (changed)", PASSWORD),
+    ("Password: ", "swordfish", " (rotated monthly)", PASSWORD),  # a note: any chosen value
+    ("password: ", "hunter2", " but rotate it soon", PASSWORD),
+    ("Password: ", "Tr0ub4dor!3", " — see the vault", PASSWORD),
+    # a type annotation between the name and `=`
+    ('password: str = "', "hunter2", '"', PASSWORD),
+    ("DB_PASSWORD: Final[str] = '", "hunter2", "'", PASSWORD),
+    ('const password: string = "', "x", '";', PASSWORD),
+    ("private readonly apiKey?: string | undefined = '", "a1b2c3d4e5f6g7h8", "';", CREDENTIAL),
+    ('val password: String = "', "hunter2", '"', PASSWORD),  # Kotlin
+    ("const PASSWORD: &'static str = \"", "hunter2", '";', PASSWORD),  # Rust
+    ("api_key: Final = '", "sk-abcdef1234567890", "'", CREDENTIAL),
+    ('secret_key: Optional[str] = "', "abc", '"', CREDENTIAL),
+    # markdown's emphasis around the value stays
+    ("Password: **", "hunter", "**", PASSWORD),
+    ("Password: *", "pw", "*", PASSWORD),
+    ("Password: _", "hunter2", "_", PASSWORD),
+    ("Password: __", "hunter2", "__ (staging)", PASSWORD),
+    ("**Password:** `", "pw", "`", PASSWORD),
     # command-line options
     ("wget --password=", "hunter2", " https://x/f", PASSWORD),
     ("wget --user=me --password ", "hunter2", " https://x/f", PASSWORD),
@@ -123,6 +143,25 @@ NEAR_MISSES = [
     "password: str\nsecret_key: Optional[str] = None",
     "max_password_length: 12\nshow_password: false\nrequire_password: yes",
     "--password PASSWORD  the account's password",
+    # words after a label's value that is itself a word, a number or a name
+    "Password: Enter your password below",
+    "Password: 8 characters minimum",
+    "password: SHA256 hashed and salted",
+    "Password: v1.2 policy applies",
+    "Password: user-defined at first login",
+    # annotations without a value, or with code as the value
+    "def login(user: str, password: str = None) -> None:",
+    'password: str = Field(..., description="The password")',
+    'password: str = os.environ["DB_PASSWORD"]',
+    'password: str = "changeme"\napi_key: str = "your-api-key"',
+    'password: Optional[str] = ""',
+    "api_key: str = get_key()",
+    'password: str = "Password for the database"',
+    # emphasis around a word that says there is none
+    "Password: **required**",
+    "Password: *(optional)*",
+    "**Password:** *see the vault*",
+    "Password: `None`",
     '{"password": "This field may not be blank."}',
     '{"password": ["This field is required."]}',
     'PRIVATE_KEY = "private key"\nURL_PASSWORD = "password in URL"',  # constants naming kinds

@@ -14,6 +14,8 @@ from hypothesis import strategies as st
 
 from reactive_temporal import secret_rules
 from reactive_temporal.contracts.debrief import AgentDebrief, ToolUsage
+from reactive_temporal.sanitize import clip
+from reactive_temporal.secret_rules import has_digit
 from reactive_temporal.secrets_scan import (
     ANTHROPIC,
     AUTHORIZATION,
@@ -291,6 +293,15 @@ def test_a_key_glued_to_the_word_before_it_is_found_only_where_it_cannot_be_chan
             assert redact(text) == f"{before}{marker(kind)} end", before
 
 
+def test_bot_tokens_glued_one_after_another_are_each_found():
+    """A bot's token ends where the next one's id begins (hypothesis found the first of two
+    glued tokens kept, and found only on a second scan)."""
+    found = scan(TELEGRAM_TOKEN + TELEGRAM_TOKEN)
+    assert found.text == marker(TELEGRAM) * 2 and found.found == {TELEGRAM: 2}
+    kept = TELEGRAM_TOKEN + "12345"  # digits after it that begin no other token
+    assert redact(kept) == kept
+
+
 def test_a_key_cut_in_the_middle_is_redacted_as_far_as_it_goes():
     """A text clipped in the middle of a private key: the head (a header and lines, no end)
     and the tail (lines and the end, no header) are each redacted; the cut stays readable."""
@@ -330,6 +341,82 @@ def test_a_key_cut_by_a_clip_before_the_scan_is_redacted(secret: str, kind: str,
             assert secret[: prefix + 16] not in redacted, (cut, redacted)
             # its kind, or (an Anthropic key cut short of its own format's length) OpenAI's
             assert redacted.startswith((f"read: {marker(kind)}", f"read: {marker(OPENAI)}"))
+
+
+LONG_CUT_KEYS = [k for k in CUT_KEYS if has_digit(k[0][k[2] + 16 : -4])]
+"""The keys long enough to leave a rest holding a digit after a head of 16 of their body's
+characters."""
+
+
+@pytest.mark.parametrize(
+    "secret, kind, prefix", LONG_CUT_KEYS, ids=[k for _, k, _ in LONG_CUT_KEYS]
+)
+def test_the_rest_of_a_key_after_the_clip_that_cut_its_head_is_redacted_too(
+    secret: str, kind: str, prefix: int
+):
+    """A clip that cut a few characters out of a key (`sanitize.clip`'s head and tail, or a
+    text that goes on after `…`) left its head before the marker and its rest after it: the
+    rest is the same key, and goes with its head."""
+    tried = 0
+    for cut in range(prefix + 16, len(secret) - 4):
+        for gap in (0, 1, 7, 40):
+            rest = secret[cut + gap :]
+            if len(rest) < 4 or not has_digit(rest):
+                continue  # a few letters: the judge leaves a word the text goes on with
+            for clipped in (
+                f"{secret[:cut]}…{rest}",
+                f"{secret[:cut]}\n… [{gap:,} characters cut] …\n{rest}",
+            ):
+                redacted = redact(f"read: {clipped} done")
+                assert rest not in redacted and secret[: prefix + 16] not in redacted, redacted
+                assert redacted.endswith("] done"), redacted
+                tried += 1
+    assert tried >= 1
+
+
+def test_a_key_clipped_by_sanitize_clip_leaves_no_piece_of_itself():
+    for secret in (OPENAI_PROJECT_KEY, ANTHROPIC_KEY, FINE_GRAINED_PAT):
+        text = f"{secret} done"
+        for cut in (3, 10, 30, 60):
+            redacted = redact(clip(text, len(text) - cut))
+            pieces = {secret[i : i + 12] for i in range(len(secret) - 12)}
+            assert not [p for p in pieces if p in redacted and has_digit(p)], redacted
+
+
+def test_a_tail_that_says_whose_it_is_is_redacted_with_no_head():
+    """OpenAI's infix and a JWT's payload and signature name a key's tail on their own."""
+    at = OPENAI_PROJECT_KEY.index("T3BlbkFJ")
+    for start in (at - 40, at - 1, at):
+        tail = OPENAI_PROJECT_KEY[start:]
+        for before in ("…", "\n… [9,999 characters cut] …\n"):
+            assert redact(f"x{before}{tail} end") == f"x{before}{marker(OPENAI)} end"
+    jwt_tail = JWT_TOKEN[JWT_TOKEN.index(".") - 5 :]
+    assert redact(f"…{jwt_tail}") == f"…{marker(JWT)}"
+
+
+CUT_TAIL_NEAR_MISSES = [
+    # a random run after a clip, and nothing before it to say it is a key's: not guessed at
+    "…" + OPENAI_PROJECT_KEY[-20:],
+    "\n… [1,234 characters cut] …\n" + rand(URLSAFE, 40) + " end",
+    "…iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk",  # an image's base64
+    "…3f786850e387550fdab836ed7e6dc881de23001b",  # a SHA's tail
+    "the skills…Abc123xyz",
+    # a key before a clip, and the text after it goes on with words
+    GITHUB_PAT + "…Then we left",
+    GITHUB_PAT[:30] + "…\nSummary of the run",
+    # a clip of thousands of characters joins two places: what follows is not that key
+    GITHUB_PAT[:30] + "\n… [4,820 characters cut] …\nRun2Finished at noon",
+    # a marker some text wrote, of no kind this scan names
+    "[redacted: made up]…abc123 and",
+]
+
+
+@pytest.mark.parametrize("text", CUT_TAIL_NEAR_MISSES, ids=range(len(CUT_TAIL_NEAR_MISSES)))
+def test_what_follows_a_clip_is_left_unless_something_says_it_is_a_key(text: str):
+    redacted = redact(text)
+    head = redacted.partition("…")[0]  # a cut key's head is redacted, as before
+    assert redacted.endswith(text.partition("…")[2]), redacted
+    assert head.startswith("[redacted: ") or head == text.partition("…")[0]
 
 
 def test_a_word_before_an_ellipsis_is_not_taken_for_a_cut_key():
@@ -423,6 +510,19 @@ HOSTILE = [
     "nextPageToken=" * 71_429,
     "x" * 999_990 + "Token=abcdefgh12",
     "--password " * 90_910,
+    "password: str = " * 62_500,
+    "password: Final[" + "a" * 1_000_000,
+    "password: " + "**" * 500_000,
+    "Password: _" + "a" * 1_000_000,
+    "the password is " * 62_500,
+    "password for a b c d " * 47_620,
+    "password " + "." * 1_000_000,
+    "pw to " * 166_667,
+    # a cut key's tail
+    "[redacted: GitHub token]…" * 40_000,
+    "[redacted: GitHub token]\n… [1 characters cut] …\n" * 20_000,
+    "…" + "a" * 90 + "T3BlbkFJ" * 125_000,
+    "…a.eyJ" * 166_667,
     "--a-" * 250_000,
     "secret: " + "x" * 1_000_000,
     # commands
@@ -471,6 +571,12 @@ PIECES = st.lists(
             "**",
             '\\"',
             "hunter2",
+            "the password is ",
+            " (changed)",
+            ": str = ",
+            "…",
+            "\n… [12 characters cut] …\n",
+            "[redacted: GitHub token]",
             "curl -u ",
             "mysql -p",
             "sshpass -p ",
@@ -537,6 +643,16 @@ LABELLED = [
     "wget --password=hunter2 https://example.com",
     "see https://user:pa55word@example.com/x",
     "KEY read: " + GITHUB_PAT[:30] + "…",
+    "KEY read: " + GITHUB_PAT[:30] + "\n… [4 characters cut] …\n" + GITHUB_PAT[34:],
+    "…" + OPENAI_PROJECT_KEY[60:],
+    "…" + JWT_TOKEN[30:],
+    "Password: hunter2 (changed)",
+    'password: str = "hunter2"',
+    "api_key: Final = 'sk-abcdef1234567890'",
+    "Password: **hunter**",
+    "the password is hunter2",
+    "PW is hunter2",
+    "paſſphrase hunter2",
 ]
 
 
