@@ -33,6 +33,7 @@ SCAN_MODULES = (
     "secret_commands",
     "secret_pem",
     "secret_prose",
+    "secret_markup",
 )
 
 

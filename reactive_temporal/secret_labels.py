@@ -36,6 +36,7 @@ from reactive_temporal.secret_rules import (
     PASSWORD,
     QUOTE,
     SEP,
+    STRING_PREFIX,
     URL_PASSWORD,
     Rule,
     has_digit,
@@ -156,6 +157,12 @@ _NOT_A_SECRET = ("existing", "from", "k8s", "kubernetes")
 (a Helm chart's `existingSecret: db-credentials`, Drone's `from_secret: token`)."""
 _NOT_A_PASSWORD = ("no",)
 """What a password's name begins with when it says there is none (sudoers' `NOPASSWD: ALL`)."""
+_SERVICES = (
+    "db", "database", "smtp", "mail", "email", "imap", "redis", "mysql", "pg", "postgres", "sql",
+    "mongo", "ldap", "ftp", "sftp", "ssh", "vnc", "rdp", "wifi", "proxy", "amqp", "rabbitmq",
+    "admin", "root", "user", "login", "auth", "basicauth", "account", "registry", "docker",
+)  # fmt: skip
+"""What a bare `pass` follows when it is a password's name (`DB_PASS`, `smtp_pass`)."""
 _PASSWORDS = ("password", "passwd", "passphrase", "pwd", "sshpass", "pass")
 
 
@@ -184,9 +191,31 @@ def _key_named(m: re.Match[str]) -> str | None:
     return _kind_by_name(name)
 
 
+def _not_this_secret(m: re.Match[str], name: str) -> bool:
+    """What stands before a secret's name says it is none (`existingSecret`, `NOPASSWD`), or
+    a bare `pass` is no service's password (`bypass`, `first_pass`, not `DB_PASS`)."""
+    prefix = _prefix(m)
+    if name == "pass":
+        return not prefix.endswith(_SERVICES)
+    return prefix.endswith(_NOT_A_SECRET if "secret" in name else _NOT_A_PASSWORD)
+
+
+def delimited_value(m: re.Match[str]) -> str | None:
+    """The kind of a delimited value (group `quoted`) after a name (group `name`, a key's or
+    a secret's): any chosen value for a password's or a secret's name, a key for a key's."""
+    name = _normal(m.group("name"))
+    value = m.group("quoted")
+    if _SECRET_NAME_END.search(m.group("name")):  # `client_secret` as `secret`
+        chosen = not _not_this_secret(m, name) and _quoted_value(value)
+        return _kind_by_name(name) if chosen else None
+    if name == "token" and _prefix(m).endswith(_NOT_A_CREDENTIAL_TOKEN):
+        return None
+    return _kind_by_name(name) if key_value(value) else None
+
+
 def _secret_named(m: re.Match[str]) -> str | None:
     name = _normal(m.group("name"))
-    if _prefix(m).endswith(_NOT_A_SECRET if "secret" in name else _NOT_A_PASSWORD):
+    if _not_this_secret(m, name):
         return None
     if m.group("quoted") is not None:
         chosen = _quoted_value(m.group("quoted"))
@@ -227,9 +256,12 @@ _KEY_NAMES = (
     r"|account[_-]?key|secret|token|password|passwd|passphrase|pwd|credentials?"
 )
 _SECRET_NAMES = (
-    r"sshpass|pass(?:word|wd|phrase)|pwd"
+    r"sshpass|pass(?:word|wd|phrase)?|pwd"
     r"|secret(?:[_-]?(?:access[_-]?)?key)?|private[_-]?key"
 )
+_SECRET_NAME_END = re.compile(rf"(?i:{_SECRET_NAMES})\Z")
+NAMES = rf"{_SECRET_NAMES}|{_KEY_NAMES}"
+"""A secret's or a key's name, for the rules of other modules (`secret_markup.py`)."""
 _OPTION_NAMES = (
     r"pass(?:word|wd|phrase)?|token|api-?key|secret|client-secret|(?:access|auth|api|refresh)-token"
 )
@@ -298,7 +330,7 @@ LABELS: tuple[Rule, ...] = (
             rf"(?:{TYPED}"
             rf"|{_EMPHASIS}{QUOTE}?(?P<pre>[ \t]{{0,5}})(?P<sep>=>|:=|=|:)"
             rf"(?:\*\*?(?=[ \t])|__?(?=[ \t]))?(?P<post>[ \t]{{0,5}}))"
-            rf"(?:{_QUOTED}|{_EMPHASIZED}|{_UNQUOTED})"
+            rf"(?:{STRING_PREFIX}{_QUOTED}|{_EMPHASIZED}|{_UNQUOTED})"
         ),
         _secret_named,
         needles=("pass", "pwd", "secret", "private"),  # each of _SECRET_NAMES holds one

@@ -101,7 +101,10 @@ START = r"(?:(?<![A-Za-z0-9_-])|(?<=\\[nrt]))"
 after a `\\n` escape of a JSON string (a file's next line)."""
 QUOTE = r"""(?:\\?["'\x60])"""
 """A quote, or an escaped one (`\\"`: JSON text inside a JSON string, as a tool returns it)."""
-SEP = rf"""{QUOTE}?[ \t]{{0,5}}(?:=>|:=|=|:)[ \t]{{0,5}}{QUOTE}?"""
+STRING_PREFIX = r"""(?:[bBrRuU]{1,2}(?=\\?["']))?"""
+"""A Python string's prefix before its quote (`password = r'x'`, `api_key = u'…'`); not `f`:
+an f-string's value is code."""
+SEP = rf"""{QUOTE}?[ \t]{{0,5}}(?:=>|:=|=|:)[ \t]{{0,5}}{STRING_PREFIX}{QUOTE}?"""
 """Between a name and its value: `=`, `:`, `=>`, `:=`, quoted or not (`"token": "…"`)."""
 
 

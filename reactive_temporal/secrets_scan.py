@@ -28,6 +28,8 @@ ids as of its commit b58d3f10), in this order:
   or a secret's value (`Password: hunter2`, `"password": "x"`, `DB_PASSWORD=x`,
   `client_secret: x`), a key's value after its name (`api_key=…`, `X-Api-Key: …`,
   `AccountKey=…`; letters and digits), `--password x`;
+- in markup (`secret_markup.py`): `<password>x</password>`, `<add key="DbPassword"
+  value="x"/>`, `&quot;password&quot;: &quot;x&quot;`;
 - a password told in a sentence (`secret_prose.py`): `the password is hunter2`, `pw is
   hunter2`, where the value's shape says it is no word (`the password is wrong` stays);
 - passwords given to commands (`secret_commands.py`): `curl -u user:password`,
@@ -58,6 +60,7 @@ from pydantic import BaseModel
 from reactive_temporal.secret_commands import commands
 from reactive_temporal.secret_formats import CUT, CUT_FORMATS, CUT_TAILS, FORMATS
 from reactive_temporal.secret_labels import LABELS
+from reactive_temporal.secret_markup import MARKUP
 from reactive_temporal.secret_pem import private_keys
 from reactive_temporal.secret_prose import PROSE
 from reactive_temporal.secret_rules import (  # noqa: F401 (the kinds, as callers name them)
@@ -128,6 +131,7 @@ def scan(text: str) -> Redacted:
         if CUT in result:  # every cut key ends at one
             result = apply(_CUTS, result, found)
         result = apply(LABELS, result, found)
+        result = apply(MARKUP, result, found)
         result = apply(PROSE, result, found)
         result = commands(result, found)
     except Exception:  # not seen: the patterns are fixed. Memory must not fail on a scan,

@@ -74,6 +74,25 @@ NAMED = [
     ("const PASSWORD: &'static str = \"", "hunter2", '";', PASSWORD),  # Rust
     ("api_key: Final = '", "sk-abcdef1234567890", "'", CREDENTIAL),
     ('secret_key: Optional[str] = "', "abc", '"', CREDENTIAL),
+    # a Python string's prefix before the quote
+    ("password = r'", "hunter2", "'", PASSWORD),
+    ('password = rb"', "hunter2", '"', PASSWORD),
+    ("api_key = u'", "a1b2c3d4e5f6g7h8", "'", CREDENTIAL),
+    # a service's `pass`
+    ("DB_PASS=", "hunter2", "\nDB_HOST=db", PASSWORD),
+    ("smtp_pass: '", "x", "'", PASSWORD),
+    ("MAIL_PASS=", "hunter2", "", PASSWORD),
+    # markup: XML elements, a name and a value as attributes, HTML-escaped quotes
+    ("<server><id>repo</id><password>", "hunter2", "</password></server>", PASSWORD),
+    ("<Password>", "Hunter 2", "</Password>", PASSWORD),
+    ("<db.password>", "hunter2", "</db.password>", PASSWORD),
+    ("<apiKey>", "a1b2c3d4e5f6g7h8", "</apiKey>", CREDENTIAL),
+    ('<add key="DbPassword" value="', "hunter2", '" />', PASSWORD),
+    ("<property name='password' value='", "hunter2", "'/>", PASSWORD),
+    ("&quot;password&quot;: &quot;", "hunter2", "&quot;", PASSWORD),
+    ("password=&quot;", "hunter2", "&quot;", PASSWORD),
+    ("&#34;client_secret&#34;:&#34;", "abc", "&#34;", CREDENTIAL),
+    ("&quot;token&quot;: &quot;", "a1b2c3d4e5f6g7h8", "&quot;", CREDENTIAL),
     # markdown's emphasis around the value stays
     ("Password: **", "hunter", "**", PASSWORD),
     ("Password: *", "pw", "*", PASSWORD),
@@ -157,6 +176,18 @@ NEAR_MISSES = [
     'password: Optional[str] = ""',
     "api_key: str = get_key()",
     'password: str = "Password for the database"',
+    # an f-string's value is code; a `pass` that is no service's password
+    'password = f"{prefix}-{suffix}"',
+    "bypass=1\nfirst_pass=1\ncompass: north\npass: 12 fail: 0\nSECOND_PASS=done",
+    # markup whose value is a placeholder, a sentence or no secret's
+    "<password>${env.PW}</password><password>required</password>",
+    "<secret>The secret of the book</secret>",
+    '<property name="password" value="${db.pw}"/>',
+    "<apiKey>abc</apiKey><nextPageToken>" + rand(HEX, 24) + "</nextPageToken>",
+    '<passwordPolicy>strict</passwordPolicy><add key="PasswordLength" value="12"/>',
+    '<token_count>12345678a</token_count><input type="password" name="pw">',
+    "&quot;password&quot;: &quot;This field may not be blank.&quot;",
+    "&quot;password&quot;: &quot;&quot;, &quot;nextPageToken&quot;: &quot;abc123def456&quot;",
     # emphasis around a word that says there is none
     "Password: **required**",
     "Password: *(optional)*",

@@ -518,6 +518,12 @@ HOSTILE = [
     "password for a b c d " * 47_620,
     "password " + "." * 1_000_000,
     "pw to " * 166_667,
+    "<password>" * 100_000,
+    "<a" + "b" * 1_000_000 + "password>x</",
+    'key="password" value=' * 50_000,
+    "password=&quot;" * 66_667,
+    "&quot;password&quot;:&quot;" + "a" * 1_000_000,
+    "DB_PASS=" * 125_000,
     # a cut key's tail
     "[redacted: GitHub token]…" * 40_000,
     "[redacted: GitHub token]\n… [1 characters cut] …\n" * 20_000,
@@ -653,6 +659,11 @@ LABELLED = [
     "the password is hunter2",
     "PW is hunter2",
     "paſſphrase hunter2",
+    "<password>hunter2</password>",
+    '<add key="DbPassword" value="hunter2" />',
+    "&QUOT;password&QUOT;: &QUOT;hunter2&QUOT;",
+    "DB_PASS=hunter2 and bypass=1",
+    "password = r'hunter2'",
 ]
 
 

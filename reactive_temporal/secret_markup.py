@@ -1,0 +1,56 @@
+"""Credentials in markup, where the quotes and the names are the markup's own: part of the
+credential scan (`reactive_temporal/secrets_scan.py`).
+
+- an XML element named for a secret or a key (`<password>x</password>` in Maven's
+  `settings.xml`, `<db.password>`, `<apiKey>…</apiKey>`);
+- a name and a value as two attributes (.NET's `<add key="DbPassword" value="x" />`,
+  Spring's `<property name="password" value="x"/>`);
+- a value between HTML-escaped quotes (`&quot;password&quot;: &quot;x&quot;`,
+  `password=&quot;x&quot;`, `&#34;`, `&#39;`): JSON or a config shown in a web page.
+
+The value is judged as a quoted one after the same name is (`secret_labels.delimited_value`):
+any chosen value for a password's or a secret's name, a key for a key's; `<secret>The secret
+of the book</secret>`, `<password>${env.PW}</password>` and `<password>required</password>`
+stay.
+"""
+
+from __future__ import annotations
+
+import re
+
+from reactive_temporal.secret_labels import NAMES, delimited_value
+from reactive_temporal.secret_rules import Rule
+
+_HTML_QUOTE = r"(?:quot|#0*3[49]|apos|#[xX]0*2[27])"
+
+MARKUP: tuple[Rule, ...] = (
+    Rule(
+        re.compile(
+            rf"(?i)<(?P<tag>[\w.:-]{{0,40}}?(?P<name>{NAMES}))>"
+            r"(?P<quoted>[^<>\r\n]{1,200})</(?P=tag)>"
+        ),
+        delimited_value,
+        needles=("</",),
+    ),
+    Rule(
+        re.compile(
+            r"""(?i)(?<![\w-])(?:key|name)[ \t]*=[ \t]*(?P<q1>["'])"""
+            rf"(?P<tag>[\w.:-]{{0,40}}?(?P<name>{NAMES}))(?P=q1)"
+            r"""[ \t]+value[ \t]*=[ \t]*(?P<q>["'])(?P<quoted>[^"'<>\r\n]{1,200})(?P=q)"""
+        ),
+        delimited_value,
+        needles=("value",),
+        folded=True,
+    ),
+    Rule(
+        re.compile(
+            rf"(?i)(?=[aciprst])(?P<name>{NAMES})(?![A-Za-z0-9])(?:&{_HTML_QUOTE};)?"
+            rf"[ \t]{{0,5}}(?:=>|:=|=|:)[ \t]{{0,5}}&(?P<hq>{_HTML_QUOTE});"
+            r"(?P<quoted>[^&<>\r\n]{1,200})&(?P=hq);"
+        ),
+        delimited_value,
+        needles=("&quot;", "&#", "&apos;"),
+        folded=True,
+    ),
+)
+"""After the labels' rules: what they took is a marker by then."""
