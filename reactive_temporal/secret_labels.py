@@ -59,8 +59,9 @@ _ENV_NAME = re.compile(r"[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+")
 _FIELD_END = re.compile(r"[ \t]*(?:\r?\n|\r|\\[nr]|$)|[;&]|[ \t]+#")
 """Where a value ends its line or its field (`;Password=x;`, `&password=x&`, `x  # note`); a
 comma too after `=` (`password=x, host=y`), not after `:` (`password: chosen, and …` is prose)."""
-_PARENTHETICAL = re.compile(r"[ \t]*\(")
-"""A note after a value (`Password: hunter2 (changed)`, `Password: x (rotated)`)."""
+_PARENTHETICAL = re.compile(r"[ \t]+\(")
+"""A note after a value (`Password: hunter2 (changed)`, `Password: x (rotated)`); not a call
+(`password = quote(password)`)."""
 _NAMING_WORD = re.compile(r"(?i)pass(?:word|wd|phrase)|secret|key|token|credential")
 _PLACEHOLDER = re.compile(r"(?i)your[_ -]?(?:\w+[_ -]?)?(?:pass|secret|key|token)")
 
@@ -109,27 +110,26 @@ def plain_value(value: str) -> bool:
 _HYPHENATED_WORD = re.compile(r"[A-Za-z0-9]+(?:-[a-z]{2,})+")
 _NUMBER_LIKE = re.compile(r"v?[0-9]+(?:[.:/,-][0-9]+)+[A-Za-z%]{0,3}")
 _ACRONYM = re.compile(r"[A-Z]{1,8}-?[0-9]{1,4}")
-_SYMBOL = re.compile(r"[^A-Za-z0-9'-]")
-_CASE_TURN = re.compile(r"[a-z][A-Z]")
+_SYMBOL = re.compile(r"[^A-Za-z0-9'._-]")
+_SNAKE_CASE = re.compile(r"_?[A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)+")
 
 
 def shaped(value: str) -> bool:
     """A value with the shape of a chosen secret, not of a word, a number or a name: five or
-    more characters, chosen (`plain_value`), holding a digit, a symbol, or case turned twice
-    inside it (`hUntEr`; `GitHub`, `iCloud`, `OpenAI` turn once); six or more digits alone.
+    more characters, chosen (`plain_value`), holding a digit or a symbol; six or more digits
+    alone. Not mixed case alone: `GitHub`, `SSHPrivateKeyTypes` are names.
     Not a hyphenated word (`base64-encoded`, `SHA256-hashed`, `2048-bit`, `k8s-managed`), a
-    date, a time or a version (`2024-05-01`, `v1.2.3`), nor an acronym (`SHA256`, `AES256`).
+    date, a time or a version (`2024-05-01`, `v1.2.3`), an acronym (`SHA256`, `AES256`), nor
+    code's name (`client_secret`, `auth_info2`: `_` and `.` are a name's, not symbols).
     Where no quote or field says a value is one (`the password is hunter2`, `Password:
     hunter2 (changed)`), only this shape tells it from prose (`the password is wrong`)."""
     if len(value) < 5 or not plain_value(value):
         return False
     if value.isdigit():
         return len(value) >= 6
-    if any(p.fullmatch(value) for p in (_HYPHENATED_WORD, _NUMBER_LIKE, _ACRONYM)):
+    if any(p.fullmatch(value) for p in (_HYPHENATED_WORD, _NUMBER_LIKE, _ACRONYM, _SNAKE_CASE)):
         return False
-    return (
-        has_digit(value) or _SYMBOL.search(value) is not None or len(_CASE_TURN.findall(value)) >= 2
-    )
+    return has_digit(value) or _SYMBOL.search(value) is not None
 
 
 def _quoted_value(value: str) -> bool:
@@ -196,17 +196,23 @@ def _not_this_secret(m: re.Match[str], name: str) -> bool:
     a bare `pass` is no service's password (`bypass`, `first_pass`, not `DB_PASS`)."""
     prefix = _prefix(m)
     if name == "pass":
-        return not prefix.endswith(_SERVICES)
+        at = m.start("name")
+        before = m.string[at - 1 : at]
+        apart = before in ("_", "-", ".") or (m.string[at] == "P" and before.islower())
+        return not (apart and prefix.endswith(_SERVICES))  # `DB_PASS`, `smtpPass`: not `userpass`
     return prefix.endswith(_NOT_A_SECRET if "secret" in name else _NOT_A_PASSWORD)
 
 
 def delimited_value(m: re.Match[str]) -> str | None:
-    """The kind of a delimited value (group `quoted`) after a name (group `name`, a key's or
-    a secret's): any chosen value for a password's or a secret's name, a key for a key's."""
+    """The kind of a value (group `quoted`, or `secret` unquoted) after a name (group `name`, a
+    key's or a secret's): any chosen value for a password's or a secret's name, a key for a
+    key's."""
     name = _normal(m.group("name"))
-    value = m.group("quoted")
+    value = secret_of(m)
+    quoted = "quoted" in m.re.groupindex and m.group("quoted") is not None
     if _SECRET_NAME_END.search(m.group("name")):  # `client_secret` as `secret`
-        chosen = not _not_this_secret(m, name) and _quoted_value(value)
+        judged = _quoted_value(value) if quoted else plain_value(value)
+        chosen = not _not_this_secret(m, name) and judged
         return _kind_by_name(name) if chosen else None
     if name == "token" and _prefix(m).endswith(_NOT_A_CREDENTIAL_TOKEN):
         return None
@@ -270,9 +276,13 @@ _TYPE = (
     rf"&?(?:'[a-z]{{1,20}}[ \t]{{1,3}})?{_TYPE_ONE}"
     rf"(?:[ \t]{{0,3}}\|[ \t]{{0,3}}{_TYPE_ONE}){{0,3}}"
 )
-TYPED = rf"(?P<typed>\??[ \t]{{0,5}}:[ \t]{{0,5}}{_TYPE}[ \t]{{0,5}}=)[ \t]{{0,5}}"
+TYPED = (
+    rf"(?P<typed>\??[ \t]{{0,5}}:[ \t]{{0,5}}{_TYPE}[ \t]{{0,5}}=)[ \t]{{0,5}}"
+    r"(?=[bBrRuU]{0,2}\\?[\"'\x60])"
+)
 """A name's type annotation and `=`: `password: str = "x"`, `api_key: Final = 'x'`,
-`const password: string = "x"`, `apiKey?: string | undefined = 'x'`, Rust's `&'static str`."""
+`const password: string = "x"`, `apiKey?: string | undefined = 'x'`, Rust's `&'static str`;
+a quote must follow (`password: aHVudGVyMg==` is a value, a Kubernetes secret's base64)."""
 _EMPHASIS = r"(?:\*\*?|__?)?"
 """Markdown around a label: `**Password:**`, `__Password__:`."""
 _QUOTED = (

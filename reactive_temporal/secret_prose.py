@@ -5,8 +5,8 @@
 A sentence about a password says what it is as often as what it holds: `the password is
 wrong`, `the password is required`, `password is stored in Vault`, `the password is
 base64-encoded`. No quote or field marks the value here, so its shape must: a value counts
-only where it could not be a word, a number or a name (`secret_labels.shaped`: a digit, a
-symbol, or case turned twice, and not a hyphenated word, a date, a version or an acronym).
+only where it could not be a word, a number or a name (`secret_labels.shaped`: a digit or a
+symbol, and not a hyphenated word, a date, a version, an acronym or a snake_case name).
 A password that is a plain word (`the password is swordfish`) is left: nothing tells it
 from `the password is correct`. After the name alone (`passphrase hunter2`) the value must
 also hold a lower-case letter (`password SHA256 hashing`, `password PBKDF2` name schemes).
@@ -30,9 +30,10 @@ the sentence's, not the password's."""
 _COPULA = (
     r"(?:(?:is|was|has[ \t]+been|will[ \t]+be)"
     r"(?:[ \t]+(?:now|still|(?:set|changed|reset|updated)[ \t]+to))?"
-    r"|(?:set|changed|reset|updated)[ \t]+to|to)[ \t]*:?"
+    r"|(?:set|changed|reset|updated)[ \t]+to|to|->|[-–—→])[ \t]*:?"
 )
-"""`is`, `was`, `is now`, `was changed to`, `to` (`set the password to x`)."""
+"""`is`, `was`, `is now`, `was changed to`, `to` (`set the password to x`), a dash or an
+arrow (`Password – hunter2`, `password → hunter2`)."""
 
 
 def _told(m: re.Match[str]) -> str | None:

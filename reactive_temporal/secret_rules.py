@@ -153,8 +153,12 @@ letter (dotless ı with i, long ſ with s); the Kelvin sign and İ lower to k an
 
 
 def fold(text: str) -> str:
-    """`text` as a case-ignoring pattern sees its letters: lower case, ı as i, ſ as s."""
-    return text.lower().translate(_IGNORECASE_EXTRAS)
+    """`text` as a case-ignoring pattern sees its letters: lower case, ı as i, ſ as s (the
+    translation only where one is: it costs half a millisecond on 4 kB)."""
+    lowered = text.lower()
+    if "\u0131" in lowered or "\u017f" in lowered:
+        return lowered.translate(_IGNORECASE_EXTRAS)
+    return lowered
 
 
 NEEDLES_ON = True

@@ -45,6 +45,8 @@ NAMED = [
     ('{"password": "', 'pa\\"ss', '"}', PASSWORD),  # an escaped quote inside
     ('{\\"password\\": \\"', "hunter2", '\\"}', PASSWORD),  # JSON inside a JSON string
     ("db:\n  password: ", "hunter2", "\n  host: db", PASSWORD),  # YAML
+    ("data:\n  password: ", "aHVudGVyMg==", "\n", PASSWORD),  # a Kubernetes secret's base64
+    ("token: ", "a1b2c3d4e5f6g7h8=", "\n", CREDENTIAL),
     ("password: ", "hunter2", "  # rotated monthly", PASSWORD),
     ("DB_PASSWORD=", "hunter2", "\nDB_HOST=db", PASSWORD),  # .env
     ("export MYSQL_ROOT_PASSWORD=", "hunter2", "", PASSWORD),
@@ -82,6 +84,7 @@ NAMED = [
     ("DB_PASS=", "hunter2", "\nDB_HOST=db", PASSWORD),
     ("smtp_pass: '", "x", "'", PASSWORD),
     ("MAIL_PASS=", "hunter2", "", PASSWORD),
+    ("smtpPass: ", "hunter2", "", PASSWORD),
     # markup: XML elements, a name and a value as attributes, HTML-escaped quotes
     ("<server><id>repo</id><password>", "hunter2", "</password></server>", PASSWORD),
     ("<Password>", "Hunter 2", "</Password>", PASSWORD),
@@ -93,6 +96,14 @@ NAMED = [
     ("password=&quot;", "hunter2", "&quot;", PASSWORD),
     ("&#34;client_secret&#34;:&#34;", "abc", "&#34;", CREDENTIAL),
     ("&quot;token&quot;: &quot;", "a1b2c3d4e5f6g7h8", "&quot;", CREDENTIAL),
+    # a name and a value as two fields, and a markdown table's row
+    ('[{"name": "DB_PASSWORD", "value": "', "hunter2", '"}]', PASSWORD),  # ECS
+    ("env:\n  - name: DB_PASSWORD\n    value: ", "hunter2", "\n  - name: HOST", PASSWORD),
+    ('env:\n- name: API_KEY\n  value: "', "a1b2c3d4e5f6g7h8", '"', CREDENTIAL),
+    ('{"ParameterKey": "DbPassword", "ParameterValue": "', "hunter2", '"}', PASSWORD),
+    ("| Password | ", "hunter2", " |", PASSWORD),
+    ("| **DB password** | `", "s3cret", "` |", PASSWORD),
+    ("| Name | Value |\n|---|---|\n| api_key | ", "a1b2c3d4e5f6g7h8", " |", CREDENTIAL),
     # markdown's emphasis around the value stays
     ("Password: **", "hunter", "**", PASSWORD),
     ("Password: *", "pw", "*", PASSWORD),
@@ -168,6 +179,14 @@ NEAR_MISSES = [
     "password: SHA256 hashed and salted",
     "Password: v1.2 policy applies",
     "Password: user-defined at first login",
+    # code after a name: a call, or a name and more code (found in httpx, pip, openai's SDK)
+    'password = quote(kwargs.pop("password", "") or "", safe=PASSWORD_SAFE)',
+    "username, password = get_auth_from_url(proxy)",
+    '"client_secret": client_secret,\n"webhook_secret": webhook_secret if webhook_secret else x',
+    "password: _PasswordType | None = None,",
+    "self.rotate_secret = to_streamed_response_wrapper(",
+    "private_key: SSHPrivateKeyTypes,\nprivate_key: PrivateKeyTypes = load_pem_private_key(",
+    'userpass = b":".join((to_bytes(username), to_bytes(password)))\nuserpass = username',
     # annotations without a value, or with code as the value
     "def login(user: str, password: str = None) -> None:",
     'password: str = Field(..., description="The password")',
@@ -188,6 +207,13 @@ NEAR_MISSES = [
     '<token_count>12345678a</token_count><input type="password" name="pw">',
     "&quot;password&quot;: &quot;This field may not be blank.&quot;",
     "&quot;password&quot;: &quot;&quot;, &quot;nextPageToken&quot;: &quot;abc123def456&quot;",
+    # fields and table rows that hold no password
+    '{"name": "DB_PASSWORD", "value": ""}\n{"name": "DB_PASSWORD", "valueFrom": {}}',
+    "- name: POSTGRES_PASSWORD\n  valueFrom:\n    secretKeyRef:\n      name: db",
+    "- name: PASSWORD_LENGTH\n  value: 12",
+    '{"name": "password", "value": "This field is required."}',
+    "| password | string | The user's password |\n| Password | 8 | min length |",
+    "| password | required |\n| token | nextPageToken |",
     # emphasis around a word that says there is none
     "Password: **required**",
     "Password: *(optional)*",

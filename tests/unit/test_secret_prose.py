@@ -24,10 +24,13 @@ TOLD = [
     ("the password is '", "hunter2", "'."),
     ("the password is: ", "hunter2", ""),
     ("password was ", "123456", " (the default)"),
-    ("PASSWORD IS ", "hUntEr", ""),
+    ("PASSWORD IS ", "hUnt3r", ""),
     ("the passcode is ", "482913", ""),
     ("the wifi password is ", "correct-horse-42", ""),
     ("the pwd is ", "Summer2024", "?"),
+    ("Password - ", "hunter2", ""),
+    ("password → ", "hunter2", " (staging)"),
+    ("WiFi passphrase — ", "c0ffee-sh0p", ""),
 ]
 
 LEFT = [
@@ -73,6 +76,8 @@ LEFT = [
     "PW is 42",
     "the secret is out; the token is 2048 long; the key is ssh-ed25519",  # not a password's name
     "the password is swordfish",  # a word: nothing tells it from `correct`
+    "Password - required; password — stored in Vault; password -> see 1Password",
+    "password – 8 characters at least",
 ]
 
 

@@ -524,6 +524,11 @@ HOSTILE = [
     "password=&quot;" * 66_667,
     "&quot;password&quot;:&quot;" + "a" * 1_000_000,
     "DB_PASS=" * 125_000,
+    "name: password\n value: " * 45_455,
+    '"name": "' + "a" * 1_000_000,
+    "| password | " * 83_334,
+    "|" + " password" * 111_111,
+    "password → " * 90_910,
     # a cut key's tail
     "[redacted: GitHub token]…" * 40_000,
     "[redacted: GitHub token]\n… [1 characters cut] …\n" * 20_000,
@@ -664,6 +669,10 @@ LABELLED = [
     "&QUOT;password&QUOT;: &QUOT;hunter2&QUOT;",
     "DB_PASS=hunter2 and bypass=1",
     "password = r'hunter2'",
+    "- name: DB_PASSWORD\n  value: hunter2",
+    '{"Name": "API_KEY", "Value": "a1b2c3d4e5f6g7h8"}',
+    "| Password | hunter2 |",
+    "Password → hunter2",
 ]
 
 
