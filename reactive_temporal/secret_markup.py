@@ -52,10 +52,10 @@ MARKUP: tuple[Rule, ...] = (
         re.compile(
             r"""(?i)(?<![\w-])(?:key|name)[ \t]*=[ \t]*(?P<q1>["'])"""
             rf"(?P<tag>[\w.:-]{{0,40}}?(?P<name>{NAMES}))(?P=q1)"
-            r"""[ \t]+value[ \t]*=[ \t]*(?P<q>["'])(?P<quoted>[^"'<>\r\n]{1,200})(?P=q)"""
+            r"""[ \t]+value=[ \t]*(?P<q>["'])(?P<quoted>[^"'<>\r\n]{1,200})(?P=q)"""
         ),
         delimited_value,
-        needles=("value",),
+        needles=("value=",),
         folded=True,
     ),
     Rule(
@@ -73,10 +73,12 @@ MARKUP: tuple[Rule, ...] = (
             rf"(?i)(?<![\w-]){_Q}(?:name|key|parameterkey){_Q}[ \t]*[:=][ \t]*{_Q}"
             rf"(?P<tag>[\w.-]{{0,40}}?(?P<name>{NAMES})){_Q}[ \t]*,?[ \t]*"
             r"(?:\r?\n[ \t]*(?:-[ \t]+)?)?"
-            rf"{_Q}(?:value|parametervalue){_Q}[ \t]*[:=][ \t]*" + _FIELD_VALUE
+            + _Q
+            + r"""(?:value|parametervalue)(?:["'][ \t]*)?[:=][ \t]*"""
+            + _FIELD_VALUE
         ),
         delimited_value,
-        needles=("value",),
+        needles=("value:", "value=", 'value"', "value'"),  # what follows `value` in a match
         folded=True,
     ),
     Rule(
