@@ -12,6 +12,7 @@ from pydantic import (
     AliasChoices,
     Field,
     PrivateAttr,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -29,6 +30,8 @@ if TYPE_CHECKING:
 
 DEFAULT_TASK_QUEUE = "reactive-temporal"
 DEFAULT_MODEL = "gpt-4o-mini"
+TEMPORAL_NAME_MAX_BYTES = 1000
+"""Temporal's default length limit for ids and task queue names (`limit.maxIDLength`)."""
 _HOST_PORT = re.compile(r"^[A-Za-z0-9_.\-\[\]:]+:\d{1,5}$")
 
 
@@ -164,6 +167,26 @@ class Settings(WorkerSettings):
                 f"TEMPORAL_ADDRESS={value!r} is not host:port (for example localhost:7233)"
             )
         return value.strip()
+
+    @field_validator("temporal_namespace", "temporal_task_queue")
+    @classmethod
+    def _server_name(cls, value: str, info: ValidationInfo) -> str:
+        """A namespace or task queue the server can take.
+
+        "" reached the server as "missing task queue name" (exit 1, as if the server had
+        failed), and a name past its length limit as "taskQueue length exceeds limit".
+        """
+        variable = (info.field_name or "").upper()
+        if not value.strip():
+            raise ValueError(f"{variable} is empty")
+        if not value.isprintable():
+            raise ValueError(f"{variable}={value!r:.100} holds control characters")
+        size = len(value.encode(errors="surrogatepass"))
+        if size > TEMPORAL_NAME_MAX_BYTES:
+            raise ValueError(
+                f"{variable} is {size:,} bytes; Temporal takes at most {TEMPORAL_NAME_MAX_BYTES:,}"
+            )
+        return value
 
     def temporal_connection(self, *, again: bool = False) -> TemporalConnection:
         """How to reach Temporal, as the temporal CLI reads it.

@@ -26,6 +26,7 @@ from reactive_temporal.api.results import UNREACHABLE_PATIENCE_SECONDS
 from reactive_temporal.api.run_results import AgentRunError, RunResult, run_result
 from reactive_temporal.api.runs import runs_query
 from reactive_temporal.api.unserved import RunUnserved, while_served
+from reactive_temporal.api.workflow_ids import valid_agent_name
 
 CANCELS_AT_ONCE = 16
 """Runs cancelled and waited for at once: each is a cancel request, a result's long poll and
@@ -73,7 +74,8 @@ async def cancel_running(
     `on_end(run_id, what)` is told of each run as it is settled (how it ended, or why it
     could not be). Raises ValueError for a bad agent name or reason, before anything is sent.
     """
-    runs_query(agent=agent)  # a name a query cannot hold is refused here
+    # No agent can have a name this refuses; "" was no filter at all, every agent's runs.
+    valid_agent_name(agent)
     check_cancel_reason(reason)
     outcome = CancelledRuns(agent=agent)
     at_once = asyncio.Semaphore(CANCELS_AT_ONCE)

@@ -18,6 +18,7 @@ from temporalio.service import RPCError
 from reactive_temporal import search_attributes as sa
 from reactive_temporal.api.stalls import Stall, run_stall
 from reactive_temporal.api.worker_waits import TaskQueuePollers
+from reactive_temporal.api.workflow_ids import shown, valid_workflow_id
 from reactive_temporal.codec import unreadable_payload
 from reactive_temporal.contracts import names
 from reactive_temporal.contracts.retrying import RetryingStep, WaitingForWorker
@@ -158,15 +159,14 @@ async def require_run(client: Client, run_id: str) -> WorkflowExecutionDescripti
 
     Not, say, an agent's chat entity: every command that takes a run id refuses those the same way.
     """
-    if not isinstance(run_id, str) or not run_id.strip() or "\x00" in run_id:
-        # (an int gave protobuf's "bad argument type for built-in operation")
-        raise ValueError(f"a run id is a non-empty string without NUL, not {run_id!r:.100}")
+    # (an int gave protobuf's "bad argument type for built-in operation")
+    valid_workflow_id(run_id)
     try:
         description = await client.get_workflow_handle(run_id).describe()
     except RPCError as err:
         if workflow_not_found(err):
-            raise ValueError(f"no run with id {run_id!r}") from err
+            raise ValueError(f"no run with id {shown(run_id)}") from err
         raise
     if description.workflow_type != names.AGENT_RUN_WORKFLOW:
-        raise ValueError(f"{run_id!r} is a {description.workflow_type}, not an agent run")
+        raise ValueError(f"{shown(run_id)} is a {description.workflow_type}, not an agent run")
     return description

@@ -5,10 +5,12 @@ from __future__ import annotations
 import asyncio
 import signal
 from typing import Annotated
+from urllib.parse import urlsplit
 
 import typer
 from rich.panel import Panel
 
+from reactive_temporal.api.workflow_ids import shown
 from reactive_temporal.cli.common import CliError, cli_settings, err, out, run_command
 from reactive_temporal.cli.terminal import safe
 from reactive_temporal.codec import ENV_VAR, EncryptionCodec
@@ -17,10 +19,37 @@ from reactive_temporal.embedded.codec_server import DEFAULT_ORIGIN, CodecServer
 TOKEN_ENV_VAR = "REACTIVE_TEMPORAL_CODEC_TOKEN"
 
 
+def origin_given(value: str) -> str:
+    """A browser origin (`scheme://host[:port]`), refused as a usage error when it is not one:
+    anything else matched no browser's Origin header, and was printed raw in the banner."""
+    problem = None
+    try:
+        parts = urlsplit(value)
+        parts.port  # noqa: B018 — raises ValueError for a port that is not one
+    except ValueError as e:
+        problem = str(e)
+    else:
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            problem = "it needs http:// or https:// and a host"
+        elif parts.path not in ("", "/") or parts.query or parts.fragment or parts.username:
+            problem = "an origin is scheme://host[:port], with no path, query or user"
+        elif not value.isascii() or not value.isprintable():
+            problem = "it holds characters no origin has"
+    if problem is not None:
+        raise typer.BadParameter(f"{shown(value)} is not an origin: {problem}")
+    return value
+
+
 def codec_server(
-    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8081,
+    port: Annotated[
+        int, typer.Option(min=0, max=65535, help="Port to listen on (0: any free port).")
+    ] = 8081,
     origin: Annotated[
-        str, typer.Option(help="The one browser origin allowed to call it (the Web UI's).")
+        str,
+        typer.Option(
+            help="The one browser origin allowed to call it (the Web UI's).",
+            callback=origin_given,
+        ),
     ] = DEFAULT_ORIGIN,
     host: Annotated[
         str, typer.Option(help="Interface to listen on; it serves decrypted data, keep it local.")

@@ -8,6 +8,7 @@ import os
 import sys
 from collections.abc import Awaitable, Callable
 
+import typer
 from pydantic import ValidationError
 from pydantic_settings import SettingsError
 from rich.console import Console
@@ -16,6 +17,7 @@ from temporalio.service import RPCError
 from reactive_temporal.access import TemporalAccessDenied
 from reactive_temporal.api.agents import Agent
 from reactive_temporal.api.builder import AgentBuilder
+from reactive_temporal.api.workflow_ids import agent_name_problem, workflow_id_problem
 from reactive_temporal.cli.terminal import safe
 from reactive_temporal.codec import unreadable_payload
 from reactive_temporal.config import (
@@ -52,6 +54,28 @@ class CliError(Exception):
     def __init__(self, message: str, code: int = 2) -> None:
         super().__init__(message)
         self.code = code
+
+
+def run_id_given(value: str | None) -> str | None:
+    """A run id named on the command line, refused as a usage error (exit 2, before any
+    server is asked) when no run can have it."""
+    if value is not None and (problem := workflow_id_problem(value)) is not None:
+        raise typer.BadParameter(problem)
+    return value
+
+
+def workflow_id_given(value: str | None) -> str | None:
+    """`run_id_given` for a command that takes any workflow's id."""
+    if value is not None and (problem := workflow_id_problem(value, "a workflow id")):
+        raise typer.BadParameter(problem)
+    return value
+
+
+def agent_name_given(value: str | None) -> str | None:
+    """An agent name to filter by, refused as a usage error when no agent can have it."""
+    if value is not None and (problem := agent_name_problem(value)) is not None:
+        raise typer.BadParameter(problem)
+    return value
 
 
 def finish(code: int) -> None:

@@ -26,7 +26,15 @@ from reactive_temporal.api.run_results import AgentRunError, run_result
 from reactive_temporal.api.runs import runs_query
 from reactive_temporal.api.unserved import while_served
 from reactive_temporal.api.watching import follow_events
-from reactive_temporal.cli.common import CliError, cli_runtime, err, out, run_command
+from reactive_temporal.cli.common import (
+    CliError,
+    agent_name_given,
+    cli_runtime,
+    err,
+    out,
+    run_command,
+    run_id_given,
+)
 from reactive_temporal.cli.live_view import LivePrinter
 from reactive_temporal.cli.progress_lines import progress_line, stall_lines
 from reactive_temporal.cli.run_commands import print_outcome
@@ -36,11 +44,16 @@ from reactive_temporal.hosting.runtime import Runtime
 
 def cancel(
     run_id: Annotated[
-        str | None, typer.Argument(help="The run to stop (printed by `run`).", show_default=False)
+        str | None,
+        typer.Argument(
+            help="The run to stop (printed by `run`).", show_default=False, callback=run_id_given
+        ),
     ] = None,
     agent: Annotated[
         str | None,
-        typer.Option(help="Instead of one run: every running run of this agent."),
+        typer.Option(
+            help="Instead of one run: every running run of this agent.", callback=agent_name_given
+        ),
     ] = None,
     reason: Annotated[
         str | None, typer.Option(help="Why; recorded in the run's result and debrief.")
@@ -126,7 +139,9 @@ async def _cancel_agent(runtime: Runtime, agent: str, reason: str | None, as_jso
 
 
 def approvals(
-    agent: Annotated[str | None, typer.Option(help="Only this agent's runs.")] = None,
+    agent: Annotated[
+        str | None, typer.Option(help="Only this agent's runs.", callback=agent_name_given)
+    ] = None,
     as_json: Annotated[
         bool, typer.Option("--json", help="One JSON object: {pending: […]}")
     ] = False,
@@ -182,7 +197,7 @@ def approvals(
 
 
 def approve(
-    run_id: Annotated[str, typer.Argument(help="The run whose calls wait.")],
+    run_id: Annotated[str, typer.Argument(help="The run whose calls wait.", callback=run_id_given)],
     call_ids: Annotated[
         list[str] | None, typer.Argument(help="The calls to approve; none: every waiting call.")
     ] = None,
@@ -195,7 +210,7 @@ def approve(
 
 
 def deny(
-    run_id: Annotated[str, typer.Argument(help="The run whose calls wait.")],
+    run_id: Annotated[str, typer.Argument(help="The run whose calls wait.", callback=run_id_given)],
     call_ids: Annotated[
         list[str] | None, typer.Argument(help="The calls to deny; none: every waiting call.")
     ] = None,
@@ -251,7 +266,9 @@ def _decide(
 
 
 def watch(
-    run_id: Annotated[str, typer.Argument(help="A running or finished run.")],
+    run_id: Annotated[
+        str, typer.Argument(help="A running or finished run.", callback=run_id_given)
+    ],
     from_offset: Annotated[
         int, typer.Option(min=0, help="Start at this event offset (to resume).")
     ] = 0,
@@ -294,7 +311,9 @@ def watch(
 
 
 def progress(
-    run_id: Annotated[str, typer.Argument(help="A running or finished run.")],
+    run_id: Annotated[
+        str, typer.Argument(help="A running or finished run.", callback=run_id_given)
+    ],
     as_json: Annotated[
         bool,
         typer.Option(

@@ -18,13 +18,22 @@ from rich import box
 from rich.table import Table
 
 from activities.spend_report import MAX_DAYS, AgentSpend, SpendTotal, spend_by_agent, spend_total
-from reactive_temporal.cli.common import CliError, cli_settings, err, out, run_command
+from reactive_temporal.cli.common import (
+    CliError,
+    agent_name_given,
+    cli_settings,
+    err,
+    out,
+    run_command,
+)
 from reactive_temporal.cli.migrate_commands import agents_store
 from reactive_temporal.cli.terminal import safe
 
 
 def costs(
-    agent: Annotated[str | None, typer.Option(help="Only this agent.")] = None,
+    agent: Annotated[
+        str | None, typer.Option(help="Only this agent.", callback=agent_name_given)
+    ] = None,
     days: Annotated[
         int,
         typer.Option(

@@ -16,11 +16,23 @@ from typing import Annotated
 import typer
 
 from activities.lesson_store import LessonStore
-from reactive_temporal.cli.common import CliError, cli_settings, err, out, run_command
+from reactive_temporal.cli.common import (
+    CliError,
+    agent_name_given,
+    cli_settings,
+    err,
+    out,
+    run_command,
+)
 from reactive_temporal.cli.migrate_commands import agents_store
 from reactive_temporal.cli.terminal import safe
 from reactive_temporal.config import Settings
 from reactive_temporal.contracts.debrief import StoredLesson
+
+LIST_MAX = 100_000
+"""The most lessons one listing prints (`--limit` past a bigint was a driver traceback)."""
+LESSON_ID_MAX = 2**63 - 1
+"""A lesson id is a Postgres bigint: an id past it names no lesson (and was a traceback)."""
 
 lessons_app = typer.Typer(help="The lessons agents learned from their runs: list or delete.")
 
@@ -48,8 +60,10 @@ def _print_lessons(lessons: list[StoredLesson]) -> None:
 @lessons_app.callback(invoke_without_command=True)
 def list_lessons(
     ctx: typer.Context,
-    agent: Annotated[str | None, typer.Option(help="Only this agent's lessons.")] = None,
-    limit: Annotated[int, typer.Option(min=1, help="The newest this many.")] = 200,
+    agent: Annotated[
+        str | None, typer.Option(help="Only this agent's lessons.", callback=agent_name_given)
+    ] = None,
+    limit: Annotated[int, typer.Option(min=1, max=LIST_MAX, help="The newest this many.")] = 200,
     as_json: Annotated[bool, typer.Option("--json", help="Print them as JSON.")] = False,
 ) -> None:
     """List the lessons in use (newest first), with their ids and the runs that taught them."""
@@ -75,7 +89,9 @@ def list_lessons(
 def delete_lessons(
     ids: Annotated[list[int] | None, typer.Argument(metavar="ID...", help="Lesson ids.")] = None,
     all_: Annotated[bool, typer.Option("--all", help="Every lesson of --agent.")] = False,
-    agent: Annotated[str | None, typer.Option(help="The agent, with --all.")] = None,
+    agent: Annotated[
+        str | None, typer.Option(help="The agent, with --all.", callback=agent_name_given)
+    ] = None,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask, even in a terminal.")] = (
         False
     ),

@@ -30,7 +30,16 @@ from reactive_temporal.api.replay_batch import (
 from reactive_temporal.api.rerun import original_input, rerun_from_failure
 from reactive_temporal.api.run_results import AgentRunError
 from reactive_temporal.api.runs import RETRYING_LOOKUPS_MAX, RunSummary, list_runs, runs_query
-from reactive_temporal.cli.common import CliError, cli_runtime, err, out, run_command
+from reactive_temporal.cli.common import (
+    CliError,
+    agent_name_given,
+    cli_runtime,
+    err,
+    out,
+    run_command,
+    run_id_given,
+    workflow_id_given,
+)
 from reactive_temporal.cli.progress_lines import stall_lines
 from reactive_temporal.cli.run_commands import watch_and_print
 from reactive_temporal.cli.terminal import plain, safe
@@ -49,7 +58,9 @@ async def _history(client: Client, workflow_id: str) -> WorkflowHistory:
 
 
 def runs(
-    agent: Annotated[str | None, typer.Option(help="Only this agent's runs.")] = None,
+    agent: Annotated[
+        str | None, typer.Option(help="Only this agent's runs.", callback=agent_name_given)
+    ] = None,
     status: Annotated[str | None, typer.Option(help="running, completed, failed, …")] = None,
     terminated_by: Annotated[str | None, typer.Option(help="e.g. max_iterations")] = None,
     limit: Annotated[int, typer.Option(min=1, max=1000)] = 20,
@@ -150,11 +161,17 @@ def _stall_texts(run: RunSummary, run_id: str, width: int) -> list[Text]:
 
 
 def replay_command(
-    workflow_id: Annotated[str | None, typer.Argument(help="A run on the server.")] = None,
+    workflow_id: Annotated[
+        str | None, typer.Argument(help="A run on the server.", callback=workflow_id_given)
+    ] = None,
     file: Annotated[Path | None, typer.Option("--file", help="An exported history JSON.")] = None,
     file_workflow_id: Annotated[
         str | None,
-        typer.Option("--workflow-id", help="With --file from `temporal workflow show`: its id."),
+        typer.Option(
+            "--workflow-id",
+            help="With --file from `temporal workflow show`: its id.",
+            callback=workflow_id_given,
+        ),
     ] = None,
     recent: Annotated[
         int | None,
@@ -165,7 +182,10 @@ def replay_command(
         ),
     ] = None,
     agent: Annotated[
-        str | None, typer.Option("--agent", help="With --recent: that agent's runs.")
+        str | None,
+        typer.Option(
+            "--agent", help="With --recent: that agent's runs.", callback=agent_name_given
+        ),
     ] = None,
     query: Annotated[
         str | None,
@@ -285,7 +305,10 @@ async def _replay_batch(recent: int, agent: str | None, query: str | None, as_js
 
 
 def export(
-    workflow_id: Annotated[str, typer.Argument(help="The run (or any workflow) to export.")],
+    workflow_id: Annotated[
+        str,
+        typer.Argument(help="The run (or any workflow) to export.", callback=workflow_id_given),
+    ],
     output: Annotated[
         Path | None, typer.Option("-o", "--output", help="File; default stdout.")
     ] = None,
@@ -313,7 +336,9 @@ def export(
 
 
 def rerun(
-    workflow_id: Annotated[str, typer.Argument(help="A failed, timed-out or llm_error run.")],
+    workflow_id: Annotated[
+        str, typer.Argument(help="A failed, timed-out or llm_error run.", callback=run_id_given)
+    ],
     from_start: Annotated[
         bool, typer.Option("--from-start", help="A fresh run with the same input instead.")
     ] = False,

@@ -31,6 +31,7 @@ from reactive_temporal.cli.common import (
     err,
     out,
     run_command,
+    run_id_given,
 )
 from reactive_temporal.cli.live_view import LivePrinter
 from reactive_temporal.cli.progress_lines import progress_line, stall_lines
@@ -103,22 +104,22 @@ def run(
 
     async def main() -> int:
         settings = cli_settings()
-        builder = (
-            AgentBuilder(settings=settings)
-            .with_name(agent)
-            .with_provider("openai", model=model)
-            .with_reasoning(
-                max_iterations=max_iterations,
-                required_tools=required_tool,
-                audit_rationale=audit_rationale,
-                effort=reasoning_effort.value if reasoning_effort else None,
+        try:  # each option is checked as it is given (`--model ""`: a traceback, before)
+            builder = (
+                AgentBuilder(settings=settings)
+                .with_name(agent)
+                .with_provider("openai", model=model)
+                .with_reasoning(
+                    max_iterations=max_iterations,
+                    required_tools=required_tool,
+                    audit_rationale=audit_rationale,
+                    effort=reasoning_effort.value if reasoning_effort else None,
+                )
             )
-        )
-        if no_memory:
-            builder.without_memory()
-        builder.with_budget(tokens=token_budget, cost=cost_budget, timeout=timeout)
-        builder.with_tools(approve=approve, approval_timeout=approval_timeout)
-        try:
+            if no_memory:
+                builder.without_memory()
+            builder.with_budget(tokens=token_budget, cost=cost_budget, timeout=timeout)
+            builder.with_tools(approve=approve, approval_timeout=approval_timeout)
             config = builder.config()
             build_run_input(config, task)  # refuse bad input before starting anything
             starting = (
@@ -316,7 +317,9 @@ def _print_result(result: AgentResult) -> None:
 
 
 def debrief(
-    run_id: Annotated[str, typer.Argument(help="The run's id (printed by `run`).")],
+    run_id: Annotated[
+        str, typer.Argument(help="The run's id (printed by `run`).", callback=run_id_given)
+    ],
     rich: Annotated[bool, typer.Option("--rich", help="Wait for the synthesized debrief.")] = False,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print the AgentDebrief as JSON.")

@@ -174,8 +174,8 @@ def worker(
 
 
 def dev(
-    port: Annotated[int, typer.Option(help="Temporal frontend port.")] = 7233,
-    ui_port: Annotated[int, typer.Option(help="Temporal Web UI port.")] = 8233,
+    port: Annotated[int, typer.Option(min=1, max=65535, help="Temporal frontend port.")] = 7233,
+    ui_port: Annotated[int, typer.Option(min=1, max=65535, help="Temporal Web UI port.")] = 8233,
     tools: ToolsOption = None,
     mcp: McpOption = None,
     mcp_env: McpEnvOption = None,

@@ -76,6 +76,7 @@ def run_app(app: typer.Typer, args: list[str] | None = None) -> NoReturn:
     argv = sys.argv[1:] if args is None else args
     core_logs_to_python()
     try:
+        refuse_undecodable(argv)
         code: Any = app(args=argv, standalone_mode=False)
     except click_exceptions.NoArgsIsHelpError:
         code = 2  # the help is printed already
@@ -90,6 +91,34 @@ def run_app(app: typer.Typer, args: list[str] | None = None) -> NoReturn:
     except typer.Abort:
         code = 130
     _exit(code if isinstance(code, int) else 0)
+
+
+PATH_OPTIONS = ("--file", "--output", "-o")
+"""Options whose value is a file name: any bytes are a name Linux allows."""
+
+
+def refuse_undecodable(argv: list[str]) -> None:
+    """A usage error naming the first argument that is not UTF-8 text (Python holds its
+    bytes as lone surrogates). A file name may be any bytes; any other text goes into a
+    run, a query or a request, where it was a traceback from protobuf's or psycopg's encoder,
+    "'utf-8' codec can't encode…", or pydantic's "unable to parse raw data"."""
+    for position, arg in enumerate(argv):
+        if not _SURROGATE.search(arg):
+            continue
+        before = argv[position - 1] if position else ""
+        name, _, _ = arg.partition("=")
+        if before in PATH_OPTIONS or (arg.startswith("-") and name in PATH_OPTIONS):
+            continue
+        if arg.startswith("--") and "=" in arg:
+            what, arg = f"the value of {name}", arg.partition("=")[2]
+        elif before.startswith("-"):
+            what = f"the value of {before}"
+        else:
+            what = f"argument {position + 1}"
+        shown = repr(arg[:80]) + ("…" if len(arg) > 80 else "")
+        raise click_exceptions.UsageError(
+            f"{what} is not UTF-8 text: {shown} (its undecodable bytes are shown as \\udcXX)"
+        )
 
 
 def core_logs_to_python() -> None:

@@ -114,10 +114,15 @@ class Usage(BaseModel):
         )
 
 
+AGENT_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:-]*$"
+"""An agent's name: what `AgentConfig.agent_id` takes, and so what a filter by agent can match."""
+AGENT_ID_MAX = 200
+
+
 class AgentConfig(BaseModel):
     """How an agent behaves on a run. Travels in the run's input."""
 
-    agent_id: str = Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]*$")
+    agent_id: str = Field(min_length=1, max_length=AGENT_ID_MAX, pattern=AGENT_ID_PATTERN)
     model: str = Field(min_length=1, max_length=200)
     system_prompt: str | None = None
     max_iterations: int = Field(default=10, ge=1, le=MAX_ITERATIONS)

@@ -84,13 +84,15 @@ class PooledHTTPServer(HTTPServer):
         queued: int,
         timeout_seconds: float,
     ) -> None:
-        super().__init__(address, handler)
+        # What server_close() uses exists before the socket is bound: a bind that fails
+        # (port taken, host unknown) calls it, and its AttributeError hid the OSError.
         self.request_timeout = timeout_seconds
         self._pool = ThreadPoolExecutor(threads, thread_name_prefix="codec-server")
         self._capacity = threading.BoundedSemaphore(threads + queued)
         self._deadlines: dict[socket.socket, float] = {}
         self._lock = threading.Lock()
         self._closed = threading.Event()
+        super().__init__(address, handler)
         self._reaper = threading.Thread(target=self._reap, name="codec-reaper", daemon=True)
         self._reaper.start()
 

@@ -28,10 +28,11 @@ from typing import Any, TypeVar
 import psycopg
 import pytest
 from pydantic import ValidationError
-from temporalio.client import Client, WorkflowFailureError
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError
 
 from reactive_temporal.api.agents import Agent
 from reactive_temporal.api.builder import AgentBuilder, ReactiveAgents
+from reactive_temporal.api.bulk_cancel import cancel_running
 from reactive_temporal.api.chat_refusals import ChatError
 from reactive_temporal.api.replay import HISTORY_FILE_MAX_BYTES
 from reactive_temporal.api.run_results import AgentRunError
@@ -197,7 +198,7 @@ CLI_CASES: list[tuple[str, list[str], dict[str, str], int, str]] = [
     ("runs-limit-many", ["runs", "--limit", "many"], NO_SERVER, 2,
      "Invalid value for '--limit': Input should be a valid integer"),
     ("runs-agent-quote-injection", ["runs", "--agent", "x' OR '1'='1"], NO_SERVER, 2,
-     "may not contain quotes or backslashes"),
+     "Invalid value for '--agent': invalid agent name"),
     ("runs-terminated-by-backslash", ["runs", "--terminated-by", "a\\b"], NO_SERVER, 2,
      "unknown ending 'a\\\\b': use one of final_answer_tool"),
     ("runs-terminated-by-unknown", ["runs", "--terminated-by", "exploded"], NO_SERVER, 2,
@@ -313,7 +314,7 @@ CLI_CASES: list[tuple[str, list[str], dict[str, str], int, str]] = [
     ("watch-negative-offset", ["watch", "run-nope-123", "--from-offset", "-1"], NO_SERVER, 2,
      "Invalid value for '--from-offset'"),
     ("approvals-agent-quote", ["approvals", "--agent", "x'y"], NO_SERVER, 2,
-     "may not contain quotes or backslashes"),
+     "Invalid value for '--agent': invalid agent name"),
     ("cancel-reason-too-long", ["cancel", "run-nope-123", "--reason", "x" * 501], NO_SERVER, 2,
      "the reason is 501 characters; the limit is 500"),
     ("cancel-unknown", ["cancel", "run-nope-123"], LIVE, 1, "no run with id 'run-nope-123'"),
@@ -321,7 +322,7 @@ CLI_CASES: list[tuple[str, list[str], dict[str, str], int, str]] = [
     ("cancel-both", ["cancel", "run-x", "--agent", "a"], NO_SERVER, 2,
      "give a RUN_ID or --agent NAME (one of them)"),
     ("cancel-agent-quote", ["cancel", "--agent", "x'y"], NO_SERVER, 2,
-     "may not contain quotes or backslashes"),
+     "Invalid value for '--agent': invalid agent name"),
     ("approve-unknown", ["approve", "run-nope-123"], LIVE, 1, "no run with id 'run-nope-123'"),
     ("deny-unknown", ["deny", "run-nope-123", "call-1", "--reason", "no"], LIVE, 1,
      "no run with id 'run-nope-123'"),
@@ -379,6 +380,47 @@ CLI_CASES: list[tuple[str, list[str], dict[str, str], int, str]] = [
     ("namespace-unknown-export", ["export", "run-nope-123"],
      {**LIVE, "TEMPORAL_NAMESPACE": "no-such-namespace"}, 1,
      "Namespace no-such-namespace is not found"),
+    # run and workflow ids no workflow can have: refused before any server is asked (exit 2),
+    # where "" reached it ("WorkflowId is not set on request", exit 1), and an id past
+    # Temporal's limit was sent, then echoed whole
+    ("debrief-empty-run-id", ["debrief", ""], NO_SERVER, 2,
+     "Invalid value for 'run_id': a run id is a non-empty string without NUL, not ''"),
+    ("export-empty-id", ["export", ""], LIVE, 2,
+     "Invalid value for 'workflow_id': a workflow id is a non-empty string without NUL"),
+    ("watch-huge-run-id", ["watch", "w" * 100_000], NO_SERVER, 2,  # quoted cut, not whole
+     f"a run id is 100,000 bytes; Temporal's ids are at most 1,000: '{'w' * 80}'… (100,000 "
+     "characters)"),
+    # agent filters take only a name an agent can have: `cancel --agent ""` cancelled every
+    # running run of every agent; `lessons`/`costs` listed nothing (exit 0), or hung (100k)
+    ("cancel-agent-empty", ["cancel", "--agent", ""], NO_SERVER, 2,
+     "Invalid value for '--agent': invalid agent name ''"),
+    ("lessons-agent-escape", ["lessons", "--agent", "\x1b]0;pwned\x07"], NO_SERVER, 2,
+     "invalid agent name '\\x1b]0;pwned\\x07'"),
+    # a traceback (ValueError raised outside the command's try)
+    ("run-model-empty", ["run", "hi", "--model", ""], NO_SERVER, 2,
+     "model must be a model's name, not ''"),
+    # past a Postgres bigint: the driver's traceback
+    ("lessons-limit-past-bigint", ["lessons", "--limit", "99999999999999999999"], NO_SERVER, 2,
+     "Invalid value for '--limit': Input should be less than or equal to 100000"),
+    # past a port: socket's OverflowError; a bind that failed: an AttributeError from
+    # server_close that hid it; an origin no browser sends, printed raw in the banner
+    ("codec-server-port-past-65535", ["codec-server", "--port", "70000"], NO_SERVER, 2,
+     "Invalid value for '--port': Input should be less than or equal to 65535"),
+    ("codec-server-unknown-host", ["codec-server", "--host", "nohost.invalid", "--port", "0"],
+     {**NO_SERVER, "REACTIVE_TEMPORAL_ENCRYPTION_KEYS": f"k1:{GOOD_KEY}",
+      "REACTIVE_TEMPORAL_CODEC_TOKEN": "a-long-enough-secret"}, 2,
+     "cannot listen on nohost.invalid:0"),
+    ("codec-server-origin-escape", ["codec-server", "--origin", "\x1b[2J"], NO_SERVER, 2,
+     "Invalid value for '--origin': '\\x1b[2J' is not an origin"),
+    # names the server refuses, named as the variable (they were exit 1, "the Temporal server
+    # refused the request: missing task queue name")
+    ("task-queue-empty", ["runs"], {**NO_SERVER, "TEMPORAL_TASK_QUEUE": ""}, 2,
+     "invalid configuration: TEMPORAL_TASK_QUEUE: TEMPORAL_TASK_QUEUE is empty"),
+    # argv bytes that are not UTF-8 (held as lone surrogates): a traceback from protobuf's
+    # encoder, "'utf-8' codec can't encode…", or pydantic's "unable to parse raw data"
+    ("export-id-not-utf8", ["export", "\udcff"], LIVE, 2, "argument 2 is not UTF-8 text"),
+    ("cancel-reason-not-utf8", ["cancel", "run-x", "--reason", "\udcfe"], NO_SERVER, 2,
+     "the value of --reason is not UTF-8 text: '\\udcfe'"),
 ]  # fmt: skip
 
 
@@ -634,6 +676,14 @@ SETTINGS_CASES = [
      "TEMPORAL_ADDRESS='not-an-address' is not host:port"),
     ("model-prices", {"model_prices": {"m": {"input_per_mtok": -1, "output_per_mtok": 0}}},
      "greater than or equal to 0"),
+    # "" reached the server ("missing task queue name", exit 1); past its limit as
+    # "taskQueue length exceeds limit"
+    ("task-queue-empty", {"temporal_task_queue": ""}, "TEMPORAL_TASK_QUEUE is empty"),
+    ("namespace-blank", {"temporal_namespace": "  "}, "TEMPORAL_NAMESPACE is empty"),
+    ("task-queue-past-limit", {"temporal_task_queue": "q" * 1_001},
+     "TEMPORAL_TASK_QUEUE is 1,001 bytes; Temporal takes at most 1,000"),
+    ("task-queue-escape", {"temporal_task_queue": "q\x1b[2J"},
+     "TEMPORAL_TASK_QUEUE='q\\x1b[2J' holds control characters"),
 ]  # fmt: skip
 
 
@@ -688,6 +738,39 @@ async def test_run_refuses_bad_input_before_starting(
         await agent.run(task, **options)
     assert await table_contents(database_url) == before
     assert llm.requests.get(model, []) == []  # nothing reached the model
+
+
+RUN_ID_CASES: list[tuple[str, Callable[[Agent], Awaitable[object]], str]] = [
+    # past Temporal's id limit: sent to the server anyway (its RPCError, not a ValueError)
+    ("result-past-the-limit", lambda a: a.result("r" * 1_001),
+     "a run id is 1,001 bytes; Temporal's ids are at most 1,000"),
+    # protobuf's "'utf-8' codec can't encode character '\udcff'…"
+    ("cancel-lone-surrogate", lambda a: a.cancel("run-\udcff"),
+     "a run id must be valid UTF-8 text; 'run-\\udcff'"),
+    ("approve-bytes", lambda a: a.approve(b"run-x"),  # type: ignore[arg-type]
+     "a run id is a string, not bytes"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("case", RUN_ID_CASES, ids=[c[0] for c in RUN_ID_CASES])
+async def test_run_ids_no_run_can_have_are_refused(case, h: Harness, llm: ScriptedLLM):
+    _, attempt, message = case
+    agent = h.agent(llm.script(unique("bad-run-id"), [Reply("FINAL ANSWER: no")]))
+    with pytest.raises(ValueError, match=re.escape(message)):
+        await attempt(agent)
+
+
+async def test_cancel_running_refuses_a_name_no_agent_has(h: Harness, llm: ScriptedLLM):
+    """An agent name of "" was no filter: every running run of every agent was cancelled."""
+    model = llm.script(unique("bad-bulk"), [Reply(None, [call("calculator", expression="1+1")])])
+    agent = h.agent(model, agent_id=unique("bad-bulk"), memory=False, approve_tools=["all"])
+    handle = await agent.start("wait for an approval")
+    try:
+        with pytest.raises(ValueError, match="invalid agent name ''"):
+            await cancel_running(h.client, "")
+        assert (await handle.describe()).status == WorkflowExecutionStatus.RUNNING
+    finally:
+        await terminate_quietly(h.client, handle.id)
 
 
 async def test_run_refuses_blank_task(h: Harness, llm: ScriptedLLM, database_url: str):
