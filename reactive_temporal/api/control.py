@@ -75,6 +75,8 @@ def check_cancel_reason(reason: str | None) -> None:
     """ValueError when a cancel's reason cannot be kept (a NUL byte, over the limit)."""
     if reason is None:
         return
+    if not isinstance(reason, str):  # an int was "argument of type 'int' is not iterable"
+        raise TypeError(f"a cancel's reason is a string, not {type(reason).__name__}")
     if "\x00" in reason:
         raise ValueError("the reason contains a NUL byte (\\x00), which cannot be stored")
     if len(reason) > CANCEL_REASON_MAX_CHARS:

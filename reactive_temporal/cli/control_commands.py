@@ -39,7 +39,9 @@ from reactive_temporal.cli.live_view import LivePrinter
 from reactive_temporal.cli.progress_lines import progress_line, stall_lines
 from reactive_temporal.cli.run_commands import print_outcome
 from reactive_temporal.cli.terminal import plain, safe
+from reactive_temporal.contracts.approvals import DECIDER_MAX_CHARS
 from reactive_temporal.hosting.runtime import Runtime
+from workflows.approval_rules import reason_problem
 
 
 def cancel(
@@ -234,6 +236,13 @@ def _decide(
     async def main() -> int:
         if not approve and not (reason or "").strip():
             raise CliError("a denial needs a reason: --reason TEXT (the model reads it)")
+        # What the run's validator refuses for itself, refused before connecting (it was
+        # "run … refused", exit 1, and only with the server and the run's worker up).
+        problem = reason_problem(reason, approve=approve)
+        if problem is None and by is not None and len(by) > DECIDER_MAX_CHARS:
+            problem = f"--by is {len(by)} characters; the limit is {DECIDER_MAX_CHARS}"
+        if problem is not None:
+            raise CliError(problem)
         runtime = await cli_runtime()
         try:
             # a run takes a decision in its worker: with none taking it, it waited silent

@@ -419,6 +419,11 @@ CLI_CASES: list[tuple[str, list[str], dict[str, str], int, str]] = [
     # argv bytes that are not UTF-8 (held as lone surrogates): a traceback from protobuf's
     # encoder, "'utf-8' codec can't encode…", or pydantic's "unable to parse raw data"
     ("export-id-not-utf8", ["export", "\udcff"], LIVE, 2, "argument 2 is not UTF-8 text"),
+    # the run's own refusals, checked before connecting ("run … refused", exit 1, before)
+    ("deny-reason-past-limit", ["deny", "run-nope-123", "--reason", "r" * 2_001], NO_SERVER,
+     2, "the reason is 2001 characters; the limit is 2000"),
+    ("approve-by-past-limit", ["approve", "run-nope-123", "--by", "b" * 201], NO_SERVER, 2,
+     "--by is 201 characters; the limit is 200"),
     ("cancel-reason-not-utf8", ["cancel", "run-x", "--reason", "\udcfe"], NO_SERVER, 2,
      "the value of --reason is not UTF-8 text: '\\udcfe'"),
 ]  # fmt: skip
@@ -758,6 +763,12 @@ async def test_run_ids_no_run_can_have_are_refused(case, h: Harness, llm: Script
     agent = h.agent(llm.script(unique("bad-run-id"), [Reply("FINAL ANSWER: no")]))
     with pytest.raises(ValueError, match=re.escape(message)):
         await attempt(agent)
+
+
+async def test_cancel_reason_of_the_wrong_type(h: Harness, llm: ScriptedLLM):
+    agent = h.agent(llm.script(unique("bad-reason"), [Reply("FINAL ANSWER: no")]))
+    with pytest.raises(TypeError, match="a cancel's reason is a string, not int"):
+        await agent.cancel("run-nope-123", reason=5)  # type: ignore[arg-type]
 
 
 async def test_cancel_running_refuses_a_name_no_agent_has(h: Harness, llm: ScriptedLLM):
