@@ -468,6 +468,7 @@ async def cli_results(
     }
 
 
+@pytest.mark.timeout(1200)  # the first case's setup runs every case (~100 CLI processes)
 @pytest.mark.parametrize("case_id", _cli_params())
 def test_cli_refuses_bad_input(case_id: str, cli_results: dict[str, Any]):
     _, args, _, code, message = next(c for c in CLI_CASES if c[0] == case_id)
