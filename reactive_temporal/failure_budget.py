@@ -66,13 +66,74 @@ attributes (which a codec can encrypt)."""
 
 
 class _EncodableLevels(DefaultFailureConverter):
-    """The SDK's conversion, with each exception whose message cannot be encoded (a lone
-    surrogate) replaced by one that says the same with U+FFFD, keeping its kind and flags."""
+    """One exception's conversion (one for each, since it follows the chain it converts): the
+    SDK's, each exception whose message cannot be encoded replaced by one that says the same
+    with U+FFFD, keeping its kind and flags, and the chain of causes walked so that the SDK's
+    recursion stays shallow. The SDK converts a chain by recursing into each cause: a chain
+    that comes back on itself (`raise err from err`, a retry helper's `raise last from
+    first` after one try) or one a few hundred deep (an error wrapped at each level of a
+    recursive parser) raised RecursionError, and the activity's failure became "Failed
+    building exception result" (its type and non-retryable flag lost: a final failure
+    retried), a workflow's a task failing on every try. Here a cause already in the chain
+    ends it, and the levels past FAILURE_MAX_LEVELS are cut before they are converted (the
+    first and the innermost kept, as `bound_failure` keeps them), each saying so."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._chain: list[BaseException] = []
+        """The exceptions converted (or cut) so far, outermost first."""
+        self._failures: list[Failure] = []
+        """The levels being written, outermost first: the one above a cause is the last."""
 
     def to_failure(
         self, exception: BaseException, payload_converter: PayloadConverter, failure: Failure
     ) -> None:
+        if any(seen is exception for seen in self._chain):
+            self._note_above(CYCLE_NOTE)  # the cause stays unset: the chain ends above
+            return
+        if len(self._failures) >= FAILURE_MAX_LEVELS - 1:
+            rest = _chain_from(exception, self._chain)
+            if len(rest) > 1:
+                self._note_above(f"\n[{len(rest) - 1:,} causes cut here: the innermost follows]")
+                self._chain += rest[:-1]
+                exception = rest[-1]
+        self._chain.append(exception)
+        self._failures.append(failure)
         super().to_failure(_encodable(exception), payload_converter, failure)
+        self._failures.pop()
+
+    def _note_above(self, note: str) -> None:
+        """`note` after the message of the level whose cause is being converted (the SDK
+        writes a level's message before it converts its cause)."""
+        if self._failures:
+            self._failures[-1].message += note
+
+
+CYCLE_NOTE = "\n[its cause is an exception already in this chain: the chain ends here]"
+
+
+def _chain_from(exception: BaseException, seen: list[BaseException]) -> list[BaseException]:
+    """`exception` and the causes the SDK would convert after it, up to one already `seen` (or
+    among them): a received failure's own causes are in its proto, not followed here."""
+    chain = [exception]
+    while (cause := _cause_converted(chain[-1])) is not None:
+        if any(cause is known for known in (*seen, *chain)):
+            break
+        chain.append(cause)
+    return chain
+
+
+def _cause_converted(exception: BaseException) -> BaseException | None:
+    """The cause the SDK converts after `exception`: a failure error's `__cause__`, else the
+    exception it was raised while handling (unless suppressed); any other exception's
+    `__cause__` only; none for a failure received (its causes are in its proto)."""
+    if not isinstance(exception, FailureError):
+        return exception.__cause__
+    if exception.failure is not None:
+        return None
+    if exception.__cause__ is not None:
+        return exception.__cause__
+    return None if exception.__suppress_context__ else exception.__context__
 
 
 def _encodable(exception: BaseException) -> BaseException:
@@ -91,6 +152,9 @@ def _encodable(exception: BaseException) -> BaseException:
             next_retry_delay=exception.next_retry_delay,
             category=exception.category,
         )
+        stand_in.__cause__ = exception.__cause__  # (which sets __suppress_context__: then this)
+        stand_in.__context__ = exception.__context__  # a failure error's context is its cause
+        stand_in.__suppress_context__ = exception.__suppress_context__
     else:
         try:
             text = str(exception)
@@ -101,10 +165,8 @@ def _encodable(exception: BaseException) -> BaseException:
                 return exception
         # what the SDK makes of any other exception, with its words cleaned
         stand_in = ApplicationError(clean_text(text), type=type(exception).__name__)
+        stand_in.__cause__ = exception.__cause__  # its `__cause__` alone, as the SDK's
     stand_in.__traceback__ = exception.__traceback__
-    stand_in.__cause__ = exception.__cause__
-    stand_in.__context__ = exception.__context__
-    stand_in.__suppress_context__ = exception.__suppress_context__
     return stand_in
 
 
@@ -114,12 +176,11 @@ class BoundedFailureConverter(DefaultFailureConverter):
     def __init__(self, *, encode_common_attributes: bool = False) -> None:
         super().__init__(encode_common_attributes=encode_common_attributes)
         self._encoded = encode_common_attributes
-        self._levels = _EncodableLevels()
 
     def to_failure(
         self, exception: BaseException, payload_converter: PayloadConverter, failure: Failure
     ) -> None:
-        self._levels.to_failure(exception, payload_converter, failure)
+        _EncodableLevels().to_failure(exception, payload_converter, failure)
         bound_failure(failure, payload_converter)
         if self._encoded:
             for level in levels_of(failure):

@@ -171,6 +171,69 @@ def test_a_deep_chain_of_causes_keeps_the_first_and_the_innermost_saying_how_man
     assert all(len(lv.message) <= FAILURE_MESSAGE_MAX_CHARS for lv in levels)
 
 
+@pytest.mark.parametrize("converter", [PLAIN, SEALED], ids=["plain", "encrypted"])
+def test_a_chain_of_causes_thousands_deep_is_cut_before_the_sdk_recurses_into_it(
+    converter: DataConverter,
+):
+    """The SDK converts a chain by recursing into each cause: past a few hundred levels (an
+    error wrapped at each level of a recursive parser) it raised RecursionError, and the
+    activity's failure was "Failed building exception result", its type and flag lost."""
+    err: BaseException | None = None
+    for n in range(5_000):
+        err = raised(ValueError(f"level {n}"), err)
+    top = raised(ApplicationError("the step failed", type="Final", non_retryable=True), err)
+    back = received(sent(top, converter), converter)
+    chain: list[BaseException] = []
+    level: BaseException | None = back
+    while level is not None:
+        chain.append(level)
+        level = level.__cause__
+    assert len(chain) == FAILURE_MAX_LEVELS
+    assert isinstance(chain[0], ApplicationError)
+    assert (chain[0].message, chain[0].type, chain[0].non_retryable) == (
+        "the step failed",
+        "Final",
+        True,
+    )
+    messages = [lv.message for lv in chain[1:] if isinstance(lv, ApplicationError)]
+    assert messages[:-2] == [f"level {n}" for n in range(4_999, 4_994, -1)]
+    assert messages[-2] == "level 4994\n[4,993 causes cut here: the innermost follows]"
+    assert messages[-1] == "level 0"
+
+
+@pytest.mark.parametrize("converter", [PLAIN, SEALED], ids=["plain", "encrypted"])
+def test_a_chain_of_causes_that_comes_back_on_itself_ends_there_saying_so(
+    converter: DataConverter,
+):
+    """`raise err from err` (a retry helper's `raise last from first` after one try), or a
+    cause set by hand to an exception above: the SDK's recursion went round until
+    RecursionError, and the failure's type and non-retryable flag were lost."""
+    itself = ApplicationError("gave up", type="Final", non_retryable=True)
+    itself.__cause__ = itself
+    outer = ApplicationError("the tool failed", type="Outer")
+    try:
+        try:
+            raise outer
+        except ApplicationError:
+            raise ValueError("while handling") from None
+    except ValueError as inner:
+        outer.__cause__ = inner
+        inner.__cause__ = outer  # round through the two
+    for err, kinds in ((itself, ["Final"]), (outer, ["Outer", "ValueError"])):
+        levels = levels_of(sent(err, converter))
+        back = received(sent(err, converter), converter)
+        assert [lv.application_failure_info.type for lv in levels] == kinds
+        assert isinstance(back, ApplicationError) and back.type == kinds[0]
+        last: BaseException = back
+        while last.__cause__ is not None:
+            last = last.__cause__
+        assert isinstance(last, ApplicationError)
+        assert last.message.endswith(
+            "[its cause is an exception already in this chain: the chain ends here]"
+        )
+    assert received(sent(itself, converter), converter).non_retryable  # type: ignore[attr-defined]
+
+
 def test_a_deep_stack_trace_keeps_its_outer_and_innermost_frames():
     def down(n: int) -> None:  # two functions by turns: Python folds a frame repeated
         if n == 0:

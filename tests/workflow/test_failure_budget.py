@@ -22,7 +22,7 @@ import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.failure.v1 import Failure
 from temporalio.client import Client, WorkflowFailureError
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ActivityError, ApplicationError
 from temporalio.worker import Worker
 
 from reactive_temporal.config import Settings
@@ -38,7 +38,14 @@ from tests.adversarial.conftest import (
     started_attempts,
     unique,
 )
-from tests.support.failing_workflows import HUGE_FAILURE_TYPE, HugeFailure
+from tests.support.failing_workflows import (
+    HUGE_FAILURE_TYPE,
+    TANGLED_FAILURE_TYPE,
+    TANGLES,
+    HugeFailure,
+    TangledFailure,
+    tangled_activity,
+)
 from tests.workflow.conftest import Harness, running_worker
 
 SIZES = {"a line": 100, "1.5 MB": 1_500_000, "3 MB": 3_000_000}
@@ -188,3 +195,40 @@ async def test_a_workflow_failing_with_megabytes_fails_instead_of_retrying_its_t
     assert len(cause.message) == FAILURE_MESSAGE_MAX_CHARS
     assert cause.message.startswith("www") and cause.message.endswith("w the end")
     assert "characters cut]" in cause.message
+
+
+@pytest.mark.parametrize("own", [True, False], ids=["the workflow's", "its activity's"])
+@pytest.mark.parametrize("tangle", TANGLES)
+async def test_a_failure_whose_causes_are_tangled_fails_with_its_type_and_flag(
+    client: Client, tangle: str, own: bool
+):
+    """A chain of causes that comes back on itself, or 2,000 deep: the SDK's conversion raised
+    RecursionError, an activity's failure became "Failed building exception result" (its type
+    and non-retryable flag lost: tried three times) and a workflow's task failed on every try."""
+    task_queue = f"tangled-{uuid.uuid4().hex[:8]}"
+    async with Worker(
+        client, task_queue=task_queue, workflows=[TangledFailure], activities=[tangled_activity]
+    ):
+        handle = await client.start_workflow(
+            TangledFailure.run,
+            args=[tangle, own],
+            id=f"tangled-{uuid.uuid4().hex[:8]}",
+            task_queue=task_queue,
+        )
+        outcome = asyncio.ensure_future(handle.result())
+        for _ in range(600):  # hang guard: 60 s
+            if outcome.done() or await failed_tasks(client, handle.id):
+                break
+            await asyncio.sleep(0.1)
+        assert outcome.done(), f"its workflow task failed: {await failed_tasks(client, handle.id)}"
+        with pytest.raises(WorkflowFailureError) as failed:
+            await outcome
+    cause: BaseException | None = failed.value.cause
+    if not own:
+        assert isinstance(cause, ActivityError)
+        # tried once: its last attempt's start is the one the history keeps
+        assert await started_attempts(client, handle.id, "test-tangled-failure") == [1]
+        cause = cause.cause
+    assert isinstance(cause, ApplicationError)
+    assert (cause.type, cause.non_retryable) == (TANGLED_FAILURE_TYPE, True)
+    assert cause.message.startswith("tangled")
