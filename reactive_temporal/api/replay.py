@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from temporalio import workflow
 from temporalio.client import WorkflowHistory
 from temporalio.worker import Replayer
 
@@ -31,6 +32,8 @@ class ReplayReport:
     """The history event the current code disagreed with, when the error names one."""
     unreadable: bool = False
     """The history's payloads could not be read (an encryption key): not the code's fault."""
+    foreign: bool = False
+    """The history is of a workflow type this code does not define: nothing to patch."""
 
 
 HISTORY_FILE_MAX_BYTES = 200_000_000
@@ -86,6 +89,11 @@ def load_history_file(path: Path, workflow_id: str | None = None) -> WorkflowHis
             "not WorkflowExecutionStarted"
         )
     found = data.pop("workflowId", None)
+    if found is not None and not isinstance(found, str):
+        raise ValueError(
+            f"{path} is not a Temporal history JSON: its workflowId is a "
+            f"{type(found).__name__}, not text"
+        )
     try:
         return WorkflowHistory.from_json(workflow_id or found or path.stem, data)
     except Exception as err:
@@ -109,8 +117,31 @@ async def unreadable_history(history: WorkflowHistory, replayer: Replayer) -> st
     return None
 
 
+def foreign_type(history: WorkflowHistory, replayer: Replayer) -> str | None:
+    """Why the history is not one of the replayer's workflows (its type is another's), or None.
+
+    Replayed, such a history failed as a change to the code does ("Workflow class … is not
+    registered"), and `replay` said to guard the change with workflow.patched().
+    """
+    definitions = [workflow._Definition.from_class(cls) for cls in replayer.config()["workflows"]]
+    defined = sorted(d.name for d in definitions if d is not None and d.name is not None)
+    if len(defined) < len(definitions) or not history.events:
+        return None  # a dynamic workflow takes any type
+    started = history.events[0].workflow_execution_started_event_attributes
+    if started.workflow_type.name in defined:
+        return None
+    return (
+        f"its workflow type {started.workflow_type.name!r} is none of this code's "
+        f"({', '.join(defined)}): a history of another application, not a change to patch"
+    )
+
+
 async def replay(history: WorkflowHistory, replayer: Replayer) -> ReplayReport:
     """Replay a history against the workflows this process has; never raises on a mismatch."""
+    if (other := foreign_type(history, replayer)) is not None:
+        return ReplayReport(
+            history.workflow_id, False, len(history.events), error=other, foreign=True
+        )
     result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
     failure = result.replay_failure
     if failure is None:

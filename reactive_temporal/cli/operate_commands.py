@@ -13,7 +13,6 @@ from rich.console import Group, JustifyMethod, RenderableType
 from rich.table import Table
 from rich.text import Text
 from temporalio.client import Client, WorkflowHistory
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.converter import DataConverter
 from temporalio.service import RPCError
 from temporalio.worker import Replayer
@@ -34,6 +33,7 @@ from reactive_temporal.cli.common import (
     CliError,
     agent_name_given,
     cli_runtime,
+    cli_settings,
     err,
     out,
     run_command,
@@ -43,6 +43,7 @@ from reactive_temporal.cli.common import (
 from reactive_temporal.cli.progress_lines import stall_lines
 from reactive_temporal.cli.run_commands import watch_and_print
 from reactive_temporal.cli.terminal import plain, safe
+from reactive_temporal.codec import build_data_converter
 from reactive_temporal.contracts.result import AgentResult
 from reactive_temporal.errors import workflow_not_found
 from reactive_temporal.private_files import write_private
@@ -209,7 +210,7 @@ def replay_command(
                 history = load_history_file(file, file_workflow_id)
             except ValueError as e:
                 raise CliError(str(e)) from e
-            converter = pydantic_data_converter
+            converter = _file_converter()
         else:
             assert workflow_id is not None
             runtime = await cli_runtime(worker=False)
@@ -223,9 +224,9 @@ def replay_command(
             print(json.dumps(report.__dict__))
         else:
             _print_replay(report)
-            if not report.ok:
+            if not report.ok and not report.foreign:
                 err.print(KEY_HINT if report.unreadable else PATCH_HINT)
-        return 0 if report.ok else 1
+        return 0 if report.ok else 2 if report.foreign else 1
 
     run_command(main, as_json=as_json)
 
@@ -248,6 +249,17 @@ def _print_replay(report: ReplayReport) -> None:
         out.print(
             f"[red]✗[/] {safe(report.workflow_id)} no longer replays{at}:\n{safe(report.error)}"
         )
+
+
+def _file_converter() -> DataConverter:
+    """The converter a worker of these settings has: an exported history's payloads are as
+    encrypted as the server keeps them, and `replay ID` read them with the keys, `--file` with
+    none (and said to set the keys that were set)."""
+    settings = cli_settings()
+    try:
+        return build_data_converter(settings.encryption_keys, required=settings.encryption_required)
+    except ValueError as e:
+        raise CliError(f"invalid configuration: {e}") from e
 
 
 def _replayer(converter: DataConverter) -> Replayer:

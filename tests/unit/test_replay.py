@@ -27,6 +27,7 @@ from reactive_temporal.contracts.entity import AgentWorkflowInput
 from reactive_temporal.contracts.result import AgentResult
 from reactive_temporal.contracts.run import AgentRunInput
 from reactive_temporal.hosting.worker_factory import WORKFLOWS
+from tests.processes import clean_env, starter
 from tests.support.histories import with_bundle_in_input
 
 HISTORIES = sorted((Path(__file__).parents[1] / "histories").glob("*.json"))
@@ -280,3 +281,34 @@ def test_bad_history_files_are_named(tmp_path: Path):
     bad.write_text('{"nothing": 1}')
     with pytest.raises(ValueError, match="no 'events'"):
         load_history_file(bad)
+    bad.write_text(
+        json.dumps({"workflowId": {"a": 1}, "events": json.loads(_text("approval_run"))["events"]})
+    )
+    with pytest.raises(ValueError, match="its workflowId is a dict, not text"):
+        load_history_file(bad)  # replayed, it was a TypeError and a traceback
+
+
+def _text(stem: str) -> str:
+    return HISTORIES[[p.stem for p in HISTORIES].index(stem)].read_text()
+
+
+async def test_a_history_of_another_workflow_type_is_not_taken_for_a_change_to_patch(
+    tmp_path: Path,
+):
+    """A history of another application's workflow (a namespace shared, a file mixed up) failed
+    replay as a change to the code does, and `replay` said to guard it with workflow.patched()
+    and exited 1, 'no longer replays'. Now it names the type and exits 2, a wrong request."""
+    data = json.loads(_text("approval_run"))
+    data["events"][0]["workflowExecutionStartedEventAttributes"]["workflowType"]["name"] = "Billing"
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps(data))
+    report = await replay(load_history_file(other), replayer())
+    assert (report.ok, report.foreign) == (False, True)
+    assert report.error == (
+        "its workflow type 'Billing' is none of this code's (AgentRunWorkflow, AgentWorkflow, "
+        "DebriefWorkflow): a history of another application, not a change to patch"
+    )
+    env = clean_env()
+    told = starter("replay", "--file", str(other), env=env, cwd=tmp_path)
+    assert told.returncode == 2, told.stdout + told.stderr
+    assert "is none of this code's" in told.stdout and "workflow.patched" not in told.stderr

@@ -302,3 +302,38 @@ async def test_cors_only_for_the_allowed_origin(codec_server: CodecServer):
     assert by_address.headers["access-control-allow-origin"] == "http://127.0.0.1:8233"
     for response in (other, other_post, other_port):
         assert not any(name.startswith("access-control-") for name in response.headers)
+
+
+async def test_an_exported_encrypted_history_replays_from_its_file_with_the_keys(
+    encrypted: tuple[Client, str],
+    temporal_address: str,
+    database_url: str,
+    llm: ScriptedLLM,
+    model_name: str,
+    tmp_path: Path,
+):
+    """`export RUN_ID -o run.json && replay --file run.json` (the README's check before a
+    deploy), where histories are encrypted: `replay ID` read them with the keys, `--file`
+    with a converter that has none, and said to set the keys that were set."""
+    client, task_queue = encrypted
+    llm.script(model_name, [Reply("FINAL ANSWER: marzipan")])
+    agent = Agent(
+        AgentConfig(agent_id=f"enc-{uuid.uuid4().hex[:8]}", model=model_name, memory=False),
+        Runtime(client, task_queue, offline_model=False),
+    )
+    result = await agent.run("Say marzipan.")
+    env = clean_env(
+        TEMPORAL_ADDRESS=temporal_address,
+        DATABASE_URL=database_url,
+        REACTIVE_TEMPORAL_ENCRYPTION_KEYS=KEYS,
+    )
+    exported = tmp_path / "run.json"
+    done = starter("export", result.run_id, "-o", str(exported), env=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert b"marzipan" not in exported.read_bytes()
+    replayed = starter("replay", "--file", str(exported), env=env, cwd=tmp_path)
+    assert replayed.returncode == 0, replayed.stdout + replayed.stderr
+    assert "replay cleanly" in replayed.stdout
+    wrong = clean_env(REACTIVE_TEMPORAL_ENCRYPTION_KEYS=generate_key_string("k3"))
+    refused = starter("replay", "--file", str(exported), env=wrong, cwd=tmp_path)
+    assert refused.returncode == 1 and "encryption keys" in refused.stderr, refused.stderr
