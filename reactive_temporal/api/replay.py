@@ -42,6 +42,17 @@ HISTORY_FILE_MAX_BYTES = 200_000_000
 base64 payloads, but not four times as large. Read whole, `--file /dev/zero` (or a log named
 by mistake) took every byte of memory until the kernel killed the process, or another."""
 
+HISTORY_FILE_MAX_VALUES = 4_000_000
+"""Objects and lists in a history file read for replay, at most (counted by their opening
+brackets, before it is parsed): the Python a small one becomes is 50-60 times its two bytes
+of JSON, so a file of `{},{},…` within HISTORY_FILE_MAX_BYTES took 1.8 GB per 20 MB parsed
+(and then its replay ran for hours). An export holds about 9 per event (the committed
+histories at most 8.4), and a run has at most 51,200 events."""
+HISTORY_EVENTS_MAX = 4 * 51_200
+"""Events in a history file read for replay, at most: Temporal ends a run at 51,200 (its
+default limit.historyCount.error), and a file of more empty ones replayed for minutes, an
+event at a time."""
+
 _EVENT_ID = re.compile(r"(?:HistoryEvent\(id|event[_ ]?id|event)\W{0,3}(\d+)", re.IGNORECASE)
 
 
@@ -69,6 +80,12 @@ def load_history_file(path: Path, workflow_id: str | None = None) -> WorkflowHis
             f"{path} holds more than {HISTORY_FILE_MAX_BYTES:,} bytes, more than the JSON of any "
             "history Temporal keeps (50 MB at most, as protobuf): not a history export"
         )
+    values = text.count(b"{") + text.count(b"[")
+    if values > HISTORY_FILE_MAX_VALUES:
+        raise ValueError(
+            f"{path} holds {values:,} JSON objects and lists, more than the "
+            f"{HISTORY_FILE_MAX_VALUES:,} of any history Temporal keeps: not a history export"
+        )
     try:
         data = json.loads(text)
     except ValueError as err:
@@ -82,6 +99,11 @@ def load_history_file(path: Path, workflow_id: str | None = None) -> WorkflowHis
     events = data["events"]
     if not events or not isinstance(events, list) or not isinstance(events[0], dict):
         raise ValueError(f"{path} is not a Temporal history JSON: it holds no events")
+    if len(events) > HISTORY_EVENTS_MAX:
+        raise ValueError(
+            f"{path} is not a Temporal history JSON: it holds {len(events):,} events, more "
+            f"than the {HISTORY_EVENTS_MAX:,} of any run's history"
+        )
     first = str(events[0].get("eventType", ""))
     if first not in ("EVENT_TYPE_WORKFLOW_EXECUTION_STARTED", "WorkflowExecutionStarted"):
         raise ValueError(

@@ -20,7 +20,12 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
-from reactive_temporal.api.replay import load_history_file, replay
+from reactive_temporal.api.replay import (
+    HISTORY_EVENTS_MAX,
+    HISTORY_FILE_MAX_VALUES,
+    load_history_file,
+    replay,
+)
 from reactive_temporal.api.rerun import reset_point
 from reactive_temporal.contracts import names
 from reactive_temporal.contracts.entity import AgentWorkflowInput
@@ -312,3 +317,24 @@ async def test_a_history_of_another_workflow_type_is_not_taken_for_a_change_to_p
     told = starter("replay", "--file", str(other), env=env, cwd=tmp_path)
     assert told.returncode == 2, told.stdout + told.stderr
     assert "is none of this code's" in told.stdout and "workflow.patched" not in told.stderr
+
+
+def test_a_history_file_of_more_values_or_events_than_any_run_holds_is_refused_unparsed(
+    tmp_path: Path,
+):
+    """A file of `[],[],…` or `{},{},…` within HISTORY_FILE_MAX_BYTES: parsed, each two bytes
+    became 50-60 of Python (1.8 GB per 20 MB), then hours of replay of empty events."""
+    started = json.loads(_text("approval_run"))["events"][0]
+    lists = tmp_path / "lists.json"
+    lists.write_text(
+        json.dumps({"events": [started]})[:-1]
+        + ', "x": ['
+        + "[]," * HISTORY_FILE_MAX_VALUES
+        + "[]]}"
+    )
+    with pytest.raises(ValueError, match=r"holds 4,000,0\d\d JSON objects and lists, more than"):
+        load_history_file(lists)
+    events = tmp_path / "events.json"
+    events.write_text(json.dumps({"events": [started] + [{}] * HISTORY_EVENTS_MAX}))
+    with pytest.raises(ValueError, match=r"it holds 204,801 events, more than the 204,800"):
+        load_history_file(events)
