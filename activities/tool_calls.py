@@ -50,15 +50,22 @@ def tool_event(type: str, step: int, data: dict[str, Any]) -> NewEvent:
     return NewEvent(type=type, step=step, data=data, key=key)  # type: ignore[arg-type]
 
 
-_NOT_THE_TOOLS = (asyncio.CancelledError, KeyboardInterrupt, GeneratorExit)
-"""What a tool may raise that is not its failure: the activity's cancellation, the process's."""
+_INTERRUPTS = (KeyboardInterrupt, GeneratorExit)
+"""What a tool may raise that is the process's, not the tool's failure."""
 
 
 def _not_the_tools(err: BaseException) -> bool:
-    """`err` is (or a group of exceptions holds) a cancellation or an interrupt."""
-    if isinstance(err, _NOT_THE_TOOLS):
+    """`err` is (or a group of exceptions holds) an interrupt, or the activity's cancellation:
+    a CancelledError while the activity's task is being cancelled (its cancel, its heartbeat
+    timing out, the worker shutting down). One a tool raises while nothing cancels it (it
+    awaited a future a library cancelled under it) is the tool's failure: raised out of the
+    activity as one, each of Temporal's retries ran the tool again."""
+    task = asyncio.current_task()
+    cancelled = task is not None and task.cancelling() > 0
+    stops = (*_INTERRUPTS, asyncio.CancelledError) if cancelled else _INTERRUPTS
+    if isinstance(err, stops):
         return True
-    return isinstance(err, BaseExceptionGroup) and err.subgroup(_NOT_THE_TOOLS) is not None
+    return isinstance(err, BaseExceptionGroup) and err.subgroup(stops) is not None
 
 
 CUT_OFF_ARGUMENTS = (

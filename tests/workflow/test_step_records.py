@@ -524,11 +524,13 @@ async def test_a_tool_whose_result_cannot_be_printed_runs_once(harness: Harness)
 
 
 async def test_a_tool_that_exits_runs_once_and_its_words_are_the_observation(harness: Harness):
-    """A plugin tool that ends with `sys.exit(...)` (a plain def, in its thread) or a task
-    group's BaseExceptionGroup: raised out of the activity, every retry ran the tool again.
-    Each is the tool's failure now, recorded at once; a cancellation inside a group is still
-    the activity's."""
+    """A plugin tool that ends with `sys.exit(...)` (a plain def, in its thread), a task
+    group's BaseExceptionGroup, or a CancelledError nothing cancelling the activity raised (a
+    future a library cancelled under the tool): raised out of the activity, every retry ran
+    the tool again. Each is the tool's failure now, recorded at once; the activity's own
+    cancellation, alone or inside a group, is still the activity's."""
     ran: list[str] = []
+    waiting = asyncio.Event()
 
     @tool
     def exits(n: int) -> str:
@@ -543,26 +545,51 @@ async def test_a_tool_that_exits_runs_once_and_its_words_are_the_observation(har
         raise BaseExceptionGroup("tasks", [SystemExit(f"worker {n} quit")])
 
     @tool
-    async def cancelled(n: int) -> str:
-        """Cancelled inside a group."""
+    async def cancelled_under(n: int) -> str:
+        """A future cancelled under it, alone or inside a group."""
+        ran.append("cancelled_under")
+        if n % 2:
+            raise asyncio.CancelledError()
         raise BaseExceptionGroup("tasks", [asyncio.CancelledError()])
 
-    activities = ToolActivities(harness.store, ToolRegistry([exits, grouped, cancelled]))
+    @tool
+    async def waits(n: int) -> str:
+        """Waits until the activity is cancelled, inside a group or not."""
+        ran.append("waits")
+        waiting.set()
+        if n % 2:
+            await asyncio.Event().wait()
+        async with asyncio.TaskGroup() as group:
+            group.create_task(asyncio.Event().wait())
+        return "never"
 
-    def step(seq: int, name: str) -> RunToolInput:
+    registry = ToolRegistry([exits, grouped, cancelled_under, waits])
+    activities = ToolActivities(harness.store, registry)
+
+    def step(seq: int, name: str, n: int = 7) -> RunToolInput:
         return RunToolInput(
             run_id=f"run-exit-{uuid.uuid4().hex[:8]}",
             seq=seq,
-            call=ToolCall(id=f"c{seq}", name=name, arguments='{"n": 7}'),
+            call=ToolCall(id=f"c{seq}", name=name, arguments=json.dumps({"n": n})),
         )
 
     first = await attempt(1).run(activities.run_tool, step(2, "exits"))
     assert not first.success and "SystemExit: HTTP 502: upstream said no (7)" in first.content
     second = await attempt(1).run(activities.run_tool, step(4, "grouped"))
     assert not second.success and "BaseExceptionGroup" in second.content
-    assert ran == ["exits", "grouped"]
-    with pytest.raises(BaseExceptionGroup):
-        await attempt(1).run(activities.run_tool, step(6, "cancelled"))
+    alone = await attempt(1).run(activities.run_tool, step(6, "cancelled_under", 7))
+    assert not alone.success and "failed: CancelledError" in alone.content
+    grouped_under = await attempt(1).run(activities.run_tool, step(8, "cancelled_under", 8))
+    assert not grouped_under.success and "failed: BaseExceptionGroup" in grouped_under.content
+    assert ran == ["exits", "grouped", "cancelled_under", "cancelled_under"]
+    for seq, n in ((10, 7), (12, 8)):
+        waiting.clear()
+        env = attempt(1)
+        running = asyncio.ensure_future(env.run(activities.run_tool, step(seq, "waits", n)))
+        await asyncio.wait_for(waiting.wait(), 60)  # hang guard
+        env.cancel()
+        with pytest.raises((asyncio.CancelledError, BaseExceptionGroup)):
+            await asyncio.wait_for(running, 60)
 
 
 async def test_a_reply_the_step_could_not_record_is_recorded_by_its_next_attempt_not_bought_again(
