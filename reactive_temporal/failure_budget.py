@@ -116,9 +116,9 @@ def _chain_from(exception: BaseException, seen: list[BaseException]) -> list[Bas
     """`exception` and the causes the SDK would convert after it, up to one already `seen` (or
     among them): a received failure's own causes are in its proto, not followed here."""
     chain = [exception]
-    while (cause := _cause_converted(chain[-1])) is not None:
-        if any(cause is known for known in (*seen, *chain)):
-            break
+    known = {id(each) for each in (*seen, exception)}  # all alive: their ids are theirs
+    while (cause := _cause_converted(chain[-1])) is not None and id(cause) not in known:
+        known.add(id(cause))
         chain.append(cause)
     return chain
 
