@@ -29,6 +29,7 @@ The budget, worst case, is FAILURE_MAX_BYTES: docs/payload-budget.md.
 
 from __future__ import annotations
 
+import traceback
 from typing import Any
 
 from temporalio.api.common.v1 import Payloads
@@ -99,7 +100,11 @@ class _EncodableLevels(DefaultFailureConverter):
                 exception = rest[-1]
         self._chain.append(exception)
         self._failures.append(failure)
-        super().to_failure(_encodable(exception), payload_converter, failure)
+        stack = _unencodable_stack(exception)
+        stand_in = _encodable(exception, without_traceback=stack is not None)
+        super().to_failure(stand_in, payload_converter, failure)
+        if stack is not None:
+            failure.stack_trace = stack
         self._failures.pop()
 
     def _note_above(self, note: str) -> None:
@@ -136,14 +141,30 @@ def _cause_converted(exception: BaseException) -> BaseException | None:
     return None if exception.__suppress_context__ else exception.__context__
 
 
-def _encodable(exception: BaseException) -> BaseException:
+def _unencodable_stack(exception: BaseException) -> str | None:
+    """The exception's stack trace as the SDK writes it, with U+FFFD for each lone surrogate,
+    when it has one; else None. A file's path holds one when its bytes are not UTF-8 (Python
+    reads them with surrogateescape): a worker installed under such a directory sent no
+    failure at all ("Failed building exception result", its type and flags lost)."""
+    frames = exception.__traceback__
+    while frames is not None:
+        if needs_cleaning(frames.tb_frame.f_code.co_filename):
+            return clean_text("\n".join(traceback.format_tb(exception.__traceback__)))
+        frames = frames.tb_next
+    return None
+
+
+def _encodable(exception: BaseException, *, without_traceback: bool = False) -> BaseException:
     """`exception`, or a stand-in the SDK can convert: the same kind, flags and causes, its
-    words with U+FFFD for each lone surrogate (or, when its `__str__` raises, saying so)."""
+    words with U+FFFD for each lone surrogate (or, when its `__str__` raises, saying so), and
+    no traceback when `without_traceback` (the caller writes the stack trace, cleaned)."""
     if isinstance(exception, FailureError):
         if exception.failure is not None:
             return exception  # received from the server: its words are encodable
-        if not isinstance(exception, ApplicationError) or not needs_cleaning(exception.message):
+        if not isinstance(exception, ApplicationError):
             return exception  # the SDK's other kinds are the SDK's own words
+        if not needs_cleaning(exception.message) and not without_traceback:
+            return exception
         stand_in = ApplicationError(
             clean_text(exception.message),
             *exception.details,
@@ -161,12 +182,12 @@ def _encodable(exception: BaseException) -> BaseException:
         except Exception:
             text = f"<unprintable {type(exception).__name__}: its __str__ raised>"
         else:
-            if not needs_cleaning(text):
+            if not needs_cleaning(text) and not without_traceback:
                 return exception
         # what the SDK makes of any other exception, with its words cleaned
         stand_in = ApplicationError(clean_text(text), type=type(exception).__name__)
         stand_in.__cause__ = exception.__cause__  # its `__cause__` alone, as the SDK's
-    stand_in.__traceback__ = exception.__traceback__
+    stand_in.__traceback__ = None if without_traceback else exception.__traceback__
     return stand_in
 
 

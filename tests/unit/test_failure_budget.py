@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import re
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from temporalio.api.failure.v1 import Failure
@@ -299,6 +300,30 @@ def test_text_that_cannot_be_encoded_is_sent_with_its_kind_and_flags():
         ("x", "RuntimeError"),
         ("\ufffd tail", "ValueError"),
     ]
+
+
+@pytest.mark.parametrize("converter", [PLAIN, SEALED], ids=["plain", "encrypted"])
+def test_code_under_a_path_that_is_not_utf8_fails_with_its_kind_and_flags(
+    converter: DataConverter,
+):
+    """A worker installed under a directory whose name is not UTF-8 (Python reads it with
+    surrogateescape, `caf\\udce9`): each traceback's paths held a lone surrogate, and every
+    failure was "Failed building exception result", its type and non-retryable flag lost."""
+    code = "def boom(err):\n    raise err\n"
+    scope: dict[str, Any] = {}
+    exec(compile(code, "/srv/caf\udce9/tools.py", "exec"), scope)  # noqa: S102
+    for err in (ApplicationError("final", type="Final", non_retryable=True), KeyError("k")):
+        try:
+            scope["boom"](err)
+        except Exception as caught:
+            failure = sent(caught, converter)
+        back = received(failure, converter)
+        assert isinstance(back, ApplicationError)
+        assert (back.type, back.non_retryable) == (
+            ("Final", True) if isinstance(err, ApplicationError) else ("KeyError", False)
+        )
+        assert back.failure is not None
+        assert 'File "/srv/caf\ufffd/tools.py", line 2, in boom' in back.failure.stack_trace
 
 
 def test_an_exception_whose_str_raises_is_sent_with_its_type_saying_so():
