@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -86,6 +87,33 @@ class TemporalConnection:
         return f"{self.address} ({', '.join(parts)})"
 
 
+_KINDS = (
+    (stat.S_ISDIR, "is a directory, not a file"),
+    (stat.S_ISFIFO, "is a FIFO (named pipe), not a file"),
+    (stat.S_ISSOCK, "is a socket, not a file"),
+    (stat.S_ISCHR, "is a character device, not a file"),
+    (stat.S_ISBLK, "is a block device, not a file"),
+)
+
+
+def not_a_file(path: Path) -> str | None:
+    """Why `path` is no regular file to read a configuration from, in words, or None.
+
+    A directory or a FIFO was told as "does not exist" (and a FIFO, read, would block).
+    """
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        return "does not exist"
+    except NotADirectoryError:
+        return "does not exist (a part of its path is not a directory)"
+    except OSError as err:
+        return f"cannot be read: {err.strerror or err}"
+    if stat.S_ISREG(mode):
+        return None
+    return next((what for kind, what in _KINDS if kind(mode)), "is not a regular file")
+
+
 def load_connection(
     *,
     profile: str | None = None,
@@ -100,8 +128,8 @@ def load_connection(
     """
     env = dict(os.environ if environ is None else environ)
     config_file = env.get("TEMPORAL_CONFIG_FILE")
-    if config_file and not Path(config_file).expanduser().is_file():
-        raise ConnectionConfigError(f"TEMPORAL_CONFIG_FILE={config_file} does not exist")
+    if config_file and (problem := not_a_file(Path(config_file).expanduser())) is not None:
+        raise ConnectionConfigError(f"TEMPORAL_CONFIG_FILE={config_file} {problem}")
     chosen = profile or env.get("TEMPORAL_PROFILE") or None
     try:
         loaded = ClientConfigProfile.load(profile=chosen, override_env_vars=env)

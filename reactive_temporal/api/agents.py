@@ -29,6 +29,7 @@ from temporalio.common import (
 from temporalio.exceptions import WorkflowAlreadyStartedError
 
 from reactive_temporal import search_attributes as sa
+from reactive_temporal.api.arguments import waiting_seconds
 from reactive_temporal.api.bulk_cancel import CancelledRuns, cancel_running
 from reactive_temporal.api.chat_refusals import chat_request
 from reactive_temporal.api.control import (
@@ -311,12 +312,20 @@ class Agent:
     async def wait_for_debriefs(
         self, seconds: float = DISPOSE_DEBRIEF_TIMEOUT_SECONDS
     ) -> list[str]:
-        """Wait for this agent's rich debriefs still in flight.
+        """Wait for this agent's rich debriefs still in flight, up to `seconds`.
+
+        0 does not wait; `math.inf` waits until every one has finished (or failed).
 
         Returns:
             The run ids whose debrief did not finish in time (it finishes later, durably, on
             any worker).
+
+        Raises:
+            TypeError: `seconds` is not a number (a bool, a string, None).
+            ValueError: `seconds` is negative or nan (nan returned [] at once, and forgot
+                the debriefs in flight).
         """
+        seconds = waiting_seconds("seconds", seconds)  # before the pending ones are taken
         pending = sorted(self._pending_debriefs)
         self._pending_debriefs.clear()
         return await wait_for_rich_debriefs(self.runtime.client, pending, seconds)
@@ -375,14 +384,23 @@ class Agent:
         For an entity whose workflow task keeps failing (chat raises `EntityWedged`); its
         sessions and last run are in Postgres. `force` resets a healthy one too.
 
+        `reason` is held to a cancel's rules (text, at most 500 characters, no NUL).
+
         Raises:
-            ValueError: nothing was done, saying why (no entity runs, it is not stuck, …).
+            ValueError: nothing was done, saying why (no entity runs, it is not stuck, the
+                reason cannot be kept, …).
+            TypeError: the reason is not text.
         """
         client, queue = self.runtime.client, self.runtime.task_queue
         return await reset_entity(client, queue, self.config, force=force, reason=reason)
 
     async def dispose(self, debrief_wait_seconds: float = DISPOSE_DEBRIEF_TIMEOUT_SECONDS) -> None:
-        """Wait (bounded) for this agent's rich debriefs, then release what `build()` started."""
+        """Wait (bounded) for this agent's rich debriefs, then release what `build()` started.
+
+        `debrief_wait_seconds` as `wait_for_debriefs` takes it (checked before anything is
+        released: a TypeError or ValueError leaves the agent as it was).
+        """
+        waiting_seconds("debrief_wait_seconds", debrief_wait_seconds)
         await self.wait_for_debriefs(debrief_wait_seconds)
         await self.runtime.close()
 

@@ -11,13 +11,20 @@ running, it starts the embedded stack and a worker inside this process.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Self
 
 from pydantic import ValidationError
 
 from reactive_temporal.api.agents import Agent
+from reactive_temporal.api.arguments import (
+    bool_argument,
+    finite_number,
+    int_argument,
+    names_argument,
+    storable_text,
+)
+from reactive_temporal.api.workflow_ids import shown
 from reactive_temporal.config import Settings, load_settings
 from reactive_temporal.contracts.run import AgentConfig
 from reactive_temporal.errors import describe_validation_error
@@ -66,8 +73,12 @@ class AgentBuilder:
     settings: Settings | None = None
 
     def with_name(self, name: str) -> Self:
-        """The agent's name: its runs, its memory and its chat entity (`agent-<name>`)."""
-        self.name = name
+        """The agent's name: its runs, its memory and its chat entity (`agent-<name>`).
+
+        Raises:
+            TypeError: it is not text (`b"abc"` was taken as "abc").
+        """
+        self.name = storable_text("name", name)
         return self
 
     def with_provider(self, provider: str = "openai", *, model: str | None = None) -> Self:
@@ -78,18 +89,18 @@ class AgentBuilder:
         """
         if provider not in SUPPORTED_PROVIDERS:
             raise ValueError(
-                f"unknown provider {provider!r}: use 'openai' for any OpenAI-compatible endpoint "
-                "(set OPENAI_BASE_URL for Ollama, vLLM or LM Studio)"
+                f"unknown provider {shown(provider)}: use 'openai' for any OpenAI-compatible "
+                "endpoint (set OPENAI_BASE_URL for Ollama, vLLM or LM Studio)"
             )
-        if model is not None and (not isinstance(model, str) or not model.strip()):
+        if model is not None and not storable_text("model", model).strip():
             # an empty name fell back to AGENT_MODEL without a word
-            raise ValueError(f"model must be a model's name, not {model!r:.100}")
+            raise ValueError(f"model must be a model's name, not {shown(model)}")
         self.model = model
         return self
 
     def with_system_prompt(self, prompt: str) -> Self:
         """The agent's persona, used by its runs and by direct chat."""
-        self.system_prompt = prompt
+        self.system_prompt = storable_text("prompt", prompt)
         return self
 
     def with_reasoning(
@@ -106,15 +117,15 @@ class AgentBuilder:
         reasoning model's `reasoning_effort` (minimal, low, medium or high), sent for runs,
         chat and debriefs to models that take it.
         """
-        self.max_iterations = max_iterations
-        self.required_tools = _names("required_tools", required_tools)
-        self.audit_rationale = audit_rationale
-        self.reasoning_effort = effort
+        self.max_iterations = int_argument("max_iterations", max_iterations)
+        self.required_tools = names_argument("required_tools", required_tools)
+        self.audit_rationale = bool_argument("audit_rationale", audit_rationale)
+        self.reasoning_effort = None if effort is None else storable_text("effort", effort)
         return self
 
     def with_debrief_model(self, model: str) -> Self:
         """A (cheaper) model for the rich debrief; default the run's model."""
-        self.debrief_model = model
+        self.debrief_model = storable_text("model", model)
         return self
 
     def with_budget(
@@ -124,9 +135,21 @@ class AgentBuilder:
 
         `tokens` (prompt + completion) and `cost` (USD) are checked after every LLM step and
         end the run as `budget_exceeded`; `timeout` (seconds from the start) ends it as
-        `timeout`, cancelling what is in flight.
+        `timeout`, cancelling what is in flight. None (the default) is no limit; `inf` is
+        refused rather than taken as one (it was no budget for `cost`, and refused for
+        `timeout` past a year), as `starter.py run --cost-budget inf` is.
+
+        Raises:
+            TypeError: a bool, a string or bytes where a number is meant.
+            ValueError: inf or nan (for no limit, pass None).
         """
-        self.token_budget, self.cost_budget, self.timeout_seconds = tokens, cost, timeout
+        self.token_budget = None if tokens is None else int_argument("tokens", tokens)
+        self.cost_budget = (
+            None if cost is None else finite_number("cost", cost, unlimited="no cost budget")
+        )
+        self.timeout_seconds = (
+            None if timeout is None else finite_number("timeout", timeout, unlimited="no timeout")
+        )
         return self
 
     def with_memory(self) -> Self:
@@ -154,14 +177,30 @@ class AgentBuilder:
         wait for a person's approval (`agent.approve`, `starter.py approve`); one undecided
         for `approval_timeout` seconds (default one day) is denied.
         """
-        self.tools = _names("names", names) if names is not None else None
-        self.tool_modules = _names("modules", modules)
-        self.approve_tools = _names("approve", approve)
-        self.approval_timeout_seconds = approval_timeout
+        self.tools = names_argument("names", names) if names is not None else None
+        self.tool_modules = names_argument("modules", modules)
+        self.approve_tools = names_argument("approve", approve)
+        self.approval_timeout_seconds = (
+            None
+            if approval_timeout is None
+            else finite_number(
+                "approval_timeout", approval_timeout, unlimited="the default (one day)"
+            )
+        )
         return self
 
     def with_settings(self, settings: Settings) -> Self:
-        """Use these settings instead of reading the environment."""
+        """Use these settings instead of reading the environment.
+
+        Raises:
+            TypeError: `settings` is not a Settings (None was taken as "read the
+                environment": leave the call out for that).
+        """
+        if not isinstance(settings, Settings):
+            raise TypeError(
+                f"settings is a reactive_temporal.config.Settings, not {type(settings).__name__}"
+                " (to read the environment, leave with_settings out)"
+            )
         self.settings = settings
         return self
 
@@ -222,10 +261,3 @@ class AgentBuilder:
             await runtime.close()
             raise
         return agent
-
-
-def _names(argument: str, values: Iterable[str] | None) -> list[str]:
-    """A list of names; a lone string is a TypeError (it was split into its letters)."""
-    if isinstance(values, str):
-        raise TypeError(f"{argument} takes a list of names, not the string {values[:100]!r}")
-    return list(values or [])

@@ -16,6 +16,12 @@ from temporalio.client import WorkflowUpdateFailedError
 from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflowError
 from temporalio.service import RPCError, RPCStatusCode
 
+from reactive_temporal.api.arguments import (
+    optional_bool,
+    optional_int,
+    text_argument,
+    unencodable_problem,
+)
 from reactive_temporal.cluster_switches import (
     UPDATES,
     Switch,
@@ -121,8 +127,32 @@ def busy_or_between_runs(err: Exception) -> bool:
     )
 
 
-def chat_request(**fields: Any) -> ChatRequest:
-    """A chat request, or a ChatError naming what is wrong with it (not pydantic's error)."""
+def chat_request(
+    *,
+    message: object,
+    session_id: str,
+    use_tools: object = None,
+    max_iterations: object = None,
+    stream_id: object = None,
+) -> ChatRequest:
+    """A chat request, or a ChatError naming what is wrong with it (not pydantic's error).
+
+    Checked as a run's input is (`api/arguments.py`), before anything is sent: a TypeError
+    for an argument of the wrong type (`b"hi"` was the message "hi", `max_iterations=True`
+    one iteration); a ChatError for a message with a lone surrogate, which the payload
+    converter would have carried as U+FFFD (a message other than the one given, where `run`
+    refused such a task).
+    """
+    text = text_argument("message", message)
+    if (problem := unencodable_problem("message", text)) is not None:
+        raise ChatError(problem)
+    fields: dict[str, Any] = {
+        "message": text,
+        "session_id": session_id,
+        "use_tools": optional_bool("use_tools", use_tools),
+        "max_iterations": optional_int("max_iterations", max_iterations),
+        "stream_id": None if stream_id is None else text_argument("stream_id", stream_id),
+    }
     try:
         return ChatRequest(**fields)
     except ValidationError as err:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import getpass
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -26,6 +26,7 @@ from temporalio.client import (
 from temporalio.service import RPCError
 
 from reactive_temporal import search_attributes as sa
+from reactive_temporal.api.arguments import unencodable_problem
 from reactive_temporal.api.chat_refusals import cluster_refusal
 from reactive_temporal.api.progress import (
     ProgressUnavailable,
@@ -42,9 +43,11 @@ from reactive_temporal.api.unserved import (
     why_unserved,
 )
 from reactive_temporal.api.worker_waits import TaskQueuePollers
+from reactive_temporal.api.workflow_ids import shown
 from reactive_temporal.contracts import names
 from reactive_temporal.contracts.approvals import ApprovalDecision, ApprovalOutcome
 from reactive_temporal.contracts.result import AgentResult
+from reactive_temporal.limits import TOOL_CALL_NAME_MAX_CHARS
 from reactive_temporal.refusals import busy_or_aborted, tasks_failing, while_busy
 from workflows.agent_run import AgentRunWorkflow
 
@@ -71,18 +74,25 @@ async def require_running(client: Client, run_id: str) -> WorkflowExecutionDescr
     return description
 
 
-def check_cancel_reason(reason: str | None) -> None:
-    """ValueError when a cancel's reason cannot be kept (a NUL byte, over the limit)."""
+def check_cancel_reason(reason: str | None, what: str = "a cancel's reason") -> None:
+    """ValueError when a cancel's reason cannot be kept; TypeError when it is not text.
+
+    Kept: no NUL byte, no lone surrogate, at most CANCEL_REASON_MAX_CHARS. `what` names it:
+    an agent reset's reason is held to the same rules (it was clipped to 1,000 characters
+    without a word, and `5` was taken as "5").
+    """
     if reason is None:
         return
     if not isinstance(reason, str):  # an int was "argument of type 'int' is not iterable"
-        raise TypeError(f"a cancel's reason is a string, not {type(reason).__name__}")
+        raise TypeError(f"{what} is a string, not {type(reason).__name__}")
     if "\x00" in reason:
         raise ValueError("the reason contains a NUL byte (\\x00), which cannot be stored")
     if len(reason) > CANCEL_REASON_MAX_CHARS:
         raise ValueError(
-            f"the reason is {len(reason)} characters; the limit is {CANCEL_REASON_MAX_CHARS}"
+            f"the reason is {len(reason):,} characters; the limit is {CANCEL_REASON_MAX_CHARS}"
         )
+    if (problem := unencodable_problem("the reason", reason)) is not None:
+        raise ValueError(problem)  # protobuf's encoder raised, or U+FFFD was recorded
 
 
 async def request_cancel(
@@ -282,6 +292,30 @@ over 30 s to take a decision sent meanwhile (the dead worker's sticky task timed
 and it was delivered; past this, the sender is told it may still be."""
 
 
+CALL_ID_MAX_CHARS = TOOL_CALL_NAME_MAX_CHARS
+"""No waiting call's id is longer: a model's id is used only when it is at most 64 plain
+characters (`workflows/approval_rules.approval_id`), else `call-<position>`."""
+
+
+def call_ids_problem(call_ids: Sequence[object]) -> str | None:
+    """Why one of `call_ids` names no call any run can be waiting on, or None.
+
+    Checked before anything is sent: a 2,000-character id went to the run, which echoed it
+    whole in "unknown call id …"; an id is quoted here cut (`workflow_ids.shown`).
+    """
+    for call_id in call_ids:
+        if not isinstance(call_id, str):
+            return f"a call id is a string, not {type(call_id).__name__}"
+        if len(call_id) > CALL_ID_MAX_CHARS:
+            return (
+                f"unknown call id {shown(call_id)}: no call waiting for approval has an id "
+                f"over {CALL_ID_MAX_CHARS} characters (`approvals` lists them)"
+            )
+        if (problem := unencodable_problem("a call id", call_id)) is not None:
+            return problem
+    return None
+
+
 async def decide(
     client: Client,
     run_id: str,
@@ -301,11 +335,19 @@ async def decide(
 
     Raises:
         ValueError: no such run, not running, or the run refused the decision (an unknown
-            or already decided call, a denial without a reason), saying why.
+            or already decided call, a denial without a reason), saying why; a call id no
+            waiting call can have is refused before anything is sent.
+        TypeError: `call_ids` is a string, or holds what is not one.
         ClusterRefusal: the cluster refuses workflow updates (a ValueError naming its fix).
         RunUnserved: no worker can take the decision now (it was not sent), or none took
             the one sent within DECISION_GIVE_UP_SECONDS (it may still be delivered).
     """
+    if isinstance(call_ids, str):  # one id, not its letters
+        raise TypeError(f"call_ids is a list of call ids, not the string {shown(call_ids)}")
+    if (odd := next((c for c in call_ids if not isinstance(c, str)), None)) is not None:
+        raise TypeError(f"a call id is a string, not {type(odd).__name__}")
+    if (problem := call_ids_problem(list(call_ids))) is not None:
+        raise ValueError(problem)
     try:
         decision = ApprovalDecision(
             call_ids=list(call_ids), approve=approve, reason=reason, by=by or default_decider()

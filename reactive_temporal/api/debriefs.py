@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
@@ -132,6 +133,8 @@ async def _served(client: Client, workflow_id: str, waiting: Awaitable[T], gave_
 async def wait_for_rich_debriefs(client: Client, pending: list[str], seconds: float) -> list[str]:
     """Wait up to `seconds` for these runs' rich debriefs (`Agent.wait_for_debriefs`).
 
+    `math.inf` waits until each is done; `Agent.wait_for_debriefs` has checked `seconds`.
+
     Returns:
         The run ids whose debrief did not finish in time.
     """
@@ -143,7 +146,7 @@ async def wait_for_rich_debriefs(client: Client, pending: list[str], seconds: fl
         )
         for run_id in pending
     }
-    await asyncio.wait(waits.values(), timeout=seconds)
+    await asyncio.wait(waits.values(), timeout=None if math.isinf(seconds) else seconds)
     late = [run_id for run_id, w in waits.items() if not w.done()]
     for w in waits.values():
         if not w.done():

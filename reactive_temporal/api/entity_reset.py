@@ -33,6 +33,7 @@ from temporalio.converter import DataConverter
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError
 
+from reactive_temporal.api.control import check_cancel_reason
 from reactive_temporal.api.entity_carry import Carried, Told, carried_state
 from reactive_temporal.api.entity_handle import AgentEntity
 from reactive_temporal.api.entity_wedge import wedged
@@ -103,8 +104,10 @@ async def reset_entity(
     Raises:
         ValueError: nothing was done, saying why: no entity runs; it is healthy and not
             `force`d; it holds chat turns Postgres does not and is not `force`d; it moved on
-            meanwhile.
+            meanwhile; or the reason cannot be kept (`check_cancel_reason`).
+        TypeError: the reason is not text.
     """
+    check_cancel_reason(reason, "an agent reset's reason")  # before anything is read or ended
     entity = AgentEntity(client, task_queue, config, send_config=False)
     whose = f"agent {config.agent_id}'s chat workflow ({entity.workflow_id})"
     try:

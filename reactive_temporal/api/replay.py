@@ -17,6 +17,7 @@ from temporalio import workflow
 from temporalio.client import WorkflowHistory
 from temporalio.worker import Replayer
 
+from reactive_temporal.api.workflow_ids import shown
 from reactive_temporal.codec import unreadable_payload
 
 
@@ -107,7 +108,7 @@ def load_history_file(path: Path, workflow_id: str | None = None) -> WorkflowHis
     first = str(events[0].get("eventType", ""))
     if first not in ("EVENT_TYPE_WORKFLOW_EXECUTION_STARTED", "WorkflowExecutionStarted"):
         raise ValueError(
-            f"{path} is not a Temporal history JSON: its first event is {first!r}, "
+            f"{path} is not a Temporal history JSON: its first event is {shown(first)}, "
             "not WorkflowExecutionStarted"
         )
     found = data.pop("workflowId", None)

@@ -55,7 +55,7 @@ class RunSummary(BaseModel):
 def quote_literal(value: str) -> str:
     """A visibility-query string literal; ValueError for quotes or backslashes in it."""
     if "'" in value or "\\" in value:
-        raise ValueError(f"{value!r} may not contain quotes or backslashes")
+        raise ValueError(f"{shown(value)} may not contain quotes or backslashes")
     return f"'{value}'"
 
 
@@ -68,14 +68,16 @@ def runs_query(
         parts.append(f"{sa.AGENT_NAME.name} = {quote_literal(agent)}")
     if status:
         if status.lower() not in STATUSES:
-            raise ValueError(f"unknown status {status!r}: use one of {', '.join(STATUSES)}")
+            raise ValueError(f"unknown status {shown(status)}: use one of {', '.join(STATUSES)}")
         parts.append(
             f"ExecutionStatus = '{STATUSES[status.lower()].name.title().replace('_', '')}'"
         )
     if terminated_by:
         endings = get_args(TerminatedBy)
         if terminated_by not in endings:
-            raise ValueError(f"unknown ending {terminated_by!r}: use one of {', '.join(endings)}")
+            raise ValueError(
+                f"unknown ending {shown(terminated_by)}: use one of {', '.join(endings)}"
+            )
         parts.append(f"{sa.TERMINATED_BY.name} = {quote_literal(terminated_by)}")
     return " AND ".join(parts)
 

@@ -14,8 +14,10 @@ import re
 import time
 import uuid
 
+from reactive_temporal.api.arguments import text_argument
 from reactive_temporal.api.chat_refusals import ChatError, chat_request
 from reactive_temporal.api.entity_handle import AgentEntity
+from reactive_temporal.api.workflow_ids import shown
 from reactive_temporal.contracts.entity import (
     DEFAULT_SESSION,
     SESSION_ID_PATTERN,
@@ -34,11 +36,13 @@ def new_session_id() -> str:
 def valid_session_id(session_id: str) -> str:
     """`session_id`, or a ChatError (a ValueError) saying what a session id is.
 
-    "" was a new session, without a word (`chat --session ""`).
+    "" was a new session, without a word (`chat --session ""`). TypeError when it is not
+    text at all.
     """
-    if not isinstance(session_id, str) or not re.fullmatch(SESSION_ID_PATTERN, session_id):
+    text_argument("a session id", session_id)
+    if not re.fullmatch(SESSION_ID_PATTERN, session_id):
         raise ChatError(
-            f"invalid session id {session_id!r:.140}: use letters, digits, '_', '.', ':', '-' "
+            f"invalid session id {shown(session_id)}: use letters, digits, '_', '.', ':', '-' "
             "(at most 128 characters)"
         )
     return session_id
@@ -81,15 +85,15 @@ class Session:
         Raises:
             ChatError: the agent refused the message (empty, too long, session ended, …).
         """
-        if not self._opened:
-            await self.open()
-        request = chat_request(
+        request = chat_request(  # checked before the session is opened: nothing sent
             message=message,
             session_id=self.id,
             use_tools=use_tools,
             max_iterations=max_iterations,
             stream_id=stream_id,
         )
+        if not self._opened:
+            await self.open()
         try:
             return await self.entity.chat(request)
         except ChatError as err:

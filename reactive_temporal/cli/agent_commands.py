@@ -12,6 +12,7 @@ from typing import Annotated
 
 import typer
 
+from reactive_temporal.api.control import check_cancel_reason
 from reactive_temporal.api.entity_reset import EntityReset, reset_entity
 from reactive_temporal.cli.common import (
     CliError,
@@ -53,6 +54,7 @@ def reset(
         settings = cli_settings()
         try:
             config = agent_builder(settings, name).config()
+            check_cancel_reason(reason, "an agent reset's reason")  # a usage error, not exit 1
         except ValueError as e:
             raise CliError(str(e)) from e
         runtime = await cli_runtime(settings, worker=False)

@@ -78,6 +78,18 @@ def agent_name_given(value: str | None) -> str | None:
     return value
 
 
+def path_given(value: str | None) -> str | None:
+    """A file name named on the command line, refused as a usage error when it is empty.
+
+    Typed as a Path, "" became "." (the current directory): `replay --file ""` said "cannot
+    read history file .: Is a directory", and `export -o ""` fetched the history, then
+    could not write it.
+    """
+    if value is not None and not value:
+        raise typer.BadParameter("the path is empty: name a file")
+    return value
+
+
 def finish(code: int) -> None:
     """Flush and leave without interpreter teardown (temporalio sdk-python issue #300)."""
     sys.stdout.flush()

@@ -14,6 +14,7 @@ from rich.table import Table
 from reactive_temporal.api.bulk_cancel import cancel_running
 from reactive_temporal.api.control import (
     ApprovalsUnavailable,
+    call_ids_problem,
     cancel_recorded,
     check_cancel_reason,
     decide,
@@ -238,7 +239,7 @@ def _decide(
             raise CliError("a denial needs a reason: --reason TEXT (the model reads it)")
         # What the run's validator refuses for itself, refused before connecting (it was
         # "run … refused", exit 1, and only with the server and the run's worker up).
-        problem = reason_problem(reason, approve=approve)
+        problem = reason_problem(reason, approve=approve) or call_ids_problem(call_ids)
         if problem is None and by is not None and len(by) > DECIDER_MAX_CHARS:
             problem = f"--by is {len(by)} characters; the limit is {DECIDER_MAX_CHARS}"
         if problem is not None:

@@ -36,6 +36,7 @@ from reactive_temporal.cli.common import (
     cli_settings,
     err,
     out,
+    path_given,
     run_command,
     run_id_given,
     workflow_id_given,
@@ -165,7 +166,10 @@ def replay_command(
     workflow_id: Annotated[
         str | None, typer.Argument(help="A run on the server.", callback=workflow_id_given)
     ] = None,
-    file: Annotated[Path | None, typer.Option("--file", help="An exported history JSON.")] = None,
+    file: Annotated[
+        str | None,
+        typer.Option("--file", callback=path_given, help="An exported history JSON."),
+    ] = None,
     file_workflow_id: Annotated[
         str | None,
         typer.Option(
@@ -207,7 +211,7 @@ def replay_command(
             return await _replay_batch(recent, agent, query, as_json)
         if file is not None:
             try:
-                history = load_history_file(file, file_workflow_id)
+                history = load_history_file(Path(file), file_workflow_id)
             except ValueError as e:
                 raise CliError(str(e)) from e
             converter = _file_converter()
@@ -322,7 +326,8 @@ def export(
         typer.Argument(help="The run (or any workflow) to export.", callback=workflow_id_given),
     ],
     output: Annotated[
-        Path | None, typer.Option("-o", "--output", help="File; default stdout.")
+        str | None,
+        typer.Option("-o", "--output", callback=path_given, help="File; default stdout."),
     ] = None,
 ) -> None:
     """Write a workflow's history as JSON (what `replay --file` and tests/histories/ use)."""
@@ -338,7 +343,7 @@ def export(
             print(text)
         else:
             try:
-                write_private(output, text)  # a history holds every prompt and answer
+                write_private(Path(output), text)  # a history holds every prompt and answer
             except OSError as e:
                 raise CliError(f"cannot write {output}: {e.strerror or e}", code=1) from e
             err.print(f"wrote {len(history.events)} events to {safe(output)}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import math
 import sys
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -155,9 +156,13 @@ def run(
 def more_than_zero(value: float | None) -> float | None:
     """A budget or a timeout of 0 ends a run before it starts: refused, naming the option
     (the help said `x>=0`, and 0 was refused as 'timeout_seconds: Input should be greater
-    than 0')."""
+    than 0'). inf is no limit spelt otherwise (`--cost-budget inf` was no budget, as JSON
+    writes inf as null; `--timeout inf` pydantic's 'less than or equal to 31622400'): leaving
+    the option out is."""
     if value is not None and not value > 0:
         raise typer.BadParameter(f"must be more than 0, not {value:g}")
+    if value is not None and math.isinf(value):
+        raise typer.BadParameter("must be a finite number, not inf (leave it out for no limit)")
     return value
 
 

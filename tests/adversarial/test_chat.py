@@ -2,7 +2,8 @@
 
 Rows: `input` is (message, the scripted model's replies, use_tools); `expect` is the reply's
 message, or with `options["history"]` what the session's stored history must hold for the
-user's message, or with `options["chat_error"]` part of the ChatError the chat must raise.
+user's message, or with `options["chat_error"]` part of the ChatError the chat must raise
+(with `options["unsent"]`, before anything was sent: the model never asked).
 Each row is its own agent; afterwards its entity has no failed workflow task and nothing
 stored changed but its own rows.
 """
@@ -30,9 +31,11 @@ from tests.adversarial.conftest import (
 from tests.workflow.conftest import Harness
 
 CHAT = table("chat", [
+    # refused before it is sent, as a run's task is (it was stored as "caf\ufffd ok?", a
+    # message other than the one given; before that, a serialization error)
     Hostile("chat-lone-surrogate-message", ("caf\ud800 ok?", [Reply("fine")], False),
-            "caf\ufffd ok?", "the client could not even send it (serialization error)",
-            {"history": True}),
+            "message is not UTF-8 text: 'caf\\ud800 ok?'", "sent as U+FFFD",
+            {"chat_error": True, "unsent": True}),
     Hostile("chat-lone-surrogate-reply", ("hello", [Reply("\udfffreply")], False),
             "\ufffdreply", "the chat activity's result could not be serialized, retried"),
     Hostile("chat-max-length-deep-json", ("[" * 20_000, [Reply("that is a lot of brackets")],
@@ -41,7 +44,8 @@ CHAT = table("chat", [
             [Reply("[bold]noted[/bold]")], False), "[bold]noted[/bold]",
             "markup is data until a terminal shows it"),
     Hostile("chat-tool-path-surrogate", ("calculate 2+2 \ud800", [Reply("FINAL ANSWER: 4")],
-            True), "4", "the tool-path run's task could not be serialized"),
+            True), "lone surrogate", "the tool-path run's task could not be serialized",
+            {"chat_error": True, "unsent": True}),
     Hostile("chat-megabytes-reply", ("hello", [Reply("w" * 3_000_000)], False), "",
             "a 3 MB chat activity result, past Temporal's 2 MB payload limit",
             {"reply_chars": REPLY_CONTENT_MAX_CHARS}),
@@ -102,7 +106,9 @@ async def test_hostile_chat_gets_a_clear_reply(
         assert outcome["history"][-1].content == message
     else:
         assert outcome["reply"].message == row.expect
-    if not row.input[2]:  # the direct path: one call of the model, never retried (billed)
+    if row.options.get("unsent"):  # refused before anything was sent
+        assert outcome["model_requests"] == 0, outcome["model_requests"]
+    elif not row.input[2]:  # the direct path: one call of the model, never retried (billed)
         assert outcome["model_requests"] == 1, outcome["model_requests"]
     await assert_no_failed_tasks(client, names.agent_workflow_id(outcome["agent"].name))
 

@@ -298,6 +298,10 @@ CLI_CASES: list[tuple[str, list[str], dict[str, str], int, str]] = [
      "Invalid value for '--cost-budget': must be more than 0, not 0"),
     ("run-cost-budget-negative", ["run", "hi", "--cost-budget", "-1"], NO_SERVER, 2,
      "Invalid value for '--cost-budget'"),
+    # no budget at all (JSON writes inf as null), as with_budget(cost=inf) was
+    ("run-cost-budget-inf", ["run", "hi", "--cost-budget", "inf"], NO_SERVER, 2,
+     "Invalid value for '--cost-budget': must be a finite number, not inf (leave it out for "
+     "no limit)"),
     ("run-timeout-0", ["run", "hi", "--timeout", "0"], NO_SERVER, 2,
      "Invalid value for '--timeout': must be more than 0, not 0"),
     ("run-timeout-past-a-year", ["run", "hi", "--timeout", "99999999999"], NO_SERVER, 2,
@@ -426,6 +430,16 @@ CLI_CASES: list[tuple[str, list[str], dict[str, str], int, str]] = [
      "--by is 201 characters; the limit is 200"),
     ("cancel-reason-not-utf8", ["cancel", "run-x", "--reason", "\udcfe"], NO_SERVER, 2,
      "the value of --reason is not UTF-8 text: '\\udcfe'"),
+    # typed as a Path, "" was "." ("cannot read history file .: Is a directory")
+    ("replay-file-empty", ["replay", "--file", ""], NO_SERVER, 2,
+     "Invalid value for '--file': the path is empty: name a file"),
+    # sent, and echoed whole by the run's "unknown call id" (exit 1)
+    ("approve-huge-call-id", ["approve", "run-nope-123", "c" * 2_000], NO_SERVER, 2,
+     f"unknown call id '{'c' * 80}'… (2,000 characters): no call waiting for approval has an "
+     "id over 128 characters"),
+    # clipped to 1,000 characters without a word, after connecting
+    ("agent-reset-reason-past-limit", ["agent", "reset", "a1", "--reason", "r" * 100_000],
+     NO_SERVER, 2, "the reason is 100,000 characters; the limit is 500"),
 ]  # fmt: skip
 
 
@@ -642,8 +656,6 @@ BUILDER_CASES: list[tuple[str, Callable[[AgentBuilder], object], str]] = [
      "max_iterations: Input should be greater than or equal to 1"),
     ("max-iterations-10001", lambda b: b.with_reasoning(max_iterations=10_001).config(),
      "max_iterations: Input should be less than or equal to 10000"),
-    ("max-iterations-many", lambda b: b.with_reasoning(max_iterations="many").config(),  # type: ignore[arg-type]
-     "max_iterations: Input should be a valid integer"),
     ("empty-model", lambda b: b.with_provider(model=""), "model must be a model's name"),
     ("huge-debrief-model", lambda b: b.with_debrief_model("m" * 5_000_000).config(),
      "invalid agent configuration: debrief_model is over 200 characters"),
