@@ -125,13 +125,15 @@ def test_an_agent_used_on_another_event_loop_than_its_worker_s_says_so():
 async def test_a_run_s_summary_and_details_are_what_was_validated(
     harness: Harness, llm: ScriptedLLM, model_name: str
 ):
-    """A task given as bytes is the text pydantic decoded (the start failed with protobuf's
-    TypeError on the bytes); a model name with a newline is one line of the Web UI's
-    markdown details (it made a heading there)."""
+    """A task given as bytes is refused, naming it (the start failed with protobuf's
+    TypeError on the bytes; then pydantic's lax mode took them as text); a model name with a
+    newline is one line of the Web UI's markdown details (it made a heading there)."""
     model = f"{model_name}\n## injected"
     llm.script(model, [Reply("FINAL ANSWER: 4")])
     agent = harness.agent(model, agent_id="validated", memory=False)
-    handle = await agent.start(b"What is 2+2?")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"task is text \(str\), not bytes"):
+        await agent.start(b"What is 2+2?")  # type: ignore[arg-type]
+    handle = await agent.start("What is 2+2?")
     assert (await agent.result(handle)).output == "4"
     described = await handle.describe()
     assert await described.static_summary() == "What is 2+2?"
@@ -143,7 +145,7 @@ async def test_a_run_id_that_is_no_string_is_a_value_error(harness: Harness, mod
     """`agent.cancel(123)` gave protobuf's "bad argument type for built-in operation"."""
     agent = harness.agent(model_name, agent_id="ids")
     for bad in (123, "", "run-\x00"):
-        with pytest.raises(ValueError, match="a run id is a non-empty string"):
+        with pytest.raises(ValueError, match="a run id is a (non-empty )?string"):
             await agent.cancel(bad)  # type: ignore[arg-type]
 
 
