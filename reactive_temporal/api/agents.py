@@ -344,8 +344,10 @@ class Agent:
         as generated, or the tool path's run) can be read with `chat_events`.
 
         Raises:
-            ChatError: the turn was refused (an empty or too long message, a bad option),
-                saying why.
+            ChatError: the turn was refused (an empty or too long message, one that is not
+                UTF-8 text, a bad option), saying why; before anything is sent when it is
+                the message's own fault. An argument of the wrong type (`b"hi"`,
+                `max_iterations=True`) is a ChatArgumentError, a TypeError too.
         """
         self.runtime.require_usable()
         return await self.entity.chat(

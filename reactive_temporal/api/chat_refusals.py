@@ -39,6 +39,14 @@ class ChatError(ValueError):
     """The agent refused a chat request (empty message, unknown session, …)."""
 
 
+class ChatArgumentError(ChatError, TypeError):
+    """A chat argument of the wrong type (`b"hi"`, `max_iterations=True`).
+
+    A TypeError naming it, and a ChatError, as chat's refusals of what it was given have
+    always been.
+    """
+
+
 class ChatUnavailable(ChatError):
     """The agent can take no request now, whatever the request.
 
@@ -137,22 +145,25 @@ def chat_request(
 ) -> ChatRequest:
     """A chat request, or a ChatError naming what is wrong with it (not pydantic's error).
 
-    Checked as a run's input is (`api/arguments.py`), before anything is sent: a TypeError
-    for an argument of the wrong type (`b"hi"` was the message "hi", `max_iterations=True`
-    one iteration); a ChatError for a message with a lone surrogate, which the payload
-    converter would have carried as U+FFFD (a message other than the one given, where `run`
-    refused such a task).
+    Checked as a run's input is (`api/arguments.py`), before anything is sent: a
+    ChatArgumentError (a TypeError) for an argument of the wrong type (`b"hi"` was the
+    message "hi", `max_iterations=True` one iteration); a ChatError for a message with a
+    lone surrogate, which the payload converter would have carried as U+FFFD (a message
+    other than the one given, where `run` refused such a task).
     """
-    text = text_argument("message", message)
+    try:
+        text = text_argument("message", message)
+        fields: dict[str, Any] = {
+            "message": text,
+            "session_id": session_id,
+            "use_tools": optional_bool("use_tools", use_tools),
+            "max_iterations": optional_int("max_iterations", max_iterations),
+            "stream_id": None if stream_id is None else text_argument("stream_id", stream_id),
+        }
+    except TypeError as err:
+        raise ChatArgumentError(str(err)) from None
     if (problem := unencodable_problem("message", text)) is not None:
         raise ChatError(problem)
-    fields: dict[str, Any] = {
-        "message": text,
-        "session_id": session_id,
-        "use_tools": optional_bool("use_tools", use_tools),
-        "max_iterations": optional_int("max_iterations", max_iterations),
-        "stream_id": None if stream_id is None else text_argument("stream_id", stream_id),
-    }
     try:
         return ChatRequest(**fields)
     except ValidationError as err:

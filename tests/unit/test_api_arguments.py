@@ -160,7 +160,8 @@ async def test_chat_refuses_a_lone_surrogate_as_run_does_before_anything_is_sent
     ],
 )
 async def test_chat_refuses_a_wrong_type_before_anything_is_sent(message, options, expected):
-    with pytest.raises(TypeError, match=re.escape(expected)):
+    """A TypeError that is a ChatError too, as chat's refusals of its input have been."""
+    with pytest.raises(ChatError, match=re.escape(expected)):
         await agent().chat(message, **options)
     with pytest.raises(TypeError, match=re.escape(expected)):
         await agent().session("s1").chat(message, **options)

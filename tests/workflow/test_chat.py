@@ -560,12 +560,14 @@ async def test_chat_routes_non_ascii_words_as_the_released_code(
 async def test_a_message_of_megabytes_is_refused_before_it_is_sent(harness: Harness, llm):
     """3 MB: the agent's refusal carried the message back, over Temporal's 2 MB, which failed
     the agent's task, and every other caller's chat with it, for a while (the sender got an
-    RPCError). A message that is no string is a ChatError too, not pydantic's."""
+    RPCError). A message that is no string is a ChatError too (and a TypeError), not
+    pydantic's."""
     model = f"big-{uuid.uuid4().hex[:6]}"
     llm.script(model, [Reply("fine")])
     agent = harness.agent(model, agent_id=unique_agent())
     with pytest.raises(ChatError, match="message is 3,000,000 characters|the limit is"):
         await asyncio.wait_for(agent.chat("x" * 3_000_000), timeout=60)
-    with pytest.raises(ChatError, match="invalid message"):
+    with pytest.raises(ChatError, match=r"message is text \(str\), not int") as refused:
         await agent.chat(123)  # type: ignore[arg-type]
+    assert isinstance(refused.value, TypeError)  # a ChatError that names a type
     assert (await agent.session().chat("small", use_tools=False)).message == "fine"
