@@ -77,10 +77,14 @@ class EntityActivities:
 
     @activity.defn(name=names.NOTIFY_AGENT)
     @refused_data_fails
-    async def notify_agent(self, input: NotifyAgentInput) -> None:
+    async def notify_agent(self, input: NotifyAgentInput) -> bool:
         """Save the run's debrief when it keeps its own (first: the agent may be asked about
         it at once), then keep the run as the agent's last run, or signal the agent (starting
-        its entity when there is none yet)."""
+        its entity when there is none yet).
+
+        Returns whether it kept the run's debrief: the run's wrap-up reads it to tell a reset
+        run's DebriefStatus (kept here, `debrief_if_taken`, not `pending`).
+        """
         if input.keep_last_run and input.run_finished is None:
             raise ValueError("notify_agent was asked to keep a last run without one")
         finished = input.signal == names.RUN_FINISHED_SIGNAL
@@ -109,7 +113,7 @@ class EntityActivities:
                 if input.keep_last_run and input.run_finished is not None:
                     await store.keep_last_run_on(conn, input.run_finished)
             if input.keep_last_run:
-                return
+                return input.persist is not None
         payload = (
             input.run_started
             if input.signal == names.RUN_STARTED_SIGNAL
@@ -118,6 +122,7 @@ class EntityActivities:
         await signal_agent(
             self.client, activity.info().task_queue, input.agent, input.signal, payload
         )
+        return input.persist is not None
 
     def _store(self, doing: str) -> DebriefStore:
         if self.debriefs is None:

@@ -84,8 +84,11 @@ class RunWrapUp:
             and result.debrief is not None
             and is_trivial(debrief_input, failed_runs_teach=self.failed_runs_teach)
         )
+        kept_for_reset = False
         try:
-            await self._notify_agent(started, result, debrief_input, kept_here=kept_here)
+            kept_for_reset = await self._notify_agent(
+                started, result, debrief_input, kept_here=kept_here
+            )
         except (ActivityError, ApplicationError) as err:  # a local activity's: its own error
             if (refusal := store_refusal(err)) is None:
                 raise
@@ -104,7 +107,9 @@ class RunWrapUp:
         )
         debrief_status = "none"
         if result.debrief is not None:
-            debrief_status = "deterministic" if kept_here else "pending"
+            # kept by the wrap-up, or by its notify for a reset run whose old timeline's
+            # debrief holds the id: no debrief of its own follows to say otherwise
+            debrief_status = "deterministic" if kept_here or kept_for_reset else "pending"
         attributes = [
             sa.TERMINATED_BY.value_set(result.terminated_by),
             sa.OUTCOME.value_set(outcome),
@@ -146,10 +151,18 @@ class RunWrapUp:
         debrief_input: DebriefInput | None,
         *,
         kept_here: bool,
-    ) -> None:
+    ) -> bool:
         """Keep the debrief (when the run keeps its own) and tell the agent, in one local
-        activity; a `StoreDataError` when Postgres refuses what it keeps."""
-        await workflow.execute_local_activity(
+        activity; a `StoreDataError` when Postgres refuses what it keeps.
+
+        Whether the activity kept the debrief because it found the debrief's id held by an
+        earlier timeline's (`debrief_if_taken`, a reset run): its result, recorded in the
+        local activity's marker, so the final upsert says `deterministic` rather than a
+        `pending` no debrief will ever settle. Which commands the run makes is unchanged (the
+        result only changes what the last upsert holds): runs that ended before, whose
+        markers hold no result, replay alike and read False.
+        """
+        kept = await workflow.execute_local_activity(
             names.NOTIFY_AGENT,
             NotifyAgentInput(
                 agent=self.agent,
@@ -182,6 +195,7 @@ class RunWrapUp:
             if kept_here
             else "tell the agent the run finished",
         )
+        return not kept_here and kept is True
 
     def _progress_attributes(self) -> list[Any]:
         return [
