@@ -86,10 +86,13 @@ async def list_runs(client: Client, query: str, limit: int = 20) -> list[RunSumm
     """The runs a visibility query (`runs_query`) finds, newest first, at most `limit`.
 
     Each run once, as its latest execution: a rerun run was listed twice, its failed
-    execution beside its current one, nothing saying which was which. A running run's
-    `retrying` names the step it is stuck on, if any, and `waiting_for_worker` the step no
-    worker takes; of the newest RETRYING_LOOKUPS_MAX running runs only, so that a listing of
-    many stays quick (each costs the server a `describe()`).
+    execution beside its current one, nothing saying which was which. And only as its latest
+    execution: a run reset (`rerun`, `temporal workflow reset`, the Web UI) whose old,
+    terminated execution a filter matches (`--status terminated`, `--terminated-by`) while
+    the run goes on or ended otherwise in its new one is not listed (`superseded_runs`).
+    A running run's `retrying` names the step it is stuck on, if any, and
+    `waiting_for_worker` the step no worker takes; of the newest RETRYING_LOOKUPS_MAX running
+    runs only, so that a listing of many stays quick (each costs the server a `describe()`).
     """
     runs: list[RunSummary] = []
     executions: dict[str, str] = {}
@@ -121,6 +124,8 @@ async def list_runs(client: Client, query: str, limit: int = 20) -> list[RunSumm
                 unreadable=unreadable,
             )
         )
+    gone = await superseded_runs(client, {r.run_id: executions[r.run_id] for r in runs})
+    runs = [r for r in runs if r.run_id not in gone]
     running = [r for r in runs if r.status == "running"][:RETRYING_LOOKUPS_MAX]
     at_once = asyncio.Semaphore(RETRYING_LOOKUPS_AT_ONCE)
     pollers = TaskQueuePollers(client)  # most runs share a task queue: asked once
@@ -131,6 +136,45 @@ async def list_runs(client: Client, query: str, limit: int = 20) -> list[RunSumm
         run.retrying = stall.retrying
         run.waiting_for_worker = stall.waiting_for_worker
     return runs
+
+
+SUPERSEDED_LOOKUP_IDS = 100
+"""Workflow ids `superseded_runs` asks about in one visibility query."""
+
+
+async def superseded_runs(client: Client, listed: dict[str, str]) -> set[str]:
+    """The workflow ids of `listed` (id → the execution listed) now run by another execution.
+
+    A newer execution runs, or closed after the listed one did (a reset's).
+
+    One visibility query per SUPERSEDED_LOOKUP_IDS ids, not a `describe()` each; an id a
+    query cannot quote (quotes, backslashes) is kept as listed.
+    """
+    quotable = [i for i in listed if "'" not in i and "\\" not in i]
+    current: dict[str, tuple[bool, datetime | None, str]] = {}
+    for at in range(0, len(quotable), SUPERSEDED_LOOKUP_IDS):
+        chunk = quotable[at : at + SUPERSEDED_LOOKUP_IDS]
+        query = (
+            f"WorkflowType = '{names.AGENT_RUN_WORKFLOW}' AND WorkflowId IN ("
+            + ", ".join(quote_literal(i) for i in chunk)
+            + ")"
+        )
+        async for wf in client.list_workflows(query):
+            running = wf.status == WorkflowExecutionStatus.RUNNING
+            seen = current.get(wf.id)
+            if seen is None or _later((running, wf.close_time), seen[:2]):
+                current[wf.id] = (running, wf.close_time, wf.run_id)
+    return {i for i, (_, _, run) in current.items() if run != listed[i]}
+
+
+def _later(a: tuple[bool, datetime | None], b: tuple[bool, datetime | None]) -> bool:
+    """Whether execution `a` (running?, closed at) is a workflow id's later one than `b`.
+
+    One running is the current one (an id has at most one), else the one closed last.
+    """
+    if a[0] != b[0]:
+        return a[0]
+    return a[1] is not None and (b[1] is None or a[1] > b[1])
 
 
 RETRYING_LOOKUPS_AT_ONCE = 16

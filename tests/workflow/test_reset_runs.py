@@ -12,8 +12,9 @@ import psycopg
 from temporalio.api.common.v1 import WorkflowExecution
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.workflowservice.v1 import ResetWorkflowExecutionRequest
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowExecutionStatus
 
+from reactive_temporal import search_attributes as sa
 from reactive_temporal.api.debriefs import load_debrief
 from reactive_temporal.api.rerun import rerun_from_failure
 from reactive_temporal.api.run_results import run_result
@@ -255,3 +256,83 @@ async def test_a_run_reset_while_its_debrief_is_written_keeps_the_new_timeline_s
         agent_id,
     )
     assert last == [(failed.run_id, "success")], last
+
+
+LONG_ANSWER = "25, " + "and here is why, at length: " * 5
+"""An answer past the trivial debrief's length (debrief_rules.TRIVIAL_OUTPUT_CHARS): the run
+wants its debrief synthesized, by a child of its own."""
+
+
+async def test_a_reset_run_that_kept_its_debrief_itself_says_so(
+    harness: Harness, client: Client, llm: ScriptedLLM, model_name: str, database_url: str
+):
+    """Reset while the old timeline's debrief is synthesized, the reset run's answer one to
+    synthesize a debrief for: its child cannot start (the id is taken), its wrap-up keeps its
+    deterministic debrief itself, and its DebriefStatus said `pending` for good."""
+    debrief_model = f"{model_name}-debrief"
+    llm.script(debrief_model, [Reply(DEBRIEF, delay=4)], repeat_last=True)
+    llm.script(
+        model_name,
+        [Reply(None, [call("calculator", expression="5*5")]), HttpError(400, "model not found")],
+    )
+    agent_id = f"kept-{uuid.uuid4().hex[:8]}"
+    failed = await harness.run(
+        model_name, "5*5 then answer", agent_id=agent_id, debrief_model=debrief_model
+    )
+    assert failed.terminated_by == "llm_error"
+    old_debrief = client.get_workflow_handle(names.debrief_workflow_id(failed.run_id))
+    assert (await old_debrief.describe()).status == WorkflowExecutionStatus.RUNNING
+
+    llm.script(
+        model_name,
+        [
+            Reply(None, [call("calculator", expression="5*5")]),
+            Reply(f"FINAL ANSWER: {LONG_ANSWER}"),
+        ],
+    )
+    new_run = await reset_to_first_task(client, failed.run_id)
+    reset = client.get_workflow_handle(failed.run_id, run_id=new_run, result_type=AgentResult)
+    assert (await asyncio.wait_for(reset.result(), 60)).terminated_by == "final_answer"
+    kept = await rows(
+        database_url, "SELECT terminated_by FROM agent_debriefs WHERE run_id = %s", failed.run_id
+    )
+    assert kept == [("final_answer",)]  # kept by the reset run itself, not by a child
+    attributes = (await reset.describe()).typed_search_attributes
+    assert attributes.get(sa.DEBRIEF_STATUS) == "deterministic"
+
+
+async def test_a_reset_run_going_on_is_not_listed_as_terminated(
+    harness: Harness, client: Client, llm: ScriptedLLM, model_name: str
+):
+    """`runs --status terminated` listed a reset run's old execution, terminated by the reset,
+    while the run went on under the same id (plain `runs` listed it once, running)."""
+    llm.script(
+        model_name,
+        [
+            Reply(None, [call("calculator", expression="2+2")]),
+            Reply("FINAL ANSWER: 4", delay=90),  # the old timeline never gets past it
+            Reply(None, [call("calculator", expression="3+3")]),
+            Reply("FINAL ANSWER: 6", delay=90),  # nor the new one, while the test looks
+        ],
+    )
+    agent_id = f"listed-{uuid.uuid4().hex[:8]}"
+    handle = await harness.start(model_name, "Compute what you need", agent_id=agent_id)
+
+    async def in_call(n: int) -> bool:
+        return len(llm.requests[model_name]) == n
+
+    await wait_for(lambda: in_call(2), seconds=60)
+    await reset_to_first_task(client, handle.id)
+    await wait_for(lambda: in_call(4), seconds=60)  # the reset run is in its second call
+    try:
+        raw = [
+            (wf.id, wf.status)
+            async for wf in client.list_workflows(runs_query(agent=agent_id, status="terminated"))
+        ]
+        assert raw == [(handle.id, WorkflowExecutionStatus.TERMINATED)], raw  # what is asked
+        terminated = await list_runs(client, runs_query(agent=agent_id, status="terminated"))
+        assert terminated == [], terminated
+        running = await list_runs(client, runs_query(agent=agent_id, status="running"))
+        assert [r.run_id for r in running] == [handle.id]
+    finally:
+        await client.get_workflow_handle(handle.id).terminate("test: done looking")
