@@ -48,6 +48,7 @@ with workflow.unsafe.imports_passed_through():
         ReadRunProgressInput,
         ReadRunProgressResult,
         SaveSessionInput,
+        SessionBusy,
         SessionHistory,
         SessionPage,
         SessionRef,
@@ -64,6 +65,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.entity_lifetime import notes_lifetime
     from workflows.entity_news import RunNews
     from workflows.entity_sessions import KEEP_ENDED_SESSIONS, SessionKeeper
+    from workflows.session_turns import SessionTurns
 
 SESSION_ID = re.compile(SESSION_ID_PATTERN)
 
@@ -77,6 +79,7 @@ class AgentWorkflow(ChatPaths, RunNews):
         self.continue_after = input.continue_as_new_after_events
         self.idle_after = input.session_idle_seconds
         self.sessions = SessionKeeper(self.state, self.idle_after)
+        self.turns = SessionTurns()
         self.patch_bundle = input.patch_bundle
         self._ask_patches(input.patch_bundle)
         self._bound_state()
@@ -132,6 +135,11 @@ class AgentWorkflow(ChatPaths, RunNews):
     @read_last_run.validator
     def _validate_read_last_run(self) -> None:
         self._refuse_while_leaving()
+
+    @workflow.query(name=names.SESSION_BUSY_QUERY)
+    def session_busy(self, ref: SessionRef) -> SessionBusy:
+        """The tool-path run the session's turn in progress runs as, and the turns waiting."""
+        return self.turns.busy(ref.session_id)
 
     @workflow.query(name=names.HISTORY_QUERY)
     def history(self, ref: SessionRef) -> SessionHistory:
@@ -246,7 +254,8 @@ class AgentWorkflow(ChatPaths, RunNews):
         if earlier is not None:  # an earlier run answered it; the server sent it again
             return earlier
         saved_per_turn = self._sessions_saved_per_turn()
-        async with self.sessions.lock(request.session_id):
+        lock = self.sessions.lock(request.session_id)
+        async with self.turns.holding(request.session_id, turn_id, lock):
             if saved_per_turn:
                 await self.sessions.open(request.session_id)
             history = list(self.state.sessions.get(request.session_id, []))

@@ -33,10 +33,13 @@ with workflow.unsafe.imports_passed_through():
     from workflows.chat_rules import TOOL_PATH_DEFAULT_ITERATIONS, tool_path_task, window_history
     from workflows.entity_patches import EntityPatches
     from workflows.run_tools import failure_message
+    from workflows.session_turns import SessionTurns
 
 
 class ChatPaths(EntityPatches):
     """A chat turn's reply, by the direct path or a tool-path run."""
+
+    turns: SessionTurns
 
     async def _direct(
         self,
@@ -91,25 +94,8 @@ class ChatPaths(EntityPatches):
         )
         run_id = request.stream_id or names.chat_run_workflow_id(agent.agent_id, workflow.uuid4())
         try:
-            result: AgentResult = await workflow.execute_child_workflow(
-                AgentRunWorkflow.run,
-                AgentRunInput(
-                    task=tool_path_task(
-                        request.message, context, history, quoted=self._chat_notes_as_data()
-                    ),
-                    agent=agent,
-                    patch_bundle=names.RUN_PATCH_BUNDLE,
-                ),
-                id=run_id,
-                # an id used before is refused, not run again: the new run took the old one's
-                # stored transcript (its model answered the old task) and wrote over it
-                id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
-                static_summary=f"chat: {literal(request.message[:200])}",
-                memo={names.TASK_MEMO: f"chat: {request.message[:190]}"},
-                search_attributes=TypedSearchAttributes(
-                    [SearchAttributePair(sa.AGENT_NAME, agent.agent_id)]
-                ),
-            )
+            with self.turns.tool_run(request.session_id, run_id):  # for the session_busy query
+                result: AgentResult = await self._tool_run(agent, request, context, history, run_id)
         except Exception as err:  # the child's failure becomes the update's clear error
             # its own words (a refusal of its data, a bug), not "Child Workflow execution failed"
             raise ApplicationError(
@@ -123,4 +109,33 @@ class ChatPaths(EntityPatches):
             steps=result.metadata.steps_count,
             cost=result.metadata.cost,
             run_id=result.run_id,
+        )
+
+    async def _tool_run(
+        self,
+        agent: AgentConfig,
+        request: ChatRequest,
+        context: str,
+        history: list[ChatMessage],
+        run_id: str,
+    ) -> AgentResult:
+        """The tool-path turn's child run, to its result."""
+        return await workflow.execute_child_workflow(
+            AgentRunWorkflow.run,
+            AgentRunInput(
+                task=tool_path_task(
+                    request.message, context, history, quoted=self._chat_notes_as_data()
+                ),
+                agent=agent,
+                patch_bundle=names.RUN_PATCH_BUNDLE,
+            ),
+            id=run_id,
+            # an id used before is refused, not run again: the new run took the old one's
+            # stored transcript (its model answered the old task) and wrote over it
+            id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+            static_summary=f"chat: {literal(request.message[:200])}",
+            memo={names.TASK_MEMO: f"chat: {request.message[:190]}"},
+            search_attributes=TypedSearchAttributes(
+                [SearchAttributePair(sa.AGENT_NAME, agent.agent_id)]
+            ),
         )

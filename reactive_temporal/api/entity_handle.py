@@ -42,6 +42,7 @@ from reactive_temporal.api.entity_leaving import unless_waiting_on_approval
 from reactive_temporal.api.entity_wedge import EntityWedged, reset_command, wedged
 from reactive_temporal.api.results import UNREACHABLE_PATIENCE_SECONDS
 from reactive_temporal.api.session_pages import whole_history
+from reactive_temporal.api.session_waits import unless_session_waits
 from reactive_temporal.api.unserved import RunUnserved, while_served, workflow_stall
 from reactive_temporal.cluster_switches import (
     UPDATE_WITH_START,
@@ -166,11 +167,18 @@ class AgentEntity:
         """
         await self.require_served(starts=True)
         update_id = str(uuid.uuid4())
-        return await once_more_if_ended(
+        session_id = getattr(args[0], "session_id", None) if args else None
+        delivered = once_more_if_ended(
             lambda: self._delivered(update, args, update_id),
             self.config.agent_id,
             resend_taken=resend_taken,
-            session_id=getattr(args[0], "session_id", None) if args else None,
+            session_id=session_id,
+        )
+        if update is not AgentWorkflow.chat or session_id is None:
+            return await delivered
+        # a turn behind its session's tool-path run parked on approval is said at once
+        return await unless_session_waits(
+            delivered, self.client, self.config.agent_id, session_id, update_id
         )
 
     async def _delivered(

@@ -106,6 +106,16 @@ class SessionRef(BaseModel):
     session_id: str
 
 
+class SessionBusy(BaseModel):
+    """What a session's turns are doing now (the `session_busy` query's answer)."""
+
+    session_id: str
+    tool_run: str | None = None
+    """The workflow id of the tool-path run the session's turn in progress runs as."""
+    waiting_turns: list[str] = Field(default_factory=list)
+    """The update ids of the session's turns taken and waiting for that turn to finish."""
+
+
 class SessionHistory(BaseModel):
     """A chat session's messages, oldest first."""
 
