@@ -300,6 +300,16 @@ async def test_a_reset_run_that_kept_its_debrief_itself_says_so(
     attributes = (await reset.describe()).typed_search_attributes
     assert attributes.get(sa.DEBRIEF_STATUS) == "deterministic"
 
+    # `runs --terminated-by llm_error` listed the old execution (completed, llm_error) of a
+    # run whose current one answered
+    async def listed_once() -> bool:
+        listed = await list_runs(client, runs_query(agent=agent_id))
+        return [(r.run_id, r.terminated_by) for r in listed] == [(failed.run_id, "final_answer")]
+
+    await wait_for(listed_once, seconds=60)
+    old_ending = await list_runs(client, runs_query(agent=agent_id, terminated_by="llm_error"))
+    assert old_ending == [], old_ending
+
 
 async def test_a_reset_run_going_on_is_not_listed_as_terminated(
     harness: Harness, client: Client, llm: ScriptedLLM, model_name: str
