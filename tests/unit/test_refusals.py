@@ -165,7 +165,7 @@ async def test_an_entity_failing_its_tasks_is_said_to_be(monkeypatch):
 
     entity = AgentEntity(None, "q", AgentConfig(agent_id="stuck", model="m"))  # type: ignore[arg-type]
 
-    async def refused(*_: object) -> object:
+    async def refused(*_: object, **__: object) -> object:
         raise RPCError(
             "Unable to perform workflow execution update due to Workflow Task in failed state.",
             RPCStatusCode.FAILED_PRECONDITION,
