@@ -34,6 +34,8 @@ SCAN_MODULES = (
     "secret_pem",
     "secret_prose",
     "secret_markup",
+    "secret_web",
+    "secret_wrap",
 )
 
 

@@ -8,7 +8,13 @@ of the credential scan (`reactive_temporal/secrets_scan.py`).
   (`-p` alone, or `-p NAME`, asks for the password and names a database);
 - `sshpass -p PASSWORD` (its first `-p`: a later `ssh -p 2222` is a port);
 - `redis-cli -a PASSWORD`;
-- `openssl … -passin pass:PASSWORD` (`-pass`, `-passout`), anywhere: `pass:` says it.
+- `openssl … -passin pass:PASSWORD` (`-pass`, `-passout`), anywhere: `pass:` says it;
+- `docker login -p PASSWORD` (podman, nerdctl, buildah, skopeo, oras, finch, `helm registry
+  login`, `az login`, `az acr login`), in the login's own command;
+- `echo PASSWORD | … --password-stdin` (`gh auth login --with-token`), `--password-stdin <<<
+  PASSWORD`;
+- `npm config set //registry/:_authToken TOKEN` (`_auth`, `_password`; yarn's `npmAuthToken`);
+- a Dockerfile's `ENV DB_PASSWORD hunter2`, the form without `=`.
 
 An option counts only on a line that runs the command (a `\\`-continued line goes on to the
 next): `-u 1000:1000` is a user and group to `docker run`, `-p 8080:80` a port. Placeholders
@@ -26,7 +32,7 @@ import re
 from collections import Counter
 from functools import partial
 
-from reactive_temporal.secret_labels import key_value, plain_value
+from reactive_temporal.secret_labels import NAMES, delimited_value, key_value, plain_value
 from reactive_temporal.secret_rules import CREDENTIAL, PASSWORD, marker
 
 _COMMAND = re.compile(
@@ -43,12 +49,56 @@ _OPTIONS = {
 _FAMILY = {"mysqldump": "mysql", "mysqladmin": "mysql", "mariadb": "mysql", "mariadb-dump": "mysql"}
 _OPENSSL = re.compile(r"(?<![\w-])-pass(?:in|out)?[ \t]+pass:" + _VALUE)
 _UID_GID = re.compile(r"[0-9]+")
+_ARG = r"(?:[ \t]+|[ \t]*\\\r?\n[ \t]*)"
+"""Between a command's words: spaces, or a `\\`-continued line."""
+_LOGIN = re.compile(
+    r"(?<![\w.-])(?:(?:docker|podman|nerdctl|buildah|skopeo|oras|finch)"
+    rf"|helm{_ARG}registry|az(?:{_ARG}acr)?){_ARG}login"
+    rf"(?:{_ARG}(?!-p)[^\s;&|]+){{0,30}}?{_ARG}-p(?:[ \t]*=[ \t]*|[ \t]*)(?!-)"
+    r"""(?:(?P<q>["'])(?P<quoted>[^"'\r\n]{1,300})(?P=q)|(?P<plain>[^\s"'\x60;&|]{1,300}))"""
+)
+"""A registry's or a cloud's login and its `-p` (`docker login -u me -p x`, `az login -p x`),
+in the same command: `docker run -p 8080:80` is a port."""
+_PIPED = re.compile(
+    r"(?<![\w-])echo[ \t]+(?:-[neE]{1,3}[ \t]+)?" + _VALUE + r"[ \t]*\|[ \t]*"
+    r"[^\r\n|;&]{0,300}?(?<![\w-])(?:--password-stdin|--with-token)(?![\w-])"
+)
+"""A password or a token echoed into a login that reads it from stdin (`echo x | docker login
+--password-stdin`, `echo x | gh auth login --with-token`); not `cat file |`."""
+_HERE_STRING = re.compile(
+    r"(?<![\w-])(?:--password-stdin|--with-token)(?![\w-])[^\r\n|;&]{0,300}?<<<[ \t]*" + _VALUE
+)
+"""The same login given its password as a here-string: `--password-stdin <<< x`."""
+_NPM_CONFIG = re.compile(
+    r"(?<![\w-])(?:npm|pnpm|yarn)[ \t]+config[ \t]+set[ \t]+(?:-[\w=-]{1,40}[ \t]+){0,4}"
+    r"[^\s=]{0,200}?(?P<name>_authToken|_auth|_password|npmAuthToken|npmAuthIdent)"
+    r"(?:[ \t]*=[ \t]*|[ \t]+)" + _VALUE
+)
+"""A registry's credential set with npm's own command: `npm config set
+//registry.npmjs.org/:_authToken x` (with `=`, the name's rule has it)."""
+_DOCKERFILE_ENV = re.compile(
+    r"(?m)^[ \t]*ENV[ \t]+(?P<var>[A-Za-z0-9_]{0,40}?)"
+    rf"(?i:(?P<name>{NAMES}))[ \t]+"
+    r"""(?:(?P<q>["'])(?P<quoted>[^"'\r\n]{1,200})(?P=q)|(?P<secret>[^\s"'][^\r\n]{0,199}?))"""
+    r"[ \t]*(?=\r?\n|$)"
+)
+"""A Dockerfile's `ENV DB_PASSWORD hunter2`: the form without `=` (which the names' rule reads),
+its value the rest of the line."""
 
 
 def commands(text: str, found: Counter[str]) -> str:
     """`text` with the passwords given to these commands replaced."""
     if "pass:" in text:
         text = _OPENSSL.sub(partial(_password, found=found), text)
+    if "login" in text:
+        text = _LOGIN.sub(partial(_password, found=found), text)
+    if "-stdin" in text or "--with-token" in text:
+        for each in (_PIPED, _HERE_STRING):
+            text = each.sub(partial(_stdin, found=found), text)
+    if "config" in text and ("npm" in text or "yarn" in text):
+        text = _NPM_CONFIG.sub(partial(_npm, found=found), text)
+    if "ENV " in text or "ENV\t" in text:
+        text = _DOCKERFILE_ENV.sub(partial(_env, found=found), text)
     if _COMMAND.search(text) is None:
         return text
     pieces: list[str] = []
@@ -110,3 +160,29 @@ def _user_password(m: re.Match[str], found: Counter[str]) -> str:
     if not plain_value(password) or (_UID_GID.fullmatch(user) and _UID_GID.fullmatch(password)):
         return m.group(0)
     return _replace(m, at + len(user) + 1, len(password), PASSWORD, found)
+
+
+def _stdin(m: re.Match[str], found: Counter[str]) -> str:
+    """What a login reads from stdin: a password, or for `--with-token` a token."""
+    value, at = _value(m)
+    if not plain_value(value):
+        return m.group(0)
+    kind = CREDENTIAL if "--with-token" in m.group(0) else PASSWORD
+    return _replace(m, at, len(value), kind, found)
+
+
+def _npm(m: re.Match[str], found: Counter[str]) -> str:
+    value, at = _value(m)
+    if not plain_value(value):
+        return m.group(0)
+    kind = PASSWORD if m.group("name") == "_password" else CREDENTIAL
+    return _replace(m, at, len(value), kind, found)
+
+
+def _env(m: re.Match[str], found: Counter[str]) -> str:
+    """A Dockerfile's `ENV NAME value`, judged as the value after the same name with `=` is."""
+    kind = delimited_value(m)
+    if kind is None:
+        return m.group(0)
+    group = "quoted" if m.group("quoted") is not None else "secret"
+    return _replace(m, m.start(group) - m.start(), len(m.group(group)), kind, found)

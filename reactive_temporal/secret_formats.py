@@ -68,6 +68,8 @@ from reactive_temporal.secret_rules import (
 
 _END = r"(?![A-Za-z0-9])"
 """A key of a fixed length ends there: not a window of a longer run."""
+_NEXT_GITHUB = r"(?:gh[pousr]_|github_pat_)"
+"""A GitHub token's prefix: where one glued after another begins."""
 _OPENAI_INFIX = r"sk-(?:(?:proj|svcacct|admin)-)?[A-Za-z0-9_-]{20,96}T3BlbkFJ"
 
 
@@ -97,12 +99,15 @@ FORMATS: tuple[Rule, ...] = (
         rf"(?<![A-Z0-9])(?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA)[A-Z2-7]{{16}}{_END}",
         needles=("A3T", "AKIA", "ASIA", "ABIA", "ACCA"),
     ),
-    # github-pat, github-oauth, github-app-token, github-refresh-token, github-fine-grained-pat
+    # github-pat, github-oauth, github-app-token, github-refresh-token, github-fine-grained-pat;
+    # a next token glued after one ends it (`ghp_…ghp_…`: the greedy run took the second's
+    # `ghp` and left its `_…` body), as a bot token's id ends the one before it
     rule(
         GITHUB,
-        rf"(?:{START}|(?=gh[pousr]_[A-Za-z0-9]{{36}}{_END}))gh[pousr]_[A-Za-z0-9]{{36,}}"
+        rf"(?:{START}|(?=gh[pousr]_[A-Za-z0-9]{{36}}(?:{_END}|{_NEXT_GITHUB})))"
+        rf"gh[pousr]_(?:[A-Za-z0-9]{{36}}(?={_NEXT_GITHUB})|[A-Za-z0-9]{{36,}})"
         rf"|(?:{START}|(?=github_pat_[A-Za-z0-9]{{22}}_[A-Za-z0-9]{{59}}))"
-        r"github_pat_[A-Za-z0-9_]{82,}",
+        rf"github_pat_(?:[A-Za-z0-9]{{22}}_[A-Za-z0-9]{{59}}(?={_NEXT_GITHUB})|[A-Za-z0-9_]{{82,}})",
         needles=("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
     ),
     # gitlab-pat, gitlab-ptt, gitlab-rrt, gitlab-deploy-token (and the routable `.xx…` form)

@@ -203,12 +203,12 @@ def _not_this_secret(m: re.Match[str], name: str) -> bool:
     return prefix.endswith(_NOT_A_SECRET if "secret" in name else _NOT_A_PASSWORD)
 
 
-def delimited_value(m: re.Match[str]) -> str | None:
-    """The kind of a value (group `quoted`, or `secret` unquoted) after a name (group `name`, a
-    key's or a secret's): any chosen value for a password's or a secret's name, a key for a
-    key's."""
+def delimited_value(m: re.Match[str], value: str | None = None) -> str | None:
+    """The kind of a value (group `quoted`, or `secret` unquoted; or `value`, as decoded) after
+    a name (group `name`, a key's or a secret's): any chosen value for a password's or a
+    secret's name, a key for a key's."""
     name = _normal(m.group("name"))
-    value = secret_of(m)
+    value = secret_of(m) if value is None else value
     quoted = "quoted" in m.re.groupindex and m.group("quoted") is not None
     if _SECRET_NAME_END.search(m.group("name")):  # `client_secret` as `secret`
         judged = _quoted_value(value) if quoted else plain_value(value)
@@ -296,7 +296,15 @@ _EMPHASIZED = (
     r"""(?P<em>\*\*?|__?)(?P<emphasized>[^\s"'\x60<>(){}\[\]|\\,;&*]{1,200})(?P=em)(?![*\w])"""
 )
 """A value in markdown's emphasis, which stays: `Password: **hunter2**`, `_x_`."""
-_UNQUOTED = r"""(?P<secret>[^\s"'\x60<>(){}\[\]|\\,;&]{1,200})"""
+_VALUE_CHAR = r"""[^\s"'\x60<>(){}\[\]|\\,;&]"""
+_UNQUOTED = (
+    rf"(?P<secret>{_VALUE_CHAR}(?:{_VALUE_CHAR}"
+    r"|(?(query)(?!)|&(?![\w.%\[\]-]{0,40}=|&|#|[A-Za-z]{2,8};)"
+    rf"(?={_VALUE_CHAR}))){{0,199}})"
+)
+"""A value up to a space, a quote or a bracket. An `&` inside it is the value's
+(`Password: Tr0ub4dor&3`), but in a URL's query (`?password=x&next=y`, where a value's own
+`&` is `%26`), before a next field (`password=x&user=y`), as `&&` and as an HTML entity."""
 
 LABELS: tuple[Rule, ...] = (
     # aws-access-token's secret half: 40 base64 characters alone are any hash
@@ -336,7 +344,7 @@ LABELS: tuple[Rule, ...] = (
     # a password's or a secret's value, whatever it is, where it is plainly one
     Rule(
         re.compile(
-            rf"(?i)(?=[ps])(?P<name>{_SECRET_NAMES})(?![A-Za-z0-9])"
+            rf"(?i)(?=[ps])(?P<query>(?<=[?&]))?(?P<name>{_SECRET_NAMES})(?![A-Za-z0-9])"
             rf"(?:{TYPED}"
             rf"|{_EMPHASIS}{QUOTE}?(?P<pre>[ \t]{{0,5}})(?P<sep>=>|:=|=|:)"
             rf"(?:\*\*?(?=[ \t])|__?(?=[ \t]))?(?P<post>[ \t]{{0,5}}))"

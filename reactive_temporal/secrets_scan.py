@@ -12,6 +12,8 @@ history.
 What is found, after gitleaks' rules (github.com/gitleaks/gitleaks `config/gitleaks.toml`, rule
 ids as of its commit b58d3f10), in this order:
 - private keys, `-----BEGIN … PRIVATE KEY-----` blocks, whole or cut (`secret_pem.py`);
+- a key of a format below that a hard wrap broke over two lines or more (`secret_wrap.py`):
+  where its line is full at the wrap's width and the pieces are a whole key only joined;
 - keys a provider's format gives away, wherever they stand (`secret_formats.py`): OpenAI
   (`sk-`, `sk-proj-`…; any `sk-` + 32 key characters, as DeepSeek's), Anthropic (`sk-ant-`),
   AWS key IDs (`AKIA…`), GitHub (`ghp_`, `github_pat_`…), GitLab (`glpat-`…), Slack tokens and
@@ -30,10 +32,14 @@ ids as of its commit b58d3f10), in this order:
   `AccountKey=…`; letters and digits), `--password x`;
 - in markup (`secret_markup.py`): `<password>x</password>`, `<add key="DbPassword"
   value="x"/>`, `&quot;password&quot;: &quot;x&quot;`;
+- in a request's encodings (`secret_web.py`): `password%3Dhunter2`, and a session's cookie
+  (`Cookie: sessionid=…`; not `csrftoken`);
 - a password told in a sentence (`secret_prose.py`): `the password is hunter2`, `pw is
   hunter2`, where the value's shape says it is no word (`the password is wrong` stays);
 - passwords given to commands (`secret_commands.py`): `curl -u user:password`,
-  `mysql -pPASSWORD`, `sshpass -p`, `redis-cli -a`, `openssl -passin pass:`.
+  `mysql -pPASSWORD`, `sshpass -p`, `redis-cli -a`, `openssl -passin pass:`, `docker login
+  -p`, `echo x | docker login --password-stdin`, `npm config set …:_authToken x`, a
+  Dockerfile's `ENV DB_PASSWORD x`.
 
 No entropy guessing: a git SHA, a UUID, a content hash or a base64 image a lesson may hold on
 purpose is none of these formats and stays; a `page_token`, `NextToken` or `csrf_token` is a
@@ -103,11 +109,13 @@ from reactive_temporal.secret_rules import (  # noqa: F401 (the kinds, as caller
     apply,
     marker,
 )
+from reactive_temporal.secret_web import ENCODED, cookies
+from reactive_temporal.secret_wrap import wrapped
 
 T = TypeVar("T")
 _CUTS = CUT_FORMATS + CUT_TAILS
 """A cut key's head, then its tail: the tail is known by the head's marker."""
-_NAMED = LABELS + MARKUP + PROSE
+_NAMED = LABELS + ENCODED + MARKUP + PROSE
 """Values known by their names, in markup, told in prose: one `apply`, so the text is folded
 for their case-ignoring needles once, not once a module."""
 
@@ -130,10 +138,12 @@ def scan(text: str) -> Redacted:
         return Redacted(text, found)
     try:
         result = private_keys(text, found)
+        result = wrapped(result, found)
         result = apply(FORMATS, result, found)
         if CUT in result:  # every cut key ends at one
             result = apply(_CUTS, result, found)
         result = apply(_NAMED, result, found)
+        result = cookies(result, found)
         result = commands(result, found)
     except Exception:  # not seen: the patterns are fixed. Memory must not fail on a scan,
         # nor keep what it could not read

@@ -131,6 +131,33 @@ NAMED = [
     ("sshpass -p ", "hunter2", " ssh -p 2222 me@host", PASSWORD),
     ("sshpass -v -p", "hunter2", " ssh me@host", PASSWORD),
     ("redis-cli -h cache -a ", "hunter2", " ping", PASSWORD),
+    # a registry's or a cloud's login: `-p`, stdin, npm's config
+    ("docker login -p ", "hunter2", " registry.io", PASSWORD),
+    ("docker login -u me -p ", "S3cr3t!x", " registry.io", PASSWORD),
+    ("podman login \\\n  -u me \\\n  -p ", "hunter2", " quay.io", PASSWORD),  # continued
+    ("helm registry login r.io -u me -p ", "hunter2", "", PASSWORD),
+    ("az login --service-principal -u id -p ", "S3cret~val", " --tenant t", PASSWORD),
+    ("echo ", "hunter2", " | docker login --password-stdin -u me r.io", PASSWORD),
+    ("echo -n '", "hunter 2", "' | podman login --password-stdin q.io", PASSWORD),
+    ("docker login -u me --password-stdin <<< ", "hunter2", "", PASSWORD),
+    ("echo ", "a1b2c3d4e5f6a7b8c9d0", " | gh auth login --with-token", CREDENTIAL),
+    ("npm config set //registry.npmjs.org/:_authToken ", "a1b2c3d4-e5f6-7890", "", CREDENTIAL),
+    ("yarn config set npmAuthToken ", "a1b2c3d4e5f6a7b8", "", CREDENTIAL),
+    ("npm config set //r.io/:_password ", "aHVudGVyMg==", "", PASSWORD),
+    # a Dockerfile's ENV without `=`, and its ARG
+    ("FROM python:3.12\nENV DB_PASSWORD ", "hunter2", "\nRUN make", PASSWORD),
+    ("ENV API_KEY ", "a1b2c3d4e5f6g7h8", "", CREDENTIAL),
+    ('ENV SECRET_KEY "', "two words", '"', CREDENTIAL),
+    ("ARG DB_PASSWORD=", "hunter2", "", PASSWORD),
+    # an `&` inside a value is the value's, but in a query or before a next field
+    ("Password: ", "Tr0ub4dor&3", "", PASSWORD),
+    ("DB_PASSWORD=", "Tr0ub4dor&3", "\nDB_HOST=db", PASSWORD),
+    ("https://x.io/login?password=", "hunter2", "&next=/home", PASSWORD),
+    ("https://x.io/login?password=", "Tr0ub", "&3", PASSWORD),  # a query's own `&` is %26
+    ("user=x&password=", "hunter2", "&remember=1", PASSWORD),  # a form's body
+    ("password=", "hunter2", "&&psql", PASSWORD),
+    ("Password: &quot;", "hunter2", "&quot;", PASSWORD),
+    ("<a href='?password=", "hunter2", "&amp;page=1'>", PASSWORD),  # an entity ends it
     ("openssl pkcs12 -export -passout pass:", "hunter2", " -out k.p12", PASSWORD),
     # connection strings
     ("mongodb+srv://app:", "pa55w0rd", "@cluster0.ab1cd.mongodb.net/db", URL_PASSWORD),
@@ -250,6 +277,18 @@ NEAR_MISSES = [
     "curl -u user:password https://x; curl -u $USER:$TOKEN https://x; curl -u '<user>:<pass>' x",
     "curl -s https://x && docker run -u 1000:1000 app",
     "curl --user-agent 'me:1.0' https://x",
+    # a login's `-p` only in the login's own command; a password read from a file or a variable
+    "docker login -u me r.io && docker run -p 8080:80 app\ndocker login r.io; docker run -p 80:80",
+    'docker login -u me -p $PW r.io; docker login -p "$(cat pw)" r.io',
+    "az login -u id -p ~/cert.pem -t t; az login -p cert.pem; az login -p /tmp/c.pem",
+    "ssh login -p 2222 host; the login -p flag",
+    'echo "$PW" | docker login --password-stdin; cat pw | docker login --password-stdin',
+    "echo hello | grep h; docker login --password-stdin <<< $PW",
+    "gh auth login --with-token < token.txt",
+    "npm config set //r.io/:_authToken ${NPM_TOKEN}; npm config set registry https://r.io",
+    "ENV PATH /usr/local/bin:$PATH\nENV DB_PASSWORD ${DB_PASSWORD}\nENV API_KEY changeme",
+    "ENV DB_PASSWORD_FILE /run/secrets/db\nENV PASSWORD_LENGTH 12\nARG NPM_TOKEN",
+    "password: &quot;&quot; and password=&amp;",
 ]
 
 

@@ -302,6 +302,23 @@ def test_bot_tokens_glued_one_after_another_are_each_found():
     assert redact(kept) == kept
 
 
+def test_github_tokens_glued_one_after_another_are_each_found():
+    """A token ends where the next one's prefix begins: `ghp_[A-Za-z0-9]{36,}` ran on through
+    the second's `ghp` and kept its `_` and 36 characters."""
+    fine_grained = "github_pat_" + rand(ALNUM, 22) + "_" + rand(ALNUM, 59)
+    for first, second in [
+        (GITHUB_PAT, "ghp_" + rand(ALNUM, 36)),
+        ("gho_" + rand(ALNUM, 36), "ghs_" + rand(ALNUM, 36)),
+        (GITHUB_PAT, fine_grained),
+        (fine_grained, GITHUB_PAT),
+    ]:
+        found = scan(f"token {first}{second}{first} end")
+        assert found.text == f"token {marker(GITHUB) * 3} end", (first, second)
+        assert found.found == {GITHUB: 3}
+    kept = GITHUB_PAT + "ghp_short"  # no token after it: it is no part of the one before
+    assert redact(kept) == marker(GITHUB) + "ghp_short"
+
+
 def test_a_key_cut_in_the_middle_is_redacted_as_far_as_it_goes():
     """A text clipped in the middle of a private key: the head (a header and lines, no end)
     and the tail (lines and the end, no header) are each redacted; the cut stays readable."""
@@ -546,6 +563,23 @@ HOSTILE = [
     "sshpass" + " -x" * 333_333,
     "redis-cli -a " * 76_924,
     "-passin pass:" * 76_924,
+    "docker login " * 76_924,
+    "docker login" + " -u" * 333_333,
+    "echo a | " * 111_112 + "--password-stdin",
+    "--password-stdin " * 58_824 + "<<",
+    "npm config set " * 66_667,
+    "npm config set " + "-x " * 333_333,
+    "ENV DB_PASSWORD " * 62_500,
+    "ENV " + "a" * 1_000_000,
+    "password%3D" * 90_910,
+    "%22password%22%3A%22" + "a" * 1_000_000,
+    "Cookie: " * 125_000,
+    "Cookie: " + "sid=" * 250_000,
+    "Set-Cookie: " + "a" * 1_000_000,
+    "ghp_" * 250_000,
+    ("a" * 80 + "\n") * 12_346,
+    ("x" * 75 + " ghp_\n") * 12_346,
+    ("ghp_" + "a1" * 38 + "\n") * 12_346,
 ]
 
 
@@ -592,6 +626,12 @@ PIECES = st.lists(
             "mysql -p",
             "sshpass -p ",
             "--password ",
+            "docker login -p ",
+            " | docker login --password-stdin",
+            "Cookie: sessionid=",
+            "password%3D",
+            "ENV DB_PASSWORD ",
+            "x" * 60,
             "nextPage",
             "T3BlbkFJ",
             "pypi-AgEIcHlwaS5vcmc",
@@ -673,6 +713,8 @@ LABELLED = [
     '{"Name": "API_KEY", "Value": "a1b2c3d4e5f6g7h8"}',
     "| Password | hunter2 |",
     "Password → hunter2",
+    "PASSWORD%3dhunter2&api_key%3Aa1b2c3d4e5f6g7h8",
+    "%7B%22password%22%3A%22hunter2%22%7D",
 ]
 
 
