@@ -5,6 +5,8 @@
   body, `%22password%22%3A%22hunter2%22` for JSON inside a URL): the value is judged decoded,
   as the same name's value is (`secret_labels.delimited_value`), so `%24%7BPW%7D` (`${PW}`)
   stays; a form body's `password=x&user=y` is the names' rule's;
+- a token as a URL's whole userinfo (`https://<token>@github.com/…`), where it looks like a
+  key (16 letters and digits in a row), not a user's name (`git@`, `john.doe@`);
 - a session's cookie (`Cookie: sessionid=…; csrftoken=…`, `Set-Cookie: connect.sid=…`,
   `--cookie 'PHPSESSID=…'`): the values of the cookies whose names say they hold a session
   (`session`, `sess`, `sid`, `auth`, `token`, `jwt`) and that look like keys; the names, the
@@ -24,7 +26,9 @@ from reactive_temporal.secret_rules import (
     MARKER_PREFIX,
     Rule,
     both_cases,
+    keylike,
     marker,
+    rule,
     secret_of,
 )
 
@@ -53,6 +57,18 @@ ENCODED: tuple[Rule, ...] = (
     ),
 )
 """With the names' rules: a value they took is a marker by then."""
+
+URL_TOKENS: tuple[Rule, ...] = (
+    # a token as a URL's whole userinfo: `https://<token>@github.com/o/r.git` (GitHub's, and
+    # GitLab's, documented way to clone with one); a user's name has no 16 random characters
+    rule(
+        CREDENTIAL,
+        r"://(?P<secret>[A-Za-z0-9_-]{16,255})@(?=[A-Za-z0-9\[])",
+        keylike,
+        needles=("://",),
+    ),
+)
+"""With the names' rules, after the URL's `user:password@`."""
 
 _COOKIES = re.compile(
     r"(?i)(?:(?<![\w-])(?:set-)?cookie[\"']?[ \t]*:|(?<![\w-])--cookie(?:[ \t]*=|[ \t]+))"

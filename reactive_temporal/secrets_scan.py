@@ -109,13 +109,13 @@ from reactive_temporal.secret_rules import (  # noqa: F401 (the kinds, as caller
     apply,
     marker,
 )
-from reactive_temporal.secret_web import ENCODED, cookies
+from reactive_temporal.secret_web import ENCODED, URL_TOKENS, cookies
 from reactive_temporal.secret_wrap import wrapped
 
 T = TypeVar("T")
 _CUTS = CUT_FORMATS + CUT_TAILS
 """A cut key's head, then its tail: the tail is known by the head's marker."""
-_NAMED = LABELS + ENCODED + MARKUP + PROSE
+_NAMED = LABELS + URL_TOKENS + ENCODED + MARKUP + PROSE
 """Values known by their names, in markup, told in prose: one `apply`, so the text is folded
 for their case-ignoring needles once, not once a module."""
 

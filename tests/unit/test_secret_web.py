@@ -17,6 +17,15 @@ ENCODED = [
     ("data=%7B%22password%22%3A%22", "hunter2", "%22%7D", PASSWORD),  # JSON, encoded
     ("data=%7B%22password%22%3A%20%22", "Tr0ub%264dor%203", "%22%7D", PASSWORD),
     ("?cfg=api_key%3D", "a1b2c3d4e5f6g7h8", "%26page%3D2", CREDENTIAL),
+    # a token as a URL's whole userinfo
+    (
+        "git clone https://",
+        "0123456789abcdef0123456789abcdef01234567",
+        "@github.com/o/r",
+        CREDENTIAL,
+    ),
+    ("remote: https://", "a1B2c3D4e5F6g7H8i9J0", "@gitlab.example.com", CREDENTIAL),
+    ('url = "https://', "a1B2c3D4e5F6g7H8i9J0", '@github.com"', CREDENTIAL),
 ]
 
 COOKIES = [
@@ -68,6 +77,9 @@ def test_a_session_token_cookie_is_replaced_once():
         "Set-Cookie: sessionid=deleted; expires=Thu, 01 Jan 1970 00:00:00 GMT; Max-Age=0",
         "Set-Cookie: session=; Path=/; Domain=example.com; SameSite=Lax",
         "the session cookie sessionid=abc123def456ghi789 is set on login",  # no header
+        # a user's name as a URL's userinfo
+        "https://git@github.com/o/r ssh://deploy-user-account@host https://john.doe@x.io/",
+        "https://svc_account_for_ci_builds@host.io/ and mailto://abcdefghijklmnop@x.io",
     ],
 )
 def test_placeholders_nonces_and_cookies_without_a_session_are_left(text: str):

@@ -573,6 +573,8 @@ HOSTILE = [
     "ENV " + "a" * 1_000_000,
     "password%3D" * 90_910,
     "%22password%22%3A%22" + "a" * 1_000_000,
+    "://" + "a1" * 500_000 + "@x",
+    "://a1b2c3d4e5f6g7h8i9@" * 45_455,
     "Cookie: " * 125_000,
     "Cookie: " + "sid=" * 250_000,
     "Set-Cookie: " + "a" * 1_000_000,
@@ -715,6 +717,7 @@ LABELLED = [
     "Password → hunter2",
     "PASSWORD%3dhunter2&api_key%3Aa1b2c3d4e5f6g7h8",
     "%7B%22password%22%3A%22hunter2%22%7D",
+    "git clone https://a1B2c3D4e5F6g7H8i9J0@github.com/o/r",
 ]
 
 
