@@ -85,15 +85,25 @@ class Completion:
         choices = self.response.choices
         if not choices:
             return None
-        choice = choices[0]
-        reason = choice.finish_reason
-        error = getattr(choice, "error", None) or getattr(self.response, "error", None)
+        reason = choices[0].finish_reason
+        error = self.error
         broken = isinstance(reason, str) and reason.strip().lower() in BROKEN_OFF_REASONS
         if not error and not broken:
             return None
         words = _error_words(error) if error else ""
         said = words or f"finish_reason {reason!r}, no error said"
         return said[:BROKEN_OFF_MAX_CHARS]
+
+    @property
+    def error(self) -> object:
+        """The error object a 200 carried in its first choice or beside its choices (as
+        the endpoint sent it, or as the client built it), None when it carried none."""
+        choices = self.response.choices
+        if not choices:
+            return None
+        error = getattr(choices[0], "error", None) or getattr(self.response, "error", None)
+        dump = getattr(error, "model_dump", None)
+        return dump() if error and not isinstance(error, Mapping) and callable(dump) else error
 
     @property
     def finish_reason(self) -> str | None:

@@ -43,11 +43,12 @@ from temporalio import activity
 from activities.completion import Completion
 from activities.heartbeat import heartbeating
 from activities.llm_errors import llm_errors, never_connected
-from activities.llm_request import ContextWindowExceeded, client_timeout
+from activities.llm_request import client_timeout
 from activities.llm_stream import Added, StreamedReply, whole_reply_as_chunk
 from activities.llm_usage import prompt_count_low, usage_of
 from activities.prompted_tools import tools_in_prompt
 from activities.request_messages import for_strict_templates, thinking_back
+from activities.status_in_reply import raise_if_failed_as_status, raise_if_overflow
 from reactive_temporal.capabilities import (
     ModelCapabilities,
     WantedParams,
@@ -58,7 +59,6 @@ from reactive_temporal.llm_endpoints import endpoint_for
 from reactive_temporal.model_quirks import (
     SHAPE_WORDS,
     ModelQuirks,
-    read_context_overflow,
     read_rejection,
     read_shape_refusal,
     read_stream_refusal,
@@ -258,7 +258,9 @@ class LlmEndpoint:
                 cost_usd=cost,
                 response_model=response.model,
             )
-        return Completion(response=response, usage=usage, cost=cost)
+        completion = Completion(response=response, usage=usage, cost=cost)
+        raise_if_failed_as_status(self.quirks, model, completion, max_attempts)
+        return completion
 
     async def _send_adapted(
         self,
@@ -318,6 +320,9 @@ class LlmEndpoint:
                     f" and sends {rejection.use_instead!r}" if rejection.use_instead else "",
                     str(err.message)[:200],
                 )
+            except openai.APIError as err:  # an error object in place of the rest of a stream
+                self._raise_if_overflow(model, err)  # a context window passed, said late
+                raise
         raise AssertionError("unreachable")  # the loop returns or raises
 
     def _learned_shape(self, model: str, err: openai.APIStatusError) -> bool:
@@ -336,14 +341,10 @@ class LlmEndpoint:
         )
         return True
 
-    def _raise_if_overflow(self, model: str, err: openai.APIStatusError) -> None:
-        """ContextWindowExceeded when the refusal says the request was too long (the window
-        learned when it names one)."""
-        overflow = read_context_overflow(err.body)
-        if overflow is not None:
-            if overflow.limit is not None:
-                self.quirks.learn_context(model, overflow.limit)
-            raise ContextWindowExceeded(model, str(err.message), overflow.limit) from err
+    def _raise_if_overflow(self, model: str, err: openai.APIError) -> None:
+        """ContextWindowExceeded when the refusal (or an error object streamed in place of
+        the reply) says the request was too long (the window learned when it names one)."""
+        raise_if_overflow(self.quirks, model, err.body, str(err.message), cause=err)
 
     async def _send(self, body: dict[str, Any], http_timeout: float) -> ChatCompletion:
         """One HTTP call, the request as it is."""

@@ -16,6 +16,7 @@ import math
 import random
 import socket
 import ssl
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -35,6 +36,7 @@ from reactive_temporal.model_quirks import (
     error_message,
     failed_generation,
 )
+from reactive_temporal.reply_errors import RateLimited, read_rate_limit
 
 RETRYABLE_STATUS = {408, 409, 429}
 NEVER_RETRIED_CODES = {"insufficient_quota"}
@@ -136,6 +138,38 @@ def raise_for_status(
         next_retry_delay=asked,
     ) from None  # not chained: the client's error holds the whole body (megabytes, maybe), and
     # a failure past Temporal's size limit arrives as "Failure exceeds size limit", its cause lost
+
+
+def rate_limited_reply(
+    said: str,
+    limit: RateLimited,
+    *,
+    last_attempt: bool = False,
+    limited: RateLimitWait | None = None,
+    details: object = None,
+) -> ApplicationError:
+    """An error object a 200 carried in place of (the rest of) its reply that is a rate
+    limit (`reply_errors.read_rate_limit`): waited out as a 429 is (`raise_for_status`),
+    after the wait it asked for, rather than counted against the model's attempts as a
+    reply that broke off. `details`: what the caller carries with it (the bill)."""
+    asked = (
+        timedelta(seconds=min(limit.retry_after, MAX_RETRY_DELAY_SECONDS))
+        if limit.retry_after is not None
+        else None
+    )
+    final, gave_up = last_attempt, " (attempts exhausted)"
+    if limited is not None:
+        final = limited.waited >= RATE_LIMIT_PATIENCE_SECONDS
+        gave_up = f" (rate limited for {limited.waited:.0f} s)"
+        asked = None if final else limited.delay(asked)
+    return ApplicationError(
+        f"LLM endpoint said it is rate limited, in a 200 in place of its reply: {said[:500]}"
+        f"{gave_up if final else ''}",
+        *(() if details is None else (details,)),
+        type="LlmHttpError",
+        non_retryable=final,
+        next_retry_delay=asked,
+    )
 
 
 def _sent_authorization(err: openai.APIStatusError) -> str | None:
@@ -272,6 +306,10 @@ def llm_errors(max_attempts: int | None = None) -> Iterator[None]:
         ) from err
     except openai.APIError as err:  # an error object in a 200's stream (a gateway's, mid-reply)
         said = error_message(err.body) or str(err.message)
+        if (limit := read_rate_limit(err.body, now=time.time())) is not None:
+            raise rate_limited_reply(
+                said, limit, last_attempt=last, limited=RateLimitWait.now()
+            ) from None
         raise ApplicationError(
             f"LLM endpoint sent an error in place of the rest of its reply: {said[:500]}"
             f"{' (attempts exhausted)' if last else ''}",

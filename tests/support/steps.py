@@ -27,6 +27,7 @@ def attempt(
     env.info = dataclasses.replace(
         env.info,
         attempt=number,
+        scheduled_time=datetime.now(UTC),  # the step's first attempt, as rate limits count it
         started_time=datetime.now(UTC),
         start_to_close_timeout=start_to_close,
         workflow_run_id=workflow_run_id,
