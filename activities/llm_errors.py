@@ -28,6 +28,7 @@ import openai
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.failed_generation import refused_generation
 from reactive_temporal.errors import causes, root_cause
 from reactive_temporal.key_files import renewed_since
 from reactive_temporal.model_quirks import (
@@ -172,6 +173,15 @@ def rate_limited_reply(
     )
 
 
+def _whole_body(err: openai.APIStatusError) -> object:
+    """The refusal's body as it came (the client keeps only its `error` in `err.body`), None
+    when it was no JSON."""
+    try:
+        return err.response.json()
+    except (ValueError, RuntimeError, AttributeError):
+        return None
+
+
 def _sent_authorization(err: openai.APIStatusError) -> str | None:
     """The `Authorization` header the refused request carried."""
     try:
@@ -294,7 +304,10 @@ def llm_errors(max_attempts: int | None = None) -> Iterator[None]:
     try:
         yield
     except openai.APIStatusError as err:
-        raise_for_status(err, last_attempt=last, limited=RateLimitWait.now())
+        try:
+            raise_for_status(err, last_attempt=last, limited=RateLimitWait.now())
+        except ApplicationError as refused:  # with the model's refused calls, when it is that
+            raise refused_generation(refused, err.body, _whole_body(err)) from None
     except (openai.APIConnectionError, openai.APITimeoutError) as err:
         refuse_untrusted(err)
         cause = root_cause(err)  # the machine's words: "Name or service not known"

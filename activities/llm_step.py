@@ -29,6 +29,7 @@ from temporalio.exceptions import ApplicationError
 
 from activities.completion import Completion
 from activities.debrief_store import DebriefStore
+from activities.failed_generation import RefusedGeneration, recovered_reply
 from activities.heartbeat import heartbeating, last_heartbeat
 from activities.held_reply import held_reply, hold
 from activities.llm_calls import LlmEndpoint
@@ -53,10 +54,9 @@ from activities.step_records import (
 )
 from activities.store import Store
 from activities.text_stream import TextStream
-from activities.transcript_rows import ThoughtEntry
+from activities.transcript_rows import thinking_tokens
 from activities.transcripts import Transcripts
 from activities.turn_state import recorded_state
-from reactive_temporal.context_window import estimate_tokens
 from reactive_temporal.contracts import names
 from reactive_temporal.contracts.events import NewEvent, once_key
 from reactive_temporal.contracts.llm_payloads import BilledReplies, LlmStepInput, LlmStepResult
@@ -330,7 +330,7 @@ class LlmActivities:
             refused=refused,
             conn=conn,
             recorded=recorded,
-            thinking=_thinking_tokens(transcript) if caps.thinking_sent_back else None,
+            thinking=thinking_tokens(transcript) if caps.thinking_sent_back else None,
         )
 
     async def _complete_within_window(
@@ -364,6 +364,14 @@ class LlmActivities:
                     on_thinking=live.add_thinking if live is not None else None,
                 )
                 return completion, context, overflows
+            except RefusedGeneration as failed:  # Groq's: calls its parser refused, as written
+                names = {wire_name(n): n for n in input.tool_names}
+                recovered = recovered_reply(
+                    failed, request, names, input.seq, transcript, self.llm.prices
+                )
+                if recovered is None:
+                    raise
+                return recovered, context, overflows
             except ContextWindowExceeded:
                 if overflows == MAX_OVERFLOW_RETRIES:
                     raise
@@ -383,14 +391,6 @@ class LlmActivities:
                     context.estimated,
                 )
         raise AssertionError("unreachable")
-
-
-def _thinking_tokens(transcript: list[SeqMessage]) -> dict[int, int]:
-    return {
-        e.seq: estimate_tokens(e.thinking)
-        for e in transcript
-        if isinstance(e, ThoughtEntry) and e.thinking
-    }
 
 
 def _billed_before() -> tuple[Usage, float]:

@@ -3,9 +3,11 @@ model's turn's step recorded beside the message when asked (`ThoughtEntry`)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from activities.turn_state import TurnState, read_state
+from reactive_temporal.context_window import estimate_tokens
 from reactive_temporal.contracts.run import Message, SeqMessage, ToolCall
 
 
@@ -69,3 +71,13 @@ def seq_messages(rows: list[dict[str, Any]]) -> list[SeqMessage]:
         )
         for r in rows
     ]
+
+
+def thinking_tokens(transcript: Sequence[SeqMessage]) -> dict[int, int]:
+    """The estimated tokens of each step's recorded thinking, by its place (for an endpoint
+    that wants it sent back, `ModelCapabilities.thinking_sent_back`)."""
+    return {
+        e.seq: estimate_tokens(e.thinking)
+        for e in transcript
+        if isinstance(e, ThoughtEntry) and e.thinking
+    }
