@@ -129,10 +129,11 @@ class _Choice:
 
     def _index_of(self, call: dict[str, Any]) -> int:
         """The call a fragment belongs to: the one its `index` stands for, unless the
-        fragment names another id, or names a function after that call was whole (a new
-        call, under an index used before). Without an index (endpoints that leave it out:
-        their calls were dropped), the call with its id, a new call for a new id or a new
-        name, and other fragments continue the last call."""
+        fragment names another id with a function or after that call was whole, or names a
+        function after that call was whole (a new call, under an index used before). Without
+        an index (endpoints that leave it out: their calls were dropped), the call with its
+        id, a new call for a new id or a new name, and other fragments continue the last
+        call."""
         index, call_id = call.get("index"), call.get("id")
         call_id = call_id if isinstance(call_id, str) and call_id else None
         named = isinstance(call.get("function"), dict) and bool(call["function"].get("name"))
@@ -142,7 +143,11 @@ class _Choice:
                 slot = index
             else:
                 current = self.tool_calls[slot]
-                if (call_id and current.id and call_id != current.id) or (
+                renamed = bool(call_id and current.id and call_id != current.id)
+                # a new id is a new call when it names one, or the call so far is whole: an
+                # endpoint that makes up an id for every chunk (vLLM's tool parsers, in some
+                # versions) continues its call under another, and it was cut in pieces
+                if (renamed and (named or current.complete())) or (
                     named and not call_id and current.complete()
                 ):
                     slot = self._next()

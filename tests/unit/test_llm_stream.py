@@ -206,3 +206,26 @@ def test_calls_of_an_endpoint_that_sends_no_index_are_kept():
     assert [
         (c.id, c.function.name, c.function.arguments) for c in calls_of(reply.completion())
     ] == [("c1", "lookup", '{"sku": "A"}'), ("c2", "lookup", '{"sku": "B"}')]
+
+
+def test_a_new_id_is_a_new_call_only_when_it_names_one_or_the_last_is_whole():
+    """Under one `index`: a proxy that numbers every call 0 starts each with a new id and its
+    name (two calls); an endpoint that makes up an id for every chunk continues one call
+    (one call, whole)."""
+
+    def fragment(call_id: str, arguments: str, name: str | None = None) -> dict:
+        function = {"arguments": arguments, **({"name": name} if name else {})}
+        call = {"index": 0, "id": call_id, "function": function}
+        return {"choices": [{"index": 0, "delta": {"tool_calls": [call]}}]}
+
+    proxy = [fragment("c1", '{"sku": "A"}', "lookup"), fragment("c2", '{"sku": "B"}', "lookup")]
+    reply, _ = merged(proxy)
+    assert [(c.id, c.function.arguments) for c in calls_of(reply.completion())] == [
+        ("c1", '{"sku": "A"}'),
+        ("c2", '{"sku": "B"}'),
+    ]
+    renamed = [fragment("a", "", "lookup"), fragment("b", '{"sku"'), fragment("c", ': "A"}')]
+    reply, _ = merged(renamed)
+    assert [(c.id, c.function.arguments) for c in calls_of(reply.completion())] == [
+        ("a", '{"sku": "A"}')
+    ]
