@@ -12,8 +12,10 @@ provider's own words, in whichever shape it sent them, are in the error.
 from __future__ import annotations
 
 import contextlib
+import html
 import math
 import random
+import re
 import socket
 import ssl
 import time
@@ -121,6 +123,7 @@ def raise_for_status(
     # what the provider said, in whichever shape (the client reads only OpenAI's, and said
     # "Error code: 400" for Gemini's, TGI's, a `detail` or a plain-text body)
     detail = error_message(err.body) or (err.message if isinstance(err.message, str) else "")
+    detail = page_text(detail)  # a proxy's or a load balancer's page (408, 502, 504)
     if (written := failed_generation(err.body)) is not None:  # Groq's: what the model wrote
         detail = f"{detail[:300]} (the model wrote: {written[:FAILED_GENERATION_MAX_CHARS]!r})"
     asked = retry_delay(err.response.headers if err.response is not None else None, err.body)
@@ -171,6 +174,25 @@ def rate_limited_reply(
         non_retryable=final,
         next_retry_delay=asked,
     )
+
+
+_TAG = re.compile(r"<(script|style)\b.*?</\1\s*>|<[^>]*>", re.I | re.S)
+_TITLE = re.compile(r"<title[^>]*>(.*?)</title", re.I | re.S)
+
+
+def page_text(detail: str) -> str:
+    """An error that is an HTML page (nginx's, a cloud load balancer's 504 "Gateway
+    Time-out") as its words: its title and text without markup, which the run's error
+    showed as 500 characters of tags and styles; anything else as it is."""
+    head = detail.lstrip()[:200].lower()
+    if not head.startswith("<") or not ("<html" in head or "<!doctype" in head):
+        return detail
+    title = _TITLE.search(detail)
+    text = " ".join(html.unescape(_TAG.sub(" ", detail)).split())
+    named = " ".join(html.unescape(title.group(1)).split()) if title else ""
+    if named and text.startswith(named):
+        text = text[len(named) :].strip()
+    return f"{named}: {text}" if named and text else named or text or detail
 
 
 def _whole_body(err: openai.APIStatusError) -> object:

@@ -7,9 +7,15 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from temporalio.exceptions import ApplicationError
 
-from reactive_temporal.embedded.scripted_llm import Reply, ScriptedLLM
+from activities.llm_calls import LlmEndpoint
+from activities.llm_request import chat_request
+from reactive_temporal.config import Settings
+from reactive_temporal.embedded.scripted_llm import Raw, Reply, ScriptedLLM
+from reactive_temporal.hosting.worker_factory import llm_client
 from tests.support.sse_replies import chunk, sse
+from tests.support.steps import attempt
 from tests.workflow.conftest import Harness
 
 pytestmark = [pytest.mark.faults, pytest.mark.workflow]
@@ -45,3 +51,44 @@ async def test_a_streamed_call_whose_id_changes_each_chunk_is_one_call(
     ], calls
     results = [m["content"] for m in sent[1]["messages"] if m["role"] == "tool"]
     assert len(results) == 1 and "42" in results[0], results
+
+
+NGINX_504 = (
+    b"<html>\r\n<head><title>504 Gateway Time-out</title></head>\r\n<body>\r\n"
+    b"<center><h1>504 Gateway Time-out</h1></center>\r\n<hr><center>nginx</center>\r\n"
+    b"</body>\r\n</html>\r\n"
+)
+CLOUD_408 = (
+    b"<!DOCTYPE html><html lang=en><head><meta charset=utf-8><title>Error 408 (Request "
+    b"Timeout)!!1</title><style>*{margin:0;padding:0}html,code{font:15px/22px arial}"
+    + b"a{color:#777}"
+    * 40
+    + b"</style></head><body><p><b>408.</b> That&#39;s an error.<p>Your client has taken too "
+    b"long to issue its request.</body></html>"
+)
+
+
+@pytest.mark.parametrize(
+    ("status", "page", "said"),
+    [
+        (504, NGINX_504, "504 Gateway Time-out"),
+        (408, CLOUD_408, "Your client has taken too long to issue its request."),
+    ],
+)
+async def test_a_gateway_s_error_page_is_said_in_its_words(
+    status: int, page: bytes, said: str, settings: Settings, llm: ScriptedLLM, model_name: str
+):
+    """A proxy's or a load balancer's timeout answers with its HTML page: the run's error was
+    the page's first 500 characters of markup and styles ("<html>\\r\\n<head><title>…"),
+    the words often past them. Its title and text are said; it is retried as before."""
+    llm.script(model_name, [Raw([page], status=status, content_type="text/html")])
+    endpoint = LlmEndpoint(llm_client(settings, llm.base_url))
+    request = chat_request(model_name, [{"role": "user", "content": "hi"}])
+    try:
+        with pytest.raises(ApplicationError) as refused:
+            await attempt(1).run(endpoint.complete, request, max_attempts=3)
+    finally:
+        await endpoint.close()
+    message = str(refused.value)
+    assert said in message and "<" not in message and "{" not in message, message
+    assert refused.value.non_retryable is False
