@@ -40,6 +40,7 @@ import openai
 from openai.types.chat import ChatCompletion
 from temporalio import activity
 
+from activities import status_in_reply as statuses
 from activities.completion import Completion
 from activities.heartbeat import heartbeating
 from activities.llm_errors import llm_errors, never_connected
@@ -48,7 +49,6 @@ from activities.llm_stream import Added, StreamedReply, whole_reply_as_chunk
 from activities.llm_usage import prompt_count_low, usage_of
 from activities.prompted_tools import tools_in_prompt
 from activities.request_messages import for_strict_templates, thinking_back
-from activities.status_in_reply import raise_if_failed_as_status, raise_if_overflow
 from reactive_temporal.capabilities import (
     ModelCapabilities,
     WantedParams,
@@ -242,6 +242,7 @@ class LlmEndpoint:
                     raise ValueError(f"not a chat completion: {str(response)[:200]!r}")
                 error = getattr(response, "error", None)  # a 200 whose body is an error
                 if error and not getattr(response, "choices", None):
+                    statuses.raise_if_status_in(self.quirks, model, error, max_attempts)
                     raise ValueError(f"the endpoint answered with an error: {str(error)[:300]}")
                 usage = usage_of(response, request)
             prompt_count_low(model, usage, request, self.low_counts)  # billed as reported
@@ -259,7 +260,7 @@ class LlmEndpoint:
                 response_model=response.model,
             )
         completion = Completion(response=response, usage=usage, cost=cost)
-        raise_if_failed_as_status(self.quirks, model, completion, max_attempts)
+        statuses.raise_if_failed_as_status(self.quirks, model, completion, max_attempts)
         return completion
 
     async def _send_adapted(
@@ -342,9 +343,8 @@ class LlmEndpoint:
         return True
 
     def _raise_if_overflow(self, model: str, err: openai.APIError) -> None:
-        """ContextWindowExceeded when the refusal (or an error object streamed in place of
-        the reply) says the request was too long (the window learned when it names one)."""
-        raise_if_overflow(self.quirks, model, err.body, str(err.message), cause=err)
+        """ContextWindowExceeded when the refusal says the request was too long."""
+        statuses.raise_if_overflow(self.quirks, model, err.body, str(err.message), cause=err)
 
     async def _send(self, body: dict[str, Any], http_timeout: float) -> ChatCompletion:
         """One HTTP call, the request as it is."""
@@ -383,6 +383,7 @@ class LlmEndpoint:
                 # as one chunk (it was read as an empty stream: a billed reply thrown away)
                 whole = whole_reply_as_chunk(await stream.response.aread())
                 if isinstance(whole, dict) and whole.get("error") and not whole.get("choices"):
+                    statuses.raise_if_status_in(self.quirks, str(body.get("model")), whole["error"])
                     raise ValueError(f"the endpoint answered with an error: {whole['error']}"[:400])
                 _hand_on(reply.merge(whole), on_text, on_thinking)
                 return reply.completion()

@@ -41,15 +41,20 @@ def raise_if_overflow(
         raise ContextWindowExceeded(model, said, overflow.limit) from cause
 
 
-def raise_if_failed_as_status(
-    quirks: ModelQuirks, model: str, completion: Completion, max_attempts: int | None
+def raise_if_status_in(
+    quirks: ModelQuirks,
+    model: str,
+    error: object,
+    max_attempts: int | None = None,
+    bill: BilledReplies | None = None,
 ) -> None:
-    """A 200 whose reply broke off with an error object that says what a status would have
-    (`Completion.error`): a context window passed is ContextWindowExceeded, as a 400's is; a
-    rate limit is waited out as a 429 is (`llm_errors.rate_limited_reply`), with the reply's
-    bill added to what earlier attempts were billed for (`BilledReplies`, in the heartbeat
-    and the failure), where both were counted against the model's attempts as a bad reply."""
-    error = completion.error
+    """An error object a 200 carried (in or beside its choices, or as its whole body) that
+    says what a status would have: a context window passed is ContextWindowExceeded, as a
+    400's is; a rate limit is waited out as a 429 is (`llm_errors.rate_limited_reply`),
+    with `bill` (the reply's) added to what earlier attempts were billed for
+    (`BilledReplies`, in the heartbeat and the failure). Anything else returns."""
+    dump = getattr(error, "model_dump", None)
+    error = dump() if error and not isinstance(error, Mapping) and callable(dump) else error
     if not error:
         return
     said = error_message({"error": error} if isinstance(error, Mapping) else error)
@@ -57,15 +62,27 @@ def raise_if_failed_as_status(
     limit = read_rate_limit(error, now=time.time())
     if limit is None:
         return
-    earlier = last_heartbeat(BilledReplies) or BilledReplies()
-    billed = BilledReplies(
-        usage=earlier.usage + completion.usage, cost=earlier.cost + completion.cost
-    ).model_dump(mode="json")
-    activity.heartbeat(billed)  # the next attempt counts it (`llm_step._billed_before`)
+    details = None
+    if bill is not None:
+        earlier = last_heartbeat(BilledReplies) or BilledReplies()
+        details = BilledReplies(
+            usage=earlier.usage + bill.usage, cost=earlier.cost + bill.cost
+        ).model_dump(mode="json")
+        activity.heartbeat(details)  # the next attempt counts it (`llm_step._billed_before`)
     raise rate_limited_reply(
         said or "rate limited",
         limit,
-        last_attempt=attempts_exhausted(max_attempts),
+        last_attempt=max_attempts is not None and attempts_exhausted(max_attempts),
         limited=RateLimitWait.now(),
-        details=billed,
+        details=details,
     )
+
+
+def raise_if_failed_as_status(
+    quirks: ModelQuirks, model: str, completion: Completion, max_attempts: int | None
+) -> None:
+    """A 200 whose reply broke off with an error object that says what a status would have
+    (`Completion.error`, `raise_if_status_in`), billed for the reply, where both were
+    counted against the model's attempts as a bad reply."""
+    bill = BilledReplies(usage=completion.usage, cost=completion.cost)
+    raise_if_status_in(quirks, model, completion.error, max_attempts, bill)

@@ -33,9 +33,9 @@ RATE_LIMITED_NAMES = {
 }
 NEVER_WAITED_NAMES = {"insufficient_quota"}
 """A 429 that no wait ends (OpenAI's account out of credit): not a rate limit here."""
-_RATE_LIMIT_WORDS = re.compile(
-    r"rate[ _-]?limit|too many requests|resource[ _]exhausted|overloaded", re.I
-)
+_RATE_LIMIT_WORDS = re.compile(r"rate[ _-]?limit|too many requests|resource[ _]exhausted", re.I)
+"""A rate limit's words. Not "overloaded" alone: a server that failed mid-reply says it too,
+and that is the model failing (Anthropic's own is named, `overloaded_error`)."""
 _TRY_AGAIN = re.compile(
     r"try again in (?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m(?!s))?(?:(\d+(?:\.\d+)?)(ms|s))?",
     re.I,

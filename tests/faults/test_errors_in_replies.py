@@ -192,3 +192,28 @@ async def test_a_run_rate_limited_mid_stream_goes_on_past_its_llm_attempts(
     assert (result.terminated_by, result.output) == ("final_answer", "42"), result
     assert len(llm.requests[model_name]) == 3
     assert result.metadata.prompt_tokens == 1010, result.metadata
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+async def test_a_200_whose_whole_body_is_a_rate_limit_is_waited_out(
+    streamed: bool, settings: Settings, llm: ScriptedLLM, model_name: str
+):
+    """A gateway's 200 whose body is nothing but an error object (asked to stream, or not)
+    was a reply that could not be read, counted against the model's attempts, also when it
+    said the provider was rate limited or the request too long."""
+    limited = whole(None, HALF)
+    limited.parts = [json.dumps({"error": openrouter_429(5)}).encode()]
+    over = whole(None, HALF)
+    over.parts = [json.dumps({"error": OVERFLOW}).encode()]
+    llm.script(model_name, [limited, over])
+    endpoint = LlmEndpoint(llm_client(settings, llm.base_url))
+    request = chat_request(model_name, [{"role": "user", "content": "hi"}])
+    on_text = (lambda _: None) if streamed else None
+    try:
+        with pytest.raises(ApplicationError) as refused:
+            await attempt(1).run(endpoint.complete, request, max_attempts=1, on_text=on_text)
+        assert (refused.value.type, refused.value.non_retryable) == ("LlmHttpError", False)
+        with pytest.raises(ContextWindowExceeded):
+            await attempt(1).run(endpoint.complete, request, max_attempts=1, on_text=on_text)
+    finally:
+        await endpoint.close()

@@ -62,6 +62,7 @@ def test_a_rate_limit_is_read_with_its_wait(error: dict[str, object], wait: floa
     "error",
     [
         {"code": 502, "message": "Provider disconnected unexpectedly"},
+        {"message": "overloaded"},  # a server failing mid-reply: the model failing
         {"code": 429, "type": "insufficient_quota", "message": "You exceeded your current quota"},
         {"code": "context_length_exceeded", "message": "maximum context length is 8192"},
         "rate limit",  # no object: nothing to read
