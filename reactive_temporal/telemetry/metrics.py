@@ -81,8 +81,8 @@ LLM_ADAPTATIONS = Counter(
     "reactive_temporal_llm_adaptations",
     "What the worker did about a model endpoint's quirks, by kind: parameter_left_out, "
     "shape_learned, thinks_learned (each once per model and worker), calls_in_text, "
-    "harmony_in_text, unread_text_calls, tool_name_unwrapped, prompt_count_low (each "
-    "reply): a steady rate names an endpoint to configure.",
+    "harmony_in_text, unread_text_calls, tool_name_unwrapped, prompt_count_low, "
+    "refused_calls_read (each reply): a steady rate names an endpoint to configure.",
     ["model", "kind"],
     registry=REGISTRY,
 )
@@ -95,6 +95,7 @@ ADAPTATIONS = (
     "unread_text_calls",
     "tool_name_unwrapped",
     "prompt_count_low",
+    "refused_calls_read",
 )
 TEMPORAL_CERT_EXPIRY = Gauge(
     "reactive_temporal_temporal_client_cert_expiry_timestamp_seconds",
