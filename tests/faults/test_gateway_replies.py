@@ -24,6 +24,8 @@ from reactive_temporal.embedded.scripted_llm import (
     call,
 )
 from reactive_temporal.hosting.worker_factory import llm_client
+from tests.support import sse_replies
+from tests.support.sse_replies import USAGE, chunk, sse
 from tests.support.steps import attempt
 from tests.workflow.conftest import Harness
 
@@ -33,43 +35,13 @@ HALF = "FINAL ANSWER: The tallest building would stand"
 """What the model had written when its provider failed: a final answer cut mid-sentence."""
 DISCONNECTED = {"code": 502, "message": "Provider disconnected unexpectedly"}
 """OpenRouter's error object for a provider that failed while generating."""
-USAGE = {"prompt_tokens": 1000, "completion_tokens": 100, "total_tokens": 1100}
-
-
-def chunk(delta: dict[str, Any], finish: str | None = None, **choice: object) -> dict[str, Any]:
-    return {
-        "id": "gen-1",
-        "object": "chat.completion.chunk",
-        "created": 1,
-        "model": "m",
-        "choices": [{"index": 0, "delta": delta, "finish_reason": finish, **choice}],
-    }
-
-
-def sse(*events: object) -> Raw:
-    return Raw([*(f"data: {json.dumps(e)}\n\n".encode() for e in events), b"data: [DONE]\n\n"])
 
 
 def whole(
-    finish: str, choice: dict[str, Any] | None = None, content: object = HALF, **extra: object
+    finish: str, choice: dict[str, Any] | None = None, content: object = HALF, **extra: Any
 ) -> Raw:
-    body = {
-        "id": "gen-1",
-        "object": "chat.completion",
-        "created": 1,
-        "model": "m",
-        "choices": [
-            {
-                "index": 0,
-                "message": {"role": "assistant", "content": content},
-                "finish_reason": finish,
-                **(choice or {}),
-            }
-        ],
-        "usage": USAGE,
-        **extra,
-    }
-    return Raw([json.dumps(body).encode()], content_type="application/json")
+    """An unstreamed 200 whose message holds `content` (the half answer unless told)."""
+    return sse_replies.whole(finish, {"role": "assistant", "content": content}, choice, **extra)
 
 
 BROKEN_OFF: dict[str, Step] = {

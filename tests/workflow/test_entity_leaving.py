@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from typing import Any
 
 import pytest
 
@@ -21,9 +20,9 @@ from reactive_temporal.api.sessions import Session
 from reactive_temporal.contracts import names
 from reactive_temporal.contracts.entity import AgentState, AgentWorkflowInput, ChatRequest
 from reactive_temporal.contracts.run import AgentConfig
-from reactive_temporal.embedded.scripted_llm import Reply, ScriptedLLM
-from reactive_temporal.embedded.scripted_replies import call
+from reactive_temporal.embedded.scripted_llm import ScriptedLLM
 from tests.conftest import wait_for
+from tests.support.approval_turns import calculator_then_answer
 from tests.workflow.conftest import Harness
 
 pytestmark = pytest.mark.workflow
@@ -32,15 +31,6 @@ TURN_SECONDS = 60
 """A hang guard: a refused request is refused, not sent again for as long as a person waits."""
 TURNS_MAX = 40
 """More turns than the entity takes before it is due to continue as new (40 events)."""
-
-
-def calculator_then_answer(request: dict[str, Any]) -> Reply:
-    """A tool-path turn calls the calculator (approval needed); a direct one answers."""
-    if not request.get("tools"):
-        return Reply("ok")
-    if any(m["role"] == "tool" for m in request["messages"]):
-        return Reply("FINAL ANSWER: 42")
-    return Reply("Checking.", [call("calculator", expression="6*7")])
 
 
 async def test_a_request_to_an_agent_moving_on_behind_an_approval_is_refused_naming_it(

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from typing import Any
 
 import pytest
 
@@ -16,24 +15,15 @@ from reactive_temporal.api.session_waits import SessionWaitsOnApproval
 from reactive_temporal.api.sessions import Session
 from reactive_temporal.contracts.entity import ChatRequest
 from reactive_temporal.contracts.run import AgentConfig
-from reactive_temporal.embedded.scripted_llm import Reply, ScriptedLLM
-from reactive_temporal.embedded.scripted_replies import call
+from reactive_temporal.embedded.scripted_llm import ScriptedLLM
 from tests.conftest import wait_for
+from tests.support.approval_turns import calculator_then_answer
 from tests.workflow.conftest import Harness
 
 pytestmark = pytest.mark.workflow
 
 TURN_SECONDS = 60
 """A hang guard: the second turn is told at once, not after a person decides."""
-
-
-def calculator_then_answer(request: dict[str, Any]) -> Reply:
-    """A tool-path turn calls the calculator (approval needed); a direct one answers."""
-    if not request.get("tools"):
-        return Reply("ok")
-    if any(m["role"] == "tool" for m in request["messages"]):
-        return Reply("FINAL ANSWER: 42")
-    return Reply("Checking.", [call("calculator", expression="6*7")])
 
 
 async def test_a_turn_behind_its_session_s_parked_tool_turn_is_told_which_run_it_waits_for(
