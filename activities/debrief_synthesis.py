@@ -21,7 +21,6 @@ from typing import Any
 
 from pydantic import ValidationError
 from temporalio import activity
-from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 
 from activities.completion import Completion
@@ -32,7 +31,6 @@ from activities.llm_errors import unreadable_reply
 from activities.llm_request import ContextWindowExceeded, chat_request
 from activities.memory_redaction import redacted
 from activities.pg_refusals import refused_data_fails
-from activities.run_timelines import superseded
 from reactive_temporal.context_window import (
     CHARS_PER_TOKEN,
     estimate_tokens,
@@ -95,12 +93,9 @@ def _with_bill(err: ApplicationError, earlier: BilledReplies) -> ApplicationErro
 
 
 class DebriefActivities:
-    def __init__(
-        self, debriefs: DebriefStore, llm: LlmEndpoint, client: Client | None = None
-    ) -> None:
+    def __init__(self, debriefs: DebriefStore, llm: LlmEndpoint) -> None:
         self.debriefs = debriefs
         self.llm = llm
-        self.client = client
 
     @activity.defn(name=names.SYNTHESIZE_DEBRIEF)
     async def synthesize_debrief(self, request: SynthesisRequest) -> SynthesisResult:
@@ -190,19 +185,4 @@ class DebriefActivities:
     @activity.defn(name=names.PERSIST_DEBRIEF)
     @refused_data_fails
     async def persist_debrief(self, input: PersistDebriefInput) -> None:
-        """Keep the debrief, unless the execution it debriefs was reset since
-        (`activities/run_timelines.py`): the run's current timeline keeps its own."""
-        run_id = input.input.run_id
-        if (
-            input.parent_run is not None
-            and self.client is not None
-            and await superseded(self.client, run_id, input.parent_run)
-        ):
-            activity.logger.warning(
-                "debrief of run %s not kept: the run was reset since this debrief began "
-                "(its execution %s is no longer the current one)",
-                run_id,
-                input.parent_run,
-            )
-            return
         await self.debriefs.save(input.input, input.debrief)

@@ -25,7 +25,7 @@ from activities.debrief_store import DebriefStore
 from activities.memory_redaction import redacted, redacted_run
 from activities.pg_refusals import refused_data_fails
 from activities.run_stops import RUN_STOPS, announce_stop
-from activities.run_timelines import debrief_taken
+from activities.run_timelines import end_earlier_debrief
 from reactive_temporal import search_attributes as sa
 from reactive_temporal.contracts import names
 from reactive_temporal.contracts.entity import (
@@ -92,11 +92,13 @@ class EntityActivities:
         if run_key:  # whatever of the run still runs on this worker is nobody's to wait for
             RUN_STOPS.stop(run_key)
         announce = run_key if input.calls_in_flight else None  # and on the other workers
+        execution = activity.info().workflow_run_id or ""
         if input.persist is None and input.debrief_if_taken is not None:
             taken = input.debrief_if_taken
-            execution = activity.info().workflow_run_id or ""
-            if await debrief_taken(self.client, taken.input.run_id, execution):
+            if await end_earlier_debrief(self.client, taken.input.run_id, execution):
                 input = input.model_copy(update={"persist": taken})  # its child cannot start
+        elif input.persist is not None and input.earlier_timeline:  # kept here: not theirs
+            await end_earlier_debrief(self.client, input.persist.input.run_id, execution)
         if input.persist is not None or input.keep_last_run or announce:
             store = self._store(
                 "save a debrief"

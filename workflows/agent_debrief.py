@@ -81,7 +81,7 @@ class DebriefWorkflow:
         try:
             await workflow.execute_activity(
                 names.PERSIST_DEBRIEF,
-                persist_input(input.input, debrief, parent_run=self._parent_run()),
+                persist_input(input.input, debrief),
                 **STORE,  # Postgres may be down for a while: keep trying, nothing is lost
                 summary="persist debrief and lessons",
             )
@@ -106,14 +106,6 @@ class DebriefWorkflow:
         )
         workflow.set_current_details(f"done · {debrief.outcome} · {status}")
         return debrief
-
-    @staticmethod
-    def _parent_run() -> str | None:
-        """The run execution that started this debrief: the store keeps its debrief only
-        while that execution is the run's current one (not one reset since). An input, not
-        a command: debriefs from before replay alike."""
-        parent = workflow.info().parent
-        return parent.run_id if parent is not None else None
 
     @staticmethod
     def _bill_kept() -> bool:

@@ -312,9 +312,7 @@ def merge_synthesis(
     return debrief
 
 
-def persist_input(
-    input: DebriefInput, debrief: AgentDebrief, *, parent_run: str | None = None
-) -> PersistDebriefInput:
+def persist_input(input: DebriefInput, debrief: AgentDebrief) -> PersistDebriefInput:
     """The `persist_debrief` activity's input: the debrief, and of its input what the row keeps
     (the run, its task and output; `activities/debrief_store.py`). The answer's capture and
     the run's records are in the debrief already: sent twice, a run ended by an operator's
@@ -330,7 +328,7 @@ def persist_input(
             "approvals": [],
         }
     )
-    return PersistDebriefInput(input=kept, debrief=debrief, parent_run=parent_run)
+    return PersistDebriefInput(input=kept, debrief=debrief)
 
 
 def unusable_but_billed(result: SynthesisResult) -> bool:

@@ -189,6 +189,7 @@ class RunWrapUp:
                     and not_its_first_execution()
                     else None
                 ),
+                earlier_timeline=kept_here and not_its_first_execution(),
             ),
             **AGENT_SIGNAL,
             summary="keep the debrief, tell the agent"

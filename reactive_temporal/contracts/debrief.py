@@ -202,10 +202,6 @@ class PersistDebriefInput(InternalPayload):
 
     input: DebriefInput
     debrief: AgentDebrief
-    parent_run: str | None = None
-    """The Temporal run id of the run's execution whose DebriefWorkflow persists this; None
-    when the run keeps its own debrief. An execution since reset (the Web UI, `temporal
-    workflow reset`) is a new timeline of the run: the old one's debrief is not kept."""
 
 
 class StoredLesson(BaseModel):

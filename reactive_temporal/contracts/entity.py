@@ -309,4 +309,8 @@ class NotifyAgentInput(InternalPayload):
     debrief_if_taken: PersistDebriefInput | None = None
     """The run's deterministic debrief when it starts a DebriefWorkflow: saved here only when
     that workflow's id is taken by one an earlier timeline of the run started and is still
-    running (the run was reset meanwhile), which the run's own cannot start beside."""
+    running (the run was reset meanwhile), which the run's own cannot start beside; that one
+    is ended first (`activities/run_timelines.py`)."""
+    earlier_timeline: bool = False
+    """The run is not on its first execution (reset since): a debrief an earlier timeline
+    started and that still runs is ended before the run keeps its own (`persist`)."""

@@ -272,7 +272,7 @@ async def create_worker(
     llm = LlmActivities(store, endpoint, registry, records, transcript.seeding)
     tools = ToolActivities(store, registry, records)
     entity = EntityActivities(client, debriefs)
-    debrief = DebriefActivities(debriefs, endpoint, client)
+    debrief = DebriefActivities(debriefs, endpoint)
     events = RunEvents(store)
     chat = ChatActivities(SessionStore(store), endpoint, events, ChatUsageStore(store))
     extra: dict[str, Any] = {

@@ -238,9 +238,9 @@ async def test_a_run_reset_while_its_debrief_is_written_keeps_the_new_timeline_s
     new_run = await reset_to_first_task(client, failed.run_id)
     reset = client.get_workflow_handle(failed.run_id, run_id=new_run, result_type=AgentResult)
     assert (await asyncio.wait_for(reset.result(), 60)).terminated_by == "final_answer"
-    await asyncio.wait_for(
-        client.get_workflow_handle(old_debrief.id, run_id=old_execution).result(), 60
-    )  # the old timeline's debrief has done all it does
+    # the old timeline's debrief was ended by the reset run's wrap-up, before it kept anything
+    described = await client.get_workflow_handle(old_debrief.id, run_id=old_execution).describe()
+    assert described.status == WorkflowExecutionStatus.TERMINATED, described.status
 
     kept = await rows(
         database_url, "SELECT terminated_by FROM agent_debriefs WHERE run_id = %s", failed.run_id
