@@ -273,6 +273,15 @@ def harmony_so_far(text: str) -> tuple[str, str] | None:
     return _joined(thinking), _joined(answer)
 
 
+def never_harmony(text: str) -> bool:
+    """Whether `harmony_so_far` reads no text that begins with `text` as harmony: the lead it
+    reads is whole (past `_ROLE_CHARS`), and neither opens harmony nor may begin to."""
+    start = _LEADING_SPACE.match(text).end()  # type: ignore[union-attr]
+    if len(text) <= start + _ROLE_CHARS or text.startswith((*_OPENERS, _STRIPPED), start):
+        return False
+    return "<|channel|>" not in text[start : start + _ROLE_CHARS] and harmony_so_far(text) is None
+
+
 def _role_coming(lead: str) -> bool:
     """A recipient written before `<|channel|>`, so far with nothing after it."""
     role = _ROLE_SO_FAR.match(lead)

@@ -19,7 +19,7 @@ from typing import NamedTuple
 
 from reactive_temporal.bare_calls import UNREAD, BareScan, bare_call_scan, may_be_bare_call
 from reactive_temporal.text_calls import CALL_MARKERS, without_text_calls
-from reactive_temporal.thinking import thinking_so_far
+from reactive_temporal.thinking import PlainScan, thinking_so_far, thinking_so_far_from
 
 CHANNEL_PREFIX = "rt_run_"
 
@@ -33,7 +33,12 @@ _LONGEST_MARKER = max(len(marker) for marker in CALL_MARKERS)
 
 
 def calls_held_back(
-    answer: str, *, ended: bool = False, calls_only: bool = False, bare: bool | None = None
+    answer: str,
+    *,
+    ended: bool = False,
+    calls_only: bool = False,
+    bare: bool | None = None,
+    marked: int | None = None,
 ) -> str:
     """What to show of the answer so far of a reply whose calls are read from its text.
 
@@ -50,7 +55,8 @@ def calls_held_back(
     record knew), else `text_calls.without_text_calls`: a block with words after it was
     quoted, and a bare object that was no call is the model's answer; both are shown then.
     Only for such a model: one whose calls are not read from its text may quote the format,
-    and is shown as written."""
+    and is shown as written. `marked`: where the first marker is (-1: none), when worked out
+    already (`first_marker`)."""
     if ended:
         if calls_only:
             return ""
@@ -59,13 +65,25 @@ def calls_held_back(
         return answer[:lead] + kept if kept and answer[lead:].startswith(kept) else kept
     if may_be_bare_call(answer) if bare is None else bare:
         return ""
-    starts = [at for marker in CALL_MARKERS if (at := answer.find(marker)) >= 0]
-    if starts:
-        return answer[: min(starts)].rstrip()
+    at = first_marker(answer)[0] if marked is None else marked
+    if at >= 0:
+        return answer[:at].rstrip()
     for size in range(min(_LONGEST_MARKER - 1, len(answer)), 0, -1):
         if any(marker.startswith(answer[-size:]) for marker in CALL_MARKERS):
             return answer[:-size]
     return answer
+
+
+def first_marker(answer: str, since: tuple[int, int] = (-1, 0)) -> tuple[int, int]:
+    """Where the first of CALL_MARKERS is in `answer` (-1: none), and how far it was read: a
+    pair to go on from (`since`) for an answer that begins with the one it was read for,
+    which then costs its new characters (a long reply was searched whole at each delta)."""
+    at, read = since
+    if at >= 0 or read > len(answer):
+        return (at, read) if 0 <= at < len(answer) else first_marker(answer)
+    begin = max(0, read - _LONGEST_MARKER + 1)
+    starts = [at for marker in CALL_MARKERS if (at := answer.find(marker, begin)) >= 0]
+    return min(starts, default=-1), len(answer)
 
 
 class Shown(NamedTuple):
@@ -103,6 +121,10 @@ class TextFold:
         """The (step, attempt)s whose record read the reply as calls only, no words."""
         self._bare: dict[tuple[int, int], BareScan] = {}
         """How far each (step, attempt)'s answer was read as a bare call may be (read once)."""
+        self._plain: dict[tuple[int, int], PlainScan] = {}
+        """How far each (step, attempt)'s text was read for thinking (`thinking_so_far_from`)."""
+        self._marked: dict[tuple[int, int], tuple[int, int]] = {}
+        """How far each (step, attempt)'s answer was searched for a call's marker."""
 
     def take(
         self,
@@ -127,6 +149,9 @@ class TextFold:
         so_far = self._attempts.get(key, "")
         text = so_far[:position] + delta if position <= len(so_far) else so_far + delta
         self._attempts[key] = text
+        if position < len(so_far) and not thinking:  # read anew, not on from where it was
+            self._plain.pop((step, attempt), None)
+            self._marked.pop((step, attempt), None)
         self._latest[step] = attempt
         return self._show(step, self._view(step, attempt, ended=False))
 
@@ -142,16 +167,26 @@ class TextFold:
 
     def _view(self, step: int, attempt: int, *, ended: bool = True) -> tuple[str, str]:
         apart = self._attempts.get((step, attempt, True), "").strip()
-        thought, answer = thinking_so_far(
-            self._attempts.get((step, attempt, False), ""), ended=ended
-        )
+        text = self._attempts.get((step, attempt, False), "")
+        if ended:
+            thought, answer = thinking_so_far(text, ended=True)
+        else:
+            plain = self._plain.get((step, attempt), PlainScan())
+            (thought, answer), plain = thinking_so_far_from(text, plain)
+            self._plain[(step, attempt)] = plain
         if (step, attempt) in self._calls_in_text:
-            bare = None
+            bare = marked = None
             if not ended:
                 scan = self._bare.get((step, attempt), UNREAD)
                 bare, self._bare[(step, attempt)] = bare_call_scan(answer, scan)
+                goes_on = plain.answer_is_start  # else the answer is not the one searched
+                since = self._marked.get((step, attempt), (-1, 0)) if goes_on else (-1, 0)
+                marked, read = first_marker(answer, since)
+                self._marked[(step, attempt)] = (marked, read) if goes_on else (-1, 0)
             calls_only = (step, attempt) in self._calls_only
-            answer = calls_held_back(answer, ended=ended, calls_only=calls_only, bare=bare)
+            answer = calls_held_back(
+                answer, ended=ended, calls_only=calls_only, bare=bare, marked=marked
+            )
         return "\n\n".join(t for t in (apart, thought) if t), answer
 
     def _show(self, step: int, view: tuple[str, str]) -> list[Shown]:

@@ -23,9 +23,9 @@ Pure: no I/O.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, NamedTuple
 
-from reactive_temporal.harmony import harmony_so_far, read_harmony
+from reactive_temporal.harmony import harmony_so_far, never_harmony, read_harmony
 
 _OPENS = re.compile(r"\A\s*(?:<(?:think|thinking)>|\[THINK\])", re.IGNORECASE)
 _CLOSE = r"(?:</(?:think|thinking)>|\[/THINK\])"
@@ -114,6 +114,79 @@ def thinking_so_far(text: str, *, ended: bool = False) -> tuple[str, str]:
         return "", text
     thinking, answer = split_thinking(text)
     return thinking or "", answer or ""
+
+
+class PlainScan(NamedTuple):
+    """How far `thinking_so_far_from` has read a reply's text, to go on from as it grows."""
+
+    read: int = 0
+    """The characters read for the tags below."""
+    plain_from: int = -1
+    """The length from which its start says it is neither harmony nor a block a tag opened,
+    whatever follows (`_plain`); -1 while it does not."""
+    closes: bool = False
+    """`</` or `[/` was written: a closing tag may be there (read it all, as ever)."""
+    quotes: bool = False
+    """`<think` or `[think]` was written (`_quotes_a_tag`)."""
+    answer_is_start: bool = False
+    """The reading given is no thinking and the text's own start as the answer: the next
+    delta's answer reads on from it (its reader's scans go on)."""
+
+
+_QUOTED = ("<think", "[think]")
+_LOOK_BEHIND = max(len(tag) for tag in _QUOTED)
+
+
+def thinking_so_far_from(text: str, scan: PlainScan) -> tuple[tuple[str, str], PlainScan]:
+    """`thinking_so_far(text)`, and the scan to go on from at the next delta, for `text` that
+    begins with the text `scan` was given for (a reader starts from `PlainScan()` when it
+    does not). A plain reply, which most are, costs its new characters: it was read whole at
+    each delta, so a 600 kB reply cost a watcher minutes. Whatever may be thinking, harmony or
+    a closing tag is read by `thinking_so_far`, whole, as it was."""
+    window = text[max(0, scan.read - _LOOK_BEHIND) :].lower()
+    plain_from = scan.plain_from if scan.plain_from >= 0 else len(text) if _plain(text) else -1
+    scan = PlainScan(
+        len(text),
+        plain_from,
+        scan.closes or "</" in window or "[/" in window,
+        scan.quotes or any(tag in window for tag in _QUOTED),
+    )
+    if plain_from < 0 or scan.closes:
+        return thinking_so_far(text), scan
+    line_start = _short_last_line(text)
+    as_is = scan._replace(answer_is_start=True)
+    if line_start is None:
+        return ("", text), as_is
+    last_line = text[line_start:].strip(" \t").lower()
+    if scan.quotes or not any(tag.startswith(last_line) for tag in _CLOSE_TAGS):
+        return ("", text), as_is
+    if line_start < plain_from:
+        return thinking_so_far(text), scan  # a short text: read whole
+    return ("", text[:line_start]), as_is  # a lone closing tag may be coming
+
+
+def _plain(text: str) -> bool:
+    """Whether `text`'s start says `thinking_so_far` reads it, and all that may follow it, as
+    answer but for a closing tag: the lead harmony reads is whole and is not harmony's, and
+    no tag opened a block (nor may: the lead is past any tag's length)."""
+    return not _OPENS.match(text) and never_harmony(text)
+
+
+def _short_last_line(text: str) -> int | None:
+    """Where the text's last line starts, when it is 1 to `_LONGEST_TAG` characters but
+    spaces and tabs at its ends (what may be a lone closing tag part-way), else None; read
+    from the end (a reply with no line break was read whole at each delta)."""
+    end = len(text)
+    while end and text[end - 1] in " \t":
+        end -= 1
+    if end == 0 or text[end - 1] == "\n":
+        return None
+    begin = end
+    while begin and text[begin - 1] != "\n" and end - begin < _LONGEST_TAG:
+        begin -= 1
+    while begin and text[begin - 1] in " \t":
+        begin -= 1
+    return begin if begin == 0 or text[begin - 1] == "\n" else None
 
 
 def _partial_close(lowered: str) -> int:
