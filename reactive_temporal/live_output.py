@@ -80,7 +80,8 @@ def first_marker(answer: str, since: tuple[int, int] = (-1, 0)) -> tuple[int, in
     which then costs its new characters (a long reply was searched whole at each delta)."""
     at, read = since
     if at >= 0 or read > len(answer):
-        return (at, read) if 0 <= at < len(answer) else first_marker(answer)
+        found = at >= 0 and answer.startswith(CALL_MARKERS, at)  # the answer may be shorter
+        return (at, read) if found else first_marker(answer)
     begin = max(0, read - _LONGEST_MARKER + 1)
     starts = [at for marker in CALL_MARKERS if (at := answer.find(marker, begin)) >= 0]
     return min(starts, default=-1), len(answer)
