@@ -29,16 +29,11 @@ from temporalio.common import (
 from temporalio.exceptions import WorkflowAlreadyStartedError
 
 from reactive_temporal import search_attributes as sa
+from reactive_temporal.api.approval_listing import PendingCall, pending_calls
 from reactive_temporal.api.arguments import waiting_seconds
 from reactive_temporal.api.bulk_cancel import CancelledRuns, cancel_running
 from reactive_temporal.api.chat_refusals import chat_request
-from reactive_temporal.api.control import (
-    PendingCall,
-    cancel_recorded,
-    decide,
-    pending_calls,
-    request_cancel,
-)
+from reactive_temporal.api.control import cancel_recorded, decide, request_cancel
 from reactive_temporal.api.debriefs import wait_for_rich_debriefs
 from reactive_temporal.api.entity_handle import AgentEntity
 from reactive_temporal.api.entity_reset import EntityReset, reset_entity

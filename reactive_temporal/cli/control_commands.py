@@ -11,16 +11,18 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
+from reactive_temporal.api.approval_listing import (
+    ApprovalsUnavailable,
+    waiting_approvals,
+    waiting_runs_query,
+)
 from reactive_temporal.api.bulk_cancel import cancel_running
 from reactive_temporal.api.control import (
-    ApprovalsUnavailable,
     call_ids_problem,
     cancel_recorded,
     check_cancel_reason,
     decide,
     request_cancel,
-    waiting_approvals,
-    waiting_runs_query,
 )
 from reactive_temporal.api.progress import ProgressUnavailable, run_progress
 from reactive_temporal.api.run_results import AgentRunError, run_result

@@ -21,7 +21,7 @@ from temporalio.service import RPCError
 from activities.migrations import MIGRATIONS
 from activities.retention import PRUNED_TABLES, prune
 from activities.store import Store, StoreUnavailable
-from reactive_temporal.api.control import runs_still_going
+from reactive_temporal.api.approval_listing import runs_still_going
 from reactive_temporal.cli.common import CliError, cli_runtime, cli_settings, out, run_command
 from reactive_temporal.config import Settings
 from reactive_temporal.database_settings import conninfo_now

@@ -19,9 +19,13 @@ from temporalio.api.enums.v1 import EventType, PendingActivityState
 from temporalio.client import Client, WorkflowHandle
 from temporalio.worker import Worker
 
-from reactive_temporal.api import control, worker_waits
+from reactive_temporal.api import approval_listing, worker_waits
 from reactive_temporal.api.agents import Agent
-from reactive_temporal.api.control import ApprovalsUnavailable, pending_calls, waiting_approvals
+from reactive_temporal.api.approval_listing import (
+    ApprovalsUnavailable,
+    pending_calls,
+    waiting_approvals,
+)
 from reactive_temporal.api.progress import ProgressUnavailable
 from reactive_temporal.api.runs import list_runs, runs_query
 from reactive_temporal.config import Settings
@@ -226,12 +230,12 @@ async def test_a_run_whose_model_is_slow_does_not_wait_for_a_worker(
 
 
 class Asking:
-    """How the approvals listing asks runs for their progress (`control.run_progress`): how
+    """How the approvals listing asks runs for their progress (`approval_listing.run_progress`): how
     many times, and the most at once."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.asked = self.in_flight = self.most_at_once = 0
-        ask = control.run_progress
+        ask = approval_listing.run_progress
 
         async def counted(*args: Any, **kwargs: Any) -> Any:
             self.asked += 1
@@ -242,7 +246,7 @@ class Asking:
             finally:
                 self.in_flight -= 1
 
-        monkeypatch.setattr(control, "run_progress", counted)
+        monkeypatch.setattr(approval_listing, "run_progress", counted)
 
 
 async def recorded(handle: WorkflowHandle, kind: EventType.ValueType) -> bool:

@@ -17,7 +17,7 @@ from temporalio.client import WorkflowExecutionStatus
 
 from activities.retention import PRUNED_TABLES, prune
 from reactive_temporal import search_attributes as sa
-from reactive_temporal.api.control import pending_calls, runs_still_going
+from reactive_temporal.api.approval_listing import pending_calls, runs_still_going
 from reactive_temporal.api.run_results import AgentRunError
 from reactive_temporal.cli.approval_prompt import Answers, ask_inline
 from reactive_temporal.contracts.approvals import REASON_MAX_CHARS
