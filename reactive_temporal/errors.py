@@ -28,10 +28,18 @@ def describe_validation_error(err: ValidationError, names: Callable[[str], str] 
 
 
 def root_cause(err: BaseException) -> str:
-    """The innermost cause's message (a workflow failure wraps the activity's error)."""
+    """The innermost cause's message (a workflow failure wraps the activity's error), at most
+    MAX_CAUSES down. A chain may come back on itself (`raise err from err`, a tool's or a
+    library's): followed to its end, it held the worker's event loop for good, in the log
+    filter that reads every activity failure (hosting/activity_logs.py)."""
     cause: BaseException = err
-    while cause.__cause__ is not None:
-        cause = cause.__cause__
+    seen = {id(err)}
+    for _ in range(MAX_CAUSES):
+        below = cause.__cause__
+        if below is None or id(below) in seen:
+            break
+        seen.add(id(below))
+        cause = below
     return str(cause) or type(cause).__name__
 
 

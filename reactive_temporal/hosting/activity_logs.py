@@ -27,7 +27,7 @@ class OneLineFailures(logging.Filter):
         if isinstance(error, ApplicationError) and str(record.msg).startswith(FAILED):
             kind = error.type or type(error).__name__
             cause = root_cause(error)
-            because = f" ({cause})" if cause != error.message else ""
+            because = f" ({cause})" if cause not in (error.message, str(error)) else ""
             record.msg = f"{record.msg}: {kind}: {error.message}{because}"
             record.args = None
             record.exc_info = record.exc_text = None
