@@ -15,42 +15,23 @@ Before the fold kept how far it read, its cost grew with the square of the reply
 from __future__ import annotations
 
 import argparse
-import importlib
 import random
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from bench._revision import module_at
 from reactive_temporal import live_output
 
-ROOT = Path(__file__).resolve().parent.parent
 FOLD_MODULES = ("live_output", "bare_calls", "thinking", "harmony", "text_calls")
 
 
 def fold_at(revision: str, into: Path) -> ModuleType:
     """The revision's `live_output`, importable as `before_fold.live_output` (its fold's
     modules from the revision, the rest of the package this tree's)."""
-    package = into / "before_fold"
-    package.mkdir()
-    (package / "__init__.py").write_text("")
-    for name in FOLD_MODULES:
-        shown = subprocess.run(
-            ["git", "show", f"{revision}:reactive_temporal/{name}.py"],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-        text = shown.stdout
-        for other in FOLD_MODULES:
-            text = text.replace(f"reactive_temporal.{other} ", f"before_fold.{other} ")
-        (package / f"{name}.py").write_text(text)
-    sys.path.insert(0, str(into))
-    return importlib.import_module("before_fold.live_output")
+    return module_at(revision, into, "before_fold", FOLD_MODULES, every=True)
 
 
 def call_reply(size: int) -> str:

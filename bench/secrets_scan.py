@@ -14,17 +14,15 @@ so both see the same machine.
 from __future__ import annotations
 
 import argparse
-import importlib
 import statistics
-import subprocess
-import sys
 import tempfile
 import timeit
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
-ROOT = Path(__file__).resolve().parent.parent
+from bench._revision import ROOT, module_at
+
 SCAN_MODULES = (
     "secrets_scan",
     "secret_rules",
@@ -42,21 +40,7 @@ SCAN_MODULES = (
 def scan_at(revision: str, into: Path) -> ModuleType:
     """The revision's `secrets_scan`, importable as `before_scan.secrets_scan` (the modules
     it has; older revisions had fewer)."""
-    package = into / "before_scan"
-    package.mkdir()
-    (package / "__init__.py").write_text("")
-    for name in SCAN_MODULES:
-        shown = subprocess.run(
-            ["git", "show", f"{revision}:reactive_temporal/{name}.py"],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-        )
-        if shown.returncode == 0:
-            text = shown.stdout.replace("reactive_temporal.secret", "before_scan.secret")
-            (package / f"{name}.py").write_text(text)
-    sys.path.insert(0, str(into))
-    return importlib.import_module("before_scan.secrets_scan")
+    return module_at(revision, into, "before_scan", SCAN_MODULES)
 
 
 def texts() -> dict[str, str]:

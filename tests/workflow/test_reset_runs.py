@@ -7,17 +7,18 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
+from typing import Any
 
 import psycopg
 from temporalio.api.common.v1 import WorkflowExecution
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.workflowservice.v1 import ResetWorkflowExecutionRequest
-from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 
 from reactive_temporal import search_attributes as sa
 from reactive_temporal.api.debriefs import load_debrief
 from reactive_temporal.api.rerun import rerun_from_failure
-from reactive_temporal.api.run_results import run_result
+from reactive_temporal.api.run_results import RunResult, run_result
 from reactive_temporal.api.runs import list_runs, runs_query
 from reactive_temporal.api.watching import follow_events
 from reactive_temporal.contracts import names
@@ -108,23 +109,32 @@ DEBRIEF = json.dumps(
 )
 
 
-async def test_a_rerun_waits_for_the_failed_run_s_debrief(
-    harness: Harness, client: Client, llm: ScriptedLLM, model_name: str, database_url: str
-):
-    """Rerun at once, while the failed run's debrief is still being synthesized: that debrief
-    finished after the rerun had kept its own and wrote the failure over it (the debrief row,
-    the agent's lessons and its last run all said the rerun had failed)."""
+async def failed_while_debriefed(
+    harness: Harness, client: Client, llm: ScriptedLLM, model_name: str, prefix: str
+) -> tuple[str, RunResult, WorkflowHandle[Any, Any]]:
+    """A run of a new agent that failed (`llm_error`) after a tool call, its debrief still
+    synthesizing (4 s): the agent, the run's result and its debrief workflow."""
     debrief_model = f"{model_name}-debrief"
     llm.script(debrief_model, [Reply(DEBRIEF, delay=4)], repeat_last=True)
     llm.script(
         model_name,
         [Reply(None, [call("calculator", expression="5*5")]), HttpError(400, "model not found")],
     )
-    agent_id = f"rerun-{uuid.uuid4().hex[:8]}"
+    agent_id = f"{prefix}-{uuid.uuid4().hex[:8]}"
     failed = await harness.run(
         model_name, "5*5 then answer", agent_id=agent_id, debrief_model=debrief_model
     )
     assert failed.terminated_by == "llm_error"
+    return agent_id, failed, client.get_workflow_handle(names.debrief_workflow_id(failed.run_id))
+
+
+async def test_a_rerun_waits_for_the_failed_run_s_debrief(
+    harness: Harness, client: Client, llm: ScriptedLLM, model_name: str, database_url: str
+):
+    """Rerun at once, while the failed run's debrief is still being synthesized: that debrief
+    finished after the rerun had kept its own and wrote the failure over it (the debrief row,
+    the agent's lessons and its last run all said the rerun had failed)."""
+    agent_id, failed, _ = await failed_while_debriefed(harness, client, llm, model_name, "rerun")
 
     llm.script(model_name, [Reply("FINAL ANSWER: 25")], repeat_last=True)
     said: list[str] = []
@@ -217,18 +227,9 @@ async def test_a_run_reset_while_its_debrief_is_written_keeps_the_new_timeline_s
     id was taken), and the old one then kept the failed timeline's debrief, its lessons and
     the agent's last run ("failed") for a run that had succeeded. Now the reset run keeps
     its deterministic debrief and the old timeline's is not kept."""
-    debrief_model = f"{model_name}-debrief"
-    llm.script(debrief_model, [Reply(DEBRIEF, delay=4)], repeat_last=True)
-    llm.script(
-        model_name,
-        [Reply(None, [call("calculator", expression="5*5")]), HttpError(400, "model not found")],
+    agent_id, failed, old_debrief = await failed_while_debriefed(
+        harness, client, llm, model_name, "reset"
     )
-    agent_id = f"reset-{uuid.uuid4().hex[:8]}"
-    failed = await harness.run(
-        model_name, "5*5 then answer", agent_id=agent_id, debrief_model=debrief_model
-    )
-    assert failed.terminated_by == "llm_error"
-    old_debrief = client.get_workflow_handle(names.debrief_workflow_id(failed.run_id))
     old_execution = (await old_debrief.describe()).run_id
 
     llm.script(
@@ -269,18 +270,9 @@ async def test_a_reset_run_that_kept_its_debrief_itself_says_so(
     """Reset while the old timeline's debrief is synthesized, the reset run's answer one to
     synthesize a debrief for: its child cannot start (the id is taken), its wrap-up keeps its
     deterministic debrief itself, and its DebriefStatus said `pending` for good."""
-    debrief_model = f"{model_name}-debrief"
-    llm.script(debrief_model, [Reply(DEBRIEF, delay=4)], repeat_last=True)
-    llm.script(
-        model_name,
-        [Reply(None, [call("calculator", expression="5*5")]), HttpError(400, "model not found")],
+    agent_id, failed, old_debrief = await failed_while_debriefed(
+        harness, client, llm, model_name, "kept"
     )
-    agent_id = f"kept-{uuid.uuid4().hex[:8]}"
-    failed = await harness.run(
-        model_name, "5*5 then answer", agent_id=agent_id, debrief_model=debrief_model
-    )
-    assert failed.terminated_by == "llm_error"
-    old_debrief = client.get_workflow_handle(names.debrief_workflow_id(failed.run_id))
     assert (await old_debrief.describe()).status == WorkflowExecutionStatus.RUNNING
 
     llm.script(
